@@ -1,0 +1,558 @@
+//! The objects of the routing model, shaped like the rtnetlink messages that carry them.
+//!
+//! Every request into [`crate::Fib`] and every answer out of it is one of these types. They
+//! mirror `rtmsg`/`ifinfomsg`/`ifaddrmsg`/`fib_rule_hdr`/`nhmsg` plus their attributes, with
+//! numeric codes kept as the kernel defines them, so that:
+//! - the CLI (`fibre-cli`) fills them in exactly as iproute2 fills in its netlink requests
+//!   (iproute2's client-side defaults live there, not here);
+//! - the netlink codec converts them to and from wire bytes without any semantic decisions;
+//! - the FIB applies the kernel's server-side rules to them.
+//!
+//! `None` means "attribute absent", which the kernel often treats differently from zero.
+
+use std::net::IpAddr;
+
+/// Address family (`AF_INET`, `AF_INET6`), with the kernel's numeric values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Family {
+    Inet = 2,
+    Inet6 = 10,
+}
+
+impl Family {
+    pub fn of(addr: &IpAddr) -> Family {
+        match addr {
+            IpAddr::V4(_) => Family::Inet,
+            IpAddr::V6(_) => Family::Inet6,
+        }
+    }
+
+    /// Bits in an address of this family.
+    pub fn max_len(self) -> u8 {
+        match self {
+            Family::Inet => 32,
+            Family::Inet6 => 128,
+        }
+    }
+}
+
+/// An address and a prefix length. Host bits may be set (the kernel rejects that for route
+/// destinations with EINVAL "Invalid prefix for given prefix length"; addresses keep them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Prefix {
+    pub addr: IpAddr,
+    pub len: u8,
+}
+
+/// `rtm_type`: RTN_* codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum RouteType {
+    Unspec = 0,
+    Unicast = 1,
+    Local = 2,
+    Broadcast = 3,
+    Anycast = 4,
+    Multicast = 5,
+    Blackhole = 6,
+    Unreachable = 7,
+    Prohibit = 8,
+    Throw = 9,
+    Nat = 10,
+    Xresolve = 11,
+}
+
+/// `rtm_scope` values (RT_SCOPE_*); any u8 is legal on the wire.
+pub mod scope {
+    pub const UNIVERSE: u8 = 0;
+    pub const SITE: u8 = 200;
+    pub const LINK: u8 = 253;
+    pub const HOST: u8 = 254;
+    pub const NOWHERE: u8 = 255;
+}
+
+/// `rtm_protocol` values (RTPROT_*); any u8 is legal on the wire.
+pub mod protocol {
+    pub const UNSPEC: u8 = 0;
+    pub const REDIRECT: u8 = 1;
+    pub const KERNEL: u8 = 2;
+    pub const BOOT: u8 = 3;
+    pub const STATIC: u8 = 4;
+    pub const RA: u8 = 9;
+}
+
+/// Well-known table ids (RT_TABLE_*).
+pub mod table {
+    pub const UNSPEC: u32 = 0;
+    pub const DEFAULT: u32 = 253;
+    pub const MAIN: u32 = 254;
+    pub const LOCAL: u32 = 255;
+}
+
+/// Next-hop flags (RTNH_F_*), found in `rtm_flags` and `rtnh_flags`.
+pub mod nh_flags {
+    pub const DEAD: u32 = 1;
+    pub const PERVASIVE: u32 = 2;
+    pub const ONLINK: u32 = 4;
+    pub const OFFLOAD: u32 = 8;
+    pub const LINKDOWN: u32 = 16;
+    pub const UNRESOLVED: u32 = 32;
+    pub const TRAP: u32 = 64;
+}
+
+/// Route message flags (RTM_F_*), found in `rtm_flags`.
+pub mod rtm_flags {
+    pub const NOTIFY: u32 = 0x100;
+    pub const CLONED: u32 = 0x200;
+    pub const EQUALIZE: u32 = 0x400;
+    pub const PREFIX: u32 = 0x800;
+    pub const LOOKUP_TABLE: u32 = 0x1000;
+    pub const FIB_MATCH: u32 = 0x2000;
+}
+
+/// The NLM_F_* modifiers of a "new" request, as iproute2 sets them:
+/// `add` = create+excl, `change` = replace, `replace` = create+replace, `prepend` = create,
+/// `append` = create+append, `del` and `set` = none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReqFlags {
+    pub create: bool,
+    pub excl: bool,
+    pub replace: bool,
+    pub append: bool,
+}
+
+impl ReqFlags {
+    pub const ADD: ReqFlags = ReqFlags { create: true, excl: true, replace: false, append: false };
+    pub const CHANGE: ReqFlags = ReqFlags { create: false, excl: false, replace: true, append: false };
+    pub const REPLACE: ReqFlags = ReqFlags { create: true, excl: false, replace: true, append: false };
+    pub const PREPEND: ReqFlags = ReqFlags { create: true, excl: false, replace: false, append: false };
+    pub const APPEND: ReqFlags = ReqFlags { create: true, excl: false, replace: false, append: true };
+    pub const NONE: ReqFlags = ReqFlags { create: false, excl: false, replace: false, append: false };
+}
+
+/// An error as the kernel reports it: a positive errno and, where the kernel sets one, the
+/// extended-ACK message ("Error: ..." in iproute2's output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RtError {
+    pub errno: Errno,
+    pub extack: Option<String>,
+}
+
+impl RtError {
+    pub fn new(errno: Errno) -> Self {
+        RtError { errno, extack: None }
+    }
+    pub fn msg(errno: Errno, extack: impl Into<String>) -> Self {
+        RtError { errno, extack: Some(extack.into()) }
+    }
+}
+
+impl std::fmt::Display for RtError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.extack {
+            Some(m) => write!(f, "{} ({})", m, self.errno.name()),
+            None => write!(f, "{}", self.errno.name()),
+        }
+    }
+}
+
+impl std::error::Error for RtError {}
+
+/// A positive Linux errno value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const EPERM: Errno = Errno(1);
+    pub const ENOENT: Errno = Errno(2);
+    pub const ESRCH: Errno = Errno(3);
+    pub const ENXIO: Errno = Errno(6);
+    pub const E2BIG: Errno = Errno(7);
+    pub const EAGAIN: Errno = Errno(11);
+    pub const ENOMEM: Errno = Errno(12);
+    pub const EACCES: Errno = Errno(13);
+    pub const EBUSY: Errno = Errno(16);
+    pub const EEXIST: Errno = Errno(17);
+    pub const ENODEV: Errno = Errno(19);
+    pub const EINVAL: Errno = Errno(22);
+    pub const ENOSPC: Errno = Errno(28);
+    pub const ERANGE: Errno = Errno(34);
+    pub const EMSGSIZE: Errno = Errno(90);
+    pub const EPROTONOSUPPORT: Errno = Errno(93);
+    pub const EOPNOTSUPP: Errno = Errno(95);
+    pub const EAFNOSUPPORT: Errno = Errno(97);
+    pub const EADDRINUSE: Errno = Errno(98);
+    pub const EADDRNOTAVAIL: Errno = Errno(99);
+    pub const ENETDOWN: Errno = Errno(100);
+    pub const ENETUNREACH: Errno = Errno(101);
+    pub const ENOBUFS: Errno = Errno(105);
+    pub const EHOSTUNREACH: Errno = Errno(113);
+
+    /// The C library's `strerror` text, which iproute2 prints after "RTNETLINK answers: ".
+    pub fn strerror(self) -> &'static str {
+        match self.0 {
+            1 => "Operation not permitted",
+            2 => "No such file or directory",
+            3 => "No such process",
+            6 => "No such device or address",
+            7 => "Argument list too long",
+            11 => "Resource temporarily unavailable",
+            12 => "Cannot allocate memory",
+            13 => "Permission denied",
+            16 => "Device or resource busy",
+            17 => "File exists",
+            19 => "No such device",
+            22 => "Invalid argument",
+            28 => "No space left on device",
+            34 => "Numerical result out of range",
+            90 => "Message too long",
+            93 => "Protocol not supported",
+            95 => "Operation not supported",
+            97 => "Address family not supported by protocol",
+            98 => "Address already in use",
+            99 => "Cannot assign requested address",
+            100 => "Network is down",
+            101 => "Network is unreachable",
+            105 => "No buffer space available",
+            113 => "No route to host",
+            _ => "Unknown error",
+        }
+    }
+
+    /// The symbolic name, for logs and test reports.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            1 => "EPERM",
+            2 => "ENOENT",
+            3 => "ESRCH",
+            6 => "ENXIO",
+            7 => "E2BIG",
+            11 => "EAGAIN",
+            12 => "ENOMEM",
+            13 => "EACCES",
+            16 => "EBUSY",
+            17 => "EEXIST",
+            19 => "ENODEV",
+            22 => "EINVAL",
+            28 => "ENOSPC",
+            34 => "ERANGE",
+            90 => "EMSGSIZE",
+            93 => "EPROTONOSUPPORT",
+            95 => "EOPNOTSUPP",
+            97 => "EAFNOSUPPORT",
+            98 => "EADDRINUSE",
+            99 => "EADDRNOTAVAIL",
+            100 => "ENETDOWN",
+            101 => "ENETUNREACH",
+            105 => "ENOBUFS",
+            113 => "EHOSTUNREACH",
+            _ => "E?",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Links (RTM_NEWLINK / RTM_DELLINK / RTM_GETLINK)
+// ---------------------------------------------------------------------------------------------
+
+/// Kinds of link fibre can create (`IFLA_INFO_KIND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkKind {
+    Loopback,
+    Dummy,
+}
+
+/// Interface flags (IFF_*), as in `ifi_flags`.
+pub mod iff {
+    pub const UP: u32 = 0x1;
+    pub const BROADCAST: u32 = 0x2;
+    pub const LOOPBACK: u32 = 0x8;
+    pub const RUNNING: u32 = 0x40;
+    pub const NOARP: u32 = 0x80;
+    pub const MULTICAST: u32 = 0x1000;
+    pub const LOWER_UP: u32 = 0x10000;
+}
+
+/// A link request or a link as dumped. In a request, `ifindex == 0` with `ifname` set names the
+/// link by name; in a dump every field is filled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Link {
+    pub ifindex: u32,
+    pub ifname: Option<String>,
+    pub kind: Option<LinkKind>,
+    /// `ifi_flags` in a dump; in a request only the bits in `change` are applied.
+    pub flags: u32,
+    /// `ifi_change`: which bits of `flags` a request sets.
+    pub change: u32,
+    pub mtu: Option<u32>,
+    pub address: Option<Vec<u8>>,
+    /// Carrier (IFLA_CARRIER); fibre's stand-in for a cable on a dummy link.
+    pub carrier: Option<bool>,
+    pub txqlen: Option<u32>,
+    /// IPv6 address generation mode (IFLA_INET6_ADDR_GEN_MODE): 0 eui64, 1 none.
+    pub addr_gen_mode: Option<u8>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Addresses (RTM_NEWADDR / RTM_DELADDR / RTM_GETADDR)
+// ---------------------------------------------------------------------------------------------
+
+/// Address flags (IFA_F_*).
+pub mod ifa_flags {
+    pub const SECONDARY: u32 = 0x01;
+    pub const NODAD: u32 = 0x02;
+    pub const OPTIMISTIC: u32 = 0x04;
+    pub const DADFAILED: u32 = 0x08;
+    pub const HOMEADDRESS: u32 = 0x10;
+    pub const DEPRECATED: u32 = 0x20;
+    pub const TENTATIVE: u32 = 0x40;
+    pub const PERMANENT: u32 = 0x80;
+    pub const MANAGETEMPADDR: u32 = 0x100;
+    pub const NOPREFIXROUTE: u32 = 0x200;
+    pub const MCAUTOJOIN: u32 = 0x400;
+    pub const STABLE_PRIVACY: u32 = 0x800;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Address {
+    pub family: Family,
+    pub prefixlen: u8,
+    /// IFA_F_* flags (IFA_FLAGS when above 8 bits).
+    pub flags: u32,
+    pub scope: u8,
+    pub ifindex: u32,
+    /// IFA_LOCAL (the interface's own address). For IPv6 iproute2 sends it as IFA_ADDRESS too.
+    pub local: Option<IpAddr>,
+    /// IFA_ADDRESS (the peer on point-to-point links, else equal to `local`).
+    pub address: Option<IpAddr>,
+    pub broadcast: Option<IpAddr>,
+    pub label: Option<String>,
+    /// IFA_RT_PRIORITY: metric of the prefix route.
+    pub metric: Option<u32>,
+    /// IFA_CACHEINFO lifetimes in seconds; `None` = forever.
+    pub valid_lft: Option<u32>,
+    pub preferred_lft: Option<u32>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes (RTM_NEWROUTE / RTM_DELROUTE / RTM_GETROUTE)
+// ---------------------------------------------------------------------------------------------
+
+/// One next hop of a route (RTA_GATEWAY/RTA_VIA + RTA_OIF, or one `rtnexthop` of RTA_MULTIPATH).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NextHop {
+    /// RTA_GATEWAY (same family as the route) or RTA_VIA (IPv4 route via an IPv6 gateway).
+    pub gateway: Option<IpAddr>,
+    /// Output interface; 0 = absent.
+    pub oif: u32,
+    /// `rtnh_hops`: weight minus one, as on the wire. `weight = hops + 1`.
+    pub hops: u8,
+    /// RTNH_F_* (ONLINK in requests; DEAD/LINKDOWN in answers).
+    pub flags: u32,
+}
+
+/// Route metrics (RTA_METRICS / RTAX_*). Only those set are present.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metrics {
+    pub lock: u32,
+    pub mtu: Option<u32>,
+    pub window: Option<u32>,
+    pub rtt: Option<u32>,
+    pub rttvar: Option<u32>,
+    pub ssthresh: Option<u32>,
+    pub cwnd: Option<u32>,
+    pub advmss: Option<u32>,
+    pub reordering: Option<u32>,
+    pub hoplimit: Option<u32>,
+    pub initcwnd: Option<u32>,
+    pub features: Option<u32>,
+    pub rto_min: Option<u32>,
+    pub initrwnd: Option<u32>,
+    pub quickack: Option<u32>,
+    pub congctl: Option<String>,
+    pub fastopen_no_cookie: Option<u32>,
+}
+
+/// A route: a request (new/del), a dump entry or the answer to a `route get`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub family: Family,
+    /// RTA_DST and `rtm_dst_len`.
+    pub dst: Prefix,
+    /// RTA_SRC and `rtm_src_len` (IPv6 source-specific routes, `from` in iproute2).
+    pub src: Option<Prefix>,
+    pub tos: u8,
+    /// RTA_TABLE (or `rtm_table` when < 256). 0 = unspecified (main for new, any for del).
+    pub table: u32,
+    pub protocol: u8,
+    pub scope: u8,
+    pub rtype: RouteType,
+    /// RTM_F_* and RTNH_F_* bits.
+    pub flags: u32,
+    /// RTA_PRIORITY (metric). `None` = absent (0 for IPv4, 1024 for IPv6 on add).
+    pub priority: Option<u32>,
+    /// RTA_PREFSRC.
+    pub prefsrc: Option<IpAddr>,
+    /// The single next hop (RTA_GATEWAY/RTA_VIA/RTA_OIF) when `multipath` is empty.
+    pub nexthop: NextHop,
+    /// RTA_MULTIPATH.
+    pub multipath: Vec<NextHop>,
+    /// RTA_NH_ID: the route uses a next-hop object.
+    pub nhid: Option<u32>,
+    pub metrics: Metrics,
+    /// RTA_PREF (IPv6 router preference: 0 medium, 1 high, 3 low).
+    pub pref: Option<u8>,
+    /// RTA_EXPIRES in seconds (IPv6 in the kernel; fibre also takes it for IPv4).
+    pub expires: Option<u32>,
+    // The fields below appear only in answers to `route get`.
+    /// RTA_IIF of an input lookup.
+    pub iif: Option<u32>,
+    /// RTA_MARK echoed back.
+    pub mark: Option<u32>,
+    /// RTA_UID.
+    pub uid: Option<u32>,
+    /// RTA_CACHEINFO's "expires" (seconds) and "error" as printed with `cache`.
+    pub cache: Option<CacheInfo>,
+}
+
+/// What `route get` prints after `cache`: next-hop exception data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheInfo {
+    pub expires: Option<u32>,
+    pub error: i32,
+    pub used: u32,
+}
+
+impl Route {
+    /// An empty route of `family` for `dst`, every attribute absent.
+    pub fn new(family: Family, dst: Prefix) -> Route {
+        Route {
+            family,
+            dst,
+            src: None,
+            tos: 0,
+            table: table::UNSPEC,
+            protocol: protocol::UNSPEC,
+            scope: scope::UNIVERSE,
+            rtype: RouteType::Unicast,
+            flags: 0,
+            priority: None,
+            prefsrc: None,
+            nexthop: NextHop::default(),
+            multipath: Vec::new(),
+            nhid: None,
+            metrics: Metrics::default(),
+            pref: None,
+            expires: None,
+            iif: None,
+            mark: None,
+            uid: None,
+            cache: None,
+        }
+    }
+}
+
+/// A `route get` request (RTM_GETROUTE without NLM_F_DUMP).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteQuery {
+    pub family: Family,
+    pub dst: IpAddr,
+    pub src: Option<IpAddr>,
+    /// Input interface: an input lookup, as for a packet received on it.
+    pub iif: Option<u32>,
+    pub oif: Option<u32>,
+    pub tos: u8,
+    pub mark: u32,
+    pub uid: Option<u32>,
+    pub ipproto: Option<u8>,
+    pub sport: Option<u16>,
+    pub dport: Option<u16>,
+    /// RTM_F_FIB_MATCH: answer with the matching FIB entry instead of the resolved dst.
+    pub fibmatch: bool,
+    /// RTA_TABLE in a get: look up in this table only (RTM_F_LOOKUP_TABLE).
+    pub table: Option<u32>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policy rules (RTM_NEWRULE / RTM_DELRULE / RTM_GETRULE)
+// ---------------------------------------------------------------------------------------------
+
+/// Rule actions (FR_ACT_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RuleAction {
+    Unspec = 0,
+    ToTbl = 1,
+    Goto = 2,
+    Nop = 3,
+    Blackhole = 6,
+    Unreachable = 7,
+    Prohibit = 8,
+}
+
+/// Rule flags (FIB_RULE_*).
+pub mod rule_flags {
+    pub const PERMANENT: u32 = 0x1;
+    pub const INVERT: u32 = 0x2;
+    pub const UNRESOLVED: u32 = 0x4;
+    pub const IIF_DETACHED: u32 = 0x8;
+    pub const OIF_DETACHED: u32 = 0x10;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub family: Family,
+    pub src: Option<Prefix>,
+    pub dst: Option<Prefix>,
+    pub tos: u8,
+    /// FRA_DSCP (newer kernels); iproute2 6.1 sends `tos` instead.
+    pub dscp: Option<u8>,
+    pub table: u32,
+    pub action: RuleAction,
+    pub flags: u32,
+    /// FRA_PRIORITY; `None` in a request lets the kernel choose.
+    pub priority: Option<u32>,
+    pub fwmark: Option<u32>,
+    pub fwmask: Option<u32>,
+    pub iifname: Option<String>,
+    pub oifname: Option<String>,
+    pub goto: Option<u32>,
+    pub suppress_prefixlen: Option<u32>,
+    pub suppress_ifgroup: Option<u32>,
+    pub ipproto: Option<u8>,
+    pub sport: Option<(u16, u16)>,
+    pub dport: Option<(u16, u16)>,
+    pub uid_range: Option<(u32, u32)>,
+    pub l3mdev: bool,
+    pub protocol: u8,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Next-hop objects (RTM_NEWNEXTHOP / RTM_DELNEXTHOP / RTM_GETNEXTHOP)
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupMember {
+    pub id: u32,
+    /// Weight minus one, as in `struct nexthop_grp`.
+    pub weight_minus_one: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NexthopObj {
+    pub id: u32,
+    /// AF_UNSPEC (None) for groups and blackholes without a family.
+    pub family: Option<Family>,
+    pub gateway: Option<IpAddr>,
+    pub oif: u32,
+    pub blackhole: bool,
+    pub onlink: bool,
+    pub fdb: bool,
+    pub group: Vec<GroupMember>,
+    /// NHA_GROUP_TYPE: 0 multipath, 1 resilient.
+    pub group_type: u16,
+    pub protocol: u8,
+    /// RTNH_F_* in answers (dead, linkdown).
+    pub flags: u32,
+}
