@@ -243,7 +243,8 @@ fn replies_beyond_the_pending_bound_are_refused_not_buffered() {
         pending_messages: 16,
         ..Limits::default()
     };
-    let server = serve_one(&dir, limits, |_req, out| {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let server = serve_one(&dir, limits, move |_req, out| {
         // Far more replies than the ring (8 frames) and the queue (16) can hold.
         let mut refused = 0;
         for i in 0..100u32 {
@@ -255,10 +256,12 @@ fn replies_beyond_the_pending_bound_are_refused_not_buffered() {
                 refused += 1;
             }
         }
-        assert_eq!(refused, 100 - 8 - 16);
+        done_tx.send(refused).unwrap();
     });
     let mut client = Client::connect(&dir.socket(), small_rings()).unwrap();
     client.send(b"flood").unwrap();
+    // Read only once the handler is done, so no frame frees up while it sends.
+    assert_eq!(done_rx.recv().unwrap(), 100 - 8 - 16);
     for i in 0..24u32 {
         assert_eq!(client.recv().unwrap(), i.to_le_bytes());
     }
