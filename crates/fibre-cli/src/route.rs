@@ -1371,7 +1371,7 @@ mod tests {
             Some("lo".into()),
             Some("d0".into()),
             Some("d1".into()),
-        ])
+        ]);
         let mut p = Printer::new(json, false);
         print_route(&mut p, r, &names, &shown, false);
         String::from_utf8(p.finish()).unwrap()
