@@ -227,6 +227,12 @@ impl Client {
         (self.tx.ring(), &self.bells)
     }
 
+    /// The RX ring, for the hostile-client test that rewrites the daemon's frames.
+    #[cfg(test)]
+    pub(crate) fn rx_ring(&self) -> &Ring {
+        self.rx.ring()
+    }
+
     /// The control socket, for the hostile-client test.
     #[cfg(test)]
     pub(crate) fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
