@@ -1,7 +1,9 @@
 """pytest configuration for fibre's Python tests: makes the helper modules of
-tests/differential (gen, kernelns, run) importable by the test files."""
+tests/differential (gen, kernelns, run) and tests/scenarios (scenario) importable."""
 
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "differential"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "differential"))
+sys.path.insert(0, os.path.join(HERE, "scenarios"))

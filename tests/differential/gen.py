@@ -433,14 +433,15 @@ class _Gen:
         for b in range(n_blocks):
             v6 = self.v6only or b % 2 == 1
             stable = STABLE6 if v6 else STABLE4
-            sub = list(stable.subnets(new_prefix=(64 if v6 else 24)))[b]
+            plen = 64 if v6 else 24
+            sub = ipaddress.ip_network((int(stable.network_address) + (b << (stable.max_prefixlen - plen)), plen))
             hops = []
             parts = []
             for k in range(self.r.randrange(2, 4)):
                 j = k % 2
                 gw = f"2001:db8:{j:x}::{0xf00 + b * 8 + k:x}" if v6 else f"10.{100 + j}.0.{200 + b * 8 + k}"
                 w = self.r.randrange(1, 5)
-                hops.append({"gateway": gw, "dev": f"d{j}", "weight": w})
+                hops.append({"gateway": str(ipaddress.ip_address(gw)), "dev": f"d{j}", "weight": w})
                 parts.append(f"nexthop via {gw} dev d{j} weight {w}")
             self.emit(f"route add {sub} {' '.join(parts)}")
             first = len(self.out) + 1
