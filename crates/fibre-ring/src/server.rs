@@ -1,0 +1,699 @@
+//! The daemon's side of the ring transport: one [`Session`] per client.
+//!
+//! Safety by construction: this module contains no `unsafe` code (`forbid` below), and the ring
+//! API it can use only *copies* TX frames into private memory. A handler therefore only ever
+//! sees a [`Request`] owning a `Box<[u8]>`; there is no way to give it a reference into the
+//! mapping, so a client rewriting a frame after publishing it changes nothing the daemon
+//! validates or acts on. Header words of TX frames are hostile: the length is read once and
+//! bounds-checked, the sender words are ignored (the sender is the socket's peer credential).
+//!
+//! Flow control and memory bounds: replies go into RX frames; when the RX ring is full they wait
+//! in a pending queue bounded by [`Limits`], and a handler that overflows it gets
+//! [`Overrun`] (the netlink ENOBUFS case). A dump ([`Dump`]) is pulled one message at a time and
+//! only while an RX frame is free, so a client that stops reading pauses it with no daemon
+//! memory growth; new TX requests are not taken while a dump or pending replies are
+//! outstanding. A client that disconnects is noticed by the socket hanging up the next time
+//! the session waits, and dropping the session frees its mapping, queue and dump.
+//!
+//! Driving a session: [`Session::run`] is a blocking loop for a thread per client. A daemon
+//! that multiplexes clients uses [`Session::next_request`], [`Session::responder`],
+//! [`Session::pump`] and, when none of them made progress, [`Session::prepare_to_sleep`] then
+//! poll(2) on [`Session::poll_fds`] and [`Session::after_wake`].
+#![forbid(unsafe_code)]
+
+use crate::frame::{FrameStatus, Sender};
+use crate::geometry::GeometryError;
+use crate::proto::{self, DecodeError, SetupReply, SetupRequest};
+use crate::ring::{Consumer, Producer, Ring, Slot};
+use crate::shm::{Doorbells, Layout, Mapping, Side};
+use crate::sys::{self, Credentials};
+use std::collections::VecDeque;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long an accepted connection may take to send its setup request.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Per-session bounds on the daemon's private memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Bytes of replies held when the RX ring is full. 256 KiB holds the ACKs of a whole TX
+    /// ring of requests many times over; anything larger belongs in a [`Dump`].
+    pub pending_bytes: usize,
+    /// Number of replies held when the RX ring is full.
+    pub pending_messages: usize,
+    /// Largest request accepted over the socket (COPY); 1 MiB is far above any single rtnetlink
+    /// request, and bounds what one COPY frame can make the daemon allocate.
+    pub max_copy_request: usize,
+    /// Requests taken per turn of [`Session::run`] before output is pumped again, so a client
+    /// streaming requests cannot starve its own replies.
+    pub requests_per_turn: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            pending_bytes: 256 << 10,
+            pending_messages: 4096,
+            max_copy_request: 1 << 20,
+            requests_per_turn: 256,
+        }
+    }
+}
+
+/// How a request reached the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// Copied out of a TX frame.
+    Ring,
+    /// Too large for a frame: read from the socket in the place of a COPY frame.
+    Socket,
+}
+
+/// One client request, in the daemon's private memory.
+#[derive(Debug)]
+pub struct Request {
+    /// The message, copied out of shared memory before anyone looked at it.
+    pub bytes: Box<[u8]>,
+    /// The client's credentials as the kernel reported them at connect time.
+    pub sender: Credentials,
+    pub via: Via,
+}
+
+/// A dump: produces reply messages on demand, so only as many exist as the client has room for.
+pub trait Dump: Send {
+    /// Appends the next message to `out` (which is empty) and returns true, or returns false
+    /// when the dump is complete.
+    fn next_message(&mut self, out: &mut Vec<u8>) -> bool;
+}
+
+impl<I, T> Dump for I
+where
+    I: Iterator<Item = T> + Send,
+    T: AsRef<[u8]>,
+{
+    fn next_message(&mut self, out: &mut Vec<u8>) -> bool {
+        match self.next() {
+            Some(m) => {
+                out.extend_from_slice(m.as_ref());
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The pending queue is full: the reply was not queued (netlink's ENOBUFS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overrun;
+
+impl fmt::Display for Overrun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("client's reply queue is full")
+    }
+}
+
+impl std::error::Error for Overrun {}
+
+/// Why a session stopped.
+#[derive(Debug)]
+pub enum SessionError {
+    /// The client closed its socket or went away.
+    Disconnected,
+    /// A system call failed unexpectedly.
+    Io(io::Error),
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::Disconnected => f.write_str("client disconnected"),
+            SessionError::Io(e) => write!(f, "ring session: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+fn io_error(e: io::Error) -> SessionError {
+    match e.raw_os_error() {
+        Some(libc::EPIPE) | Some(libc::ECONNRESET) | Some(libc::ENOTCONN) => {
+            SessionError::Disconnected
+        }
+        _ => SessionError::Io(e),
+    }
+}
+
+/// Why a ring could not be set up for a connection.
+#[derive(Debug)]
+pub enum AcceptError {
+    Io(io::Error),
+    /// The setup request was not a well-formed handshake.
+    Handshake(DecodeError),
+    /// The requested geometry was refused.
+    Geometry(GeometryError),
+}
+
+impl fmt::Display for AcceptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcceptError::Io(e) => write!(f, "ring setup: {e}"),
+            AcceptError::Handshake(e) => write!(f, "ring setup: malformed request ({e:?})"),
+            AcceptError::Geometry(e) => write!(f, "ring setup: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AcceptError {}
+
+/// Counters of one session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    pub requests_ring: u64,
+    pub requests_socket: u64,
+    /// TX frames dropped: length beyond the frame, COPY without a socket message, or an
+    /// oversized socket message.
+    pub malformed: u64,
+    pub replies_ring: u64,
+    pub replies_socket: u64,
+    /// Replies refused because the pending queue was full.
+    pub overruns: u64,
+    /// Most replies ever waiting in the pending queue.
+    pub pending_high_water: usize,
+    /// Messages pulled from dumps.
+    pub dump_messages: u64,
+}
+
+/// The reply side of a session, borrowed by a handler.
+struct Output {
+    rx: Producer,
+    pending: VecDeque<(Box<[u8]>, Sender)>,
+    pending_bytes: usize,
+    dump: Option<Box<dyn Dump>>,
+    dump_buf: Vec<u8>,
+    /// A COPY message found the socket's buffer full; wait for POLLOUT.
+    blocked_on_socket: bool,
+    limits: Limits,
+    stats: SessionStats,
+}
+
+enum Emit {
+    Done,
+    Full,
+}
+
+impl Output {
+    fn idle(&self) -> bool {
+        self.pending.is_empty() && self.dump.is_none()
+    }
+
+    /// Puts one message into the next RX frame, or over the socket behind a COPY frame.
+    fn emit(
+        &mut self,
+        sock: BorrowedFd<'_>,
+        msg: &[u8],
+        sender: Sender,
+    ) -> Result<Emit, SessionError> {
+        let Some(frame) = self.rx.reserve() else {
+            return Ok(Emit::Full);
+        };
+        if msg.len() <= self.rx.capacity() {
+            self.rx.write(&frame, msg);
+            self.rx
+                .publish(frame, msg.len() as u32, sender, FrameStatus::Valid);
+            self.stats.replies_ring += 1;
+            return Ok(Emit::Done);
+        }
+        // Too large for a frame: the message goes on the socket first, then the COPY frame
+        // tells the client, in ring order, to read it from there.
+        match sys::send(sock, msg, &[], libc::MSG_DONTWAIT) {
+            Ok(_) => {
+                let len = u32::try_from(msg.len()).unwrap_or(u32::MAX);
+                self.rx.publish(frame, len, sender, FrameStatus::Copy);
+                self.stats.replies_socket += 1;
+                Ok(Emit::Done)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.rx.unreserve(frame);
+                self.blocked_on_socket = true;
+                Ok(Emit::Full)
+            }
+            Err(e) => Err(io_error(e)),
+        }
+    }
+
+    fn enqueue(&mut self, msg: &[u8], sender: Sender) -> Result<(), Overrun> {
+        if self.pending.len() >= self.limits.pending_messages
+            || self.pending_bytes + msg.len() > self.limits.pending_bytes
+        {
+            self.stats.overruns += 1;
+            return Err(Overrun);
+        }
+        self.pending_bytes += msg.len();
+        self.pending.push_back((msg.into(), sender));
+        self.stats.pending_high_water = self.stats.pending_high_water.max(self.pending.len());
+        Ok(())
+    }
+
+    /// Moves queued replies, then dump messages, into the RX ring while it has room. Returns
+    /// whether anything moved.
+    fn pump(&mut self, sock: BorrowedFd<'_>) -> Result<bool, SessionError> {
+        let mut moved = false;
+        while let Some((msg, sender)) = self.pending.pop_front() {
+            match self.emit(sock, &msg, sender)? {
+                Emit::Done => {
+                    self.pending_bytes -= msg.len();
+                    moved = true;
+                }
+                Emit::Full => {
+                    self.pending.push_front((msg, sender));
+                    return Ok(moved);
+                }
+            }
+        }
+        while self.dump.is_some() && !self.blocked_on_socket && self.rx.has_room() {
+            let mut buf = std::mem::take(&mut self.dump_buf);
+            buf.clear();
+            let more = self.dump.as_mut().is_some_and(|d| d.next_message(&mut buf));
+            if !more {
+                self.dump = None;
+                self.dump_buf = buf;
+                break;
+            }
+            self.stats.dump_messages += 1;
+            moved = true;
+            let emitted = self.emit(sock, &buf, Sender::DAEMON)?;
+            if let Emit::Full = emitted {
+                // The frame vanished between has_room and reserve (only a misbehaving client
+                // can cause that) or the socket is full: keep this one message.
+                self.pending_bytes += buf.len();
+                self.pending
+                    .push_back((buf.as_slice().into(), Sender::DAEMON));
+                self.stats.pending_high_water =
+                    self.stats.pending_high_water.max(self.pending.len());
+            }
+            self.dump_buf = buf;
+            if let Emit::Full = emitted {
+                break;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// True when output is waiting and could move now.
+    fn can_move(&self) -> bool {
+        !self.idle() && !self.blocked_on_socket && self.rx.has_room()
+    }
+}
+
+/// Lets a handler answer the request it is handling.
+pub struct Responder<'a> {
+    out: &'a mut Output,
+    sock: BorrowedFd<'a>,
+    bells: &'a Doorbells,
+}
+
+impl Responder<'_> {
+    /// Payload bytes of one RX frame; larger replies travel over the socket (COPY).
+    pub fn frame_capacity(&self) -> usize {
+        self.out.rx.capacity()
+    }
+
+    /// Sends a reply from the daemon.
+    pub fn reply(&mut self, msg: &[u8]) -> Result<(), SessionError> {
+        self.send(msg, Sender::DAEMON).map(|_| ())
+    }
+
+    /// Sends a message with an explicit sender (for example a notification caused by another
+    /// client). `Ok(Err(Overrun))` when it could neither be placed nor queued.
+    pub fn send(
+        &mut self,
+        msg: &[u8],
+        sender: Sender,
+    ) -> Result<Result<(), Overrun>, SessionError> {
+        if self.out.pending.is_empty() && !self.out.blocked_on_socket {
+            if let Emit::Done = self.out.emit(self.sock, msg, sender)? {
+                self.bells.ring_peer();
+                return Ok(Ok(()));
+            }
+        }
+        Ok(self.out.enqueue(msg, sender))
+    }
+
+    /// Starts a dump, answered as the client frees frames. A session runs one dump at a time;
+    /// a second one while the first is active is refused and returned.
+    pub fn dump(&mut self, dump: Box<dyn Dump>) -> Result<(), Box<dyn Dump>> {
+        if self.out.dump.is_some() {
+            return Err(dump);
+        }
+        self.out.dump = Some(dump);
+        Ok(())
+    }
+}
+
+/// Serves one request: reply through the responder (or start a dump).
+pub trait Handler {
+    fn handle(&mut self, request: Request, out: &mut Responder<'_>);
+}
+
+impl<F: FnMut(Request, &mut Responder<'_>)> Handler for F {
+    fn handle(&mut self, request: Request, out: &mut Responder<'_>) {
+        self(request, out)
+    }
+}
+
+/// One client's ring session in the daemon.
+pub struct Session {
+    sock: OwnedFd,
+    peer: Credentials,
+    layout: Layout,
+    tx: Consumer,
+    out: Output,
+    bells: Doorbells,
+    scratch: Vec<u8>,
+}
+
+fn refuse(sock: BorrowedFd<'_>, errno: i32, request: Option<&SetupRequest>) {
+    let zero = crate::geometry::RingGeometry {
+        block_size: 0,
+        block_count: 0,
+        frame_size: 0,
+        frame_count: 0,
+    };
+    let reply = SetupReply {
+        error: -errno,
+        map_len: 0,
+        rx: request.map_or(zero, |r| r.rx),
+        tx: request.map_or(zero, |r| r.tx),
+    };
+    // Best effort: the client may already be gone, and the refusal is the outcome either way.
+    let _ = sys::send(sock, &reply.encode(), &[], libc::MSG_DONTWAIT);
+}
+
+impl Session {
+    /// Sets up a ring for a connected client that sent `request` (a message for which
+    /// [`proto::is_setup_request`] holds): validates the geometry, creates and seals the memfd,
+    /// and answers with the descriptors. On failure the client gets an errno and the socket is
+    /// dropped.
+    pub fn accept(sock: OwnedFd, request: &[u8], limits: Limits) -> Result<Session, AcceptError> {
+        let req = match SetupRequest::decode(request) {
+            Ok(r) => r,
+            Err(e) => {
+                refuse(sock.as_fd(), libc::EINVAL, None);
+                return Err(AcceptError::Handshake(e));
+            }
+        };
+        if let Err(e) = req.rx.validate().and_then(|_| req.tx.validate()) {
+            refuse(sock.as_fd(), libc::EINVAL, Some(&req));
+            return Err(AcceptError::Geometry(e));
+        }
+        let layout = Layout {
+            rx: req.rx,
+            tx: req.tx,
+        };
+        let setup = (|| {
+            let (memfd, map) = Mapping::create(&layout)?;
+            let daemon_efd = sys::eventfd()?;
+            let client_efd = sys::eventfd()?;
+            let peer = sys::peer_credentials(sock.as_fd())?;
+            Ok::<_, io::Error>((memfd, map, daemon_efd, client_efd, peer))
+        })();
+        let (memfd, map, daemon_efd, client_efd, peer) = match setup {
+            Ok(s) => s,
+            Err(e) => {
+                refuse(
+                    sock.as_fd(),
+                    e.raw_os_error().unwrap_or(libc::ENOMEM),
+                    Some(&req),
+                );
+                return Err(AcceptError::Io(e));
+            }
+        };
+        let reply = SetupReply {
+            error: 0,
+            map_len: layout.total_len() as u64,
+            rx: layout.rx,
+            tx: layout.tx,
+        };
+        sys::send(
+            sock.as_fd(),
+            &reply.encode(),
+            &[memfd.as_fd(), daemon_efd.as_fd(), client_efd.as_fd()],
+            0,
+        )
+        .map_err(AcceptError::Io)?;
+        // The client has its own descriptor now; the mapping keeps the memory alive for us.
+        drop(memfd);
+        sys::set_nonblocking(sock.as_fd(), true).map_err(AcceptError::Io)?;
+        let rx = Ring::new(map.clone(), layout.rx_offset(), layout.rx);
+        let tx = Ring::new(map.clone(), layout.tx_offset(), layout.tx);
+        Ok(Session {
+            sock,
+            peer,
+            layout,
+            tx: Consumer::new(tx),
+            out: Output {
+                rx: Producer::new(rx),
+                pending: VecDeque::new(),
+                pending_bytes: 0,
+                dump: None,
+                dump_buf: Vec::new(),
+                blocked_on_socket: false,
+                limits,
+                stats: SessionStats::default(),
+            },
+            bells: Doorbells::new(map, Side::Daemon, daemon_efd, client_efd),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The client's credentials (SO_PEERCRED).
+    pub fn peer(&self) -> Credentials {
+        self.peer
+    }
+
+    pub fn stats(&self) -> SessionStats {
+        self.out.stats
+    }
+
+    /// Replies and dump messages held in private memory right now.
+    pub fn pending_replies(&self) -> usize {
+        self.out.pending.len()
+    }
+
+    /// Bytes of shared memory mapped for this client.
+    pub fn mapped_bytes(&self) -> usize {
+        self.layout.total_len()
+    }
+
+    /// True when no reply is queued and no dump is running: the session takes requests.
+    pub fn output_idle(&self) -> bool {
+        self.out.idle()
+    }
+
+    /// Takes the next request from the TX ring, copied into private memory, and frees its frame.
+    /// `None` when the ring holds nothing. Frames that break the protocol are dropped and
+    /// counted in [`SessionStats::malformed`].
+    pub fn next_request(&mut self) -> Result<Option<Request>, SessionError> {
+        loop {
+            match self.tx.peek() {
+                Slot::Empty => return Ok(None),
+                Slot::Message { index, len, .. } => {
+                    let mut bytes = Vec::new();
+                    self.tx.copy_out(index, len, &mut bytes);
+                    self.tx.release(index);
+                    self.bells.ring_peer();
+                    self.out.stats.requests_ring += 1;
+                    return Ok(Some(Request {
+                        bytes: bytes.into_boxed_slice(),
+                        sender: self.peer,
+                        via: Via::Ring,
+                    }));
+                }
+                Slot::Copy { index, .. } => {
+                    let got = self.recv_copy()?;
+                    self.tx.release(index);
+                    self.bells.ring_peer();
+                    match got {
+                        Some(bytes) => {
+                            self.out.stats.requests_socket += 1;
+                            return Ok(Some(Request {
+                                bytes,
+                                sender: self.peer,
+                                via: Via::Socket,
+                            }));
+                        }
+                        None => self.out.stats.malformed += 1,
+                    }
+                }
+                Slot::Malformed { index } => {
+                    self.tx.release(index);
+                    self.bells.ring_peer();
+                    self.out.stats.malformed += 1;
+                }
+            }
+        }
+    }
+
+    /// Reads the socket message a COPY frame stands for. The frame's length word is ignored:
+    /// the datagram's real size comes from the kernel. `None` if there is no message, it is
+    /// empty, or it exceeds [`Limits::max_copy_request`] (it is then consumed and discarded).
+    fn recv_copy(&mut self) -> Result<Option<Box<[u8]>>, SessionError> {
+        let sock = self.sock.as_fd();
+        let size = match sys::recv(sock, &mut [], libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+            Ok(r) => r.len,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) => return Err(io_error(e)),
+        };
+        if size == 0 || size > self.out.limits.max_copy_request {
+            if size > 0 {
+                sys::recv(sock, &mut [], libc::MSG_DONTWAIT).map_err(io_error)?;
+            }
+            return Ok(None);
+        }
+        self.scratch.clear();
+        self.scratch.resize(size, 0);
+        let got = sys::recv(sock, &mut self.scratch, libc::MSG_DONTWAIT).map_err(io_error)?;
+        if got.truncated || got.len != size {
+            return Ok(None);
+        }
+        Ok(Some(self.scratch.as_slice().into()))
+    }
+
+    /// A responder for answering the request just taken.
+    pub fn responder(&mut self) -> Responder<'_> {
+        Responder {
+            out: &mut self.out,
+            sock: self.sock.as_fd(),
+            bells: &self.bells,
+        }
+    }
+
+    /// Moves queued replies and dump messages into free RX frames and wakes the client if it
+    /// sleeps. Returns whether anything moved.
+    pub fn pump(&mut self) -> Result<bool, SessionError> {
+        let moved = self.out.pump(self.sock.as_fd())?;
+        if moved {
+            self.bells.ring_peer();
+        }
+        Ok(moved)
+    }
+
+    /// Announces that the daemon will sleep on this session, then looks once more. Returns
+    /// false (and stays awake) if there is work after all; if it returns true, poll
+    /// [`Session::poll_fds`] and then call [`Session::after_wake`].
+    pub fn prepare_to_sleep(&mut self) -> bool {
+        self.bells.arm();
+        let work = if self.out.idle() {
+            self.tx.peek() != Slot::Empty
+        } else {
+            self.out.can_move()
+        };
+        if work {
+            self.bells.disarm();
+        }
+        !work
+    }
+
+    /// What to poll while asleep: the session's doorbell, and the socket for hang-up (and for
+    /// room, when a COPY reply is waiting for it).
+    pub fn poll_fds(&self) -> [libc::pollfd; 2] {
+        let mut sock_events = libc::POLLRDHUP;
+        if self.out.blocked_on_socket {
+            sock_events |= libc::POLLOUT;
+        }
+        [
+            sys::pollfd(self.bells.wait_fd(), libc::POLLIN),
+            sys::pollfd(self.sock.as_fd(), sock_events),
+        ]
+    }
+
+    /// Processes what poll reported for [`Session::poll_fds`].
+    pub fn after_wake(&mut self, fds: &[libc::pollfd; 2]) -> Result<(), SessionError> {
+        self.bells.disarm();
+        let sock = fds[1].revents;
+        if sock & (libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0 {
+            return Err(SessionError::Disconnected);
+        }
+        if sock & libc::POLLOUT != 0 {
+            self.out.blocked_on_socket = false;
+        }
+        Ok(())
+    }
+
+    /// Serves the client until it disconnects (`Ok`) or a system call fails.
+    pub fn run<H: Handler + ?Sized>(&mut self, handler: &mut H) -> io::Result<()> {
+        match self.serve(handler) {
+            Err(SessionError::Disconnected) => Ok(()),
+            Err(SessionError::Io(e)) => Err(e),
+            Ok(never) => match never {},
+        }
+    }
+
+    fn serve<H: Handler + ?Sized>(
+        &mut self,
+        handler: &mut H,
+    ) -> Result<std::convert::Infallible, SessionError> {
+        loop {
+            let mut progressed = self.pump()?;
+            let mut taken = 0;
+            while self.out.idle() && taken < self.out.limits.requests_per_turn {
+                let Some(request) = self.next_request()? else {
+                    break;
+                };
+                taken += 1;
+                progressed = true;
+                handler.handle(request, &mut self.responder());
+                self.pump()?;
+            }
+            if !progressed && self.prepare_to_sleep() {
+                let mut fds = self.poll_fds();
+                sys::poll(&mut fds, None).map_err(SessionError::Io)?;
+                self.after_wake(&fds)?;
+            }
+        }
+    }
+}
+
+/// A listening SOCK_SEQPACKET socket that sets up a ring for every connection. The socket file
+/// is removed when the listener is dropped.
+pub struct Listener {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Listener {
+    pub fn bind(path: &Path) -> io::Result<Listener> {
+        let fd = sys::listen(path, 128)?;
+        Ok(Listener {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts one client and performs the ring handshake (waiting at most a few seconds for
+    /// its setup request).
+    pub fn accept(&self, limits: Limits) -> Result<Session, AcceptError> {
+        let sock = sys::accept(self.fd.as_fd()).map_err(AcceptError::Io)?;
+        sys::set_recv_timeout(sock.as_fd(), Some(HANDSHAKE_TIMEOUT)).map_err(AcceptError::Io)?;
+        let mut buf = [0u8; proto::REQUEST_LEN + 1];
+        let got = sys::recv(sock.as_fd(), &mut buf, 0).map_err(AcceptError::Io)?;
+        let len = got.len.min(buf.len());
+        sys::set_recv_timeout(sock.as_fd(), None).map_err(AcceptError::Io)?;
+        Session::accept(sock, &buf[..len], limits)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // The path may already be gone or reused; nothing useful to do about a failure.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

@@ -1,0 +1,550 @@
+"""Random routing command files in iproute2 batch syntax, deterministic by seed.
+
+`generate(seed, routes, lookups, features)` returns the runs of one seed: a mixed IPv4/IPv6
+file run as `ip -batch`, and an IPv6 file run as `ip -6 -batch` (in a batch file, a rule's
+family comes from the command line only, so IPv6 rules need their own file). Each run carries a
+manifest of multipath flow blocks: lookups into a multipath route that no other command touches,
+whose answers must split over the route's next hops as its weights say.
+
+A file has phases: links and addresses, configuration (routes, next-hop objects, rules, with
+deletes, replaces and invalid commands mixed in), link events (down, carrier, mtu, address
+deletion), then lookups and dumps. Lookups also run between phases, so the effect of each phase
+is observed. Feature classes (features.json) switch kinds of commands on and off; a switched-off
+class emits nothing, so a file for a narrow feature set is a valid file on its own.
+
+Invariants the runner relies on:
+- every link is created with an explicit MAC address (IPv6 link-local addresses are then the
+  same on both sides) and `lo` is brought up by the first line;
+- links d0 and d1 are never taken down, deleted or changed, and the flow-block prefixes (inside
+  STABLE4 / STABLE6) are touched by no other command, no rule selects them, and no route in a
+  table other than main covers them (default routes go to main only), so a flow block's answers
+  come from its route;
+- no line is a syntax error for iproute2 (which would end its batch), except the optional last.
+
+Run as a command to print a file: `python3 gen.py --seed 3 --routes 100 --lookups 50 [-6]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import random
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FEATURES_FILE = os.path.join(HERE, "features.json")
+
+# Address plan. Link i has 10.(100+i).0.0/24 and 2001:db8:i::/64 (first address .1 / ::1).
+# Route prefixes come from POOL4/POOL6; multipath flow blocks use STABLE4/STABLE6 only.
+POOL4 = [ipaddress.ip_network(p) for p in ("10.0.0.0/10", "172.16.0.0/12", "192.168.0.0/16")]
+POOL6 = [ipaddress.ip_network(p) for p in ("2001:db8:1000::/36", "2001:db8:2000::/36", "fd00::/16")]
+STABLE4 = ipaddress.ip_network("198.18.0.0/15")
+STABLE6 = ipaddress.ip_network("2001:db8:f000::/36")
+# Tables routes go to: main most often, then a few numbered ones the rules point at.
+TABLES = ["main"] * 6 + ["100", "101", "102", "200"]
+PROTOS = ["static", "boot", "zebra", "bird", "99", "kernel"]
+SCOPES4 = ["global", "link", "host", "253"]
+TOS = ["0x10", "0x08", "0x04", "0x0c", "0x1c", "0x18"]
+BAD_TOS = ["0x03", "0x11"]
+# Sizes: the number of links grows slowly with the number of routes.
+MIN_LINKS, MAX_LINKS = 4, 12
+FLOW_BLOCK = 400  # lookups per multipath flow block: enough for a weight check at ~5 sigma
+MAX_FLOW_BLOCKS = 4
+
+
+def load_features(path: str = FEATURES_FILE) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def feature_set(name: str, path: str = FEATURES_FILE) -> set[str]:
+    """The classes enabled in set `name` ("all", or a set listed in features.json)."""
+    data = load_features(path)
+    classes = data["classes"]
+    if name == "all":
+        return set(classes)
+    if name == "none":
+        return set()
+    return {c for c, d in classes.items() if name in d.get("sets", [])}
+
+
+@dataclass
+class Run:
+    name: str
+    options: list[str]
+    text: str
+    flow_blocks: list[dict] = field(default_factory=list)
+
+    @property
+    def lines(self) -> int:
+        return self.text.count("\n")
+
+
+class _Gen:
+    def __init__(self, seed: int, routes: int, lookups: int, features: set[str], v6only: bool):
+        self.r = random.Random(seed * 2 + (1 if v6only else 0))
+        self.seed = seed
+        self.routes = routes
+        self.lookups = lookups
+        self.f = features
+        self.v6only = v6only
+        self.out: list[str] = []
+        self.nlinks = max(MIN_LINKS, min(MAX_LINKS, 2 + routes // 500))
+        self.links_alive: set[int] = set()
+        self.prefixes4: list[ipaddress.IPv4Network] = []
+        self.prefixes6: list[ipaddress.IPv6Network] = []
+        # Routes added: (prefix with type and `from`, the whole spec after the verb, family, table).
+        self.added: list[tuple[str, str, bool, str]] = []
+        self.nh_ids: list[int] = []
+        self.group_ids: list[int] = []
+        self.flow_blocks: list[dict] = []
+
+    # -- helpers ---------------------------------------------------------------------------
+    def on(self, cls: str) -> bool:
+        return cls in self.f
+
+    def emit(self, line: str) -> None:
+        self.out.append(line)
+
+    def chance(self, p: float) -> bool:
+        return self.r.random() < p
+
+    def mac(self, i: int) -> str:
+        return f"02:00:{self.seed % 256:02x}:{(self.seed >> 8) % 256:02x}:{i // 256:02x}:{i % 256:02x}"
+
+    def link(self, stable_ok: bool = True) -> int:
+        return self.r.randrange(0 if stable_ok else 2, self.nlinks)
+
+    def gw4(self, i: int) -> str:
+        return f"10.{100 + i}.0.{self.r.randrange(2, 250)}"
+
+    def gw6(self, i: int) -> str:
+        if self.chance(0.3):
+            return f"fe80::{self.r.randrange(2, 0xffff):x}"
+        return f"2001:db8:{i:x}::{self.r.randrange(2, 0xffff):x}"
+
+    def prefix(self, v6: bool, default_ok: bool = True) -> str:
+        """A random prefix from the pools (or the default route, when `default_ok`)."""
+        if v6:
+            pool = self.r.choice(POOL6)
+            plen = self.r.choice([0, 40, 48, 48, 56, 60, 64, 64, 64, 96, 120, 127, 128]) if self.chance(0.97) else self.r.randrange(36, 129)
+        else:
+            pool = self.r.choice(POOL4)
+            plen = self.r.choice([0, 12, 16, 20, 22, 24, 24, 24, 26, 28, 30, 32])
+        if plen == 0 and not default_ok:
+            plen = pool.prefixlen
+        if plen == 0:
+            net = ipaddress.ip_network("::/0" if v6 else "0.0.0.0/0")
+        else:
+            plen = max(plen, pool.prefixlen)
+            span = 1 << (pool.max_prefixlen - plen)
+            k = self.r.randrange(pool.num_addresses // span)
+            net = ipaddress.ip_network((int(pool.network_address) + k * span, plen))
+        (self.prefixes6 if v6 else self.prefixes4).append(net)
+        return str(net)
+
+    def local4(self) -> str:
+        return f"10.{100 + self.link()}.0.1"
+
+    def local6(self) -> str:
+        return f"2001:db8:{self.link():x}::1"
+
+    # -- phases ----------------------------------------------------------------------------
+    def build(self) -> str:
+        self.emit("link set lo up")
+        self.links()
+        self.addresses()
+        n_cfg = self.routes
+        self.config(n_cfg // 2)
+        self.lookup_block(self.lookups // 4)
+        self.config(n_cfg - n_cfg // 2)
+        self.dumps()
+        self.lookup_block(self.lookups // 4)
+        self.events()
+        self.dumps()
+        self.flow_block_phase()
+        self.lookup_block(self.lookups - 2 * (self.lookups // 4) - sum(b["count"] for b in self.flow_blocks))
+        self.dumps()
+        if self.on("parse_error_tail"):
+            self.emit(self.r.choice(["route add 10.0.0.0/8 via", "rule add pref x table 5", "route get"]))
+        return "\n".join(self.out) + "\n"
+
+    def links(self) -> None:
+        for i in range(self.nlinks):
+            mtu = f" mtu {self.r.choice([1280, 1400, 1500, 9000])}" if self.chance(0.3) else ""
+            self.emit(f"link add d{i} address {self.mac(i)}{mtu} type dummy")
+            self.links_alive.add(i)
+        for i in range(self.nlinks):
+            if i < 2 or self.chance(0.85):
+                self.emit(f"link set d{i} up")
+        if self.on("invalid"):
+            self.emit("link add d0 type dummy")
+            self.emit(f"link set d{self.nlinks + 3} up")
+
+    def addresses(self) -> None:
+        for i in range(self.nlinks):
+            if self.on("addr4") and not self.v6only:
+                self.emit(f"address add 10.{100 + i}.0.1/24 dev d{i}")
+                if self.chance(0.3):
+                    self.emit(f"address add 10.{100 + i}.{self.r.randrange(1, 200)}.1/{self.r.choice([16, 24, 28, 32])} dev d{i}")
+            if self.on("addr6"):
+                self.emit(f"address add 2001:db8:{i:x}::1/64 dev d{i}")
+                if self.chance(0.3):
+                    self.emit(f"address add 2001:db8:{i:x}:{self.r.randrange(1, 200):x}::1/{self.r.choice([48, 64, 80, 128])} dev d{i}")
+        if self.on("invalid") and self.on("addr4") and not self.v6only:
+            self.emit("address add 10.100.0.1/24 dev d0")
+
+    def config(self, n: int) -> None:
+        kinds = []
+        if not self.v6only:
+            kinds += [("route4", 6)]
+        kinds += [("route6", 3 if not self.v6only else 8)]
+        if self.on("nexthop_objects"):
+            kinds += [("nexthop", 1)]
+        if self.on("rules"):
+            kinds += [("rule", 1)]
+        if self.on("route_modify") and self.added:
+            kinds += [("modify", 2)]
+        if self.on("route_del"):
+            kinds += [("delete", 1)]
+        names = [k for k, _ in kinds]
+        weights = [w for _, w in kinds]
+        for _ in range(n):
+            k = self.r.choices(names, weights)[0]
+            if k == "route4":
+                self.route("add", v6=False)
+            elif k == "route6":
+                self.route("add", v6=True)
+            elif k == "nexthop":
+                self.nexthop()
+            elif k == "rule":
+                self.rule()
+            elif k == "modify" and self.added:
+                verb = self.r.choice(["replace", "change", "append", "prepend", "replace"])
+                head, _, v6, table = self.r.choice(self.added)
+                self.route(verb, v6=v6, head=head, table=table)
+            elif k == "delete":
+                self.delete()
+            if self.on("invalid") and self.chance(0.02):
+                self.invalid()
+
+    def route_body(self, v6: bool) -> str:
+        """Next hops and attributes of a unicast route."""
+        parts = []
+        i = self.link(stable_ok=True)
+        style = self.r.random()
+        if self.on("nexthop_objects") and self.nh_ids and style < 0.1:
+            pool = self.nh_ids + (self.group_ids if self.on("nexthop_groups") else [])
+            parts.append(f"nhid {self.r.choice(pool)}")
+        elif self.on("route_multipath") and style < 0.25:
+            for _ in range(self.r.randrange(2, 5)):
+                j = self.link()
+                gw = self.gw6(j) if v6 else self.gw4(j)
+                w = f" weight {self.r.randrange(1, 5)}" if self.chance(0.7) else ""
+                dev = f" dev d{j}" if (v6 and gw.startswith("fe80")) or self.chance(0.5) else ""
+                parts.append(f"nexthop via {gw}{dev}{w}")
+        elif style < 0.45:
+            parts.append(f"dev d{i}")
+        elif not v6 and self.on("route_via6_for4") and style < 0.52:
+            parts.append(f"via inet6 {self.gw6(i)} dev d{i}")
+        elif self.on("route_onlink") and style < 0.6:
+            g = f"192.0.2.{self.r.randrange(1, 255)}" if not v6 else f"2001:db8:ffff::{self.r.randrange(1, 999)}"
+            parts.append(f"via {g} dev d{i} onlink")
+        else:
+            gw = self.gw6(i) if v6 else self.gw4(i)
+            dev = f" dev d{i}" if (v6 and gw.startswith("fe80")) or self.chance(0.5) else ""
+            parts.append(f"via {gw}{dev}")
+        return " ".join(parts)
+
+    def attrs(self, v6: bool, table: str) -> str:
+        a = []
+        if table != "main":
+            a.append(f"table {table}")
+        if self.on("route_attrs"):
+            if not v6 and self.chance(0.1):
+                a.append(f"tos {self.r.choice(TOS)}")
+            if self.chance(0.3):
+                a.append(f"metric {self.r.choice([0, 1, 10, 100, 1024, 4000000000])}")
+            if self.chance(0.15):
+                a.append(f"proto {self.r.choice(PROTOS)}")
+            if not v6 and self.chance(0.05):
+                a.append(f"scope {self.r.choice(SCOPES4)}")
+            if v6 and self.chance(0.05):
+                a.append(f"pref {self.r.choice(['low', 'medium', 'high'])}")
+        if self.on("route_prefsrc") and self.chance(0.08):
+            a.append(f"src {self.local6() if v6 else self.local4()}")
+        if self.on("route_metrics") and self.chance(0.08):
+            m = self.r.choice(["mtu 1400", "mtu lock 1300", "advmss 1200", "hoplimit 17", "mtu 1280 advmss 1000"])
+            a.append(m)
+        return " ".join(a)
+
+    def route(self, verb: str, v6: bool, head: str | None = None, table: str | None = None) -> None:
+        """Emits `route VERB ...`: a new random route, or (given `head` and `table`) a route with
+        that prefix in that table (changes keep a route in its table: see the invariants)."""
+        if table is None:
+            table = self.r.choice(TABLES)
+        if head is None:
+            typ = ""
+            if self.on("route_types") and self.chance(0.1):
+                typ = self.r.choice(["blackhole", "unreachable", "prohibit", "throw"]) + " "
+            elif self.on("route_local_types") and self.chance(0.04):
+                typ = self.r.choice(["local", "anycast"] + ([] if v6 else ["broadcast", "multicast"])) + " "
+            # Default routes only in main (local, anycast and broadcast routes go to the local
+            # table): the other tables must not cover the flow blocks.
+            local = typ.strip() in ("local", "anycast", "broadcast")
+            head = typ + self.prefix(v6, default_ok=table == "main" and not local)
+            if v6 and self.on("route_v6_from") and self.chance(0.05):
+                head += f" from {self.prefix(True)}"
+        kind = head.split()[0]
+        if kind in ("blackhole", "unreachable", "prohibit", "throw"):
+            body = ""
+        elif kind in ("local", "anycast", "broadcast", "multicast"):
+            body = f"dev d{self.link()}"
+        else:
+            body = self.route_body(v6)
+        attrs = self.attrs(v6, table)
+        # iproute2 reads `nexthop` groups up to the end of the line: attributes go first.
+        spec = " ".join(s for s in ((head, attrs, body) if body.startswith("nexthop") else (head, body, attrs)) if s)
+        self.emit(f"route {verb} {spec}")
+        if verb == "add":
+            self.added.append((head, spec, v6, table))
+
+    def delete(self) -> None:
+        if self.added and self.chance(0.8):
+            head, spec, _, _ = self.added.pop(self.r.randrange(len(self.added)))
+            if self.chance(0.5):
+                # Delete by prefix (and table) only: other attributes act as wildcards.
+                words = spec.split()
+                spec = head + (f" table {words[words.index('table') + 1]}" if "table" in words else "")
+            self.emit(f"route del {spec}")
+        else:
+            v6 = self.v6only or self.chance(0.3)
+            self.emit(f"route del {self.prefix(v6)}")
+
+    def nexthop(self) -> None:
+        nid = self.r.randrange(1, 60)
+        v6 = self.v6only or self.chance(0.3)
+        verb = "replace" if self.on("route_modify") and self.chance(0.1) else "add"
+        if self.on("nexthop_groups") and len(self.nh_ids) >= 2 and self.chance(0.3):
+            members = self.r.sample(self.nh_ids, self.r.randrange(1, min(4, len(self.nh_ids)) + 1))
+            grp = "/".join(f"{m},{self.r.randrange(1, 5)}" if self.chance(0.6) else str(m) for m in members)
+            self.emit(f"nexthop {verb} id {nid} group {grp}")
+            self.group_ids.append(nid)
+        else:
+            i = self.link()
+            style = self.r.random()
+            if style < 0.15:
+                body = "blackhole"
+            elif style < 0.35:
+                body = f"dev d{i}"
+            else:
+                body = f"via {self.gw6(i) if v6 else self.gw4(i)} dev d{i}"
+                if self.on("route_onlink") and self.chance(0.1):
+                    body += " onlink"
+            self.emit(f"nexthop {verb} id {nid} {body}")
+            self.nh_ids.append(nid)
+        if self.on("route_del") and self.chance(0.05):
+            self.emit(f"nexthop del id {self.r.randrange(1, 60)}")
+
+    def rule(self) -> None:
+        v6 = self.v6only
+        if self.on("route_del") and self.chance(0.1):
+            self.emit(f"rule del pref {self.r.randrange(1000, 1100)}")
+            return
+        sel = []
+        pref = f"pref {self.r.randrange(1000, 1100)}" if self.chance(0.9) else ""
+        if self.chance(0.2):
+            sel.append("not")
+        # Every rule selects by source or destination inside the route pools, so rules never
+        # redirect the multipath flow blocks (STABLE4/STABLE6 lie outside the pools).
+        p = self.prefix(v6)
+        if p in ("0.0.0.0/0", "::/0"):
+            p = str(POOL6[0] if v6 else POOL4[0])
+        sel.append(f"{self.r.choice(['from', 'to'])} {p}")
+        for s, make in (
+            ("iif", lambda: f"iif d{self.link()}"),
+            ("oif", lambda: f"oif d{self.link()}"),
+            ("tos", lambda: f"tos {self.r.choice(TOS)}"),
+            ("fwmark", lambda: f"fwmark 0x{self.r.randrange(1, 16):x}" + (f"/0x{self.r.choice([0xf, 0xff]):x}" if self.chance(0.5) else "")),
+            ("ipproto", lambda: f"ipproto {self.r.choice(['tcp', 'udp', 'icmp' if not v6 else 'ipv6-icmp'])}"),
+            ("sport", lambda: f"sport {self.r.randrange(1, 2000)}" + (f"-{self.r.randrange(2000, 4000)}" if self.chance(0.3) else "")),
+            ("dport", lambda: f"dport {self.r.randrange(1, 2000)}"),
+        ):
+            if self.chance(0.12):
+                sel.append(make())
+        if sel[0] == "not":
+            # "not" inverts the pool match and so catches the flow blocks: let it only look up
+            # tables that hold no route covering them.
+            action = f"table {self.r.choice(['100', '101', '102'])}"
+        else:
+            action = self.r.choice([f"table {self.r.choice(['100', '101', '102', '200', 'main'])}"] * 4 + ["blackhole", "unreachable", "prohibit"])
+        self.emit(" ".join(x for x in ("rule add", pref, " ".join(sel), action) if x))
+
+    def invalid(self) -> None:
+        v6 = self.v6only
+        choices = [
+            lambda: f"route add {self.prefix(v6)} via {'2001:db8:eeee::1' if v6 else '10.250.0.1'}",
+            lambda: f"route add {self.prefix(v6)} dev d{self.nlinks + 5}",
+            lambda: f"route del {self.prefix(v6)} table 4242",
+            lambda: f"route add {self.prefix(v6)} via {self.gw6(0) if v6 else self.gw4(0)} dev d0 src {'2001:db8:eeee::9' if v6 else '10.250.0.9'}",
+            lambda: f"route replace {self.prefix(v6)} nhid 4000",
+        ]
+        if not v6:
+            choices.append(lambda: f"route add {self.prefix(False)} tos {self.r.choice(BAD_TOS)} dev d1")
+        if self.on("nexthop_objects"):
+            # (`nexthop ... dev MISSING` is a parse error for iproute2: it would end the batch.)
+            choices.append(lambda: f"nexthop add id {self.r.choice(self.nh_ids or [1])} dev d{self.link()}")
+            choices.append(lambda: "nexthop add id 4001 group 4002/4003")
+        self.emit(self.r.choice(choices)())
+
+    def events(self) -> None:
+        if not self.on("link_events"):
+            return
+        for _ in range(max(1, self.nlinks // 3)):
+            i = self.r.randrange(2, self.nlinks)
+            e = self.r.random()
+            if e < 0.3:
+                self.emit(f"link set d{i} down")
+            elif e < 0.45:
+                self.emit(f"link set d{i} up")
+            elif e < 0.6 and self.on("carrier"):
+                self.emit(f"link set d{i} carrier off")
+            elif e < 0.7:
+                self.emit(f"link set d{i} mtu {self.r.choice([1280, 1400, 1500, 9000])}")
+            elif e < 0.8 and self.on("addr_del"):
+                if self.chance(0.5) or self.v6only:
+                    self.emit(f"address del 2001:db8:{i:x}::1/64 dev d{i}")
+                else:
+                    self.emit(f"address del 10.{100 + i}.0.1/24 dev d{i}")
+            elif e < 0.9 and self.on("link_del"):
+                self.emit(f"link del d{i}")
+            else:
+                self.emit(f"link set d{i} address {self.mac(i + 100)}")
+        if self.on("carrier") and self.chance(0.5):
+            self.emit(f"link set d{self.r.randrange(2, self.nlinks)} carrier on")
+
+    def flow_block_phase(self) -> None:
+        """Multipath routes in STABLE4/6 through d0/d1, then lookups spread over each."""
+        if not self.on("route_multipath"):
+            return
+        n_blocks = min(MAX_FLOW_BLOCKS, self.lookups // (4 * FLOW_BLOCK))
+        for b in range(n_blocks):
+            v6 = self.v6only or b % 2 == 1
+            stable = STABLE6 if v6 else STABLE4
+            plen = 64 if v6 else 24
+            sub = ipaddress.ip_network((int(stable.network_address) + (b << (stable.max_prefixlen - plen)), plen))
+            hops = []
+            parts = []
+            for k in range(self.r.randrange(2, 4)):
+                j = k % 2
+                gw = f"2001:db8:{j:x}::{0xf00 + b * 8 + k:x}" if v6 else f"10.{100 + j}.0.{200 + b * 8 + k}"
+                w = self.r.randrange(1, 5)
+                hops.append({"gateway": str(ipaddress.ip_address(gw)), "dev": f"d{j}", "weight": w})
+                parts.append(f"nexthop via {gw} dev d{j} weight {w}")
+            self.emit(f"route add {sub} {' '.join(parts)}")
+            first = len(self.out) + 1
+            hosts = max(2, min(sub.num_addresses - 2, 1 << 20))
+            for _ in range(FLOW_BLOCK):
+                dst = sub.network_address + self.r.randrange(1, hosts)
+                if self.chance(0.5) and not v6:
+                    src = f"10.{100 + self.r.randrange(2, self.nlinks)}.{self.r.randrange(0, 256)}.{self.r.randrange(1, 255)}"
+                    self.emit(f"route get {dst} from {src} iif d1")
+                else:
+                    self.emit(f"route get {dst}")
+            self.flow_blocks.append({"first": first, "last": len(self.out), "count": FLOW_BLOCK, "route": str(sub), "nexthops": hops})
+
+    def lookup_target(self, v6: bool) -> str:
+        nets = self.prefixes6 if v6 else self.prefixes4
+        if not nets or self.chance(0.05):
+            if v6:
+                return f"2001:db8:{self.r.randrange(0, self.nlinks):x}::{self.r.randrange(1, 0xffff):x}"
+            return f"10.{100 + self.r.randrange(0, self.nlinks)}.0.{self.r.randrange(1, 255)}"
+        net = self.r.choice(nets)
+        base = int(net.network_address)
+        size = net.num_addresses
+        x = self.r.random()
+        if x < 0.6:
+            a = base + self.r.randrange(size)
+        elif x < 0.7:
+            a = base
+        elif x < 0.8:
+            a = base + size - 1
+        elif x < 0.9:
+            a = base - 1
+        else:
+            a = base + size
+        a %= 1 << net.max_prefixlen
+        if not v6 and (a >> 24) in (0, 127) or (a >> 28) >= 14:
+            a = base + 1 if size > 1 else base
+        return str(ipaddress.ip_address(a) if not v6 else ipaddress.IPv6Address(a))
+
+    def lookup_block(self, n: int) -> None:
+        if not self.on("lookup_out") and not self.on("lookup_in"):
+            return
+        for _ in range(max(0, n)):
+            v6 = self.v6only or self.chance(0.35)
+            dst = self.lookup_target(v6)
+            opts = []
+            if self.on("lookup_in") and (not self.on("lookup_out") or self.chance(0.35)):
+                src = self.lookup_target(v6)
+                opts.append(f"from {src} iif d{self.link()}")
+            elif self.on("lookup_opts") and self.chance(0.3):
+                if self.chance(0.4):
+                    opts.append(f"from {self.local6() if v6 else self.local4()}")
+                if self.chance(0.3):
+                    opts.append(f"oif d{self.link()}")
+            if self.on("lookup_opts") and self.chance(0.15):
+                opts.append(f"mark 0x{self.r.randrange(1, 16):x}")
+            if self.on("lookup_opts") and not v6 and self.chance(0.1):
+                opts.append(f"tos {self.r.choice(TOS)}")
+            if self.on("lookup_opts") and self.chance(0.05):
+                opts.append(f"ipproto udp sport {self.r.randrange(1, 4000)} dport {self.r.randrange(1, 2000)}")
+            if self.on("fibmatch") and self.chance(0.1):
+                opts.append("fibmatch")
+            self.emit(" ".join(["route get", dst] + opts))
+
+    def dumps(self) -> None:
+        if self.on("show_routes"):
+            if self.v6only:
+                self.emit("route show")
+                self.emit("route show table all")
+            else:
+                self.emit("route show")
+                self.emit("route show table all")
+                self.emit(f"route show table {self.r.choice(['100', '101', '200', 'local'])}")
+        if self.on("show_rules") and self.on("rules"):
+            self.emit("rule show")
+        if self.on("show_nexthops") and self.on("nexthop_objects"):
+            self.emit("nexthop show")
+
+
+def generate(seed: int, routes: int, lookups: int, features: set[str]) -> list[Run]:
+    """The runs of one seed (see the module documentation)."""
+    runs = []
+    if "mixed" in features:
+        g = _Gen(seed, routes, lookups, features, v6only=False)
+        runs.append(Run(f"seed{seed}-mixed", [], g.build(), g.flow_blocks))
+    if "v6file" in features:
+        g = _Gen(seed, max(1, routes // 4), max(1, lookups // 4), features, v6only=True)
+        runs.append(Run(f"seed{seed}-v6", ["-6"], g.build(), g.flow_blocks))
+    return runs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--routes", type=int, default=200)
+    ap.add_argument("--lookups", type=int, default=200)
+    ap.add_argument("--features", default="all", help="feature set name from features.json, or 'all'")
+    ap.add_argument("-6", dest="v6", action="store_true", help="print the IPv6 (-6) file")
+    a = ap.parse_args()
+    runs = generate(a.seed, a.routes, a.lookups, feature_set(a.features))
+    for run in runs:
+        if (run.options == ["-6"]) == a.v6:
+            print(run.text, end="")
+
+
+if __name__ == "__main__":
+    main()
