@@ -57,6 +57,9 @@ int fb_eal_init(unsigned int mem_mb, unsigned int cpus)
 	return 0;
 }
 
+/* Why the last create call returned NULL (rte_errno is a per-lcore variable Rust cannot name). */
+int fb_errno(void) { return rte_errno; }
+
 /* Bytes allocated on DPDK's heap (all sockets): read before and after building a structure, the
  * difference is that structure's whole footprint (lookup tables, rules or RIB, pools). */
 size_t fb_heap_allocated(void)

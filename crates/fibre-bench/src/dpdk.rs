@@ -59,6 +59,7 @@ struct RteFib6 {
 extern "C" {
     fn fb_eal_init(mem_mb: c_uint, cpus: c_uint) -> c_int;
     fn fb_heap_allocated() -> usize;
+    fn fb_errno() -> c_int;
 
     fn fb_lpm_create(name: *const c_char, max_rules: u32, number_tbl8s: u32) -> *mut RteLpm;
     fn fb_lpm_free(lpm: *mut RteLpm);
@@ -159,7 +160,8 @@ pub fn tbl8_groups_needed<A: Addr>(routes: &[Route<A>]) -> usize {
 /// Sizes a DPDK structure for `routes`: (rule or RIB slots, tbl8 groups), headroom included.
 pub fn sizing<A: Addr>(routes: &[Route<A>]) -> (usize, usize) {
     let tbl8 = tbl8_groups_needed(routes);
-    let rules = routes.len() + routes.len() / RULE_HEADROOM_DIV;
+    // DPDK refuses a structure with no rule slots at all.
+    let rules = routes.len() + routes.len() / RULE_HEADROOM_DIV + 1;
     (
         rules,
         tbl8 + (tbl8 / TBL8_HEADROOM_DIV).max(TBL8_HEADROOM_MIN),
@@ -238,9 +240,9 @@ dpdk_handle!(Fib6, RteFib6, fb_fib6_free);
 
 fn created<T>(call: &'static str, raw: *mut T) -> Result<*mut T, UpdateError> {
     if raw.is_null() {
-        // The shim's create calls report failure by NULL alone; rte_errno is not exported to
-        // Rust, and the usual cause with this configuration is the EAL heap being too small.
-        Err(UpdateError::Dpdk { call, errno: 12 })
+        // SAFETY: reads the calling thread's rte_errno, set by the create call that just failed.
+        let errno = unsafe { fb_errno() };
+        Err(UpdateError::Dpdk { call, errno })
     } else {
         Ok(raw)
     }

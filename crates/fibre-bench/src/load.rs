@@ -97,9 +97,19 @@ pub fn load_all<A: Copy + std::fmt::Debug>(
     routes: &[Route<A>],
     makers: &[Maker<A>],
     builds: usize,
+    only: Option<&[String]>,
 ) -> Result<Vec<Loaded<A>>, BenchError> {
     let mut all = Vec::new();
     for &make in makers {
+        if let Some(only) = only {
+            // Creating an empty structure to learn its name is cheap next to loading it.
+            let name = make(&[], 0)
+                .map_err(|e| BenchError::Create(e.to_string()))?
+                .name();
+            if !only.iter().any(|o| o == name) {
+                continue;
+            }
+        }
         let Build {
             mut peer,
             secs,

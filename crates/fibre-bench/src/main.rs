@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! fibre-bench [lookup|build|kernel|all]... [-4|-6] [--addrs N] [--runs N] [--batch N]
-//!             [--build-runs N] [--updates N] [--seed N]
+//!             [--build-runs N] [--updates N] [--seed N] [--only NAME,...]
 //! ```
 //! Every figure is printed beside the peer's with the ratio fibre/peer; every lookup answer is
 //! checked against a naive reference model before any figure is trusted.
@@ -68,7 +68,7 @@ impl fmt::Display for BenchError {
 
 const USAGE: &str =
     "usage: fibre-bench [lookup|build|kernel|all]... [-4|-6] [--addrs N] [--runs N] \
-[--batch N] [--build-runs N] [--updates N] [--seed N]";
+[--batch N] [--build-runs N] [--updates N] [--seed N] [--only fibre,rte_fib,...]";
 
 /// Addresses per lookup set: 2^21 keeps a set (8 MiB of IPv4 keys, 48 MiB of IPv6 keys and
 /// results) far beyond the caches, so lookups cannot be served from cached answers, while a pass
@@ -88,6 +88,8 @@ struct Args {
     kernel: bool,
     v4: bool,
     v6: bool,
+    /// Structures to run (by name), when not all.
+    only: Option<Vec<String>>,
     lookup_opts: lookup::Options,
     update_opts: update::Options,
 }
@@ -99,6 +101,7 @@ fn parse_args() -> Result<Args, BenchError> {
         kernel: false,
         v4: true,
         v6: true,
+        only: None,
         lookup_opts: lookup::Options {
             addrs: DEFAULT_ADDRS,
             runs: DEFAULT_RUNS,
@@ -138,6 +141,12 @@ fn parse_args() -> Result<Args, BenchError> {
                 let s = num("--seed")? as u64;
                 args.lookup_opts.seed = s;
                 args.update_opts.seed = s;
+            }
+            "--only" => {
+                let list = it
+                    .next()
+                    .ok_or_else(|| BenchError::Usage("--only needs names".into()))?;
+                args.only = Some(list.split(',').map(str::to_owned).collect());
             }
             "-h" | "--help" => return Err(BenchError::Usage(String::new())),
             other => return Err(BenchError::Usage(format!("unknown argument {other:?}"))),
@@ -184,21 +193,33 @@ fn run(args: &Args, table: &table::Table) -> Result<(), BenchError> {
             1
         };
         if args.v4 {
-            let mut loaded = load::load_all("IPv4", &table.v4, &makers_v4()?, builds)?;
+            let mut loaded = load::load_all(
+                "IPv4",
+                &table.v4,
+                &makers_v4()?,
+                builds,
+                args.only.as_deref(),
+            )?;
             if args.lookup {
                 lookup::run("IPv4", &table.v4, &loaded, &args.lookup_opts)?;
             }
             if args.build {
-                update::run("IPv4", &table.v4, &mut loaded, &args.update_opts)?;
+                update::run("IPv4", &table.v4, &mut loaded, None, &args.update_opts)?;
             }
         }
         if args.v6 {
-            let mut loaded = load::load_all("IPv6", &table.v6, &makers_v6()?, builds)?;
+            let mut loaded = load::load_all(
+                "IPv6",
+                &table.v6,
+                &makers_v6()?,
+                builds,
+                args.only.as_deref(),
+            )?;
             if args.lookup {
                 lookup::run("IPv6", &table.v6, &loaded, &args.lookup_opts)?;
             }
             if args.build {
-                update::run("IPv6", &table.v6, &mut loaded, &args.update_opts)?;
+                update::run("IPv6", &table.v6, &mut loaded, None, &args.update_opts)?;
             }
         }
     }

@@ -64,8 +64,6 @@ pub struct Memory {
 pub enum UpdateError {
     /// A DPDK call returned a negative errno.
     Dpdk { call: &'static str, errno: i32 },
-    /// fibre_lpm refused the update.
-    Fibre(String),
 }
 
 impl UpdateError {
@@ -84,7 +82,6 @@ impl fmt::Display for UpdateError {
             UpdateError::Dpdk { call, errno } => {
                 write!(f, "{call}: {}", std::io::Error::from_raw_os_error(*errno))
             }
-            UpdateError::Fibre(e) => write!(f, "fibre_lpm: {e}"),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The build benchmark's figures: the build rate measured while loading (see `load`), and, on the
+//! The build benchmark's figures: the build rate measured while loading (see `load`), fibre's
+//! bulk build (`from_routes`) beside it, and, on the
 //! loaded structure, single-route update latency: a route drawn from the table is removed and
 //! added back, each call timed on its own.
 
@@ -29,6 +30,7 @@ pub fn run<A: Copy + std::fmt::Debug>(
     family: &str,
     routes: &[Route<A>],
     loaded: &mut [Loaded<A>],
+    fibre_bulk_secs: Option<f64>,
     opts: &Options,
 ) -> Result<(), BenchError> {
     println!(
@@ -101,6 +103,24 @@ pub fn run<A: Copy + std::fmt::Debug>(
             percentile(&f.remove_ns, 99.0),
             median(&f.insert_ns),
             percentile(&f.insert_ns, 99.0),
+        );
+    }
+    let Some(bulk_secs) = fibre_bulk_secs else {
+        return Ok(());
+    };
+    let bulk = routes.len() as f64 / bulk_secs;
+    println!(
+        "  {family:5} {:10} {:>6} {:10.3}   (fibre_lpm from_routes: the whole table in one call)",
+        "fibre bulk",
+        opts.builds,
+        bulk / 1e6
+    );
+    for f in all.iter().filter(|f| f.name != FIBRE) {
+        println!(
+            "  {family:5} {:10} vs {:10} {:>9}",
+            "fibre bulk",
+            f.name,
+            ratio(Some(bulk), f.routes_per_s)
         );
     }
     Ok(())
