@@ -280,9 +280,9 @@ impl<'n> BatchRun<'n> {
                 None => break,
             };
             let first = strip_comment(&text[pos..end]);
-            let result = if first.ends_with("\\\n") {
+            let result = if let Some(head) = first.strip_suffix("\\\n") {
                 // A continued command: join its physical lines (rare, so it may allocate).
-                let mut joined = first[..first.len() - 2].to_string();
+                let mut joined = head.to_string();
                 let mut p = end;
                 let mut lines = 1;
                 let complete = loop {
