@@ -227,6 +227,12 @@ impl Client {
         (self.tx.ring(), &self.bells)
     }
 
+    /// The RX ring, for the hostile-client test that rewrites the daemon's frames.
+    #[cfg(test)]
+    pub(crate) fn rx_ring(&self) -> &Ring {
+        self.rx.ring()
+    }
+
     /// The control socket, for the hostile-client test.
     #[cfg(test)]
     pub(crate) fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
@@ -248,8 +254,18 @@ impl Client {
         self.rx.ring().capacity()
     }
 
-    /// Queues one request if the TX ring has room; `Ok(false)` if not.
+    /// Queues one request if the TX ring has room (`Ok(false)` if not) and wakes the daemon.
     pub fn try_send(&mut self, msg: &[u8]) -> Result<bool, ClientError> {
+        let sent = self.publish(msg)?;
+        if sent {
+            self.bells.flush();
+        }
+        Ok(sent)
+    }
+
+    /// Puts one request into the TX ring (or on the socket behind a COPY frame) if there is
+    /// room, noting it for a batched wake-up of the daemon.
+    fn publish(&mut self, msg: &[u8]) -> Result<bool, ClientError> {
         let Some(frame) = self.tx.reserve() else {
             return Ok(false);
         };
@@ -280,7 +296,7 @@ impl Client {
                 }
             }
         }
-        self.bells.ring_peer();
+        self.bells.note();
         Ok(true)
     }
 
@@ -299,6 +315,18 @@ impl Client {
         &mut self,
         f: impl FnOnce(Message<'_>) -> R,
     ) -> Result<Option<R>, ClientError> {
+        let r = self.take_reply(f);
+        // Control returns to the caller, who may not come back soon: tell the daemon now
+        // about the frame just freed, or a dump paused for room could wait indefinitely.
+        self.bells.flush();
+        r
+    }
+
+    /// One reply, if there is one, with its frame freed and noted for a batched wake-up.
+    fn take_reply<R>(
+        &mut self,
+        f: impl FnOnce(Message<'_>) -> R,
+    ) -> Result<Option<R>, ClientError> {
         match self.rx.peek() {
             Slot::Empty => Ok(None),
             Slot::Message { index, len, sender } => {
@@ -311,13 +339,13 @@ impl Client {
                     copied: false,
                 });
                 self.rx.release(index);
-                self.bells.ring_peer();
+                self.bells.note();
                 Ok(Some(r))
             }
             Slot::Copy { index, .. } => {
                 let got = self.recv_copy();
                 self.rx.release(index);
-                self.bells.ring_peer();
+                self.bells.note();
                 got?;
                 let sender = Sender::DAEMON;
                 Ok(Some(f(Message {
@@ -370,7 +398,8 @@ impl Client {
     }
 
     /// Reads one reply and keeps its frame (SKIP) instead of copying it; the daemon keeps
-    /// writing other frames around it. Messages that came over the socket are not in a frame
+    /// writing other frames around it. A client that keeps every frame of the ring pauses the
+    /// daemon until it drops one. Messages that came over the socket are not in a frame
     /// and are returned as `Err(bytes)`.
     pub fn recv_kept(&mut self) -> Result<Result<KeptFrame, Vec<u8>>, ClientError> {
         loop {
@@ -414,14 +443,14 @@ impl Client {
         loop {
             let mut progressed = false;
             while let Some(&msg) = requests.peek() {
-                if !self.try_send(msg)? {
+                if !self.publish(msg)? {
                     break;
                 }
                 requests.next();
                 progressed = true;
             }
             while !done {
-                match self.try_recv_with(&mut on_reply)? {
+                match self.take_reply(&mut on_reply)? {
                     Some(flow) => {
                         progressed = true;
                         done = flow.is_break();
@@ -431,6 +460,7 @@ impl Client {
             }
             let sending = requests.peek().is_some();
             if done && !sending {
+                self.bells.flush();
                 return Ok(());
             }
             if !progressed {
@@ -453,7 +483,9 @@ impl Client {
     }
 
     /// Waits until `want` may be satisfied: spin budget first, then sleep on the doorbell.
+    /// The daemon is told of every frame published or freed before this side may sleep.
     fn wait(&mut self, want: Want) -> Result<(), ClientError> {
+        self.bells.flush();
         for _ in 0..self.spin {
             if self.ready(want) {
                 return Ok(());

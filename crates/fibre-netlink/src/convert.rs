@@ -1,0 +1,1 @@
+//! Conversions between rtnetlink messages and fibre's model types.
