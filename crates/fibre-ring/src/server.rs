@@ -702,3 +702,55 @@ impl Drop for Listener {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::RingGeometry;
+    use std::os::unix::net::UnixStream;
+
+    /// Performs the daemon side of a handshake over a socket pair and returns what the client
+    /// end received: the decoded reply and the descriptors.
+    fn handshake() -> (Session, SetupReply, Vec<OwnedFd>) {
+        let g = RingGeometry::for_frames(2048, 8).unwrap();
+        let request = SetupRequest { rx: g, tx: g }.encode();
+        let (daemon_end, client_end) = UnixStream::pair().unwrap();
+        let session = Session::accept(daemon_end.into(), &request, Limits::default()).unwrap();
+        let mut buf = [0u8; proto::REPLY_LEN];
+        let got = sys::recv(client_end.as_fd(), &mut buf, 0).unwrap();
+        (
+            session,
+            SetupReply::decode(&buf[..got.len]).unwrap(),
+            got.fds,
+        )
+    }
+
+    #[test]
+    fn client_cannot_resize_the_ring_file_under_the_daemon() {
+        let (session, reply, mut fds) = handshake();
+        assert_eq!(reply.error, 0);
+        assert_eq!(fds.len(), 3, "memfd and two eventfds");
+        let memfd = std::fs::File::from(fds.remove(0));
+        assert_eq!(memfd.metadata().unwrap().len(), reply.map_len);
+        assert_eq!(reply.map_len as usize, session.mapped_bytes());
+        // Shrinking would make the daemon's next access to the lost pages fault (SIGBUS).
+        let err = memfd.set_len(0).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+        let err = memfd.set_len(reply.map_len * 2).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+        assert_eq!(memfd.metadata().unwrap().len(), reply.map_len);
+    }
+
+    #[test]
+    fn peer_credentials_come_from_the_kernel() {
+        let (session, _, _) = handshake();
+        let me = session.peer();
+        assert_eq!(me.pid, std::process::id());
+        // A file we create carries our uid.
+        let probe = std::env::temp_dir().join(format!("fibre-ring-cred-{}", std::process::id()));
+        std::fs::write(&probe, b"").unwrap();
+        let meta = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&probe).unwrap());
+        std::fs::remove_file(&probe).unwrap();
+        assert_eq!(me.uid, meta);
+    }
+}

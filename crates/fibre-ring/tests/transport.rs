@@ -333,3 +333,71 @@ fn daemon_refuses_bad_geometry_and_malformed_handshakes() {
     client_end.read_exact(&mut buf).unwrap();
     assert_eq!(SetupReply::decode(&buf).unwrap().error, -22);
 }
+
+#[test]
+fn many_clients_at_once_each_get_their_own_replies() {
+    const CLIENTS: usize = 8;
+    const REQUESTS: u32 = 2000;
+    let dir = TempDir::new("many");
+    let listener = Listener::bind(&dir.socket()).unwrap();
+    let acceptor = thread::spawn(move || {
+        let sessions: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                let mut session = listener.accept(Limits::default()).unwrap();
+                thread::spawn(move || {
+                    // Echo with the session's own tag in front, so a reply crossing to another
+                    // client's ring would be caught.
+                    let mut handler = |req: Request, out: &mut Responder<'_>| {
+                        let tag = req.bytes[0];
+                        let mut reply = vec![tag];
+                        reply.extend_from_slice(&req.bytes);
+                        out.reply(&reply).unwrap();
+                    };
+                    session.run(&mut handler).unwrap();
+                    session.stats()
+                })
+            })
+            .collect();
+        sessions
+            .into_iter()
+            .map(|s| s.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let path = dir.socket();
+            thread::spawn(move || {
+                let mut client = Client::connect(&path, small_rings()).unwrap();
+                let requests: Vec<Vec<u8>> = (0..REQUESTS)
+                    .map(|i| {
+                        let mut m = pattern(i, 8 + (i as usize * 13) % 1500);
+                        m[0] = c as u8;
+                        m
+                    })
+                    .collect();
+                let mut next = 0usize;
+                client
+                    .transact(requests.iter().map(|r| r.as_slice()), |m| {
+                        assert_eq!(m.bytes[0], c as u8, "reply for another client");
+                        assert_eq!(&m.bytes[1..], requests[next].as_slice());
+                        next += 1;
+                        if next == requests.len() {
+                            ControlFlow::Break(())
+                        } else {
+                            ControlFlow::Continue(())
+                        }
+                    })
+                    .unwrap();
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let stats = acceptor.join().unwrap();
+    assert_eq!(stats.len(), CLIENTS);
+    for s in stats {
+        assert_eq!(s.requests_ring + s.requests_socket, u64::from(REQUESTS));
+        assert_eq!(s.malformed, 0);
+    }
+}
