@@ -196,6 +196,8 @@ struct Output {
     dump_buf: Vec<u8>,
     /// A COPY message found the socket's buffer full; wait for POLLOUT.
     blocked_on_socket: bool,
+    /// A send from a handler failed; reported by the next pump.
+    failed: Option<SessionError>,
     limits: Limits,
     stats: SessionStats,
 }
@@ -326,25 +328,33 @@ impl Responder<'_> {
         self.out.rx.capacity()
     }
 
-    /// Sends a reply from the daemon.
-    pub fn reply(&mut self, msg: &[u8]) -> Result<(), SessionError> {
-        self.send(msg, Sender::DAEMON).map(|_| ())
+    /// Sends a reply from the daemon. `Err(Overrun)` when the RX ring and the pending queue
+    /// are both full: the reply was dropped (netlink's ENOBUFS).
+    pub fn reply(&mut self, msg: &[u8]) -> Result<(), Overrun> {
+        self.send(msg, Sender::DAEMON)
     }
 
     /// Sends a message with an explicit sender (for example a notification caused by another
-    /// client). `Ok(Err(Overrun))` when it could neither be placed nor queued.
-    pub fn send(
-        &mut self,
-        msg: &[u8],
-        sender: Sender,
-    ) -> Result<Result<(), Overrun>, SessionError> {
+    /// client). A transport failure (the client vanished mid-send) is kept for the session to
+    /// report from its next [`Session::pump`]; the message is then dropped with the session.
+    pub fn send(&mut self, msg: &[u8], sender: Sender) -> Result<(), Overrun> {
+        if self.out.failed.is_some() {
+            return Ok(());
+        }
         if self.out.pending.is_empty() && !self.out.blocked_on_socket {
-            if let Emit::Done = self.out.emit(self.sock, msg, sender)? {
-                self.bells.note();
-                return Ok(Ok(()));
+            match self.out.emit(self.sock, msg, sender) {
+                Ok(Emit::Done) => {
+                    self.bells.note();
+                    return Ok(());
+                }
+                Ok(Emit::Full) => {}
+                Err(e) => {
+                    self.out.failed = Some(e);
+                    return Ok(());
+                }
             }
         }
-        Ok(self.out.enqueue(msg, sender))
+        self.out.enqueue(msg, sender)
     }
 
     /// Starts a dump, answered as the client frees frames. A session runs one dump at a time;
@@ -466,6 +476,7 @@ impl Session {
                 dump: None,
                 dump_buf: Vec::new(),
                 blocked_on_socket: false,
+                failed: None,
                 limits,
                 stats: SessionStats::default(),
             },
@@ -581,6 +592,9 @@ impl Session {
     /// sleeps and anything changed since it was last woken (frames published, or TX frames
     /// freed by [`Session::next_request`]). Returns whether any reply moved.
     pub fn pump(&mut self) -> Result<bool, SessionError> {
+        if let Some(e) = self.out.failed.take() {
+            return Err(e);
+        }
         let moved = self.out.pump(self.sock.as_fd(), &self.bells)?;
         self.bells.flush();
         Ok(moved)
