@@ -48,9 +48,6 @@ pub struct Limits {
     /// Largest request accepted over the socket (COPY); 1 MiB is far above any single rtnetlink
     /// request, and bounds what one COPY frame can make the daemon allocate.
     pub max_copy_request: usize,
-    /// Requests taken per turn of [`Session::run`] before output is pumped again, so a client
-    /// streaming requests cannot starve its own replies.
-    pub requests_per_turn: usize,
 }
 
 impl Default for Limits {
@@ -59,7 +56,6 @@ impl Default for Limits {
             pending_bytes: 256 << 10,
             pending_messages: 4096,
             max_copy_request: 1 << 20,
-            requests_per_turn: 256,
         }
     }
 }
@@ -106,7 +102,8 @@ where
     }
 }
 
-/// The pending queue is full: the reply was not queued (netlink's ENOBUFS).
+/// A reply was dropped (netlink's ENOBUFS): the RX ring and the pending queue were full, or
+/// the reply was larger than a frame and than one socket datagram can carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overrun;
 
@@ -179,7 +176,7 @@ pub struct SessionStats {
     pub malformed: u64,
     pub replies_ring: u64,
     pub replies_socket: u64,
-    /// Replies refused because the pending queue was full.
+    /// Replies dropped: pending queue full, or too large for a frame and the socket.
     pub overruns: u64,
     /// Most replies ever waiting in the pending queue.
     pub pending_high_water: usize,
@@ -205,6 +202,8 @@ struct Output {
 enum Emit {
     Done,
     Full,
+    /// Larger than a frame and than the socket can carry in one datagram: dropped.
+    Dropped,
 }
 
 impl Output {
@@ -243,6 +242,11 @@ impl Output {
                 self.blocked_on_socket = true;
                 Ok(Emit::Full)
             }
+            Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+                self.rx.unreserve(frame);
+                self.stats.overruns += 1;
+                Ok(Emit::Dropped)
+            }
             Err(e) => Err(io_error(e)),
         }
     }
@@ -271,6 +275,10 @@ impl Output {
                     moved = true;
                     bells.note();
                 }
+                Emit::Dropped => {
+                    self.pending_bytes -= msg.len();
+                    moved = true;
+                }
                 Emit::Full => {
                     self.pending.push_front((msg, sender));
                     return Ok(moved);
@@ -298,7 +306,7 @@ impl Output {
                     .push_back((buf.as_slice().into(), Sender::DAEMON));
                 self.stats.pending_high_water =
                     self.stats.pending_high_water.max(self.pending.len());
-            } else {
+            } else if let Emit::Done = emitted {
                 bells.note();
             }
             self.dump_buf = buf;
@@ -328,8 +336,7 @@ impl Responder<'_> {
         self.out.rx.capacity()
     }
 
-    /// Sends a reply from the daemon. `Err(Overrun)` when the RX ring and the pending queue
-    /// are both full: the reply was dropped (netlink's ENOBUFS).
+    /// Sends a reply from the daemon. `Err(Overrun)` when it was dropped (see [`Overrun`]).
     pub fn reply(&mut self, msg: &[u8]) -> Result<(), Overrun> {
         self.send(msg, Sender::DAEMON)
     }
@@ -347,6 +354,7 @@ impl Responder<'_> {
                     self.bells.note();
                     return Ok(());
                 }
+                Ok(Emit::Dropped) => return Err(Overrun),
                 Ok(Emit::Full) => {}
                 Err(e) => {
                     self.out.failed = Some(e);
@@ -658,12 +666,10 @@ impl Session {
     ) -> Result<std::convert::Infallible, SessionError> {
         loop {
             let mut progressed = self.pump()?;
-            let mut taken = 0;
-            while self.out.idle() && taken < self.out.limits.requests_per_turn {
+            while self.out.idle() {
                 let Some(request) = self.next_request()? else {
                     break;
                 };
-                taken += 1;
                 progressed = true;
                 handler.handle(request, &mut self.responder());
                 self.pump()?;

@@ -496,3 +496,28 @@ fn one_thread_multiplexes_sessions_with_poll() {
     }
     assert_eq!(finished, CLIENTS);
 }
+
+#[test]
+fn messages_too_large_for_the_socket_are_refused_not_fatal() {
+    let dir = TempDir::new("huge");
+    let server = serve_one(&dir, Limits::default(), |req, out| {
+        if req.bytes.as_ref() == b"huge reply" {
+            // Far beyond a frame and any socket buffer.
+            assert_eq!(
+                out.reply(&vec![0u8; 8 << 20]),
+                Err(fibre_ring::server::Overrun)
+            );
+        }
+        out.reply(b"ok").unwrap();
+    });
+    let mut client = Client::connect(&dir.socket(), small_rings()).unwrap();
+    match client.send(&vec![0u8; 8 << 20]) {
+        Err(ClientError::Io(e)) => assert_eq!(e.raw_os_error(), Some(libc::EMSGSIZE)),
+        other => panic!("{other:?}"),
+    }
+    client.send(b"huge reply").unwrap();
+    assert_eq!(client.recv().unwrap(), b"ok");
+    drop(client);
+    let stats = server.join().unwrap();
+    assert_eq!(stats.overruns, 1);
+}
