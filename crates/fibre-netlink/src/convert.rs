@@ -531,7 +531,8 @@ fn metrics_attrs(m: &Metrics) -> Vec<MetricAttr<'_>> {
     if m.lock != 0 {
         out.push(MetricAttr::Lock(m.lock));
     }
-    let u32s: [(Option<u32>, fn(u32) -> MetricAttr<'static>); 15] = [
+    type Make = fn(u32) -> MetricAttr<'static>;
+    let u32s: [(Option<u32>, Make); 15] = [
         (m.mtu, MetricAttr::Mtu),
         (m.window, MetricAttr::Window),
         (m.rtt, MetricAttr::Rtt),
@@ -1092,10 +1093,21 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
     Ok(nh)
 }
 
-/// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order).
+/// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order). The scope,
+/// which the model does not hold, is the one the kernel derives: link for a gateway, host for
+/// an IPv4 device-only next hop, universe otherwise.
 pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
+    let single = nh.group.is_empty() && !nh.blackhole;
+    let nh_scope = if single && nh.gateway.is_some() {
+        scope::LINK
+    } else if single && nh.oif != 0 && nh.family == Some(Family::Inet) {
+        scope::HOST
+    } else {
+        scope::UNIVERSE
+    };
     let header = NexthopHeader {
         family: nh.family.map_or(AF_UNSPEC, |f| f as u8),
+        scope: nh_scope,
         protocol: nh.protocol,
         flags: nh.flags | if nh.onlink { nh_flags::ONLINK } else { 0 },
         ..NexthopHeader::default()
