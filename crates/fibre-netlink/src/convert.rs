@@ -454,18 +454,28 @@ pub fn address_message(a: &Address) -> AddressMessage<'_> {
     }
 }
 
+/// An address request as iproute2 builds it: exactly the attributes the model holds.
 fn address_request(a: &Address) -> AddressMessage<'_> {
     let mut m = address_message(a);
-    let keep_cache = a.valid_lft.is_some() || a.preferred_lft.is_some();
-    m.attributes
-        .retain(|x| keep_cache || !matches!(x, AddressAttr::CacheInfo(_)));
-    if a.family == Family::Inet6 {
-        // Requests carry exactly the attributes the model holds.
-        m.attributes
-            .retain(|x| !matches!(x, AddressAttr::Address(_) | AddressAttr::Local(_)));
-        m.attributes.extend(a.local.map(AddressAttr::Local));
-        m.attributes.extend(a.address.map(AddressAttr::Address));
+    let mut attrs = Vec::new();
+    attrs.extend(a.local.map(AddressAttr::Local));
+    attrs.extend(a.address.map(AddressAttr::Address));
+    attrs.extend(a.broadcast.map(AddressAttr::Broadcast));
+    attrs.extend(
+        a.label
+            .as_deref()
+            .map(|l| AddressAttr::Label(NlStr::new(l))),
+    );
+    attrs.push(AddressAttr::Flags(a.flags));
+    attrs.extend(a.metric.map(AddressAttr::RtPriority));
+    if a.valid_lft.is_some() || a.preferred_lft.is_some() {
+        attrs.extend(
+            m.attributes
+                .drain(..)
+                .filter(|x| matches!(x, AddressAttr::CacheInfo(_))),
+        );
     }
+    m.attributes = attrs;
     m
 }
 
@@ -610,7 +620,7 @@ pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
                     .collect::<Result<_, _>>()?;
             }
             RouteAttr::CacheInfo(ci) => {
-                let expires = (ci.expires >= USER_HZ as i32).then(|| ci.expires as u32 / USER_HZ);
+                let expires = (ci.expires >= USER_HZ as i32).then_some(ci.expires as u32 / USER_HZ);
                 r.cache = Some(CacheInfo {
                     expires,
                     error: ci.error as i32,
