@@ -82,19 +82,26 @@ fn get(cli: &mut Cli, id: u32) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// iproute2's `add_nh_group_attr`: `ID[,WEIGHT]/ID[,WEIGHT]...`.
-fn group(s: &str) -> Option<Vec<GroupMember>> {
+/// iproute2's `add_nh_group_attr`: `ID[,WEIGHT]/ID[,WEIGHT]...`. Its errors name what C's
+/// in-place tokenizing leaves of the word: a bad id shows the word up to its first ',' or '/',
+/// a bad weight shows that weight.
+fn group(s: &str) -> Result<Vec<GroupMember>, CmdError> {
+    let head = &s[..s.find([',', '/']).unwrap_or(s.len())];
+    let bad_group = || CmdError::invarg("\"group\" value is invalid\n", head);
+    if s.is_empty() {
+        return Err(bad_group());
+    }
     let mut out = Vec::new();
     for part in s.split('/') {
         let (id, w) = match part.split_once(',') {
             Some((i, w)) => (i, Some(w)),
             None => (part, None),
         };
-        let id = get_u32(id, 0)?;
+        let id = get_u32(id, 0).ok_or_else(bad_group)?;
         let weight_minus_one = match w {
             Some(w) => {
-                let w = get_u32(w, 0).filter(|w| (1..=256).contains(w))?;
-                (w - 1) as u8
+                let v = get_u32(w, 0).filter(|v| (1..=256).contains(v));
+                (v.ok_or_else(|| CmdError::invarg("\"weight\" is invalid\n", w))? - 1) as u8
             }
             None => 0,
         };
@@ -103,7 +110,7 @@ fn group(s: &str) -> Option<Vec<GroupMember>> {
             weight_minus_one,
         });
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Parses `ip nexthop add|replace` words.
@@ -160,8 +167,7 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
             nh.flags |= nh_flags::ONLINK;
         } else if w == "group" {
             let v = a.next_arg()?;
-            nh.group =
-                group(v).ok_or_else(|| CmdError::invarg("\"group\" value is invalid\n", v))?;
+            nh.group = group(v)?;
         } else if w == "type" {
             let v = a.next_arg()?;
             nh.group_type = match v {
