@@ -761,6 +761,61 @@ mod tests {
         assert_eq!(memfd.metadata().unwrap().len(), reply.map_len);
     }
 
+    /// Random and mutated handshakes: never a panic, never a ring outside the rules, always an
+    /// answer.
+    #[test]
+    fn mangled_handshakes_are_refused_with_an_errno() {
+        let g = RingGeometry::for_frames(2048, 8).unwrap();
+        let good = SetupRequest { rx: g, tx: g }.encode();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for i in 0..2000 {
+            let mut msg = good.clone();
+            match i % 3 {
+                // Flip a few bytes anywhere (header, magic, geometry words).
+                0 => {
+                    for _ in 0..1 + next() % 4 {
+                        let at = next() as usize % msg.len();
+                        msg[at] ^= 1 << (next() % 8);
+                    }
+                }
+                // Replace one geometry word with an extreme value.
+                1 => {
+                    let at = 24 + 4 * (next() as usize % 8);
+                    let v = [0u32, 1, 7, 4095, 4096, u32::MAX, 1 << 31][next() as usize % 7];
+                    msg[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+                }
+                // Pure noise of any length.
+                _ => msg = (0..next() % 100).map(|_| next() as u8).collect(),
+            }
+            let (daemon_end, client_end) = UnixStream::pair().unwrap();
+            let accepted = Session::accept(daemon_end.into(), &msg, Limits::default());
+            let mut buf = [0u8; proto::REPLY_LEN];
+            let got = sys::recv(client_end.as_fd(), &mut buf, 0).unwrap();
+            let reply = SetupReply::decode(&buf[..got.len]).unwrap();
+            match accepted {
+                Ok(session) => {
+                    // Only a request that still satisfies every rule gets a ring.
+                    let req = SetupRequest::decode(&msg).unwrap();
+                    req.rx.validate().unwrap();
+                    req.tx.validate().unwrap();
+                    assert_eq!(reply.error, 0);
+                    assert_eq!(reply.map_len as usize, session.mapped_bytes());
+                    assert_eq!(got.fds.len(), 3);
+                }
+                Err(_) => {
+                    assert_eq!(reply.error, -libc::EINVAL, "{msg:?}");
+                    assert!(got.fds.is_empty());
+                }
+            }
+        }
+    }
+
     #[test]
     fn peer_credentials_come_from_the_kernel() {
         let (session, _, _) = handshake();
