@@ -2,7 +2,8 @@
 //!   cargo run --release -p fibre-lpm --example throughput
 //! Prints build rates, memory, and Mlps for single lookups and for batches of 64, with
 //! addresses drawn inside table prefixes and uniformly at random (IPv6: over 2000::/3).
-//! Each figure is the median of several runs. The side-by-side comparison with DPDK lives in
+//! Each figure is the median (and best) of several runs, in lookups per CPU second of the
+//! measuring thread. The side-by-side comparison with DPDK lives in
 //! crates/fibre-bench.
 
 #[path = "../tests/common/rib.rs"]
@@ -22,18 +23,41 @@ const RUNS: usize = 5;
 /// Burst size of batched lookups (DPDK's bulk figures use 64 too).
 const BURST: usize = 64;
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// (median, best) of the runs: the machine is shared, so the best run shows what the code can
+/// do and the median what a busy neighbour leaves of it.
+fn median(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    (v[v.len() / 2], v[v.len() - 1])
 }
 
-fn mlps(n: usize, f: impl Fn() -> u32) -> f64 {
+/// This thread's CPU time in seconds. Rates are per CPU second, not per wall second, so that
+/// time slices lost to other processes on a shared machine do not count against the code.
+fn cpu_seconds() -> f64 {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    /// Linux's CLOCK_THREAD_CPUTIME_ID.
+    const THREAD_CPUTIME: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec (two C longs on x86_64/aarch64 Linux) into the
+    // valid, exclusively borrowed `ts`.
+    let rc = unsafe { clock_gettime(THREAD_CPUTIME, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.sec as f64 + ts.nsec as f64 * 1e-9
+}
+
+fn mlps(n: usize, f: impl Fn() -> u32) -> (f64, f64) {
     median(
         (0..RUNS)
             .map(|_| {
-                let t = Instant::now();
+                let t = cpu_seconds();
                 black_box(f());
-                n as f64 / t.elapsed().as_secs_f64() / 1e6
+                n as f64 / (cpu_seconds() - t) / 1e6
             })
             .collect(),
     )
@@ -60,7 +84,10 @@ fn report<A: Copy>(
         }
         acc
     });
-    println!("{name} {kind:<8} single {s:7.1} Mlps   batch{BURST} {b:7.1} Mlps");
+    println!(
+        "{name} {kind:<8} single {:6.1} Mlps (best {:6.1})   batch{BURST} {:6.1} Mlps (best {:6.1})",
+        s.0, s.1, b.0, b.1
+    );
 }
 
 fn main() {
@@ -75,6 +102,7 @@ fn main() {
         v4.len(), secs * 1e3, v4.len() as f64 / secs / 1e6,
         v4.memory_bytes() as f64 / 1048576.0, v4.lookup_bytes() as f64 / 1048576.0
     );
+    v4.debug_hist();
     let hits = rib::v4_hits(&rib.v4, ADDRS, &mut rng);
     let random: Vec<u32> = (0..ADDRS).map(|_| rng.next() as u32).collect();
     for (kind, addrs) in [("inside", &hits), ("random", &random)] {
@@ -95,6 +123,7 @@ fn main() {
         v6.len(), secs * 1e3, v6.len() as f64 / secs / 1e6,
         v6.memory_bytes() as f64 / 1048576.0, v6.lookup_bytes() as f64 / 1048576.0
     );
+    v6.debug_hist();
     let hits = rib::v6_hits(&rib.v6, ADDRS, &mut rng);
     let random: Vec<u128> = (0..ADDRS)
         .map(|_| ((u128::from(rng.next()) << 64 | u128::from(rng.next())) >> 3) | (1u128 << 125))

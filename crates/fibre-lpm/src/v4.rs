@@ -73,6 +73,9 @@ impl Lpm4 {
     }
 
     /// Node and leaf counts, which depend only on the set of prefixes, not on update order.
+    pub fn debug_hist(&self) {
+        self.trie.debug_hist()
+    }
     pub fn shape(&self) -> Shape {
         self.trie.shape()
     }

@@ -71,6 +71,9 @@ impl Lpm6 {
     }
 
     /// Node and leaf counts, which depend only on the set of prefixes, not on update order.
+    pub fn debug_hist(&self) {
+        self.trie.debug_hist()
+    }
     pub fn shape(&self) -> Shape {
         self.trie.shape()
     }

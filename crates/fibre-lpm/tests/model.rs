@@ -209,6 +209,45 @@ macro_rules! family {
                 assert_eq!(lpm.len(), 1);
             }
 
+            /// A node with 64 leaf runs (the largest record), turned into an internal node and
+            /// back by a longer route, then thinned out.
+            #[test]
+            fn dense_node() {
+                let base: Addr = (0x0A00_0000 as Addr) << (BITS - 32);
+                // The direct level's length: 18 bits for IPv4, 16 for IPv6.
+                let node_len: u8 = if BITS == 32 { 18 } else { 16 };
+                let step: Addr = 1 << (BITS - u32::from(node_len) - 6);
+                let mut lpm = <$lpm>::new();
+                let mut model = Model::<Addr>::default();
+                let mut probes = Vec::new();
+                for i in 0..64 {
+                    let p = base + step * i as Addr;
+                    lpm.insert(p, node_len + 6, i).unwrap();
+                    model.insert(p, node_len + 6, i);
+                    probes.extend([p, p + step / 2, p + step - 1]);
+                }
+                let check = |lpm: &$lpm, model: &Model<Addr>| {
+                    let mut out = vec![0; probes.len()];
+                    lpm.lookup_batch(&probes, &mut out);
+                    for (&a, &b) in probes.iter().zip(&out) {
+                        assert_eq!(lpm.lookup(a), model.lookup(a), "{a:#x}");
+                        assert_eq!(b, model.lookup(a).unwrap_or(NO_ROUTE), "{a:#x}");
+                    }
+                };
+                check(&lpm, &model);
+                let deep = base + step * 37 + step / 4;
+                lpm.insert(deep, node_len + 9, 99).unwrap();
+                model.insert(deep, node_len + 9, 99);
+                check(&lpm, &model);
+                assert_eq!(lpm.remove(deep, node_len + 9), model.remove(deep, node_len + 9));
+                check(&lpm, &model);
+                for i in (0..64).step_by(2) {
+                    let p = base + step * i as Addr;
+                    assert_eq!(lpm.remove(p, node_len + 6), model.remove(p, node_len + 6));
+                    check(&lpm, &model);
+                }
+            }
+
             #[test]
             fn default_route_and_host_routes() {
                 let mut lpm = <$lpm>::new();
