@@ -173,6 +173,10 @@ struct NodeCtl {
     slot: u32,
     /// Its leaves are in a record (`Trie::recs`) rather than a leaf block.
     in_record: bool,
+    /// Lazy mode: its compiled leaves are stale.
+    dirty: bool,
+    /// Lazy mode: some node below it is dirty.
+    below: bool,
     /// Routes ending inside this node as (code, value), sorted by code; code = 1 << l | bits for
     /// a route of l = 1..=6 bits below the node, which orders them by length first.
     routes: Vec<(u8, u32)>,
@@ -184,6 +188,8 @@ impl Default for NodeCtl {
             default: NONE,
             slot: NO_SLOT,
             in_record: false,
+            dirty: false,
+            below: false,
             routes: Vec::new(),
         }
     }
@@ -215,6 +221,8 @@ pub(crate) struct Trie<K: Key, const D: u32> {
     dnode: Vec<u32>,
     /// Leaf runs over all nodes, however stored.
     leaf_total: usize,
+    /// Lazy mode: direct entries whose node (if it still exists) is dirty or has dirty nodes below.
+    dirty_slots: Vec<u32>,
     dlen: Vec<u8>,
     short: HashMap<(K, u8), u32>,
     routes: usize,
@@ -266,10 +274,13 @@ fn release(meta: &mut ArenaMeta, at: u32, n: usize) {
 }
 
 /// What an update does to compiled state: `Compile` keeps every invariant after each call;
-/// `Defer` only records routes and nodes, for a bulk build finished by `compile_all`.
+/// `Lazy` records the change and marks the nodes to recompile at the next `flush` (each at
+/// most once, however many updates touched it); `Defer` only records routes and nodes, for a
+/// bulk build from empty finished by `compile_all`.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Compile,
+    Lazy,
     Defer,
 }
 
@@ -292,6 +303,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             ctl: Vec::new(),
             dnode: vec![NO_NODE; 1 << D],
             leaf_total: 0,
+            dirty_slots: Vec::new(),
             dlen: vec![0; 1 << D],
             short: HashMap::new(),
             routes: 0,
@@ -513,6 +525,81 @@ impl<K: Key, const D: u32> Trie<K, D> {
         self.insert_mode(key, len, value, Mode::Compile)
     }
 
+    /// Inserts in `Lazy` mode: lookups are wrong until `flush`.
+    pub(crate) fn insert_lazy(
+        &mut self,
+        key: K,
+        len: u8,
+        value: u32,
+    ) -> Result<Option<u32>, LpmError> {
+        self.check(len, value)?;
+        self.insert_mode(key, len, value, Mode::Lazy)
+    }
+
+    pub(crate) fn remove(&mut self, key: K, len: u8) -> Option<u32> {
+        self.remove_mode(key, len, Mode::Compile)
+    }
+
+    /// Removes in `Lazy` mode: lookups are wrong until `flush`.
+    pub(crate) fn remove_lazy(&mut self, key: K, len: u8) -> Option<u32> {
+        self.remove_mode(key, len, Mode::Lazy)
+    }
+
+    /// Recompiles every node marked by lazy updates, top-down, each once.
+    pub(crate) fn flush(&mut self) {
+        let mut slots = std::mem::take(&mut self.dirty_slots);
+        for &s in &slots {
+            let n = self.dnode[s as usize];
+            if n != NO_NODE {
+                self.flush_node(n, false);
+            }
+        }
+        slots.clear();
+        self.dirty_slots = slots;
+    }
+
+    fn flush_node(&mut self, n: u32, force: bool) {
+        let ctl = &mut self.ctl[n as usize];
+        let recompile = force || ctl.dirty;
+        let below = ctl.below;
+        ctl.dirty = false;
+        ctl.below = false;
+        if !recompile && !below {
+            return;
+        }
+        let slots = if recompile {
+            let slots = self.paint(n);
+            self.write_leaves(n, &slots);
+            Some(slots)
+        } else {
+            None
+        };
+        let node = self.nodes[n as usize];
+        let mut vector = node.vector;
+        let mut c = node.base1;
+        while vector != 0 {
+            let s = vector.trailing_zeros() as usize;
+            match slots {
+                Some(slots) if self.ctl[c as usize].default != slots[s] => {
+                    self.ctl[c as usize].default = slots[s];
+                    self.flush_node(c, true);
+                }
+                _ => self.flush_node(c, false),
+            }
+            c += 1;
+            vector &= vector - 1;
+        }
+    }
+
+    /// Lazy mode: records that direct entry `s`'s node has something to recompile.
+    fn mark_slot(&mut self, s: usize) {
+        let n = self.dnode[s];
+        let ctl = &self.ctl[n as usize];
+        if !ctl.dirty && !ctl.below {
+            self.dirty_slots.push(s as u32);
+        }
+    }
+
     /// Builds from a route list: records every route, then compiles each node once.
     pub(crate) fn from_routes(
         routes: impl IntoIterator<Item = (K, u8, u32)>,
@@ -540,12 +627,12 @@ impl<K: Key, const D: u32> Trie<K, D> {
             if old.is_none() {
                 self.routes += 1;
             }
-            if mode == Mode::Compile {
+            if mode != Mode::Defer {
                 let (start, count) = direct_range::<K, D>(key, len32);
                 for s in start..start + count {
                     if self.dlen[s] <= len + 1 {
                         self.dlen[s] = len + 1;
-                        self.set_direct_value(s, value);
+                        self.set_direct_value(s, value, mode);
                     }
                 }
             }
@@ -558,9 +645,15 @@ impl<K: Key, const D: u32> Trie<K, D> {
         } else {
             self.new_direct_node(s, mode)
         };
+        if mode == Mode::Lazy {
+            self.mark_slot(s);
+        }
         let mut off = D;
         while len32 > off + STRIDE {
             let slot = key.chunk(off);
+            if mode == Mode::Lazy {
+                self.ctl[n as usize].below = true;
+            }
             n = match self.nodes[n as usize].child(slot) {
                 Some(c) => c,
                 None => self.add_child(n, slot, mode),
@@ -577,13 +670,17 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 None
             }
         };
-        if mode == Mode::Compile && old != Some(value) {
-            self.recompute(n);
+        if old != Some(value) {
+            match mode {
+                Mode::Compile => self.recompute(n),
+                Mode::Lazy => self.ctl[n as usize].dirty = true,
+                Mode::Defer => {}
+            }
         }
         Ok(old)
     }
 
-    pub(crate) fn remove(&mut self, key: K, len: u8) -> Option<u32> {
+    fn remove_mode(&mut self, key: K, len: u8, mode: Mode) -> Option<u32> {
         let len32 = u32::from(len);
         if len32 > K::BITS {
             return None;
@@ -604,7 +701,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             for s in start..start + count {
                 if self.dlen[s] == len + 1 {
                     self.dlen[s] = fallback_len;
-                    self.set_direct_value(s, fallback);
+                    self.set_direct_value(s, fallback, mode);
                 }
             }
             return Some(old);
@@ -629,7 +726,15 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let i = routes.binary_search_by_key(&code, |r| r.0).ok()?;
         let (_, old) = routes.remove(i);
         self.routes -= 1;
-        self.recompute(n);
+        if mode == Mode::Lazy {
+            self.mark_slot(s);
+            for &(p, _) in &path {
+                self.ctl[p as usize].below = true;
+            }
+            self.ctl[n as usize].dirty = true;
+        } else {
+            self.recompute(n);
+        }
         // Prune nodes that no longer hold routes or children (invariant 1).
         loop {
             let empty = {
@@ -641,7 +746,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             match path.pop() {
                 Some((parent, slot)) => {
-                    self.remove_child(parent, slot);
+                    self.remove_child(parent, slot, mode);
                     n = parent;
                 }
                 None => {
@@ -658,13 +763,17 @@ impl<K: Key, const D: u32> Trie<K, D> {
     }
 
     /// Sets the value a direct entry resolves to, pushing it into the node there if any.
-    fn set_direct_value(&mut self, s: usize, value: u32) {
+    fn set_direct_value(&mut self, s: usize, value: u32, mode: Mode) {
         let n = self.dnode[s];
         if n == NO_NODE {
             self.direct[s] = value;
-        } else {
-            if self.ctl[n as usize].default != value {
-                self.ctl[n as usize].default = value;
+        } else if self.ctl[n as usize].default != value {
+            if mode == Mode::Lazy {
+                self.mark_slot(s);
+                self.ctl[n as usize].dirty = true;
+            }
+            self.ctl[n as usize].default = value;
+            if mode == Mode::Compile {
                 self.recompute(n);
             }
         }
@@ -718,16 +827,25 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let parent = &mut self.nodes[n as usize];
         parent.base1 = at;
         parent.vector |= 1u64 << slot;
-        if mode == Mode::Compile {
-            self.write_leaves(c, &[default; SLOTS]);
-            let slots = self.paint(n);
-            self.write_leaves(n, &slots);
+        match mode {
+            Mode::Compile => {
+                self.write_leaves(c, &[default; SLOTS]);
+                let slots = self.paint(n);
+                self.write_leaves(n, &slots);
+            }
+            // The parent's slot is no longer a leaf; the child gets its default when the
+            // parent is recompiled.
+            Mode::Lazy => {
+                self.ctl[n as usize].dirty = true;
+                self.ctl[c as usize].dirty = true;
+            }
+            Mode::Defer => {}
         }
         c
     }
 
     /// Removes the (empty) child at `slot` of `n`; the slot becomes a leaf again.
-    fn remove_child(&mut self, n: u32, slot: usize) {
+    fn remove_child(&mut self, n: u32, slot: usize, mode: Mode) {
         let node = self.nodes[n as usize];
         let count = node.vector.count_ones() as usize;
         let rank = (node.vector & ((1u64 << slot) - 1)).count_ones() as usize;
@@ -749,8 +867,12 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let parent = &mut self.nodes[n as usize];
         parent.base1 = at;
         parent.vector &= !(1u64 << slot);
-        let slots = self.paint(n);
-        self.write_leaves(n, &slots);
+        if mode == Mode::Lazy {
+            self.ctl[n as usize].dirty = true;
+        } else {
+            let slots = self.paint(n);
+            self.write_leaves(n, &slots);
+        }
     }
 
     /// Frees a node's leaves and control state (not its slot in the node arena).
@@ -769,9 +891,13 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let mut slots = [ctl.default; SLOTS];
         for &(code, value) in &ctl.routes {
             let l = 7 - code.leading_zeros(); // code < 128, so l = 1..=6
-            let span = 1usize << (STRIDE - l);
-            let first = usize::from(code ^ (1 << l)) * span;
-            slots[first..first + span].fill(value);
+            let shift = STRIDE - l;
+            let first = usize::from(code ^ (1 << l)) << shift;
+            if shift == 0 {
+                slots[first] = value;
+            } else {
+                slots[first..first + (1 << shift)].fill(value);
+            }
         }
         slots
     }
@@ -781,18 +907,26 @@ impl<K: Key, const D: u32> Trie<K, D> {
     /// whose size changes.
     fn write_leaves(&mut self, n: u32, slots: &[u32; SLOTS]) {
         let node = self.nodes[n as usize];
+        let leafvec = if node.vector == 0 {
+            // All slots are leaves: a run starts wherever the value changes (vectorisable).
+            (1..SLOTS).fold(1u64, |m, i| m | u64::from(slots[i] != slots[i - 1]) << i)
+        } else {
+            let mut leafvec = 0u64;
+            let mut prev = None;
+            for (s, &v) in slots.iter().enumerate() {
+                if node.vector >> s & 1 == 0 && prev != Some(v) {
+                    leafvec |= 1u64 << s;
+                    prev = Some(v);
+                }
+            }
+            leafvec
+        };
         let mut runs = [0u32; SLOTS];
-        let mut count = 0usize;
-        let mut leafvec = 0u64;
-        for (s, &v) in slots.iter().enumerate() {
-            if node.vector >> s & 1 != 0 {
-                continue;
-            }
-            if count == 0 || runs[count - 1] != v {
-                runs[count] = v;
-                count += 1;
-                leafvec |= 1u64 << s;
-            }
+        let count = leafvec.count_ones() as usize;
+        let mut starts = leafvec;
+        for r in runs.iter_mut().take(count) {
+            *r = slots[starts.trailing_zeros() as usize];
+            starts &= starts - 1;
         }
         let runs = &runs[..count];
         let old = node.leafvec.count_ones() as usize;
@@ -820,14 +954,15 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 base0 = alloc(&mut self.leaves, &mut self.leaf_arena, count, MAX_LEAVES);
             }
         }
-        if in_record {
-            let words = self.recs[base0 as usize..][..record_lines(count)].iter_mut();
-            let mut words = words.flat_map(|l| l.0.iter_mut());
-            let head = [leafvec as u32, (leafvec >> 32) as u32];
-            for (w, &v) in (&mut words).zip(head.iter().chain(runs)) {
-                *w = v;
+        if in_record && count > 1 {
+            let first = base0 as usize;
+            self.recs[first].0[0] = leafvec as u32;
+            self.recs[first].0[1] = (leafvec >> 32) as u32;
+            for (i, &v) in runs.iter().enumerate() {
+                let word = 2 + i;
+                self.recs[first + word / LINE_WORDS].0[word % LINE_WORDS] = v;
             }
-        } else {
+        } else if !in_record {
             self.leaves[base0 as usize..base0 as usize + count].copy_from_slice(runs);
         }
         self.ctl[n as usize].in_record = in_record;
@@ -931,21 +1066,4 @@ fn route_code<K: Key>(key: K, off: u32, len: u32) -> u8 {
 fn direct_range<K: Key, const D: u32>(key: K, len: u32) -> (usize, usize) {
     let start = if D == 0 { 0 } else { key.top(D) };
     (start, 1usize << (D - len))
-}
-impl<K: Key, const D: u32> Trie<K, D> {
-    pub fn debug_hist(&self) {
-        let mut h = [0usize; 65];
-        let mut ch = [0usize; 65];
-        for n in &self.nodes {
-            h[n.leafvec.count_ones() as usize] += 1;
-            ch[n.vector.count_ones() as usize] += 1;
-        }
-        let mut depth_nodes = 0;
-        let direct_nodes = self.direct.iter().filter(|d| *d & NODE_FLAG != 0).count();
-        depth_nodes += direct_nodes;
-        eprintln!("direct nodes {direct_nodes} total {}", self.nodes.len());
-        eprintln!("leaves hist {:?}", &h[..]);
-        eprintln!("children hist {:?}", &ch[..]);
-        let _ = depth_nodes;
-    }
 }

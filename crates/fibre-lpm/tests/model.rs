@@ -145,6 +145,45 @@ macro_rules! family {
                 }
 
                 #[test]
+                fn batches_match_model(ops in prop::collection::vec(op(), 1..150),
+                                       cuts in prop::collection::vec(1usize..40, 1..8),
+                                       random in prop::collection::vec(any::<Addr>(), 32)) {
+                    // The same ops through batches (cut at random points) and one by one.
+                    let mut batched = <$lpm>::new();
+                    let mut single = <$lpm>::new();
+                    let mut model = Model::<Addr>::default();
+                    let mut ops = ops.into_iter().peekable();
+                    for cut in cuts.iter().cycle() {
+                        if ops.peek().is_none() { break; }
+                        let mut batch = batched.batch();
+                        for op in ops.by_ref().take(*cut) {
+                            match op {
+                                Op::Insert(p, l, v) => {
+                                    let want = model.insert(p, l, v);
+                                    prop_assert_eq!(batch.insert(p, l, v), Ok(want));
+                                    prop_assert_eq!(batch.get(p, l), Some(v));
+                                    single.insert(p, l, v).unwrap();
+                                }
+                                Op::RemoveExisting(i) => {
+                                    if model.routes.is_empty() { continue; }
+                                    let &(p, l) = model.routes.keys().nth(i % model.routes.len()).unwrap();
+                                    prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
+                                    single.remove(p, l);
+                                }
+                                Op::RemoveRandom(p, l) => {
+                                    prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
+                                    single.remove(p, l);
+                                }
+                            }
+                        }
+                        drop(batch);
+                        check(&batched, &model, &random)?;
+                    }
+                    check(&batched, &model, &probes(&model, &random))?;
+                    prop_assert_eq!(batched.shape(), single.shape());
+                }
+
+                #[test]
                 fn order_independent(routes in prop::collection::vec((prefix(), 0u32..16), 1..80),
                                      junk in prop::collection::vec(prefix(), 0..40),
                                      seed in any::<u64>(),
