@@ -454,18 +454,28 @@ pub fn address_message(a: &Address) -> AddressMessage<'_> {
     }
 }
 
+/// An address request as iproute2 builds it: exactly the attributes the model holds.
 fn address_request(a: &Address) -> AddressMessage<'_> {
     let mut m = address_message(a);
-    let keep_cache = a.valid_lft.is_some() || a.preferred_lft.is_some();
-    m.attributes
-        .retain(|x| keep_cache || !matches!(x, AddressAttr::CacheInfo(_)));
-    if a.family == Family::Inet6 {
-        // Requests carry exactly the attributes the model holds.
-        m.attributes
-            .retain(|x| !matches!(x, AddressAttr::Address(_) | AddressAttr::Local(_)));
-        m.attributes.extend(a.local.map(AddressAttr::Local));
-        m.attributes.extend(a.address.map(AddressAttr::Address));
+    let mut attrs = Vec::new();
+    attrs.extend(a.local.map(AddressAttr::Local));
+    attrs.extend(a.address.map(AddressAttr::Address));
+    attrs.extend(a.broadcast.map(AddressAttr::Broadcast));
+    attrs.extend(
+        a.label
+            .as_deref()
+            .map(|l| AddressAttr::Label(NlStr::new(l))),
+    );
+    attrs.push(AddressAttr::Flags(a.flags));
+    attrs.extend(a.metric.map(AddressAttr::RtPriority));
+    if a.valid_lft.is_some() || a.preferred_lft.is_some() {
+        attrs.extend(
+            m.attributes
+                .drain(..)
+                .filter(|x| matches!(x, AddressAttr::CacheInfo(_))),
+        );
     }
+    m.attributes = attrs;
     m
 }
 
@@ -531,7 +541,8 @@ fn metrics_attrs(m: &Metrics) -> Vec<MetricAttr<'_>> {
     if m.lock != 0 {
         out.push(MetricAttr::Lock(m.lock));
     }
-    let u32s: [(Option<u32>, fn(u32) -> MetricAttr<'static>); 15] = [
+    type Make = fn(u32) -> MetricAttr<'static>;
+    let u32s: [(Option<u32>, Make); 15] = [
         (m.mtu, MetricAttr::Mtu),
         (m.window, MetricAttr::Window),
         (m.rtt, MetricAttr::Rtt),
@@ -609,7 +620,7 @@ pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
                     .collect::<Result<_, _>>()?;
             }
             RouteAttr::CacheInfo(ci) => {
-                let expires = (ci.expires >= USER_HZ as i32).then(|| ci.expires as u32 / USER_HZ);
+                let expires = (ci.expires >= USER_HZ as i32).then_some(ci.expires as u32 / USER_HZ);
                 r.cache = Some(CacheInfo {
                     expires,
                     error: ci.error as i32,
@@ -1092,10 +1103,21 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
     Ok(nh)
 }
 
-/// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order).
+/// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order). The scope,
+/// which the model does not hold, is the one the kernel derives: link for a gateway, host for
+/// an IPv4 device-only next hop, universe otherwise.
 pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
+    let single = nh.group.is_empty() && !nh.blackhole;
+    let nh_scope = if single && nh.gateway.is_some() {
+        scope::LINK
+    } else if single && nh.oif != 0 && nh.family == Some(Family::Inet) {
+        scope::HOST
+    } else {
+        scope::UNIVERSE
+    };
     let header = NexthopHeader {
         family: nh.family.map_or(AF_UNSPEC, |f| f as u8),
+        scope: nh_scope,
         protocol: nh.protocol,
         flags: nh.flags | if nh.onlink { nh_flags::ONLINK } else { 0 },
         ..NexthopHeader::default()
