@@ -97,8 +97,10 @@ class _Gen:
         self.prefixes6: list[ipaddress.IPv6Network] = []
         # Routes added: (prefix with type and `from`, the whole spec after the verb, family, table).
         self.added: list[tuple[str, str, bool, str]] = []
-        self.nh_ids: list[int] = []
-        self.group_ids: list[int] = []
+        self.next_nh = 1
+        self.nh_all: list[int] = []  # every next-hop id ever given
+        self.nh_free: list[int] = []  # single objects no route or group uses yet
+        self.group_free: list[int] = []  # groups no route uses yet
         self.flow_blocks: list[dict] = []
 
     # -- helpers ---------------------------------------------------------------------------
@@ -235,9 +237,9 @@ class _Gen:
         parts = []
         i = self.link(stable_ok=True)
         style = self.r.random()
-        if self.on("nexthop_objects") and self.nh_ids and style < 0.1:
-            pool = self.nh_ids + (self.group_ids if self.on("nexthop_groups") else [])
-            parts.append(f"nhid {self.r.choice(pool)}")
+        nhid = self.take_nhid() if self.on("nexthop_objects") and style < 0.1 else None
+        if nhid is not None:
+            parts.append(f"nhid {nhid}")
         elif self.on("route_multipath") and style < 0.25:
             for _ in range(self.r.randrange(2, 5)):
                 j = self.link()
@@ -324,14 +326,23 @@ class _Gen:
             self.emit(f"route del {self.prefix(v6)}")
 
     def nexthop(self) -> None:
-        nid = self.r.randrange(1, 60)
+        """A next-hop object or group. Each object is used by at most one route or group (see
+        `take_nhid`); ids are new except for deliberate duplicates, replaces and deletes."""
         v6 = self.v6only or self.chance(0.3)
-        verb = "replace" if self.on("route_modify") and self.chance(0.1) else "add"
-        if self.on("nexthop_groups") and len(self.nh_ids) >= 2 and self.chance(0.3):
-            members = self.r.sample(self.nh_ids, self.r.randrange(1, min(4, len(self.nh_ids)) + 1))
+        if self.nh_all and self.chance(0.05):
+            nid, verb = self.r.choice(self.nh_all), "add"  # duplicate id: EEXIST
+        elif self.nh_all and self.on("route_modify") and self.chance(0.1):
+            nid, verb = self.r.choice(self.nh_all), "replace"
+        else:
+            nid, verb = self.next_nh, "add"
+            self.next_nh += 1
+        if verb == "add" and self.on("nexthop_groups") and len(self.nh_free) >= 2 and self.chance(0.3):
+            members = self.r.sample(self.nh_free, self.r.randrange(1, min(4, len(self.nh_free)) + 1))
             grp = "/".join(f"{m},{self.r.randrange(1, 5)}" if self.chance(0.6) else str(m) for m in members)
-            self.emit(f"nexthop {verb} id {nid} group {grp}")
-            self.group_ids.append(nid)
+            self.emit(f"nexthop add id {nid} group {grp}")
+            for m in members:
+                self.nh_free.remove(m)
+            self.group_free.append(nid)
         else:
             i = self.link()
             style = self.r.random()
@@ -344,9 +355,23 @@ class _Gen:
                 if self.on("route_onlink") and self.chance(0.1):
                     body += " onlink"
             self.emit(f"nexthop {verb} id {nid} {body}")
-            self.nh_ids.append(nid)
+            if nid == self.next_nh - 1 and verb == "add":
+                self.nh_free.append(nid)
+        self.nh_all.append(nid)
         if self.on("route_del") and self.chance(0.05):
-            self.emit(f"nexthop del id {self.r.randrange(1, 60)}")
+            self.emit(f"nexthop del id {self.r.choice(self.nh_all)}")
+
+    def take_nhid(self) -> int | None:
+        """An unused next-hop object or group for a route, then marked used. The kernel caches
+        IPv6 (and IPv4) dsts per next hop: when routes share a next-hop object, `route get`
+        reports the metric, protocol and metrics of whichever route filled that CPU's cache
+        first, so the kernel's answer would depend on its history and CPU."""
+        pool = self.nh_free + (self.group_free if self.on("nexthop_groups") else [])
+        if not pool:
+            return None
+        nid = self.r.choice(pool)
+        (self.nh_free if nid in self.nh_free else self.group_free).remove(nid)
+        return nid
 
     def rule(self) -> None:
         v6 = self.v6only
@@ -395,7 +420,7 @@ class _Gen:
             choices.append(lambda: f"route add {self.prefix(False)} tos {self.r.choice(BAD_TOS)} dev d1")
         if self.on("nexthop_objects"):
             # (`nexthop ... dev MISSING` is a parse error for iproute2: it would end the batch.)
-            choices.append(lambda: f"nexthop add id {self.r.choice(self.nh_ids or [1])} dev d{self.link()}")
+            choices.append(lambda: f"nexthop add id {self.r.choice(self.nh_all or [1])} dev d{self.link()}")
             choices.append(lambda: "nexthop add id 4001 group 4002/4003")
         self.emit(self.r.choice(choices)())
 
