@@ -1,0 +1,207 @@
+//! `fibre`, the command-line tool: iproute2's `ip` client side, run in-process against a
+//! [`fibre_fib::Fib`].
+//!
+//! Each object has its module (`link`, `addr`, `route`, `rule`, `nexthop`) that parses the words
+//! of a command into the model's rtnetlink-shaped request types with iproute2 6.1's client-side
+//! defaults, calls the [`Fib`], and prints the answer as iproute2 6.1 prints it, in text or `-j`
+//! JSON ([`out`]). [`batch`] runs command files as `ip -batch` does; [`demo`] is `fibre demo`.
+//!
+//! Invariants:
+//! - A [`Cli`] owns its `Fib`; commands run one after the other, as lines of a batch do.
+//! - Output goes to [`Cli::out`], a byte buffer the caller drains (so a million-line batch never
+//!   writes per line); error texts are returned in [`CmdError`] and printed by the caller.
+//! - Link names are resolved through a cache in front of `Fib::link_index`, dropped whenever a
+//!   link command runs, so a batch of route adds never scans the link table.
+
+pub mod addr;
+pub mod args;
+pub mod batch;
+pub mod demo;
+pub mod error;
+pub mod link;
+pub mod names;
+pub mod nexthop;
+pub mod out;
+pub mod route;
+pub mod rule;
+
+use args::matches;
+pub use error::CmdError;
+use fibre_fib::{Family, Fib};
+use std::collections::HashMap;
+
+/// The global options of `ip` that change how commands behave.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `-4`, `-6`, `-f FAMILY`: iproute2's `preferred_family`.
+    pub family: Option<Family>,
+    /// `-j`
+    pub json: bool,
+    /// `-p`
+    pub pretty: bool,
+    /// `-d`, repeatable.
+    pub details: u32,
+    /// `-s`, repeatable.
+    pub stats: u32,
+    /// `-force`: go on after a failed batch line.
+    pub force: bool,
+}
+
+/// One fibre instance driven by command lines.
+pub struct Cli {
+    pub fib: Fib,
+    pub opts: Options,
+    /// Output not yet written to stdout.
+    pub out: Vec<u8>,
+    /// Warnings not yet written to stderr (messages of commands that go on).
+    pub err: Vec<u8>,
+    /// name -> ifindex, filled on demand from `Fib::link_index`.
+    name_cache: HashMap<String, u32>,
+    /// iproute2's global `do_link`, which `ip link show` sets and nothing clears: later
+    /// `address show` commands of the same batch print link lines only (iproute2 6.1 quirk).
+    pub(crate) sticky_link_show: bool,
+}
+
+impl Cli {
+    pub fn new(fib: Fib, opts: Options) -> Cli {
+        Cli {
+            fib,
+            opts,
+            out: Vec::new(),
+            err: Vec::new(),
+            name_cache: HashMap::new(),
+            sticky_link_show: false,
+        }
+    }
+
+    /// iproute2's `ll_name_to_index`: a link name, or `ifN` for an unnamed index.
+    pub fn ifindex(&mut self, name: &str) -> Option<u32> {
+        if let Some(&i) = self.name_cache.get(name) {
+            return Some(i);
+        }
+        if let Some(i) = self.fib.link_index(name) {
+            self.name_cache.insert(name.to_string(), i);
+            return Some(i);
+        }
+        name.strip_prefix("if")
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|&i| i != 0)
+    }
+
+    /// Like [`Cli::ifindex`], failing with iproute2's "Cannot find device".
+    pub fn dev(&mut self, name: &str) -> Result<u32, CmdError> {
+        self.ifindex(name).ok_or_else(|| CmdError::nodev(name))
+    }
+
+    /// The ifindex -> name map for printing, from the current links.
+    pub fn names(&self) -> Names {
+        let mut v: Vec<Option<String>> = Vec::new();
+        for l in self.fib.links() {
+            let i = l.ifindex as usize;
+            if v.len() <= i {
+                v.resize(i + 1, None);
+            }
+            v[i] = l.ifname.clone();
+        }
+        Names(v)
+    }
+
+    /// Drops the link-name caches; called by every command that may change links.
+    pub(crate) fn links_changed(&mut self) {
+        self.name_cache.clear();
+    }
+
+    /// A printer for the current options.
+    pub(crate) fn printer(&self) -> out::Printer {
+        out::Printer::new(self.opts.json, self.opts.pretty)
+    }
+
+    /// Runs one command line (the words after any global options), as `do_cmd` does.
+    pub fn exec(&mut self, words: &[&str]) -> Result<(), CmdError> {
+        let Some((&obj, rest)) = words.split_first() else {
+            return Ok(());
+        };
+        // iproute2's object table, in its order, so abbreviations resolve the same way.
+        const OBJECTS: &[&str] = &[
+            "address",
+            "addrlabel",
+            "maddress",
+            "route",
+            "rule",
+            "neighbor",
+            "neighbour",
+            "ntable",
+            "ntbl",
+            "link",
+            "l2tp",
+            "fou",
+            "ila",
+            "macsec",
+            "tunnel",
+            "tuntap",
+            "tap",
+            "token",
+            "tcpmetrics",
+            "tcp_metrics",
+            "monitor",
+            "xfrm",
+            "mroute",
+            "mrule",
+            "netns",
+            "netconf",
+            "vrf",
+            "sr",
+            "nexthop",
+            "mptcp",
+            "ioam",
+            "stats",
+            "help",
+        ];
+        let found = OBJECTS.iter().find(|o| matches(obj, o)).copied();
+        match found {
+            Some("address") => addr::run(self, rest),
+            Some("route") => route::run(self, rest),
+            Some("rule") => rule::run(self, rest),
+            Some("link") => link::run(self, rest),
+            Some("nexthop") => nexthop::run(self, rest),
+            Some("help") => Err(CmdError::exit(255, usage_text())),
+            Some(o) => Err(CmdError::fail(
+                1,
+                format!("fibre: object \"{o}\" is not supported.\n"),
+            )),
+            None => Err(CmdError::fail(
+                1,
+                format!("Object \"{obj}\" is unknown, try \"ip help\".\n"),
+            )),
+        }
+    }
+
+    /// Appends a finished printer's bytes to the output.
+    pub(crate) fn emit(&mut self, p: out::Printer) {
+        let bytes = p.finish();
+        self.out.extend_from_slice(&bytes);
+    }
+}
+
+/// fibre's own usage text.
+pub fn usage_text() -> String {
+    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\nwhere  OBJECT := { address | link | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
+        .to_string()
+}
+
+/// Link names by ifindex, as iproute2's `ll_index_to_name` answers.
+#[derive(Debug, Clone, Default)]
+pub struct Names(pub Vec<Option<String>>);
+
+impl Names {
+    /// "*" for 0, the name, or "ifN" for an unknown index.
+    pub fn get(&self, index: u32) -> std::borrow::Cow<'_, str> {
+        if index == 0 {
+            return "*".into();
+        }
+        match self.0.get(index as usize) {
+            Some(Some(n)) => n.as_str().into(),
+            _ => format!("if{index}").into(),
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! `ip nexthop`: add/replace/del/show/get/flush, parsed as iproute2 6.1's `ipnh_modify` and
+//! printed as its `print_nexthop`.
+
+use crate::args::{get_addr, get_u32, matches, read_family, Args};
+use crate::names::{proto_a2n, proto_n2a, scope_n2a};
+use crate::out::Printer;
+use crate::route::print_rt_flags;
+use crate::{Cli, CmdError, Names};
+use fibre_fib::{nh_flags, scope, Errno, Family, GroupMember, NexthopObj, ReqFlags, RtError};
+
+const USAGE: &str = "Usage: fibre nexthop { list | flush } [ id ID ] [ dev DEV ] [ groups ] [ fdb ]\n       fibre nexthop { add | replace } id ID NH [ protocol ID ]\n       fibre nexthop { get | del } id ID\nNH := { group ID[,WEIGHT][/ID[,WEIGHT]]... [ type mpath ] | [ via ADDRESS ] [ dev DEV ] [ onlink ] | blackhole } [ fdb ]\n";
+
+/// NHA_GROUP_TYPE values.
+const GROUP_MPATH: u16 = 0;
+const GROUP_RES: u16 = 1;
+
+/// `ip nexthop ...`
+pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
+    let Some((&verb, rest)) = words.split_first() else {
+        return list(cli, &[], false);
+    };
+    if matches(verb, "add") || matches(verb, "replace") {
+        let flags = if matches(verb, "add") {
+            ReqFlags::ADD
+        } else {
+            ReqFlags::REPLACE
+        };
+        let nh = parse(cli, rest)?;
+        return cli
+            .fib
+            .nexthop_new(&nh, flags)
+            .map_err(|e| CmdError::rtnl(&e));
+    }
+    if matches(verb, "delete") {
+        let id = id_arg(rest)?;
+        return cli.fib.nexthop_del(id).map_err(|e| CmdError::rtnl(&e));
+    }
+    if matches(verb, "get") {
+        let id = id_arg(rest)?;
+        let Some(nh) = cli.fib.nexthops().into_iter().find(|n| n.id == id) else {
+            return Err(CmdError::rtnl(&RtError::new(Errno::ENOENT)));
+        };
+        let names = cli.names();
+        let mut p = cli.printer();
+        print_nexthop(&mut p, &nh, &names, cli.opts.details > 0);
+        cli.emit(p);
+        return Ok(());
+    }
+    if matches(verb, "list") || matches(verb, "show") || matches(verb, "lst") {
+        return list(cli, rest, false);
+    }
+    if matches(verb, "flush") {
+        return list(cli, rest, true);
+    }
+    if matches(verb, "help") {
+        return Err(CmdError::usage(USAGE));
+    }
+    Err(CmdError::exit(
+        255,
+        format!("Command \"{verb}\" is unknown, try \"ip nexthop help\".\n"),
+    ))
+}
+
+/// `id N` of `get`/`del`.
+fn id_arg(words: &[&str]) -> Result<u32, CmdError> {
+    let mut a = Args::new(words);
+    let mut id = None;
+    while let Some(w) = a.peek() {
+        if w == "id" {
+            let v = a.next_arg()?;
+            id = Some(get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?);
+        } else {
+            return Err(CmdError::usage(USAGE));
+        }
+        a.advance();
+    }
+    id.ok_or_else(|| CmdError::fail(1, "Error: No nexthop id given.\n"))
+}
+
+/// iproute2's `add_nh_group_attr`: `ID[,WEIGHT]/ID[,WEIGHT]...`.
+fn group(s: &str) -> Option<Vec<GroupMember>> {
+    let mut out = Vec::new();
+    for part in s.split('/') {
+        let (id, w) = match part.split_once(',') {
+            Some((i, w)) => (i, Some(w)),
+            None => (part, None),
+        };
+        let id = get_u32(id, 0)?;
+        let weight_minus_one = match w {
+            Some(w) => {
+                let w = get_u32(w, 0).filter(|w| (1..=256).contains(w))?;
+                (w - 1) as u8
+            }
+            None => 0,
+        };
+        out.push(GroupMember {
+            id,
+            weight_minus_one,
+        });
+    }
+    Some(out)
+}
+
+/// Parses `ip nexthop add|replace` words.
+pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
+    let mut nh = NexthopObj {
+        id: 0,
+        family: cli.opts.family,
+        gateway: None,
+        oif: 0,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: Vec::new(),
+        group_type: GROUP_MPATH,
+        protocol: 0,
+        flags: 0,
+    };
+    let mut a = Args::new(words);
+    while let Some(w) = a.peek() {
+        if w == "id" {
+            let v = a.next_arg()?;
+            nh.id = get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?;
+        } else if w == "dev" {
+            let v = a.next_arg()?;
+            nh.oif = cli
+                .ifindex(v)
+                .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?;
+            nh.family = nh.family.or(Some(Family::Inet));
+        } else if w == "via" {
+            let mut v = a.next_arg()?;
+            let fam = match read_family(v) {
+                Some(f) => {
+                    v = a.next_arg()?;
+                    Some(f)
+                }
+                None => nh.family,
+            };
+            let ad = get_addr(v, fam)?;
+            match nh.family {
+                None => nh.family = ad.family,
+                Some(f) if Some(f) != ad.family => {
+                    return Err(CmdError::invarg("address family mismatch\n", v))
+                }
+                Some(_) => {}
+            }
+            nh.gateway = ad.addr;
+        } else if w == "blackhole" {
+            nh.blackhole = true;
+        } else if w == "fdb" {
+            nh.fdb = true;
+        } else if w == "onlink" {
+            nh.onlink = true;
+            nh.flags |= nh_flags::ONLINK;
+        } else if w == "group" {
+            let v = a.next_arg()?;
+            nh.group =
+                group(v).ok_or_else(|| CmdError::invarg("\"group\" value is invalid\n", v))?;
+        } else if w == "type" {
+            let v = a.next_arg()?;
+            nh.group_type = match v {
+                "mpath" => GROUP_MPATH,
+                "resilient" => GROUP_RES,
+                _ => return Err(CmdError::invarg("\"type\" value is invalid\n", v)),
+            };
+        } else if matches(w, "protocol") {
+            let v = a.next_arg()?;
+            nh.protocol = proto_a2n(v)
+                .ok_or_else(|| CmdError::invarg("\"protocol\" value is invalid\n", v))?;
+        } else if w == "help" {
+            return Err(CmdError::usage(USAGE));
+        } else {
+            return Err(CmdError::invarg("", w));
+        }
+        a.advance();
+    }
+    Ok(nh)
+}
+
+fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
+    let (mut id, mut dev, mut groups, mut fdb) = (None, None, false, false);
+    let mut a = Args::new(words);
+    while let Some(w) = a.peek() {
+        if w == "id" {
+            let v = a.next_arg()?;
+            id = Some(get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?);
+        } else if w == "dev" {
+            let v = a.next_arg()?;
+            dev = Some(
+                cli.ifindex(v)
+                    .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?,
+            );
+        } else if w == "groups" {
+            groups = true;
+        } else if w == "fdb" {
+            fdb = true;
+        } else {
+            return Err(CmdError::usage(USAGE));
+        }
+        a.advance();
+    }
+    let family = cli.opts.family;
+    let all = cli.fib.nexthops();
+    let sel: Vec<&NexthopObj> = all
+        .iter()
+        .filter(|n| id.is_none_or(|i| i == n.id))
+        .filter(|n| dev.is_none_or(|d| d == n.oif))
+        .filter(|n| !groups || !n.group.is_empty())
+        .filter(|n| !fdb || n.fdb)
+        .filter(|n| family.is_none() || n.family == family)
+        .collect();
+    if flush {
+        for n in sel {
+            let _ = cli.fib.nexthop_del(n.id);
+        }
+        return Ok(());
+    }
+    let names = cli.names();
+    let details = cli.opts.details > 0;
+    let mut p = cli.printer();
+    for n in sel {
+        print_nexthop(&mut p, n, &names, details);
+    }
+    cli.emit(p);
+    Ok(())
+}
+
+/// iproute2's `print_nexthop`. The scope is the kernel's: link with a gateway, host for a
+/// device alone, universe otherwise.
+pub fn print_nexthop(p: &mut Printer, n: &NexthopObj, names: &Names, details: bool) {
+    p.open_obj(None);
+    p.num(Some("id"), "id ", n.id as i64, " ");
+    if !n.group.is_empty() {
+        p.open_arr(Some("group"));
+        p.text("group ");
+        for (i, m) in n.group.iter().enumerate() {
+            p.open_obj(None);
+            if i > 0 {
+                p.text("/");
+            }
+            p.num(Some("id"), "", m.id as i64, "");
+            if m.weight_minus_one != 0 {
+                p.num(Some("weight"), ",", m.weight_minus_one as i64 + 1, "");
+            }
+            p.close_obj();
+        }
+        p.close_arr();
+        p.text(" ");
+        if n.group_type == GROUP_RES {
+            p.str(Some("type"), "type ", "resilient", " ");
+        }
+    }
+    if let Some(gw) = &n.gateway {
+        p.str(Some("gateway"), "via ", &gw.to_string(), " ");
+    }
+    if n.oif != 0 {
+        p.str(Some("dev"), "dev ", &names.get(n.oif), " ");
+    }
+    let sc = if n.gateway.is_some() {
+        scope::LINK
+    } else if n.oif != 0 {
+        scope::HOST
+    } else {
+        scope::UNIVERSE
+    };
+    if sc != scope::UNIVERSE || details {
+        p.str(Some("scope"), "scope ", &scope_n2a(sc), " ");
+    }
+    if n.blackhole {
+        p.null("blackhole", "blackhole ");
+    }
+    if n.protocol != 0 || details {
+        p.str(Some("protocol"), "proto ", &proto_n2a(n.protocol), " ");
+    }
+    let flags = n.flags | if n.onlink { nh_flags::ONLINK } else { 0 };
+    print_rt_flags(p, flags);
+    if n.fdb {
+        p.null("fdb", "fdb");
+    }
+    p.text("\n");
+    p.close_obj();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+    use fibre_fib::Fib;
+
+    fn show(n: &NexthopObj, json: bool) -> String {
+        let names = Names(vec![
+            None,
+            Some("lo".into()),
+            Some("d0".into()),
+            Some("d1".into()),
+        ]);
+        let mut p = Printer::new(json, false);
+        print_nexthop(&mut p, n, &names, false);
+        String::from_utf8(p.finish()).unwrap()
+    }
+
+    fn parse_str(s: &str) -> NexthopObj {
+        let w: Vec<&str> = s.split_whitespace().collect();
+        parse(&mut Cli::new(Fib::default(), Options::default()), &w).unwrap()
+    }
+
+    #[test]
+    fn nexthops_print_like_iproute2() {
+        // From `ip nexthop show` / `ip -j nexthop show` after the same adds (iproute2 6.1).
+        let mut n = parse_str("id 1 via 10.0.0.2");
+        n.oif = 2;
+        assert_eq!(show(&n, false), "id 1 via 10.0.0.2 dev d0 scope link \n");
+        assert_eq!(
+            show(&n, true),
+            "[{\"id\":1,\"gateway\":\"10.0.0.2\",\"dev\":\"d0\",\"scope\":\"link\",\"flags\":[]}]\n"
+        );
+        let n = parse_str("id 3 blackhole");
+        assert_eq!(show(&n, false), "id 3 blackhole \n");
+        assert_eq!(
+            show(&n, true),
+            "[{\"id\":3,\"blackhole\":null,\"flags\":[]}]\n"
+        );
+        let n = parse_str("id 4 group 1/2,3");
+        assert_eq!(
+            n.group,
+            vec![
+                GroupMember {
+                    id: 1,
+                    weight_minus_one: 0
+                },
+                GroupMember {
+                    id: 2,
+                    weight_minus_one: 2
+                }
+            ]
+        );
+        assert_eq!(show(&n, false), "id 4 group 1/2,3 \n");
+        assert_eq!(
+            show(&n, true),
+            "[{\"id\":4,\"group\":[{\"id\":1},{\"id\":2,\"weight\":3}],\"flags\":[]}]\n"
+        );
+        let mut n = parse_str("id 2 via 10.1.0.2 onlink");
+        n.oif = 3;
+        assert_eq!(
+            show(&n, false),
+            "id 2 via 10.1.0.2 dev d1 scope link onlink \n"
+        );
+    }
+}
