@@ -171,6 +171,7 @@ class Report:
     outputs: int = 0
     outputs_agree: int = 0
     multipath_resolved: int = 0
+    largest_dump: int = 0  # routes in the largest `route show table all` (the table size reached)
     diffs: list[str] = field(default_factory=list)
     flow_checks: list[str] = field(default_factory=list)
     kernel_secs: float = 0.0
@@ -184,30 +185,30 @@ class Report:
         self.diffs.append(msg)
 
 
-def field_diff(a: object, b: object, path: str = "") -> list[str]:
-    """Per-field differences between two JSON values."""
+def field_diff(a: object, b: object, path: str = "", who: str = "fibre") -> list[str]:
+    """Per-field differences between two JSON values (the kernel's and `who`'s)."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in list(a) + [k for k in b if k not in a]:
             if k not in b:
-                out.append(f"{path}{k}: kernel {json.dumps(a[k])}, fibre has no such field")
+                out.append(f"{path}{k}: kernel {json.dumps(a[k])}, {who} has no such field")
             elif k not in a:
-                out.append(f"{path}{k}: kernel has no such field, fibre {json.dumps(b[k])}")
+                out.append(f"{path}{k}: kernel has no such field, {who} {json.dumps(b[k])}")
             else:
-                out += field_diff(a[k], b[k], f"{path}{k}.")
+                out += field_diff(a[k], b[k], f"{path}{k}.", who)
         return out
     if isinstance(a, list) and isinstance(b, list):
         out = []
         for i in range(max(len(a), len(b))):
             if i >= len(a):
-                out.append(f"{path}[{i}]: kernel has no such entry, fibre {json.dumps(b[i])}")
+                out.append(f"{path}[{i}]: kernel has no such entry, {who} {json.dumps(b[i])}")
             elif i >= len(b):
-                out.append(f"{path}[{i}]: kernel {json.dumps(a[i])}, fibre has no such entry")
+                out.append(f"{path}[{i}]: kernel {json.dumps(a[i])}, {who} has no such entry")
             else:
-                out += field_diff(a[i], b[i], f"{path}[{i}].")
+                out += field_diff(a[i], b[i], f"{path}[{i}].", who)
         return out
     if a != b:
-        return [f"{path.rstrip('.')}: kernel {json.dumps(a)}, fibre {json.dumps(b)}"]
+        return [f"{path.rstrip('.')}: kernel {json.dumps(a)}, {who} {json.dumps(b)}"]
     return []
 
 
@@ -266,6 +267,8 @@ def compare(run: gen.Run, k: Side, o: Side, report: Report, max_diffs: int, use_
     ambiguous: dict[int, tuple] = {}
     for n in output_lines(run.text):
         is_get = lines[n - 1].split()[1] == "get"
+        if lines[n - 1].strip() == "route show table all" and isinstance(kj.get(n), list):
+            report.largest_dump = max(report.largest_dump, len(kj[n]))
         report.outputs += 1
         report.lookups += is_get
         ok = True
@@ -276,7 +279,7 @@ def compare(run: gen.Run, k: Side, o: Side, report: Report, max_diffs: int, use_
                     ambiguous[n] = (a, b)
                 else:
                     ok = False
-                    diff(n, "JSON", field_diff(a, b) or [f"kernel {a}", f"{other_name} {b}"])
+                    diff(n, "JSON", field_diff(a, b, who=other_name) or [f"kernel {a}", f"{other_name} {b}"])
         ta, tb = kt.get(n), ot.get(n)
         if ta != tb and not (n in ambiguous or (is_get and not use_json and n in flow_lines)):
             ok = False
@@ -352,7 +355,7 @@ def resolve_multipath(run: gen.Run, ambiguous: dict[int, tuple], report: Report,
         elif len(report.diffs) < max_diffs:
             report.add(f"{run.name}:{n}: `{lines[n - 1]}`: multipath next hop {mine} is not one of "
                        f"the matched route's {sorted(hops, key=str)}\n      "
-                       + "\n      ".join(field_diff(a, b)))
+                       + "\n      ".join(field_diff(a, b, who=other_name)))
         else:
             report.diffs.append("")
 
@@ -537,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         print("flows: " + line)
     print(f"commands {report.commands}, output commands {report.outputs} ({opct:.3f}% agree), "
           f"lookups {report.lookups} ({pct:.3f}% agree, {report.multipath_resolved} multipath "
-          f"choices resolved), disagreements {len(report.diffs)}")
+          f"choices resolved), disagreements {len(report.diffs)}; largest table dump "
+          f"{report.largest_dump} routes")
     print(f"time: kernel {report.kernel_secs:.2f}s, {other} {report.other_secs:.2f}s "
           f"(text runs; total wall {time.perf_counter() - t0:.1f}s)")
     print("RESULT: " + ("PASS" if report.ok else "FAIL"))
