@@ -95,8 +95,9 @@ class _Gen:
         self.links_alive: set[int] = set()
         self.prefixes4: list[ipaddress.IPv4Network] = []
         self.prefixes6: list[ipaddress.IPv6Network] = []
-        # Routes added: (prefix with type and `from`, the whole spec after the verb, family, table).
-        self.added: list[tuple[str, str, bool, str]] = []
+        # Routes added: (prefix with type and `from`, the whole spec after the verb, family, table,
+        # attributes).
+        self.added: list[tuple[str, str, bool, str, str]] = []
         self.next_nh = 1
         self.nh_all: list[int] = []  # every next-hop id ever given
         self.nh_free: list[int] = []  # single objects no route or group uses yet
@@ -225,8 +226,12 @@ class _Gen:
                 self.rule()
             elif k == "modify" and self.added:
                 verb = self.r.choice(["replace", "change", "append", "prepend", "replace"])
-                head, _, v6, table = self.r.choice(self.added)
-                self.route(verb, v6=v6, head=head, table=table)
+                head, _, v6, table, attrs = self.r.choice(self.added)
+                # IPv6 appends and prepends join the route as multipath siblings. Siblings whose
+                # own attributes differ (metric spelling aside: pref, mtu, src ...) make the
+                # kernel's route get answer depend on its lookup history, so they copy them.
+                same = v6 and verb in ("append", "prepend")
+                self.route(verb, v6=v6, head=head, table=table, attrs=attrs if same else None)
             elif k == "delete":
                 self.delete()
             if self.on("invalid") and self.chance(0.02):
@@ -282,7 +287,8 @@ class _Gen:
             a.append(m)
         return " ".join(a)
 
-    def route(self, verb: str, v6: bool, head: str | None = None, table: str | None = None) -> None:
+    def route(self, verb: str, v6: bool, head: str | None = None, table: str | None = None,
+              attrs: str | None = None) -> None:
         """Emits `route VERB ...`: a new random route, or (given `head` and `table`) a route with
         that prefix in that table (changes keep a route in its table: see the invariants)."""
         if table is None:
@@ -306,16 +312,17 @@ class _Gen:
             body = f"dev d{self.link()}"
         else:
             body = self.route_body(v6)
-        attrs = self.attrs(v6, table)
+        if attrs is None:
+            attrs = self.attrs(v6, table)
         # iproute2 reads `nexthop` groups up to the end of the line: attributes go first.
         spec = " ".join(s for s in ((head, attrs, body) if body.startswith("nexthop") else (head, body, attrs)) if s)
         self.emit(f"route {verb} {spec}")
         if verb == "add":
-            self.added.append((head, spec, v6, table))
+            self.added.append((head, spec, v6, table, attrs))
 
     def delete(self) -> None:
         if self.added and self.chance(0.8):
-            head, spec, _, _ = self.added.pop(self.r.randrange(len(self.added)))
+            head, spec, _, _, _ = self.added.pop(self.r.randrange(len(self.added)))
             if self.chance(0.5):
                 # Delete by prefix (and table) only: other attributes act as wildcards.
                 words = spec.split()
