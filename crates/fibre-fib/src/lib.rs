@@ -10,10 +10,47 @@
 //! Ownership rule: a `Fib` has one writer. Mutating entry points take `&mut self`; lookups take
 //! `&self`. Lock-free readers on other threads get published snapshots of the compiled lookup
 //! structures, never a reference into the writer's state.
+//!
+//! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
+//! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
+//! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
+//! [`nexthop`] (next-hop objects), [`sync`] (effects of link and address events), [`lookup`]
+//! (table, rules and multipath lookups), [`get`] (answers to `route get`), [`srcsel`] (source
+//! address selection), [`dst`] (precomputed forwarding results).
 
+mod addr;
+mod dst;
+mod fibtable;
+mod fxhash;
+mod get;
+mod link;
+mod lookup;
+mod nexthop;
+mod route;
+mod route4;
+mod route6;
+mod rule;
+mod srcsel;
+mod sync;
 pub mod types;
 
+#[cfg(test)]
+mod tests;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+pub use dst::{Dst, LookupError};
+pub use rule::Flow;
 pub use types::*;
+
+use addr::{Addr4, Addr6, AddrInsertError};
+use fibtable::{Key, Table};
+use fxhash::FxHashMap;
+use link::{LinkState, Links};
+use nexthop::NhObjs;
+use route::{Entry, Info, InfoSpec, Infos, NhState};
+use route4::NhResolved;
+use rule::Rules;
 
 /// Settings with the kernel's meaning (the sysctls that change lookups). fibre is a router, so
 /// forwarding is on by default, unlike a fresh kernel namespace.
@@ -29,7 +66,11 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { ipv4_forwarding: true, ipv6_forwarding: true, rp_filter: 0 }
+        Settings {
+            ipv4_forwarding: true,
+            ipv6_forwarding: true,
+            rp_filter: 0,
+        }
     }
 }
 
@@ -37,6 +78,20 @@ impl Default for Settings {
 #[derive(Debug)]
 pub struct Fib {
     settings: Settings,
+    pub(crate) links: Links,
+    pub(crate) t4: FxHashMap<u32, Table>,
+    pub(crate) t6: FxHashMap<u32, Table>,
+    pub(crate) table_seq: u64,
+    pub(crate) infos: Infos,
+    pub(crate) rules: Rules,
+    pub(crate) nhobjs: NhObjs,
+    /// Bumped by every mutation.
+    pub(crate) gen: u64,
+    /// Bumped by every change that can alter how a gateway resolves (links, addresses,
+    /// rules, routes of link scope or wider): the validity of `gw_cache`.
+    pub(crate) nh_gen: u64,
+    pub(crate) gw_cache: FxHashMap<(u32, u32, u32, u8), NhResolved>,
+    pub(crate) gw_cache_gen: u64,
 }
 
 impl Default for Fib {
@@ -45,11 +100,47 @@ impl Default for Fib {
     }
 }
 
+/// An address as a u128 (IPv4 in the low 32 bits).
+#[inline]
+pub(crate) fn ip_u128(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(v) => u32::from(v) as u128,
+        IpAddr::V6(v) => u128::from(v),
+    }
+}
+
+#[inline]
+pub(crate) fn u128_ip(f: Family, v: u128) -> IpAddr {
+    match f {
+        Family::Inet => IpAddr::V4(Ipv4Addr::from(v as u32)),
+        Family::Inet6 => IpAddr::V6(Ipv6Addr::from(v)),
+    }
+}
+
 impl Fib {
     /// A state as a fresh network namespace has it: `lo` (down), the three default rules per
     /// family, empty tables.
     pub fn new(settings: Settings) -> Fib {
-        Fib { settings }
+        let mut f = Fib {
+            settings,
+            links: Links::new(),
+            t4: FxHashMap::default(),
+            t6: FxHashMap::default(),
+            table_seq: 0,
+            infos: Infos::default(),
+            rules: Rules::new(),
+            nhobjs: NhObjs::default(),
+            gen: 0,
+            nh_gen: 0,
+            gw_cache: FxHashMap::default(),
+            gw_cache_gen: u64::MAX,
+        };
+        for tb in [table::LOCAL, table::MAIN] {
+            f.table_seq += 1;
+            f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
+            f.t6.insert(tb, Table::new(tb, 128, f.table_seq));
+        }
+        f
     }
 
     pub fn settings(&self) -> &Settings {
@@ -59,90 +150,669 @@ impl Fib {
     /// Changes a setting; takes effect for the next lookup.
     pub fn set_settings(&mut self, settings: Settings) {
         self.settings = settings;
+        self.after_state_change();
+    }
+
+    /// The generation counter: changes on every mutation, so a cache of lookup results is
+    /// valid exactly while it is unchanged.
+    pub fn gen(&self) -> u64 {
+        self.gen
+    }
+
+    pub(crate) fn route_changed(&mut self, affects_gw: bool) {
+        self.gen += 1;
+        if affects_gw {
+            self.nh_gen += 1;
+        }
+    }
+
+    /// After a link, address or settings change: resolution caches go, dsts are rebuilt.
+    fn after_state_change(&mut self) {
+        self.gen += 1;
+        self.nh_gen += 1;
+        self.refresh_dsts();
+    }
+
+    /// Stores a new info, building its dsts and multipath bounds.
+    pub(crate) fn new_info(&mut self, spec: InfoSpec, mut st: Vec<NhState>) -> u32 {
+        for (i, s) in st.iter_mut().enumerate() {
+            s.dst = self.build_dst(&spec, i, s);
+        }
+        let mut info = Info::new(spec, st);
+        info.rebalance();
+        self.infos.insert(info)
+    }
+
+    /// The shared info for `spec` (found or created).
+    pub(crate) fn intern(&mut self, spec: InfoSpec, st: Vec<NhState>) -> u32 {
+        match self.infos.find(&spec) {
+            Some(id) => id,
+            None => self.new_info(spec, st),
+        }
+    }
+
+    fn find_link(&self, l: &Link) -> Option<u32> {
+        if l.ifindex != 0 {
+            return self.links.get(l.ifindex).map(|x| x.ifindex);
+        }
+        l.ifname.as_deref().and_then(|n| self.links.index_of(n))
     }
 
     /// RTM_NEWLINK: creates a link (`flags.create`) or changes one named by index or name.
-    pub fn link_new(&mut self, _link: &Link, _flags: ReqFlags) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn link_new(&mut self, link: &Link, flags: ReqFlags) -> Result<(), RtError> {
+        let existing = self.find_link(link);
+        let idx = match existing {
+            Some(i) => {
+                if flags.create && flags.excl {
+                    return Err(RtError::new(Errno::EEXIST));
+                }
+                i
+            }
+            None => {
+                if link.ifindex != 0 && link.ifname.is_none() {
+                    return Err(RtError::new(Errno::ENODEV));
+                }
+                if !flags.create {
+                    return Err(RtError::new(Errno::ENODEV));
+                }
+                match link.kind {
+                    Some(LinkKind::Dummy) => {}
+                    Some(LinkKind::Loopback) => return Err(RtError::new(Errno::EOPNOTSUPP)),
+                    None => return Err(RtError::msg(Errno::EOPNOTSUPP, "Unknown device type")),
+                }
+                let Some(name) = link.ifname.clone() else {
+                    return Err(RtError::new(Errno::EINVAL));
+                };
+                if name.is_empty() || name.len() > 15 || name.contains('/') || name.contains(' ') {
+                    return Err(RtError::msg(Errno::EINVAL, "Invalid device name"));
+                }
+                let idx = if link.ifindex != 0 {
+                    if self.links.get(link.ifindex).is_some() {
+                        return Err(RtError::new(Errno::EBUSY));
+                    }
+                    link.ifindex
+                } else {
+                    self.links.alloc_index()
+                };
+                self.links.insert(LinkState {
+                    ifindex: idx,
+                    name,
+                    kind: LinkKind::Dummy,
+                    up: false,
+                    carrier: true,
+                    mtu: link::DEFAULT_MTU,
+                    mac: link::default_mac(idx),
+                    txqlen: link::DEFAULT_TXQLEN,
+                    addr_gen_mode: 0,
+                    v4: Vec::new(),
+                    v6: Vec::new(),
+                });
+                idx
+            }
+        };
+        self.link_change(idx, link)
+    }
+
+    /// Applies the changeable attributes of `link` to link `idx`.
+    fn link_change(&mut self, idx: u32, link: &Link) -> Result<(), RtError> {
+        let Some(cur) = self.links.get(idx) else {
+            return Err(RtError::new(Errno::ENODEV));
+        };
+        let is_lo = cur.is_loopback();
+        if let Some(m) = link.mtu {
+            let (lo_min, hi) = if is_lo {
+                (0, u32::MAX)
+            } else {
+                (link::MIN_MTU, link::MAX_MTU)
+            };
+            if m < lo_min {
+                return Err(RtError::msg(
+                    Errno::EINVAL,
+                    format!("mtu less than device minimum"),
+                ));
+            }
+            if m > hi {
+                return Err(RtError::msg(
+                    Errno::EINVAL,
+                    format!("mtu greater than device maximum"),
+                ));
+            }
+        }
+        if let Some(a) = &link.address {
+            if a.len() != 6 || is_lo {
+                return Err(RtError::new(Errno::EINVAL));
+            }
+        }
+        if let Some(n) = &link.ifname {
+            if link.ifindex != 0 && *n != cur.name {
+                if self.links.index_of(n).is_some() {
+                    return Err(RtError::new(Errno::EEXIST));
+                }
+                self.links.rename(idx, n);
+            }
+        }
+        let l = self.links.get_mut(idx).expect("checked above");
+        if let Some(m) = link.mtu {
+            l.mtu = m;
+        }
+        if let Some(a) = &link.address {
+            l.mac = a.clone();
+        }
+        if let Some(q) = link.txqlen {
+            l.txqlen = q;
+        }
+        if let Some(g) = link.addr_gen_mode {
+            l.addr_gen_mode = g;
+        }
+        let was_up = l.up;
+        let was_ready = l.oper_up();
+        let had_carrier = l.carrier;
+        if link.change & iff::UP != 0 {
+            l.up = link.flags & iff::UP != 0;
+        }
+        if let Some(c) = link.carrier {
+            if !is_lo {
+                l.carrier = c;
+            }
+        }
+        let now_up = l.up;
+        let now_ready = l.oper_up();
+        let carrier = l.carrier;
+        if was_up && !now_up {
+            self.sync_down4(idx, true, false);
+            self.v6_link_down(idx);
+        }
+        if !was_up && now_up {
+            self.link_up4(idx);
+        }
+        if was_up && now_up && had_carrier && !carrier {
+            self.sync_down4(idx, false, false);
+        }
+        if now_up && !had_carrier && carrier {
+            self.sync_up(idx);
+        }
+        if now_ready && !was_ready {
+            self.v6_link_ready(idx);
+        }
+        self.after_state_change();
+        Ok(())
+    }
+
+    /// IPv4 side of a link coming up (inetdev NETDEV_UP, then fib_netdev_event).
+    fn link_up4(&mut self, idx: u32) {
+        if self.links.get(idx).is_some_and(|l| l.is_loopback()) {
+            let lo = Addr4 {
+                local: u32::from(Ipv4Addr::LOCALHOST),
+                address: u32::from(Ipv4Addr::LOCALHOST),
+                prefixlen: 8,
+                broadcast: 0,
+                scope: scope::HOST,
+                flags: ifa_flags::PERMANENT,
+                label: "lo".into(),
+                metric: 0,
+                valid_lft: None,
+                preferred_lft: None,
+            };
+            if let Some(l) = self.links.get_mut(idx) {
+                let _ = addr::insert4(&mut l.v4, lo);
+            }
+        }
+        let addrs: Vec<Addr4> = self
+            .links
+            .get(idx)
+            .map(|l| l.v4.clone())
+            .unwrap_or_default();
+        for a in &addrs {
+            self.add_ifaddr4(idx, a);
+        }
+        self.sync_up(idx);
     }
 
     /// RTM_DELLINK, by index or name.
-    pub fn link_del(&mut self, _link: &Link) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn link_del(&mut self, link: &Link) -> Result<(), RtError> {
+        let Some(idx) = self.find_link(link) else {
+            return Err(RtError::new(Errno::ENODEV));
+        };
+        if idx == link::LOOPBACK_IFINDEX {
+            return Err(RtError::new(Errno::EOPNOTSUPP));
+        }
+        let addrs4: Vec<Addr4> = self
+            .links
+            .get_mut(idx)
+            .map(|l| std::mem::take(&mut l.v4))
+            .unwrap_or_default();
+        for a in addrs4.iter().rev() {
+            self.del_ifaddr4(idx, a);
+        }
+        self.v6_link_down(idx);
+        self.sync_down4(idx, true, true);
+        // Next-hop objects through the link go, and the routes using them.
+        let dead: Vec<u32> = self
+            .nhobjs
+            .by_id
+            .values()
+            .filter(|o| o.oif == idx)
+            .map(|o| o.id)
+            .collect();
+        for id in dead {
+            let _ = self.nexthop_del(id);
+        }
+        self.drop_nhs6(idx);
+        self.links.remove(idx);
+        self.after_state_change();
+        Ok(())
     }
 
     /// RTM_GETLINK dump, in ifindex order.
     pub fn links(&self) -> Vec<Link> {
-        Vec::new()
+        self.links
+            .iter()
+            .map(|l| Link {
+                ifindex: l.ifindex,
+                ifname: Some(l.name.clone()),
+                kind: Some(l.kind),
+                flags: l.flags(),
+                change: 0,
+                mtu: Some(l.mtu),
+                address: Some(l.mac.clone()),
+                carrier: Some(l.carrier),
+                txqlen: Some(l.txqlen),
+                addr_gen_mode: Some(l.addr_gen_mode),
+            })
+            .collect()
     }
 
     /// The index of the link named `name`.
-    pub fn link_index(&self, _name: &str) -> Option<u32> {
-        None
+    pub fn link_index(&self, name: &str) -> Option<u32> {
+        self.links.index_of(name)
     }
 
     /// RTM_NEWADDR.
-    pub fn addr_new(&mut self, _addr: &Address, _flags: ReqFlags) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn addr_new(&mut self, a: &Address, flags: ReqFlags) -> Result<(), RtError> {
+        if self.links.get(a.ifindex).is_none() {
+            return Err(RtError::new(Errno::ENODEV));
+        }
+        let local = a.local.or(a.address);
+        match (a.family, local) {
+            (Family::Inet, Some(IpAddr::V4(l))) => {
+                if a.prefixlen > 32 {
+                    return Err(RtError::new(Errno::EINVAL));
+                }
+                let address = match a.address {
+                    Some(IpAddr::V4(x)) => u32::from(x),
+                    _ => u32::from(l),
+                };
+                let new = Addr4 {
+                    local: u32::from(l),
+                    address,
+                    prefixlen: a.prefixlen,
+                    broadcast: match a.broadcast {
+                        Some(IpAddr::V4(b)) => u32::from(b),
+                        _ => 0,
+                    },
+                    scope: a.scope,
+                    flags: a.flags & !(ifa_flags::SECONDARY),
+                    label: a.label.clone().unwrap_or_else(|| {
+                        self.links
+                            .get(a.ifindex)
+                            .map(|l| l.name.clone())
+                            .unwrap_or_default()
+                    }),
+                    metric: a.metric.unwrap_or(0),
+                    valid_lft: a.valid_lft,
+                    preferred_lft: a.preferred_lft,
+                };
+                let l = self.links.get_mut(a.ifindex).expect("checked");
+                if let Some(pos) =
+                    l.v4.iter()
+                        .position(|x| x.local == new.local && x.prefixlen == new.prefixlen)
+                {
+                    if flags.excl || !flags.replace && flags.create {
+                        return Err(RtError::new(Errno::EEXIST));
+                    }
+                    // A replace updates lifetimes, flags and the metric in place.
+                    let old = l.v4[pos].clone();
+                    l.v4[pos].valid_lft = new.valid_lft;
+                    l.v4[pos].preferred_lft = new.preferred_lft;
+                    l.v4[pos].metric = new.metric;
+                    let _ = old;
+                    self.after_state_change();
+                    return Ok(());
+                }
+                if !flags.create {
+                    return Err(RtError::new(Errno::ENOENT));
+                }
+                let inserted = match addr::insert4(&mut l.v4, new) {
+                    Ok(p) => l.v4[p].clone(),
+                    Err(AddrInsertError::Exists) => return Err(RtError::new(Errno::EEXIST)),
+                    Err(AddrInsertError::ScopeMismatch) => {
+                        return Err(RtError::msg(Errno::EINVAL, "ipv4: Invalid scope value"))
+                    }
+                };
+                self.add_ifaddr4(a.ifindex, &inserted);
+                self.after_state_change();
+                Ok(())
+            }
+            (Family::Inet6, Some(IpAddr::V6(l))) => {
+                if a.prefixlen > 128 {
+                    return Err(RtError::new(Errno::EINVAL));
+                }
+                let peer = match a.address {
+                    Some(IpAddr::V6(p)) if a.local.is_some() && p != l => Some(p),
+                    _ => None,
+                };
+                let new = Addr6 {
+                    addr: l,
+                    peer,
+                    prefixlen: a.prefixlen,
+                    scope: addr::v6_rt_scope(&l),
+                    flags: (a.flags | ifa_flags::PERMANENT)
+                        & !(ifa_flags::SECONDARY | ifa_flags::TENTATIVE),
+                    metric: a.metric.unwrap_or(0),
+                    valid_lft: a.valid_lft,
+                    preferred_lft: a.preferred_lft,
+                };
+                let lk = self.links.get_mut(a.ifindex).expect("checked");
+                if lk.v6.iter().any(|x| x.addr == l) {
+                    if flags.excl || !flags.replace {
+                        return Err(RtError::new(Errno::EEXIST));
+                    }
+                    self.after_state_change();
+                    return Ok(());
+                }
+                if !flags.create {
+                    return Err(RtError::new(Errno::ENOENT));
+                }
+                if addr::insert6(&mut lk.v6, new.clone()).is_err() {
+                    return Err(RtError::new(Errno::EEXIST));
+                }
+                self.add_ifaddr6(a.ifindex, &new, true);
+                self.after_state_change();
+                Ok(())
+            }
+            _ => Err(RtError::new(Errno::EINVAL)),
+        }
     }
 
     /// RTM_DELADDR.
-    pub fn addr_del(&mut self, _addr: &Address) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn addr_del(&mut self, a: &Address) -> Result<(), RtError> {
+        let Some(l) = self.links.get(a.ifindex) else {
+            return Err(RtError::new(Errno::ENODEV));
+        };
+        let local = a.local.or(a.address);
+        match local {
+            Some(IpAddr::V4(x)) => {
+                let x = u32::from(x);
+                let Some(pos) = l.v4.iter().position(|b| {
+                    b.local == x
+                        && (a.prefixlen == 0 || b.prefixlen == a.prefixlen)
+                        && a.prefixlen <= 32
+                }) else {
+                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                };
+                self.del_addr4_at(a.ifindex, pos);
+            }
+            Some(IpAddr::V6(x)) => {
+                let Some(pos) = l
+                    .v6
+                    .iter()
+                    .position(|b| b.addr == x && (a.prefixlen == 0 || b.prefixlen == a.prefixlen))
+                else {
+                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                };
+                let gone = self
+                    .links
+                    .get_mut(a.ifindex)
+                    .expect("checked")
+                    .v6
+                    .remove(pos);
+                self.del_ifaddr6(a.ifindex, &gone);
+            }
+            None => return Err(RtError::new(Errno::EINVAL)),
+        }
+        self.after_state_change();
+        Ok(())
     }
 
-    /// RTM_GETADDR dump, in the kernel's order.
-    pub fn addrs(&self, _family: Option<Family>) -> Vec<Address> {
-        Vec::new()
+    /// __inet_del_ifa without promotion: a primary takes its secondaries with it.
+    fn del_addr4_at(&mut self, dev: u32, pos: usize) {
+        let Some(l) = self.links.get(dev) else { return };
+        let victim = l.v4[pos].clone();
+        if !victim.is_secondary() {
+            loop {
+                let Some(l) = self.links.get(dev) else { return };
+                let sec = l.v4.iter().position(|b| {
+                    b.is_secondary() && b.prefixlen == victim.prefixlen && victim.covers(b.address)
+                });
+                let Some(i) = sec else { break };
+                let s = self.links.get_mut(dev).expect("present").v4.remove(i);
+                self.del_ifaddr4(dev, &s);
+            }
+        }
+        let Some(l) = self.links.get_mut(dev) else {
+            return;
+        };
+        if let Some(i) = l.v4.iter().position(|b| *b == victim) {
+            l.v4.remove(i);
+        }
+        self.del_ifaddr4(dev, &victim);
+    }
+
+    /// RTM_GETADDR dump, in the kernel's order: IPv4 of every link, then IPv6.
+    pub fn addrs(&self, family: Option<Family>) -> Vec<Address> {
+        let mut out = Vec::new();
+        if family != Some(Family::Inet6) {
+            for l in self.links.iter() {
+                for a in &l.v4 {
+                    out.push(Address {
+                        family: Family::Inet,
+                        prefixlen: a.prefixlen,
+                        flags: a.flags,
+                        scope: a.scope,
+                        ifindex: l.ifindex,
+                        local: Some(IpAddr::V4(Ipv4Addr::from(a.local))),
+                        address: Some(IpAddr::V4(Ipv4Addr::from(a.address))),
+                        broadcast: (a.broadcast != 0)
+                            .then(|| IpAddr::V4(Ipv4Addr::from(a.broadcast))),
+                        label: Some(a.label.clone()),
+                        metric: (a.metric != 0).then_some(a.metric),
+                        valid_lft: a.valid_lft,
+                        preferred_lft: a.preferred_lft,
+                    });
+                }
+            }
+        }
+        if family != Some(Family::Inet) {
+            for l in self.links.iter() {
+                for a in &l.v6 {
+                    out.push(Address {
+                        family: Family::Inet6,
+                        prefixlen: a.prefixlen,
+                        flags: a.flags,
+                        scope: a.scope,
+                        ifindex: l.ifindex,
+                        local: a.peer.map(|_| IpAddr::V6(a.addr)),
+                        address: Some(IpAddr::V6(a.peer.unwrap_or(a.addr))),
+                        broadcast: None,
+                        label: None,
+                        metric: (a.metric != 0).then_some(a.metric),
+                        valid_lft: a.valid_lft,
+                        preferred_lft: a.preferred_lft,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// RTM_NEWROUTE with the given NLM_F_* modifiers.
-    pub fn route_new(&mut self, _route: &Route, _flags: ReqFlags) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn route_new(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        if Family::of(&route.dst.addr) != route.family {
+            return Err(RtError::new(Errno::EINVAL));
+        }
+        match route.family {
+            Family::Inet => self.route4_new(route, flags),
+            Family::Inet6 => self.route6_new(route, flags),
+        }
     }
 
     /// RTM_DELROUTE: attributes present in `route` must match; absent ones are wildcards.
-    pub fn route_del(&mut self, _route: &Route) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn route_del(&mut self, route: &Route) -> Result<(), RtError> {
+        if Family::of(&route.dst.addr) != route.family {
+            return Err(RtError::new(Errno::EINVAL));
+        }
+        match route.family {
+            Family::Inet => self.route4_del(route),
+            Family::Inet6 => self.route6_del(route),
+        }
     }
 
-    /// RTM_GETROUTE dump: every table, in the kernel's dump order.
-    pub fn routes(&self, _family: Option<Family>) -> Vec<Route> {
-        Vec::new()
+    /// Tables of `family` in the kernel's dump order: by id modulo the hash size (256), newest
+    /// first within one bucket.
+    fn tables_in_order(&self, family: Family) -> Vec<&Table> {
+        let m = match family {
+            Family::Inet => &self.t4,
+            Family::Inet6 => &self.t6,
+        };
+        let mut v: Vec<&Table> = m.values().collect();
+        v.sort_by(|a, b| (a.id & 0xff).cmp(&(b.id & 0xff)).then(b.seq.cmp(&a.seq)));
+        v
+    }
+
+    /// RTM_GETROUTE dump: every table, in the kernel's dump order (IPv4 before IPv6).
+    pub fn routes(&self, family: Option<Family>) -> Vec<Route> {
+        let mut out = Vec::new();
+        for f in [Family::Inet, Family::Inet6] {
+            if family.is_some_and(|x| x != f) {
+                continue;
+            }
+            for t in self.tables_in_order(f) {
+                for k in t.dump_keys() {
+                    let es = t.get(&k).expect("dump key exists");
+                    if f == Family::Inet6 {
+                        let mut v: Vec<&Entry> = es.iter().collect();
+                        // Source-specific routes live in the prefix's subtree, walked first.
+                        v.sort_by(|a, b| match (a.src, b.src) {
+                            (Some(x), Some(y)) => {
+                                x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
+                            }
+                            (Some(_), None) => std::cmp::Ordering::Less,
+                            (None, Some(_)) => std::cmp::Ordering::Greater,
+                            (None, None) => std::cmp::Ordering::Equal,
+                        });
+                        out.extend(v.into_iter().map(|e| self.entry_route(f, t.id, k, e)));
+                    } else {
+                        out.extend(es.iter().map(|e| self.entry_route(f, t.id, k, e)));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A stored entry as RTM_NEWROUTE shows it (fib_dump_info / rt6_fill_node).
+    pub(crate) fn entry_route(&self, f: Family, tb: u32, k: Key, e: &Entry) -> Route {
+        let info = self.infos.get(e.info);
+        let s = &info.spec;
+        let mut r = Route::new(
+            f,
+            Prefix {
+                addr: u128_ip(f, k.addr),
+                len: k.len,
+            },
+        );
+        r.tos = e.tos;
+        r.table = tb;
+        r.protocol = s.protocol;
+        r.scope = s.scope;
+        r.rtype = self.effective_type(info);
+        r.prefsrc = s.prefsrc;
+        r.metrics = s.metrics.clone();
+        r.nhid = s.nhid;
+        r.expires = s.expires;
+        r.src = e.src.map(|x| Prefix {
+            addr: u128_ip(f, x.addr),
+            len: x.len,
+        });
+        match f {
+            Family::Inet => r.priority = (s.priority != 0).then_some(s.priority),
+            Family::Inet6 => {
+                r.priority = Some(s.priority);
+                r.pref = s.pref.or(Some(0));
+            }
+        }
+        let reject = LookupError::of_type(s.rtype).is_some() || s.rtype == RouteType::Throw;
+        let nh_of = |i: usize| NextHop {
+            gateway: s.nhs[i].gw,
+            oif: s.nhs[i].oif,
+            hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
+            flags: s.nhs[i].flags | info.nh[i].flags,
+        };
+        if s.nhs.len() == 1 {
+            let n = nh_of(0);
+            r.flags |= n.flags;
+            if !(reject && f == Family::Inet) {
+                r.nexthop = NextHop {
+                    hops: 0,
+                    flags: 0,
+                    ..n
+                };
+            }
+        } else {
+            if info.dead {
+                r.flags |= nh_flags::DEAD;
+            }
+            if info.nh.iter().all(|x| x.flags & nh_flags::LINKDOWN != 0) {
+                r.flags |= nh_flags::LINKDOWN;
+            }
+            r.multipath = (0..s.nhs.len()).map(nh_of).collect();
+        }
+        r
     }
 
     /// RTM_GETROUTE: an output lookup, or an input lookup when `query.iif` is set.
-    pub fn route_get(&self, _query: &RouteQuery) -> Result<Route, RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn route_get(&self, query: &RouteQuery) -> Result<Route, RtError> {
+        self.get_route(query)
     }
 
     /// RTM_NEWRULE.
-    pub fn rule_new(&mut self, _rule: &Rule, _flags: ReqFlags) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn rule_new(&mut self, rule: &Rule, flags: ReqFlags) -> Result<(), RtError> {
+        self.rules.add(rule, flags.excl)?;
+        self.route_changed(true);
+        Ok(())
     }
 
     /// RTM_DELRULE: attributes present in `rule` must match.
-    pub fn rule_del(&mut self, _rule: &Rule) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn rule_del(&mut self, rule: &Rule) -> Result<(), RtError> {
+        self.rules.del(rule)?;
+        self.route_changed(true);
+        Ok(())
     }
 
     /// RTM_GETRULE dump, in priority order.
-    pub fn rules(&self, _family: Option<Family>) -> Vec<Rule> {
-        Vec::new()
+    pub fn rules(&self, family: Option<Family>) -> Vec<Rule> {
+        let mut out = Vec::new();
+        if family != Some(Family::Inet6) {
+            out.extend(self.rules.v4.iter().cloned());
+        }
+        if family != Some(Family::Inet) {
+            out.extend(self.rules.v6.iter().cloned());
+        }
+        out
     }
 
     /// RTM_NEWNEXTHOP.
-    pub fn nexthop_new(&mut self, _nh: &NexthopObj, _flags: ReqFlags) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn nexthop_new(&mut self, nh: &NexthopObj, flags: ReqFlags) -> Result<(), RtError> {
+        self.nexthop_add(nh, flags)
     }
 
     /// RTM_DELNEXTHOP by id.
-    pub fn nexthop_del(&mut self, _id: u32) -> Result<(), RtError> {
-        Err(RtError::new(Errno::EOPNOTSUPP))
+    pub fn nexthop_del(&mut self, id: u32) -> Result<(), RtError> {
+        self.nexthop_remove(id)
     }
 
     /// RTM_GETNEXTHOP dump, in id order.
     pub fn nexthops(&self) -> Vec<NexthopObj> {
-        Vec::new()
+        self.nhobjs.by_id.values().cloned().collect()
     }
 }

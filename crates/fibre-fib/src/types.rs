@@ -123,12 +123,42 @@ pub struct ReqFlags {
 }
 
 impl ReqFlags {
-    pub const ADD: ReqFlags = ReqFlags { create: true, excl: true, replace: false, append: false };
-    pub const CHANGE: ReqFlags = ReqFlags { create: false, excl: false, replace: true, append: false };
-    pub const REPLACE: ReqFlags = ReqFlags { create: true, excl: false, replace: true, append: false };
-    pub const PREPEND: ReqFlags = ReqFlags { create: true, excl: false, replace: false, append: false };
-    pub const APPEND: ReqFlags = ReqFlags { create: true, excl: false, replace: false, append: true };
-    pub const NONE: ReqFlags = ReqFlags { create: false, excl: false, replace: false, append: false };
+    pub const ADD: ReqFlags = ReqFlags {
+        create: true,
+        excl: true,
+        replace: false,
+        append: false,
+    };
+    pub const CHANGE: ReqFlags = ReqFlags {
+        create: false,
+        excl: false,
+        replace: true,
+        append: false,
+    };
+    pub const REPLACE: ReqFlags = ReqFlags {
+        create: true,
+        excl: false,
+        replace: true,
+        append: false,
+    };
+    pub const PREPEND: ReqFlags = ReqFlags {
+        create: true,
+        excl: false,
+        replace: false,
+        append: false,
+    };
+    pub const APPEND: ReqFlags = ReqFlags {
+        create: true,
+        excl: false,
+        replace: false,
+        append: true,
+    };
+    pub const NONE: ReqFlags = ReqFlags {
+        create: false,
+        excl: false,
+        replace: false,
+        append: false,
+    };
 }
 
 /// An error as the kernel reports it: a positive errno and, where the kernel sets one, the
@@ -141,10 +171,16 @@ pub struct RtError {
 
 impl RtError {
     pub fn new(errno: Errno) -> Self {
-        RtError { errno, extack: None }
+        RtError {
+            errno,
+            extack: None,
+        }
     }
     pub fn msg(errno: Errno, extack: impl Into<String>) -> Self {
-        RtError { errno, extack: Some(extack.into()) }
+        RtError {
+            errno,
+            extack: Some(extack.into()),
+        }
     }
 }
 
@@ -174,6 +210,7 @@ impl Errno {
     pub const EACCES: Errno = Errno(13);
     pub const EBUSY: Errno = Errno(16);
     pub const EEXIST: Errno = Errno(17);
+    pub const EXDEV: Errno = Errno(18);
     pub const ENODEV: Errno = Errno(19);
     pub const EINVAL: Errno = Errno(22);
     pub const ENOSPC: Errno = Errno(28);
@@ -202,6 +239,7 @@ impl Errno {
             13 => "Permission denied",
             16 => "Device or resource busy",
             17 => "File exists",
+            18 => "Invalid cross-device link",
             19 => "No such device",
             22 => "Invalid argument",
             28 => "No space left on device",
@@ -233,6 +271,7 @@ impl Errno {
             13 => "EACCES",
             16 => "EBUSY",
             17 => "EEXIST",
+            18 => "EXDEV",
             19 => "ENODEV",
             22 => "EINVAL",
             28 => "ENOSPC",
@@ -340,7 +379,7 @@ pub struct Address {
 // ---------------------------------------------------------------------------------------------
 
 /// One next hop of a route (RTA_GATEWAY/RTA_VIA + RTA_OIF, or one `rtnexthop` of RTA_MULTIPATH).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NextHop {
     /// RTA_GATEWAY (same family as the route) or RTA_VIA (IPv4 route via an IPv6 gateway).
     pub gateway: Option<IpAddr>,
@@ -353,7 +392,7 @@ pub struct NextHop {
 }
 
 /// Route metrics (RTA_METRICS / RTAX_*). Only those set are present.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Metrics {
     pub lock: u32,
     pub mtu: Option<u32>,
@@ -555,4 +594,16 @@ pub struct NexthopObj {
     pub protocol: u8,
     /// RTNH_F_* in answers (dead, linkdown).
     pub flags: u32,
+}
+
+/// Route cache flags (RTCF_*) found in the upper bits of `rtm_flags` in `route get` answers;
+/// iproute2 prints them after `cache` (`<local,brd>`).
+pub mod rtcf {
+    pub const NOTIFY: u32 = 0x0001_0000;
+    pub const REDIRECTED: u32 = 0x0004_0000;
+    pub const DOREDIRECT: u32 = 0x0100_0000;
+    pub const DIRECTSRC: u32 = 0x0400_0000;
+    pub const BROADCAST: u32 = 0x1000_0000;
+    pub const MULTICAST: u32 = 0x2000_0000;
+    pub const LOCAL: u32 = 0x8000_0000;
 }

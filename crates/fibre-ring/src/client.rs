@@ -227,6 +227,12 @@ impl Client {
         (self.tx.ring(), &self.bells)
     }
 
+    /// The RX ring, for the hostile-client test that rewrites the daemon's frames.
+    #[cfg(test)]
+    pub(crate) fn rx_ring(&self) -> &Ring {
+        self.rx.ring()
+    }
+
     /// The control socket, for the hostile-client test.
     #[cfg(test)]
     pub(crate) fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
@@ -248,8 +254,18 @@ impl Client {
         self.rx.ring().capacity()
     }
 
-    /// Queues one request if the TX ring has room; `Ok(false)` if not.
+    /// Queues one request if the TX ring has room (`Ok(false)` if not) and wakes the daemon.
     pub fn try_send(&mut self, msg: &[u8]) -> Result<bool, ClientError> {
+        let sent = self.publish(msg)?;
+        if sent {
+            self.bells.flush();
+        }
+        Ok(sent)
+    }
+
+    /// Puts one request into the TX ring (or on the socket behind a COPY frame) if there is
+    /// room, noting it for a batched wake-up of the daemon.
+    fn publish(&mut self, msg: &[u8]) -> Result<bool, ClientError> {
         let Some(frame) = self.tx.reserve() else {
             return Ok(false);
         };
@@ -280,7 +296,7 @@ impl Client {
                 }
             }
         }
-        self.bells.ring_peer();
+        self.bells.note();
         Ok(true)
     }
 
@@ -311,13 +327,13 @@ impl Client {
                     copied: false,
                 });
                 self.rx.release(index);
-                self.bells.ring_peer();
+                self.bells.note();
                 Ok(Some(r))
             }
             Slot::Copy { index, .. } => {
                 let got = self.recv_copy();
                 self.rx.release(index);
-                self.bells.ring_peer();
+                self.bells.note();
                 got?;
                 let sender = Sender::DAEMON;
                 Ok(Some(f(Message {
@@ -414,7 +430,7 @@ impl Client {
         loop {
             let mut progressed = false;
             while let Some(&msg) = requests.peek() {
-                if !self.try_send(msg)? {
+                if !self.publish(msg)? {
                     break;
                 }
                 requests.next();
@@ -453,7 +469,9 @@ impl Client {
     }
 
     /// Waits until `want` may be satisfied: spin budget first, then sleep on the doorbell.
+    /// The daemon is told of every frame published or freed before this side may sleep.
     fn wait(&mut self, want: Want) -> Result<(), ClientError> {
+        self.bells.flush();
         for _ in 0..self.spin {
             if self.ready(want) {
                 return Ok(());

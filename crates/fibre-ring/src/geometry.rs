@@ -18,6 +18,11 @@ pub const FRAME_ALIGNMENT: u32 = 8;
 /// clients, its total footprint.
 pub const MAX_RING_BYTES: u64 = 64 << 20;
 
+/// Upper bound of frames per ring. A producer looking for a free frame may pass over every
+/// SKIP frame of the ring, so this bounds the work one hostile client can make the daemon do
+/// per attempt (64 Ki frames of 1 KiB already fill [`MAX_RING_BYTES`]).
+pub const MAX_FRAMES: u32 = 1 << 16;
+
 /// Smallest useful frame: a header plus one netlink header (16 bytes) of payload.
 pub const MIN_FRAME_SIZE: u32 = FRAME_HEADER_LEN as u32 + 16;
 
@@ -51,7 +56,7 @@ pub enum GeometryError {
     FrameSize,
     /// `frame_count` does not match `block_count * (block_size / frame_size)`, or is zero.
     FrameCount,
-    /// The ring would exceed [`MAX_RING_BYTES`].
+    /// The ring would exceed [`MAX_RING_BYTES`] or [`MAX_FRAMES`].
     TooLarge,
 }
 
@@ -111,7 +116,7 @@ impl RingGeometry {
         {
             return Err(GeometryError::FrameSize);
         }
-        if self.ring_bytes() > MAX_RING_BYTES {
+        if self.ring_bytes() > MAX_RING_BYTES || self.frame_count > MAX_FRAMES {
             return Err(GeometryError::TooLarge);
         }
         let per_block = self.block_size / self.frame_size;
@@ -210,6 +215,16 @@ mod tests {
             frame_count: 4,
         };
         good.validate().unwrap();
+        // Small enough in bytes, but more frames than a scan may cross.
+        let per_block = page / MIN_FRAME_SIZE;
+        let blocks = MAX_FRAMES / per_block + 1;
+        let tiny_frames = RingGeometry {
+            block_size: page,
+            block_count: blocks,
+            frame_size: MIN_FRAME_SIZE,
+            frame_count: blocks * per_block,
+        };
+        assert!(tiny_frames.ring_bytes() <= MAX_RING_BYTES);
         let cases = [
             (
                 RingGeometry {

@@ -8,7 +8,11 @@
 //! must never observe a change after validation, never read outside a frame whatever the length
 //! word says, and keep serving.
 //!
-//! Runs for `FIBRE_RING_HOSTILE_SECS` seconds (default 2, for CI; set it higher for a soak).
+//! A second test turns the attack on the RX ring: the client rewrites the status, length and
+//! payload of the frames the daemon writes dump replies into. The daemon must keep its memory
+//! bounded and stop cleanly when the client goes.
+//!
+//! Both run for `FIBRE_RING_HOSTILE_SECS` seconds (default 2, for CI; set it higher for a soak).
 
 use crate::client::{Client, ClientConfig};
 use crate::frame::FrameStatus;
@@ -76,12 +80,16 @@ struct Verdicts {
     torn: AtomicU64,
 }
 
-#[test]
-fn hostile_client_cannot_change_a_request_after_validation() {
-    let secs: u64 = std::env::var("FIBRE_RING_HOSTILE_SECS")
+fn attack_secs() -> u64 {
+    std::env::var("FIBRE_RING_HOSTILE_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(2)
+}
+
+#[test]
+fn hostile_client_cannot_change_a_request_after_validation() {
+    let secs = attack_secs();
     let dir = std::env::temp_dir().join(format!("fibre-ring-hostile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("fibred.sock");
@@ -241,5 +249,82 @@ fn hostile_client_cannot_change_a_request_after_validation() {
     assert!(
         rejected + stats.malformed > 0,
         "the attack reached the daemon"
+    );
+}
+
+#[test]
+fn hostile_client_rewriting_rx_frames_cannot_grow_or_stall_the_daemon() {
+    let secs = attack_secs();
+    let dir = std::env::temp_dir().join(format!("fibre-ring-hostile-rx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("fibred.sock");
+    let listener = Listener::bind(&path).unwrap();
+    let server = thread::spawn(move || {
+        let mut session = listener.accept(Limits::default()).unwrap();
+        let mut handler = |_req: Request, out: &mut Responder<'_>| {
+            // An endless dump of messages of every size, some larger than a frame (COPY).
+            let mut n = 0u64;
+            let dump = std::iter::from_fn(move || {
+                n += 1;
+                Some(vec![n as u8; (n as usize * 97) % 2100])
+            });
+            assert!(out.dump(Box::new(dump)).is_ok());
+        };
+        session.run(&mut handler).unwrap();
+        session.stats()
+    });
+
+    let mut client =
+        Client::connect(&path, ClientConfig::new(2048, 16, 2048, 16).unwrap()).unwrap();
+    client.send(b"dump").unwrap();
+    let mut rng = Rng(0x5eed ^ u64::from(std::process::id()));
+    let ring = client.rx_ring();
+    let cap = ring.capacity();
+    let statuses = [
+        FrameStatus::Unused as u32,
+        FrameStatus::Reserved as u32,
+        FrameStatus::Valid as u32,
+        FrameStatus::Copy as u32,
+        FrameStatus::Skip as u32,
+        7,
+        u32::MAX,
+    ];
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut rewrites = 0u64;
+    while Instant::now() < deadline {
+        let index = rng.below(u64::from(ring.frame_count())) as u32;
+        let h = ring.header(index);
+        h.status.store(
+            statuses[rng.below(statuses.len() as u64) as usize],
+            Ordering::Release,
+        );
+        h.len.store(rng.next() as u32, Ordering::Relaxed);
+        let at = rng.below(cap as u64) as usize;
+        // SAFETY: at < capacity, inside frame `index` of our own mapping.
+        unsafe {
+            ring.payload_ptr(index)
+                .add(at)
+                .write_volatile(rng.next() as u8)
+        };
+        rewrites += 1;
+        if rewrites % 1024 == 0 {
+            // Let the daemon run: it is told of "freed" frames only through the doorbell, and
+            // COPY replies need room on the socket.
+            client.tx_parts().1.ring_peer();
+            let _ = sys::recv(client.socket(), &mut [0u8; 8192], libc::MSG_DONTWAIT);
+        }
+    }
+    drop(client);
+    let stats = server.join().expect("daemon survived the RX attack");
+    std::fs::remove_dir_all(&dir).ok();
+    eprintln!(
+        "hostile RX client ({secs} s): {rewrites} rewrites; daemon produced {} dump messages, \
+         {} in frames, {} over the socket, pending high water {}",
+        stats.dump_messages, stats.replies_ring, stats.replies_socket, stats.pending_high_water
+    );
+    assert!(stats.dump_messages > 0);
+    assert!(
+        stats.pending_high_water <= 1,
+        "the daemon never queued more than one dump message"
     );
 }

@@ -260,13 +260,14 @@ impl Output {
 
     /// Moves queued replies, then dump messages, into the RX ring while it has room. Returns
     /// whether anything moved.
-    fn pump(&mut self, sock: BorrowedFd<'_>) -> Result<bool, SessionError> {
+    fn pump(&mut self, sock: BorrowedFd<'_>, bells: &Doorbells) -> Result<bool, SessionError> {
         let mut moved = false;
         while let Some((msg, sender)) = self.pending.pop_front() {
             match self.emit(sock, &msg, sender)? {
                 Emit::Done => {
                     self.pending_bytes -= msg.len();
                     moved = true;
+                    bells.note();
                 }
                 Emit::Full => {
                     self.pending.push_front((msg, sender));
@@ -286,7 +287,8 @@ impl Output {
             self.stats.dump_messages += 1;
             moved = true;
             let emitted = self.emit(sock, &buf, Sender::DAEMON)?;
-            if let Emit::Full = emitted {
+            let full = matches!(emitted, Emit::Full);
+            if full {
                 // The frame vanished between has_room and reserve (only a misbehaving client
                 // can cause that) or the socket is full: keep this one message.
                 self.pending_bytes += buf.len();
@@ -294,9 +296,11 @@ impl Output {
                     .push_back((buf.as_slice().into(), Sender::DAEMON));
                 self.stats.pending_high_water =
                     self.stats.pending_high_water.max(self.pending.len());
+            } else {
+                bells.note();
             }
             self.dump_buf = buf;
-            if let Emit::Full = emitted {
+            if full {
                 break;
             }
         }
@@ -336,7 +340,7 @@ impl Responder<'_> {
     ) -> Result<Result<(), Overrun>, SessionError> {
         if self.out.pending.is_empty() && !self.out.blocked_on_socket {
             if let Emit::Done = self.out.emit(self.sock, msg, sender)? {
-                self.bells.ring_peer();
+                self.bells.note();
                 return Ok(Ok(()));
             }
         }
@@ -494,7 +498,8 @@ impl Session {
         self.out.idle()
     }
 
-    /// Takes the next request from the TX ring, copied into private memory, and frees its frame.
+    /// Takes the next request from the TX ring, copied into private memory, and frees its frame
+    /// (the client learns of freed frames at the next [`Session::pump`] or sleep).
     /// `None` when the ring holds nothing. Frames that break the protocol are dropped and
     /// counted in [`SessionStats::malformed`].
     pub fn next_request(&mut self) -> Result<Option<Request>, SessionError> {
@@ -505,7 +510,7 @@ impl Session {
                     let mut bytes = Vec::new();
                     self.tx.copy_out(index, len, &mut bytes);
                     self.tx.release(index);
-                    self.bells.ring_peer();
+                    self.bells.note();
                     self.out.stats.requests_ring += 1;
                     return Ok(Some(Request {
                         bytes: bytes.into_boxed_slice(),
@@ -516,7 +521,7 @@ impl Session {
                 Slot::Copy { index, .. } => {
                     let got = self.recv_copy()?;
                     self.tx.release(index);
-                    self.bells.ring_peer();
+                    self.bells.note();
                     match got {
                         Some(bytes) => {
                             self.out.stats.requests_socket += 1;
@@ -531,7 +536,7 @@ impl Session {
                 }
                 Slot::Malformed { index } => {
                     self.tx.release(index);
-                    self.bells.ring_peer();
+                    self.bells.note();
                     self.out.stats.malformed += 1;
                 }
             }
@@ -572,13 +577,12 @@ impl Session {
         }
     }
 
-    /// Moves queued replies and dump messages into free RX frames and wakes the client if it
-    /// sleeps. Returns whether anything moved.
+    /// Moves queued replies and dump messages into free RX frames, then wakes the client if it
+    /// sleeps and anything changed since it was last woken (frames published, or TX frames
+    /// freed by [`Session::next_request`]). Returns whether any reply moved.
     pub fn pump(&mut self) -> Result<bool, SessionError> {
-        let moved = self.out.pump(self.sock.as_fd())?;
-        if moved {
-            self.bells.ring_peer();
-        }
+        let moved = self.out.pump(self.sock.as_fd(), &self.bells)?;
+        self.bells.flush();
         Ok(moved)
     }
 
@@ -586,6 +590,7 @@ impl Session {
     /// false (and stays awake) if there is work after all; if it returns true, poll
     /// [`Session::poll_fds`] and then call [`Session::after_wake`].
     pub fn prepare_to_sleep(&mut self) -> bool {
+        self.bells.flush();
         self.bells.arm();
         let work = if self.out.idle() {
             self.tx.peek() != Slot::Empty

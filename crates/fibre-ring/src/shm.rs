@@ -17,8 +17,9 @@
 //!
 //! Doorbells: a side that finds nothing to do sets its sleeping word, issues a SeqCst fence,
 //! checks its rings once more, and only then waits on its eventfd. A side that publishes or
-//! frees a frame issues a SeqCst fence, then reads the peer's sleeping word and, if set, clears
-//! it and signals the peer's eventfd. The two fences make it impossible for both sides to miss
+//! frees frames issues a SeqCst fence, then reads the peer's sleeping word and, if set, clears
+//! it and signals the peer's eventfd; within a burst it does so every few frames and always
+//! before it may sleep itself. The two fences make it impossible for both sides to miss
 //! each other (the sleeper sees the new frame, or the waker sees the sleeping word), so no
 //! wake-up is lost and no side spins. A hostile peer can only set or clear words that govern its
 //! own wake-ups, costing the daemon at most one eventfd write per batch.
@@ -34,6 +35,10 @@ use std::sync::Arc;
 pub(crate) const MAGIC: u32 = u32::from_be_bytes(*b"FRNG");
 pub(crate) const VERSION: u32 = 1;
 const DAEMON_SLEEPING_OFFSET: usize = 64;
+/// Frames published or freed between two checks of the peer's sleeping word inside a burst:
+/// the peer starts on the first frames while the rest are written, and a peer that consumes
+/// faster than we produce is woken once per 32 frames instead of once per frame.
+const WAKE_BATCH: u32 = 32;
 const CLIENT_SLEEPING_OFFSET: usize = 128;
 
 /// Where everything lives in the mapping; computed from validated geometries only.
@@ -221,6 +226,8 @@ pub(crate) struct Doorbells {
     peer_offset: usize,
     own: OwnedFd,
     peer: OwnedFd,
+    /// Frames published or freed since the peer was last rung.
+    unrung: AtomicU32,
 }
 
 impl Doorbells {
@@ -250,6 +257,7 @@ impl Doorbells {
             peer_offset,
             own,
             peer,
+            unrung: AtomicU32::new(0),
         }
     }
 
@@ -273,6 +281,21 @@ impl Doorbells {
             .control_word(self.own_offset)
             .store(0, Ordering::Relaxed);
         sys::eventfd_drain(self.own.as_fd());
+    }
+
+    /// Records one frame published or freed; rings the peer every [`WAKE_BATCH`] of them.
+    /// Every path that can sleep calls [`Doorbells::flush`] first, so no deferred ring is lost.
+    pub fn note(&self) {
+        if self.unrung.fetch_add(1, Ordering::Relaxed) + 1 >= WAKE_BATCH {
+            self.flush();
+        }
+    }
+
+    /// Rings the peer if frames were noted since the last ring.
+    pub fn flush(&self) {
+        if self.unrung.swap(0, Ordering::Relaxed) != 0 {
+            self.ring_peer();
+        }
     }
 
     /// Called after publishing or freeing frames: wakes the peer if it sleeps.

@@ -1,0 +1,445 @@
+//! Answers to `route get` (RTM_GETROUTE without NLM_F_DUMP), filled as the kernel fills its
+//! RTM_NEWROUTE reply: IPv4 through ip_route_output_key / ip_route_input plus rt_fill_info,
+//! IPv6 through ip6_route_output / ip6_route_input_lookup plus rt6_fill_node; `fibmatch`
+//! answers with the matched FIB entry instead.
+//!
+//! Only reads: the answer is assembled from the lookup result and the dst cached on the chosen
+//! next hop.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::dst::LookupError;
+use crate::link::LOOPBACK_IFINDEX;
+use crate::lookup::{LookupFlags, Res};
+use crate::rule::Flow;
+use crate::types::{
+    rtcf, rtm_flags, scope, CacheInfo, Errno, Family, NextHop, Prefix, Route, RouteQuery,
+    RouteType, RtError,
+};
+use crate::Fib;
+
+impl Flow {
+    /// A flow with every selector absent.
+    pub fn empty() -> Flow {
+        Flow {
+            dst: 0,
+            src: 0,
+            iif: 0,
+            oif: 0,
+            tos: 0,
+            mark: 0,
+            uid: 0,
+            proto: 0,
+            sport: 0,
+            dport: 0,
+            scope: scope::UNIVERSE,
+        }
+    }
+}
+
+fn is_lbcast(a: u32) -> bool {
+    a == u32::MAX
+}
+fn is_zeronet(a: u32) -> bool {
+    a >> 24 == 0
+}
+fn is_multicast4(a: u32) -> bool {
+    a >> 28 == 0xe
+}
+fn is_loopback4(a: u32) -> bool {
+    a >> 24 == 127
+}
+
+fn err(e: Errno) -> RtError {
+    RtError::new(e)
+}
+
+impl Fib {
+    fn query_flow(&self, q: &RouteQuery) -> Flow {
+        Flow {
+            dst: crate::ip_u128(q.dst),
+            src: q.src.map(crate::ip_u128).unwrap_or(0),
+            iif: q.iif.unwrap_or(LOOPBACK_IFINDEX),
+            oif: q.oif.unwrap_or(0),
+            tos: q.tos,
+            mark: q.mark,
+            uid: q.uid.unwrap_or(0),
+            proto: q.ipproto.unwrap_or(0),
+            sport: q.sport.unwrap_or(0),
+            dport: q.dport.unwrap_or(0),
+            scope: scope::UNIVERSE,
+        }
+    }
+
+    /// The lookup of a `route get`, restricted to one table when the query names one.
+    fn get_lookup(
+        &self,
+        family: Family,
+        q: &RouteQuery,
+        flow: &Flow,
+        lf: LookupFlags,
+    ) -> Result<Res, LookupError> {
+        match q.table {
+            Some(t) => match self.table(family, t) {
+                Some(tb) => match self.table_lookup(family, tb, flow, lf) {
+                    crate::lookup::TableResult::Found(r) => Ok(r),
+                    crate::lookup::TableResult::Reject(e) => Err(e),
+                    crate::lookup::TableResult::Continue => Err(LookupError::NoRoute),
+                },
+                None => Err(LookupError::NoRoute),
+            },
+            None => self.fib_lookup(family, flow, lf),
+        }
+    }
+
+    pub(crate) fn get_route(&self, q: &RouteQuery) -> Result<Route, RtError> {
+        if Family::of(&q.dst) != q.family || q.src.is_some_and(|s| Family::of(&s) != q.family) {
+            return Err(err(Errno::EINVAL));
+        }
+        if let Some(i) = q.iif {
+            if self.links.get(i).is_none() {
+                return Err(err(Errno::ENODEV));
+            }
+        }
+        if let Some(o) = q.oif {
+            if self.links.get(o).is_none() {
+                return Err(err(Errno::ENODEV));
+            }
+        }
+        match q.family {
+            Family::Inet => self.get4(q),
+            Family::Inet6 => self.get6(q),
+        }
+    }
+
+    /// A route-get answer skeleton for `q`.
+    fn answer(&self, q: &RouteQuery, family: Family) -> Route {
+        let mut r = Route::new(
+            family,
+            Prefix {
+                addr: q.dst,
+                len: family.max_len(),
+            },
+        );
+        r.mark = (q.mark != 0).then_some(q.mark);
+        r.iif = q.iif;
+        r
+    }
+
+    fn get4(&self, q: &RouteQuery) -> Result<Route, RtError> {
+        let flow = self.query_flow(q);
+        let d = flow.dst as u32;
+        let s = flow.src as u32;
+        if q.fibmatch {
+            let res = self.get_lookup(
+                Family::Inet,
+                q,
+                &Flow {
+                    oif: flow.oif,
+                    ..flow
+                },
+                LookupFlags::default(),
+            );
+            return match res {
+                Ok(res) => {
+                    let t = self.t4.get(&res.table).expect("result table exists");
+                    let e = t
+                        .get(&res.key)
+                        .and_then(|es| es.iter().find(|e| **e == res.entry))
+                        .expect("result entry");
+                    Ok(self.entry_route(Family::Inet, res.table, res.key, e))
+                }
+                Err(e) => Err(err(e.errno())),
+            };
+        }
+        if q.iif.is_some() {
+            return self.input4(q, flow);
+        }
+        let mut ans = self.answer(q, Family::Inet);
+        ans.uid = Some(q.uid.unwrap_or(0));
+        ans.src = q.src.map(|a| Prefix { addr: a, len: 32 });
+        ans.flags = rtm_flags::CLONED;
+        ans.cache = Some(CacheInfo::default());
+        if s != 0 {
+            if is_multicast4(s) || is_lbcast(s) || is_zeronet(s) {
+                return Err(err(Errno::EINVAL));
+            }
+            if !self.is_local4(s) {
+                return Err(err(Errno::ENETUNREACH));
+            }
+        }
+        if flow.oif != 0 {
+            let l = self.links.get(flow.oif).ok_or(err(Errno::ENODEV))?;
+            if !l.up {
+                return Err(err(Errno::ENETUNREACH));
+            }
+        }
+        if d == 0 {
+            let a = if s != 0 {
+                s
+            } else {
+                u32::from(Ipv4Addr::LOCALHOST)
+            };
+            ans.dst = Prefix {
+                addr: IpAddr::V4(Ipv4Addr::from(a)),
+                len: 32,
+            };
+            ans.rtype = RouteType::Local;
+            ans.nexthop.oif = LOOPBACK_IFINDEX;
+            ans.flags |= rtcf::LOCAL;
+            if s == 0 {
+                ans.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(a)));
+            }
+            return Ok(ans);
+        }
+        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::default()) {
+            Ok(r) => r,
+            Err(e) => {
+                if flow.oif != 0 {
+                    // "Apparently, routing tables are wrong. Assume, that the destination is
+                    // on link." (the kernel's output path with an oif)
+                    ans.nexthop.oif = flow.oif;
+                    if s == 0 {
+                        ans.prefsrc =
+                            crate::srcsel::select_v4(&self.links, flow.oif, 0, scope::LINK)
+                                .map(|a| IpAddr::V4(Ipv4Addr::from(a)));
+                    }
+                    self.classify_out4(&mut ans, d, flow.oif);
+                    return Ok(ans);
+                }
+                return Err(err(e.errno()));
+            }
+        };
+        let info = self.infos.get(res.entry.info);
+        if res.rtype == RouteType::Local {
+            let saddr = if s != 0 {
+                s
+            } else {
+                match info.spec.prefsrc {
+                    Some(IpAddr::V4(p)) => u32::from(p),
+                    _ => d,
+                }
+            };
+            ans.rtype = RouteType::Local;
+            ans.nexthop.oif = LOOPBACK_IFINDEX;
+            ans.flags |= rtcf::LOCAL;
+            if saddr != s {
+                ans.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(saddr)));
+            }
+            ans.metrics = info.spec.metrics.clone();
+            return Ok(ans);
+        }
+        self.select_multipath(&mut res, &flow);
+        let dst = &info.nh[res.nh].dst;
+        let n = &info.spec.nhs[res.nh];
+        ans.table = res.table;
+        ans.tos = res.entry.tos;
+        ans.nexthop.oif = n.oif;
+        if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
+            ans.nexthop.gateway = n.gw;
+        }
+        ans.flags |= info.nh[res.nh].flags & crate::types::nh_flags::LINKDOWN;
+        ans.metrics = info.spec.metrics.clone();
+        if s == 0 {
+            ans.prefsrc = dst.prefsrc;
+        }
+        ans.rtype = res.rtype;
+        self.classify_out4(&mut ans, d, n.oif);
+        Ok(ans)
+    }
+
+    /// __mkroute_output's type and flag adjustments.
+    fn classify_out4(&self, ans: &mut Route, d: u32, oif: u32) {
+        if is_lbcast(d) || ans.rtype == RouteType::Broadcast {
+            ans.rtype = RouteType::Broadcast;
+            ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
+        } else if is_multicast4(d) {
+            ans.rtype = RouteType::Multicast;
+            ans.flags |= rtcf::MULTICAST;
+        } else if ans.rtype == RouteType::Unspec {
+            ans.rtype = RouteType::Unicast;
+        }
+        if oif == LOOPBACK_IFINDEX {
+            ans.flags |= rtcf::LOCAL;
+        }
+    }
+
+    /// __ip_dev_find: an address of some link, or a local route of table local.
+    pub(crate) fn is_local4(&self, a: u32) -> bool {
+        self.links.iter().any(|l| l.v4.iter().any(|x| x.local == a))
+            || self.addr_type4(a, crate::types::table::LOCAL) == RouteType::Local
+    }
+
+    /// ip_route_input_slow.
+    fn input4(&self, q: &RouteQuery, flow: Flow) -> Result<Route, RtError> {
+        let d = flow.dst as u32;
+        let s = flow.src as u32;
+        let iif = flow.iif;
+        let mut ans = self.answer(q, Family::Inet);
+        ans.src = q.src.map(|a| Prefix { addr: a, len: 32 });
+        ans.flags = rtm_flags::CLONED;
+        ans.cache = Some(CacheInfo::default());
+        if is_multicast4(s) || is_lbcast(s) {
+            return Err(err(Errno::EINVAL));
+        }
+        if is_lbcast(d) || (s == 0 && d == 0) {
+            ans.rtype = RouteType::Broadcast;
+            ans.nexthop.oif = LOOPBACK_IFINDEX;
+            ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
+            return Ok(ans);
+        }
+        if is_multicast4(d) {
+            return Err(err(Errno::EINVAL));
+        }
+        if is_zeronet(s) || is_zeronet(d) || is_loopback4(d) || is_loopback4(s) {
+            return Err(err(Errno::EINVAL));
+        }
+        let fwd = self.settings().ipv4_forwarding;
+        let flow = Flow { oif: 0, ..flow };
+        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::default()) {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(err(if fwd { e.errno() } else { Errno::EHOSTUNREACH }));
+            }
+        };
+        let info = self.infos.get(res.entry.info);
+        if res.rtype == RouteType::Broadcast {
+            ans.rtype = RouteType::Broadcast;
+            ans.nexthop.oif = LOOPBACK_IFINDEX;
+            ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
+            return Ok(ans);
+        }
+        if res.rtype == RouteType::Local {
+            self.validate_source4(s, d, q.tos, LOOPBACK_IFINDEX, iif, &flow)?;
+            ans.rtype = RouteType::Local;
+            ans.nexthop.oif = LOOPBACK_IFINDEX;
+            ans.flags |= rtcf::LOCAL;
+            return Ok(ans);
+        }
+        if !fwd {
+            return Err(err(Errno::EHOSTUNREACH));
+        }
+        if res.rtype != RouteType::Unicast {
+            return Err(err(Errno::EINVAL));
+        }
+        self.select_multipath(&mut res, &flow);
+        let n = &info.spec.nhs[res.nh];
+        self.validate_source4(s, d, q.tos, n.oif, iif, &flow)?;
+        ans.table = res.table;
+        ans.tos = res.entry.tos;
+        ans.rtype = RouteType::Unicast;
+        ans.nexthop.oif = n.oif;
+        if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
+            ans.nexthop.gateway = n.gw;
+        }
+        ans.metrics = info.spec.metrics.clone();
+        Ok(ans)
+    }
+
+    /// fib_validate_source: martian and reverse-path checks of an input packet's source.
+    fn validate_source4(
+        &self,
+        s: u32,
+        d: u32,
+        tos: u8,
+        oif: u32,
+        iif: u32,
+        flow: &Flow,
+    ) -> Result<(), RtError> {
+        let rpf = self.settings().rp_filter;
+        let custom = self.rules.v4.len() != 3;
+        if rpf == 0 && !custom {
+            if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
+                return Err(err(Errno::EINVAL));
+            }
+            return Ok(());
+        }
+        let rev = Flow {
+            dst: s as u128,
+            src: d as u128,
+            iif: oif,
+            oif: 0,
+            tos,
+            mark: flow.mark,
+            ..Flow::empty()
+        };
+        match self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) {
+            Ok(res) => {
+                if res.rtype != RouteType::Unicast {
+                    return Err(err(Errno::EINVAL));
+                }
+                let info = self.infos.get(res.entry.info);
+                if info.spec.nhs.iter().any(|n| n.oif == iif) {
+                    return Ok(());
+                }
+                if rpf == 1 {
+                    return Err(err(Errno::EXDEV));
+                }
+                Ok(())
+            }
+            Err(_) => {
+                if rpf != 0 {
+                    Err(err(Errno::EXDEV))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn get6(&self, q: &RouteQuery) -> Result<Route, RtError> {
+        let mut flow = self.query_flow(q);
+        let IpAddr::V6(d6) = q.dst else {
+            return Err(err(Errno::EINVAL));
+        };
+        let input = q.iif.is_some();
+        let strict = d6.is_multicast()
+            || d6.segments()[0] & 0xffc0 == 0xfe80
+            || (!input && flow.oif != 0 && flow.src == 0);
+        if input {
+            flow.oif = 0;
+        }
+        let lf = LookupFlags { strict_oif: strict };
+        let mut res = self
+            .get_lookup(Family::Inet6, q, &flow, lf)
+            .map_err(|e| err(e.errno()))?;
+        let info = self.infos.get(res.entry.info);
+        if q.fibmatch {
+            let t = self.t6.get(&res.table).expect("result table exists");
+            let e = t
+                .get(&res.key)
+                .and_then(|es| es.iter().find(|e| **e == res.entry))
+                .expect("result entry");
+            return Ok(self.entry_route(Family::Inet6, res.table, res.key, e));
+        }
+        self.select_multipath(&mut res, &flow);
+        let n = &info.spec.nhs[res.nh];
+        let mut ans = self.answer(q, Family::Inet6);
+        ans.src = Some(Prefix {
+            addr: q.src.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+            len: 128,
+        });
+        ans.table = res.table;
+        ans.protocol = info.spec.protocol;
+        ans.priority = Some(info.spec.priority);
+        ans.pref = info.spec.pref.or(Some(0));
+        ans.rtype = res.rtype;
+        ans.metrics = info.spec.metrics.clone();
+        ans.nexthop = NextHop {
+            gateway: n.gw,
+            oif: n.oif,
+            hops: 0,
+            flags: 0,
+        };
+        ans.flags |= info.nh[res.nh].flags & crate::types::nh_flags::LINKDOWN;
+        if matches!(res.rtype, RouteType::Local | RouteType::Anycast) {
+            ans.nexthop.oif = LOOPBACK_IFINDEX;
+        }
+        if !input {
+            ans.prefsrc = info.spec.prefsrc.or_else(|| {
+                crate::srcsel::select_v6(&self.links, Some(n.oif), &d6).map(IpAddr::V6)
+            });
+        }
+        Ok(ans)
+    }
+}

@@ -1,0 +1,198 @@
+//! Links: the interfaces of a fibre instance, as a network namespace has them.
+//!
+//! Invariants:
+//! - `lo` is ifindex 1 and exists from creation to the end; it can be brought up and down but
+//!   never deleted (as in the kernel, where deleting `lo` is refused).
+//! - ifindexes are allocated increasing and never reused while the instance lives (the
+//!   kernel's allocator is cyclic, so a deleted index comes back only after wrap-around).
+//! - `by_name` maps exactly the names of the links in `by_index`.
+//! - A link's addresses (`v4`, `v6`) are kept in the kernel's list order (see `addr`).
+//!
+//! This module only stores; the routing effects of link events live in `sync`.
+
+use std::collections::BTreeMap;
+
+use crate::addr::{Addr4, Addr6};
+use crate::fxhash::FxHashMap;
+use crate::types::{iff, LinkKind};
+
+/// Default MTU of a dummy link (ether_setup's).
+pub(crate) const DEFAULT_MTU: u32 = 1500;
+/// The loopback device's MTU (64 KiB: the kernel's LOOPBACK_MTU).
+pub(crate) const LOOPBACK_MTU: u32 = 65536;
+/// Smallest MTU an Ethernet-like link accepts (ETH_MIN_MTU).
+pub(crate) const MIN_MTU: u32 = 68;
+/// Largest MTU a veth (the kernel-side stand-in for dummy in differential tests) accepts.
+pub(crate) const MAX_MTU: u32 = 65535;
+/// Default transmit queue length (DEFAULT_TX_QUEUE_LEN).
+pub(crate) const DEFAULT_TXQLEN: u32 = 1000;
+pub(crate) const LOOPBACK_IFINDEX: u32 = 1;
+
+#[derive(Debug, Clone)]
+pub(crate) struct LinkState {
+    pub ifindex: u32,
+    pub name: String,
+    pub kind: LinkKind,
+    /// Administrative state (IFF_UP).
+    pub up: bool,
+    /// Carrier (the cable); always on for `lo`.
+    pub carrier: bool,
+    pub mtu: u32,
+    pub mac: Vec<u8>,
+    pub txqlen: u32,
+    /// 0 eui64, 1 none (IN6_ADDR_GEN_MODE_*).
+    pub addr_gen_mode: u8,
+    pub v4: Vec<Addr4>,
+    pub v6: Vec<Addr6>,
+}
+
+impl LinkState {
+    pub fn is_loopback(&self) -> bool {
+        self.kind == LinkKind::Loopback
+    }
+
+    /// Usable for forwarding: up with carrier (netif_running && netif_carrier_ok).
+    pub fn oper_up(&self) -> bool {
+        self.up && self.carrier
+    }
+
+    /// `ifi_flags` as a dump shows them.
+    pub fn flags(&self) -> u32 {
+        let mut f = match self.kind {
+            LinkKind::Loopback => iff::LOOPBACK,
+            LinkKind::Dummy => iff::BROADCAST | iff::NOARP,
+        };
+        if self.up {
+            f |= iff::UP;
+            if self.carrier {
+                f |= iff::RUNNING | iff::LOWER_UP;
+            }
+        }
+        f
+    }
+}
+
+/// A locally administered unicast MAC derived from the ifindex, so that runs are reproducible.
+pub(crate) fn default_mac(ifindex: u32) -> Vec<u8> {
+    let b = ifindex.to_be_bytes();
+    vec![0x02, 0x66, b[0], b[1], b[2], b[3]]
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Links {
+    pub by_index: BTreeMap<u32, LinkState>,
+    by_name: FxHashMap<String, u32>,
+    next_index: u32,
+}
+
+impl Links {
+    pub fn new() -> Links {
+        let mut l = Links {
+            by_index: BTreeMap::new(),
+            by_name: FxHashMap::default(),
+            next_index: 2,
+        };
+        l.insert(LinkState {
+            ifindex: LOOPBACK_IFINDEX,
+            name: "lo".into(),
+            kind: LinkKind::Loopback,
+            up: false,
+            carrier: true,
+            mtu: LOOPBACK_MTU,
+            mac: vec![0; 6],
+            txqlen: DEFAULT_TXQLEN,
+            addr_gen_mode: 0,
+            v4: Vec::new(),
+            v6: Vec::new(),
+        });
+        l
+    }
+
+    /// The index a new link gets when the request names none.
+    pub fn alloc_index(&mut self) -> u32 {
+        while self.by_index.contains_key(&self.next_index) {
+            self.next_index += 1;
+        }
+        let i = self.next_index;
+        self.next_index += 1;
+        i
+    }
+
+    pub fn insert(&mut self, link: LinkState) {
+        if link.ifindex >= self.next_index {
+            self.next_index = link.ifindex + 1;
+        }
+        self.by_name.insert(link.name.clone(), link.ifindex);
+        self.by_index.insert(link.ifindex, link);
+    }
+
+    pub fn remove(&mut self, ifindex: u32) -> Option<LinkState> {
+        let l = self.by_index.remove(&ifindex)?;
+        self.by_name.remove(&l.name);
+        Some(l)
+    }
+
+    pub fn rename(&mut self, ifindex: u32, name: &str) {
+        if let Some(l) = self.by_index.get_mut(&ifindex) {
+            self.by_name.remove(&l.name);
+            l.name = name.to_string();
+            self.by_name.insert(name.to_string(), ifindex);
+        }
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    #[inline]
+    pub fn get(&self, ifindex: u32) -> Option<&LinkState> {
+        self.by_index.get(&ifindex)
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, ifindex: u32) -> Option<&mut LinkState> {
+        self.by_index.get_mut(&ifindex)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &LinkState> {
+        self.by_index.values()
+    }
+
+    pub fn is_up(&self, ifindex: u32) -> bool {
+        self.get(ifindex).is_some_and(|l| l.up)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_has_lo_down() {
+        // Kernel: a new namespace shows `1: lo: <LOOPBACK> mtu 65536 ... state DOWN`.
+        let l = Links::new();
+        let lo = l.get(1).expect("lo");
+        assert_eq!(lo.name, "lo");
+        assert_eq!(lo.mtu, 65536);
+        assert_eq!(lo.flags(), iff::LOOPBACK);
+        assert_eq!(l.index_of("lo"), Some(1));
+    }
+
+    #[test]
+    fn indexes_increase_and_are_not_reused() {
+        let mut l = Links::new();
+        let a = l.alloc_index();
+        assert_eq!(a, 2);
+        let b = l.alloc_index();
+        assert_eq!(b, 3);
+        assert_eq!(l.alloc_index(), 4);
+    }
+
+    #[test]
+    fn mac_is_deterministic_and_local() {
+        let m = default_mac(7);
+        assert_eq!(m, default_mac(7));
+        assert_eq!(m[0] & 0x02, 0x02);
+        assert_eq!(m[0] & 0x01, 0);
+    }
+}

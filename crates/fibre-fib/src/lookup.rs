@@ -1,0 +1,282 @@
+//! Lookups: one table (fib_table_lookup / fib6_table_lookup), the rules walk (fib_lookup),
+//! multipath selection, and the data plane's entry point [`crate::Fib::lookup_output`].
+//!
+//! Invariants and rules kept from the kernel:
+//! - Within a table the longest matching prefix wins, but an entry is skipped (and shorter
+//!   prefixes tried) when its tos does not match, its scope is below the flow's minimum scope,
+//!   it is dead, or none of its next hops is usable (dead, or not on the requested oif).
+//! - A reject route ends the lookup with its error; `throw` ends the table's lookup with
+//!   "try the next rule" (EAGAIN).
+//! - Rules are walked in priority order; `goto` jumps to the first rule at or after its target
+//!   priority, `nop` continues, `suppress_prefixlength` rejects too-short results.
+//! - No lookup allocates or builds a dst: results point at next-hop state built beforehand.
+
+use crate::dst::{Dst, LookupError};
+use crate::fibtable::{Key, Table};
+use crate::route::{Entry, Info};
+use crate::rule::{Flow, Rules};
+use crate::types::{nh_flags, Family, RouteType, RuleAction};
+use crate::Fib;
+
+/// A lookup's outcome: which stored route and which of its next hops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Res {
+    pub table: u32,
+    pub key: Key,
+    pub entry: Entry,
+    pub nh: usize,
+    pub rtype: RouteType,
+}
+
+/// Outcome of one table: found, rejected, or "continue with the next rule".
+pub(crate) enum TableResult {
+    Found(Res),
+    Reject(LookupError),
+    Continue,
+}
+
+/// Lookup modifiers (FIB_LOOKUP_* flags).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LookupFlags {
+    /// IPv6 RT6_LOOKUP_F_IFACE: next hops on another device than the flow's oif are unusable.
+    pub strict_oif: bool,
+}
+
+impl Fib {
+    pub(crate) fn table(&self, family: Family, id: u32) -> Option<&Table> {
+        match family {
+            Family::Inet => self.t4.get(&id),
+            Family::Inet6 => self.t6.get(&id),
+        }
+    }
+
+    /// A usable next hop of `info` for `flow`, in next-hop order.
+    fn first_good_nh(
+        &self,
+        info: &Info,
+        flow: &Flow,
+        flags: LookupFlags,
+        v6: bool,
+    ) -> Option<usize> {
+        for (i, (spec, st)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
+            if st.flags & nh_flags::DEAD != 0 {
+                continue;
+            }
+            if flow.oif != 0 && flow.oif != spec.oif && (!v6 || flags.strict_oif) {
+                continue;
+            }
+            return Some(i);
+        }
+        None
+    }
+
+    /// fib_table_lookup for IPv4.
+    pub(crate) fn table_lookup4(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
+        for (key, entries) in t.lpm(flow.dst) {
+            for e in entries {
+                if e.tos != 0 && e.tos != flow.tos {
+                    continue;
+                }
+                let info = self.infos.get(e.info);
+                if info.spec.scope < flow.scope {
+                    continue;
+                }
+                let rtype = self.effective_type(info);
+                if rtype == RouteType::Throw {
+                    return TableResult::Continue;
+                }
+                if let Some(err) = LookupError::of_type(rtype) {
+                    return TableResult::Reject(err);
+                }
+                if info.dead {
+                    continue;
+                }
+                if let Some(nh) = self.first_good_nh(info, flow, flags, false) {
+                    return TableResult::Found(Res {
+                        table: t.id,
+                        key,
+                        entry: *e,
+                        nh,
+                        rtype,
+                    });
+                }
+            }
+        }
+        TableResult::Continue
+    }
+
+    /// fib6_table_lookup: longest destination first; inside it the longest matching source
+    /// prefix; inside that the lowest metric with a usable next hop (preferring the flow's
+    /// oif among equal metrics).
+    pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
+        for (key, entries) in t.lpm(flow.dst) {
+            let mut src_lens: Vec<u8> = entries
+                .iter()
+                .filter(|e| e.src.is_none_or(|s| s.contains(flow.src, 128)))
+                .map(|e| e.src.map_or(0, |s| s.len))
+                .collect();
+            src_lens.sort_unstable_by(|a, b| b.cmp(a));
+            src_lens.dedup();
+            for sl in src_lens {
+                let mut fallback: Option<Res> = None;
+                let mut fallback_metric = u32::MAX;
+                for e in entries.iter().filter(|e| {
+                    e.src.map_or(0, |s| s.len) == sl
+                        && e.src.is_none_or(|s| s.contains(flow.src, 128))
+                }) {
+                    let info = self.infos.get(e.info);
+                    if fallback.is_some() && info.spec.priority > fallback_metric {
+                        break;
+                    }
+                    let rtype = self.effective_type(info);
+                    if let Some(err) = LookupError::of_type(rtype) {
+                        return TableResult::Reject(err);
+                    }
+                    if rtype == RouteType::Throw {
+                        return TableResult::Continue;
+                    }
+                    if info.dead {
+                        continue;
+                    }
+                    if let Some(nh) = self.first_good_nh(info, flow, flags, true) {
+                        let res = Res {
+                            table: t.id,
+                            key,
+                            entry: *e,
+                            nh,
+                            rtype,
+                        };
+                        if flow.oif == 0 || info.spec.nhs[nh].oif == flow.oif {
+                            return TableResult::Found(res);
+                        }
+                        if fallback.is_none() {
+                            fallback = Some(res);
+                            fallback_metric = info.spec.priority;
+                        }
+                    }
+                }
+                if let Some(r) = fallback {
+                    return TableResult::Found(r);
+                }
+            }
+        }
+        TableResult::Continue
+    }
+
+    /// The type a route acts as: a route using a blackhole next-hop object is a blackhole;
+    /// an IPv6 unicast route through `lo` to a non-loopback prefix is a reject route.
+    pub(crate) fn effective_type(&self, info: &Info) -> RouteType {
+        if let Some(id) = info.spec.nhid {
+            if self.nhobjs.is_blackhole(id) {
+                return RouteType::Blackhole;
+            }
+        }
+        info.spec.rtype
+    }
+
+    pub(crate) fn table_lookup(
+        &self,
+        family: Family,
+        t: &Table,
+        flow: &Flow,
+        flags: LookupFlags,
+    ) -> TableResult {
+        match family {
+            Family::Inet => self.table_lookup4(t, flow, flags),
+            Family::Inet6 => self.table_lookup6(t, flow, flags),
+        }
+    }
+
+    /// fib_lookup: the rules walk. `Err(NoRoute)` when no rule produced a result.
+    pub(crate) fn fib_lookup(
+        &self,
+        family: Family,
+        flow: &Flow,
+        flags: LookupFlags,
+    ) -> Result<Res, LookupError> {
+        let rules = self.rules.list(family);
+        let bits = family.max_len();
+        let mut i = 0;
+        while i < rules.len() {
+            let r = &rules[i];
+            i += 1;
+            if !Rules::matches(r, flow, bits, |n| self.links.index_of(n)) {
+                continue;
+            }
+            let tid = match r.action {
+                RuleAction::Goto => {
+                    // The target is the first rule with exactly the goto priority; a goto
+                    // whose target does not exist is unresolved and skipped.
+                    let target = r
+                        .goto
+                        .and_then(|t| rules.iter().position(|x| x.priority == Some(t)));
+                    if let Some(j) = target {
+                        i = j;
+                    }
+                    continue;
+                }
+                RuleAction::Nop => continue,
+                RuleAction::Unreachable => return Err(LookupError::NoRoute),
+                RuleAction::Prohibit => return Err(LookupError::Prohibit),
+                RuleAction::Blackhole | RuleAction::Unspec => return Err(LookupError::Blackhole),
+                RuleAction::ToTbl => r.table,
+            };
+            let Some(t) = self.table(family, tid) else {
+                continue;
+            };
+            match self.table_lookup(family, t, flow, flags) {
+                TableResult::Continue => continue,
+                TableResult::Reject(e) => return Err(e),
+                TableResult::Found(res) => {
+                    if let Some(sp) = r.suppress_prefixlen {
+                        if (res.key.len as u32) <= sp {
+                            continue;
+                        }
+                    }
+                    return Ok(res);
+                }
+            }
+        }
+        Err(LookupError::NoRoute)
+    }
+
+    /// The flow hash used for multipath selection: 31 bits over the L3 addresses (the
+    /// kernel's policy 0; the kernel seeds its hash randomly, so only the split matters).
+    pub(crate) fn flow_hash(flow: &Flow) -> u32 {
+        let mut h = flow.src as u64 ^ (flow.src >> 64) as u64;
+        h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (flow.dst as u64 ^ (flow.dst >> 64) as u64);
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^= h >> 33;
+        (h as u32) >> 1
+    }
+
+    /// fib_select_multipath: the first live next hop whose upper bound is >= the hash.
+    pub(crate) fn select_multipath(&self, res: &mut Res, flow: &Flow) {
+        let info = self.infos.get(res.entry.info);
+        if info.nh.len() <= 1 || flow.oif != 0 {
+            return;
+        }
+        let h = Self::flow_hash(flow) as i64;
+        if let Some(i) = info
+            .nh
+            .iter()
+            .position(|s| s.upper_bound >= 0 && h <= s.upper_bound)
+        {
+            res.nh = i;
+        }
+    }
+
+    /// The data plane's entry point: an output lookup through the rules, multipath selection
+    /// included, answered with the ready [`Dst`] cached on the chosen next hop.
+    pub fn lookup_output(&self, family: Family, flow: &Flow) -> Result<&Dst, LookupError> {
+        let mut f = *flow;
+        if f.iif == 0 {
+            f.iif = crate::link::LOOPBACK_IFINDEX;
+        }
+        let mut res = self.fib_lookup(family, &f, LookupFlags::default())?;
+        self.select_multipath(&mut res, &f);
+        Ok(&self.infos.get(res.entry.info).nh[res.nh].dst)
+    }
+}

@@ -1,0 +1,210 @@
+//! Stored routes: entries (the kernel's fib_alias / fib6_info position) pointing at shared
+//! route information (fib_info): attributes, next hops, and per-next-hop state with its dst.
+//!
+//! Invariants:
+//! - `Infos` interns [`InfoSpec`]s: two stored routes with equal specs share one [`Info`], as
+//!   the kernel shares a fib_info (so "the same route" comparisons are id comparisons).
+//! - `refs` counts the entries pointing at an info; an info with no entry is freed at once.
+//! - Per-next-hop state (`NhState`) has exactly one element per `spec.nhs` element (or one for
+//!   a route using a next-hop object, resolved through the object).
+//! - Next-hop state (DEAD, LINKDOWN, upper bound, dst) is never part of the spec, so marking a
+//!   device down does not change identities.
+
+use std::net::IpAddr;
+
+use crate::dst::Dst;
+use crate::fibtable::Key;
+use crate::fxhash::FxHashMap;
+use crate::types::{Family, Metrics, RouteType};
+
+/// The identity of one next hop as configured.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct NhSpec {
+    pub gw: Option<IpAddr>,
+    /// Resolved output device (0 for reject routes).
+    pub oif: u32,
+    pub weight: u32,
+    /// Configured RTNH_F_* flags (ONLINK); never DEAD or LINKDOWN.
+    pub flags: u32,
+}
+
+/// Everything that makes two routes "the same route info" for the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct InfoSpec {
+    pub family: Family,
+    pub table: u32,
+    pub rtype: RouteType,
+    pub protocol: u8,
+    pub scope: u8,
+    /// Metric.
+    pub priority: u32,
+    pub prefsrc: Option<IpAddr>,
+    pub metrics: Metrics,
+    pub nhs: Vec<NhSpec>,
+    pub nhid: Option<u32>,
+    pub pref: Option<u8>,
+    pub expires: Option<u32>,
+}
+
+/// Run-time state of one next hop.
+#[derive(Debug, Clone)]
+pub(crate) struct NhState {
+    /// RTNH_F_DEAD / RTNH_F_LINKDOWN.
+    pub flags: u32,
+    /// IPv4 next-hop scope (fib_nh_scope): HOST for device routes, LINK for on-link gateways,
+    /// the gateway route's scope otherwise, NOWHERE for host-scope routes.
+    pub scope: u8,
+    /// Hash-threshold upper bound (fib_nh_upper_bound); -1 = never chosen.
+    pub upper_bound: i64,
+    pub dst: Dst,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Info {
+    pub spec: InfoSpec,
+    pub nh: Vec<NhState>,
+    /// fib_info's RTNH_F_DEAD: every next hop is dead; the route is flushed.
+    pub dead: bool,
+    refs: u32,
+}
+
+impl Info {
+    pub fn new(spec: InfoSpec, nh: Vec<NhState>) -> Info {
+        Info {
+            spec,
+            nh,
+            dead: false,
+            refs: 0,
+        }
+    }
+
+    /// Recomputes the hash-threshold bounds over the live next hops (fib_rebalance).
+    pub fn rebalance(&mut self) {
+        let total: u64 = self
+            .spec
+            .nhs
+            .iter()
+            .zip(&self.nh)
+            .filter(|(_, s)| s.flags & crate::types::nh_flags::DEAD == 0)
+            .map(|(n, _)| n.weight as u64)
+            .sum();
+        let mut acc = 0u64;
+        for (n, s) in self.spec.nhs.iter().zip(self.nh.iter_mut()) {
+            if s.flags & crate::types::nh_flags::DEAD != 0 || total == 0 {
+                s.upper_bound = -1;
+                continue;
+            }
+            acc += n.weight as u64;
+            // DIV_ROUND_CLOSEST((acc << 31), total) - 1, as the kernel computes it.
+            s.upper_bound = (((acc << 31) + total / 2) / total) as i64 - 1;
+        }
+    }
+}
+
+/// A route's position in a table: one per (prefix, tos, info) for IPv4, one per sibling
+/// group for IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub tos: u8,
+    pub info: u32,
+    /// IPv6 source prefix (`from`), masked.
+    pub src: Option<Key>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Infos {
+    slots: Vec<Option<Info>>,
+    free: Vec<u32>,
+    index: FxHashMap<InfoSpec, u32>,
+}
+
+impl Infos {
+    pub fn find(&self, spec: &InfoSpec) -> Option<u32> {
+        self.index.get(spec).copied()
+    }
+
+    /// Stores a new info (not yet referenced).
+    pub fn insert(&mut self, info: Info) -> u32 {
+        let spec = info.spec.clone();
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(info);
+                id
+            }
+            None => {
+                self.slots.push(Some(info));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.index.insert(spec, id);
+        id
+    }
+
+    pub fn hold(&mut self, id: u32) {
+        if let Some(i) = self.slots[id as usize].as_mut() {
+            i.refs += 1;
+        }
+    }
+
+    /// Drops one reference; frees the info when none is left.
+    pub fn put(&mut self, id: u32) {
+        let slot = &mut self.slots[id as usize];
+        let free = match slot.as_mut() {
+            Some(i) => {
+                i.refs -= 1;
+                i.refs == 0
+            }
+            None => false,
+        };
+        if free {
+            if let Some(i) = slot.take() {
+                if self.index.get(&i.spec) == Some(&id) {
+                    self.index.remove(&i.spec);
+                }
+            }
+            self.free.push(id);
+        }
+    }
+
+    /// Frees an info nobody references (one created for a request that then failed).
+    pub fn drop_if_unused(&mut self, id: u32) {
+        if self.slots[id as usize]
+            .as_ref()
+            .is_some_and(|i| i.refs == 0)
+        {
+            if let Some(i) = self.slots[id as usize].take() {
+                if self.index.get(&i.spec) == Some(&id) {
+                    self.index.remove(&i.spec);
+                }
+            }
+            self.free.push(id);
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, id: u32) -> &Info {
+        self.slots[id as usize]
+            .as_ref()
+            .expect("entry points at a live info")
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: u32) -> &mut Info {
+        self.slots[id as usize]
+            .as_mut()
+            .expect("entry points at a live info")
+    }
+
+    pub fn ids(&self) -> Vec<u32> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| i as u32)
+            .collect()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Info> {
+        self.slots.iter_mut().flatten()
+    }
+}

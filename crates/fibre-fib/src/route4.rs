@@ -1,0 +1,590 @@
+//! IPv4 route requests with the kernel's semantics (fib_frontend.c, fib_semantics.c,
+//! fib_trie.c): validation in the kernel's order with its errno and extack texts, fib_info
+//! creation and next-hop checks, and the alias rules of add / append / prepend / replace /
+//! change / delete.
+//!
+//! Invariants:
+//! - The entries of one key are ordered by tos (descending), then metric (ascending), then
+//!   the position the request's flags chose; exactly what fib_find_alias expects.
+//! - Every gateway check is one longest-prefix walk (or a cache hit), never a scan; the cache
+//!   of gateway resolutions is dropped whenever a change could alter one (`nh_gen`).
+
+use std::net::IpAddr;
+
+use crate::dst::LookupError;
+use crate::fibtable::Key;
+use crate::lookup::{LookupFlags, TableResult};
+use crate::route::{Entry, InfoSpec, NhSpec, NhState};
+use crate::rule::Flow;
+use crate::types::{
+    nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
+};
+use crate::Fib;
+
+/// fib_props[type].scope: the narrowest scope a route of this type may have.
+fn min_scope(t: RouteType) -> u8 {
+    match t {
+        RouteType::Local => scope::HOST,
+        RouteType::Broadcast | RouteType::Anycast => scope::LINK,
+        RouteType::Xresolve => scope::NOWHERE,
+        _ => scope::UNIVERSE,
+    }
+}
+
+pub(crate) fn einval(msg: &str) -> RtError {
+    RtError::msg(Errno::EINVAL, msg)
+}
+
+/// What a gateway check resolved: device, next-hop scope and whether the link is down.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NhResolved {
+    pub oif: u32,
+    pub scope: u8,
+    pub linkdown: bool,
+}
+
+impl Fib {
+    pub(crate) fn route4_new(&mut self, r: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        // rtm_to_fib_config
+        if r.tos & 0x03 != 0 {
+            return Err(einval("Invalid dsfield (tos): ECN bits must be 0"));
+        }
+        if r.nhid.is_some()
+            && (r.nexthop.oif != 0 || r.nexthop.gateway.is_some() || !r.multipath.is_empty())
+        {
+            return Err(einval(
+                "Nexthop specification and nexthop id are mutually exclusive",
+            ));
+        }
+        let IpAddr::V4(d) = r.dst.addr else {
+            return Err(RtError::new(Errno::EINVAL));
+        };
+        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        // fib_valid_key_len
+        if r.dst.len > 32 {
+            return Err(einval("Invalid prefix length"));
+        }
+        let key = Key::new(u32::from(d) as u128, r.dst.len, 32);
+        if key.addr != u32::from(d) as u128 {
+            return Err(einval("Invalid prefix for given prefix length"));
+        }
+        let (spec, states) = self.create_info4(r, tb)?;
+        self.insert4(tb, key, r.tos, spec, states, flags)
+    }
+
+    /// fib_create_info: validates and resolves everything but the position in the table.
+    pub(crate) fn create_info4(
+        &mut self,
+        r: &Route,
+        tb: u32,
+    ) -> Result<(InfoSpec, Vec<NhState>), RtError> {
+        let rtype = r.rtype;
+        if (rtype as u8) > RouteType::Xresolve as u8 {
+            return Err(einval("Invalid route type"));
+        }
+        if min_scope(rtype) > r.scope {
+            return Err(einval("Invalid scope"));
+        }
+        if r.flags & (nh_flags::DEAD | nh_flags::LINKDOWN) != 0 {
+            return Err(einval(
+                "Invalid rtm_flags - can not contain DEAD or LINKDOWN",
+            ));
+        }
+        let mut nhs: Vec<NhSpec> = Vec::new();
+        if let Some(id) = r.nhid {
+            let Some(obj) = self.nhobjs.get(id) else {
+                return Err(einval("Nexthop id does not exist"));
+            };
+            nhs = self.nhobjs.route_nhs(obj);
+        } else if !r.multipath.is_empty() {
+            for m in &r.multipath {
+                if m.flags & (nh_flags::DEAD | nh_flags::LINKDOWN) != 0 {
+                    return Err(einval(
+                        "Invalid flags for nexthop - can not contain DEAD or LINKDOWN",
+                    ));
+                }
+                nhs.push(NhSpec {
+                    gw: m.gateway,
+                    oif: m.oif,
+                    weight: m.hops as u32 + 1,
+                    flags: (r.flags & !0xff) | m.flags,
+                });
+            }
+            if r.nexthop.oif != 0 && nhs[0].oif != r.nexthop.oif {
+                return Err(einval("Nexthop device index does not match RTA_OIF"));
+            }
+            if r.nexthop.gateway.is_some() && nhs[0].gw != r.nexthop.gateway {
+                return Err(einval(
+                    "Nexthop gateway does not match RTA_GATEWAY or RTA_VIA",
+                ));
+            }
+        } else {
+            nhs.push(NhSpec {
+                gw: r.nexthop.gateway,
+                oif: r.nexthop.oif,
+                weight: 1,
+                flags: r.flags | r.nexthop.flags,
+            });
+        }
+        for n in &mut nhs {
+            n.flags &= nh_flags::ONLINK | nh_flags::PERVASIVE;
+        }
+        let mut states: Vec<NhState> = Vec::with_capacity(nhs.len());
+        let is_reject = LookupError::of_type(rtype).is_some() || rtype == RouteType::Throw;
+        if is_reject {
+            if r.nhid.is_none()
+                && (r.nexthop.gateway.is_some() || r.nexthop.oif != 0 || !r.multipath.is_empty())
+            {
+                return Err(einval(
+                    "Gateway, device and multipath can not be specified for this route type",
+                ));
+            }
+            for n in &nhs {
+                states.push(NhState {
+                    flags: 0,
+                    scope: scope::NOWHERE,
+                    upper_bound: -1,
+                    dst: self.dead_dst(n),
+                });
+            }
+        } else {
+            match rtype {
+                RouteType::Unicast
+                | RouteType::Local
+                | RouteType::Broadcast
+                | RouteType::Anycast
+                | RouteType::Multicast => {}
+                _ => return Err(einval("Invalid route type")),
+            }
+            if r.scope > scope::HOST {
+                return Err(einval("Invalid scope"));
+            }
+            if r.nhid.is_some() {
+                if r.scope == scope::HOST {
+                    return Err(einval(
+                        "Route with host scope can not have a nexthop object",
+                    ));
+                }
+                for n in &nhs {
+                    let l = self.links.get(n.oif);
+                    let linkdown = l.is_some_and(|l| !l.carrier);
+                    states.push(NhState {
+                        flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
+                        scope: scope::LINK,
+                        upper_bound: -1,
+                        dst: self.dead_dst(n),
+                    });
+                }
+            } else if r.scope == scope::HOST {
+                if nhs.len() != 1 {
+                    return Err(einval(
+                        "Route with host scope can not have multiple nexthops",
+                    ));
+                }
+                if nhs[0].gw.is_some() {
+                    return Err(einval("Route with host scope can not have a gateway"));
+                }
+                if self.links.get(nhs[0].oif).is_none() {
+                    return Err(RtError::new(Errno::ENODEV));
+                }
+                states.push(NhState {
+                    flags: 0,
+                    scope: scope::NOWHERE,
+                    upper_bound: -1,
+                    dst: self.dead_dst(&nhs[0]),
+                });
+            } else {
+                for n in nhs.iter_mut() {
+                    let res = self.check_nh4(n, tb, r.scope)?;
+                    n.oif = res.oif;
+                    states.push(NhState {
+                        flags: if res.linkdown { nh_flags::LINKDOWN } else { 0 },
+                        scope: res.scope,
+                        upper_bound: -1,
+                        dst: self.dead_dst(n),
+                    });
+                }
+            }
+        }
+        if let Some(src) = r.prefsrc {
+            if !self.valid_prefsrc4(r, tb, src) {
+                return Err(einval("Invalid prefsrc address"));
+            }
+        }
+        let spec = InfoSpec {
+            family: Family::Inet,
+            table: tb,
+            rtype,
+            protocol: r.protocol,
+            scope: r.scope,
+            priority: r.priority.unwrap_or(0),
+            prefsrc: r.prefsrc,
+            metrics: r.metrics.clone(),
+            nhs,
+            nhid: r.nhid,
+            pref: None,
+            expires: r.expires,
+        };
+        Ok((spec, states))
+    }
+
+    /// fib_valid_prefsrc: the address must be local (in the route's table, or `local`).
+    fn valid_prefsrc4(&self, r: &Route, tb: u32, src: IpAddr) -> bool {
+        if r.rtype == RouteType::Local && r.dst.len == 32 && r.dst.addr == src {
+            return true;
+        }
+        let IpAddr::V4(s) = src else { return false };
+        let s = u32::from(s);
+        let t = if tb == table::MAIN { table::LOCAL } else { tb };
+        if self.addr_type4(s, t) == RouteType::Local {
+            return true;
+        }
+        t != table::LOCAL && self.addr_type4(s, table::LOCAL) == RouteType::Local
+    }
+
+    /// inet_addr_type_table: the type of the route `addr` matches in table `tb`
+    /// (unicast when nothing matches).
+    pub(crate) fn addr_type4(&self, addr: u32, tb: u32) -> RouteType {
+        if addr == 0 || addr == u32::MAX {
+            return RouteType::Broadcast;
+        }
+        if addr >> 28 == 0xe {
+            return RouteType::Multicast;
+        }
+        let Some(t) = self.t4.get(&tb).or_else(|| self.t4.get(&table::MAIN)) else {
+            return RouteType::Unicast;
+        };
+        let flow = Flow {
+            dst: addr as u128,
+            ..Flow::empty()
+        };
+        match self.table_lookup4(t, &flow, LookupFlags { strict_oif: false }) {
+            TableResult::Found(res) => res.rtype,
+            TableResult::Reject(_) => self.rejected_type4(t, addr),
+            TableResult::Continue => RouteType::Unicast,
+        }
+    }
+
+    fn rejected_type4(&self, t: &crate::fibtable::Table, addr: u32) -> RouteType {
+        t.lpm(addr as u128)
+            .flat_map(|(_, es)| es.iter())
+            .map(|e| self.infos.get(e.info).spec.rtype)
+            .next()
+            .unwrap_or(RouteType::Unicast)
+    }
+
+    /// fib_check_nh: resolves and validates one next hop of a route of scope `rscope`.
+    pub(crate) fn check_nh4(
+        &mut self,
+        n: &NhSpec,
+        tb: u32,
+        rscope: u8,
+    ) -> Result<NhResolved, RtError> {
+        match n.gw {
+            Some(IpAddr::V4(gw)) => self.check_nh4_gw(u32::from(gw), n.oif, n.flags, tb, rscope),
+            Some(IpAddr::V6(gw)) => {
+                let (oif, linkdown) = self.check_nh6_gw(&gw, n.oif, n.flags, tb)?;
+                Ok(NhResolved {
+                    oif,
+                    scope: scope::LINK,
+                    linkdown,
+                })
+            }
+            None => {
+                if n.flags & (nh_flags::PERVASIVE | nh_flags::ONLINK) != 0 {
+                    return Err(einval(
+                        "Invalid flags for nexthop - PERVASIVE and ONLINK can not be set",
+                    ));
+                }
+                let Some(l) = self.links.get(n.oif) else {
+                    return Err(RtError::new(Errno::ENODEV));
+                };
+                if !l.up {
+                    return Err(RtError::msg(
+                        Errno::ENETDOWN,
+                        "Device for nexthop is not up",
+                    ));
+                }
+                Ok(NhResolved {
+                    oif: n.oif,
+                    scope: scope::HOST,
+                    linkdown: !l.carrier,
+                })
+            }
+        }
+    }
+
+    fn check_nh4_gw(
+        &mut self,
+        gw: u32,
+        oif: u32,
+        flags: u32,
+        tb: u32,
+        rscope: u8,
+    ) -> Result<NhResolved, RtError> {
+        if flags & nh_flags::ONLINK != 0 {
+            if rscope >= scope::LINK {
+                return Err(einval("Nexthop has invalid scope"));
+            }
+            let Some(l) = self.links.get(oif) else {
+                return Err(RtError::msg(
+                    Errno::ENODEV,
+                    "Nexthop device required for onlink",
+                ));
+            };
+            if !l.up {
+                return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
+            }
+            let carrier = l.carrier;
+            if self.addr_type_dev4(gw, oif) != RouteType::Unicast {
+                return Err(einval("Nexthop has invalid gateway"));
+            }
+            return Ok(NhResolved {
+                oif,
+                scope: scope::LINK,
+                linkdown: !carrier,
+            });
+        }
+        let want_scope = (rscope as u16 + 1).max(scope::LINK as u16).min(255) as u8;
+        let ckey = (gw, oif, tb, want_scope);
+        if self.gw_cache_gen == self.nh_gen {
+            if let Some(r) = self.gw_cache.get(&ckey) {
+                return Ok(*r);
+            }
+        } else {
+            self.gw_cache.clear();
+            self.gw_cache_gen = self.nh_gen;
+        }
+        let flow = Flow {
+            dst: gw as u128,
+            oif,
+            iif: crate::link::LOOPBACK_IFINDEX,
+            scope: want_scope,
+            ..Flow::empty()
+        };
+        let lf = LookupFlags { strict_oif: false };
+        let mut found = None;
+        if tb != table::MAIN {
+            if let Some(t) = self.t4.get(&tb) {
+                if let TableResult::Found(r) = self.table_lookup4(t, &flow, lf) {
+                    found = Some(r);
+                }
+            }
+        }
+        let res = match found {
+            Some(r) => r,
+            None => match self.fib_lookup(Family::Inet, &flow, lf) {
+                Ok(r) => r,
+                Err(e) => return Err(RtError::msg(e.errno(), "Nexthop has invalid gateway")),
+            },
+        };
+        if res.rtype != RouteType::Unicast && res.rtype != RouteType::Local {
+            return Err(einval("Nexthop has invalid gateway"));
+        }
+        let info = self.infos.get(res.entry.info);
+        let dev = info.spec.nhs[res.nh].oif;
+        let rs = NhResolved {
+            oif: dev,
+            scope: info.spec.scope,
+            linkdown: false,
+        };
+        let Some(l) = self.links.get(dev) else {
+            return Err(einval("No egress device for nexthop gateway"));
+        };
+        let rs = NhResolved {
+            linkdown: !l.carrier,
+            ..rs
+        };
+        if !l.up {
+            return Err(RtError::new(Errno::ENETDOWN));
+        }
+        self.gw_cache.insert(ckey, rs);
+        Ok(rs)
+    }
+
+    /// inet_addr_type_dev_table: the address type seen from `dev`'s table (main).
+    fn addr_type_dev4(&self, addr: u32, _dev: u32) -> RouteType {
+        self.addr_type4(addr, table::LOCAL)
+    }
+
+    /// fib_table_insert after fib_create_info.
+    pub(crate) fn insert4(
+        &mut self,
+        tb: u32,
+        key: Key,
+        tos: u8,
+        spec: InfoSpec,
+        states: Vec<NhState>,
+        flags: ReqFlags,
+    ) -> Result<(), RtError> {
+        let prio = spec.priority;
+        let affects_gw = spec.scope >= scope::LINK;
+        let new_id = match self.infos.find(&spec) {
+            Some(id) => id,
+            None => self.new_info(spec, states),
+        };
+        let infos = &self.infos;
+        let t = self.t4.get(&tb);
+        let list: &[Entry] = t
+            .and_then(|t| t.get(&key))
+            .map(|v| v.as_slice())
+            .unwrap_or(&[]);
+        let pr = |e: &Entry| infos.get(e.info).spec.priority;
+        let fa = list
+            .iter()
+            .position(|e| e.tos < tos || (e.tos == tos && pr(e) >= prio));
+        let mut insert_at = fa.unwrap_or(list.len());
+        let mut replace_at = None;
+        if let Some(i) = fa.filter(|&i| list[i].tos == tos && pr(&list[i]) == prio) {
+            if flags.excl {
+                self.infos.drop_if_unused(new_id);
+                return Err(RtError::new(Errno::EEXIST));
+            }
+            let mut j = i;
+            let mut fa_match = None;
+            while j < list.len() && list[j].tos == tos && pr(&list[j]) == prio {
+                if list[j].info == new_id {
+                    fa_match = Some(j);
+                    break;
+                }
+                j += 1;
+            }
+            if flags.replace {
+                self.infos.drop_if_unused(new_id);
+                match fa_match {
+                    Some(m) if m == i => return Ok(()),
+                    Some(_) => return Err(RtError::new(Errno::EEXIST)),
+                    None => replace_at = Some(i),
+                }
+            } else {
+                if fa_match.is_some() {
+                    self.infos.drop_if_unused(new_id);
+                    return Err(RtError::new(Errno::EEXIST));
+                }
+                insert_at = if flags.append { j } else { i };
+            }
+        }
+        if replace_at.is_none() && !flags.create {
+            self.infos.drop_if_unused(new_id);
+            return Err(RtError::new(Errno::ENOENT));
+        }
+        self.infos.hold(new_id);
+        let seq = &mut self.table_seq;
+        let t = self.t4.entry(tb).or_insert_with(|| {
+            *seq += 1;
+            crate::fibtable::Table::new(tb, 32, *seq)
+        });
+        let list = t.entries_mut(key);
+        let entry = Entry {
+            tos,
+            info: new_id,
+            src: None,
+        };
+        if let Some(i) = replace_at {
+            let old = list[i].info;
+            list[i] = entry;
+            self.infos.put(old);
+        } else {
+            list.insert(insert_at, entry);
+        }
+        self.route_changed(affects_gw);
+        Ok(())
+    }
+
+    /// fib_table_delete.
+    pub(crate) fn route4_del(&mut self, r: &Route) -> Result<(), RtError> {
+        let IpAddr::V4(d) = r.dst.addr else {
+            return Err(RtError::new(Errno::EINVAL));
+        };
+        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let Some(t) = self.t4.get(&tb) else {
+            return Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"));
+        };
+        if r.dst.len > 32 {
+            return Err(einval("Invalid prefix length"));
+        }
+        let key = Key::new(u32::from(d) as u128, r.dst.len, 32);
+        if key.addr != u32::from(d) as u128 {
+            return Err(einval("Invalid prefix for given prefix length"));
+        }
+        let Some(list) = t.get(&key) else {
+            return Err(RtError::new(Errno::ESRCH));
+        };
+        let Some(start) = list.iter().position(|e| e.tos <= r.tos) else {
+            return Err(RtError::new(Errno::ESRCH));
+        };
+        let mut victim = None;
+        for (i, e) in list.iter().enumerate().skip(start) {
+            if e.tos != r.tos {
+                break;
+            }
+            let info = self.infos.get(e.info);
+            let s = &info.spec;
+            if (r.rtype == RouteType::Unspec || s.rtype == r.rtype)
+                && (r.scope == scope::NOWHERE || s.scope == r.scope)
+                && (r.prefsrc.is_none() || s.prefsrc == r.prefsrc)
+                && (r.protocol == 0 || s.protocol == r.protocol)
+                && nh_match4(r, s)
+                && metrics_match(r, s)
+            {
+                victim = Some(i);
+                break;
+            }
+        }
+        let Some(i) = victim else {
+            return Err(RtError::new(Errno::ESRCH));
+        };
+        self.remove_entry(Family::Inet, tb, key, i);
+        Ok(())
+    }
+}
+
+/// fib_nh_match: the request's next-hop attributes, where present, equal the route's.
+fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
+    if let Some(p) = r.priority {
+        if p != 0 && p != s.priority {
+            return false;
+        }
+    }
+    if let Some(id) = r.nhid {
+        return s.nhid == Some(id);
+    }
+    if s.nhid.is_some() {
+        return r.nexthop.oif == 0 && r.nexthop.gateway.is_none() && r.multipath.is_empty();
+    }
+    if r.nexthop.oif != 0 || r.nexthop.gateway.is_some() {
+        let Some(n) = s.nhs.first() else { return false };
+        if r.nexthop.oif != 0 && r.nexthop.oif != n.oif {
+            return false;
+        }
+        if let Some(g) = r.nexthop.gateway {
+            return n.gw == Some(g);
+        }
+        return true;
+    }
+    if r.multipath.is_empty() {
+        return true;
+    }
+    if r.multipath.len() > s.nhs.len() {
+        return false;
+    }
+    r.multipath
+        .iter()
+        .zip(&s.nhs)
+        .all(|(m, n): (&NextHop, &NhSpec)| {
+            (m.oif == 0 || m.oif == n.oif) && (m.gateway.is_none() || m.gateway == n.gw)
+        })
+}
+
+/// fib_metrics_match: only a requested RTAX_MTU... the kernel compares every metric given.
+fn metrics_match(r: &Route, s: &InfoSpec) -> bool {
+    let m = &r.metrics;
+    let o = &s.metrics;
+    let eq = |a: Option<u32>, b: Option<u32>| a.is_none() || a == b;
+    eq(m.mtu, o.mtu)
+        && eq(m.window, o.window)
+        && eq(m.rtt, o.rtt)
+        && eq(m.advmss, o.advmss)
+        && eq(m.hoplimit, o.hoplimit)
+        && eq(m.initcwnd, o.initcwnd)
+}

@@ -1,0 +1,618 @@
+//! IPv6 route requests with the kernel's semantics (ip6_fib.c, route.c): validation with its
+//! errno and extack texts, next-hop checks, and fib6_add_rt2node's rules, which differ from
+//! IPv4: one metric per "slot" (add of an equal metric is EEXIST), gateway routes of equal
+//! metric merge into one multipath route ("siblings") on append and prepend alike, replace
+//! swaps a whole sibling group, and delete with a gateway removes only that sibling.
+//!
+//! Invariants:
+//! - Host bits of destination and source prefixes are cleared (the kernel masks them).
+//! - The entries of one (destination, source) are ordered by metric; an entry with several
+//!   next hops is a sibling group, all of which have gateways.
+//! - A multipath request is all or nothing: on a failed sibling the key's entries are restored.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use crate::fibtable::Key;
+use crate::lookup::{LookupFlags, TableResult};
+use crate::route::{Entry, InfoSpec, NhSpec, NhState};
+use crate::route4::einval;
+use crate::rule::Flow;
+use crate::types::{
+    nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
+};
+use crate::Fib;
+
+/// Metric of user routes without RTA_PRIORITY (IP6_RT_PRIO_USER).
+pub(crate) const PRIO_USER: u32 = 1024;
+/// Metric of address-derived prefix routes (IP6_RT_PRIO_ADDRCONF).
+pub(crate) const PRIO_ADDRCONF: u32 = 256;
+
+fn is_reject_type(t: RouteType) -> bool {
+    matches!(
+        t,
+        RouteType::Unreachable | RouteType::Prohibit | RouteType::Blackhole | RouteType::Throw
+    )
+}
+
+fn is_linklocal(a: &Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// ipv6_addr_type says unicast (or v4-mapped): not multicast, not unspecified.
+fn is_unicast_gw(a: &Ipv6Addr) -> bool {
+    !a.is_multicast() && !a.is_unspecified()
+}
+
+/// Options the kernel's internal callers (addrconf) set that user requests cannot.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Internal6 {
+    /// The request comes from the kernel itself (addrconf): the device may be down and the
+    /// metric is taken as given (0 stays 0).
+    pub kernel: bool,
+}
+
+impl Fib {
+    pub(crate) fn route6_new(&mut self, r: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        self.route6_new_internal(r, flags, Internal6::default())
+    }
+
+    pub(crate) fn route6_new_internal(
+        &mut self,
+        r: &Route,
+        flags: ReqFlags,
+        int: Internal6,
+    ) -> Result<(), RtError> {
+        if r.nexthop.gateway.is_some_and(|g| g.is_ipv4())
+            || r.multipath
+                .iter()
+                .any(|m| m.gateway.is_some_and(|g| g.is_ipv4()))
+        {
+            return Err(einval("IPv6 does not support RTA_VIA attribute"));
+        }
+        if r.nhid.is_some()
+            && (r.nexthop.oif != 0 || r.nexthop.gateway.is_some() || !r.multipath.is_empty())
+        {
+            return Err(einval(
+                "Nexthop specification and nexthop id are mutually exclusive",
+            ));
+        }
+        if (r.rtype as u8) > RouteType::Xresolve as u8 {
+            return Err(einval("Invalid route type"));
+        }
+        if r.dst.len > 128 {
+            return Err(einval("Invalid prefix length"));
+        }
+        let src = match r.src {
+            Some(s) if s.len > 128 => return Err(einval("Invalid source address length")),
+            Some(s) if s.len > 0 => Some(Key::new(crate::ip_u128(s.addr), s.len, 128)),
+            _ => None,
+        };
+        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let key = Key::new(crate::ip_u128(r.dst.addr), r.dst.len, 128);
+        let hops: Vec<NextHop> = if r.multipath.is_empty() {
+            vec![NextHop {
+                flags: r.flags | r.nexthop.flags,
+                ..r.nexthop.clone()
+            }]
+        } else {
+            r.multipath
+                .iter()
+                .map(|m| NextHop {
+                    flags: (r.flags & !0xff) | m.flags,
+                    ..m.clone()
+                })
+                .collect()
+        };
+        // Build every sibling first: validation errors leave the table untouched.
+        let mut built = Vec::with_capacity(hops.len());
+        for h in &hops {
+            built.push(self.create_info6(r, tb, key, h, int)?);
+        }
+        let snapshot = self.snapshot6(tb, key);
+        let mut fl = flags;
+        for (spec, st) in built {
+            if let Err(e) = self.insert6_one(tb, key, src, spec, st, fl) {
+                self.restore6(tb, key, snapshot);
+                return Err(e);
+            }
+            // After the first sibling, the rest are added to it (ip6_route_multipath_add).
+            fl = ReqFlags {
+                create: true,
+                excl: false,
+                replace: false,
+                append: fl.append,
+            };
+        }
+        self.release_snapshot(snapshot);
+        Ok(())
+    }
+
+    fn create_info6(
+        &mut self,
+        r: &Route,
+        tb: u32,
+        key: Key,
+        h: &NextHop,
+        int: Internal6,
+    ) -> Result<(InfoSpec, NhState), RtError> {
+        let mut nhs = Vec::new();
+        let mut linkdown = false;
+        if let Some(id) = r.nhid {
+            let Some(obj) = self.nhobjs.get(id) else {
+                return Err(einval("Nexthop id does not exist"));
+            };
+            nhs = self.nhobjs.route_nhs(obj);
+        } else {
+            let (oif, ld, gw) = self.nh6_init(r, h, tb, key, int)?;
+            linkdown = ld;
+            nhs.push(NhSpec {
+                gw,
+                oif,
+                weight: h.hops as u32 + 1,
+                flags: h.flags & nh_flags::ONLINK,
+            });
+        }
+        if let Some(ps) = r.prefsrc {
+            let dev = nhs.first().map(|n| n.oif).unwrap_or(0);
+            if !self.chk_addr6(ps, Some(dev)) {
+                return Err(einval("Invalid source address"));
+            }
+        }
+        let rtype = if r.rtype == RouteType::Unspec {
+            RouteType::Unicast
+        } else {
+            r.rtype
+        };
+        // A unicast route out of `lo` to a non-loopback prefix would loop: the kernel turns
+        // it into a reject route (fib6_is_reject).
+        let rtype = if rtype == RouteType::Unicast
+            && nhs
+                .first()
+                .is_some_and(|n| n.oif == crate::link::LOOPBACK_IFINDEX)
+            && !(key.len == 128 && key.addr == 1)
+            && r.nhid.is_none()
+        {
+            RouteType::Unreachable
+        } else {
+            rtype
+        };
+        let spec = InfoSpec {
+            family: Family::Inet6,
+            table: tb,
+            rtype,
+            protocol: if r.protocol == 0 {
+                crate::types::protocol::BOOT
+            } else {
+                r.protocol
+            },
+            scope: scope::UNIVERSE,
+            priority: match r.priority {
+                Some(p) if p != 0 || int.kernel => p,
+                _ => PRIO_USER,
+            },
+            prefsrc: r.prefsrc,
+            metrics: r.metrics.clone(),
+            nhs,
+            nhid: r.nhid,
+            pref: Some(r.pref.unwrap_or(0)),
+            expires: r.expires,
+        };
+        let st = NhState {
+            flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
+            scope: scope::LINK,
+            upper_bound: -1,
+            dst: self.dead_dst(&spec.nhs[0]),
+        };
+        Ok((spec, st))
+    }
+
+    /// fib6_nh_init: returns (device, linkdown, gateway).
+    fn nh6_init(
+        &self,
+        r: &Route,
+        h: &NextHop,
+        tb: u32,
+        key: Key,
+        int: Internal6,
+    ) -> Result<(u32, bool, Option<IpAddr>), RtError> {
+        let mut dev = None;
+        if h.oif != 0 {
+            if self.links.get(h.oif).is_none() {
+                return Err(RtError::new(Errno::ENODEV));
+            }
+            dev = Some(h.oif);
+        }
+        if h.flags & nh_flags::ONLINK != 0 {
+            let Some(d) = dev else {
+                return Err(einval("Nexthop device required for onlink"));
+            };
+            if !self.links.is_up(d) {
+                return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
+            }
+        }
+        let is_lo_dst = key.len == 128 && key.addr == 1;
+        if is_reject_type(r.rtype)
+            || (dev == Some(crate::link::LOOPBACK_IFINDEX)
+                && !is_lo_dst
+                && !matches!(r.rtype, RouteType::Local | RouteType::Anycast))
+        {
+            return Ok((crate::link::LOOPBACK_IFINDEX, false, None));
+        }
+        let mut gw = None;
+        if let Some(IpAddr::V6(g)) = h.gateway {
+            dev = Some(self.validate_gw6(&g, dev, h.flags, tb)?);
+            gw = Some(IpAddr::V6(g));
+        }
+        let Some(d) = dev else {
+            return Err(RtError::new(Errno::ENODEV));
+        };
+        let l = self.links.get(d).ok_or(RtError::new(Errno::ENODEV))?;
+        if !l.up && !int.kernel {
+            return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
+        }
+        let linkdown = !matches!(r.rtype, RouteType::Local | RouteType::Anycast) && !l.carrier;
+        Ok((d, linkdown, gw))
+    }
+
+    /// ip6_validate_gw: returns the egress device.
+    fn validate_gw6(
+        &self,
+        g: &Ipv6Addr,
+        dev: Option<u32>,
+        flags: u32,
+        tb: u32,
+    ) -> Result<u32, RtError> {
+        let ll = is_linklocal(g);
+        if let Some(d) = dev {
+            if self.gw_is_local6(g, d, ll) {
+                return Err(einval("Gateway can not be a local address"));
+            }
+        }
+        let mut dev = dev;
+        if !ll {
+            if !is_unicast_gw(g) {
+                return Err(einval("Invalid gateway address"));
+            }
+            if flags & nh_flags::ONLINK != 0 {
+                self.check_nh6_onlink(g, dev, tb)?;
+            } else {
+                dev = Some(self.check_nh6(g, dev, tb)?);
+            }
+        }
+        let Some(d) = dev else {
+            return Err(einval("Egress device not specified"));
+        };
+        if d == crate::link::LOOPBACK_IFINDEX {
+            return Err(einval(
+                "Egress device can not be loopback device for this route",
+            ));
+        }
+        if self.gw_is_local6(g, d, ll) {
+            return Err(einval("Gateway can not be a local address"));
+        }
+        Ok(d)
+    }
+
+    /// ipv6_chk_addr_and_flags for a gateway: a local address (any device unless link-local).
+    fn gw_is_local6(&self, g: &Ipv6Addr, dev: u32, ll: bool) -> bool {
+        self.links
+            .iter()
+            .any(|l| (!ll || l.ifindex == dev) && l.v6.iter().any(|a| a.addr == *g))
+    }
+
+    /// ipv6_chk_addr(addr, dev, strict=0): the address is local; link- and host-scope ones
+    /// must be on `dev`.
+    pub(crate) fn chk_addr6(&self, a: IpAddr, dev: Option<u32>) -> bool {
+        let IpAddr::V6(a) = a else { return false };
+        self.links.iter().any(|l| {
+            l.v6.iter().any(|x| {
+                x.addr == a
+                    && (dev.is_none_or(|d| d == l.ifindex)
+                        || !(x.scope == scope::LINK || x.scope == scope::HOST))
+            })
+        })
+    }
+
+    /// ip6_route_check_nh: the gateway must be reachable without a gateway.
+    fn check_nh6(&self, g: &Ipv6Addr, dev: Option<u32>, tb: u32) -> Result<u32, RtError> {
+        let flow = Flow {
+            dst: u128::from(*g),
+            oif: dev.unwrap_or(0),
+            iif: crate::link::LOOPBACK_IFINDEX,
+            ..Flow::empty()
+        };
+        let lf = LookupFlags { strict_oif: true };
+        let ok = |fib: &Fib, res: &crate::lookup::Res| {
+            let info = fib.infos.get(res.entry.info);
+            let n = &info.spec.nhs[res.nh];
+            if crate::dst::LookupError::of_type(res.rtype).is_some() || n.gw.is_some() {
+                None
+            } else if dev.is_some_and(|d| d != n.oif) {
+                None
+            } else {
+                Some(n.oif)
+            }
+        };
+        if tb != 0 {
+            if let Some(t) = self.t6.get(&tb) {
+                if let TableResult::Found(res) = self.table_lookup6(t, &flow, lf) {
+                    if let Some(d) = ok(self, &res) {
+                        return Ok(d);
+                    }
+                }
+            }
+        }
+        match self.fib_lookup(Family::Inet6, &flow, lf) {
+            Ok(res) => ok(self, &res).ok_or(RtError::new(Errno::EHOSTUNREACH)),
+            Err(_) => Err(RtError::new(Errno::EHOSTUNREACH)),
+        }
+    }
+
+    /// ip6_route_check_nh_onlink: an onlink gateway must not be covered by a route of
+    /// another device or type (the default route does not count).
+    fn check_nh6_onlink(&self, g: &Ipv6Addr, dev: Option<u32>, _tb: u32) -> Result<(), RtError> {
+        let Some(t) = self.t6.get(&table::MAIN) else {
+            return Ok(());
+        };
+        let flow = Flow {
+            dst: u128::from(*g),
+            ..Flow::empty()
+        };
+        if let TableResult::Found(res) = self.table_lookup6(t, &flow, LookupFlags::default()) {
+            let info = self.infos.get(res.entry.info);
+            if res.key.len != 0
+                && (res.rtype != RouteType::Unicast || Some(info.spec.nhs[res.nh].oif) != dev)
+            {
+                return Err(einval("Nexthop has invalid gateway or device mismatch"));
+            }
+        }
+        Ok(())
+    }
+
+    /// IPv4 route via an IPv6 gateway (fib_check_nh_v6_gw): the IPv6 next-hop rules.
+    pub(crate) fn check_nh6_gw(
+        &self,
+        g: &Ipv6Addr,
+        oif: u32,
+        flags: u32,
+        tb: u32,
+    ) -> Result<(u32, bool), RtError> {
+        let r = Route::new(
+            Family::Inet6,
+            crate::types::Prefix {
+                addr: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                len: 0,
+            },
+        );
+        let h = NextHop {
+            gateway: Some(IpAddr::V6(*g)),
+            oif,
+            hops: 0,
+            flags,
+        };
+        let (d, ld, _) =
+            self.nh6_init(&r, &h, tb, Key { addr: 0, len: 0 }, Internal6::default())?;
+        Ok((d, ld))
+    }
+
+    /// fib6_add_rt2node for one single-next-hop route.
+    fn insert6_one(
+        &mut self,
+        tb: u32,
+        key: Key,
+        src: Option<Key>,
+        spec: InfoSpec,
+        st: NhState,
+        flags: ReqFlags,
+    ) -> Result<(), RtError> {
+        let metric = spec.priority;
+        let qual = |s: &InfoSpec| s.nhid.is_none() && s.nhs.iter().all(|n| n.gw.is_some());
+        let rt_ecmp = qual(&spec);
+        let new_nh = spec.nhs[0].clone();
+        let list: Vec<Entry> = self
+            .t6
+            .get(&tb)
+            .and_then(|t| t.get(&key))
+            .cloned()
+            .unwrap_or_default();
+        let mut ins = 0usize;
+        let mut found = None;
+        let mut fallback = None;
+        let mut sibling = None;
+        for (i, e) in list.iter().enumerate() {
+            if e.src != src {
+                continue;
+            }
+            let s = &self.infos.get(e.info).spec;
+            if s.priority == metric {
+                if flags.excl {
+                    return Err(RtError::new(Errno::EEXIST));
+                }
+                if flags.replace {
+                    if rt_ecmp == qual(s) {
+                        found = Some(i);
+                        break;
+                    }
+                    fallback.get_or_insert(i);
+                    ins = i + 1;
+                    continue;
+                }
+                let dup = if spec.nhid.is_some() || s.nhid.is_some() {
+                    spec.nhid == s.nhid
+                } else {
+                    s.nhs
+                        .iter()
+                        .any(|n| n.oif == new_nh.oif && n.gw == new_nh.gw)
+                };
+                if dup {
+                    return Err(RtError::new(Errno::EEXIST));
+                }
+                if rt_ecmp && qual(s) && sibling.is_none() {
+                    sibling = Some(i);
+                }
+            }
+            if s.priority > metric {
+                break;
+            }
+            ins = i + 1;
+        }
+        if found.is_none() {
+            found = fallback;
+        }
+        if flags.replace && found.is_none() && !flags.create {
+            return Err(RtError::new(Errno::ENOENT));
+        }
+        let affects_gw = true;
+        if let (false, Some(i)) = (flags.replace, sibling) {
+            // Join the sibling group: the merged route gets one more next hop.
+            let old = list[i].info;
+            let oinfo = self.infos.get(old);
+            let mut mspec = oinfo.spec.clone();
+            let mut mst = oinfo.nh.clone();
+            mspec.nhs.push(new_nh);
+            mst.push(st);
+            let id = self.intern(mspec, mst);
+            self.infos.hold(id);
+            let t = self.t6.get_mut(&tb).expect("table of an existing entry");
+            t.entries_mut(key)[i].info = id;
+            self.infos.put(old);
+        } else {
+            let id = self.intern(spec, vec![st]);
+            self.infos.hold(id);
+            let t = self.table6_mut(tb);
+            let l = t.entries_mut(key);
+            let e = Entry {
+                tos: 0,
+                info: id,
+                src,
+            };
+            match (flags.replace, found) {
+                (true, Some(i)) => {
+                    let old = l[i].info;
+                    l[i] = e;
+                    self.infos.put(old);
+                }
+                _ => l.insert(ins.min(l.len()), e),
+            }
+        }
+        self.route_changed(affects_gw);
+        Ok(())
+    }
+
+    fn snapshot6(&mut self, tb: u32, key: Key) -> Vec<Entry> {
+        let v: Vec<Entry> = self
+            .t6
+            .get(&tb)
+            .and_then(|t| t.get(&key))
+            .cloned()
+            .unwrap_or_default();
+        for e in &v {
+            self.infos.hold(e.info);
+        }
+        v
+    }
+
+    fn release_snapshot(&mut self, v: Vec<Entry>) {
+        for e in v {
+            self.infos.put(e.info);
+        }
+    }
+
+    fn restore6(&mut self, tb: u32, key: Key, v: Vec<Entry>) {
+        let t = self.table6_mut(tb);
+        let cur = std::mem::replace(t.entries_mut(key), v);
+        t.prune(&key);
+        for e in cur {
+            self.infos.put(e.info);
+        }
+        self.route_changed(true);
+    }
+
+    /// ip6_route_del (and ip6_route_multipath_del for RTA_MULTIPATH requests).
+    pub(crate) fn route6_del(&mut self, r: &Route) -> Result<(), RtError> {
+        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        if !self.t6.contains_key(&tb) {
+            return Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"));
+        }
+        if !r.multipath.is_empty() {
+            let mut last = Ok(());
+            for m in &r.multipath {
+                let mut one = r.clone();
+                one.multipath.clear();
+                one.nexthop = m.clone();
+                if let Err(e) = self.route6_del(&one) {
+                    last = Err(e);
+                }
+            }
+            return last;
+        }
+        let key = Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(128), 128);
+        let src = r
+            .src
+            .filter(|s| s.len > 0)
+            .map(|s| Key::new(crate::ip_u128(s.addr), s.len.min(128), 128));
+        let Some(list) = self.t6.get(&tb).and_then(|t| t.get(&key)).cloned() else {
+            return Err(RtError::new(Errno::ESRCH));
+        };
+        for (i, e) in list.iter().enumerate() {
+            if e.src != src {
+                continue;
+            }
+            let s = &self.infos.get(e.info).spec;
+            if r.nhid.is_some() && s.nhid.is_some() && r.nhid != s.nhid {
+                continue;
+            }
+            if r.priority.is_some_and(|p| p != 0 && p != s.priority) {
+                continue;
+            }
+            if r.protocol != 0 && r.protocol != s.protocol {
+                continue;
+            }
+            if s.nhid.is_some() {
+                self.remove_entry(Family::Inet6, tb, key, i);
+                return Ok(());
+            }
+            if r.nhid.is_some() {
+                continue;
+            }
+            for (k, n) in s.nhs.iter().enumerate() {
+                if r.nexthop.oif != 0 && n.oif != r.nexthop.oif {
+                    continue;
+                }
+                if r.nexthop.gateway.is_some() && n.gw != r.nexthop.gateway {
+                    continue;
+                }
+                if r.nexthop.gateway.is_some() && s.nhs.len() > 1 {
+                    self.remove_sibling6(tb, key, i, k);
+                } else {
+                    self.remove_entry(Family::Inet6, tb, key, i);
+                }
+                return Ok(());
+            }
+        }
+        Err(RtError::new(Errno::ESRCH))
+    }
+
+    /// Removes next hop `k` of the sibling group at `key[i]`.
+    pub(crate) fn remove_sibling6(&mut self, tb: u32, key: Key, i: usize, k: usize) {
+        let old = self.t6[&tb].get(&key).expect("entry")[i].info;
+        let oinfo = self.infos.get(old);
+        let mut spec = oinfo.spec.clone();
+        let mut st = oinfo.nh.clone();
+        spec.nhs.remove(k);
+        st.remove(k);
+        let id = self.intern(spec, st);
+        self.infos.hold(id);
+        self.t6.get_mut(&tb).expect("table").entries_mut(key)[i].info = id;
+        self.infos.put(old);
+        self.route_changed(true);
+    }
+
+    pub(crate) fn table6_mut(&mut self, tb: u32) -> &mut crate::fibtable::Table {
+        let seq = &mut self.table_seq;
+        self.t6.entry(tb).or_insert_with(|| {
+            *seq += 1;
+            crate::fibtable::Table::new(tb, 128, *seq)
+        })
+    }
+}

@@ -1,0 +1,314 @@
+//! Policy rules (the kernel's fib_rules): storage, matching and the RTM_NEWRULE / RTM_DELRULE
+//! semantics.
+//!
+//! Invariants:
+//! - Each family's list is sorted by priority; among equal priorities, older rules first
+//!   (a new rule goes after every rule whose priority is <= its own).
+//! - A fresh instance has, per family, `0: lookup local`, `32766: lookup main`,
+//!   `32767: lookup default` (IPv6 has no `default` table routes, but the rule exists).
+//! - `iif`/`oif` are kept by name and resolved to an index at match time, so a rule naming a
+//!   link that does not exist (yet) never matches, as the kernel's "[detached]" rules.
+//! - Output lookups match with iif = `lo` (ifindex 1), as the kernel fills flowi_iif.
+
+use crate::types::{table, Errno, Family, Prefix, RtError, Rule, RuleAction};
+
+/// A flow as rules and tables see it (the kernel's flowi4/flowi6 fields that matter here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flow {
+    pub dst: u128,
+    pub src: u128,
+    pub iif: u32,
+    pub oif: u32,
+    pub tos: u8,
+    pub mark: u32,
+    pub uid: u32,
+    pub proto: u8,
+    pub sport: u16,
+    pub dport: u16,
+    /// Minimum route scope accepted (flowi4_scope): universe for ordinary lookups.
+    pub scope: u8,
+}
+
+/// Priority of the default `lookup main` rule; automatic priorities are chosen below it.
+const MAIN_RULE_PRIO: u32 = 32766;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Rules {
+    pub v4: Vec<Rule>,
+    pub v6: Vec<Rule>,
+}
+
+fn default_rule(family: Family, prio: u32, table: u32) -> Rule {
+    Rule {
+        family,
+        src: None,
+        dst: None,
+        tos: 0,
+        dscp: None,
+        table,
+        action: RuleAction::ToTbl,
+        flags: 0,
+        priority: Some(prio),
+        fwmark: None,
+        fwmask: None,
+        iifname: None,
+        oifname: None,
+        goto: None,
+        suppress_prefixlen: None,
+        suppress_ifgroup: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        uid_range: None,
+        l3mdev: false,
+        protocol: crate::types::protocol::KERNEL,
+    }
+}
+
+fn prefix_bits(p: &Option<Prefix>) -> Option<(u128, u8)> {
+    p.map(|p| (crate::ip_u128(p.addr), p.len))
+}
+
+impl Rules {
+    pub fn new() -> Rules {
+        let mk = |f| {
+            vec![
+                default_rule(f, 0, table::LOCAL),
+                default_rule(f, MAIN_RULE_PRIO, table::MAIN),
+                default_rule(f, MAIN_RULE_PRIO + 1, table::DEFAULT),
+            ]
+        };
+        Rules {
+            v4: mk(Family::Inet),
+            v6: mk(Family::Inet6),
+        }
+    }
+
+    pub fn list(&self, f: Family) -> &Vec<Rule> {
+        match f {
+            Family::Inet => &self.v4,
+            Family::Inet6 => &self.v6,
+        }
+    }
+
+    fn list_mut(&mut self, f: Family) -> &mut Vec<Rule> {
+        match f {
+            Family::Inet => &mut self.v4,
+            Family::Inet6 => &mut self.v6,
+        }
+    }
+
+    /// RTM_NEWRULE (fib_nl_newrule).
+    pub fn add(&mut self, r: &Rule, excl: bool) -> Result<(), RtError> {
+        let bits = r.family.max_len();
+        for p in [&r.src, &r.dst].into_iter().flatten() {
+            if p.len > bits || Family::of(&p.addr) != r.family {
+                return Err(RtError::new(Errno::EINVAL));
+            }
+        }
+        if r.action == RuleAction::Goto {
+            match r.goto {
+                None => {
+                    return Err(RtError::msg(
+                        Errno::EINVAL,
+                        "Missing goto target for action goto",
+                    ))
+                }
+                Some(t) if Some(t) <= r.priority || (r.priority.is_none() && t == 0) => {
+                    return Err(RtError::msg(Errno::EINVAL, "Backward goto not supported"))
+                }
+                _ => {}
+            }
+        }
+        if r.action == RuleAction::ToTbl && r.table == 0 {
+            return Err(RtError::msg(Errno::EINVAL, "Invalid table"));
+        }
+        if let Some((a, b)) = r.uid_range {
+            if a > b {
+                return Err(RtError::msg(Errno::EINVAL, "Invalid uid range"));
+            }
+        }
+        for (a, b) in [r.sport, r.dport].into_iter().flatten() {
+            if a > b || a == 0 {
+                return Err(RtError::msg(Errno::EINVAL, "Invalid port range"));
+            }
+        }
+        let list = self.list_mut(r.family);
+        let mut rule = r.clone();
+        if rule.priority.is_none() {
+            // The kernel picks one less than the second rule's priority, or 0 when there is
+            // no second rule or its priority is 0.
+            let p = list
+                .get(1)
+                .and_then(|x| x.priority)
+                .filter(|&p| p > 0)
+                .map(|p| p - 1)
+                .unwrap_or(0);
+            rule.priority = Some(p);
+        }
+        if rule.fwmark.is_some() && rule.fwmask.is_none() {
+            rule.fwmask = Some(u32::MAX);
+        }
+        if excl && list.iter().any(|x| rule_same(x, &rule)) {
+            return Err(RtError::new(Errno::EEXIST));
+        }
+        let prio = rule.priority.unwrap_or(0);
+        let pos = list
+            .iter()
+            .position(|x| x.priority.unwrap_or(0) > prio)
+            .unwrap_or(list.len());
+        list.insert(pos, rule);
+        Ok(())
+    }
+
+    /// RTM_DELRULE: the first rule matching every attribute present in `r`.
+    pub fn del(&mut self, r: &Rule) -> Result<(), RtError> {
+        let list = self.list_mut(r.family);
+        let pos = list.iter().position(|x| rule_matches_del(x, r));
+        match pos {
+            Some(i) => {
+                list.remove(i);
+                Ok(())
+            }
+            None => Err(RtError::new(Errno::ENOENT)),
+        }
+    }
+
+    /// Whether `rule` applies to `flow` (fib_rule_match plus the family's match).
+    pub fn matches(
+        rule: &Rule,
+        flow: &Flow,
+        bits: u8,
+        link_index: impl Fn(&str) -> Option<u32>,
+    ) -> bool {
+        let m = (|| {
+            if let Some(n) = &rule.iifname {
+                if link_index(n) != Some(flow.iif) {
+                    return false;
+                }
+            }
+            if let Some(n) = &rule.oifname {
+                if link_index(n) != Some(flow.oif) {
+                    return false;
+                }
+            }
+            if let Some(mark) = rule.fwmark {
+                let m = rule.fwmask.unwrap_or(u32::MAX);
+                if (mark ^ flow.mark) & m != 0 {
+                    return false;
+                }
+            } else if let Some(m) = rule.fwmask {
+                if flow.mark & m != 0 {
+                    return false;
+                }
+            }
+            if let Some((a, b)) = rule.uid_range {
+                if flow.uid < a || flow.uid > b {
+                    return false;
+                }
+            }
+            if let Some((a, l)) = prefix_bits(&rule.src) {
+                if flow.src & crate::fibtable::mask(l, bits) != a & crate::fibtable::mask(l, bits) {
+                    return false;
+                }
+            }
+            if let Some((a, l)) = prefix_bits(&rule.dst) {
+                if flow.dst & crate::fibtable::mask(l, bits) != a & crate::fibtable::mask(l, bits) {
+                    return false;
+                }
+            }
+            if rule.tos != 0 && rule.tos != flow.tos {
+                return false;
+            }
+            if let Some(p) = rule.ipproto {
+                if p != flow.proto {
+                    return false;
+                }
+            }
+            if let Some((a, b)) = rule.sport {
+                if flow.sport < a || flow.sport > b {
+                    return false;
+                }
+            }
+            if let Some((a, b)) = rule.dport {
+                if flow.dport < a || flow.dport > b {
+                    return false;
+                }
+            }
+            true
+        })();
+        if rule.flags & crate::types::rule_flags::INVERT != 0 {
+            !m
+        } else {
+            m
+        }
+    }
+}
+
+/// Equality for NLM_F_EXCL (rule_exists): every selector and the action.
+fn rule_same(a: &Rule, b: &Rule) -> bool {
+    a.priority == b.priority
+        && a.src == b.src
+        && a.dst == b.dst
+        && a.tos == b.tos
+        && a.table == b.table
+        && a.action == b.action
+        && a.fwmark == b.fwmark
+        && a.fwmask == b.fwmask
+        && a.iifname == b.iifname
+        && a.oifname == b.oifname
+        && a.goto == b.goto
+        && a.suppress_prefixlen == b.suppress_prefixlen
+        && a.ipproto == b.ipproto
+        && a.sport == b.sport
+        && a.dport == b.dport
+        && a.uid_range == b.uid_range
+        && (a.flags & crate::types::rule_flags::INVERT)
+            == (b.flags & crate::types::rule_flags::INVERT)
+}
+
+/// RTM_DELRULE matching: attributes present in the request must be equal.
+fn rule_matches_del(x: &Rule, r: &Rule) -> bool {
+    (r.priority.is_none() || x.priority == r.priority)
+        && (r.src.is_none() || x.src == r.src)
+        && (r.dst.is_none() || x.dst == r.dst)
+        && (r.tos == 0 || x.tos == r.tos)
+        && (r.table == 0 || x.table == r.table)
+        && (r.action == RuleAction::Unspec || x.action == r.action)
+        && (r.fwmark.is_none() || x.fwmark == r.fwmark)
+        && (r.fwmask.is_none() || x.fwmask == r.fwmask)
+        && (r.iifname.is_none() || x.iifname == r.iifname)
+        && (r.oifname.is_none() || x.oifname == r.oifname)
+        && (r.goto.is_none() || x.goto == r.goto)
+        && (r.suppress_prefixlen.is_none() || x.suppress_prefixlen == r.suppress_prefixlen)
+        && (r.ipproto.is_none() || x.ipproto == r.ipproto)
+        && (r.sport.is_none() || x.sport == r.sport)
+        && (r.dport.is_none() || x.dport == r.dport)
+        && (r.uid_range.is_none() || x.uid_range == r.uid_range)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_per_family() {
+        // Kernel: `ip rule` in a new namespace lists 0 local, 32766 main, 32767 default.
+        let r = Rules::new();
+        for l in [&r.v4, &r.v6] {
+            let got: Vec<(u32, u32)> = l.iter().map(|x| (x.priority.unwrap(), x.table)).collect();
+            assert_eq!(got, [(0, 255), (32766, 254), (32767, 253)]);
+        }
+    }
+
+    #[test]
+    fn automatic_priority_below_second_rule() {
+        let mut r = Rules::new();
+        let mut x = default_rule(Family::Inet, 0, 100);
+        x.priority = None;
+        r.add(&x, true).unwrap();
+        assert_eq!(r.v4[1].priority, Some(32765));
+        r.add(&x, false).unwrap();
+        assert_eq!(r.v4[1].priority, Some(32764));
+    }
+}

@@ -1,0 +1,789 @@
+//! The routing effects of link and address events, as the kernel's notifier chains apply
+//! them (fib_add_ifaddr / fib_del_ifaddr / fib_sync_down_dev / fib_sync_up for IPv4,
+//! addrconf and rt6_sync_down_dev for IPv6), and the upkeep of cached dsts.
+//!
+//! Kernel behaviour kept (checked in a namespace, see the tests in lib.rs):
+//! - IPv4 address: its local route (table local) always; the prefix route (main, scope link,
+//!   metric IFA_RT_PRIORITY) and broadcast routes (the explicit one, and the subnet's last
+//!   address for prefixes shorter than /31) only while the link is up.
+//! - IPv4 link down: next hops through it die; routes whose next hops all died are flushed
+//!   (prefix and broadcast routes included), host-scope (local) routes stay; multipath routes
+//!   keep their dead next hops marked `dead linkdown`. Link up re-adds the address routes and
+//!   revives the next hops.
+//! - Carrier loss marks next hops LINKDOWN and keeps them (both families).
+//! - IPv6 link down drops every address of the link (keep_addr_on_down is 0) and every route
+//!   through it; link up (with carrier) adds ff00::/8, the EUI-64 link-local address (unless
+//!   addr_gen_mode is none) and fe80::/64.
+//! - Address delete removes the routes it implied; when the address is gone from the host,
+//!   IPv4 routes of table main with it as prefsrc are flushed, IPv6 routes lose the prefsrc.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::addr::{self, Addr4, Addr6};
+use crate::dst::Dst;
+use crate::fibtable::Key;
+use crate::link::LOOPBACK_IFINDEX;
+use crate::route::{InfoSpec, NhSpec, NhState};
+use crate::route6::{Internal6, PRIO_ADDRCONF};
+use crate::types::{
+    ifa_flags, nh_flags, protocol, scope, table, Family, Prefix, ReqFlags, Route, RouteType,
+};
+use crate::Fib;
+
+fn kernel_route4(
+    rtype: RouteType,
+    dst: u32,
+    len: u8,
+    tb: u32,
+    rscope: u8,
+    prefsrc: u32,
+    oif: u32,
+    metric: u32,
+) -> Route {
+    let mut r = Route::new(
+        Family::Inet,
+        Prefix {
+            addr: IpAddr::V4(Ipv4Addr::from(dst)),
+            len,
+        },
+    );
+    r.rtype = rtype;
+    r.table = tb;
+    r.scope = rscope;
+    r.protocol = protocol::KERNEL;
+    r.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(prefsrc)));
+    r.nexthop.oif = oif;
+    r.priority = Some(metric);
+    r
+}
+
+fn kernel_route6(
+    rtype: RouteType,
+    dst: Ipv6Addr,
+    len: u8,
+    tb: u32,
+    oif: u32,
+    metric: u32,
+) -> Route {
+    let mut r = Route::new(
+        Family::Inet6,
+        Prefix {
+            addr: IpAddr::V6(dst),
+            len,
+        },
+    );
+    r.rtype = rtype;
+    r.table = tb;
+    r.protocol = protocol::KERNEL;
+    r.nexthop.oif = oif;
+    r.priority = Some(metric);
+    r
+}
+
+/// Metric 0 for IPv6 local/anycast routes: RTA_PRIORITY absent would mean 1024.
+const LOCAL6_METRIC: u32 = 0;
+
+impl Fib {
+    /// fib_add_ifaddr.
+    pub(crate) fn add_ifaddr4(&mut self, dev: u32, a: &Addr4) {
+        let Some(l) = self.links.get(dev) else { return };
+        let up = l.up;
+        let lo = l.is_loopback();
+        let prim_local = if a.is_secondary() {
+            match addr::primary_for(&l.v4, a.address, a.prefixlen) {
+                Some(p) => p.local,
+                None => return,
+            }
+        } else {
+            a.local
+        };
+        let add = |fib: &mut Fib, r: Route| {
+            let _ = fib.route4_new(&r, ReqFlags::APPEND);
+        };
+        add(
+            self,
+            kernel_route4(
+                RouteType::Local,
+                a.local,
+                32,
+                table::LOCAL,
+                scope::HOST,
+                prim_local,
+                dev,
+                0,
+            ),
+        );
+        if !up {
+            return;
+        }
+        if a.broadcast != 0 && a.broadcast != u32::MAX {
+            add(
+                self,
+                kernel_route4(
+                    RouteType::Broadcast,
+                    a.broadcast,
+                    32,
+                    table::LOCAL,
+                    scope::LINK,
+                    prim_local,
+                    dev,
+                    0,
+                ),
+            );
+        }
+        let prefix = a.prefix();
+        if prefix != 0 && !a.is_secondary() && (prefix != a.local || a.prefixlen < 32) {
+            if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
+                let (t, tb, sc) = if lo {
+                    (RouteType::Local, table::LOCAL, scope::HOST)
+                } else {
+                    (RouteType::Unicast, table::MAIN, scope::LINK)
+                };
+                add(
+                    self,
+                    kernel_route4(t, prefix, a.prefixlen, tb, sc, prim_local, dev, a.metric),
+                );
+            }
+            if a.prefixlen < 31 {
+                let brd = a.address | !a.mask();
+                add(
+                    self,
+                    kernel_route4(
+                        RouteType::Broadcast,
+                        brd,
+                        32,
+                        table::LOCAL,
+                        scope::LINK,
+                        prim_local,
+                        dev,
+                        0,
+                    ),
+                );
+            }
+        }
+    }
+
+    /// fib_del_ifaddr, after `a` left the list of `dev`.
+    pub(crate) fn del_ifaddr4(&mut self, dev: u32, a: &Addr4) {
+        const LOCAL_OK: u32 = 1;
+        const BRD_OK: u32 = 2;
+        const BRD0_OK: u32 = 4;
+        const BRD1_OK: u32 = 8;
+        let Some(l) = self.links.get(dev) else { return };
+        let lo = l.is_loopback();
+        let any = a.prefix();
+        let brd = a.address | !a.mask();
+        let prim = if a.is_secondary() {
+            match addr::primary_for(&l.v4, any, a.prefixlen) {
+                Some(p) => p.clone(),
+                None => return,
+            }
+        } else {
+            a.clone()
+        };
+        let mut subnet = false;
+        let mut dels: Vec<Route> = Vec::new();
+        if !a.is_secondary() && any != 0 && (any != a.local || a.prefixlen < 32) {
+            if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
+                let (t, tb, sc) = if lo {
+                    (RouteType::Local, table::LOCAL, scope::HOST)
+                } else {
+                    (RouteType::Unicast, table::MAIN, scope::LINK)
+                };
+                let mut r = kernel_route4(t, any, a.prefixlen, tb, sc, prim.local, dev, 0);
+                r.priority = None;
+                dels.push(r);
+            }
+            subnet = true;
+        }
+        let mut ok = 0u32;
+        let mut same_prefsrc = false;
+        let mut prim1: Option<Addr4>;
+        for b in &l.v4 {
+            if b.is_secondary() {
+                if b.prefixlen == prim.prefixlen && prim.covers(b.address) {
+                    prim1 = Some(prim.clone());
+                } else {
+                    if !same_prefsrc {
+                        continue;
+                    }
+                    let p1 = addr::primary_for(&l.v4, b.address, b.prefixlen).cloned();
+                    match p1 {
+                        Some(p) if p.local == prim.local => prim1 = Some(p),
+                        _ => continue,
+                    }
+                }
+            } else {
+                if prim.local != b.local {
+                    continue;
+                }
+                if prim.prefixlen != b.prefixlen || prim.address != b.address {
+                    same_prefsrc = true;
+                }
+                prim1 = Some(b.clone());
+            }
+            if a.local == b.local {
+                ok |= LOCAL_OK;
+            }
+            if a.broadcast == b.broadcast {
+                ok |= BRD_OK;
+            }
+            if brd == b.broadcast {
+                ok |= BRD1_OK;
+            }
+            if any == b.broadcast {
+                ok |= BRD0_OK;
+            }
+            if prim1.as_ref() == Some(b) && b.prefixlen < 31 {
+                let brd1 = b.address | !b.mask();
+                let any1 = b.prefix();
+                if any1 != 0 {
+                    if a.broadcast == brd1 || a.broadcast == any1 {
+                        ok |= BRD_OK;
+                    }
+                    if brd == brd1 || brd == any1 {
+                        ok |= BRD1_OK;
+                    }
+                    if any == brd1 || any == any1 {
+                        ok |= BRD0_OK;
+                    }
+                }
+            }
+        }
+        let bcast = |d: u32| {
+            kernel_route4(
+                RouteType::Broadcast,
+                d,
+                32,
+                table::LOCAL,
+                scope::LINK,
+                prim.local,
+                dev,
+                0,
+            )
+        };
+        if ok & BRD_OK == 0 && a.broadcast != 0 {
+            dels.push(bcast(a.broadcast));
+        }
+        if subnet && a.prefixlen < 31 {
+            if ok & BRD1_OK == 0 {
+                dels.push(bcast(brd));
+            }
+            if ok & BRD0_OK == 0 {
+                dels.push(bcast(any));
+            }
+        }
+        let local_gone = ok & LOCAL_OK == 0;
+        if local_gone {
+            dels.push(kernel_route4(
+                RouteType::Local,
+                a.local,
+                32,
+                table::LOCAL,
+                scope::HOST,
+                prim.local,
+                dev,
+                0,
+            ));
+        }
+        for mut r in dels {
+            if r.priority == Some(0) {
+                r.priority = None;
+            }
+            let _ = self.route4_del(&r);
+        }
+        if local_gone && self.addr_type4(a.local, table::LOCAL) != RouteType::Local {
+            // fib_sync_down_addr: routes of table main using the address as prefsrc die.
+            let src = Some(IpAddr::V4(Ipv4Addr::from(a.local)));
+            self.flush_infos(|s| {
+                s.family == Family::Inet && s.table == table::MAIN && s.prefsrc == src
+            });
+        }
+    }
+
+    /// Adds the routes of an IPv6 address whose link is ready (addrconf's NEWADDR work).
+    pub(crate) fn add_ifaddr6(&mut self, dev: u32, a: &Addr6, with_prefix: bool) {
+        let int = Internal6 { kernel: true };
+        let add = |fib: &mut Fib, r: Route| {
+            let _ = fib.route6_new_internal(&r, ReqFlags::PREPEND, int);
+        };
+        if with_prefix && a.flags & ifa_flags::NOPREFIXROUTE == 0 && a.prefixlen < 128 {
+            let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+            let metric = if a.metric != 0 {
+                a.metric
+            } else {
+                PRIO_ADDRCONF
+            };
+            add(
+                self,
+                kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric),
+            );
+        }
+        if let Some(peer) = a.peer {
+            add(
+                self,
+                kernel_route6(
+                    RouteType::Unicast,
+                    peer,
+                    a.prefixlen,
+                    table::MAIN,
+                    dev,
+                    PRIO_ADDRCONF,
+                ),
+            );
+        }
+        let ready = self.links.get(dev).is_some_and(|l| l.oper_up());
+        if !ready {
+            return;
+        }
+        add(
+            self,
+            kernel_route6(
+                RouteType::Local,
+                a.addr,
+                128,
+                table::LOCAL,
+                dev,
+                LOCAL6_METRIC,
+            ),
+        );
+        if self.settings().ipv6_forwarding && a.prefixlen < 127 {
+            let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+            if !p.is_unspecified() {
+                add(
+                    self,
+                    kernel_route6(RouteType::Anycast, p, 128, table::LOCAL, dev, LOCAL6_METRIC),
+                );
+            }
+        }
+    }
+
+    /// Removes the routes of an IPv6 address that left `dev`.
+    pub(crate) fn del_ifaddr6(&mut self, dev: u32, a: &Addr6) {
+        let del = |fib: &mut Fib,
+                   rtype: RouteType,
+                   d: Ipv6Addr,
+                   len: u8,
+                   tb: u32,
+                   metric: Option<u32>| {
+            let r = Route {
+                priority: metric,
+                ..kernel_route6(rtype, d, len, tb, dev, 0)
+            };
+            let _ = fib.route6_del(&r);
+        };
+        del(
+            self,
+            RouteType::Local,
+            a.addr,
+            128,
+            table::LOCAL,
+            Some(LOCAL6_METRIC),
+        );
+        let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+        let others = self.links.get(dev).map(|l| {
+            l.v6.iter()
+                .filter(|b| {
+                    b.prefixlen == a.prefixlen
+                        && u128::from(b.addr) & crate::fibtable::mask(b.prefixlen, 128)
+                            == u128::from(p)
+                })
+                .count()
+        });
+        if others == Some(0) {
+            if a.prefixlen < 127 && !p.is_unspecified() {
+                del(
+                    self,
+                    RouteType::Anycast,
+                    p,
+                    128,
+                    table::LOCAL,
+                    Some(LOCAL6_METRIC),
+                );
+            }
+            if a.flags & ifa_flags::NOPREFIXROUTE == 0 && a.prefixlen < 128 {
+                let metric = if a.metric != 0 {
+                    a.metric
+                } else {
+                    PRIO_ADDRCONF
+                };
+                self.del_kernel_route6(dev, p, a.prefixlen, metric);
+            }
+        }
+        // rt6_remove_prefsrc: routes through `dev` forget the address as prefsrc.
+        let gone = Some(IpAddr::V6(a.addr));
+        self.rewrite_infos(|s| {
+            if s.family == Family::Inet6
+                && s.prefsrc == gone
+                && s.nhs.first().is_some_and(|n| n.oif == dev)
+            {
+                let mut n = s.clone();
+                n.prefsrc = None;
+                Some(n)
+            } else {
+                None
+            }
+        });
+    }
+
+    fn del_kernel_route6(&mut self, dev: u32, p: Ipv6Addr, len: u8, metric: u32) {
+        let mut r = kernel_route6(RouteType::Unicast, p, len, table::MAIN, dev, metric);
+        r.protocol = protocol::KERNEL;
+        let _ = self.route6_del(&r);
+    }
+
+    /// addrconf_dev_config when a link becomes ready (up with carrier).
+    pub(crate) fn v6_link_ready(&mut self, dev: u32) {
+        let Some(l) = self.links.get(dev) else { return };
+        if l.is_loopback() {
+            let lo = Addr6 {
+                addr: Ipv6Addr::LOCALHOST,
+                peer: None,
+                prefixlen: 128,
+                scope: scope::HOST,
+                flags: ifa_flags::PERMANENT,
+                metric: 0,
+                valid_lft: None,
+                preferred_lft: None,
+            };
+            if let Some(l) = self.links.get_mut(dev) {
+                let _ = addr::insert6(&mut l.v6, lo.clone());
+            }
+            self.add_ifaddr6(dev, &lo, false);
+            return;
+        }
+        let existing: Vec<Addr6> = l.v6.clone();
+        let gen_ll = l.addr_gen_mode == 0;
+        let mac = l.mac.clone();
+        let int = Internal6 { kernel: true };
+        let _ = self.route6_new_internal(
+            &kernel_route6(
+                RouteType::Multicast,
+                "ff00::".parse().expect("literal"),
+                8,
+                table::LOCAL,
+                dev,
+                PRIO_ADDRCONF,
+            ),
+            ReqFlags::PREPEND,
+            int,
+        );
+        if gen_ll {
+            if let Some(iid) = addr::eui64(&mac) {
+                let mut o = [0u8; 16];
+                o[0] = 0xfe;
+                o[1] = 0x80;
+                o[8..].copy_from_slice(&iid);
+                let ll = Addr6 {
+                    addr: Ipv6Addr::from(o),
+                    peer: None,
+                    prefixlen: 64,
+                    scope: scope::LINK,
+                    flags: ifa_flags::PERMANENT,
+                    metric: 0,
+                    valid_lft: None,
+                    preferred_lft: None,
+                };
+                let inserted = self
+                    .links
+                    .get_mut(dev)
+                    .is_some_and(|l| addr::insert6(&mut l.v6, ll.clone()).is_ok());
+                if inserted {
+                    self.add_ifaddr6(dev, &ll, true);
+                }
+            }
+        }
+        for a in existing {
+            self.add_ifaddr6(dev, &a, false);
+        }
+    }
+
+    /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down).
+    pub(crate) fn v6_link_down(&mut self, dev: u32) {
+        let addrs = self
+            .links
+            .get_mut(dev)
+            .map(|l| std::mem::take(&mut l.v6))
+            .unwrap_or_default();
+        for a in &addrs {
+            let gone = Some(IpAddr::V6(a.addr));
+            self.rewrite_infos(|s| {
+                if s.family == Family::Inet6
+                    && s.prefsrc == gone
+                    && s.nhs.first().is_some_and(|n| n.oif == dev)
+                {
+                    let mut n = s.clone();
+                    n.prefsrc = None;
+                    Some(n)
+                } else {
+                    None
+                }
+            });
+        }
+        self.drop_nhs6(dev);
+    }
+
+    /// rt6_sync_down_dev(NETDEV_DOWN / UNREGISTER): single-path routes through `dev` go;
+    /// siblings through it go (when down they would be marked dead, but the whole route goes
+    /// once all are).
+    pub(crate) fn drop_nhs6(&mut self, dev: u32) {
+        let ids: Vec<u32> = self.t6.keys().copied().collect();
+        for tb in ids {
+            let keys: Vec<Key> = self.t6[&tb].iter().map(|(k, _)| *k).collect();
+            for key in keys {
+                loop {
+                    let Some(list) = self.t6.get(&tb).and_then(|t| t.get(&key)) else {
+                        break;
+                    };
+                    let hit = list.iter().enumerate().find_map(|(i, e)| {
+                        let s = &self.infos.get(e.info).spec;
+                        s.nhs
+                            .iter()
+                            .position(|n| n.oif == dev)
+                            .map(|k| (i, k, s.nhs.len()))
+                    });
+                    match hit {
+                        Some((i, _, 1)) => self.remove_entry(Family::Inet6, tb, key, i),
+                        Some((i, k, _)) => self.remove_sibling6(tb, key, i, k),
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+
+    /// fib_sync_down_dev for IPv4: DOWN marks next hops dead (except host-scope ones) and
+    /// flushes routes with every next hop dead; CHANGE (carrier loss) marks them linkdown;
+    /// UNREGISTER (`force`) kills every route with any next hop on the device.
+    pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
+        for info in self.infos.iter_mut() {
+            if info.spec.family != Family::Inet && !(info.spec.family == Family::Inet6 && !down) {
+                continue;
+            }
+            if !info.spec.nhs.iter().any(|n| n.oif == dev) {
+                continue;
+            }
+            let v6 = info.spec.family == Family::Inet6;
+            if v6 && matches!(info.spec.rtype, RouteType::Local | RouteType::Anycast) {
+                continue;
+            }
+            let mut dead = 0;
+            let n = info.nh.len();
+            for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
+                if st.flags & nh_flags::DEAD != 0 {
+                    dead += 1;
+                } else if spec.oif == dev && (force || st.scope != scope::NOWHERE) {
+                    st.flags |= nh_flags::LINKDOWN;
+                    if down {
+                        st.flags |= nh_flags::DEAD;
+                    }
+                    dead += 1;
+                }
+                if force && spec.oif == dev {
+                    dead = n;
+                    break;
+                }
+            }
+            if dead == n && down && !v6 {
+                info.dead = true;
+            }
+            info.rebalance();
+        }
+        if down {
+            self.flush_dead();
+        }
+    }
+
+    /// fib_sync_up / rt6_sync_up: clears `flag` (DEAD or LINKDOWN) on next hops through
+    /// `dev` (LINKDOWN stays while the carrier is off).
+    pub(crate) fn sync_up(&mut self, dev: u32) {
+        let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
+        for info in self.infos.iter_mut() {
+            let mut changed = false;
+            for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
+                if spec.oif != dev {
+                    continue;
+                }
+                st.flags &= !nh_flags::DEAD;
+                if carrier {
+                    st.flags &= !nh_flags::LINKDOWN;
+                }
+                changed = true;
+            }
+            if changed {
+                info.dead = false;
+                info.rebalance();
+            }
+        }
+    }
+
+    /// Removes every entry whose info is dead (fib_flush).
+    pub(crate) fn flush_dead(&mut self) {
+        let dead: std::collections::HashSet<u32> = self
+            .infos
+            .ids()
+            .into_iter()
+            .filter(|&i| self.infos.get(i).dead)
+            .collect();
+        if dead.is_empty() {
+            return;
+        }
+        self.retain_entries(|_, e| !dead.contains(&e.info));
+    }
+
+    /// Marks dead and flushes the infos `pred` selects.
+    pub(crate) fn flush_infos(&mut self, pred: impl Fn(&InfoSpec) -> bool) {
+        for info in self.infos.iter_mut() {
+            if pred(&info.spec) {
+                info.dead = true;
+            }
+        }
+        self.flush_dead();
+    }
+
+    /// Replaces the info of every entry for which `f` returns a new spec.
+    pub(crate) fn rewrite_infos(&mut self, f: impl Fn(&InfoSpec) -> Option<InfoSpec>) {
+        let mut map: Vec<(u32, u32)> = Vec::new();
+        for id in self.infos.ids() {
+            let info = self.infos.get(id);
+            if let Some(spec) = f(&info.spec) {
+                let st = info.nh.clone();
+                let nid = self.intern(spec, st);
+                map.push((id, nid));
+            }
+        }
+        if map.is_empty() {
+            return;
+        }
+        let lookup: std::collections::HashMap<u32, u32> = map.iter().copied().collect();
+        let mut holds = Vec::new();
+        let mut puts = Vec::new();
+        for t in self.t4.values_mut().chain(self.t6.values_mut()) {
+            for (_, es) in t.iter_mut() {
+                for e in es.iter_mut() {
+                    if let Some(&n) = lookup.get(&e.info) {
+                        puts.push(e.info);
+                        holds.push(n);
+                        e.info = n;
+                    }
+                }
+            }
+        }
+        for h in holds {
+            self.infos.hold(h);
+        }
+        for p in puts {
+            self.infos.put(p);
+        }
+        for (_, n) in map {
+            self.infos.drop_if_unused(n);
+        }
+        self.route_changed(true);
+    }
+
+    /// Keeps the entries `keep` accepts, in every table of both families.
+    pub(crate) fn retain_entries(&mut self, keep: impl Fn(Family, &crate::route::Entry) -> bool) {
+        let mut dropped = Vec::new();
+        for (fam, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
+            for t in tables.values_mut() {
+                let mut any = false;
+                for (_, es) in t.iter_mut() {
+                    es.retain(|e| {
+                        let k = keep(fam, e);
+                        if !k {
+                            dropped.push(e.info);
+                            any = true;
+                        }
+                        k
+                    });
+                }
+                if any {
+                    t.prune_all();
+                }
+            }
+        }
+        for d in dropped {
+            self.infos.put(d);
+        }
+        self.route_changed(true);
+    }
+
+    /// Removes entry `i` of `key`.
+    pub(crate) fn remove_entry(&mut self, family: Family, tb: u32, key: Key, i: usize) {
+        let t = match family {
+            Family::Inet => self.t4.get_mut(&tb),
+            Family::Inet6 => self.t6.get_mut(&tb),
+        };
+        let Some(t) = t else { return };
+        let Some(list) = t.get_mut(&key) else { return };
+        let e = list.remove(i);
+        t.prune(&key);
+        let affects = self.infos.get(e.info).spec.scope >= scope::LINK || family == Family::Inet6;
+        self.infos.put(e.info);
+        self.route_changed(affects);
+    }
+
+    /// A dst for next hop `n` of `spec`, from the current links and addresses.
+    pub(crate) fn build_dst(&self, spec: &InfoSpec, i: usize, st: &NhState) -> Dst {
+        let n: &NhSpec = &spec.nhs[i];
+        let link = self.links.get(n.oif);
+        let mtu = spec
+            .metrics
+            .mtu
+            .unwrap_or_else(|| link.map_or(0, |l| l.mtu));
+        let prefsrc = spec.prefsrc.or_else(|| match spec.family {
+            Family::Inet => {
+                let gw = match n.gw {
+                    Some(IpAddr::V4(g)) => u32::from(g),
+                    _ => 0,
+                };
+                crate::srcsel::select_v4(&self.links, n.oif, gw, spec.scope)
+                    .map(|a| IpAddr::V4(Ipv4Addr::from(a)))
+            }
+            Family::Inet6 => None,
+        });
+        Dst {
+            rtype: spec.rtype,
+            oif: if spec.rtype == RouteType::Local && spec.family == Family::Inet {
+                LOOPBACK_IFINDEX
+            } else {
+                n.oif
+            },
+            gateway: n.gw,
+            mtu,
+            prefsrc,
+            table: spec.table,
+            nh_flags: st.flags | n.flags,
+            gen: self.gen,
+        }
+    }
+
+    /// A placeholder dst for state being built; replaced by `build_dst` before any reader
+    /// can see it (in `new_info`).
+    pub(crate) fn dead_dst(&self, n: &NhSpec) -> Dst {
+        Dst {
+            rtype: RouteType::Unspec,
+            oif: n.oif,
+            gateway: n.gw,
+            mtu: 0,
+            prefsrc: None,
+            table: 0,
+            nh_flags: nh_flags::DEAD,
+            gen: self.gen,
+        }
+    }
+
+    /// Rebuilds every cached dst (after a link or address change).
+    pub(crate) fn refresh_dsts(&mut self) {
+        for id in self.infos.ids() {
+            let info = self.infos.get(id);
+            let dsts: Vec<Dst> = (0..info.nh.len())
+                .map(|i| self.build_dst(&info.spec, i, &info.nh[i]))
+                .collect();
+            let info = self.infos.get_mut(id);
+            for (st, d) in info.nh.iter_mut().zip(dsts) {
+                st.dst = d;
+            }
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! Kernel-scenario tests: each replays commands run in a network namespace (kernel 6.18,
+//! iproute2 6.1, veth stand-ins for dummy links, forwarding on, accept_dad 0) and expects
+//! what the kernel showed. The expected lines are the kernel's `ip route show` output,
+//! reduced to the fields `show` below prints.
+
+use std::net::IpAddr;
+
+use crate::*;
+
+/// One route in `ip route show table all` style (the subset of fields we print).
+fn show(f: &Fib, r: &Route) -> String {
+    let name = |i: u32| {
+        f.links
+            .get(i)
+            .map(|l| l.name.clone())
+            .unwrap_or_else(|| format!("if{i}"))
+    };
+    let mut s = String::new();
+    let t = match r.rtype {
+        RouteType::Unicast => "",
+        RouteType::Local => "local ",
+        RouteType::Broadcast => "broadcast ",
+        RouteType::Anycast => "anycast ",
+        RouteType::Multicast => "multicast ",
+        RouteType::Blackhole => "blackhole ",
+        RouteType::Unreachable => "unreachable ",
+        RouteType::Prohibit => "prohibit ",
+        RouteType::Throw => "throw ",
+        _ => "?? ",
+    };
+    s.push_str(t);
+    if r.dst.len == 0 {
+        s.push_str("default");
+    } else if r.dst.len == r.family.max_len() {
+        s.push_str(&r.dst.addr.to_string());
+    } else {
+        s.push_str(&format!("{}/{}", r.dst.addr, r.dst.len));
+    }
+    if let Some(src) = r.src {
+        s.push_str(&format!(" from {}/{}", src.addr, src.len));
+    }
+    if r.multipath.is_empty() {
+        if let Some(g) = r.nexthop.gateway {
+            s.push_str(&format!(" via {g}"));
+        }
+        if r.nexthop.oif != 0 {
+            s.push_str(&format!(" dev {}", name(r.nexthop.oif)));
+        }
+    }
+    if r.table != table::MAIN && r.table != 0 {
+        s.push_str(&match r.table {
+            table::LOCAL => " table local".to_string(),
+            t => format!(" table {t}"),
+        });
+    }
+    if r.protocol == protocol::KERNEL {
+        s.push_str(" proto kernel");
+    }
+    if r.family == Family::Inet {
+        match r.scope {
+            scope::HOST => s.push_str(" scope host"),
+            scope::LINK => s.push_str(" scope link"),
+            _ => {}
+        }
+    }
+    if let Some(p) = r.prefsrc {
+        s.push_str(&format!(" src {p}"));
+    }
+    if let Some(m) = r.priority {
+        s.push_str(&format!(" metric {m}"));
+    }
+    if r.flags & nh_flags::DEAD != 0 {
+        s.push_str(" dead");
+    }
+    if r.flags & nh_flags::LINKDOWN != 0 {
+        s.push_str(" linkdown");
+    }
+    for n in &r.multipath {
+        s.push_str(" nexthop");
+        if let Some(g) = n.gateway {
+            s.push_str(&format!(" via {g}"));
+        }
+        s.push_str(&format!(
+            " dev {} weight {}",
+            name(n.oif),
+            n.hops as u32 + 1
+        ));
+        if n.flags & nh_flags::DEAD != 0 {
+            s.push_str(" dead");
+        }
+        if n.flags & nh_flags::LINKDOWN != 0 {
+            s.push_str(" linkdown");
+        }
+    }
+    s
+}
+
+fn dump(f: &Fib, fam: Family) -> Vec<String> {
+    f.routes(Some(fam)).iter().map(|r| show(f, r)).collect()
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn pfx(s: &str) -> Prefix {
+    let (a, l) = s.split_once('/').unwrap_or((s, ""));
+    let addr = ip(a);
+    let len = if l.is_empty() {
+        Family::of(&addr).max_len()
+    } else {
+        l.parse().unwrap()
+    };
+    Prefix { addr, len }
+}
+
+fn add_link(f: &mut Fib, name: &str) -> u32 {
+    let l = Link {
+        ifname: Some(name.into()),
+        kind: Some(LinkKind::Dummy),
+        ..Default::default()
+    };
+    f.link_new(&l, ReqFlags::ADD).unwrap();
+    f.link_index(name).unwrap()
+}
+
+fn set_up(f: &mut Fib, idx: u32, up: bool) {
+    let l = Link {
+        ifindex: idx,
+        flags: if up { iff::UP } else { 0 },
+        change: iff::UP,
+        ..Default::default()
+    };
+    f.link_new(&l, ReqFlags::NONE).unwrap();
+}
+
+fn set_carrier(f: &mut Fib, idx: u32, c: bool) {
+    let l = Link {
+        ifindex: idx,
+        carrier: Some(c),
+        ..Default::default()
+    };
+    f.link_new(&l, ReqFlags::NONE).unwrap();
+}
+
+fn add_addr(f: &mut Fib, idx: u32, a: &str) -> Result<(), RtError> {
+    let p = pfx(a);
+    let fam = Family::of(&p.addr);
+    let ad = Address {
+        family: fam,
+        prefixlen: p.len,
+        flags: 0,
+        scope: 0,
+        ifindex: idx,
+        local: Some(p.addr),
+        address: Some(p.addr),
+        broadcast: None,
+        label: None,
+        metric: None,
+        valid_lft: None,
+        preferred_lft: None,
+    };
+    f.addr_new(&ad, ReqFlags::ADD)
+}
+
+/// A route as iproute2 builds `ip route add DST [via GW] [dev DEV]` (proto boot, scope link
+/// when there is no gateway).
+fn rt(dst: &str, via: Option<&str>, dev: u32) -> Route {
+    let p = pfx(dst);
+    let mut r = Route::new(Family::of(&p.addr), p);
+    r.table = table::MAIN;
+    r.protocol = protocol::BOOT;
+    r.nexthop.gateway = via.map(ip);
+    r.nexthop.oif = dev;
+    if via.is_none() && r.family == Family::Inet {
+        r.scope = scope::LINK;
+    }
+    r
+}
+
+fn get(f: &Fib, dst: &str) -> Result<Route, RtError> {
+    let d = ip(dst);
+    let q = RouteQuery {
+        family: Family::of(&d),
+        dst: d,
+        src: None,
+        iif: None,
+        oif: None,
+        tos: 0,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: false,
+        table: None,
+    };
+    f.route_get(&q)
+}
+
+/// lo up, d0 up with 10.0.0.1/24 and 2001:db8::1/64, as in the namespace experiment.
+fn base() -> (Fib, u32) {
+    let mut f = Fib::default();
+    set_up(&mut f, 1, true);
+    let d0 = add_link(&mut f, "d0");
+    set_up(&mut f, d0, true);
+    add_addr(&mut f, d0, "10.0.0.1/24").unwrap();
+    add_addr(&mut f, d0, "2001:db8::1/64").unwrap();
+    (f, d0)
+}
+
+#[test]
+fn fresh_lo_up_routes() {
+    let mut f = Fib::default();
+    set_up(&mut f, 1, true);
+    // Kernel, `ip route show table all` after `ip link set lo up`:
+    assert_eq!(
+        dump(&f, Family::Inet),
+        [
+            "local 127.0.0.0/8 dev lo table local proto kernel scope host src 127.0.0.1",
+            "local 127.0.0.1 dev lo table local proto kernel scope host src 127.0.0.1",
+            "broadcast 127.255.255.255 dev lo table local proto kernel scope link src 127.0.0.1",
+        ]
+    );
+    assert_eq!(
+        dump(&f, Family::Inet6),
+        ["local ::1 dev lo table local proto kernel metric 0"]
+    );
+}
+
+#[test]
+fn address_routes_v4_v6() {
+    let (f, _) = base();
+    let mac = f.links.get(2).unwrap().mac.clone();
+    let ll = {
+        let e = crate::addr::eui64(&mac).unwrap();
+        let mut o = [0u8; 16];
+        o[0] = 0xfe;
+        o[1] = 0x80;
+        o[8..].copy_from_slice(&e);
+        std::net::Ipv6Addr::from(o)
+    };
+    assert_eq!(
+        dump(&f, Family::Inet),
+        [
+            "10.0.0.0/24 dev d0 proto kernel scope link src 10.0.0.1",
+            "local 10.0.0.1 dev d0 table local proto kernel scope host src 10.0.0.1",
+            "broadcast 10.0.0.255 dev d0 table local proto kernel scope link src 10.0.0.1",
+            "local 127.0.0.0/8 dev lo table local proto kernel scope host src 127.0.0.1",
+            "local 127.0.0.1 dev lo table local proto kernel scope host src 127.0.0.1",
+            "broadcast 127.255.255.255 dev lo table local proto kernel scope link src 127.0.0.1",
+        ]
+    );
+    assert_eq!(
+        dump(&f, Family::Inet6),
+        [
+            "2001:db8::/64 dev d0 proto kernel metric 256".to_string(),
+            "fe80::/64 dev d0 proto kernel metric 256".to_string(),
+            "local ::1 dev lo table local proto kernel metric 0".to_string(),
+            "anycast 2001:db8:: dev d0 table local proto kernel metric 0".to_string(),
+            "local 2001:db8::1 dev d0 table local proto kernel metric 0".to_string(),
+            "anycast fe80:: dev d0 table local proto kernel metric 0".to_string(),
+            format!("local {ll} dev d0 table local proto kernel metric 0"),
+            "multicast ff00::/8 dev d0 table local proto kernel metric 256".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn link_down_flushes_v4_marks_multipath_drops_v6() {
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    add_addr(&mut f, d1, "10.9.0.1/24").unwrap();
+    f.route_new(&rt("10.1.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(
+        &rt("2001:db8:1::/48", Some("2001:db8::2"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let mut mp = rt("10.3.0.0/16", None, 0);
+    mp.scope = scope::UNIVERSE;
+    mp.multipath = vec![
+        NextHop {
+            gateway: Some(ip("10.0.0.2")),
+            ..Default::default()
+        },
+        NextHop {
+            gateway: Some(ip("10.9.0.2")),
+            ..Default::default()
+        },
+    ];
+    f.route_new(&mp, ReqFlags::ADD).unwrap();
+    set_up(&mut f, d0, false);
+    // Kernel after `ip link set d0 down`:
+    assert_eq!(
+        dump(&f, Family::Inet),
+        [
+            "10.3.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 dead linkdown nexthop via 10.9.0.2 dev d1 weight 1",
+            "10.9.0.0/24 dev d1 proto kernel scope link src 10.9.0.1",
+            "local 10.0.0.1 dev d0 table local proto kernel scope host src 10.0.0.1",
+            "local 10.9.0.1 dev d1 table local proto kernel scope host src 10.9.0.1",
+            "broadcast 10.9.0.255 dev d1 table local proto kernel scope link src 10.9.0.1",
+            "local 127.0.0.0/8 dev lo table local proto kernel scope host src 127.0.0.1",
+            "local 127.0.0.1 dev lo table local proto kernel scope host src 127.0.0.1",
+            "broadcast 127.255.255.255 dev lo table local proto kernel scope link src 127.0.0.1",
+        ]
+    );
+    assert!(f.addrs(Some(Family::Inet6)).iter().all(|a| a.ifindex != d0));
+    assert!(dump(&f, Family::Inet6)
+        .iter()
+        .all(|l| !l.contains("dev d0")));
+    set_up(&mut f, d0, true);
+    // Kernel after `ip link set d0 up`: address routes back, the multipath hop revived; the
+    // single-path route via d0 stays gone.
+    assert_eq!(
+        dump(&f, Family::Inet)[..3],
+        [
+            "10.0.0.0/24 dev d0 proto kernel scope link src 10.0.0.1",
+            "10.3.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 nexthop via 10.9.0.2 dev d1 weight 1",
+            "10.9.0.0/24 dev d1 proto kernel scope link src 10.9.0.1",
+        ]
+    );
+}
+
+#[test]
+fn route_errors_as_the_kernel() {
+    let (mut f, _) = base();
+    // Kernel: `ip -6 route add 2001:db8:5::/48 via 2001:db8:9::2` -> "RTNETLINK answers: No
+    // route to host"; `ip route add 10.5.0.0/16 via 10.77.0.2` -> "Error: Nexthop has invalid
+    // gateway." (ENETUNREACH); `ip route add 10.7.0.1/16 dev d0` -> "Error: Invalid prefix for
+    // given prefix length."
+    assert_eq!(
+        f.route_new(
+            &rt("2001:db8:5::/48", Some("2001:db8:9::2"), 0),
+            ReqFlags::ADD
+        ),
+        Err(RtError::new(Errno::EHOSTUNREACH))
+    );
+    assert_eq!(
+        f.route_new(&rt("10.5.0.0/16", Some("10.77.0.2"), 0), ReqFlags::ADD),
+        Err(RtError::msg(
+            Errno::ENETUNREACH,
+            "Nexthop has invalid gateway"
+        ))
+    );
+    assert_eq!(
+        f.route_new(&rt("10.7.0.1/16", None, 2), ReqFlags::ADD),
+        Err(RtError::msg(
+            Errno::EINVAL,
+            "Invalid prefix for given prefix length"
+        ))
+    );
+    // IPv6 masks host bits: `ip -6 route add 2001:db8:7::1/48 dev d0` shows 2001:db8:7::/48.
+    f.route_new(&rt("2001:db8:7::1/48", None, 2), ReqFlags::ADD)
+        .unwrap();
+    assert_eq!(
+        dump(&f, Family::Inet6)[1],
+        "2001:db8:7::/48 dev d0 metric 1024"
+    );
+    // Adding the same IPv4 route twice: EEXIST.
+    f.route_new(&rt("10.1.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    assert_eq!(
+        f.route_new(&rt("10.1.0.0/16", Some("10.0.0.3"), 0), ReqFlags::ADD),
+        Err(RtError::new(Errno::EEXIST))
+    );
+}
+
+#[test]
+fn route_get_output_v4_v6() {
+    let (mut f, d0) = base();
+    let mut r = rt("10.1.0.0/16", Some("10.0.0.2"), 0);
+    r.metrics.mtu = Some(1400);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    f.route_new(
+        &rt("2001:db8:1::/48", Some("2001:db8::2"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    // Kernel: "10.1.2.3 via 10.0.0.2 dev d0 src 10.0.0.1 uid 0 / cache mtu 1400"
+    let a = get(&f, "10.1.2.3").unwrap();
+    assert_eq!(a.nexthop.gateway, Some(ip("10.0.0.2")));
+    assert_eq!(a.nexthop.oif, d0);
+    assert_eq!(a.prefsrc, Some(ip("10.0.0.1")));
+    assert_eq!(a.uid, Some(0));
+    assert_eq!(a.metrics.mtu, Some(1400));
+    assert!(a.cache.is_some());
+    // Kernel: "local 10.0.0.1 dev lo src 10.0.0.1 uid 0 / cache <local>"
+    let a = get(&f, "10.0.0.1").unwrap();
+    assert_eq!(
+        (a.rtype, a.nexthop.oif, a.prefsrc),
+        (RouteType::Local, 1, Some(ip("10.0.0.1")))
+    );
+    assert_ne!(a.flags & rtcf::LOCAL, 0);
+    // Kernel: "broadcast 10.0.0.255 dev d0 src 10.0.0.1 uid 0 / cache <local,brd>"
+    let a = get(&f, "10.0.0.255").unwrap();
+    assert_eq!((a.rtype, a.nexthop.oif), (RouteType::Broadcast, d0));
+    assert_eq!(
+        a.flags & (rtcf::LOCAL | rtcf::BROADCAST),
+        rtcf::LOCAL | rtcf::BROADCAST
+    );
+    // Kernel: "local 127.0.0.5 dev lo src 127.0.0.1"
+    assert_eq!(get(&f, "127.0.0.5").unwrap().prefsrc, Some(ip("127.0.0.1")));
+    assert_eq!(get(&f, "1.1.1.1").unwrap_err().errno, Errno::ENETUNREACH);
+    // Kernel: "2001:db8:1::5 from :: via 2001:db8::2 dev d0 src 2001:db8::1 metric 1024 pref medium"
+    let a = get(&f, "2001:db8:1::5").unwrap();
+    assert_eq!(a.nexthop.gateway, Some(ip("2001:db8::2")));
+    assert_eq!(a.prefsrc, Some(ip("2001:db8::1")));
+    assert_eq!(a.priority, Some(1024));
+    assert_eq!(a.src, Some(pfx("::/128")));
+    // Kernel: "local 2001:db8::1 from :: dev lo table local proto kernel src 2001:db8::1 metric 0"
+    let a = get(&f, "2001:db8::1").unwrap();
+    assert_eq!(
+        (a.rtype, a.nexthop.oif, a.table, a.protocol),
+        (RouteType::Local, 1, table::LOCAL, protocol::KERNEL)
+    );
+    assert_eq!(a.prefsrc, Some(ip("2001:db8::1")));
+}
+
+#[test]
+fn carrier_off_marks_linkdown() {
+    let (mut f, d0) = base();
+    f.route_new(&rt("10.1.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    set_carrier(&mut f, d0, false);
+    let d = dump(&f, Family::Inet);
+    assert!(
+        d.contains(&"10.1.0.0/16 via 10.0.0.2 dev d0 linkdown".to_string()),
+        "{d:?}"
+    );
+    set_carrier(&mut f, d0, true);
+    assert!(dump(&f, Family::Inet).contains(&"10.1.0.0/16 via 10.0.0.2 dev d0".to_string()));
+}
+
+#[test]
+fn dst_is_cached_on_the_next_hop() {
+    let (mut f, d0) = base();
+    f.route_new(&rt("10.1.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    let flow = Flow {
+        dst: u32::from(std::net::Ipv4Addr::new(10, 1, 2, 3)) as u128,
+        ..Flow::empty()
+    };
+    let d = *f.lookup_output(Family::Inet, &flow).unwrap();
+    assert_eq!((d.oif, d.gateway, d.mtu), (d0, Some(ip("10.0.0.2")), 1500));
+    let g = f.gen();
+    f.link_new(
+        &Link {
+            ifindex: d0,
+            mtu: Some(1400),
+            ..Default::default()
+        },
+        ReqFlags::NONE,
+    )
+    .unwrap();
+    assert_ne!(f.gen(), g);
+    assert_eq!(f.lookup_output(Family::Inet, &flow).unwrap().mtu, 1400);
+    let none = Flow {
+        dst: 0x0808_0808,
+        ..Flow::empty()
+    };
+    assert_eq!(
+        f.lookup_output(Family::Inet, &none),
+        Err(LookupError::NoRoute)
+    );
+}

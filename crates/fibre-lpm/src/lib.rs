@@ -1,0 +1,72 @@
+//! Longest-prefix-match structures for fibre's forwarding plane: an index from IPv4 and IPv6
+//! prefixes to `u32` values (the routing core's own route or next-hop ids).
+//!
+//! - [`v4::Lpm4`] and [`v6::Lpm6`]: compiled, Poptrie-style tries (see the `trie` module) with
+//!   single and batched lookups. Lookup cost depends only on the table (the depth of the trie at
+//!   the address), never on the traffic: there is no cache.
+//! - [`sync`]: the concurrency layer. One [`sync::Writer`] (the control plane) updates and
+//!   publishes; any number of [`sync::Reader`] handles look up lock-free and wait-free, never
+//!   blocked by the writer and never seeing a half-applied update.
+//!
+//! Values are `u32` in `0..=MAX_VALUE`; lookups answer [`NO_ROUTE`] (batched) or `None` where no
+//! prefix covers the address. Prefixes with host bits set are stored with those bits cleared.
+
+pub mod sync;
+mod trie;
+pub mod v4;
+pub mod v6;
+
+pub use trie::Shape;
+
+/// What a batched lookup writes for an address that no prefix covers.
+pub const NO_ROUTE: u32 = u32::MAX;
+
+/// The largest value a prefix can map to: `2^31 - 2` (bit 31 of a compiled entry tells nodes
+/// from values, and `2^31 - 1` encodes "no route" inside the structure).
+pub const MAX_VALUE: u32 = trie::NONE - 1;
+
+/// Why an update was refused. Small and `Copy`: it is returned on the control plane's hot path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LpmError {
+    /// Prefix length above the address width (32 or 128).
+    InvalidLength(u8),
+    /// Value above [`MAX_VALUE`].
+    ValueTooLarge(u32),
+    /// The structure's index space is exhausted (billions of nodes or leaves).
+    Full,
+}
+
+impl std::fmt::Display for LpmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LpmError::InvalidLength(l) => write!(f, "invalid prefix length {l}"),
+            LpmError::ValueTooLarge(v) => write!(f, "value {v} above maximum {MAX_VALUE}"),
+            LpmError::Full => f.write_str("lookup structure full"),
+        }
+    }
+}
+
+impl std::error::Error for LpmError {}
+
+/// Maps the internal "no route" encoding to [`NO_ROUTE`].
+#[inline(always)]
+pub(crate) fn external(v: u32) -> u32 {
+    if v == trie::NONE {
+        NO_ROUTE
+    } else {
+        v
+    }
+}
+
+/// Hints the CPU to bring `p`'s cache line closer; a no-op where there is no such hint.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and never reads memory architecturally,
+    // whatever the address (SSE is part of the x86_64 baseline).
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p.cast::<i8>(), core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

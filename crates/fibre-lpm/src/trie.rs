@@ -1,0 +1,784 @@
+//! The engine shared by [`crate::v4::Lpm4`] and [`crate::v6::Lpm6`]: a Poptrie-style compressed
+//! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
+//!
+//! # Shape
+//! - A direct-pointing array indexed by the top `D` bits of the address. An entry is either a
+//!   final value (bit 31 clear) or `NODE_FLAG | node index`.
+//! - Internal nodes each consume 6 more bits (64 slots). A node holds two bitmaps: `vector` marks
+//!   the slots that lead to a child node, `leafvec` marks the slots that start a run of equal
+//!   values among the remaining (leaf) slots. A node's children are contiguous in `nodes` from
+//!   `base1`, its distinct leaf runs contiguous in `leaves` from `base0`; a popcount of the bitmap
+//!   below the slot selects the child or the run. A lookup is one direct read, one node read per
+//!   6 bits below `D`, and one leaf read.
+//! - Values are leaf-pushed: every leaf holds the answer of the longest prefix covering it, so a
+//!   lookup never backtracks and its cost depends only on the depth of the trie where it ends.
+//!
+//! # Control state and invariants
+//! Beside each node (`ctl`, same index) the trie keeps the routes whose length falls inside the
+//! node's 6 bits (at most 126, sorted by their in-node code, i.e. by length then bits) and the
+//! node's default: the value of the longest route shorter than the node covering all of it.
+//! Routes no longer than `D` live in `short`, and `dlen` records for each direct entry the
+//! length (+1, 0 = none) of the short route that supplies its value.
+//! 1. A node exists iff some route longer than its depth lies below it; so the set of nodes and
+//!    every node's leaves are a function of the route set alone (canonical form: [`Shape`] does
+//!    not depend on the order of insertions and removals). Arena capacity and free lists do.
+//! 2. Every slot's compiled value equals the painting of the node's routes over its default, and
+//!    every child's default equals its parent's painted value at the child's slot.
+//! 3. An update repaints only the node the route lives in (or the direct entries it covers) and
+//!    pushes the new default down to exactly the children whose inherited value changed.
+//!
+//! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use crate::LpmError;
+
+/// Internal encoding of "no route" in direct entries and leaves: the largest 31-bit value, so
+/// that bit 31 of a direct entry can flag a node. Mapped to [`crate::NO_ROUTE`] on the way out.
+pub(crate) const NONE: u32 = 0x7FFF_FFFF;
+/// Bit 31 of a direct entry: the rest is a node index.
+pub(crate) const NODE_FLAG: u32 = 0x8000_0000;
+/// Bits consumed by one internal node: 6 gives 64 slots, one `u64` bitmap, one `popcnt`.
+pub(crate) const STRIDE: u32 = 6;
+const SLOTS: usize = 1 << STRIDE;
+/// Lookups advanced together by `lookup_batch`: enough independent reads in flight to cover
+/// memory latency, few enough that lane state stays in registers and L1 (and one `u64` mask).
+pub(crate) const BATCH: usize = 32;
+/// Node indices must leave bit 31 of a direct entry free.
+const MAX_NODES: usize = NODE_FLAG as usize;
+/// Leaf indices are `u32`.
+const MAX_LEAVES: usize = u32::MAX as usize;
+/// Free index space an insert demands before it starts: more than any single update can use
+/// short of repainting the whole table (which only pushes existing nodes' leaves).
+const HEADROOM: usize = 1 << 26;
+
+/// An address family's key: the address as an unsigned integer, most significant bit first.
+pub(crate) trait Key: Copy + Eq + Hash + Ord + std::fmt::Debug {
+    /// Address width in bits.
+    const BITS: u32;
+    /// The address with every bit after the first `len` cleared.
+    fn masked(self, len: u32) -> Self;
+    /// The first `d` bits as an index (`1 <= d <= 32`).
+    fn top(self, d: u32) -> usize;
+    /// The 6 bits starting `off` bits from the top, zero-padded past the end of the address.
+    fn chunk(self, off: u32) -> usize;
+}
+
+impl Key for u32 {
+    const BITS: u32 = 32;
+    #[inline(always)]
+    fn masked(self, len: u32) -> Self {
+        if len == 0 {
+            0
+        } else {
+            self & (u32::MAX << (32 - len))
+        }
+    }
+    #[inline(always)]
+    fn top(self, d: u32) -> usize {
+        (self >> (32 - d)) as usize
+    }
+    #[inline(always)]
+    fn chunk(self, off: u32) -> usize {
+        // Widened so that the last stride (bits 30..36) reads zeros past bit 31.
+        (((self as u64) << (32 + off)) >> (64 - STRIDE)) as usize
+    }
+}
+
+impl Key for u128 {
+    const BITS: u32 = 128;
+    #[inline(always)]
+    fn masked(self, len: u32) -> Self {
+        if len == 0 {
+            0
+        } else {
+            self & (u128::MAX << (128 - len))
+        }
+    }
+    #[inline(always)]
+    fn top(self, d: u32) -> usize {
+        ((self >> 64) as u64 >> (64 - d)) as usize
+    }
+    #[inline(always)]
+    fn chunk(self, off: u32) -> usize {
+        if off <= 64 - STRIDE {
+            (((self >> 64) as u64) << off >> (64 - STRIDE)) as usize
+        } else {
+            ((self << off) >> (128 - STRIDE)) as usize
+        }
+    }
+}
+
+/// A compiled internal node (the only thing a lookup reads besides the direct array and leaves).
+#[derive(Clone, Copy, Default, Debug)]
+#[repr(C)]
+pub(crate) struct Node {
+    /// Bit s set: slot s leads to a child node.
+    pub(crate) vector: u64,
+    /// Bit s set: leaf slot s starts a new run of values.
+    pub(crate) leafvec: u64,
+    /// First leaf of this node in `leaves`.
+    pub(crate) base0: u32,
+    /// First child of this node in `nodes`.
+    pub(crate) base1: u32,
+}
+
+impl Node {
+    /// The child index for `slot`, if the slot leads to a child.
+    #[inline(always)]
+    pub(crate) fn child(&self, slot: usize) -> Option<u32> {
+        if self.vector >> slot & 1 != 0 {
+            Some(self.base1 + (self.vector & ((1u64 << slot) - 1)).count_ones())
+        } else {
+            None
+        }
+    }
+    /// The leaf index for a slot that does not lead to a child.
+    #[inline(always)]
+    pub(crate) fn leaf(&self, slot: usize) -> u32 {
+        self.base0 + (self.leafvec & (u64::MAX >> (63 - slot))).count_ones() - 1
+    }
+}
+
+/// Control-plane state of a node: its own routes and the value it inherits.
+#[derive(Clone, Default, Debug)]
+struct NodeCtl {
+    /// Value of the longest route shorter than this node that covers it (NONE if there is none).
+    default: u32,
+    /// Routes ending inside this node as (code, value), sorted by code; code = 1 << l | bits for
+    /// a route of l = 1..=6 bits below the node, which orders them by length first.
+    routes: Vec<(u8, u32)>,
+}
+
+/// Counts that depend only on the set of routes (see invariant 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Routes stored.
+    pub routes: usize,
+    /// Internal nodes in use.
+    pub nodes: usize,
+    /// Leaves in use.
+    pub leaves: usize,
+}
+
+/// The trie over key type `K` with a direct-pointing array of `2^D` entries.
+#[derive(Clone, Debug)]
+pub(crate) struct Trie<K: Key, const D: u32> {
+    pub(crate) direct: Vec<u32>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) leaves: Vec<u32>,
+    node_arena: ArenaMeta,
+    leaf_arena: ArenaMeta,
+    ctl: Vec<NodeCtl>,
+    dlen: Vec<u8>,
+    short: HashMap<(K, u8), u32>,
+    routes: usize,
+}
+
+/// Free lists of a block arena: blocks of 1..=64 contiguous elements in one growable vector
+/// (kept apart from the elements so that `nodes` and `leaves` stay plain slices for lookups).
+#[derive(Clone, Debug)]
+struct ArenaMeta {
+    /// free[n]: starts of free blocks of exactly n elements.
+    free: Vec<Vec<u32>>,
+    /// Elements in blocks in use.
+    live: usize,
+}
+
+impl ArenaMeta {
+    fn new() -> Self {
+        ArenaMeta {
+            free: vec![Vec::new(); SLOTS + 1],
+            live: 0,
+        }
+    }
+}
+
+/// Allocates a block of `n` elements in `items`, reusing a free block of the same size.
+/// Panics only past `cap` elements (tens of GiB); `Trie::insert` refuses updates long before.
+fn alloc<T: Default + Clone>(
+    items: &mut Vec<T>,
+    meta: &mut ArenaMeta,
+    n: usize,
+    cap: usize,
+) -> u32 {
+    debug_assert!((1..=SLOTS).contains(&n));
+    meta.live += n;
+    if let Some(at) = meta.free[n].pop() {
+        return at;
+    }
+    let at = items.len();
+    assert!(at + n <= cap, "fibre-lpm arena index space exhausted");
+    items.resize(at + n, T::default());
+    at as u32
+}
+
+fn release(meta: &mut ArenaMeta, at: u32, n: usize) {
+    if n > 0 {
+        meta.live -= n;
+        meta.free[n].push(at);
+    }
+}
+
+/// What an update does to compiled state: `Compile` keeps every invariant after each call;
+/// `Defer` only records routes and nodes, for a bulk build finished by `compile_all`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Compile,
+    Defer,
+}
+
+impl<K: Key, const D: u32> Default for Trie<K, D> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Key, const D: u32> Trie<K, D> {
+    pub(crate) fn new() -> Self {
+        Trie {
+            direct: vec![NONE; 1 << D],
+            nodes: Vec::new(),
+            leaves: Vec::new(),
+            node_arena: ArenaMeta::new(),
+            leaf_arena: ArenaMeta::new(),
+            ctl: Vec::new(),
+            dlen: vec![0; 1 << D],
+            short: HashMap::new(),
+            routes: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.routes
+    }
+
+    pub(crate) fn shape(&self) -> Shape {
+        Shape {
+            routes: self.routes,
+            nodes: self.node_arena.live,
+            leaves: self.leaf_arena.live,
+        }
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let free = |m: &ArenaMeta| m.free.iter().map(|f| f.capacity() * 4).sum::<usize>();
+        self.direct.capacity() * 4
+            + self.dlen.capacity()
+            + self.nodes.capacity() * std::mem::size_of::<Node>()
+            + self.leaves.capacity() * 4
+            + self.ctl.capacity() * std::mem::size_of::<NodeCtl>()
+            + self
+                .ctl
+                .iter()
+                .map(|c| c.routes.capacity() * 8)
+                .sum::<usize>()
+            + self.short.capacity() * (std::mem::size_of::<((K, u8), u32)>() + 1)
+            + free(&self.node_arena)
+            + free(&self.leaf_arena)
+    }
+
+    /// Bytes the lookup path reads from: direct array, nodes and leaves.
+    pub(crate) fn lookup_bytes(&self) -> usize {
+        self.direct.len() * 4
+            + self.nodes.len() * std::mem::size_of::<Node>()
+            + self.leaves.len() * 4
+    }
+
+    /// Longest-prefix match; returns the internal value (NONE when no route covers `key`).
+    #[inline(always)]
+    pub(crate) fn lookup(&self, key: K) -> u32 {
+        let d = self.direct[key.top(D)];
+        if d & NODE_FLAG == 0 {
+            return d;
+        }
+        let mut node = &self.nodes[(d & !NODE_FLAG) as usize];
+        let mut off = D;
+        loop {
+            let slot = key.chunk(off);
+            match node.child(slot) {
+                Some(c) => {
+                    node = &self.nodes[c as usize];
+                    off += STRIDE;
+                }
+                None => return self.leaves[node.leaf(slot) as usize],
+            }
+        }
+    }
+
+    /// Looks up `keys` into `out` (external values), in groups of [`BATCH`] lookups that advance
+    /// one trie level at a time: every lane's next read is prefetched before any lane's read is
+    /// used, so up to `BATCH` memory accesses are in flight instead of one.
+    pub(crate) fn lookup_batch(&self, keys: &[K], out: &mut [u32]) {
+        assert_eq!(
+            keys.len(),
+            out.len(),
+            "lookup_batch: addrs and out differ in length"
+        );
+        for (k, o) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            self.lookup_group(k, o);
+        }
+    }
+
+    #[inline(always)]
+    fn lookup_group(&self, keys: &[K], out: &mut [u32]) {
+        let n = keys.len();
+        debug_assert!(n <= BATCH && out.len() == n);
+        let mut cur = [0u32; BATCH];
+        for (c, k) in cur.iter_mut().zip(keys) {
+            *c = k.top(D) as u32;
+            crate::prefetch(self.direct.as_ptr().wrapping_add(*c as usize));
+        }
+        // Lanes whose `cur` is a node index still to be read.
+        let mut at_node: u64 = 0;
+        for i in 0..n {
+            let d = self.direct[cur[i] as usize];
+            if d & NODE_FLAG != 0 {
+                cur[i] = d & !NODE_FLAG;
+                crate::prefetch(self.nodes.as_ptr().wrapping_add(cur[i] as usize));
+                at_node |= 1 << i;
+            } else {
+                out[i] = crate::external(d);
+            }
+        }
+        // Lanes whose `cur` is a leaf index still to be read.
+        let mut at_leaf: u64 = 0;
+        let mut off = D;
+        while at_node != 0 {
+            let mut lanes = at_node;
+            while lanes != 0 {
+                let i = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                let node = &self.nodes[cur[i] as usize];
+                let slot = keys[i].chunk(off);
+                match node.child(slot) {
+                    Some(c) => {
+                        cur[i] = c;
+                        crate::prefetch(self.nodes.as_ptr().wrapping_add(c as usize));
+                    }
+                    None => {
+                        cur[i] = node.leaf(slot);
+                        crate::prefetch(self.leaves.as_ptr().wrapping_add(cur[i] as usize));
+                        at_node &= !(1 << i);
+                        at_leaf |= 1 << i;
+                    }
+                }
+            }
+            off += STRIDE;
+        }
+        while at_leaf != 0 {
+            let i = at_leaf.trailing_zeros() as usize;
+            at_leaf &= at_leaf - 1;
+            out[i] = crate::external(self.leaves[cur[i] as usize]);
+        }
+    }
+
+    pub(crate) fn get(&self, key: K, len: u8) -> Option<u32> {
+        let len32 = u32::from(len);
+        let key = key.masked(len32);
+        if len32 <= D {
+            return self.short.get(&(key, len)).copied();
+        }
+        let d = self.direct[key.top(D)];
+        if d & NODE_FLAG == 0 {
+            return None;
+        }
+        let mut n = d & !NODE_FLAG;
+        let mut off = D;
+        while len32 > off + STRIDE {
+            n = self.nodes[n as usize].child(key.chunk(off))?;
+            off += STRIDE;
+        }
+        let code = route_code(key, off, len32);
+        let routes = &self.ctl[n as usize].routes;
+        routes
+            .binary_search_by_key(&code, |r| r.0)
+            .ok()
+            .map(|i| routes[i].1)
+    }
+
+    fn check(&self, len: u8, value: u32) -> Result<(), LpmError> {
+        // One update allocates at most a path of nodes plus leaf blocks; refusing it well before
+        // the index space ends keeps the allocator's limit unreachable.
+        if self.nodes.len() > MAX_NODES - HEADROOM || self.leaves.len() > MAX_LEAVES - HEADROOM {
+            return Err(LpmError::Full);
+        }
+        if u32::from(len) > K::BITS {
+            return Err(LpmError::InvalidLength(len));
+        }
+        if value > crate::MAX_VALUE {
+            return Err(LpmError::ValueTooLarge(value));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn insert(&mut self, key: K, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
+        self.check(len, value)?;
+        self.insert_mode(key, len, value, Mode::Compile)
+    }
+
+    /// Builds from a route list: records every route, then compiles each node once.
+    pub(crate) fn from_routes(
+        routes: impl IntoIterator<Item = (K, u8, u32)>,
+    ) -> Result<Self, LpmError> {
+        let mut t = Self::new();
+        for (key, len, value) in routes {
+            t.check(len, value)?;
+            t.insert_mode(key, len, value, Mode::Defer)?;
+        }
+        t.compile_all();
+        Ok(t)
+    }
+
+    fn insert_mode(
+        &mut self,
+        key: K,
+        len: u8,
+        value: u32,
+        mode: Mode,
+    ) -> Result<Option<u32>, LpmError> {
+        let len32 = u32::from(len);
+        let key = key.masked(len32);
+        if len32 <= D {
+            let old = self.short.insert((key, len), value);
+            if old.is_none() {
+                self.routes += 1;
+            }
+            if mode == Mode::Compile {
+                let (start, count) = direct_range::<K, D>(key, len32);
+                for s in start..start + count {
+                    if self.dlen[s] <= len + 1 {
+                        self.dlen[s] = len + 1;
+                        self.set_direct_value(s, value);
+                    }
+                }
+            }
+            return Ok(old);
+        }
+        // Create the path down to the node that holds the route.
+        let s = key.top(D);
+        let mut n = if self.direct[s] & NODE_FLAG != 0 {
+            self.direct[s] & !NODE_FLAG
+        } else {
+            let n = self.new_node(self.direct[s], mode);
+            self.direct[s] = NODE_FLAG | n;
+            n
+        };
+        let mut off = D;
+        while len32 > off + STRIDE {
+            let slot = key.chunk(off);
+            n = match self.nodes[n as usize].child(slot) {
+                Some(c) => c,
+                None => self.add_child(n, slot, mode),
+            };
+            off += STRIDE;
+        }
+        let code = route_code(key, off, len32);
+        let routes = &mut self.ctl[n as usize].routes;
+        let old = match routes.binary_search_by_key(&code, |r| r.0) {
+            Ok(i) => Some(std::mem::replace(&mut routes[i].1, value)),
+            Err(i) => {
+                routes.insert(i, (code, value));
+                self.routes += 1;
+                None
+            }
+        };
+        if mode == Mode::Compile && old != Some(value) {
+            self.recompute(n);
+        }
+        Ok(old)
+    }
+
+    pub(crate) fn remove(&mut self, key: K, len: u8) -> Option<u32> {
+        let len32 = u32::from(len);
+        if len32 > K::BITS {
+            return None;
+        }
+        let key = key.masked(len32);
+        if len32 <= D {
+            let old = self.short.remove(&(key, len))?;
+            self.routes -= 1;
+            // Every direct entry this route supplied falls back to the next shorter route.
+            let (fallback_len, fallback) = (0..len)
+                .rev()
+                .find_map(|l| {
+                    let k = key.masked(u32::from(l));
+                    self.short.get(&(k, l)).map(|&v| (l + 1, v))
+                })
+                .unwrap_or((0, NONE));
+            let (start, count) = direct_range::<K, D>(key, len32);
+            for s in start..start + count {
+                if self.dlen[s] == len + 1 {
+                    self.dlen[s] = fallback_len;
+                    self.set_direct_value(s, fallback);
+                }
+            }
+            return Some(old);
+        }
+        let s = key.top(D);
+        if self.direct[s] & NODE_FLAG == 0 {
+            return None;
+        }
+        // path[i] = (node, slot in that node leading to path[i + 1]).
+        let mut path: Vec<(u32, usize)> = Vec::with_capacity(24);
+        let mut n = self.direct[s] & !NODE_FLAG;
+        let mut off = D;
+        while len32 > off + STRIDE {
+            let slot = key.chunk(off);
+            let c = self.nodes[n as usize].child(slot)?;
+            path.push((n, slot));
+            n = c;
+            off += STRIDE;
+        }
+        let code = route_code(key, off, len32);
+        let routes = &mut self.ctl[n as usize].routes;
+        let i = routes.binary_search_by_key(&code, |r| r.0).ok()?;
+        let (_, old) = routes.remove(i);
+        self.routes -= 1;
+        self.recompute(n);
+        // Prune nodes that no longer hold routes or children (invariant 1).
+        loop {
+            let empty = {
+                let c = &self.ctl[n as usize];
+                c.routes.is_empty() && self.nodes[n as usize].vector == 0
+            };
+            if !empty {
+                break;
+            }
+            match path.pop() {
+                Some((parent, slot)) => {
+                    self.remove_child(parent, slot);
+                    n = parent;
+                }
+                None => {
+                    let default = self.ctl[n as usize].default;
+                    self.free_node_storage(n);
+                    release(&mut self.node_arena, n, 1);
+                    self.direct[s] = default;
+                    break;
+                }
+            }
+        }
+        Some(old)
+    }
+
+    /// Sets the value a direct entry resolves to, pushing it into the node there if any.
+    fn set_direct_value(&mut self, s: usize, value: u32) {
+        let d = self.direct[s];
+        if d & NODE_FLAG == 0 {
+            self.direct[s] = value;
+        } else {
+            let n = d & !NODE_FLAG;
+            if self.ctl[n as usize].default != value {
+                self.ctl[n as usize].default = value;
+                self.recompute(n);
+            }
+        }
+    }
+
+    /// A fresh single node (its own block) with every slot resolving to `default`.
+    fn new_node(&mut self, default: u32, mode: Mode) -> u32 {
+        let n = alloc(&mut self.nodes, &mut self.node_arena, 1, MAX_NODES);
+        self.ctl.resize(self.nodes.len(), NodeCtl::default());
+        self.nodes[n as usize] = Node::default();
+        self.ctl[n as usize] = NodeCtl {
+            default,
+            routes: Vec::new(),
+        };
+        if mode == Mode::Compile {
+            self.write_leaves(n, &[default; SLOTS]);
+        }
+        n
+    }
+
+    /// Adds a child at `slot` of `n` (moving `n`'s child block) and returns its index.
+    fn add_child(&mut self, n: u32, slot: usize, mode: Mode) -> u32 {
+        let node = self.nodes[n as usize];
+        let count = node.vector.count_ones() as usize;
+        let rank = (node.vector & ((1u64 << slot) - 1)).count_ones() as usize;
+        let default = if mode == Mode::Compile {
+            self.leaves[node.leaf(slot) as usize]
+        } else {
+            NONE
+        };
+        let at = alloc(&mut self.nodes, &mut self.node_arena, count + 1, MAX_NODES);
+        self.ctl.resize(self.nodes.len(), NodeCtl::default());
+        let (old, new) = (node.base1 as usize, at as usize);
+        for i in 0..count {
+            let dst = new + i + usize::from(i >= rank);
+            self.nodes[dst] = self.nodes[old + i];
+            self.ctl[dst] = std::mem::take(&mut self.ctl[old + i]);
+        }
+        if count > 0 {
+            release(&mut self.node_arena, node.base1, count);
+        }
+        let c = (new + rank) as u32;
+        self.nodes[c as usize] = Node::default();
+        self.ctl[c as usize] = NodeCtl {
+            default,
+            routes: Vec::new(),
+        };
+        let parent = &mut self.nodes[n as usize];
+        parent.base1 = at;
+        parent.vector |= 1u64 << slot;
+        if mode == Mode::Compile {
+            self.write_leaves(c, &[default; SLOTS]);
+            let slots = self.paint(n);
+            self.write_leaves(n, &slots);
+        }
+        c
+    }
+
+    /// Removes the (empty) child at `slot` of `n`; the slot becomes a leaf again.
+    fn remove_child(&mut self, n: u32, slot: usize) {
+        let node = self.nodes[n as usize];
+        let count = node.vector.count_ones() as usize;
+        let rank = (node.vector & ((1u64 << slot) - 1)).count_ones() as usize;
+        let old = node.base1 as usize;
+        self.free_node_storage((old + rank) as u32);
+        let at = if count > 1 {
+            let at = alloc(&mut self.nodes, &mut self.node_arena, count - 1, MAX_NODES);
+            self.ctl.resize(self.nodes.len(), NodeCtl::default());
+            for i in (0..count).filter(|&i| i != rank) {
+                let dst = at as usize + i - usize::from(i > rank);
+                self.nodes[dst] = self.nodes[old + i];
+                self.ctl[dst] = std::mem::take(&mut self.ctl[old + i]);
+            }
+            at
+        } else {
+            0
+        };
+        release(&mut self.node_arena, node.base1, count);
+        let parent = &mut self.nodes[n as usize];
+        parent.base1 = at;
+        parent.vector &= !(1u64 << slot);
+        let slots = self.paint(n);
+        self.write_leaves(n, &slots);
+    }
+
+    /// Frees a node's leaves and control state (not its slot in the node arena).
+    fn free_node_storage(&mut self, n: u32) {
+        let node = self.nodes[n as usize];
+        release(
+            &mut self.leaf_arena,
+            node.base0,
+            node.leafvec.count_ones() as usize,
+        );
+        self.nodes[n as usize] = Node::default();
+        self.ctl[n as usize] = NodeCtl::default();
+    }
+
+    /// The value of each of `n`'s slots: its routes painted shortest first over its default.
+    fn paint(&self, n: u32) -> [u32; SLOTS] {
+        let ctl = &self.ctl[n as usize];
+        let mut slots = [ctl.default; SLOTS];
+        for &(code, value) in &ctl.routes {
+            let l = 7 - code.leading_zeros(); // code < 128, so l = 1..=6
+            let span = 1usize << (STRIDE - l);
+            let first = usize::from(code ^ (1 << l)) * span;
+            slots[first..first + span].fill(value);
+        }
+        slots
+    }
+
+    /// Compiles `n`'s leaves from its slot values, reallocating its leaf block if its size changes.
+    fn write_leaves(&mut self, n: u32, slots: &[u32; SLOTS]) {
+        let node = self.nodes[n as usize];
+        let mut runs = [0u32; SLOTS];
+        let mut count = 0usize;
+        let mut leafvec = 0u64;
+        for (s, &v) in slots.iter().enumerate() {
+            if node.vector >> s & 1 != 0 {
+                continue;
+            }
+            if count == 0 || runs[count - 1] != v {
+                runs[count] = v;
+                count += 1;
+                leafvec |= 1u64 << s;
+            }
+        }
+        let old = node.leafvec.count_ones() as usize;
+        let mut base0 = node.base0;
+        if count != old {
+            release(&mut self.leaf_arena, node.base0, old);
+            base0 = if count > 0 {
+                alloc(&mut self.leaves, &mut self.leaf_arena, count, MAX_LEAVES)
+            } else {
+                0
+            };
+        }
+        self.leaves[base0 as usize..base0 as usize + count].copy_from_slice(&runs[..count]);
+        let node = &mut self.nodes[n as usize];
+        node.leafvec = leafvec;
+        node.base0 = base0;
+    }
+
+    /// Restores invariant 2 for `n` and, recursively, for the children whose default changed.
+    fn recompute(&mut self, n: u32) {
+        let slots = self.paint(n);
+        self.write_leaves(n, &slots);
+        let node = self.nodes[n as usize];
+        let mut vector = node.vector;
+        let mut c = node.base1;
+        while vector != 0 {
+            let s = vector.trailing_zeros() as usize;
+            if self.ctl[c as usize].default != slots[s] {
+                self.ctl[c as usize].default = slots[s];
+                self.recompute(c);
+            }
+            c += 1;
+            vector &= vector - 1;
+        }
+    }
+
+    /// Finishes a deferred build: direct values from the short routes, then every node once.
+    fn compile_all(&mut self) {
+        let mut shorts: Vec<(K, u8, u32)> =
+            self.short.iter().map(|(&(k, l), &v)| (k, l, v)).collect();
+        shorts.sort_unstable_by_key(|&(k, l, _)| (l, k));
+        let mut values = vec![NONE; 1 << D];
+        for (key, len, value) in shorts {
+            let (start, count) = direct_range::<K, D>(key, u32::from(len));
+            values[start..start + count].fill(value);
+            self.dlen[start..start + count].fill(len + 1);
+        }
+        for (s, value) in values.into_iter().enumerate() {
+            let d = self.direct[s];
+            if d & NODE_FLAG == 0 {
+                self.direct[s] = value;
+            } else {
+                let n = d & !NODE_FLAG;
+                self.ctl[n as usize].default = value;
+                self.compile_subtree(n);
+            }
+        }
+    }
+
+    fn compile_subtree(&mut self, n: u32) {
+        let slots = self.paint(n);
+        self.write_leaves(n, &slots);
+        let node = self.nodes[n as usize];
+        let mut vector = node.vector;
+        let mut c = node.base1;
+        while vector != 0 {
+            let s = vector.trailing_zeros() as usize;
+            self.ctl[c as usize].default = slots[s];
+            self.compile_subtree(c);
+            c += 1;
+            vector &= vector - 1;
+        }
+    }
+}
+
+/// In-node code of a route of `len` bits whose node starts at bit `off`: 1 << l | top l bits.
+fn route_code<K: Key>(key: K, off: u32, len: u32) -> u8 {
+    let l = len - off;
+    ((1usize << l) | key.chunk(off) >> (STRIDE - l)) as u8
+}
+
+/// The direct entries covered by a route of `len <= D` bits: (first, count).
+fn direct_range<K: Key, const D: u32>(key: K, len: u32) -> (usize, usize) {
+    let start = if D == 0 { 0 } else { key.top(D) };
+    (start, 1usize << (D - len))
+}

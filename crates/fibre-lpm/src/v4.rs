@@ -1,0 +1,87 @@
+//! IPv4 longest-prefix match: [`Lpm4`], a trie with an 18-bit direct-pointing array (1 MiB)
+//! and 6-bit nodes, so that a /19../24 route (most of an Internet table) resolves with one
+//! direct read, one node read and one leaf read.
+
+use crate::trie::{Trie, STRIDE};
+use crate::{LpmError, Shape};
+
+/// Bits resolved by the direct-pointing array: 18 puts /24 (two thirds of a 2026 table) exactly
+/// at the end of the first node level (18 + 6), at 1 MiB of direct entries.
+const DIRECT_BITS: u32 = 18;
+const _: () = assert!(DIRECT_BITS + STRIDE == 24);
+
+/// IPv4 prefix -> `u32` value index. Single-threaded; share it through [`crate::sync`].
+#[derive(Clone, Debug, Default)]
+pub struct Lpm4 {
+    trie: Trie<u32, DIRECT_BITS>,
+}
+
+impl Lpm4 {
+    /// An empty table.
+    pub fn new() -> Self {
+        Lpm4 { trie: Trie::new() }
+    }
+
+    /// Maps `prefix/len` to `value` (host bits of `prefix` are ignored) and returns the value it
+    /// replaced, if any.
+    pub fn insert(&mut self, prefix: u32, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
+        self.trie.insert(prefix, len, value)
+    }
+
+    /// Removes `prefix/len` and returns its value, if it was present.
+    pub fn remove(&mut self, prefix: u32, len: u8) -> Option<u32> {
+        self.trie.remove(prefix, len)
+    }
+
+    /// The value stored for exactly `prefix/len`.
+    pub fn get(&self, prefix: u32, len: u8) -> Option<u32> {
+        self.trie.get(prefix, len)
+    }
+
+    /// The value of the longest prefix covering `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: u32) -> Option<u32> {
+        let v = crate::external(self.trie.lookup(addr));
+        (v != crate::NO_ROUTE).then_some(v)
+    }
+
+    /// Looks up every address of `addrs` into the same position of `out` ([`crate::NO_ROUTE`]
+    /// where no prefix covers it), overlapping the memory accesses of independent lookups.
+    /// Panics if the slices differ in length.
+    pub fn lookup_batch(&self, addrs: &[u32], out: &mut [u32]) {
+        self.trie.lookup_batch(addrs, out)
+    }
+
+    /// Bytes held, control state included.
+    pub fn memory_bytes(&self) -> usize {
+        self.trie.memory_bytes()
+    }
+
+    /// Bytes of the arrays lookups read (direct array, nodes, leaves).
+    pub fn lookup_bytes(&self) -> usize {
+        self.trie.lookup_bytes()
+    }
+
+    /// Number of prefixes stored.
+    pub fn len(&self) -> usize {
+        self.trie.len()
+    }
+
+    /// True when no prefix is stored.
+    pub fn is_empty(&self) -> bool {
+        self.trie.len() == 0
+    }
+
+    /// Node and leaf counts, which depend only on the set of prefixes, not on update order.
+    pub fn shape(&self) -> Shape {
+        self.trie.shape()
+    }
+
+    /// Builds a table from `(prefix, len, value)` triples (a later duplicate replaces an earlier
+    /// one), compiling each node once: much faster than inserting one by one.
+    pub fn from_routes(routes: impl IntoIterator<Item = (u32, u8, u32)>) -> Result<Self, LpmError> {
+        Ok(Lpm4 {
+            trie: Trie::from_routes(routes)?,
+        })
+    }
+}

@@ -1,0 +1,243 @@
+//! Property tests of `Lpm4` and `Lpm6` against a naive model: a list of routes scanned per lookup.
+
+use std::collections::BTreeMap;
+
+use fibre_lpm::v4::Lpm4;
+use fibre_lpm::v6::Lpm6;
+use fibre_lpm::{LpmError, MAX_VALUE, NO_ROUTE};
+use proptest::prelude::*;
+
+/// The naive model: exact routes in a map, longest match by scanning all of them.
+#[derive(Default, Clone)]
+struct Model<A> {
+    routes: BTreeMap<(A, u8), u32>,
+}
+
+macro_rules! family {
+    ($modname:ident, $lpm:ty, $addr:ty, $bits:expr, $lens:expr) => {
+        mod $modname {
+            use super::*;
+
+            pub type Addr = $addr;
+            pub const BITS: u32 = $bits;
+
+            pub fn mask(a: Addr, len: u8) -> Addr {
+                if len == 0 {
+                    0
+                } else {
+                    a & (Addr::MAX << (BITS - u32::from(len)))
+                }
+            }
+
+            pub fn last(a: Addr, len: u8) -> Addr {
+                match u32::from(len) {
+                    0 => Addr::MAX,
+                    l if l == BITS => a,
+                    l => mask(a, len) | (Addr::MAX >> l),
+                }
+            }
+
+            impl Model<Addr> {
+                pub fn insert(&mut self, p: Addr, l: u8, v: u32) -> Option<u32> {
+                    self.routes.insert((mask(p, l), l), v)
+                }
+                pub fn remove(&mut self, p: Addr, l: u8) -> Option<u32> {
+                    self.routes.remove(&(mask(p, l), l))
+                }
+                pub fn lookup(&self, a: Addr) -> Option<u32> {
+                    self.routes
+                        .iter()
+                        .filter(|(&(p, l), _)| mask(a, l) == p)
+                        .max_by_key(|(&(_, l), _)| l)
+                        .map(|(_, &v)| v)
+                }
+            }
+
+            /// Addresses clustered around a few bases so that generated prefixes nest and
+            /// share nodes; lengths spread over the whole range, weighted at node boundaries.
+            pub fn prefix() -> impl Strategy<Value = (Addr, u8)> {
+                let bases: Vec<Addr> = (0..4u32)
+                    .map(|i| (Addr::from(0x9E37_79B9u32.wrapping_mul(i + 1))) << (BITS - 32))
+                    .collect();
+                (0..bases.len(), any::<Addr>(), prop::sample::select($lens.to_vec()), 0u32..BITS)
+                    .prop_map(move |(b, noise, len, keep)| {
+                        // Keep the base's top bits and randomise the rest below `keep`.
+                        let hi = mask(bases[b], keep as u8);
+                        let lo = if keep == 0 { noise } else { noise & (Addr::MAX >> keep) };
+                        (hi | lo, len)
+                    })
+            }
+
+            #[derive(Clone, Debug)]
+            pub enum Op {
+                Insert(Addr, u8, u32),
+                /// Remove the route at this index of the current route list (modulo its size).
+                RemoveExisting(usize),
+                /// Remove a random prefix, usually absent.
+                RemoveRandom(Addr, u8),
+            }
+
+            pub fn op() -> impl Strategy<Value = Op> {
+                prop_oneof![
+                    5 => (prefix(), 0u32..16).prop_map(|((p, l), v)| Op::Insert(p, l, v)),
+                    3 => any::<usize>().prop_map(Op::RemoveExisting),
+                    1 => prefix().prop_map(|(p, l)| Op::RemoveRandom(p, l)),
+                ]
+            }
+
+            /// Addresses worth probing: each route's first and last address and their
+            /// neighbours, plus the given random ones.
+            pub fn probes(model: &Model<Addr>, random: &[Addr]) -> Vec<Addr> {
+                let mut out = random.to_vec();
+                for &(p, l) in model.routes.keys() {
+                    let e = last(p, l);
+                    out.extend([p, e, p.wrapping_sub(1), e.wrapping_add(1)]);
+                }
+                out
+            }
+
+            pub fn check(lpm: &$lpm, model: &Model<Addr>, probes: &[Addr]) -> Result<(), TestCaseError> {
+                prop_assert_eq!(lpm.len(), model.routes.len());
+                let mut batch = vec![0u32; probes.len()];
+                lpm.lookup_batch(probes, &mut batch);
+                for (&a, &b) in probes.iter().zip(&batch) {
+                    let want = model.lookup(a);
+                    prop_assert_eq!(lpm.lookup(a), want, "lookup {:#x}", a);
+                    prop_assert_eq!(b, want.unwrap_or(NO_ROUTE), "lookup_batch {:#x}", a);
+                }
+                for (&(p, l), &v) in &model.routes {
+                    prop_assert_eq!(lpm.get(p, l), Some(v));
+                }
+                Ok(())
+            }
+
+            proptest! {
+                #![proptest_config(ProptestConfig::with_cases(256))]
+
+                #[test]
+                fn matches_model(ops in prop::collection::vec(op(), 1..120),
+                                 random in prop::collection::vec(any::<Addr>(), 32)) {
+                    let mut lpm = <$lpm>::new();
+                    let mut model = Model::<Addr>::default();
+                    for op in ops {
+                        match op {
+                            Op::Insert(p, l, v) => {
+                                prop_assert_eq!(lpm.insert(p, l, v), Ok(model.insert(p, l, v)));
+                            }
+                            Op::RemoveExisting(i) => {
+                                if model.routes.is_empty() { continue; }
+                                let &(p, l) = model.routes.keys().nth(i % model.routes.len()).unwrap();
+                                prop_assert_eq!(lpm.remove(p, l), model.remove(p, l));
+                            }
+                            Op::RemoveRandom(p, l) => {
+                                prop_assert_eq!(lpm.remove(p, l), model.remove(p, l));
+                            }
+                        }
+                    }
+                    check(&lpm, &model, &probes(&model, &random))?;
+                    // Removing everything leaves the shape of an empty table.
+                    let routes: Vec<_> = model.routes.keys().copied().collect();
+                    for (p, l) in routes {
+                        prop_assert_eq!(lpm.remove(p, l), model.remove(p, l));
+                    }
+                    prop_assert_eq!(lpm.shape(), <$lpm>::new().shape());
+                    check(&lpm, &model, &random)?;
+                }
+
+                #[test]
+                fn order_independent(routes in prop::collection::vec((prefix(), 0u32..16), 1..80),
+                                     junk in prop::collection::vec(prefix(), 0..40),
+                                     seed in any::<u64>(),
+                                     random in prop::collection::vec(any::<Addr>(), 32)) {
+                    // Final set: the last value for each prefix.
+                    let mut model = Model::<Addr>::default();
+                    for &((p, l), v) in &routes {
+                        model.insert(p, l, v);
+                    }
+                    let set: Vec<(Addr, u8, u32)> =
+                        model.routes.iter().map(|(&(p, l), &v)| (p, l, v)).collect();
+
+                    // A: inserted in address order.
+                    let mut a = <$lpm>::new();
+                    for &(p, l, v) in &set {
+                        a.insert(p, l, v).unwrap();
+                    }
+                    // B: shuffled, with junk routes and stale values inserted then removed.
+                    let mut order = set.clone();
+                    let mut x = seed | 1;
+                    for i in (1..order.len()).rev() {
+                        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                        order.swap(i, (x % (i as u64 + 1)) as usize);
+                    }
+                    let mut b = <$lpm>::new();
+                    for &(p, l) in &junk {
+                        b.insert(p, l, 99).unwrap();
+                    }
+                    for &(p, l, v) in &order {
+                        b.insert(p, l, v ^ 1).unwrap();
+                        b.insert(p, l, v).unwrap();
+                    }
+                    for &(p, l) in &junk {
+                        if !model.routes.contains_key(&(mask(p, l), l)) {
+                            b.remove(p, l);
+                        }
+                    }
+                    // C: bulk-built, in reverse order, with duplicates (the later one wins).
+                    let c = <$lpm>::from_routes(
+                        set.iter().rev().map(|&(p, l, v)| (p, l, v ^ 2)).chain(set.iter().copied()),
+                    ).unwrap();
+
+                    let probes = probes(&model, &random);
+                    for t in [&a, &b, &c] {
+                        check(t, &model, &probes)?;
+                    }
+                    prop_assert_eq!(a.shape(), b.shape());
+                    prop_assert_eq!(a.shape(), c.shape());
+                }
+            }
+
+            #[test]
+            fn rejects_bad_input() {
+                let mut lpm = <$lpm>::new();
+                let too_long = BITS as u8 + 1;
+                assert_eq!(lpm.insert(0, too_long, 1), Err(LpmError::InvalidLength(too_long)));
+                assert_eq!(lpm.insert(0, 8, MAX_VALUE + 1), Err(LpmError::ValueTooLarge(MAX_VALUE + 1)));
+                assert_eq!(lpm.insert(0, 8, MAX_VALUE), Ok(None));
+                assert_eq!(lpm.lookup(1), Some(MAX_VALUE));
+                assert_eq!(lpm.remove(0, too_long), None);
+                assert!(<$lpm>::from_routes([(0, too_long, 1)]).is_err());
+                assert_eq!(lpm.len(), 1);
+            }
+
+            #[test]
+            fn default_route_and_host_routes() {
+                let mut lpm = <$lpm>::new();
+                assert_eq!(lpm.lookup(0), None);
+                lpm.insert(0, 0, 7).unwrap();
+                let host: Addr = Addr::MAX - 5;
+                lpm.insert(host, BITS as u8, 8).unwrap();
+                assert_eq!(lpm.lookup(host), Some(8));
+                assert_eq!(lpm.lookup(host - 1), Some(7));
+                assert_eq!(lpm.lookup(host + 1), Some(7));
+                assert_eq!(lpm.remove(0, 0), Some(7));
+                assert_eq!(lpm.lookup(host + 1), None);
+                assert_eq!(lpm.lookup(host), Some(8));
+            }
+        }
+    };
+}
+
+family!(
+    v4,
+    Lpm4,
+    u32,
+    32,
+    [0u8, 1, 7, 8, 12, 16, 17, 18, 19, 20, 23, 24, 25, 28, 30, 31, 32]
+);
+family!(
+    v6,
+    Lpm6,
+    u128,
+    128,
+    [0u8, 3, 15, 16, 17, 21, 22, 23, 28, 29, 32, 40, 47, 48, 52, 64, 100, 124, 125, 127, 128]
+);
