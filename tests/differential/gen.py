@@ -54,12 +54,12 @@ FLOW_BLOCK = 400  # lookups per multipath flow block: enough for a weight check 
 MAX_FLOW_BLOCKS = 4
 
 
-def load_features(path: str = FEATURES_FILE) -> dict:
-    with open(path) as f:
+def load_features(path: str | None = None) -> dict:
+    with open(path or FEATURES_FILE) as f:
         return json.load(f)
 
 
-def feature_set(name: str, path: str = FEATURES_FILE) -> set[str]:
+def feature_set(name: str, path: str | None = None) -> set[str]:
     """The classes enabled in set `name` ("all", or a set listed in features.json)."""
     data = load_features(path)
     classes = data["classes"]
@@ -446,9 +446,10 @@ class _Gen:
             elif e < 0.7:
                 self.emit(f"link set d{i} mtu {self.r.choice([1280, 1400, 1500, 9000])}")
             elif e < 0.8 and self.on("addr_del"):
-                if self.chance(0.5) or self.v6only:
+                fams = ([6] if self.on("addr6") else []) + ([4] if self.on("addr4") and not self.v6only else [])
+                if fams and self.r.choice(fams) == 6:
                     self.emit(f"address del 2001:db8:{i:x}::1/64 dev d{i}")
-                else:
+                elif fams:
                     self.emit(f"address del 10.{100 + i}.0.1/24 dev d{i}")
             elif e < 0.9 and self.on("link_del"):
                 self.emit(f"link del d{i}")
@@ -489,7 +490,8 @@ class _Gen:
 
     def lookup_target(self, v6: bool) -> str:
         nets = self.prefixes6 if v6 else self.prefixes4
-        if not nets or self.chance(0.05):
+        if not nets or (self.on("lookup_local") and self.chance(0.05)):
+            # An address in a link's subnet: the link's own address (local table) or a neighbour.
             if v6:
                 return f"2001:db8:{self.r.randrange(0, self.nlinks):x}::{self.r.randrange(1, 0xffff):x}"
             return f"10.{100 + self.r.randrange(0, self.nlinks)}.0.{self.r.randrange(1, 255)}"
