@@ -219,7 +219,7 @@ pub fn get_addr_1(s: &str, family: Option<Family>) -> Result<Inet, ()> {
             len_given: false,
         });
     }
-    if s.contains(':') {
+    if s.bytes().any(|b| b == b':') {
         if family == Some(Family::Inet) {
             return Err(());
         }
@@ -268,7 +268,7 @@ pub fn get_prefix_1(s: &str, family: Option<Family>) -> Result<Inet, ()> {
             len_given: true,
         });
     }
-    let (a, plen) = match s.find('/') {
+    let (a, plen) = match s.bytes().position(|b| b == b'/') {
         Some(p) => (&s[..p], Some(&s[p + 1..])),
         None => (s, None),
     };

@@ -7,14 +7,14 @@
 //! `-force`; the exit status is 1 if any command failed; a parser that exits in iproute2 ends
 //! the batch at once with its status.
 //!
-//! Speed: the whole file is read once, lines are sliced from it, words go into one reused
-//! vector and output is buffered in [`Cli::out`], written in large chunks.
+//! Speed: the file is read in large chunks into one reused buffer, lines are sliced from it,
+//! words go into one reused vector per chunk, and output is buffered in [`Cli::out`] and
+//! written in large pieces.
 
 use crate::args::matches;
 use crate::error::CmdError;
 use crate::{usage_text, Cli, Options};
 use fibre_fib::{Family, Fib};
-use std::borrow::Cow;
 use std::io::{Read, Write};
 
 /// Output above this many bytes is written out between commands; below it, it waits, so that
@@ -120,27 +120,88 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
     }
 }
 
-/// Reads a batch file (`-` is stdin) and runs it on `cli`.
+/// Bytes read from a batch file at a time: large enough that reads are few, small enough that
+/// the buffer is reused instead of mapping (and zeroing) memory for the whole file.
+const CHUNK: u64 = 4 << 20;
+
+/// Reads a batch file (`-` is stdin) and runs it on `cli`, a chunk at a time.
 pub fn run_batch(cli: &mut Cli, name: &str, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    let mut data = Vec::new();
-    let read = if name == "-" {
-        std::io::stdin().read_to_end(&mut data).map(|_| ())
+    let mut input: Box<dyn Read> = if name == "-" {
+        Box::new(std::io::stdin())
     } else {
-        std::fs::File::open(name).and_then(|mut f| f.read_to_end(&mut data).map(|_| ()))
+        match std::fs::File::open(name) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                let msg = e
+                    .raw_os_error()
+                    .map(strerror)
+                    .unwrap_or("Input/output error");
+                let _ = writeln!(stderr, "Cannot open file \"{name}\" for reading: {msg}");
+                return 1;
+            }
+        }
     };
-    if let Err(e) = read {
-        let msg = e
-            .raw_os_error()
-            .map(strerror)
-            .unwrap_or("Input/output error");
-        let _ = writeln!(stderr, "Cannot open file \"{name}\" for reading: {msg}");
-        return 1;
+    run_reader(cli, name, &mut input, CHUNK, stdout, stderr)
+}
+
+/// Runs the batch read from `input`, `chunk` bytes at a time.
+fn run_reader(
+    cli: &mut Cli,
+    name: &str,
+    input: &mut dyn Read,
+    chunk: u64,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    cli.strict_dump = false;
+    let mut run = BatchRun::new(name);
+    let mut buf: Vec<u8> = Vec::with_capacity(chunk as usize);
+    loop {
+        let mut eof = match (&mut *input).take(chunk).read_to_end(&mut buf) {
+            Ok(n) => n == 0,
+            Err(e) => {
+                let msg = e
+                    .raw_os_error()
+                    .map(strerror)
+                    .unwrap_or("Input/output error");
+                let _ = writeln!(stderr, "Cannot read \"{name}\": {msg}");
+                return 1;
+            }
+        };
+        // Whole lines only (all of it at the end), so a chunk never splits a character.
+        let cut = if eof {
+            buf.len()
+        } else {
+            buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+        };
+        match std::str::from_utf8(&buf[..cut]) {
+            Ok(text) => {
+                let used = run.feed(cli, text, eof, stdout, stderr);
+                buf.drain(..used);
+            }
+            Err(_) => {
+                // Not UTF-8: read the rest and run it all with the bad bytes replaced, as the
+                // replacement changes lengths and chunk offsets would no longer line up.
+                if !eof && input.read_to_end(&mut buf).is_err() {
+                    let _ = writeln!(stderr, "Cannot read \"{name}\"");
+                    return 1;
+                }
+                let text = String::from_utf8_lossy(&buf).into_owned();
+                run.feed(cli, &text, true, stdout, stderr);
+                buf.clear();
+                eof = true;
+            }
+        }
+        if let Some(status) = run.finished {
+            run.flush(cli, stdout, stderr);
+            return status;
+        }
+        if eof {
+            break;
+        }
     }
-    let text = match String::from_utf8(data) {
-        Ok(t) => t,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    };
-    run_text(cli, name, &text, stdout, stderr)
+    run.flush(cli, stdout, stderr);
+    run.status
 }
 
 fn strerror(errno: i32) -> &'static str {
@@ -160,41 +221,131 @@ pub fn run_text(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
-    let mut status = 0;
-    let mut lineno = 0usize;
-    let mut words: Vec<&str> = Vec::with_capacity(16);
-    let mut lines = text.split_inclusive('\n');
-    'lines: while let Some(first) = lines.next() {
-        lineno += 1;
-        let mut line: Cow<'_, str> = Cow::Borrowed(strip_comment(first));
-        while let Some(pos) = line.find("\\\n") {
-            let Some(next) = lines.next() else {
-                let _ = stderr.write_all(b"Missing continuation line\n");
-                break 'lines;
-            };
-            lineno += 1;
-            let mut joined = line[..pos].to_string();
-            joined.push_str(strip_comment(next));
-            line = Cow::Owned(joined);
+    cli.strict_dump = false;
+    let mut run = BatchRun::new(name);
+    run.feed(cli, text, true, stdout, stderr);
+    run.flush(cli, stdout, stderr);
+    run.finished.unwrap_or(run.status)
+}
+
+/// The state of one batch across the chunks of its file.
+struct BatchRun<'n> {
+    name: &'n str,
+    /// Physical lines read so far (iproute2's `cmdlineno`).
+    lineno: usize,
+    /// 1 once a command has failed.
+    status: i32,
+    /// Set when the batch must end now, with this exit status.
+    finished: Option<i32>,
+}
+
+impl<'n> BatchRun<'n> {
+    fn new(name: &'n str) -> Self {
+        BatchRun {
+            name,
+            lineno: 0,
+            status: 0,
+            finished: None,
         }
-        let result = match line {
-            Cow::Borrowed(l) => {
-                words.clear();
-                match makeargs(l, &mut words) {
-                    Ok(()) if words.is_empty() => continue,
-                    Ok(()) => cli.exec(&words),
-                    Err(e) => Err(e),
+    }
+
+    fn flush(&mut self, cli: &mut Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) {
+        let _ = stderr.write_all(&cli.err);
+        cli.err.clear();
+        let _ = stdout.write_all(&cli.out);
+        cli.out.clear();
+        let _ = stdout.flush();
+    }
+
+    /// Runs the complete commands at the start of `text` and returns the bytes they took; a
+    /// command continued past the end of `text` waits for the next chunk unless `eof`.
+    fn feed(
+        &mut self,
+        cli: &mut Cli,
+        text: &str,
+        eof: bool,
+        stdout: &mut dyn Write,
+        stderr: &mut dyn Write,
+    ) -> usize {
+        let mut words: Vec<&str> = Vec::with_capacity(16);
+        let mut pos = 0;
+        while pos < text.len() && self.finished.is_none() {
+            let line_end = |from: usize| {
+                text[from..]
+                    .bytes()
+                    .position(|b| b == b'\n')
+                    .map(|i| from + i + 1)
+            };
+            let end = match line_end(pos) {
+                Some(e) => e,
+                None if eof => text.len(),
+                None => break,
+            };
+            let first = strip_comment(&text[pos..end]);
+            let result = if let Some(head) = first.strip_suffix("\\\n") {
+                // A continued command: join its physical lines (rare, so it may allocate).
+                let mut joined = head.to_string();
+                let mut p = end;
+                let mut lines = 1;
+                let complete = loop {
+                    if p >= text.len() {
+                        break false;
+                    }
+                    let e = match line_end(p) {
+                        Some(e) => e,
+                        None if eof => text.len(),
+                        None => break false,
+                    };
+                    let next = strip_comment(&text[p..e]);
+                    lines += 1;
+                    p = e;
+                    if let Some(part) = next.strip_suffix("\\\n") {
+                        joined.push_str(part);
+                    } else {
+                        joined.push_str(next);
+                        break true;
+                    }
+                };
+                if !complete {
+                    if !eof {
+                        break;
+                    }
+                    let _ = stderr.write_all(b"Missing continuation line\n");
+                    self.lineno += lines;
+                    self.finished = Some(self.status);
+                    return text.len();
                 }
-            }
-            Cow::Owned(l) => {
+                self.lineno += lines;
+                pos = p;
                 let mut owned = Vec::new();
-                match makeargs(&l, &mut owned) {
+                match makeargs(&joined, &mut owned) {
                     Ok(()) if owned.is_empty() => continue,
                     Ok(()) => cli.exec(&owned),
                     Err(e) => Err(e),
                 }
-            }
-        };
+            } else {
+                self.lineno += 1;
+                pos = end;
+                words.clear();
+                match makeargs(first, &mut words) {
+                    Ok(()) if words.is_empty() => continue,
+                    Ok(()) => cli.exec(&words),
+                    Err(e) => Err(e),
+                }
+            };
+            self.after(cli, result, stdout, stderr);
+        }
+        pos
+    }
+
+    /// Reports one command's result as `ip -batch` does.
+    fn after(
+        &mut self,
+        cli: &mut Cli,
+        result: Result<(), CmdError>,
+        stdout: &mut dyn Write,
+        stderr: &mut dyn Write,
+    ) {
         if !cli.err.is_empty() {
             let _ = stderr.write_all(&cli.err);
             cli.err.clear();
@@ -209,10 +360,10 @@ pub fn run_text(
                 let _ = stdout.write_all(&cli.out);
                 cli.out.clear();
                 let _ = stdout.flush();
-                let _ = writeln!(stderr, "{msg}Command failed {name}:{lineno}");
-                status = 1;
+                let _ = writeln!(stderr, "{msg}Command failed {}:{}", self.name, self.lineno);
+                self.status = 1;
                 if !cli.opts.force {
-                    break;
+                    self.finished = Some(1);
                 }
             }
             Err(CmdError::Exit { status, msg }) => {
@@ -220,14 +371,10 @@ pub fn run_text(
                 cli.out.clear();
                 let _ = stdout.flush();
                 let _ = stderr.write_all(msg.as_bytes());
-                return status;
+                self.finished = Some(status);
             }
         }
     }
-    let _ = stdout.write_all(&cli.out);
-    cli.out.clear();
-    let _ = stdout.flush();
-    status
 }
 
 /// Runs one command line (no continuation lines) on `cli`, as a batch line is run.
@@ -240,7 +387,7 @@ pub fn run_line(cli: &mut Cli, line: &str) -> Result<(), CmdError> {
 /// `getcmdline`'s comment rule: everything from the first '#' is dropped (the newline too, which
 /// also ends any continuation).
 fn strip_comment(line: &str) -> &str {
-    match line.find('#') {
+    match line.bytes().position(|b| b == b'#') {
         Some(i) => &line[..i],
         None => line,
     }
@@ -297,6 +444,40 @@ mod tests {
             makeargs("x \"y", &mut v),
             Err(CmdError::exit(1, "Unterminated quoted string\n"))
         );
+    }
+
+    #[test]
+    fn chunk_boundaries_do_not_change_the_answer() {
+        // Missing devices make every command fail with a line number: the same lines must come
+        // out whatever the chunk size, continuation lines included.
+        let text = "route add 1.0.0.0/8 dev a\n# c\nroute add 2.0.0.0/8 \\\n dev b\n\nroute add 3.0.0.0/8 dev c";
+        let run = |chunk: u64| {
+            let mut cli = Cli::new(
+                Fib::default(),
+                Options {
+                    force: true,
+                    ..Options::default()
+                },
+            );
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let status = run_reader(
+                &mut cli,
+                "f",
+                &mut text.as_bytes(),
+                chunk,
+                &mut out,
+                &mut err,
+            );
+            (status, String::from_utf8(err).unwrap())
+        };
+        let want = (
+            1,
+            "Cannot find device \"a\"\nCommand failed f:1\nCannot find device \"b\"\nCommand failed f:4\nCannot find device \"c\"\nCommand failed f:6\n"
+                .to_string(),
+        );
+        for chunk in [1, 3, 7, 16, 1 << 20] {
+            assert_eq!(run(chunk), want, "chunk {chunk}");
+        }
     }
 
     #[test]

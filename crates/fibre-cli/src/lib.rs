@@ -28,7 +28,9 @@ pub mod rule;
 use args::matches;
 pub use error::CmdError;
 use fibre_fib::{Family, Fib};
-use std::collections::HashMap;
+
+/// Link names remembered by [`Cli::ifindex`]; beyond this the oldest is forgotten.
+const NAME_CACHE_SIZE: usize = 32;
 
 /// The global options of `ip` that change how commands behave.
 #[derive(Debug, Clone, Default)]
@@ -55,11 +57,19 @@ pub struct Cli {
     pub out: Vec<u8>,
     /// Warnings not yet written to stderr (messages of commands that go on).
     pub err: Vec<u8>,
-    /// name -> ifindex, filled on demand from `Fib::link_index`.
-    name_cache: HashMap<String, u32>,
+    /// name -> ifindex, filled on demand from `Fib::link_index`; a short list, since a batch
+    /// names few links and comparing a few short names beats hashing one.
+    name_cache: Vec<(Box<str>, u32)>,
     /// iproute2's global `do_link`, which `ip link show` sets and nothing clears: later
     /// `address show` commands of the same batch print link lines only (iproute2 6.1 quirk).
     pub(crate) sticky_link_show: bool,
+    /// Routing tables a route request has named: the kernel creates a table when a route add
+    /// reaches it (even one that then fails) and keeps it when emptied, and a `route show
+    /// table N` of a table never created fails ("FIB table does not exist").
+    pub(crate) tables: std::collections::HashSet<(Family, u32)>,
+    /// Dumps are "strict" (filtered by the kernel, which then fails for a table it does not
+    /// have), as `ip` makes them for a single command; `ip -batch` never asks for strict dumps.
+    pub strict_dump: bool,
 }
 
 impl Cli {
@@ -69,18 +79,23 @@ impl Cli {
             opts,
             out: Vec::new(),
             err: Vec::new(),
-            name_cache: HashMap::new(),
+            name_cache: Vec::new(),
             sticky_link_show: false,
+            tables: Default::default(),
+            strict_dump: true,
         }
     }
 
     /// iproute2's `ll_name_to_index`: a link name, or `ifN` for an unnamed index.
     pub fn ifindex(&mut self, name: &str) -> Option<u32> {
-        if let Some(&i) = self.name_cache.get(name) {
-            return Some(i);
+        if let Some((_, i)) = self.name_cache.iter().find(|(n, _)| **n == *name) {
+            return Some(*i);
         }
         if let Some(i) = self.fib.link_index(name) {
-            self.name_cache.insert(name.to_string(), i);
+            if self.name_cache.len() >= NAME_CACHE_SIZE {
+                self.name_cache.remove(0);
+            }
+            self.name_cache.push((name.into(), i));
             return Some(i);
         }
         name.strip_prefix("if")
@@ -157,7 +172,12 @@ impl Cli {
             "stats",
             "help",
         ];
-        let found = OBJECTS.iter().find(|o| matches(obj, o)).copied();
+        // "route" is the common case and resolves to itself in the table's order.
+        let found = if obj == "route" {
+            Some("route")
+        } else {
+            OBJECTS.iter().find(|o| matches(obj, o)).copied()
+        };
         match found {
             Some("address") => addr::run(self, rest),
             Some("route") => route::run(self, rest),

@@ -25,6 +25,10 @@ use std::ops::ControlFlow;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the client waits for the daemon's answer to its setup request.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the client asks the daemon for.
 #[derive(Clone, Copy, Debug)]
@@ -178,7 +182,10 @@ impl Client {
         };
         sys::send(sock.as_fd(), &request.encode(), &[], 0)?;
         let mut buf = [0u8; proto::REPLY_LEN + 1];
+        // A daemon that does not speak the ring protocol may never answer.
+        sys::set_recv_timeout(sock.as_fd(), Some(HANDSHAKE_TIMEOUT))?;
         let got = sys::recv(sock.as_fd(), &mut buf, 0)?;
+        sys::set_recv_timeout(sock.as_fd(), None)?;
         if got.len == 0 {
             return Err(ClientError::Disconnected);
         }
@@ -315,6 +322,18 @@ impl Client {
         &mut self,
         f: impl FnOnce(Message<'_>) -> R,
     ) -> Result<Option<R>, ClientError> {
+        let r = self.take_reply(f);
+        // Control returns to the caller, who may not come back soon: tell the daemon now
+        // about the frame just freed, or a dump paused for room could wait indefinitely.
+        self.bells.flush();
+        r
+    }
+
+    /// One reply, if there is one, with its frame freed and noted for a batched wake-up.
+    fn take_reply<R>(
+        &mut self,
+        f: impl FnOnce(Message<'_>) -> R,
+    ) -> Result<Option<R>, ClientError> {
         match self.rx.peek() {
             Slot::Empty => Ok(None),
             Slot::Message { index, len, sender } => {
@@ -386,7 +405,8 @@ impl Client {
     }
 
     /// Reads one reply and keeps its frame (SKIP) instead of copying it; the daemon keeps
-    /// writing other frames around it. Messages that came over the socket are not in a frame
+    /// writing other frames around it. A client that keeps every frame of the ring pauses the
+    /// daemon until it drops one. Messages that came over the socket are not in a frame
     /// and are returned as `Err(bytes)`.
     pub fn recv_kept(&mut self) -> Result<Result<KeptFrame, Vec<u8>>, ClientError> {
         loop {
@@ -437,7 +457,7 @@ impl Client {
                 progressed = true;
             }
             while !done {
-                match self.try_recv_with(&mut on_reply)? {
+                match self.take_reply(&mut on_reply)? {
                     Some(flow) => {
                         progressed = true;
                         done = flow.is_break();
@@ -447,6 +467,7 @@ impl Client {
             }
             let sending = requests.peek().is_some();
             if done && !sending {
+                self.bells.flush();
                 return Ok(());
             }
             if !progressed {

@@ -1,0 +1,172 @@
+//! The routing table the benchmarks load: `../shared/data/rib-2026-06.tsv.gz` (one
+//! `prefix<TAB>origin_asn` per line after a `#` header), read where the data README says it lives,
+//! never copied into the repository. Next hops are `asn % 64`, as that README suggests: repeatable,
+//! and a realistic number of distinct next hops.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+
+use flate2::read::GzDecoder;
+
+/// The file name inside the shared data directory.
+pub const RIB_FILE: &str = "rib-2026-06.tsv.gz";
+
+/// Distinct next hops the benchmark spreads routes over (`asn % NEXT_HOPS`).
+pub const NEXT_HOPS: u32 = 64;
+
+/// An address family's key: `u32` for IPv4, `u128` for IPv6, both in host order.
+pub trait Addr: Copy + Eq + std::hash::Hash + Ord + fmt::Debug + 'static {
+    /// `self` with every bit past the first `len` cleared.
+    fn masked(self, len: u8) -> Self;
+    /// The bits past the first `len` of `self`, kept; the first `len` cleared.
+    fn host_part(self, len: u8) -> Self;
+    fn or(self, other: Self) -> Self;
+}
+
+impl Addr for u32 {
+    fn masked(self, len: u8) -> u32 {
+        if len == 0 {
+            0
+        } else {
+            self & (u32::MAX << (32 - u32::from(len)))
+        }
+    }
+    fn host_part(self, len: u8) -> u32 {
+        self & !u32::MAX.masked(len)
+    }
+    fn or(self, other: u32) -> u32 {
+        self | other
+    }
+}
+
+impl Addr for u128 {
+    fn masked(self, len: u8) -> u128 {
+        if len == 0 {
+            0
+        } else {
+            self & (u128::MAX << (128 - u32::from(len)))
+        }
+    }
+    fn host_part(self, len: u8) -> u128 {
+        self & !u128::MAX.masked(len)
+    }
+    fn or(self, other: u128) -> u128 {
+        self | other
+    }
+}
+
+/// One route: canonical prefix (host bits zero), length, next hop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route<A> {
+    pub prefix: A,
+    pub len: u8,
+    pub next_hop: u32,
+}
+
+/// The whole table, in file order (family, address, prefix length).
+pub struct Table {
+    pub v4: Vec<Route<u32>>,
+    pub v6: Vec<Route<u128>>,
+}
+
+#[derive(Debug)]
+pub enum LoadError {
+    Io(PathBuf, io::Error),
+    Parse { line: usize, text: String },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            LoadError::Parse { line, text } => {
+                write!(f, "{RIB_FILE}:{line}: cannot parse {text:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Where the table is: `$FIBRE_DATA` (the file itself or its directory), else `shared/data/`
+/// beside the repository or beside any directory above it (the repository may be a worktree
+/// nested below the shared directory's parent). `None` when it is nowhere.
+pub fn locate() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("FIBRE_DATA") {
+        let p = PathBuf::from(p);
+        let file = if p.is_dir() { p.join(RIB_FILE) } else { p };
+        return file.is_file().then_some(file);
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = repo.canonicalize().unwrap_or(repo);
+    repo.ancestors()
+        .map(|dir| dir.join("shared/data").join(RIB_FILE))
+        .find(|f| f.is_file())
+}
+
+/// Reads and parses the whole table.
+pub fn load(path: &Path) -> Result<Table, LoadError> {
+    let file = File::open(path).map_err(|e| LoadError::Io(path.to_owned(), e))?;
+    let reader = BufReader::with_capacity(1 << 20, GzDecoder::new(file));
+    let mut table = Table {
+        v4: Vec::with_capacity(1_200_000),
+        v6: Vec::with_capacity(300_000),
+    };
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| LoadError::Io(path.to_owned(), e))?;
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let bad = || LoadError::Parse {
+            line: i + 1,
+            text: line.clone(),
+        };
+        let (prefix, asn) = line.split_once('\t').ok_or_else(bad)?;
+        let asn: u32 = asn.trim().parse().map_err(|_| bad())?;
+        let (addr, len) = prefix.split_once('/').ok_or_else(bad)?;
+        let len: u8 = len.parse().map_err(|_| bad())?;
+        let next_hop = asn % NEXT_HOPS;
+        if let Ok(a) = addr.parse::<Ipv4Addr>() {
+            if len > 32 {
+                return Err(bad());
+            }
+            table.v4.push(Route {
+                prefix: u32::from(a).masked(len),
+                len,
+                next_hop,
+            });
+        } else if let Ok(a) = addr.parse::<Ipv6Addr>() {
+            if len > 128 {
+                return Err(bad());
+            }
+            table.v6.push(Route {
+                prefix: u128::from(a).masked(len),
+                len,
+                next_hop,
+            });
+        } else {
+            return Err(bad());
+        }
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_keep_the_prefix_and_the_host_part_apart() {
+        let a: u32 = 0xc0a8_01ff;
+        assert_eq!(a.masked(24), 0xc0a8_0100);
+        assert_eq!(a.host_part(24), 0xff);
+        assert_eq!(a.masked(0), 0);
+        assert_eq!(a.masked(32), a);
+        let b: u128 = u128::MAX;
+        assert_eq!(b.masked(48), u128::MAX << 80);
+        assert_eq!(b.masked(48).or(b.host_part(48)), b);
+    }
+}

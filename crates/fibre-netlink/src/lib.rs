@@ -1,0 +1,49 @@
+//! rtnetlink codec for fibre.
+//!
+//! Parses and emits the rtnetlink messages fibre's daemon serves: the netlink header and its
+//! control messages ([`message`]), and one module per rtnetlink object -- [`link`],
+//! [`address`], [`route`], [`rule`], [`neighbour`], [`nexthop`] -- each with a fixed header and
+//! one file per attribute group. [`convert`] maps messages to and from fibre's model types.
+//!
+//! Invariants, relied on by the server and checked by the tests and the fuzzer:
+//! - Parsing never panics, whatever the input; malformed framing is a [`DecodeError`] that says
+//!   what was wrong and at which byte offset.
+//! - Parsing is zero-copy: attribute payloads, strings and unknown attributes borrow the input.
+//! - Nothing is dropped: unknown attributes (and known ones whose value is malformed) are kept
+//!   raw, so emitting a parsed message reproduces its bytes exactly.
+//! - Fixed headers are read through smoltcp-style views (`XxxPacket<T: AsRef<[u8]>>`) whose
+//!   `new_checked` constructor guarantees the accessors cannot panic; see [`wire`].
+//!
+//! The crate has no dependencies beyond std and fibre-fib (for [`convert`]'s types).
+
+pub mod wire;
+
+pub mod address;
+pub mod convert;
+mod error;
+pub mod link;
+pub mod message;
+pub mod neighbour;
+pub mod nexthop;
+pub mod nla;
+pub mod route;
+pub mod rule;
+
+pub use error::DecodeError;
+pub use message::{
+    check_round_trip, emit_stream, parse_stream, DoneMessage, ErrorMessage, ExtAckAttr, Messages,
+    NetlinkHeader, NetlinkMessage, Payload,
+};
+
+/// Reads the native-endian i32 at the start of `buf` (`what` names it in the error).
+pub(crate) fn nla_i32(buf: &[u8], offset: usize, what: &'static str) -> Result<i32, DecodeError> {
+    match buf.get(..4) {
+        Some(b) => Ok(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        None => Err(DecodeError::Truncated {
+            what,
+            offset,
+            need: 4,
+            have: buf.len(),
+        }),
+    }
+}
