@@ -153,6 +153,7 @@ fn run_reader(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
+    cli.strict_dump = false;
     let mut run = BatchRun::new(name);
     let mut buf: Vec<u8> = Vec::with_capacity(chunk as usize);
     loop {
@@ -220,6 +221,7 @@ pub fn run_text(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
+    cli.strict_dump = false;
     let mut run = BatchRun::new(name);
     run.feed(cli, text, true, stdout, stderr);
     run.flush(cli, stdout, stderr);

@@ -63,6 +63,15 @@ pub struct Cli {
     /// iproute2's global `do_link`, which `ip link show` sets and nothing clears: later
     /// `address show` commands of the same batch print link lines only (iproute2 6.1 quirk).
     pub(crate) sticky_link_show: bool,
+    /// Routing tables a route request has named: the kernel creates a table when a route add
+    /// reaches it (even one that then fails) and keeps it when emptied, and a `route show
+    /// table N` of a table never created fails ("FIB table does not exist").
+    pub(crate) tables: std::collections::HashSet<(Family, u32)>,
+    /// `ip nexthop`'s selector, which persists across a batch's commands in iproute2.
+    pub(crate) nh_filter: nexthop::Filter,
+    /// Dumps are "strict" (filtered by the kernel, which then fails for a table it does not
+    /// have), as `ip` makes them for a single command; `ip -batch` never asks for strict dumps.
+    pub strict_dump: bool,
 }
 
 impl Cli {
@@ -74,6 +83,9 @@ impl Cli {
             err: Vec::new(),
             name_cache: Vec::new(),
             sticky_link_show: false,
+            tables: Default::default(),
+            strict_dump: true,
+            nh_filter: Default::default(),
         }
     }
 

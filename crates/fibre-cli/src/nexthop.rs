@@ -37,14 +37,7 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     }
     if matches(verb, "get") {
         let id = id_arg(rest)?;
-        let Some(nh) = cli.fib.nexthops().into_iter().find(|n| n.id == id) else {
-            return Err(CmdError::rtnl(&RtError::new(Errno::ENOENT)));
-        };
-        let names = cli.names();
-        let mut p = cli.printer();
-        print_nexthop(&mut p, &nh, &names, cli.opts.details > 0);
-        cli.emit(p);
-        return Ok(());
+        return get(cli, id);
     }
     if matches(verb, "list") || matches(verb, "show") || matches(verb, "lst") {
         return list(cli, rest, false);
@@ -74,22 +67,41 @@ fn id_arg(words: &[&str]) -> Result<u32, CmdError> {
         }
         a.advance();
     }
-    id.ok_or_else(|| CmdError::fail(1, "Error: No nexthop id given.\n"))
+    id.filter(|&i| i != 0).ok_or_else(|| CmdError::usage(USAGE))
 }
 
-/// iproute2's `add_nh_group_attr`: `ID[,WEIGHT]/ID[,WEIGHT]...`.
-fn group(s: &str) -> Option<Vec<GroupMember>> {
+/// RTM_GETNEXTHOP for one id, answered from the dump as the kernel answers it.
+fn get(cli: &mut Cli, id: u32) -> Result<(), CmdError> {
+    let Some(nh) = cli.fib.nexthops().into_iter().find(|n| n.id == id) else {
+        return Err(CmdError::rtnl(&RtError::new(Errno::ENOENT)));
+    };
+    let names = cli.names();
+    let mut p = cli.printer();
+    print_nexthop(&mut p, &nh, &names, cli.opts.details > 0);
+    cli.emit(p);
+    Ok(())
+}
+
+/// iproute2's `add_nh_group_attr`: `ID[,WEIGHT]/ID[,WEIGHT]...`. Its errors name what C's
+/// in-place tokenizing leaves of the word: a bad id shows the word up to its first ',' or '/',
+/// a bad weight shows that weight.
+fn group(s: &str) -> Result<Vec<GroupMember>, CmdError> {
+    let head = &s[..s.find([',', '/']).unwrap_or(s.len())];
+    let bad_group = || CmdError::invarg("\"group\" value is invalid\n", head);
+    if s.is_empty() {
+        return Err(bad_group());
+    }
     let mut out = Vec::new();
     for part in s.split('/') {
         let (id, w) = match part.split_once(',') {
             Some((i, w)) => (i, Some(w)),
             None => (part, None),
         };
-        let id = get_u32(id, 0)?;
+        let id = get_u32(id, 0).ok_or_else(bad_group)?;
         let weight_minus_one = match w {
             Some(w) => {
-                let w = get_u32(w, 0).filter(|w| (1..=256).contains(w))?;
-                (w - 1) as u8
+                let v = get_u32(w, 0).filter(|v| (1..=256).contains(v));
+                (v.ok_or_else(|| CmdError::invarg("\"weight\" is invalid\n", w))? - 1) as u8
             }
             None => 0,
         };
@@ -98,7 +110,7 @@ fn group(s: &str) -> Option<Vec<GroupMember>> {
             weight_minus_one,
         });
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Parses `ip nexthop add|replace` words.
@@ -147,6 +159,7 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
             nh.gateway = ad.addr;
         } else if w == "blackhole" {
             nh.blackhole = true;
+            nh.family = nh.family.or(Some(Family::Inet));
         } else if w == "fdb" {
             nh.fdb = true;
         } else if w == "onlink" {
@@ -154,8 +167,7 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
             nh.flags |= nh_flags::ONLINK;
         } else if w == "group" {
             let v = a.next_arg()?;
-            nh.group =
-                group(v).ok_or_else(|| CmdError::invarg("\"group\" value is invalid\n", v))?;
+            nh.group = group(v)?;
         } else if w == "type" {
             let v = a.next_arg()?;
             nh.group_type = match v {
@@ -177,48 +189,95 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
     Ok(nh)
 }
 
+/// The selector of `ip nexthop show|flush`. iproute2 keeps it in a static that nothing resets,
+/// so within a batch each selector word stays in force for the later commands (and the count
+/// of flushed next hops keeps growing); [`Cli`] keeps one for the same answers.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    ifindex: u32,
+    groups: bool,
+    fdb: bool,
+    proto: u32,
+    flushed: u32,
+}
+
+impl Filter {
+    fn selects(&self, n: &NexthopObj, family: Option<Family>) -> bool {
+        (self.ifindex == 0 || n.oif == self.ifindex)
+            && (!self.groups || !n.group.is_empty())
+            && (!self.fdb || n.fdb)
+            && (family.is_none() || n.family == family)
+    }
+}
+
+/// `ip nexthop show|flush [dev D] [groups] [fdb] [protocol P] [id N]`.
 fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
-    let (mut id, mut dev, mut groups, mut fdb) = (None, None, false, false);
+    let all = words.is_empty();
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
-        if w == "id" {
+        if matches(w, "dev") {
             let v = a.next_arg()?;
-            id = Some(get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?);
-        } else if w == "dev" {
+            cli.nh_filter.ifindex = cli
+                .ifindex(v)
+                .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?;
+        } else if matches(w, "groups") {
+            cli.nh_filter.groups = true;
+        } else if w == "id" {
             let v = a.next_arg()?;
-            dev = Some(
-                cli.ifindex(v)
-                    .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?,
-            );
-        } else if w == "groups" {
-            groups = true;
-        } else if w == "fdb" {
-            fdb = true;
-        } else {
+            let id = get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?;
+            if !flush {
+                return get(cli, id);
+            }
+            return cli.fib.nexthop_del(id).map_err(|e| CmdError::rtnl(&e));
+        } else if matches(w, "protocol") {
+            let v = a.next_arg()?;
+            cli.nh_filter.proto =
+                get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid protocol value", v))?;
+        } else if matches(w, "fdb") {
+            cli.nh_filter.fdb = true;
+        } else if matches(w, "help") {
             return Err(CmdError::usage(USAGE));
+        } else {
+            return Err(CmdError::invarg("", w));
         }
         a.advance();
     }
     let family = cli.opts.family;
-    let all = cli.fib.nexthops();
-    let sel: Vec<&NexthopObj> = all
-        .iter()
-        .filter(|n| id.is_none_or(|i| i == n.id))
-        .filter(|n| dev.is_none_or(|d| d == n.oif))
-        .filter(|n| !groups || !n.group.is_empty())
-        .filter(|n| !fdb || n.fdb)
-        .filter(|n| family.is_none() || n.family == family)
-        .collect();
     if flush {
-        for n in sel {
-            let _ = cli.fib.nexthop_del(n.id);
+        if all {
+            cli.nh_filter.groups = true;
+            cli.nh_filter.ifindex = 0;
         }
+        loop {
+            let f = cli.nh_filter.clone();
+            for n in cli.fib.nexthops().iter().filter(|n| f.selects(n, family)) {
+                if f.proto != 0 && n.protocol as u32 != f.proto {
+                    continue;
+                }
+                if cli.fib.nexthop_del(n.id).is_ok() {
+                    cli.nh_filter.flushed += 1;
+                }
+            }
+            // With no selector, groups go first so their members can go after.
+            if all && cli.nh_filter.groups {
+                cli.nh_filter.groups = false;
+                continue;
+            }
+            break;
+        }
+        let msg = match cli.nh_filter.flushed {
+            0 => "Nothing to flush\n".to_string(),
+            n => format!("Flushed {n} nexthops\n"),
+        };
+        cli.out.extend_from_slice(msg.as_bytes());
         return Ok(());
     }
+    let f = cli.nh_filter.clone();
+    let all_nh = cli.fib.nexthops();
     let names = cli.names();
     let details = cli.opts.details > 0;
     let mut p = cli.printer();
-    for n in sel {
+    for n in all_nh.iter().filter(|n| f.selects(n, family)) {
         print_nexthop(&mut p, n, &names, details);
     }
     cli.emit(p);

@@ -71,6 +71,9 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     };
     if let Some(flags) = flags {
         let r = parse_route(cli, rest, false)?;
+        if !cli.tables.contains(&(r.family, r.table)) {
+            cli.tables.insert((r.family, r.table));
+        }
         return cli.fib.route_new(&r, flags).map_err(|e| CmdError::rtnl(&e));
     }
     if matches(verb, "delete") {
@@ -909,6 +912,25 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
         f.oif = Some(cli.dev(d)?);
     }
     let routes = cli.fib.routes(family);
+    if let (Some(fam), true) = (family, cli.strict_dump && f.tb != 0 && !f.cloned) {
+        if !table_exists(cli, fam, f.tb, &routes) {
+            // The kernel's strict dump of a table it never created: iproute2 has already
+            // opened its JSON array when the error arrives.
+            if cli.opts.json && !flush {
+                cli.out.push(b'[');
+            }
+            let v = if fam == Family::Inet { "ipv4" } else { "ipv6" };
+            let end = if flush {
+                "Flush terminated"
+            } else {
+                "Dump terminated"
+            };
+            return Err(CmdError::fail(
+                2,
+                format!("Error: {v}: FIB table does not exist.\n{end}\n"),
+            ));
+        }
+    }
     if flush {
         for r in routes.iter().filter(|r| f.accepts(r, family)) {
             // iproute2 sends each dumped route back as RTM_DELROUTE; a route already gone
@@ -925,6 +947,15 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
     }
     cli.emit(p);
     Ok(())
+}
+
+/// Whether the kernel would have table `tb` of `family`: main always (and IPv6's local), any
+/// table a route add has named, any table holding a route now.
+fn table_exists(cli: &Cli, family: Family, tb: u32, routes: &[Route]) -> bool {
+    tb == table::MAIN
+        || (family == Family::Inet6 && tb == table::LOCAL)
+        || cli.tables.contains(&(family, tb))
+        || routes.iter().any(|r| r.family == family && r.table == tb)
 }
 
 fn addr_str(a: &IpAddr) -> String {

@@ -1,1 +1,1387 @@
-//! Conversions between rtnetlink messages and fibre's model types.
+//! Conversions between rtnetlink messages and fibre's model types ([`fibre_fib::types`]).
+//!
+//! Inward, [`request`] turns a request message into a [`Request`] with the kernel's reading of
+//! it (which attribute wins, what absent means); it makes no semantic decision the FIB makes.
+//! Outward, `*_message` functions encode model objects as the kernel encodes dump entries and
+//! notifications (same attributes, same order), [`ack`] encodes a result as NLMSG_ERROR with
+//! extended ACK, and [`request_message`] encodes a [`Request`] as a client (iproute2) would.
+//!
+//! Presence is preserved both ways: an attribute maps to `Some` and `None` to its absence, so
+//! `request(request_message(r)) == r` for every request `r` that [`request`] can produce.
+//! Attributes the model has no field for are ignored on input, as the kernel ignores unknown
+//! attributes of routes, links, addresses and rules; next-hop objects are parsed strictly by
+//! the kernel, so an unknown NHA_* attribute is an error here too, with its offset.
+
+use crate::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessage};
+use crate::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
+use crate::message::{flags as nf, types as mt};
+use crate::nexthop::{GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage};
+use crate::nla::{Attr, Be16, Flag, Nest, NlStr};
+use crate::route::{
+    MetricAttr, NextHopHeader, RouteAttr, RouteCacheInfo, RouteHeader, RouteMessage, RouteNextHop,
+    Via,
+};
+use crate::rule::{PortRange, RuleAttr, RuleHeader, RuleMessage, UidRange};
+use crate::{
+    DoneMessage, ErrorMessage, ExtAckAttr, Messages, NetlinkHeader, NetlinkMessage, Payload,
+};
+use fibre_fib::types::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Clock ticks per second of `rta_cacheinfo.rta_expires` (the kernel's USER_HZ).
+pub const USER_HZ: u32 = 100;
+/// `rtm_table` / `fib_rule_hdr.table` for ids that do not fit in 8 bits (RT_TABLE_COMPAT).
+const RT_TABLE_COMPAT: u8 = 252;
+/// Link-layer types (ARPHRD_*) of the links fibre models.
+const ARPHRD_ETHER: u16 = 1;
+const ARPHRD_LOOPBACK: u16 = 772;
+/// RFC 2863 operational states (IF_OPER_*) the kernel reports for simple devices.
+const IF_OPER_UNKNOWN: u8 = 0;
+const IF_OPER_DOWN: u8 = 2;
+const IF_OPER_UP: u8 = 6;
+const AF_UNSPEC: u8 = 0;
+/// `ifa_cacheinfo` lifetime meaning "forever".
+const INFINITY_LIFE_TIME: u32 = u32::MAX;
+
+/// A request converted to the model. `flags` are the NLM_F_* modifiers of "new" requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    NewLink(Link, ReqFlags),
+    DelLink(Link),
+    /// RTM_GETLINK for one link, by index or name.
+    GetLink(Link),
+    DumpLinks,
+    NewAddr(Address, ReqFlags),
+    DelAddr(Address),
+    DumpAddrs(Option<Family>),
+    NewRoute(Route, ReqFlags),
+    DelRoute(Route),
+    GetRoute(RouteQuery),
+    DumpRoutes(Option<Family>),
+    NewRule(Rule, ReqFlags),
+    DelRule(Rule),
+    DumpRules(Option<Family>),
+    NewNexthop(NexthopObj, ReqFlags),
+    DelNexthop(u32),
+    GetNexthop(u32),
+    DumpNexthops,
+}
+
+/// Why a request cannot be converted: the kernel's errno and text, and the offset of the
+/// offending attribute from the start of the request (NLMSGERR_ATTR_OFFS) when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestError {
+    pub error: RtError,
+    pub offset: Option<u32>,
+}
+
+impl From<RtError> for RequestError {
+    fn from(error: RtError) -> Self {
+        RequestError {
+            error,
+            offset: None,
+        }
+    }
+}
+
+fn invalid(text: &str) -> RequestError {
+    RtError::msg(Errno::EINVAL, text).into()
+}
+
+fn req_flags(flags: u16) -> ReqFlags {
+    ReqFlags {
+        create: flags & nf::NLM_F_CREATE != 0,
+        excl: flags & nf::NLM_F_EXCL != 0,
+        replace: flags & nf::NLM_F_REPLACE != 0,
+        append: flags & nf::NLM_F_APPEND != 0,
+    }
+}
+
+fn flags_of(f: ReqFlags) -> u16 {
+    let mut out = 0;
+    if f.create {
+        out |= nf::NLM_F_CREATE;
+    }
+    if f.excl {
+        out |= nf::NLM_F_EXCL;
+    }
+    if f.replace {
+        out |= nf::NLM_F_REPLACE;
+    }
+    if f.append {
+        out |= nf::NLM_F_APPEND;
+    }
+    out
+}
+
+fn family(f: u8) -> Result<Family, RequestError> {
+    match f {
+        2 => Ok(Family::Inet),
+        10 => Ok(Family::Inet6),
+        _ => Err(RtError::msg(Errno::EAFNOSUPPORT, "Unsupported address family").into()),
+    }
+}
+
+fn dump_family(f: u8) -> Result<Option<Family>, RequestError> {
+    if f == AF_UNSPEC {
+        Ok(None)
+    } else {
+        family(f).map(Some)
+    }
+}
+
+fn unspecified(f: Family) -> IpAddr {
+    match f {
+        Family::Inet => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        Family::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    }
+}
+
+/// An address attribute must be of the message's family.
+fn addr_of(f: Family, a: IpAddr) -> Result<IpAddr, RequestError> {
+    if Family::of(&a) == f {
+        Ok(a)
+    } else {
+        Err(invalid(
+            "Address family of attribute does not match the message",
+        ))
+    }
+}
+
+fn text(s: &NlStr<'_>) -> Result<String, RequestError> {
+    s.as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| invalid("Attribute is not a valid string"))
+}
+
+/// Converts a request message. Messages that are not requests fibre serves get EOPNOTSUPP,
+/// as the kernel answers message types it has no handler for.
+pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
+    let h = &msg.header;
+    let dump = h.flags & nf::NLM_F_DUMP != 0;
+    let flags = req_flags(h.flags);
+    let t = h.message_type;
+    let unsupported = || RequestError::from(RtError::new(Errno::EOPNOTSUPP));
+    match &msg.payload {
+        Payload::Link(m) => {
+            let link = link_from(m)?;
+            match t {
+                mt::RTM_NEWLINK | mt::RTM_SETLINK => {
+                    if link.kind.is_none() && flags.create {
+                        if let Some(kind) = unknown_kind(m) {
+                            return Err(RtError::msg(
+                                Errno::EOPNOTSUPP,
+                                format!("Unknown device type {kind}"),
+                            )
+                            .into());
+                        }
+                    }
+                    Ok(Request::NewLink(link, flags))
+                }
+                mt::RTM_DELLINK => Ok(Request::DelLink(link)),
+                _ if dump => Ok(Request::DumpLinks),
+                _ => Ok(Request::GetLink(link)),
+            }
+        }
+        Payload::Address(m) => match t {
+            mt::RTM_NEWADDR => Ok(Request::NewAddr(address_from(m)?, flags)),
+            mt::RTM_DELADDR => Ok(Request::DelAddr(address_from(m)?)),
+            _ if dump => Ok(Request::DumpAddrs(dump_family(m.header.family)?)),
+            _ => Err(unsupported()),
+        },
+        Payload::Route(m) => match t {
+            mt::RTM_NEWROUTE => Ok(Request::NewRoute(route_from(m)?, flags)),
+            mt::RTM_DELROUTE => Ok(Request::DelRoute(route_from(m)?)),
+            _ if dump => Ok(Request::DumpRoutes(dump_family(m.header.family)?)),
+            _ => Ok(Request::GetRoute(query_from(m)?)),
+        },
+        Payload::Rule(m) => match t {
+            mt::RTM_NEWRULE => Ok(Request::NewRule(rule_from(m)?, flags)),
+            mt::RTM_DELRULE => Ok(Request::DelRule(rule_from(m)?)),
+            _ if dump => Ok(Request::DumpRules(dump_family(m.header.family)?)),
+            _ => Err(unsupported()),
+        },
+        Payload::Nexthop(m) => match t {
+            mt::RTM_NEWNEXTHOP => Ok(Request::NewNexthop(nexthop_from(m)?, flags)),
+            _ if t == mt::RTM_GETNEXTHOP && dump => Ok(Request::DumpNexthops),
+            _ => {
+                let nh = nexthop_from(m)?;
+                if nh.id == 0 {
+                    return Err(invalid("Nexthop id can not be 0"));
+                }
+                Ok(if t == mt::RTM_DELNEXTHOP {
+                    Request::DelNexthop(nh.id)
+                } else {
+                    Request::GetNexthop(nh.id)
+                })
+            }
+        },
+        // The legacy dump request: a bare `struct rtgenmsg` (one family byte).
+        Payload::Other(body) if dump => {
+            let fam = body.first().copied().unwrap_or(AF_UNSPEC);
+            match t {
+                mt::RTM_GETLINK => Ok(Request::DumpLinks),
+                mt::RTM_GETADDR => Ok(Request::DumpAddrs(dump_family(fam)?)),
+                mt::RTM_GETROUTE => Ok(Request::DumpRoutes(dump_family(fam)?)),
+                mt::RTM_GETRULE => Ok(Request::DumpRules(dump_family(fam)?)),
+                mt::RTM_GETNEXTHOP => Ok(Request::DumpNexthops),
+                _ => Err(unsupported()),
+            }
+        }
+        _ => Err(unsupported()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Links
+// ---------------------------------------------------------------------------------------------
+
+fn kind_name<'a>(m: &LinkMessage<'a>) -> Option<NlStr<'a>> {
+    m.attributes.iter().find_map(|a| match a {
+        LinkAttr::LinkInfo(info) => info.attrs.iter().find_map(|i| match i {
+            LinkInfoAttr::Kind(k) => Some(*k),
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
+fn unknown_kind(m: &LinkMessage<'_>) -> Option<String> {
+    kind_name(m).map(|k| String::from_utf8_lossy(k.bytes).into_owned())
+}
+
+/// A link message as the model reads it (a request, a dump entry or a notification).
+pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
+    let h = &m.header;
+    let mut link = Link {
+        ifindex: h.index as u32,
+        flags: h.flags,
+        change: h.change,
+        ..Link::default()
+    };
+    link.kind = match kind_name(m).and_then(|k| k.as_str()) {
+        Some("dummy") => Some(LinkKind::Dummy),
+        Some(_) => None,
+        None if h.link_type == ARPHRD_LOOPBACK => Some(LinkKind::Loopback),
+        None => None,
+    };
+    for a in &m.attributes {
+        match a {
+            LinkAttr::IfName(s) => link.ifname = Some(text(s)?),
+            LinkAttr::Mtu(v) => link.mtu = Some(*v),
+            LinkAttr::Address(b) => link.address = Some(b.to_vec()),
+            LinkAttr::Carrier(c) => link.carrier = Some(*c != 0),
+            LinkAttr::TxQueueLen(v) => link.txqlen = Some(*v),
+            LinkAttr::AfSpec(spec) => {
+                for s in &spec.attrs {
+                    if let AfSpecAttr::Inet6(inet6) = s {
+                        for i in &inet6.attrs {
+                            if let Inet6Attr::AddrGenMode(mode) = i {
+                                link.addr_gen_mode = Some(*mode);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(link)
+}
+
+fn link_attrs<'a>(link: &'a Link, out: &mut Vec<LinkAttr<'a>>) {
+    if let Some(name) = &link.ifname {
+        out.push(LinkAttr::IfName(NlStr::new(name)));
+    }
+    if let Some(q) = link.txqlen {
+        out.push(LinkAttr::TxQueueLen(q));
+    }
+}
+
+fn link_tail<'a>(link: &'a Link, out: &mut Vec<LinkAttr<'a>>) {
+    if let Some(mtu) = link.mtu {
+        out.push(LinkAttr::Mtu(mtu));
+    }
+    if let Some(c) = link.carrier {
+        out.push(LinkAttr::Carrier(c as u8));
+    }
+    if let Some(a) = &link.address {
+        out.push(LinkAttr::Address(a));
+    }
+    if link.kind == Some(LinkKind::Dummy) {
+        let kind = vec![LinkInfoAttr::Kind(NlStr::new("dummy"))];
+        out.push(LinkAttr::LinkInfo(Nest::new(kind)));
+    }
+    if let Some(mode) = link.addr_gen_mode {
+        let inet6 = Nest::new(vec![Inet6Attr::AddrGenMode(mode)]);
+        out.push(LinkAttr::AfSpec(Nest::new(vec![AfSpecAttr::Inet6(inet6)])));
+    }
+}
+
+fn link_header(link: &Link) -> LinkHeader {
+    LinkHeader {
+        family: AF_UNSPEC,
+        link_type: if link.kind == Some(LinkKind::Loopback) {
+            ARPHRD_LOOPBACK
+        } else {
+            ARPHRD_ETHER
+        },
+        index: link.ifindex as i32,
+        flags: link.flags,
+        change: link.change,
+        ..LinkHeader::default()
+    }
+}
+
+/// A link as the kernel dumps and notifies it: IFLA_IFNAME, IFLA_TXQLEN, IFLA_OPERSTATE
+/// (derived from the flags and the carrier), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
+/// IFLA_LINKINFO (dummy links) and IFLA_AF_SPEC (IPv6 address generation mode).
+pub fn link_message(link: &Link) -> LinkMessage<'_> {
+    let mut attributes = Vec::new();
+    link_attrs(link, &mut attributes);
+    let oper = if link.flags & iff::UP == 0 {
+        IF_OPER_DOWN
+    } else if link.kind == Some(LinkKind::Loopback) {
+        IF_OPER_UNKNOWN
+    } else if link.carrier == Some(false) || link.flags & iff::LOWER_UP == 0 {
+        IF_OPER_DOWN
+    } else {
+        IF_OPER_UP
+    };
+    attributes.push(LinkAttr::OperState(oper));
+    link_tail(link, &mut attributes);
+    LinkMessage {
+        header: link_header(link),
+        attributes,
+    }
+}
+
+fn link_request(link: &Link) -> LinkMessage<'_> {
+    let mut attributes = Vec::new();
+    link_attrs(link, &mut attributes);
+    link_tail(link, &mut attributes);
+    LinkMessage {
+        header: link_header(link),
+        attributes,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Addresses
+// ---------------------------------------------------------------------------------------------
+
+/// An address message as the model reads it.
+pub fn address_from(m: &AddressMessage<'_>) -> Result<Address, RequestError> {
+    let h = &m.header;
+    let fam = family(h.family)?;
+    let mut a = Address {
+        family: fam,
+        prefixlen: h.prefix_len,
+        flags: h.flags as u32,
+        scope: h.scope,
+        ifindex: h.index,
+        local: None,
+        address: None,
+        broadcast: None,
+        label: None,
+        metric: None,
+        valid_lft: None,
+        preferred_lft: None,
+    };
+    for attr in &m.attributes {
+        match attr {
+            AddressAttr::Address(ip) => a.address = Some(addr_of(fam, *ip)?),
+            AddressAttr::Local(ip) => a.local = Some(addr_of(fam, *ip)?),
+            AddressAttr::Broadcast(ip) => a.broadcast = Some(addr_of(fam, *ip)?),
+            AddressAttr::Label(s) => a.label = Some(text(s)?),
+            AddressAttr::Flags(f) => a.flags = *f,
+            AddressAttr::RtPriority(p) => a.metric = Some(*p),
+            AddressAttr::CacheInfo(ci) => {
+                a.valid_lft = (ci.valid != INFINITY_LIFE_TIME).then_some(ci.valid);
+                a.preferred_lft = (ci.preferred != INFINITY_LIFE_TIME).then_some(ci.preferred);
+            }
+            _ => {}
+        }
+    }
+    Ok(a)
+}
+
+/// An address as the kernel dumps and notifies it. IPv4: IFA_ADDRESS, IFA_LOCAL,
+/// IFA_BROADCAST, IFA_LABEL, IFA_FLAGS, IFA_RT_PRIORITY, IFA_CACHEINFO; IPv6: IFA_LOCAL and
+/// IFA_ADDRESS (or IFA_ADDRESS alone), IFA_RT_PRIORITY, IFA_CACHEINFO, IFA_FLAGS.
+pub fn address_message(a: &Address) -> AddressMessage<'_> {
+    let header = AddressHeader {
+        family: a.family as u8,
+        prefix_len: a.prefixlen,
+        flags: a.flags as u8,
+        scope: a.scope,
+        index: a.ifindex,
+    };
+    let life = |v: Option<u32>| v.unwrap_or(INFINITY_LIFE_TIME);
+    let cache = AddressCacheInfo {
+        preferred: life(a.preferred_lft),
+        valid: life(a.valid_lft),
+        ..AddressCacheInfo::default()
+    };
+    let mut attrs = Vec::new();
+    match a.family {
+        Family::Inet => {
+            attrs.extend(a.address.map(AddressAttr::Address));
+            attrs.extend(a.local.map(AddressAttr::Local));
+            attrs.extend(a.broadcast.map(AddressAttr::Broadcast));
+            attrs.extend(
+                a.label
+                    .as_deref()
+                    .map(|l| AddressAttr::Label(NlStr::new(l))),
+            );
+            attrs.push(AddressAttr::Flags(a.flags));
+            attrs.extend(a.metric.map(AddressAttr::RtPriority));
+            attrs.push(AddressAttr::CacheInfo(cache));
+        }
+        Family::Inet6 => {
+            if a.local.is_some() && a.local != a.address {
+                attrs.extend(a.local.map(AddressAttr::Local));
+            }
+            attrs.extend(a.address.or(a.local).map(AddressAttr::Address));
+            attrs.extend(a.metric.map(AddressAttr::RtPriority));
+            attrs.push(AddressAttr::CacheInfo(cache));
+            attrs.push(AddressAttr::Flags(a.flags));
+        }
+    }
+    AddressMessage {
+        header,
+        attributes: attrs,
+    }
+}
+
+/// An address request as iproute2 builds it: exactly the attributes the model holds.
+fn address_request(a: &Address) -> AddressMessage<'_> {
+    let mut m = address_message(a);
+    let mut attrs = Vec::new();
+    attrs.extend(a.local.map(AddressAttr::Local));
+    attrs.extend(a.address.map(AddressAttr::Address));
+    attrs.extend(a.broadcast.map(AddressAttr::Broadcast));
+    attrs.extend(
+        a.label
+            .as_deref()
+            .map(|l| AddressAttr::Label(NlStr::new(l))),
+    );
+    attrs.push(AddressAttr::Flags(a.flags));
+    attrs.extend(a.metric.map(AddressAttr::RtPriority));
+    if a.valid_lft.is_some() || a.preferred_lft.is_some() {
+        attrs.extend(
+            m.attributes
+                .drain(..)
+                .filter(|x| matches!(x, AddressAttr::CacheInfo(_))),
+        );
+    }
+    m.attributes = attrs;
+    m
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes
+// ---------------------------------------------------------------------------------------------
+
+fn route_type(t: u8) -> Result<RouteType, RequestError> {
+    use RouteType::*;
+    Ok(match t {
+        0 => Unspec,
+        1 => Unicast,
+        2 => Local,
+        3 => Broadcast,
+        4 => Anycast,
+        5 => Multicast,
+        6 => Blackhole,
+        7 => Unreachable,
+        8 => Prohibit,
+        9 => Throw,
+        10 => Nat,
+        11 => Xresolve,
+        _ => return Err(invalid("Invalid route type")),
+    })
+}
+
+fn via_addr(v: &Via<'_>) -> Result<IpAddr, RequestError> {
+    match v {
+        Via::Ip(ip) => Ok(*ip),
+        Via::Other { .. } => Err(invalid("Invalid address family in RTA_VIA")),
+    }
+}
+
+fn metrics_from(attrs: &[MetricAttr<'_>]) -> Result<Metrics, RequestError> {
+    let mut m = Metrics::default();
+    for a in attrs {
+        match a {
+            MetricAttr::Lock(v) => m.lock = *v,
+            MetricAttr::Mtu(v) => m.mtu = Some(*v),
+            MetricAttr::Window(v) => m.window = Some(*v),
+            MetricAttr::Rtt(v) => m.rtt = Some(*v),
+            MetricAttr::RttVar(v) => m.rttvar = Some(*v),
+            MetricAttr::SsThresh(v) => m.ssthresh = Some(*v),
+            MetricAttr::Cwnd(v) => m.cwnd = Some(*v),
+            MetricAttr::AdvMss(v) => m.advmss = Some(*v),
+            MetricAttr::Reordering(v) => m.reordering = Some(*v),
+            MetricAttr::HopLimit(v) => m.hoplimit = Some(*v),
+            MetricAttr::InitCwnd(v) => m.initcwnd = Some(*v),
+            MetricAttr::Features(v) => m.features = Some(*v),
+            MetricAttr::RtoMin(v) => m.rto_min = Some(*v),
+            MetricAttr::InitRwnd(v) => m.initrwnd = Some(*v),
+            MetricAttr::QuickAck(v) => m.quickack = Some(*v),
+            MetricAttr::CcAlgo(s) => m.congctl = Some(text(s)?),
+            MetricAttr::FastopenNoCookie(v) => m.fastopen_no_cookie = Some(*v),
+            MetricAttr::Other(_) => return Err(invalid("Invalid metric")),
+        }
+    }
+    Ok(m)
+}
+
+fn metrics_attrs(m: &Metrics) -> Vec<MetricAttr<'_>> {
+    let mut out = Vec::new();
+    if m.lock != 0 {
+        out.push(MetricAttr::Lock(m.lock));
+    }
+    type Make = fn(u32) -> MetricAttr<'static>;
+    let u32s: [(Option<u32>, Make); 15] = [
+        (m.mtu, MetricAttr::Mtu),
+        (m.window, MetricAttr::Window),
+        (m.rtt, MetricAttr::Rtt),
+        (m.rttvar, MetricAttr::RttVar),
+        (m.ssthresh, MetricAttr::SsThresh),
+        (m.cwnd, MetricAttr::Cwnd),
+        (m.advmss, MetricAttr::AdvMss),
+        (m.reordering, MetricAttr::Reordering),
+        (m.hoplimit, MetricAttr::HopLimit),
+        (m.initcwnd, MetricAttr::InitCwnd),
+        (m.features, MetricAttr::Features),
+        (m.rto_min, MetricAttr::RtoMin),
+        (m.initrwnd, MetricAttr::InitRwnd),
+        (m.quickack, MetricAttr::QuickAck),
+        (m.fastopen_no_cookie, MetricAttr::FastopenNoCookie),
+    ];
+    for (v, make) in u32s {
+        out.extend(v.map(make));
+    }
+    if let Some(cc) = &m.congctl {
+        // RTAX_CC_ALGO sorts between RTAX_QUICKACK and RTAX_FASTOPEN_NO_COOKIE.
+        let at = out.len() - m.fastopen_no_cookie.is_some() as usize;
+        out.insert(at, MetricAttr::CcAlgo(NlStr::new(cc)));
+    }
+    out
+}
+
+/// One next hop's gateway, from RTA_GATEWAY or RTA_VIA.
+fn gateway_of(family: Family, attr: &RouteAttr<'_>) -> Result<Option<IpAddr>, RequestError> {
+    match attr {
+        RouteAttr::Gateway(ip) => addr_of(family, *ip).map(Some),
+        RouteAttr::Via(v) => via_addr(v).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// A route message as the model reads it (a request, a dump entry or a notification).
+pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
+    let h = &m.header;
+    let fam = family(h.family)?;
+    if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
+        return Err(invalid("Invalid prefix length"));
+    }
+    let mut r = Route::new(
+        fam,
+        Prefix {
+            addr: unspecified(fam),
+            len: h.dst_len,
+        },
+    );
+    r.tos = h.tos;
+    r.table = h.table as u32;
+    r.protocol = h.protocol;
+    r.scope = h.scope;
+    r.rtype = route_type(h.kind)?;
+    r.flags = h.flags;
+    let mut src = None;
+    for a in &m.attributes {
+        match a {
+            RouteAttr::Dst(ip) => r.dst.addr = addr_of(fam, *ip)?,
+            RouteAttr::Src(ip) => src = Some(addr_of(fam, *ip)?),
+            RouteAttr::Iif(v) => r.iif = Some(*v),
+            RouteAttr::Oif(v) => r.nexthop.oif = *v,
+            RouteAttr::Gateway(_) | RouteAttr::Via(_) => r.nexthop.gateway = gateway_of(fam, a)?,
+            RouteAttr::Priority(v) => r.priority = Some(*v),
+            RouteAttr::PrefSrc(ip) => r.prefsrc = Some(addr_of(fam, *ip)?),
+            RouteAttr::Metrics(n) => r.metrics = metrics_from(&n.attrs)?,
+            RouteAttr::Multipath(hops) => {
+                if hops.is_empty() {
+                    return Err(invalid("Invalid nexthop configuration - no valid nexthops"));
+                }
+                r.multipath = hops
+                    .iter()
+                    .map(|hop| nexthop_of(fam, hop))
+                    .collect::<Result<_, _>>()?;
+            }
+            RouteAttr::CacheInfo(ci) => {
+                let expires = (ci.expires >= USER_HZ as i32).then_some(ci.expires as u32 / USER_HZ);
+                r.cache = Some(CacheInfo {
+                    expires,
+                    error: ci.error as i32,
+                    used: ci.used,
+                });
+            }
+            RouteAttr::Table(t) => r.table = *t,
+            RouteAttr::Mark(v) => r.mark = Some(*v),
+            RouteAttr::Pref(v) => r.pref = Some(*v),
+            RouteAttr::Expires(v) => r.expires = Some(*v),
+            RouteAttr::Uid(v) => r.uid = Some(*v),
+            RouteAttr::NhId(v) => r.nhid = Some(*v),
+            RouteAttr::Encap(_) | RouteAttr::EncapType(_) => {
+                return Err(
+                    RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported").into(),
+                )
+            }
+            _ => {}
+        }
+    }
+    if h.src_len > 0 || src.is_some() {
+        r.src = Some(Prefix {
+            addr: src.unwrap_or(unspecified(fam)),
+            len: h.src_len,
+        });
+    }
+    Ok(r)
+}
+
+fn nexthop_of(fam: Family, hop: &RouteNextHop<'_>) -> Result<NextHop, RequestError> {
+    let mut nh = NextHop {
+        gateway: None,
+        oif: hop.header.ifindex as u32,
+        hops: hop.header.hops,
+        flags: hop.header.flags as u32,
+    };
+    for a in &hop.attributes {
+        match a {
+            RouteAttr::Gateway(_) | RouteAttr::Via(_) => nh.gateway = gateway_of(fam, a)?,
+            RouteAttr::Encap(_) | RouteAttr::EncapType(_) => {
+                return Err(
+                    RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported").into(),
+                )
+            }
+            _ => {}
+        }
+    }
+    Ok(nh)
+}
+
+fn gateway_attr<'a>(family: Family, gw: IpAddr) -> RouteAttr<'a> {
+    if Family::of(&gw) == family {
+        RouteAttr::Gateway(gw)
+    } else {
+        RouteAttr::Via(Via::Ip(gw))
+    }
+}
+
+fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
+    if !r.multipath.is_empty() {
+        let hops = r
+            .multipath
+            .iter()
+            .map(|nh| RouteNextHop {
+                header: NextHopHeader {
+                    len: 0,
+                    flags: nh.flags as u8,
+                    hops: nh.hops,
+                    ifindex: nh.oif as i32,
+                },
+                attributes: nh
+                    .gateway
+                    .map(|g| gateway_attr(r.family, g))
+                    .into_iter()
+                    .collect(),
+            })
+            .collect();
+        out.push(RouteAttr::Multipath(hops));
+        return;
+    }
+    out.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
+    if r.nexthop.oif != 0 {
+        out.push(RouteAttr::Oif(r.nexthop.oif));
+    }
+}
+
+fn cache_attr<'a>(r: &Route) -> Option<RouteAttr<'a>> {
+    r.cache.as_ref().map(|c| {
+        let expires = c
+            .expires
+            .map_or(0, |s| s.saturating_mul(USER_HZ).min(i32::MAX as u32) as i32);
+        RouteAttr::CacheInfo(RouteCacheInfo {
+            expires,
+            error: c.error as u32,
+            used: c.used,
+            ..RouteCacheInfo::default()
+        })
+    })
+}
+
+/// A route as the kernel dumps and notifies it (`fib_dump_info` / `rt6_fill_node` order). A
+/// route with `cache` set is the answer to a `route get`, in `rt_fill_info`'s order for IPv4.
+/// RTA_EXPIRES is emitted only for routes without `cache` (requests and fibre's own IPv4
+/// expiring routes); the kernel reports IPv6 expiry in RTA_CACHEINFO.
+pub fn route_message(r: &Route) -> RouteMessage<'_> {
+    let header = RouteHeader {
+        family: r.family as u8,
+        dst_len: r.dst.len,
+        src_len: r.src.map_or(0, |s| s.len),
+        tos: r.tos,
+        table: if r.table < 256 {
+            r.table as u8
+        } else {
+            RT_TABLE_COMPAT
+        },
+        protocol: r.protocol,
+        scope: r.scope,
+        kind: r.rtype as u8,
+        flags: r.flags
+            | if r.multipath.is_empty() {
+                r.nexthop.flags
+            } else {
+                0
+            },
+    };
+    let mut a = Vec::new();
+    if r.table != 0 {
+        a.push(RouteAttr::Table(r.table));
+    }
+    if r.dst.len > 0 || r.dst.addr != unspecified(r.family) {
+        a.push(RouteAttr::Dst(r.dst.addr));
+    }
+    a.extend(r.src.map(|s| RouteAttr::Src(s.addr)));
+    let metrics = metrics_attrs(&r.metrics);
+    let metrics = (!metrics.is_empty()).then(|| RouteAttr::Metrics(Nest::new(metrics)));
+    if r.family == Family::Inet && r.cache.is_some() {
+        // rt_fill_info: the answer to an IPv4 `route get`.
+        if r.nexthop.oif != 0 {
+            a.push(RouteAttr::Oif(r.nexthop.oif));
+        }
+        a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
+        a.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
+        a.extend(metrics);
+        a.extend(r.mark.map(RouteAttr::Mark));
+        a.extend(r.uid.map(RouteAttr::Uid));
+        a.extend(r.iif.map(RouteAttr::Iif));
+        a.extend(cache_attr(r));
+        return RouteMessage {
+            header,
+            attributes: a,
+        };
+    }
+    match r.family {
+        Family::Inet => {
+            a.extend(r.priority.map(RouteAttr::Priority));
+            a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
+            a.extend(metrics);
+            a.extend(r.nhid.map(RouteAttr::NhId));
+            nexthop_attrs(r, &mut a);
+        }
+        Family::Inet6 => {
+            a.extend(r.iif.map(RouteAttr::Iif));
+            a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
+            a.extend(metrics);
+            a.extend(r.priority.map(RouteAttr::Priority));
+            a.extend(r.nhid.map(RouteAttr::NhId));
+            nexthop_attrs(r, &mut a);
+        }
+    }
+    a.extend(r.mark.map(RouteAttr::Mark));
+    a.extend(r.uid.map(RouteAttr::Uid));
+    if r.family == Family::Inet {
+        a.extend(r.iif.map(RouteAttr::Iif));
+    }
+    if r.cache.is_none() {
+        a.extend(r.expires.map(RouteAttr::Expires));
+    }
+    a.extend(cache_attr(r));
+    a.extend(r.pref.map(RouteAttr::Pref));
+    RouteMessage {
+        header,
+        attributes: a,
+    }
+}
+
+/// An RTM_GETROUTE request (not a dump) as the model reads it.
+pub fn query_from(m: &RouteMessage<'_>) -> Result<RouteQuery, RequestError> {
+    let h = &m.header;
+    let fam = family(h.family)?;
+    let mut q = RouteQuery {
+        family: fam,
+        dst: unspecified(fam),
+        src: None,
+        iif: None,
+        oif: None,
+        tos: h.tos,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: h.flags & rtm_flags::FIB_MATCH != 0,
+        table: None,
+    };
+    for a in &m.attributes {
+        match a {
+            RouteAttr::Dst(ip) => q.dst = addr_of(fam, *ip)?,
+            RouteAttr::Src(ip) => q.src = Some(addr_of(fam, *ip)?),
+            RouteAttr::Iif(v) => q.iif = Some(*v),
+            RouteAttr::Oif(v) => q.oif = Some(*v),
+            RouteAttr::Mark(v) => q.mark = *v,
+            RouteAttr::Uid(v) => q.uid = Some(*v),
+            RouteAttr::IpProto(v) => q.ipproto = Some(*v),
+            RouteAttr::SourcePort(Be16(p)) => q.sport = Some(*p),
+            RouteAttr::DestinationPort(Be16(p)) => q.dport = Some(*p),
+            RouteAttr::Table(t) => q.table = Some(*t),
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// An RTM_GETROUTE request as iproute2's `ip route get` builds it.
+pub fn query_message(q: &RouteQuery) -> RouteMessage<'static> {
+    let full = q.family.max_len();
+    let mut flags = 0;
+    if q.fibmatch {
+        flags |= rtm_flags::FIB_MATCH;
+    }
+    if q.table.is_some() {
+        flags |= rtm_flags::LOOKUP_TABLE;
+    }
+    let header = RouteHeader {
+        family: q.family as u8,
+        dst_len: full,
+        src_len: if q.src.is_some() { full } else { 0 },
+        tos: q.tos,
+        flags,
+        ..RouteHeader::default()
+    };
+    let mut a = vec![RouteAttr::Dst(q.dst)];
+    a.extend(q.src.map(RouteAttr::Src));
+    a.extend(q.iif.map(RouteAttr::Iif));
+    a.extend(q.oif.map(RouteAttr::Oif));
+    if q.mark != 0 {
+        a.push(RouteAttr::Mark(q.mark));
+    }
+    a.extend(q.uid.map(RouteAttr::Uid));
+    a.extend(q.ipproto.map(RouteAttr::IpProto));
+    a.extend(q.sport.map(|p| RouteAttr::SourcePort(Be16(p))));
+    a.extend(q.dport.map(|p| RouteAttr::DestinationPort(Be16(p))));
+    a.extend(q.table.map(RouteAttr::Table));
+    RouteMessage {
+        header,
+        attributes: a,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules
+// ---------------------------------------------------------------------------------------------
+
+fn rule_action(a: u8) -> Result<RuleAction, RequestError> {
+    use RuleAction::*;
+    Ok(match a {
+        0 => Unspec,
+        1 => ToTbl,
+        2 => Goto,
+        3 => Nop,
+        6 => Blackhole,
+        7 => Unreachable,
+        8 => Prohibit,
+        _ => return Err(invalid("Invalid rule action")),
+    })
+}
+
+/// A rule message as the model reads it.
+pub fn rule_from(m: &RuleMessage<'_>) -> Result<Rule, RequestError> {
+    let h = &m.header;
+    let fam = family(h.family)?;
+    if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
+        return Err(invalid("Invalid prefix length"));
+    }
+    let mut r = Rule {
+        family: fam,
+        src: None,
+        dst: None,
+        tos: h.tos,
+        dscp: None,
+        table: h.table as u32,
+        action: rule_action(h.action)?,
+        flags: h.flags,
+        priority: None,
+        fwmark: None,
+        fwmask: None,
+        iifname: None,
+        oifname: None,
+        goto: None,
+        suppress_prefixlen: None,
+        suppress_ifgroup: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        uid_range: None,
+        l3mdev: false,
+        protocol: 0,
+    };
+    let (mut src, mut dst) = (None, None);
+    for a in &m.attributes {
+        match a {
+            RuleAttr::Src(ip) => src = Some(addr_of(fam, *ip)?),
+            RuleAttr::Dst(ip) => dst = Some(addr_of(fam, *ip)?),
+            RuleAttr::IifName(s) => r.iifname = Some(text(s)?),
+            RuleAttr::OifName(s) => r.oifname = Some(text(s)?),
+            RuleAttr::Goto(v) => r.goto = Some(*v),
+            RuleAttr::Priority(v) => r.priority = Some(*v),
+            RuleAttr::FwMark(v) => r.fwmark = Some(*v),
+            RuleAttr::FwMask(v) => r.fwmask = Some(*v),
+            RuleAttr::SuppressIfGroup(v) => r.suppress_ifgroup = Some(*v),
+            RuleAttr::SuppressPrefixLen(v) => r.suppress_prefixlen = Some(*v),
+            RuleAttr::Table(v) => r.table = *v,
+            RuleAttr::L3mdev(v) => r.l3mdev = *v != 0,
+            RuleAttr::UidRange(u) => r.uid_range = Some((u.start, u.end)),
+            RuleAttr::Protocol(v) => r.protocol = *v,
+            RuleAttr::IpProto(v) => r.ipproto = Some(*v),
+            RuleAttr::SourcePortRange(p) => r.sport = Some((p.start, p.end)),
+            RuleAttr::DestinationPortRange(p) => r.dport = Some((p.start, p.end)),
+            RuleAttr::Dscp(v) => r.dscp = Some(*v),
+            _ => {}
+        }
+    }
+    if h.src_len > 0 || src.is_some() {
+        r.src = Some(Prefix {
+            addr: src.unwrap_or(unspecified(fam)),
+            len: h.src_len,
+        });
+    }
+    if h.dst_len > 0 || dst.is_some() {
+        r.dst = Some(Prefix {
+            addr: dst.unwrap_or(unspecified(fam)),
+            len: h.dst_len,
+        });
+    }
+    Ok(r)
+}
+
+/// A rule as the kernel dumps and notifies it (`fib_nl_fill_rule` order).
+pub fn rule_message(r: &Rule) -> RuleMessage<'_> {
+    let header = RuleHeader {
+        family: r.family as u8,
+        dst_len: r.dst.map_or(0, |p| p.len),
+        src_len: r.src.map_or(0, |p| p.len),
+        tos: r.tos,
+        table: if r.table < 256 {
+            r.table as u8
+        } else {
+            RT_TABLE_COMPAT
+        },
+        action: r.action as u8,
+        flags: r.flags,
+        ..RuleHeader::default()
+    };
+    let mut a = vec![RuleAttr::Table(r.table)];
+    a.extend(r.suppress_prefixlen.map(RuleAttr::SuppressPrefixLen));
+    a.push(RuleAttr::Protocol(r.protocol));
+    a.extend(
+        r.iifname
+            .as_deref()
+            .map(|s| RuleAttr::IifName(NlStr::new(s))),
+    );
+    a.extend(
+        r.oifname
+            .as_deref()
+            .map(|s| RuleAttr::OifName(NlStr::new(s))),
+    );
+    a.extend(r.priority.map(RuleAttr::Priority));
+    a.extend(r.fwmark.map(RuleAttr::FwMark));
+    a.extend(r.fwmask.map(RuleAttr::FwMask));
+    a.extend(r.suppress_ifgroup.map(RuleAttr::SuppressIfGroup));
+    a.extend(r.goto.map(RuleAttr::Goto));
+    if r.l3mdev {
+        a.push(RuleAttr::L3mdev(1));
+    }
+    a.extend(
+        r.uid_range
+            .map(|(start, end)| RuleAttr::UidRange(UidRange { start, end })),
+    );
+    a.extend(
+        r.sport
+            .map(|(start, end)| RuleAttr::SourcePortRange(PortRange { start, end })),
+    );
+    a.extend(
+        r.dport
+            .map(|(start, end)| RuleAttr::DestinationPortRange(PortRange { start, end })),
+    );
+    a.extend(r.ipproto.map(RuleAttr::IpProto));
+    a.extend(r.dst.map(|p| RuleAttr::Dst(p.addr)));
+    a.extend(r.src.map(|p| RuleAttr::Src(p.addr)));
+    a.extend(r.dscp.map(RuleAttr::Dscp));
+    RuleMessage {
+        header,
+        attributes: a,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Next-hop objects
+// ---------------------------------------------------------------------------------------------
+
+/// Offset, from the start of the request, of attribute `index` of a next-hop message.
+fn nexthop_attr_offset(m: &NexthopMessage<'_>, index: usize) -> u32 {
+    let mut scratch = Vec::new();
+    for a in &m.attributes[..index] {
+        a.emit(&mut scratch);
+    }
+    (NetlinkHeader::LEN + NexthopHeader::LEN + scratch.len()) as u32
+}
+
+/// A next-hop object message as the model reads it. The kernel validates these strictly: an
+/// unknown or malformed attribute is EINVAL with its offset.
+pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> {
+    let h = &m.header;
+    let fam = match h.family {
+        AF_UNSPEC => None,
+        f => Some(family(f)?),
+    };
+    let mut nh = NexthopObj {
+        id: 0,
+        family: fam,
+        gateway: None,
+        oif: 0,
+        blackhole: false,
+        onlink: h.flags & nh_flags::ONLINK != 0,
+        fdb: false,
+        group: Vec::new(),
+        group_type: 0,
+        protocol: h.protocol,
+        flags: h.flags,
+    };
+    for (i, a) in m.attributes.iter().enumerate() {
+        let at = |text: &str| RequestError {
+            error: RtError::msg(Errno::EINVAL, text),
+            offset: Some(nexthop_attr_offset(m, i)),
+        };
+        match a {
+            NexthopAttr::Id(v) => nh.id = *v,
+            NexthopAttr::Group(entries) => {
+                for e in entries {
+                    if e.weight_high != 0 || e.resvd2 != 0 {
+                        return Err(at("Reserved fields in nexthop_grp must be 0"));
+                    }
+                    nh.group.push(GroupMember {
+                        id: e.id,
+                        weight_minus_one: e.weight,
+                    });
+                }
+            }
+            NexthopAttr::GroupType(v) => nh.group_type = *v,
+            NexthopAttr::Blackhole(Flag) => nh.blackhole = true,
+            NexthopAttr::Oif(v) => nh.oif = *v,
+            NexthopAttr::Gateway(ip) => {
+                if fam.is_some_and(|f| f != Family::of(ip)) {
+                    return Err(at("Invalid gateway address"));
+                }
+                nh.gateway = Some(*ip);
+            }
+            NexthopAttr::Fdb(Flag) => nh.fdb = true,
+            NexthopAttr::Groups(Flag) | NexthopAttr::Master(_) | NexthopAttr::OpFlags(_) => {}
+            NexthopAttr::EncapType(_) | NexthopAttr::Encap(_) => {
+                return Err(RequestError {
+                    error: RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported"),
+                    offset: Some(nexthop_attr_offset(m, i)),
+                })
+            }
+            NexthopAttr::ResGroup(_) | NexthopAttr::Other(_) => {
+                return Err(at("Unknown attribute type"))
+            }
+        }
+    }
+    Ok(nh)
+}
+
+/// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order). The scope,
+/// which the model does not hold, is the one the kernel derives: link for a gateway, host for
+/// an IPv4 device-only next hop, universe otherwise.
+pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
+    let single = nh.group.is_empty() && !nh.blackhole;
+    let nh_scope = if single && nh.gateway.is_some() {
+        scope::LINK
+    } else if single && nh.oif != 0 && nh.family == Some(Family::Inet) {
+        scope::HOST
+    } else {
+        scope::UNIVERSE
+    };
+    let header = NexthopHeader {
+        family: nh.family.map_or(AF_UNSPEC, |f| f as u8),
+        scope: nh_scope,
+        protocol: nh.protocol,
+        flags: nh.flags | if nh.onlink { nh_flags::ONLINK } else { 0 },
+        ..NexthopHeader::default()
+    };
+    let mut a = vec![NexthopAttr::Id(nh.id)];
+    if !nh.group.is_empty() {
+        a.push(NexthopAttr::GroupType(nh.group_type));
+        let entries = nh
+            .group
+            .iter()
+            .map(|g| GroupEntry {
+                id: g.id,
+                weight: g.weight_minus_one,
+                ..GroupEntry::default()
+            })
+            .collect();
+        a.push(NexthopAttr::Group(entries));
+    } else if nh.blackhole {
+        a.push(NexthopAttr::Blackhole(Flag));
+    } else {
+        if nh.oif != 0 {
+            a.push(NexthopAttr::Oif(nh.oif));
+        }
+        a.extend(nh.gateway.map(NexthopAttr::Gateway));
+    }
+    if nh.fdb {
+        a.push(NexthopAttr::Fdb(Flag));
+    }
+    NexthopMessage {
+        header,
+        attributes: a,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages: headers, ACKs, errors, end of dump
+// ---------------------------------------------------------------------------------------------
+
+/// A message with the given header fields; `nlmsg_len` is computed on emission.
+pub fn message<'a>(
+    message_type: u16,
+    flags: u16,
+    sequence: u32,
+    port: u32,
+    payload: Payload<'a>,
+) -> NetlinkMessage<'a> {
+    NetlinkMessage {
+        header: NetlinkHeader {
+            length: 0,
+            message_type,
+            flags,
+            sequence,
+            port,
+        },
+        payload,
+    }
+}
+
+/// The NLMSG_ERROR answering `request` (the request's bytes as received) on the socket whose
+/// port id is `port`: an ACK when
+/// `result` is `Ok`, else `-errno` with NLMSGERR_ATTR_MSG and NLMSGERR_ATTR_OFFS when known.
+/// As the kernel does, an ACK echoes only the request header (NLM_F_CAPPED), an error echoes
+/// the whole request unless `capped` (the client set NETLINK_CAP_ACK), and NLM_F_ACK_TLVS
+/// marks extended-ACK attributes.
+pub fn ack<'a>(
+    request: &'a [u8],
+    result: Result<(), &'a RequestError>,
+    capped: bool,
+    port: u32,
+) -> NetlinkMessage<'a> {
+    let req = NetlinkHeader::parse_bytes(request, 0).unwrap_or_default();
+    let full = (req.length as usize).clamp(request.len().min(NetlinkHeader::LEN), request.len());
+    let (error, capped, extack) = match result {
+        Ok(()) => (0, true, Vec::new()),
+        Err(e) => {
+            let mut extack = Vec::new();
+            if let Some(text) = &e.error.extack {
+                extack.push(ExtAckAttr::Msg(NlStr::new(text)));
+            }
+            extack.extend(e.offset.map(ExtAckAttr::Offset));
+            (-e.error.errno.0, capped, extack)
+        }
+    };
+    let echoed = if capped {
+        &request[..request.len().min(NetlinkHeader::LEN)]
+    } else {
+        &request[..full]
+    };
+    let mut flags = 0;
+    if capped {
+        flags |= nf::NLM_F_CAPPED;
+    }
+    if !extack.is_empty() {
+        flags |= nf::NLM_F_ACK_TLVS;
+    }
+    let payload = Payload::Error(ErrorMessage {
+        error,
+        request: echoed,
+        extack,
+    });
+    message(mt::NLMSG_ERROR, flags, req.sequence, port, payload)
+}
+
+/// NLMSG_DONE ending a successful dump.
+pub fn done(sequence: u32, port: u32) -> NetlinkMessage<'static> {
+    let payload = Payload::Done(DoneMessage {
+        code: Some(0),
+        extack: Vec::new(),
+    });
+    message(mt::NLMSG_DONE, nf::NLM_F_MULTI, sequence, port, payload)
+}
+
+/// A request as a client (iproute2) sends it, with NLM_F_REQUEST, NLM_F_ACK on changes and
+/// NLM_F_DUMP on dumps.
+pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<'_> {
+    let change = |modifiers: ReqFlags| nf::NLM_F_REQUEST | nf::NLM_F_ACK | flags_of(modifiers);
+    let dump = nf::NLM_F_REQUEST | nf::NLM_F_DUMP;
+    let get = nf::NLM_F_REQUEST;
+    let fam = |f: &Option<Family>| f.map_or(AF_UNSPEC, |f| f as u8);
+    let id_only = |id: u32| NexthopMessage {
+        header: NexthopHeader::default(),
+        attributes: vec![NexthopAttr::Id(id)],
+    };
+    let (t, flags, payload) = match r {
+        Request::NewLink(l, f) => (mt::RTM_NEWLINK, change(*f), Payload::Link(link_request(l))),
+        Request::DelLink(l) => (
+            mt::RTM_DELLINK,
+            change(ReqFlags::NONE),
+            Payload::Link(link_request(l)),
+        ),
+        Request::GetLink(l) => (mt::RTM_GETLINK, get, Payload::Link(link_request(l))),
+        Request::DumpLinks => {
+            let m = LinkMessage {
+                header: LinkHeader::default(),
+                attributes: Vec::new(),
+            };
+            (mt::RTM_GETLINK, dump, Payload::Link(m))
+        }
+        Request::NewAddr(a, f) => (
+            mt::RTM_NEWADDR,
+            change(*f),
+            Payload::Address(address_request(a)),
+        ),
+        Request::DelAddr(a) => (
+            mt::RTM_DELADDR,
+            change(ReqFlags::NONE),
+            Payload::Address(address_request(a)),
+        ),
+        Request::DumpAddrs(f) => {
+            let header = AddressHeader {
+                family: fam(f),
+                ..AddressHeader::default()
+            };
+            (
+                mt::RTM_GETADDR,
+                dump,
+                Payload::Address(AddressMessage {
+                    header,
+                    attributes: Vec::new(),
+                }),
+            )
+        }
+        Request::NewRoute(rt, f) => (
+            mt::RTM_NEWROUTE,
+            change(*f),
+            Payload::Route(route_message(rt)),
+        ),
+        Request::DelRoute(rt) => (
+            mt::RTM_DELROUTE,
+            change(ReqFlags::NONE),
+            Payload::Route(route_message(rt)),
+        ),
+        Request::GetRoute(q) => (mt::RTM_GETROUTE, get, Payload::Route(query_message(q))),
+        Request::DumpRoutes(f) => {
+            let header = RouteHeader {
+                family: fam(f),
+                ..RouteHeader::default()
+            };
+            (
+                mt::RTM_GETROUTE,
+                dump,
+                Payload::Route(RouteMessage {
+                    header,
+                    attributes: Vec::new(),
+                }),
+            )
+        }
+        Request::NewRule(rule, f) => (
+            mt::RTM_NEWRULE,
+            change(*f),
+            Payload::Rule(rule_message(rule)),
+        ),
+        Request::DelRule(rule) => (
+            mt::RTM_DELRULE,
+            change(ReqFlags::NONE),
+            Payload::Rule(rule_message(rule)),
+        ),
+        Request::DumpRules(f) => {
+            let header = RuleHeader {
+                family: fam(f),
+                ..RuleHeader::default()
+            };
+            (
+                mt::RTM_GETRULE,
+                dump,
+                Payload::Rule(RuleMessage {
+                    header,
+                    attributes: Vec::new(),
+                }),
+            )
+        }
+        Request::NewNexthop(nh, f) => (
+            mt::RTM_NEWNEXTHOP,
+            change(*f),
+            Payload::Nexthop(nexthop_message(nh)),
+        ),
+        Request::DelNexthop(id) => (
+            mt::RTM_DELNEXTHOP,
+            change(ReqFlags::NONE),
+            Payload::Nexthop(id_only(*id)),
+        ),
+        Request::GetNexthop(id) => (mt::RTM_GETNEXTHOP, get, Payload::Nexthop(id_only(*id))),
+        Request::DumpNexthops => {
+            let m = NexthopMessage {
+                header: NexthopHeader::default(),
+                attributes: Vec::new(),
+            };
+            (mt::RTM_GETNEXTHOP, dump, Payload::Nexthop(m))
+        }
+    };
+    message(t, flags, sequence, port, payload)
+}
+
+/// The conversion's round-trip property, for the fuzzer and the tests that replay its
+/// corpus: every request [`request`] accepts from `buf` encodes with [`request_message`] into
+/// bytes that parse and convert back to the same request. Answers are built for rejected
+/// requests too. Returns how many requests were accepted.
+///
+/// Panics when the property fails, which is a bug in this crate.
+pub fn check_requests(buf: &[u8]) -> usize {
+    let mut accepted = 0;
+    for item in Messages::new(buf) {
+        let Ok((offset, msg)) = item else { break };
+        let len = msg.header.length as usize;
+        match request(&msg) {
+            Ok(r) => {
+                let bytes = request_message(&r, 1, 0).to_bytes();
+                let (again, _) = NetlinkMessage::parse(&bytes, 0).expect("encoded request parses");
+                assert_eq!(
+                    request(&again).as_ref(),
+                    Ok(&r),
+                    "request at offset {offset}"
+                );
+                let _ = ack(&buf[offset..offset + len], Ok(()), false, 1).to_bytes();
+                accepted += 1;
+            }
+            Err(e) => {
+                let answer = ack(&buf[offset..offset + len], Err(&e), false, 1).to_bytes();
+                assert!(
+                    NetlinkMessage::parse(&answer, 0).is_ok(),
+                    "error answer at offset {offset} parses"
+                );
+            }
+        }
+    }
+    accepted
+}

@@ -31,8 +31,8 @@ pub mod rule;
 
 pub use error::DecodeError;
 pub use message::{
-    emit_stream, parse_stream, DoneMessage, ErrorMessage, ExtAckAttr, Messages, NetlinkHeader,
-    NetlinkMessage, Payload,
+    check_round_trip, emit_stream, parse_stream, DoneMessage, ErrorMessage, ExtAckAttr, Messages,
+    NetlinkHeader, NetlinkMessage, Payload,
 };
 
 /// Reads the native-endian i32 at the start of `buf` (`what` names it in the error).

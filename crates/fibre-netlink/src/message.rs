@@ -390,3 +390,29 @@ pub fn emit_stream(messages: &[NetlinkMessage<'_>], out: &mut Vec<u8>) {
         m.emit(out);
     }
 }
+
+/// The codec's round-trip property, for the fuzzer and the tests that replay its corpus:
+/// parses `buf` as a stream as far as it is well-formed, and checks that every message parsed
+/// re-emits exactly the bytes it came from. Returns how many messages were checked.
+///
+/// Panics when the property fails, which is a bug in this crate, never a property of the input.
+pub fn check_round_trip(buf: &[u8]) -> usize {
+    let mut checked = 0;
+    for item in Messages::new(buf) {
+        let Ok((offset, msg)) = item else { break };
+        let len = msg.header.length as usize;
+        let emitted = msg.to_bytes();
+        assert_eq!(
+            emitted,
+            &buf[offset..offset + len],
+            "message at offset {offset} re-emits differently"
+        );
+        let (again, _) = NetlinkMessage::parse(&emitted, 0).expect("emitted message parses");
+        assert_eq!(
+            again, msg,
+            "message at offset {offset} re-parses differently"
+        );
+        checked += 1;
+    }
+    checked
+}

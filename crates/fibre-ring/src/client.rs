@@ -25,6 +25,10 @@ use std::ops::ControlFlow;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the client waits for the daemon's answer to its setup request.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the client asks the daemon for.
 #[derive(Clone, Copy, Debug)]
@@ -178,7 +182,10 @@ impl Client {
         };
         sys::send(sock.as_fd(), &request.encode(), &[], 0)?;
         let mut buf = [0u8; proto::REPLY_LEN + 1];
+        // A daemon that does not speak the ring protocol may never answer.
+        sys::set_recv_timeout(sock.as_fd(), Some(HANDSHAKE_TIMEOUT))?;
         let got = sys::recv(sock.as_fd(), &mut buf, 0)?;
+        sys::set_recv_timeout(sock.as_fd(), None)?;
         if got.len == 0 {
             return Err(ClientError::Disconnected);
         }

@@ -1,6 +1,6 @@
 //! The frame header and the frame state machine.
 //!
-//! Every frame starts with a [`FrameHeader`] of six 32-bit words (status, length, multicast
+//! Every frame starts with a header of six 32-bit words (status, length, multicast
 //! group, sender pid/uid/gid) followed by the payload. Ownership of a frame moves between the
 //! producer and the consumer of its ring only through the `status` word:
 //!

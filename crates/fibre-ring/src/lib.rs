@@ -37,10 +37,11 @@ pub mod server;
 mod shm;
 mod sys;
 
-pub use client::{Client, ClientConfig, ClientError, Message};
+pub use client::{Client, ClientConfig, ClientError, KeptFrame, Message};
 pub use frame::{FrameStatus, Sender};
 pub use geometry::{GeometryError, RingGeometry};
 pub use server::{
-    Dump, Handler, Limits, Listener, Request, Responder, Session, SessionError, SessionStats, Via,
+    AcceptError, Dump, Handler, Limits, Listener, Overrun, Request, Responder, Session,
+    SessionError, SessionStats, Via,
 };
 pub use sys::Credentials;

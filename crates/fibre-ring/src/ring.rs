@@ -7,12 +7,20 @@
 //! `unsafe` code, so the daemon cannot obtain a reference into shared memory: the compiler
 //! enforces that whatever it validates is its own copy.
 //!
-//! Cursor rules (see `frame` for the states): each side keeps its position privately. The
+//! Cursor rules (see `frame` for the states): each side keeps its position privately and both
+//! move through the ring in order, so messages arrive in the order they were written. The
 //! producer looks for a free frame from its position, passing over SKIP frames, and finds the
-//! ring full at the first frame the consumer still owns. The consumer reads at its position; at
-//! a SKIP frame it may only move on once a later frame is VALID or COPY, which proves the
-//! producer has already passed the SKIP frame in this lap -- otherwise a frame released by the
-//! consumer behind the producer's back could be filled and then missed.
+//! ring full at the first frame the consumer still owns. SKIP frames are what makes order
+//! subtle, because a kept frame can be released at any time:
+//! - the consumer moves past a SKIP frame, or past a frame it kept that is now UNUSED, only once
+//!   a later frame is published -- proof that the producer passed it in this lap; without that
+//!   proof the producer may still write there, so the consumer waits;
+//! - the producer reuses a frame it passed over as SKIP only once the consumer has read past the
+//!   first frame written after it -- otherwise the consumer, still behind, would meet the new
+//!   message before older ones.
+//!
+//! `tests::random_schedules_keep_fifo_order` checks both rules against a FIFO model, and fails
+//! if either is removed.
 
 use crate::frame::{FrameHeader, FrameStatus, Sender, FRAME_HEADER_LEN};
 use crate::geometry::RingGeometry;
@@ -118,11 +126,19 @@ pub(crate) struct Reserved {
 pub(crate) struct Producer {
     ring: Ring,
     head: u32,
+    /// Frames passed over as SKIP on this producer's last visit, one bit per frame (see
+    /// `find_free`).
+    skipped: Bits,
 }
 
 impl Producer {
     pub fn new(ring: Ring) -> Producer {
-        Producer { ring, head: 0 }
+        let skipped = Bits::new(ring.geometry.frame_count);
+        Producer {
+            ring,
+            head: 0,
+            skipped,
+        }
     }
 
     pub fn capacity(&self) -> usize {
@@ -134,27 +150,62 @@ impl Producer {
         &self.ring
     }
 
-    /// Takes the next free frame, passing over frames the consumer keeps (SKIP). `None` when
-    /// the consumer still owns the first frame that is not SKIP, or every frame is SKIP.
-    pub fn reserve(&mut self) -> Option<Reserved> {
+    /// The next free frame from the producer's position, passing over frames the consumer
+    /// keeps (SKIP). `None` when the consumer still owns the first frame that is not SKIP, or
+    /// every frame is SKIP.
+    ///
+    /// A frame passed over as SKIP and since freed is only reused once the consumer has read
+    /// past it: otherwise, with the messages written after it still unread, the consumer (which
+    /// reads in ring order) would meet the new message before those older ones. The proof is
+    /// the first frame written after it on the last visit: once that frame is no longer the
+    /// consumer's unread message, the consumer has passed both.
+    fn find_free(&self) -> Option<u32> {
         let mut index = self.head;
         for _ in 0..self.ring.geometry.frame_count {
             match self.ring.status(index) {
-                Some(FrameStatus::Unused) => {
-                    // The Acquire load above ordered the consumer's last reads of this frame
-                    // before our writes to it.
-                    self.ring
-                        .header(index)
-                        .status
-                        .store(FrameStatus::Reserved as u32, Ordering::Relaxed);
-                    self.head = index;
-                    return Some(Reserved { index });
+                Some(FrameStatus::Unused)
+                    if !self.skipped.get(index) || self.consumer_passed(index) =>
+                {
+                    return Some(index)
                 }
                 Some(FrameStatus::Skip) => index = self.ring.next(index),
                 _ => return None,
             }
         }
         None
+    }
+
+    /// True when the consumer has read past `skipped`, a frame passed over on the last visit.
+    fn consumer_passed(&self, skipped: u32) -> bool {
+        let mut index = self.ring.next(skipped);
+        for _ in 1..self.ring.geometry.frame_count {
+            if !self.skipped.get(index) {
+                return !matches!(
+                    self.ring.status(index),
+                    Some(FrameStatus::Valid | FrameStatus::Copy | FrameStatus::Reserved)
+                );
+            }
+            index = self.ring.next(index);
+        }
+        // Nothing was written after it: no newer message can be read out of order.
+        true
+    }
+
+    /// Takes the next free frame (see `find_free`).
+    pub fn reserve(&mut self) -> Option<Reserved> {
+        let index = self.find_free()?;
+        while self.head != index {
+            self.skipped.set(self.head, true);
+            self.head = self.ring.next(self.head);
+        }
+        self.skipped.set(index, false);
+        // The Acquire load in find_free ordered the consumer's last reads of this frame before
+        // our writes to it.
+        self.ring
+            .header(index)
+            .status
+            .store(FrameStatus::Reserved as u32, Ordering::Relaxed);
+        Some(Reserved { index })
     }
 
     /// Copies `bytes` into the reserved frame's payload.
@@ -200,15 +251,29 @@ impl Producer {
 
     /// True when the next `reserve` would find a frame (used to re-check before sleeping).
     pub fn has_room(&self) -> bool {
-        let mut index = self.head;
-        for _ in 0..self.ring.geometry.frame_count {
-            match self.ring.status(index) {
-                Some(FrameStatus::Unused) => return true,
-                Some(FrameStatus::Skip) => index = self.ring.next(index),
-                _ => return false,
-            }
+        self.find_free().is_some()
+    }
+}
+
+/// A fixed-size set of frame indexes.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(frames: u32) -> Bits {
+        Bits(vec![0; frames.div_ceil(64) as usize])
+    }
+
+    fn get(&self, index: u32) -> bool {
+        self.0[index as usize / 64] & (1 << (index % 64)) != 0
+    }
+
+    fn set(&mut self, index: u32, on: bool) {
+        let (word, bit) = (index as usize / 64, 1u64 << (index % 64));
+        if on {
+            self.0[word] |= bit;
+        } else {
+            self.0[word] &= !bit;
         }
-        false
     }
 }
 
@@ -233,25 +298,43 @@ pub(crate) enum Slot {
 pub(crate) struct Consumer {
     ring: Ring,
     head: u32,
+    /// Frames this consumer kept (SKIP) and has not read past since. Such a frame may be
+    /// released (UNUSED) after the producer passed over it, so at the consumer's position an
+    /// UNUSED frame in this set proves nothing by itself (see `peek`).
+    kept: Bits,
 }
 
 impl Consumer {
     pub fn new(ring: Ring) -> Consumer {
-        Consumer { ring, head: 0 }
+        let kept = Bits::new(ring.geometry.frame_count);
+        Consumer {
+            ring,
+            head: 0,
+            kept,
+        }
     }
 
     pub fn ring(&self) -> &Ring {
         &self.ring
     }
 
-    /// Looks at the frame at the consumer's position (moving past SKIP frames the producer has
-    /// provably passed). Reads the length exactly once and checks it against the frame.
+    /// Looks at the frame at the consumer's position. Reads the length exactly once and checks
+    /// it against the frame.
+    ///
+    /// Frames the producer may have passed over without writing are SKIP frames and frames this
+    /// consumer kept and then released (UNUSED). The consumer moves past such frames only when
+    /// a frame beyond them is published, which proves the producer passed them in this lap; an
+    /// UNUSED frame it never kept is where the producer will write next, so it stops there.
     pub fn peek(&mut self) -> Slot {
         let mut index = self.head;
         for _ in 0..self.ring.geometry.frame_count {
-            match self.ring.status(index) {
+            let status = self.ring.status(index);
+            let published = matches!(status, Some(FrameStatus::Valid | FrameStatus::Copy));
+            if published {
+                self.move_to(index);
+            }
+            match status {
                 Some(FrameStatus::Valid) => {
-                    self.head = index;
                     let h = self.ring.header(index);
                     let len = h.len.load(Ordering::Relaxed);
                     if len as usize > self.ring.capacity() {
@@ -266,16 +349,29 @@ impl Consumer {
                     return Slot::Message { index, len, sender };
                 }
                 Some(FrameStatus::Copy) => {
-                    self.head = index;
                     let len = self.ring.header(index).len.load(Ordering::Relaxed);
                     return Slot::Copy { index, len };
                 }
-                // Look further: only a published frame beyond proves the producer passed it.
                 Some(FrameStatus::Skip) => index = self.ring.next(index),
+                Some(FrameStatus::Unused) if self.kept.get(index) => index = self.ring.next(index),
                 _ => return Slot::Empty,
             }
         }
         Slot::Empty
+    }
+
+    /// Moves the position to `index`, a published frame, past frames the producer has passed:
+    /// a kept frame already released there is an ordinary frame again from the next lap on.
+    fn move_to(&mut self, index: u32) {
+        while self.head != index {
+            let head = self.head;
+            if self.kept.get(head) && self.ring.status(head) != Some(FrameStatus::Skip) {
+                self.kept.set(head, false);
+            }
+            self.head = self.ring.next(head);
+        }
+        // A new message sits here: whatever this frame was before, it is an ordinary frame now.
+        self.kept.set(index, false);
     }
 
     /// Copies `len` payload bytes of frame `index` into `out` (replacing its contents). `len`
@@ -311,6 +407,7 @@ impl Consumer {
     /// on; the producer will pass over it until [`release_kept`] frees it.
     pub fn keep(&mut self, index: u32) {
         debug_assert_eq!(index, self.head);
+        self.kept.set(index, true);
         self.ring
             .header(index)
             .status
@@ -500,6 +597,105 @@ pub(crate) mod tests {
         assert!(send(&mut p, b"f2"));
         assert_eq!(take(&mut c).unwrap(), b"f1");
         assert_eq!(take(&mut c).unwrap(), b"f2");
+    }
+
+    #[test]
+    fn released_kept_frame_the_producer_passed_does_not_hide_later_frames() {
+        let (mut p, mut c) = test_rings(1024, 4);
+        let n = p.ring.frame_count();
+        for i in 0..n {
+            assert!(send(&mut p, &[i as u8]));
+        }
+        // Keep frame 0, consume the rest: the consumer is back at frame 0.
+        match c.peek() {
+            Slot::Message { index, .. } => c.keep(index),
+            other => panic!("{other:?}"),
+        }
+        for i in 1..n {
+            assert_eq!(take(&mut c).unwrap(), [i as u8]);
+        }
+        // The producer passes over kept frame 0 and writes frame 1; then the consumer releases
+        // frame 0 before looking. Frame 0 is UNUSED but the message is in frame 1.
+        assert!(send(&mut p, b"next"));
+        release_kept(&p.ring, 0);
+        assert_eq!(take(&mut c).unwrap(), b"next");
+        // The producer reaches frame 0 again in the next lap, in order.
+        for i in 2..n {
+            assert!(send(&mut p, &[i as u8]));
+            assert_eq!(take(&mut c).unwrap(), [i as u8]);
+        }
+        assert!(send(&mut p, b"lap"));
+        assert_eq!(take(&mut c).unwrap(), b"lap");
+        assert_eq!(take(&mut c), None);
+    }
+
+    /// Random interleavings of produce, consume, keep and release against the model "every
+    /// message arrives once, in order; a kept frame is never overwritten; the ring only stalls
+    /// when kept frames fill it".
+    #[test]
+    fn random_schedules_keep_fifo_order() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for round in 0..300 {
+            // Rings of 2 to 32 frames.
+            let frame_size = [2048, 1024, 256][round % 3];
+            let (mut p, mut c) = test_rings(frame_size, 1 + (round as u32 / 3) % 32);
+            let n = p.ring.frame_count();
+            let (mut produced, mut expect) = (0u32, 0u32);
+            let mut kept: Vec<(u32, u32)> = Vec::new();
+            for _ in 0..5_000 {
+                match next() % 4 {
+                    0 | 1 => {
+                        if send(&mut p, &produced.to_le_bytes()) {
+                            produced += 1;
+                        } else {
+                            // Full is only legitimate while the consumer has something to do.
+                            assert!(!kept.is_empty() || c.peek() != Slot::Empty, "stalled");
+                        }
+                    }
+                    2 => match c.peek() {
+                        Slot::Message { index, len, .. } => {
+                            let mut v = Vec::new();
+                            c.copy_out(index, len, &mut v);
+                            assert_eq!(v, expect.to_le_bytes(), "message order");
+                            if next() % 4 == 0 && (kept.len() as u32) < n - 1 {
+                                c.keep(index);
+                                kept.push((index, expect));
+                            } else {
+                                c.release(index);
+                            }
+                            expect += 1;
+                        }
+                        Slot::Empty => {
+                            assert!(expect == produced || !kept.is_empty(), "lost messages")
+                        }
+                        other => panic!("{other:?}"),
+                    },
+                    _ if !kept.is_empty() => {
+                        let (index, seq) = kept.swap_remove(next() as usize % kept.len());
+                        let mut v = Vec::new();
+                        c.copy_out(index, 4, &mut v);
+                        assert_eq!(v, seq.to_le_bytes(), "kept frame overwritten");
+                        release_kept(&p.ring, index);
+                    }
+                    _ => {}
+                }
+            }
+            for (index, _) in kept.drain(..) {
+                release_kept(&p.ring, index);
+            }
+            while let Some(v) = take(&mut c) {
+                assert_eq!(v, expect.to_le_bytes());
+                expect += 1;
+            }
+            assert_eq!(expect, produced, "round {round}: every message delivered");
+            assert!(send(&mut p, b"end") && take(&mut c).unwrap() == b"end");
+        }
     }
 
     #[test]

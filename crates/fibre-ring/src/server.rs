@@ -48,9 +48,6 @@ pub struct Limits {
     /// Largest request accepted over the socket (COPY); 1 MiB is far above any single rtnetlink
     /// request, and bounds what one COPY frame can make the daemon allocate.
     pub max_copy_request: usize,
-    /// Requests taken per turn of [`Session::run`] before output is pumped again, so a client
-    /// streaming requests cannot starve its own replies.
-    pub requests_per_turn: usize,
 }
 
 impl Default for Limits {
@@ -59,7 +56,6 @@ impl Default for Limits {
             pending_bytes: 256 << 10,
             pending_messages: 4096,
             max_copy_request: 1 << 20,
-            requests_per_turn: 256,
         }
     }
 }
@@ -106,7 +102,8 @@ where
     }
 }
 
-/// The pending queue is full: the reply was not queued (netlink's ENOBUFS).
+/// A reply was dropped (netlink's ENOBUFS): the RX ring and the pending queue were full, or
+/// the reply was larger than a frame and than one socket datagram can carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overrun;
 
@@ -179,7 +176,7 @@ pub struct SessionStats {
     pub malformed: u64,
     pub replies_ring: u64,
     pub replies_socket: u64,
-    /// Replies refused because the pending queue was full.
+    /// Replies dropped: pending queue full, or too large for a frame and the socket.
     pub overruns: u64,
     /// Most replies ever waiting in the pending queue.
     pub pending_high_water: usize,
@@ -196,6 +193,8 @@ struct Output {
     dump_buf: Vec<u8>,
     /// A COPY message found the socket's buffer full; wait for POLLOUT.
     blocked_on_socket: bool,
+    /// A send from a handler failed; reported by the next pump.
+    failed: Option<SessionError>,
     limits: Limits,
     stats: SessionStats,
 }
@@ -203,6 +202,8 @@ struct Output {
 enum Emit {
     Done,
     Full,
+    /// Larger than a frame and than the socket can carry in one datagram: dropped.
+    Dropped,
 }
 
 impl Output {
@@ -241,6 +242,11 @@ impl Output {
                 self.blocked_on_socket = true;
                 Ok(Emit::Full)
             }
+            Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+                self.rx.unreserve(frame);
+                self.stats.overruns += 1;
+                Ok(Emit::Dropped)
+            }
             Err(e) => Err(io_error(e)),
         }
     }
@@ -269,6 +275,10 @@ impl Output {
                     moved = true;
                     bells.note();
                 }
+                Emit::Dropped => {
+                    self.pending_bytes -= msg.len();
+                    moved = true;
+                }
                 Emit::Full => {
                     self.pending.push_front((msg, sender));
                     return Ok(moved);
@@ -296,7 +306,7 @@ impl Output {
                     .push_back((buf.as_slice().into(), Sender::DAEMON));
                 self.stats.pending_high_water =
                     self.stats.pending_high_water.max(self.pending.len());
-            } else {
+            } else if let Emit::Done = emitted {
                 bells.note();
             }
             self.dump_buf = buf;
@@ -326,25 +336,33 @@ impl Responder<'_> {
         self.out.rx.capacity()
     }
 
-    /// Sends a reply from the daemon.
-    pub fn reply(&mut self, msg: &[u8]) -> Result<(), SessionError> {
-        self.send(msg, Sender::DAEMON).map(|_| ())
+    /// Sends a reply from the daemon. `Err(Overrun)` when it was dropped (see [`Overrun`]).
+    pub fn reply(&mut self, msg: &[u8]) -> Result<(), Overrun> {
+        self.send(msg, Sender::DAEMON)
     }
 
     /// Sends a message with an explicit sender (for example a notification caused by another
-    /// client). `Ok(Err(Overrun))` when it could neither be placed nor queued.
-    pub fn send(
-        &mut self,
-        msg: &[u8],
-        sender: Sender,
-    ) -> Result<Result<(), Overrun>, SessionError> {
+    /// client). A transport failure (the client vanished mid-send) is kept for the session to
+    /// report from its next [`Session::pump`]; the message is then dropped with the session.
+    pub fn send(&mut self, msg: &[u8], sender: Sender) -> Result<(), Overrun> {
+        if self.out.failed.is_some() {
+            return Ok(());
+        }
         if self.out.pending.is_empty() && !self.out.blocked_on_socket {
-            if let Emit::Done = self.out.emit(self.sock, msg, sender)? {
-                self.bells.note();
-                return Ok(Ok(()));
+            match self.out.emit(self.sock, msg, sender) {
+                Ok(Emit::Done) => {
+                    self.bells.note();
+                    return Ok(());
+                }
+                Ok(Emit::Dropped) => return Err(Overrun),
+                Ok(Emit::Full) => {}
+                Err(e) => {
+                    self.out.failed = Some(e);
+                    return Ok(());
+                }
             }
         }
-        Ok(self.out.enqueue(msg, sender))
+        self.out.enqueue(msg, sender)
     }
 
     /// Starts a dump, answered as the client frees frames. A session runs one dump at a time;
@@ -466,6 +484,7 @@ impl Session {
                 dump: None,
                 dump_buf: Vec::new(),
                 blocked_on_socket: false,
+                failed: None,
                 limits,
                 stats: SessionStats::default(),
             },
@@ -581,6 +600,9 @@ impl Session {
     /// sleeps and anything changed since it was last woken (frames published, or TX frames
     /// freed by [`Session::next_request`]). Returns whether any reply moved.
     pub fn pump(&mut self) -> Result<bool, SessionError> {
+        if let Some(e) = self.out.failed.take() {
+            return Err(e);
+        }
         let moved = self.out.pump(self.sock.as_fd(), &self.bells)?;
         self.bells.flush();
         Ok(moved)
@@ -644,12 +666,10 @@ impl Session {
     ) -> Result<std::convert::Infallible, SessionError> {
         loop {
             let mut progressed = self.pump()?;
-            let mut taken = 0;
-            while self.out.idle() && taken < self.out.limits.requests_per_turn {
+            while self.out.idle() {
                 let Some(request) = self.next_request()? else {
                     break;
                 };
-                taken += 1;
                 progressed = true;
                 handler.handle(request, &mut self.responder());
                 self.pump()?;
@@ -739,6 +759,61 @@ mod tests {
         let err = memfd.set_len(reply.map_len * 2).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
         assert_eq!(memfd.metadata().unwrap().len(), reply.map_len);
+    }
+
+    /// Random and mutated handshakes: never a panic, never a ring outside the rules, always an
+    /// answer.
+    #[test]
+    fn mangled_handshakes_are_refused_with_an_errno() {
+        let g = RingGeometry::for_frames(2048, 8).unwrap();
+        let good = SetupRequest { rx: g, tx: g }.encode();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for i in 0..2000 {
+            let mut msg = good.clone();
+            match i % 3 {
+                // Flip a few bytes anywhere (header, magic, geometry words).
+                0 => {
+                    for _ in 0..1 + next() % 4 {
+                        let at = next() as usize % msg.len();
+                        msg[at] ^= 1 << (next() % 8);
+                    }
+                }
+                // Replace one geometry word with an extreme value.
+                1 => {
+                    let at = 24 + 4 * (next() as usize % 8);
+                    let v = [0u32, 1, 7, 4095, 4096, u32::MAX, 1 << 31][next() as usize % 7];
+                    msg[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+                }
+                // Pure noise of any length.
+                _ => msg = (0..next() % 100).map(|_| next() as u8).collect(),
+            }
+            let (daemon_end, client_end) = UnixStream::pair().unwrap();
+            let accepted = Session::accept(daemon_end.into(), &msg, Limits::default());
+            let mut buf = [0u8; proto::REPLY_LEN];
+            let got = sys::recv(client_end.as_fd(), &mut buf, 0).unwrap();
+            let reply = SetupReply::decode(&buf[..got.len]).unwrap();
+            match accepted {
+                Ok(session) => {
+                    // Only a request that still satisfies every rule gets a ring.
+                    let req = SetupRequest::decode(&msg).unwrap();
+                    req.rx.validate().unwrap();
+                    req.tx.validate().unwrap();
+                    assert_eq!(reply.error, 0);
+                    assert_eq!(reply.map_len as usize, session.mapped_bytes());
+                    assert_eq!(got.fds.len(), 3);
+                }
+                Err(_) => {
+                    assert_eq!(reply.error, -libc::EINVAL, "{msg:?}");
+                    assert!(got.fds.is_empty());
+                }
+            }
+        }
     }
 
     #[test]

@@ -250,7 +250,6 @@ fn replies_beyond_the_pending_bound_are_refused_not_buffered() {
         for i in 0..100u32 {
             if out
                 .send(&i.to_le_bytes(), fibre_ring::Sender::DAEMON)
-                .unwrap()
                 .is_err()
             {
                 refused += 1;
@@ -400,4 +399,125 @@ fn many_clients_at_once_each_get_their_own_replies() {
         assert_eq!(s.requests_ring + s.requests_socket, u64::from(REQUESTS));
         assert_eq!(s.malformed, 0);
     }
+}
+
+/// The way a single-threaded daemon drives many sessions: poll-driven, no thread per client.
+#[test]
+fn one_thread_multiplexes_sessions_with_poll() {
+    use fibre_ring::SessionError;
+    const CLIENTS: usize = 4;
+    const REQUESTS: u32 = 3000;
+    let dir = TempDir::new("poll");
+    let listener = Listener::bind(&dir.socket()).unwrap();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let path = dir.socket();
+            thread::spawn(move || {
+                let mut client = Client::connect(&path, small_rings()).unwrap();
+                // Every other client also asks for a dump, to mix paused output with requests.
+                for i in 0..REQUESTS {
+                    let mut m = pattern(i, 16 + (i as usize * 7) % 900);
+                    m[0] = c as u8;
+                    if c % 2 == 1 && i == REQUESTS / 2 {
+                        m[1] = b'D';
+                    }
+                    client.send(&m).unwrap();
+                    let reply = client.recv().unwrap();
+                    assert_eq!(reply, m, "client {c} request {i}");
+                    if m[1] == b'D' {
+                        for d in 0..500u32 {
+                            assert_eq!(client.recv().unwrap(), pattern(d, 300));
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut sessions: Vec<_> = (0..CLIENTS)
+        .map(|_| listener.accept(Limits::default()).unwrap())
+        .collect();
+    let mut finished = 0;
+    while !sessions.is_empty() {
+        let mut progressed = false;
+        let mut gone = Vec::new();
+        for (i, s) in sessions.iter_mut().enumerate() {
+            let step = (|| -> Result<bool, SessionError> {
+                let mut moved = s.pump()?;
+                while s.output_idle() {
+                    let Some(req) = s.next_request()? else { break };
+                    moved = true;
+                    let mut out = s.responder();
+                    out.reply(&req.bytes).unwrap();
+                    if req.bytes[1] == b'D' {
+                        let dump = (0..500u32).map(|d| pattern(d, 300));
+                        assert!(out.dump(Box::new(dump)).is_ok());
+                    }
+                    s.pump()?;
+                }
+                Ok(moved)
+            })();
+            match step {
+                Ok(moved) => progressed |= moved,
+                Err(SessionError::Disconnected) => gone.push(i),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        for i in gone.into_iter().rev() {
+            sessions.swap_remove(i);
+            finished += 1;
+        }
+        if progressed || sessions.is_empty() {
+            continue;
+        }
+        // Sleep only if every session agrees there is nothing to do.
+        if sessions.iter_mut().all(|s| s.prepare_to_sleep()) {
+            let mut fds: Vec<libc::pollfd> = Vec::new();
+            for s in &sessions {
+                fds.extend(s.poll_fds());
+            }
+            // SAFETY: fds is a live, writable array of fds.len() pollfd structures.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            assert!(ready > 0, "poll: {}", std::io::Error::last_os_error());
+            let mut gone = Vec::new();
+            for (i, s) in sessions.iter_mut().enumerate() {
+                let pair = [fds[2 * i], fds[2 * i + 1]];
+                if let Err(SessionError::Disconnected) = s.after_wake(&pair) {
+                    gone.push(i);
+                }
+            }
+            for i in gone.into_iter().rev() {
+                sessions.swap_remove(i);
+                finished += 1;
+            }
+        }
+    }
+    for c in clients {
+        c.join().unwrap();
+    }
+    assert_eq!(finished, CLIENTS);
+}
+
+#[test]
+fn messages_too_large_for_the_socket_are_refused_not_fatal() {
+    let dir = TempDir::new("huge");
+    let server = serve_one(&dir, Limits::default(), |req, out| {
+        if req.bytes.as_ref() == b"huge reply" {
+            // Far beyond a frame and any socket buffer.
+            assert_eq!(
+                out.reply(&vec![0u8; 8 << 20]),
+                Err(fibre_ring::server::Overrun)
+            );
+        }
+        out.reply(b"ok").unwrap();
+    });
+    let mut client = Client::connect(&dir.socket(), small_rings()).unwrap();
+    match client.send(&vec![0u8; 8 << 20]) {
+        Err(ClientError::Io(e)) => assert_eq!(e.raw_os_error(), Some(libc::EMSGSIZE)),
+        other => panic!("{other:?}"),
+    }
+    client.send(b"huge reply").unwrap();
+    assert_eq!(client.recv().unwrap(), b"ok");
+    drop(client);
+    let stats = server.join().unwrap();
+    assert_eq!(stats.overruns, 1);
 }
