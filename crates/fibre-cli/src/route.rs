@@ -334,6 +334,14 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
                 "high" => 1,
                 _ => return Err(CmdError::invarg("\"pref\" value is invalid\n", v)),
             });
+        } else if matches(w, "realms")
+            || w == "encap"
+            || w == "as"
+            || w == "ttl-propagate"
+            || matches(w, "vrf")
+        {
+            // Valid iproute2 words for attributes the routing model has no field for yet.
+            return Err(unsupported(w));
         } else if matches(w, "fastopen_no_cookie") {
             let v = a.next_arg()?;
             let q = get_u32(v, 0)
@@ -436,6 +444,12 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
     r.pref = pref;
     r.expires = expires;
     Ok(r)
+}
+
+/// A valid iproute2 word fibre cannot carry out yet: the command fails (a batch goes on with
+/// `-force`) instead of misreading the word as a destination.
+fn unsupported(w: &str) -> CmdError {
+    CmdError::fail(1, format!("Error: fibre does not support \"{w}\" yet.\n"))
 }
 
 /// iproute2's `parse_nexthops`/`parse_one_nh`: `nexthop via A dev D weight W onlink ...`.
@@ -541,6 +555,8 @@ fn get(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
             q.mark = get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid mark value", v))?;
         } else if matches(w, "oif") || w == "dev" {
             odev = Some(a.next_arg()?);
+        } else if matches(w, "vrf") || w == "as" {
+            return Err(unsupported(w));
         } else if matches(w, "notify") || matches(w, "connected") {
         } else if matches(w, "uid") {
             let v = a.next_arg()?;
