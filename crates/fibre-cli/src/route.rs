@@ -1608,6 +1608,49 @@ mod tests {
     }
 
     #[test]
+    fn selectors_hide_what_they_fix() {
+        // `ip route show dev d0` and `ip route show via 10.0.0.2` (iproute2 6.1) leave out the
+        // device, respectively the gateway, they select on.
+        let mut r = route("10.0.0.0/24");
+        r.nexthop.oif = 2;
+        r.protocol = 2;
+        r.scope = scope::LINK;
+        r.prefsrc = Some("10.0.0.1".parse().unwrap());
+        let by_dev = Shown {
+            oif: true,
+            ..Shown::default()
+        };
+        assert_eq!(
+            show(&r, false, by_dev),
+            "10.0.0.0/24 proto kernel scope link src 10.0.0.1 \n"
+        );
+        let mut r = route("192.0.2.0/24");
+        r.nexthop.gateway = Some("10.0.0.2".parse().unwrap());
+        r.nexthop.oif = 2;
+        let by_via = Shown {
+            via_host: true,
+            ..Shown::default()
+        };
+        assert_eq!(show(&r, false, by_via), "192.0.2.0/24 dev d0 \n");
+        // `ip route show table all src 10.0.0.1`: the source is hidden.
+        let mut r = route("10.0.0.1");
+        r.rtype = RouteType::Local;
+        r.table = 255;
+        r.protocol = 2;
+        r.scope = scope::HOST;
+        r.nexthop.oif = 2;
+        r.prefsrc = Some("10.0.0.1".parse().unwrap());
+        let by_src = Shown {
+            prefsrc_host: true,
+            ..Shown::default()
+        };
+        assert_eq!(
+            show(&r, false, by_src),
+            "local 10.0.0.1 dev d0 table local proto kernel scope host \n"
+        );
+    }
+
+    #[test]
     fn filters_select_like_iproute2() {
         let mut r = route("10.1.0.0/16");
         r.nexthop.oif = 2;
