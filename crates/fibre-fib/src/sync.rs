@@ -30,6 +30,7 @@ use crate::types::{
 };
 use crate::Fib;
 
+#[allow(clippy::too_many_arguments)] // the fields of fib_magic's request, one each
 fn kernel_route4(
     rtype: RouteType,
     dst: u32,
@@ -307,7 +308,11 @@ impl Fib {
         let add = |fib: &mut Fib, r: Route| {
             let _ = fib.route6_new_internal(&r, ReqFlags::PREPEND, int);
         };
-        if with_prefix && a.flags & ifa_flags::NOPREFIXROUTE == 0 && a.prefixlen < 128 {
+        // Kernel (checked): an address added to a down link gets its local and anycast
+        // routes at once, its prefix route only once the link is up; /128 gets one too.
+        let up = self.links.get(dev).is_some_and(|l| l.up);
+        let with_prefix = with_prefix && up;
+        if with_prefix && a.flags & ifa_flags::NOPREFIXROUTE == 0 {
             let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
             let metric = if a.metric != 0 {
                 a.metric
@@ -331,10 +336,6 @@ impl Fib {
                     PRIO_ADDRCONF,
                 ),
             );
-        }
-        let ready = self.links.get(dev).is_some_and(|l| l.oper_up());
-        if !ready {
-            return;
         }
         add(
             self,
@@ -401,7 +402,7 @@ impl Fib {
                     Some(LOCAL6_METRIC),
                 );
             }
-            if a.flags & ifa_flags::NOPREFIXROUTE == 0 && a.prefixlen < 128 {
+            if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let metric = if a.metric != 0 {
                     a.metric
                 } else {
@@ -494,7 +495,7 @@ impl Fib {
             }
         }
         for a in existing {
-            self.add_ifaddr6(dev, &a, false);
+            self.add_ifaddr6(dev, &a, true);
         }
     }
 
@@ -557,7 +558,8 @@ impl Fib {
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
     pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
         for info in self.infos.iter_mut() {
-            if info.spec.family != Family::Inet && !(info.spec.family == Family::Inet6 && !down) {
+            // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
+            if info.spec.family == Family::Inet6 && down {
                 continue;
             }
             if !info.spec.nhs.iter().any(|n| n.oif == dev) {
@@ -647,7 +649,23 @@ impl Fib {
         for id in self.infos.ids() {
             let info = self.infos.get(id);
             if let Some(spec) = f(&info.spec) {
-                let st = info.nh.clone();
+                let mut st = info.nh.clone();
+                // A next-hop object's members changed: fresh state for the new hops.
+                if st.len() != spec.nhs.len() {
+                    st = spec
+                        .nhs
+                        .iter()
+                        .map(|n| {
+                            let linkdown = self.links.get(n.oif).is_some_and(|l| !l.carrier);
+                            NhState {
+                                flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
+                                scope: scope::LINK,
+                                upper_bound: -1,
+                                dst: self.dead_dst(n),
+                            }
+                        })
+                        .collect();
+                }
                 let nid = self.intern(spec, st);
                 map.push((id, nid));
             }
@@ -715,7 +733,13 @@ impl Fib {
             Family::Inet6 => self.t6.get_mut(&tb),
         };
         let Some(t) = t else { return };
-        let Some(list) = t.get_mut(&key) else { return };
+        if !t.contains(&key) {
+            return;
+        }
+        let list = t.entries_mut(key);
+        if i >= list.len() {
+            return;
+        }
         let e = list.remove(i);
         t.prune(&key);
         let affects = self.infos.get(e.info).spec.scope >= scope::LINK || family == Family::Inet6;

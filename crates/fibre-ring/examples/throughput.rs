@@ -11,6 +11,8 @@
 //!   API; socket: one send per message); the daemon takes each (the ring side copies it out of
 //!   the frame, as it always does) and checks sequence number and length; a final request is
 //!   answered so the client knows all were handled.
+//! - RTT: one request, wait for its reply, repeat (as `fibre route get` does): latency, where
+//!   each side sleeps between messages on both transports.
 //!
 //! Both sides build each message by patching a sequence number into a prepared template, so the
 //! transports differ only in how bytes cross. The sockets get send/receive buffers as large as
@@ -149,6 +151,46 @@ fn ring_tx(count: u64, len: usize) -> Duration {
     })
 }
 
+/// Round trips: one request, wait for its reply, repeat (the shape of `fibre route get`).
+fn ring_rtt(count: u64, len: usize) -> Duration {
+    let daemon = |req: Request, out: &mut Responder<'_>| {
+        out.reply(&req.bytes).unwrap();
+    };
+    with_ring_daemon("rtt", daemon, |c| {
+        let mut buf = template(len);
+        let start = Instant::now();
+        for seq in 0..count {
+            stamp(&mut buf, seq);
+            c.send(&buf).unwrap();
+            std::hint::black_box(c.recv_with(|m| check(m.bytes, seq, len)).unwrap());
+        }
+        start.elapsed()
+    })
+}
+
+fn socket_rtt(count: u64, len: usize) -> Duration {
+    let (daemon_end, client_end) = socket_pair();
+    let daemon = thread::spawn(move || {
+        let mut buf = vec![0u8; TX_FRAME as usize];
+        for _ in 0..count {
+            let n = sock_recv(&daemon_end, &mut buf);
+            sock_send(&daemon_end, &buf[..n]);
+        }
+    });
+    let mut buf = template(len);
+    let mut reply = vec![0u8; TX_FRAME as usize];
+    let start = Instant::now();
+    for seq in 0..count {
+        stamp(&mut buf, seq);
+        sock_send(&client_end, &buf);
+        let n = sock_recv(&client_end, &mut reply);
+        std::hint::black_box(check(&reply[..n], seq, len));
+    }
+    let elapsed = start.elapsed();
+    daemon.join().unwrap();
+    elapsed
+}
+
 fn socket_pair() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: fds is a valid array of two ints for socketpair to fill.
@@ -285,15 +327,21 @@ fn main() {
         "ring/sock"
     );
     let rx_full = RX_FRAME as usize - 24;
-    let cases: [(&str, usize, Side, Side); 5] = [
+    let cases: [(&str, usize, Side, Side); 6] = [
         ("RX", 100, ring_rx, socket_rx),
         ("RX", 1000, ring_rx, socket_rx),
         ("RX", rx_full, ring_rx, socket_rx),
         ("TX", 100, ring_tx, socket_tx),
         ("TX", 1000, ring_tx, socket_tx),
+        ("RTT", 100, ring_rtt, socket_rtt),
     ];
     for (dir, len, ring, sock) in cases {
-        let count = (volume / len as u64).clamp(20_000, if quick { 100_000 } else { 1_000_000 });
+        let count = if dir == "RTT" {
+            // Each round trip waits for two wake-ups: far fewer fit in the time.
+            volume >> 12
+        } else {
+            (volume / len as u64).clamp(20_000, if quick { 100_000 } else { 1_000_000 })
+        };
         let mut ring_times = Vec::new();
         let mut sock_times = Vec::new();
         // Alternate so a burst of load on the shared machine hits both sides alike.
