@@ -679,7 +679,14 @@ fn gateway_attr<'a>(family: Family, gw: IpAddr) -> RouteAttr<'a> {
     }
 }
 
+/// The single next hop (RTA_GATEWAY or RTA_VIA, RTA_OIF), then RTA_MULTIPATH. The kernel's
+/// dumps have one or the other; a request may carry both (the kernel then checks that they
+/// agree), so both are kept.
 fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
+    out.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
+    if r.nexthop.oif != 0 {
+        out.push(RouteAttr::Oif(r.nexthop.oif));
+    }
     if !r.multipath.is_empty() {
         let hops = r
             .multipath
@@ -699,11 +706,6 @@ fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
             })
             .collect();
         out.push(RouteAttr::Multipath(hops));
-        return;
-    }
-    out.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
-    if r.nexthop.oif != 0 {
-        out.push(RouteAttr::Oif(r.nexthop.oif));
     }
 }
 
