@@ -128,8 +128,12 @@ fn time_rtt(s: &str) -> Option<(u32, bool)> {
         strtoul(num, 0)? as f64
     };
     let t = t * scale;
-    let v = t as u32;
-    Some((if (v as f64) < t { v + 1 } else { v }, raw))
+    // Rounded up, as iproute2 does; a time that does not fit the 32-bit attribute is invalid.
+    let v = t.ceil();
+    if v > u32::MAX as f64 {
+        return None;
+    }
+    Some((v as u32, raw))
 }
 
 /// Parses the words of `route add|del|...` into a request, with iproute2's defaults.
