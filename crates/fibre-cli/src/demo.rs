@@ -121,6 +121,10 @@ const LOOKUPS: &[(&str, &str)] = &[
         "a multipath route: weights 3:1 over both uplinks, one next hop per flow",
     ),
     (
+        "route get 198.18.1.1",
+        "another flow of the same multipath route, hashed to its own next hop",
+    ),
+    (
         "route get 203.0.113.77 mark 7",
         "policy routing: fwmark 7 selects table 200, which leaves by wan1",
     ),
@@ -141,8 +145,11 @@ const LOOKUPS: &[(&str, &str)] = &[
 /// Progress is printed every this many routes while loading.
 const PROGRESS_EVERY: usize = 200_000;
 
-/// Lookups timed for the lookups-per-second figure.
+/// Lookups timed for the lookups-per-second figure (at most).
 const TIMED_LOOKUPS: usize = 1_000_000;
+
+/// The timed lookups stop after this long, so the demo stays short on a slow or busy machine.
+const LOOKUP_SECONDS: f64 = 3.0;
 
 /// A small deterministic generator (SplitMix64), so every run builds the same table.
 struct Rng(u64);
@@ -420,8 +427,9 @@ pub fn run(words: &[&str], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         }
     }
     let t = Instant::now();
-    let (mut found, mut failed) = (0usize, 0usize);
-    for (i, a) in addrs.iter().enumerate() {
+    let (mut found, mut failed, mut done) = (0usize, 0usize, 0usize);
+    let mut next_report = 1.0;
+    for a in &addrs {
         let q = RouteQuery {
             family: Family::of(a),
             dst: *a,
@@ -441,25 +449,25 @@ pub fn run(words: &[&str], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             Ok(_) => found += 1,
             Err(_) => failed += 1,
         }
-        if (i + 1) % (TIMED_LOOKUPS / 4) == 0 {
-            say(
-                out,
-                &format!(
-                    "    {}/{} lookups, {:.1} s\n",
-                    i + 1,
-                    addrs.len(),
-                    t.elapsed().as_secs_f64()
-                ),
-            );
+        done += 1;
+        // Checking the clock every 1024 lookups keeps its cost out of the figure.
+        if done % 1024 == 0 {
+            let e = t.elapsed().as_secs_f64();
+            if e >= next_report {
+                say(out, &format!("    {done} lookups, {e:.1} s\n"));
+                next_report += 1.0;
+            }
+            if e >= LOOKUP_SECONDS {
+                break;
+            }
         }
     }
     let secs = t.elapsed().as_secs_f64();
     say(
         out,
         &format!(
-            "  {} lookups (80% IPv4, 20% IPv6) in {secs:.2} s: {} lookups/s on one core, {found} answered, {failed} errors\n",
-            addrs.len(),
-            rate(addrs.len(), secs)
+            "  {done} lookups (80% IPv4, 20% IPv6) in {secs:.2} s: {} lookups/s on one core, {found} answered, {failed} errors\n",
+            rate(done, secs)
         ),
     );
     say(out, "  (`route get` builds a full answer message per lookup; the forwarding path's compiled lookup is faster)\n");

@@ -1,4 +1,5 @@
-//! One routing table of one family: prefixes to their route entries, with longest-prefix match.
+//! One routing table of one family: prefixes to their route entries, with longest-prefix
+//! match, plus a compiled longest-prefix-match structure (`fibre-lpm`) for the common flow.
 //!
 //! Invariants:
 //! - Keys are masked: no host bits are set beyond `len` (IPv4 keys live in the low 32 bits).
@@ -6,21 +7,45 @@
 //!   keys of length `l`, and `lens` lists the lengths with a non-zero count, longest first.
 //! - The order of a key's entries is the kernel's order for that key (the callers in
 //!   `route4`/`route6` keep it); this module never reorders them.
+//! - The map is ordered as the IPv4 dump is (address ascending, longer prefix first), so a
+//!   sorted bulk load appends near the previous key and the IPv4 dump is a plain walk.
+//! - Every mutation goes through `entries_mut`/`iter_mut`, which record the key as dirty;
+//!   `Fib` recomputes the dirty keys' compiled winners (`set_winner`) before it returns, so
+//!   `fast` always reflects `map` when a reader looks.
 //!
-//! Interface: [`Table::lpm`] walks the matching keys longest first, so callers can apply the
-//! kernel's "skip this alias and fall back to a shorter prefix" rules; `dump_keys` gives the
-//! kernel's dump order. Insert, remove and each probe are O(1) hash operations, a longest-prefix
-//! walk is at most one probe per populated length. The compiled structures of `fibre-lpm` are a
-//! faster mirror of the same key set for the data plane; this map stays the source of truth.
+//! Interface: [`Table::lpm`] walks the matching keys longest first (one ordered-map probe per
+//! populated length), so callers can apply the kernel's "skip this entry and fall back to a
+//! shorter prefix" rules for any flow. [`Table::fast_lookup`] answers in one compiled lookup for
+//! the flow the data plane sends (no tos-specific entries in play, no oif, universe scope): it
+//! returns the key and entry the kernel's walk would stop at, as precomputed by `Fib`.
 
-use crate::fxhash::FxHashMap;
+use std::collections::BTreeMap;
+
+use smallvec::SmallVec;
+
 use crate::route::Entry;
 
+/// The entries of one key: almost always one, kept inline (no allocation per prefix).
+pub(crate) type Entries = SmallVec<[Entry; 1]>;
+
 /// A masked prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub addr: u128,
     pub len: u8,
+}
+
+/// Map order: address ascending, then the longer prefix first (the LC-trie's dump order).
+impl Ord for Key {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.addr.cmp(&o.addr).then(o.len.cmp(&self.len))
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
 }
 
 /// The network mask of `len` bits in an address of `bits` bits, right-aligned in a u128.
@@ -63,58 +88,109 @@ impl Key {
     }
 }
 
+/// The compiled structure of one family.
+#[derive(Debug)]
+enum Fast {
+    V4(fibre_lpm::v4::Lpm4),
+    V6(fibre_lpm::v6::Lpm6),
+}
+
+/// One key's entries and its slot in the compiled structure.
 #[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    pub entries: Entries,
+    /// Index into `winners`, or `NO_SLOT` when the key is not compiled.
+    fast: u32,
+    /// Entries here the compiled answer cannot stand for (see `special_entries`).
+    special: u32,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+#[derive(Debug)]
 pub(crate) struct Table {
     pub id: u32,
     /// Creation sequence number: the kernel lists tables of one hash bucket newest first.
     pub seq: u64,
     /// Address width: 32 or 128.
     pub bits: u8,
-    map: FxHashMap<Key, Vec<Entry>>,
+    map: BTreeMap<Key, Slot>,
     len_count: [u32; 129],
     lens: Vec<u8>,
+    fast: Fast,
+    /// What each compiled value stands for: the key and the entry a plain flow stops at.
+    winners: Vec<(Key, Entry)>,
+    free_winners: Vec<u32>,
+    dirty: Vec<Key>,
+    all_dirty: bool,
+    /// Entries the compiled answers skip: IPv4 entries with a tos (a flow with a tos must
+    /// take the slow walk while there are any), IPv6 entries with a source prefix (every flow
+    /// must, while there are any).
+    pub special_entries: u32,
 }
 
 impl Table {
     pub fn new(id: u32, bits: u8, seq: u64) -> Table {
+        let fast = if bits == 32 {
+            Fast::V4(fibre_lpm::v4::Lpm4::new())
+        } else {
+            Fast::V6(fibre_lpm::v6::Lpm6::new())
+        };
         Table {
             id,
             seq,
             bits,
-            map: FxHashMap::default(),
+            map: BTreeMap::new(),
             len_count: [0; 129],
             lens: Vec::new(),
+            fast,
+            winners: Vec::new(),
+            free_winners: Vec::new(),
+            dirty: Vec::new(),
+            all_dirty: false,
+            special_entries: 0,
         }
     }
 
-    pub fn get(&self, key: &Key) -> Option<&Vec<Entry>> {
-        self.map.get(key)
+    pub fn contains(&self, key: &Key) -> bool {
+        self.map.contains_key(key)
     }
 
-    pub fn get_mut(&mut self, key: &Key) -> Option<&mut Vec<Entry>> {
-        self.map.get_mut(key)
+    pub fn get(&self, key: &Key) -> Option<&Entries> {
+        self.map.get(key).map(|s| &s.entries)
     }
 
     /// The entry list of `key`, created empty if absent. The caller must leave it non-empty
     /// or call [`Table::prune`].
-    pub fn entries_mut(&mut self, key: Key) -> &mut Vec<Entry> {
+    pub fn entries_mut(&mut self, key: Key) -> &mut Entries {
         let lc = &mut self.len_count;
         let lens = &mut self.lens;
-        self.map.entry(key).or_insert_with(|| {
+        if !self.all_dirty {
+            self.dirty.push(key);
+        }
+        let slot = self.map.entry(key).or_insert_with(|| {
             let l = key.len as usize;
             lc[l] += 1;
             if lc[l] == 1 {
                 let pos = lens.iter().position(|&x| x < key.len).unwrap_or(lens.len());
                 lens.insert(pos, key.len);
             }
-            Vec::new()
-        })
+            Slot {
+                entries: Entries::new(),
+                fast: NO_SLOT,
+                special: 0,
+            }
+        });
+        &mut slot.entries
     }
 
     /// Removes `key` if its entry list became empty.
     pub fn prune(&mut self, key: &Key) {
-        if self.map.get(key).is_some_and(|v| v.is_empty()) {
-            self.map.remove(key);
+        if self.map.get(key).is_some_and(|s| s.entries.is_empty()) {
+            if let Some(s) = self.map.remove(key) {
+                self.special_entries -= s.special;
+                self.drop_winner(key, s.fast);
+            }
             let l = key.len as usize;
             self.len_count[l] -= 1;
             if self.len_count[l] == 0 {
@@ -125,33 +201,46 @@ impl Table {
 
     /// Keys matching `addr`, longest first, with their entries.
     #[inline]
-    pub fn lpm(&self, addr: u128) -> impl Iterator<Item = (Key, &Vec<Entry>)> + '_ {
+    pub fn lpm(&self, addr: u128) -> impl Iterator<Item = (Key, &Entries)> + '_ {
         let bits = self.bits;
         self.lens.iter().filter_map(move |&len| {
             let k = Key::new(addr, len, bits);
-            self.map.get(&k).map(|v| (k, v))
+            self.map.get(&k).map(|s| (k, &s.entries))
         })
     }
 
-    /// Every key and its entries, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Key, &Vec<Entry>)> {
-        self.map.iter()
+    /// Every key and its entries, in map order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &Entries)> {
+        self.map.iter().map(|(k, s)| (k, &s.entries))
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Key, &mut Vec<Entry>)> {
-        self.map.iter_mut()
+    /// Every key and its entries, for a bulk change; marks the whole table dirty.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Key, &mut Entries)> {
+        self.all_dirty = true;
+        self.dirty.clear();
+        self.map.iter_mut().map(|(k, s)| (k, &mut s.entries))
     }
 
-    /// Keys in the kernel's dump order. IPv4 (the LC-trie): by address, and for one address
-    /// the longer prefix first. IPv6 (the fib6 tree walked children before parent): by the
-    /// last address covered, and for one last address the longer prefix first.
+    /// Whether the compiled structure reflects every entry (no change since the last commit).
+    #[inline]
+    pub fn is_clean(&self) -> bool {
+        !self.all_dirty && self.dirty.is_empty()
+    }
+
+    /// Marks every key for recompilation (after next-hop states changed).
+    pub fn mark_all_dirty(&mut self) {
+        self.all_dirty = true;
+        self.dirty.clear();
+    }
+
+    /// Keys in the kernel's dump order. IPv4 (the LC-trie): the map order. IPv6 (the fib6
+    /// tree walked children before parent): by the last address covered, and for one last
+    /// address the longer prefix first.
     pub fn dump_keys(&self) -> Vec<Key> {
         let mut keys: Vec<Key> = self.map.keys().copied().collect();
-        if self.bits == 32 {
-            keys.sort_unstable_by(|a, b| a.addr.cmp(&b.addr).then(b.len.cmp(&a.len)));
-        } else {
+        if self.bits != 32 {
             let bits = self.bits;
-            keys.sort_unstable_by(|a, b| a.last(bits).cmp(&b.last(bits)).then(b.len.cmp(&a.len)));
+            keys.sort_by(|a, b| a.last(bits).cmp(&b.last(bits)).then(b.len.cmp(&a.len)));
         }
         keys
     }
@@ -161,11 +250,100 @@ impl Table {
         let empty: Vec<Key> = self
             .map
             .iter()
-            .filter(|(_, v)| v.is_empty())
+            .filter(|(_, s)| s.entries.is_empty())
             .map(|(k, _)| *k)
             .collect();
         for k in empty {
             self.prune(&k);
         }
+    }
+
+    /// Recompiles the changed keys: `winner` says, from a key's entries, which entry the
+    /// compiled structure answers and how many entries it cannot stand for.
+    pub fn commit(&mut self, mut winner: impl FnMut(&[Entry]) -> (Option<Entry>, u32)) {
+        if self.all_dirty {
+            self.all_dirty = false;
+            self.dirty.clear();
+            let keys: Vec<Key> = self.map.keys().copied().collect();
+            for k in keys {
+                self.commit_key(k, &mut winner);
+            }
+            return;
+        }
+        let mut d = std::mem::take(&mut self.dirty);
+        if d.len() > 1 {
+            d.sort_unstable();
+            d.dedup();
+        }
+        for k in d.drain(..) {
+            self.commit_key(k, &mut winner);
+        }
+        // Keep the buffer's capacity for the next change.
+        self.dirty = d;
+    }
+
+    fn commit_key(&mut self, key: Key, winner: &mut impl FnMut(&[Entry]) -> (Option<Entry>, u32)) {
+        let Some(slot) = self.map.get(&key) else {
+            return;
+        };
+        let (w, s) = winner(&slot.entries);
+        self.set_winner(key, w, s);
+    }
+
+    /// Sets what the compiled structure answers for `key` (None: not compiled, so lookups
+    /// fall through to shorter prefixes).
+    pub fn set_winner(&mut self, key: Key, winner: Option<Entry>, special: u32) {
+        let Some(slot) = self.map.get_mut(&key) else {
+            return;
+        };
+        self.special_entries = self.special_entries - slot.special + special;
+        slot.special = special;
+        match (winner, slot.fast) {
+            (None, NO_SLOT) => {}
+            (None, i) => {
+                slot.fast = NO_SLOT;
+                self.drop_winner(&key, i);
+            }
+            (Some(e), NO_SLOT) => {
+                let i = match self.free_winners.pop() {
+                    Some(i) => {
+                        self.winners[i as usize] = (key, e);
+                        i
+                    }
+                    None => {
+                        self.winners.push((key, e));
+                        (self.winners.len() - 1) as u32
+                    }
+                };
+                slot.fast = i;
+                // Values stay far below fibre-lpm's MAX_VALUE: one per prefix.
+                let _ = match &mut self.fast {
+                    Fast::V4(l) => l.insert(key.addr as u32, key.len, i),
+                    Fast::V6(l) => l.insert(key.addr, key.len, i),
+                };
+            }
+            (Some(e), i) => self.winners[i as usize] = (key, e),
+        }
+    }
+
+    fn drop_winner(&mut self, key: &Key, i: u32) {
+        if i == NO_SLOT {
+            return;
+        }
+        match &mut self.fast {
+            Fast::V4(l) => l.remove(key.addr as u32, key.len),
+            Fast::V6(l) => l.remove(key.addr, key.len),
+        };
+        self.free_winners.push(i);
+    }
+
+    /// The compiled answer for `addr`: the key and entry a plain flow's walk stops at.
+    #[inline]
+    pub fn fast_lookup(&self, addr: u128) -> Option<(Key, Entry)> {
+        let v = match &self.fast {
+            Fast::V4(l) => l.lookup(addr as u32),
+            Fast::V6(l) => l.lookup(addr),
+        }?;
+        self.winners.get(v as usize).copied()
     }
 }

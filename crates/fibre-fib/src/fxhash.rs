@@ -2,7 +2,8 @@
 //!
 //! Keys are prefixes and ids chosen by the local operator, never by packets, so flooding
 //! resistance (what SipHash buys) is not needed here; speed of `route add` is. The mixing is
-//! the multiply-rotate scheme of rustc's FxHasher.
+//! the multiply-rotate scheme of rustc's FxHasher with a final fold of the high bits into the
+//! low ones.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -61,7 +62,10 @@ impl Hasher for FxHasher {
     }
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        // The multiply leaves the low bits, which pick the bucket, depending only on the low
+        // bits of the input (all zero for /24 keys): fold the high bits down.
+        let h = self.hash;
+        (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 32)
     }
 }
 

@@ -93,6 +93,9 @@ pub struct Fib {
     pub(crate) nh_gen: u64,
     pub(crate) gw_cache: FxHashMap<(u32, u32, u32, u8), NhResolved>,
     pub(crate) gw_cache_gen: u64,
+    /// Infos of plain requests already validated (see `route4::SimpleKey`).
+    pub(crate) simple_cache: FxHashMap<route4::SimpleKey, u32>,
+    pub(crate) simple_gen: (u64, u64),
 }
 
 impl Default for Fib {
@@ -135,6 +138,8 @@ impl Fib {
             nh_gen: 0,
             gw_cache: FxHashMap::default(),
             gw_cache_gen: u64::MAX,
+            simple_cache: FxHashMap::default(),
+            simple_gen: (u64::MAX, 0),
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -152,6 +157,7 @@ impl Fib {
     pub fn set_settings(&mut self, settings: Settings) {
         self.settings = settings;
         self.after_state_change();
+        self.commit_fast();
     }
 
     /// The generation counter: changes on every mutation, so a cache of lookup results is
@@ -172,6 +178,9 @@ impl Fib {
         self.gen += 1;
         self.nh_gen += 1;
         self.refresh_dsts();
+        for t in self.t4.values_mut().chain(self.t6.values_mut()) {
+            t.mark_all_dirty();
+        }
     }
 
     /// Stores a new info, building its dsts and multipath bounds.
@@ -201,6 +210,12 @@ impl Fib {
 
     /// RTM_NEWLINK: creates a link (`flags.create`) or changes one named by index or name.
     pub fn link_new(&mut self, link: &Link, flags: ReqFlags) -> Result<(), RtError> {
+        let r = self.link_new_inner(link, flags);
+        self.commit_fast();
+        r
+    }
+
+    fn link_new_inner(&mut self, link: &Link, flags: ReqFlags) -> Result<(), RtError> {
         let existing = self.find_link(link);
         let idx = match existing {
             Some(i) => {
@@ -267,15 +282,12 @@ impl Fib {
                 (link::MIN_MTU, link::MAX_MTU)
             };
             if m < lo_min {
-                return Err(RtError::msg(
-                    Errno::EINVAL,
-                    format!("mtu less than device minimum"),
-                ));
+                return Err(RtError::msg(Errno::EINVAL, "mtu less than device minimum"));
             }
             if m > hi {
                 return Err(RtError::msg(
                     Errno::EINVAL,
-                    format!("mtu greater than device maximum"),
+                    "mtu greater than device maximum",
                 ));
             }
         }
@@ -371,6 +383,12 @@ impl Fib {
 
     /// RTM_DELLINK, by index or name.
     pub fn link_del(&mut self, link: &Link) -> Result<(), RtError> {
+        let r = self.link_del_inner(link);
+        self.commit_fast();
+        r
+    }
+
+    fn link_del_inner(&mut self, link: &Link) -> Result<(), RtError> {
         let Some(idx) = self.find_link(link) else {
             return Err(RtError::new(Errno::ENODEV));
         };
@@ -430,6 +448,12 @@ impl Fib {
 
     /// RTM_NEWADDR.
     pub fn addr_new(&mut self, a: &Address, flags: ReqFlags) -> Result<(), RtError> {
+        let r = self.addr_new_inner(a, flags);
+        self.commit_fast();
+        r
+    }
+
+    fn addr_new_inner(&mut self, a: &Address, flags: ReqFlags) -> Result<(), RtError> {
         if self.links.get(a.ifindex).is_none() {
             return Err(RtError::new(Errno::ENODEV));
         }
@@ -537,6 +561,12 @@ impl Fib {
 
     /// RTM_DELADDR.
     pub fn addr_del(&mut self, a: &Address) -> Result<(), RtError> {
+        let r = self.addr_del_inner(a);
+        self.commit_fast();
+        r
+    }
+
+    fn addr_del_inner(&mut self, a: &Address) -> Result<(), RtError> {
         let Some(l) = self.links.get(a.ifindex) else {
             return Err(RtError::new(Errno::ENODEV));
         };
@@ -648,6 +678,12 @@ impl Fib {
 
     /// RTM_NEWROUTE with the given NLM_F_* modifiers.
     pub fn route_new(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        let r = self.route_new_inner(route, flags);
+        self.commit_fast();
+        r
+    }
+
+    fn route_new_inner(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -659,6 +695,12 @@ impl Fib {
 
     /// RTM_DELROUTE: attributes present in `route` must match; absent ones are wildcards.
     pub fn route_del(&mut self, route: &Route) -> Result<(), RtError> {
+        let r = self.route_del_inner(route);
+        self.commit_fast();
+        r
+    }
+
+    fn route_del_inner(&mut self, route: &Route) -> Result<(), RtError> {
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -693,7 +735,7 @@ impl Fib {
                     if f == Family::Inet6 {
                         let mut v: Vec<&Entry> = es.iter().collect();
                         // Source-specific routes live in the prefix's subtree, walked first.
-                        v.sort_by(|a, b| match (a.src, b.src) {
+                        v.sort_by(|a, b| match (a.src(), b.src()) {
                             (Some(x), Some(y)) => {
                                 x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
                             }
@@ -731,7 +773,7 @@ impl Fib {
         r.metrics = s.metrics.clone();
         r.nhid = s.nhid;
         r.expires = s.expires;
-        r.src = e.src.map(|x| Prefix {
+        r.src = e.src().map(|x| Prefix {
             addr: u128_ip(f, x.addr),
             len: x.len,
         });
@@ -804,11 +846,23 @@ impl Fib {
 
     /// RTM_NEWNEXTHOP.
     pub fn nexthop_new(&mut self, nh: &NexthopObj, flags: ReqFlags) -> Result<(), RtError> {
+        let r = self.nexthop_new_inner(nh, flags);
+        self.commit_fast();
+        r
+    }
+
+    fn nexthop_new_inner(&mut self, nh: &NexthopObj, flags: ReqFlags) -> Result<(), RtError> {
         self.nexthop_add(nh, flags)
     }
 
     /// RTM_DELNEXTHOP by id.
     pub fn nexthop_del(&mut self, id: u32) -> Result<(), RtError> {
+        let r = self.nexthop_del_inner(id);
+        self.commit_fast();
+        r
+    }
+
+    fn nexthop_del_inner(&mut self, id: u32) -> Result<(), RtError> {
         self.nexthop_remove(id)
     }
 

@@ -13,9 +13,10 @@
 
 use crate::dst::{Dst, LookupError};
 use crate::fibtable::{Key, Table};
-use crate::route::{Entry, Info};
+use crate::nexthop::NhObjs;
+use crate::route::{Entry, Info, Infos};
 use crate::rule::{Flow, Rules};
-use crate::types::{nh_flags, Family, RouteType, RuleAction};
+use crate::types::{nh_flags, scope, Family, RouteType, RuleAction};
 use crate::Fib;
 
 /// A lookup's outcome: which stored route and which of its next hops.
@@ -42,6 +43,64 @@ pub(crate) struct LookupFlags {
     pub strict_oif: bool,
 }
 
+/// What a plain flow (tos 0, no oif, universe scope, no source) stops at in one key's
+/// entries: the entry compiled for the key (None: fall through to shorter prefixes), and how
+/// many entries the compiled answer cannot stand for.
+fn winner(
+    infos: &Infos,
+    nhobjs: &NhObjs,
+    family: Family,
+    entries: &[Entry],
+) -> (Option<Entry>, u32) {
+    let v6 = family == Family::Inet6;
+    let skip = |e: &Entry| if v6 { e.src().is_some() } else { e.tos != 0 };
+    let special = entries.iter().filter(|e| skip(e)).count() as u32;
+    let flow = Flow::empty();
+    for e in entries {
+        if skip(e) {
+            continue;
+        }
+        let info = infos.get(e.info);
+        let rtype = effective_type(nhobjs, info);
+        if rtype == RouteType::Throw || LookupError::of_type(rtype).is_some() {
+            return (Some(*e), special);
+        }
+        if info.dead {
+            continue;
+        }
+        if first_good_nh(info, &flow, LookupFlags::default(), v6).is_some() {
+            return (Some(*e), special);
+        }
+    }
+    (None, special)
+}
+
+/// A usable next hop of `info` for `flow`, in next-hop order.
+#[inline]
+fn first_good_nh(info: &Info, flow: &Flow, flags: LookupFlags, v6: bool) -> Option<usize> {
+    for (i, (spec, st)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
+        if st.flags & nh_flags::DEAD != 0 {
+            continue;
+        }
+        if flow.oif != 0 && flow.oif != spec.oif && (!v6 || flags.strict_oif) {
+            continue;
+        }
+        return Some(i);
+    }
+    None
+}
+
+/// The type a route acts as: a route using a blackhole next-hop object is a blackhole.
+#[inline]
+fn effective_type(nhobjs: &NhObjs, info: &Info) -> RouteType {
+    if let Some(id) = info.spec.nhid {
+        if nhobjs.is_blackhole(id) {
+            return RouteType::Blackhole;
+        }
+    }
+    info.spec.rtype
+}
+
 impl Fib {
     pub(crate) fn table(&self, family: Family, id: u32) -> Option<&Table> {
         match family {
@@ -50,28 +109,66 @@ impl Fib {
         }
     }
 
-    /// A usable next hop of `info` for `flow`, in next-hop order.
-    fn first_good_nh(
+    /// The compiled answer, when it stands for this flow: no oif, universe scope, no entries
+    /// in the table the compiled answers skip for it, and no change pending compilation
+    /// (lookups made in the middle of a mutation walk the map).
+    #[inline]
+    fn fast_applies(t: &Table, flow: &Flow, v6: bool) -> bool {
+        t.is_clean()
+            && flow.oif == 0
+            && flow.scope == scope::UNIVERSE
+            && (t.special_entries == 0 || (!v6 && flow.tos == 0))
+    }
+
+    /// The table's answer through its compiled structure.
+    #[inline]
+    fn fast_table_lookup(
         &self,
-        info: &Info,
+        t: &Table,
         flow: &Flow,
         flags: LookupFlags,
         v6: bool,
-    ) -> Option<usize> {
-        for (i, (spec, st)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
-            if st.flags & nh_flags::DEAD != 0 {
-                continue;
-            }
-            if flow.oif != 0 && flow.oif != spec.oif && (!v6 || flags.strict_oif) {
-                continue;
-            }
-            return Some(i);
+    ) -> TableResult {
+        let Some((key, e)) = t.fast_lookup(flow.dst) else {
+            return TableResult::Continue;
+        };
+        let info = self.infos.get(e.info);
+        let rtype = self.effective_type(info);
+        if rtype == RouteType::Throw {
+            return TableResult::Continue;
         }
-        None
+        if let Some(err) = LookupError::of_type(rtype) {
+            return TableResult::Reject(err);
+        }
+        match first_good_nh(info, flow, flags, v6) {
+            Some(nh) => TableResult::Found(Res {
+                table: t.id,
+                key,
+                entry: e,
+                nh,
+                rtype,
+            }),
+            None => TableResult::Continue,
+        }
+    }
+
+    /// Recompiles the winners of every changed key (called before a mutation returns).
+    pub(crate) fn commit_fast(&mut self) {
+        let (infos, nhobjs) = (&self.infos, &self.nhobjs);
+        for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
+            for t in tables.values_mut() {
+                if !t.is_clean() {
+                    t.commit(|es| winner(infos, nhobjs, family, es));
+                }
+            }
+        }
     }
 
     /// fib_table_lookup for IPv4.
     pub(crate) fn table_lookup4(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
+        if Self::fast_applies(t, flow, false) {
+            return self.fast_table_lookup(t, flow, flags, false);
+        }
         for (key, entries) in t.lpm(flow.dst) {
             for e in entries {
                 if e.tos != 0 && e.tos != flow.tos {
@@ -91,7 +188,7 @@ impl Fib {
                 if info.dead {
                     continue;
                 }
-                if let Some(nh) = self.first_good_nh(info, flow, flags, false) {
+                if let Some(nh) = first_good_nh(info, flow, flags, false) {
                     return TableResult::Found(Res {
                         table: t.id,
                         key,
@@ -109,11 +206,14 @@ impl Fib {
     /// prefix; inside that the lowest metric with a usable next hop (preferring the flow's
     /// oif among equal metrics).
     pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
+        if Self::fast_applies(t, flow, true) {
+            return self.fast_table_lookup(t, flow, flags, true);
+        }
         for (key, entries) in t.lpm(flow.dst) {
             let mut src_lens: Vec<u8> = entries
                 .iter()
-                .filter(|e| e.src.is_none_or(|s| s.contains(flow.src, 128)))
-                .map(|e| e.src.map_or(0, |s| s.len))
+                .filter(|e| e.src().is_none_or(|s| s.contains(flow.src, 128)))
+                .map(|e| e.src().map_or(0, |s| s.len))
                 .collect();
             src_lens.sort_unstable_by(|a, b| b.cmp(a));
             src_lens.dedup();
@@ -121,8 +221,8 @@ impl Fib {
                 let mut fallback: Option<Res> = None;
                 let mut fallback_metric = u32::MAX;
                 for e in entries.iter().filter(|e| {
-                    e.src.map_or(0, |s| s.len) == sl
-                        && e.src.is_none_or(|s| s.contains(flow.src, 128))
+                    e.src().map_or(0, |s| s.len) == sl
+                        && e.src().is_none_or(|s| s.contains(flow.src, 128))
                 }) {
                     let info = self.infos.get(e.info);
                     if fallback.is_some() && info.spec.priority > fallback_metric {
@@ -138,7 +238,7 @@ impl Fib {
                     if info.dead {
                         continue;
                     }
-                    if let Some(nh) = self.first_good_nh(info, flow, flags, true) {
+                    if let Some(nh) = first_good_nh(info, flow, flags, true) {
                         let res = Res {
                             table: t.id,
                             key,
@@ -163,15 +263,8 @@ impl Fib {
         TableResult::Continue
     }
 
-    /// The type a route acts as: a route using a blackhole next-hop object is a blackhole;
-    /// an IPv6 unicast route through `lo` to a non-loopback prefix is a reject route.
     pub(crate) fn effective_type(&self, info: &Info) -> RouteType {
-        if let Some(id) = info.spec.nhid {
-            if self.nhobjs.is_blackhole(id) {
-                return RouteType::Blackhole;
-            }
-        }
-        info.spec.rtype
+        effective_type(&self.nhobjs, info)
     }
 
     pub(crate) fn table_lookup(

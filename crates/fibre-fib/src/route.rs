@@ -106,9 +106,43 @@ impl Info {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub tos: u8,
+    /// IPv6 source prefix length; 0 = no source prefix.
+    src_len: u8,
     pub info: u32,
-    /// IPv6 source prefix (`from`), masked.
-    pub src: Option<Key>,
+    /// IPv6 source prefix (`from`), masked, as four words (4-byte aligned keeps entries small).
+    src_addr: [u32; 4],
+}
+
+impl Entry {
+    pub fn new(tos: u8, info: u32, src: Option<Key>) -> Entry {
+        let (src_len, a) = match src {
+            Some(k) if k.len > 0 => (k.len, k.addr),
+            _ => (0, 0),
+        };
+        let w = |i: u32| (a >> (96 - 32 * i)) as u32;
+        Entry {
+            tos,
+            src_len,
+            info,
+            src_addr: [w(0), w(1), w(2), w(3)],
+        }
+    }
+
+    /// The source prefix of an IPv6 source-specific route.
+    #[inline]
+    pub fn src(&self) -> Option<Key> {
+        if self.src_len == 0 {
+            return None;
+        }
+        let a = self
+            .src_addr
+            .iter()
+            .fold(0u128, |acc, &w| (acc << 32) | w as u128);
+        Some(Key {
+            addr: a,
+            len: self.src_len,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -116,9 +150,16 @@ pub(crate) struct Infos {
     slots: Vec<Option<Info>>,
     free: Vec<u32>,
     index: FxHashMap<InfoSpec, u32>,
+    /// How many infos were ever freed: an id remembered elsewhere still names the same info
+    /// while this is unchanged.
+    frees: u64,
 }
 
 impl Infos {
+    pub fn frees(&self) -> u64 {
+        self.frees
+    }
+
     pub fn find(&self, spec: &InfoSpec) -> Option<u32> {
         self.index.get(spec).copied()
     }
@@ -163,6 +204,7 @@ impl Infos {
                 }
             }
             self.free.push(id);
+            self.frees += 1;
         }
     }
 
@@ -178,6 +220,7 @@ impl Infos {
                 }
             }
             self.free.push(id);
+            self.frees += 1;
         }
     }
 

@@ -35,6 +35,45 @@ pub(crate) fn einval(msg: &str) -> RtError {
     RtError::msg(Errno::EINVAL, msg)
 }
 
+/// The attributes of a plain request (one next hop, no metrics, no next-hop object) that
+/// decide its route info. Requests with equal keys get equal infos as long as nothing they
+/// were validated against changed (`nh_gen`) and no info was freed (ids stay meaningful), so
+/// a bulk load validates each distinct next hop once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SimpleKey {
+    table: u32,
+    protocol: u8,
+    scope: u8,
+    rtype: RouteType,
+    flags: u32,
+    priority: Option<u32>,
+    prefsrc: Option<IpAddr>,
+    gw: Option<IpAddr>,
+    oif: u32,
+    nh_flags: u32,
+}
+
+impl SimpleKey {
+    fn of(r: &Route, tb: u32) -> Option<SimpleKey> {
+        let plain = r.nhid.is_none()
+            && r.multipath.is_empty()
+            && r.expires.is_none()
+            && r.metrics == crate::types::Metrics::default();
+        plain.then_some(SimpleKey {
+            table: tb,
+            protocol: r.protocol,
+            scope: r.scope,
+            rtype: r.rtype,
+            flags: r.flags,
+            priority: r.priority,
+            prefsrc: r.prefsrc,
+            gw: r.nexthop.gateway,
+            oif: r.nexthop.oif,
+            nh_flags: r.nexthop.flags,
+        })
+    }
+}
+
 /// What a gateway check resolved: device, next-hop scope and whether the link is down.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NhResolved {
@@ -68,8 +107,25 @@ impl Fib {
         if key.addr != u32::from(d) as u128 {
             return Err(einval("Invalid prefix for given prefix length"));
         }
+        let simple = SimpleKey::of(r, tb);
+        if let Some(sk) = &simple {
+            if self.simple_gen == (self.nh_gen, self.infos.frees()) {
+                if let Some(&id) = self.simple_cache.get(sk) {
+                    return self.insert4(tb, key, r.tos, id, flags);
+                }
+            } else {
+                self.simple_cache.clear();
+                self.simple_gen = (self.nh_gen, self.infos.frees());
+            }
+        }
         let (spec, states) = self.create_info4(r, tb)?;
-        self.insert4(tb, key, r.tos, spec, states, flags)
+        let id = self.intern(spec, states);
+        if let Some(sk) = simple {
+            if self.simple_gen == (self.nh_gen, self.infos.frees()) {
+                self.simple_cache.insert(sk, id);
+            }
+        }
+        self.insert4(tb, key, r.tos, id, flags)
     }
 
     /// fib_create_info: validates and resolves everything but the position in the table.
@@ -413,16 +469,12 @@ impl Fib {
         tb: u32,
         key: Key,
         tos: u8,
-        spec: InfoSpec,
-        states: Vec<NhState>,
+        new_id: u32,
         flags: ReqFlags,
     ) -> Result<(), RtError> {
+        let spec = &self.infos.get(new_id).spec;
         let prio = spec.priority;
         let affects_gw = spec.scope >= scope::LINK;
-        let new_id = match self.infos.find(&spec) {
-            Some(id) => id,
-            None => self.new_info(spec, states),
-        };
         let infos = &self.infos;
         let t = self.t4.get(&tb);
         let list: &[Entry] = t
@@ -475,11 +527,7 @@ impl Fib {
             crate::fibtable::Table::new(tb, 32, *seq)
         });
         let list = t.entries_mut(key);
-        let entry = Entry {
-            tos,
-            info: new_id,
-            src: None,
-        };
+        let entry = Entry::new(tos, new_id, None);
         if let Some(i) = replace_at {
             let old = list[i].info;
             list[i] = entry;

@@ -325,13 +325,10 @@ impl Fib {
         let ok = |fib: &Fib, res: &crate::lookup::Res| {
             let info = fib.infos.get(res.entry.info);
             let n = &info.spec.nhs[res.nh];
-            if crate::dst::LookupError::of_type(res.rtype).is_some() || n.gw.is_some() {
-                None
-            } else if dev.is_some_and(|d| d != n.oif) {
-                None
-            } else {
-                Some(n.oif)
-            }
+            let unusable = crate::dst::LookupError::of_type(res.rtype).is_some()
+                || n.gw.is_some()
+                || dev.is_some_and(|d| d != n.oif);
+            (!unusable).then_some(n.oif)
         };
         if tb != 0 {
             if let Some(t) = self.t6.get(&tb) {
@@ -413,14 +410,14 @@ impl Fib {
             .t6
             .get(&tb)
             .and_then(|t| t.get(&key))
-            .cloned()
+            .map(|v| v.to_vec())
             .unwrap_or_default();
         let mut ins = 0usize;
         let mut found = None;
         let mut fallback = None;
         let mut sibling = None;
         for (i, e) in list.iter().enumerate() {
-            if e.src != src {
+            if e.src() != src {
                 continue;
             }
             let s = &self.infos.get(e.info).spec;
@@ -481,11 +478,7 @@ impl Fib {
             self.infos.hold(id);
             let t = self.table6_mut(tb);
             let l = t.entries_mut(key);
-            let e = Entry {
-                tos: 0,
-                info: id,
-                src,
-            };
+            let e = Entry::new(0, id, src);
             match (flags.replace, found) {
                 (true, Some(i)) => {
                     let old = l[i].info;
@@ -504,7 +497,7 @@ impl Fib {
             .t6
             .get(&tb)
             .and_then(|t| t.get(&key))
-            .cloned()
+            .map(|v| v.to_vec())
             .unwrap_or_default();
         for e in &v {
             self.infos.hold(e.info);
@@ -520,7 +513,7 @@ impl Fib {
 
     fn restore6(&mut self, tb: u32, key: Key, v: Vec<Entry>) {
         let t = self.table6_mut(tb);
-        let cur = std::mem::replace(t.entries_mut(key), v);
+        let cur = std::mem::replace(t.entries_mut(key), crate::fibtable::Entries::from_vec(v));
         t.prune(&key);
         for e in cur {
             self.infos.put(e.info);
@@ -551,11 +544,16 @@ impl Fib {
             .src
             .filter(|s| s.len > 0)
             .map(|s| Key::new(crate::ip_u128(s.addr), s.len.min(128), 128));
-        let Some(list) = self.t6.get(&tb).and_then(|t| t.get(&key)).cloned() else {
+        let Some(list) = self
+            .t6
+            .get(&tb)
+            .and_then(|t| t.get(&key))
+            .map(|v| v.to_vec())
+        else {
             return Err(RtError::new(Errno::ESRCH));
         };
         for (i, e) in list.iter().enumerate() {
-            if e.src != src {
+            if e.src() != src {
                 continue;
             }
             let s = &self.infos.get(e.info).spec;

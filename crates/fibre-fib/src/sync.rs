@@ -30,6 +30,7 @@ use crate::types::{
 };
 use crate::Fib;
 
+#[allow(clippy::too_many_arguments)] // the fields of fib_magic's request, one each
 fn kernel_route4(
     rtype: RouteType,
     dst: u32,
@@ -557,7 +558,8 @@ impl Fib {
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
     pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
         for info in self.infos.iter_mut() {
-            if info.spec.family != Family::Inet && !(info.spec.family == Family::Inet6 && !down) {
+            // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
+            if info.spec.family == Family::Inet6 && down {
                 continue;
             }
             if !info.spec.nhs.iter().any(|n| n.oif == dev) {
@@ -715,7 +717,13 @@ impl Fib {
             Family::Inet6 => self.t6.get_mut(&tb),
         };
         let Some(t) = t else { return };
-        let Some(list) = t.get_mut(&key) else { return };
+        if !t.contains(&key) {
+            return;
+        }
+        let list = t.entries_mut(key);
+        if i >= list.len() {
+            return;
+        }
         let e = list.remove(i);
         t.prune(&key);
         let affects = self.infos.get(e.info).spec.scope >= scope::LINK || family == Family::Inet6;

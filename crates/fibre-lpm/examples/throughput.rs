@@ -2,14 +2,14 @@
 //!   cargo run --release -p fibre-lpm --example throughput
 //! Prints build rates, memory, and Mlps for single lookups and for batches of 64, with
 //! addresses drawn inside table prefixes and uniformly at random (IPv6: over 2000::/3).
-//! Each figure is the median of several runs. The side-by-side comparison with DPDK lives in
+//! Each figure is the median (and best) of several runs, in lookups per CPU second of the
+//! measuring thread. The side-by-side comparison with DPDK lives in
 //! crates/fibre-bench.
 
 #[path = "../tests/common/rib.rs"]
 mod rib;
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use fibre_lpm::v4::Lpm4;
 use fibre_lpm::v6::Lpm6;
@@ -22,18 +22,41 @@ const RUNS: usize = 5;
 /// Burst size of batched lookups (DPDK's bulk figures use 64 too).
 const BURST: usize = 64;
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// (median, best) of the runs: the machine is shared, so the best run shows what the code can
+/// do and the median what a busy neighbour leaves of it.
+fn median(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    (v[v.len() / 2], v[v.len() - 1])
 }
 
-fn mlps(n: usize, f: impl Fn() -> u32) -> f64 {
+/// This thread's CPU time in seconds. Rates are per CPU second, not per wall second, so that
+/// time slices lost to other processes on a shared machine do not count against the code.
+fn cpu_seconds() -> f64 {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    /// Linux's CLOCK_THREAD_CPUTIME_ID.
+    const THREAD_CPUTIME: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec (two C longs on x86_64/aarch64 Linux) into the
+    // valid, exclusively borrowed `ts`.
+    let rc = unsafe { clock_gettime(THREAD_CPUTIME, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.sec as f64 + ts.nsec as f64 * 1e-9
+}
+
+fn mlps(n: usize, f: impl Fn() -> u32) -> (f64, f64) {
     median(
         (0..RUNS)
             .map(|_| {
-                let t = Instant::now();
+                let t = cpu_seconds();
                 black_box(f());
-                n as f64 / t.elapsed().as_secs_f64() / 1e6
+                n as f64 / (cpu_seconds() - t) / 1e6
             })
             .collect(),
     )
@@ -60,21 +83,89 @@ fn report<A: Copy>(
         }
         acc
     });
-    println!("{name} {kind:<8} single {s:7.1} Mlps   batch{BURST} {b:7.1} Mlps");
+    println!(
+        "{name} {kind:<8} single {:6.1} Mlps (best {:6.1})   batch{BURST} {:6.1} Mlps (best {:6.1})",
+        s.0, s.1, b.0, b.1
+    );
+}
+
+/// Builds the table in bulk and route by route, printing both rates (routes per CPU second).
+fn build<T, A: Copy>(
+    name: &str,
+    routes: &[(A, u8, u32)],
+    bulk: fn(std::vec::IntoIter<(A, u8, u32)>) -> Result<T, fibre_lpm::LpmError>,
+    new: fn() -> T,
+    insert: fn(&mut T, A, u8, u32) -> Result<Option<u32>, fibre_lpm::LpmError>,
+) -> T {
+    let input = routes.to_vec();
+    let t = cpu_seconds();
+    let table = bulk(input.into_iter()).expect("bulk build");
+    let bulk_s = cpu_seconds() - t;
+    let t = cpu_seconds();
+    let mut one_by_one = new();
+    for &(p, l, v) in routes {
+        insert(&mut one_by_one, p, l, v).expect("insert");
+    }
+    let inc_s = cpu_seconds() - t;
+    let n = routes.len() as f64;
+    println!(
+        "{name}: {} routes; from_routes {:.2} M routes/s, insert one by one {:.2} M routes/s",
+        routes.len(),
+        n / bulk_s / 1e6,
+        n / inc_s / 1e6
+    );
+    table
+}
+
+/// Routes per batch (and per publish) in the batched load figures.
+const LOAD_BATCH: usize = 10_000;
+
+macro_rules! batched_load {
+    ($name:literal, $lpm:ty, $routes:expr) => {{
+        let routes = &$routes;
+        let n = routes.len() as f64;
+        let t = cpu_seconds();
+        let mut table = <$lpm>::new();
+        for chunk in routes.chunks(LOAD_BATCH) {
+            let mut batch = table.batch();
+            for &(p, l, v) in chunk {
+                batch.insert(p, l, v).expect("insert");
+            }
+        }
+        let batch_s = cpu_seconds() - t;
+        let t = cpu_seconds();
+        let (mut writer, reader) = fibre_lpm::sync::Writer::new(<$lpm>::new());
+        for chunk in routes.chunks(LOAD_BATCH) {
+            for &(p, l, v) in chunk {
+                writer.insert(p, l, v).expect("insert");
+            }
+            writer.publish();
+        }
+        let writer_s = cpu_seconds() - t;
+        assert_eq!(reader.read().len(), routes.len());
+        println!(
+            "{}: batches of {LOAD_BATCH}: {:.2} M routes/s; through sync::Writer (both copies, \
+             publish every {LOAD_BATCH}): {:.2} M routes/s",
+            $name,
+            n / batch_s / 1e6,
+            n / writer_s / 1e6
+        );
+    }};
 }
 
 fn main() {
     let Some(rib) = rib::load() else { return };
     let mut rng = Rng(0xF1B2E);
 
-    let t = Instant::now();
-    let v4 = Lpm4::from_routes(rib.v4.iter().copied()).expect("IPv4 table");
-    let secs = t.elapsed().as_secs_f64();
+    let v4 = build::<Lpm4, u32>("IPv4", &rib.v4, Lpm4::from_routes, Lpm4::new, Lpm4::insert);
     println!(
-        "IPv4: {} routes, built in {:.0} ms ({:.2} M routes/s), {:.1} MiB ({:.1} MiB read by lookups)",
-        v4.len(), secs * 1e3, v4.len() as f64 / secs / 1e6,
-        v4.memory_bytes() as f64 / 1048576.0, v4.lookup_bytes() as f64 / 1048576.0
+        "IPv4: {:.1} MiB ({:.1} MiB read by lookups), {:?}",
+        v4.memory_bytes() as f64 / 1048576.0,
+        v4.lookup_bytes() as f64 / 1048576.0,
+        v4.shape()
     );
+
+    batched_load!("IPv4", Lpm4, rib.v4);
     let hits = rib::v4_hits(&rib.v4, ADDRS, &mut rng);
     let random: Vec<u32> = (0..ADDRS).map(|_| rng.next() as u32).collect();
     for (kind, addrs) in [("inside", &hits), ("random", &random)] {
@@ -87,14 +178,15 @@ fn main() {
         );
     }
 
-    let t = Instant::now();
-    let v6 = Lpm6::from_routes(rib.v6.iter().copied()).expect("IPv6 table");
-    let secs = t.elapsed().as_secs_f64();
+    let v6 = build::<Lpm6, u128>("IPv6", &rib.v6, Lpm6::from_routes, Lpm6::new, Lpm6::insert);
     println!(
-        "IPv6: {} routes, built in {:.0} ms ({:.2} M routes/s), {:.1} MiB ({:.1} MiB read by lookups)",
-        v6.len(), secs * 1e3, v6.len() as f64 / secs / 1e6,
-        v6.memory_bytes() as f64 / 1048576.0, v6.lookup_bytes() as f64 / 1048576.0
+        "IPv6: {:.1} MiB ({:.1} MiB read by lookups), {:?}",
+        v6.memory_bytes() as f64 / 1048576.0,
+        v6.lookup_bytes() as f64 / 1048576.0,
+        v6.shape()
     );
+
+    batched_load!("IPv6", Lpm6, rib.v6);
     let hits = rib::v6_hits(&rib.v6, ADDRS, &mut rng);
     let random: Vec<u128> = (0..ADDRS)
         .map(|_| ((u128::from(rng.next()) << 64 | u128::from(rng.next())) >> 3) | (1u128 << 125))

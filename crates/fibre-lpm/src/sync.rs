@@ -3,7 +3,8 @@
 //! # Publication rule
 //! The [`Writer`] owns two copies of the table. Readers only ever read the *active* copy; the
 //! writer only ever writes the *standby* copy, and only once no reader can still be in it:
-//! 1. An update is applied to the standby copy at once and logged.
+//! 1. An update is applied to the standby copy at once and logged. Its compilation is deferred
+//!    to the publish, so that a node touched by many updates is recompiled once per publish.
 //! 2. [`Writer::publish`] swaps the roles with one atomic store: readers that start after it
 //!    read the copy with every update so far; readers already running finish on the old copy.
 //! 3. Before the next update touches the new standby (the old active copy), the writer waits
@@ -38,14 +39,24 @@ use crate::v4::Lpm4;
 use crate::v6::Lpm6;
 use crate::LpmError;
 
-/// A table that the writer can mirror into its second copy by replaying operations.
-pub trait Replica: Clone {
+/// A table that the writer can mirror into its second copy by replaying operations (sealed:
+/// implemented by [`Lpm4`] and [`Lpm6`]).
+pub trait Replica: Clone + private::Sealed {
     /// One update, as logged for replay.
     type Op: Clone;
     /// What applying an update returns.
     type Output;
-    /// Applies `op`. Applying the same sequence of ops to equal tables yields equal tables.
+    /// Applies `op`, possibly deferring the compilation it implies until [`Self::flush`].
+    /// Applying the same sequence of ops to equal tables yields equal tables.
     fn apply(&mut self, op: &Self::Op) -> Self::Output;
+    /// Finishes the deferred work of `apply`: until then, lookups may be wrong.
+    fn flush(&mut self);
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for crate::v4::Lpm4 {}
+    impl Sealed for crate::v6::Lpm6 {}
 }
 
 /// One update of a prefix table with addresses of type `A`.
@@ -64,10 +75,10 @@ impl Replica for Lpm4 {
     type Op = Update<u32>;
     type Output = UpdateResult;
     fn apply(&mut self, op: &Update<u32>) -> UpdateResult {
-        match *op {
-            Update::Insert(p, l, v) => self.insert(p, l, v),
-            Update::Remove(p, l) => Ok(self.remove(p, l)),
-        }
+        self.apply_deferred(op)
+    }
+    fn flush(&mut self) {
+        Lpm4::flush(self)
     }
 }
 
@@ -75,10 +86,10 @@ impl Replica for Lpm6 {
     type Op = Update<u128>;
     type Output = UpdateResult;
     fn apply(&mut self, op: &Update<u128>) -> UpdateResult {
-        match *op {
-            Update::Insert(p, l, v) => self.insert(p, l, v),
-            Update::Remove(p, l) => Ok(self.remove(p, l)),
-        }
+        self.apply_deferred(op)
+    }
+    fn flush(&mut self) {
+        Lpm6::flush(self)
     }
 }
 
@@ -175,6 +186,8 @@ impl<T: Replica + Send + Sync> Writer<T> {
         }
         self.catch_up();
         let standby = self.standby();
+        // SAFETY: as in `apply`.
+        unsafe { self.shared.copies[standby].write(|t| t.flush()) };
         self.shared.active.store(standby, Ordering::Release);
         self.stale = true;
         self.unpublished = false;
@@ -184,7 +197,12 @@ impl<T: Replica + Send + Sync> Writer<T> {
     pub fn with_latest<R>(&mut self, f: impl FnOnce(&T) -> R) -> R {
         self.catch_up();
         // SAFETY: as in `apply`; the writer alone uses the standby copy.
-        unsafe { self.shared.copies[self.standby()].write(|t| f(t)) }
+        unsafe {
+            self.shared.copies[self.standby()].write(|t| {
+                t.flush();
+                f(t)
+            })
+        }
     }
 
     /// Brings the standby copy up to date: waits for its last readers, then replays the log.

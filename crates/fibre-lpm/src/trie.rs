@@ -37,16 +37,29 @@ use crate::LpmError;
 /// Internal encoding of "no route" in direct entries and leaves: the largest 31-bit value, so
 /// that bit 31 of a direct entry can flag a node. Mapped to [`crate::NO_ROUTE`] on the way out.
 pub(crate) const NONE: u32 = 0x7FFF_FFFF;
-/// Bit 31 of a direct entry: the rest is a node index.
+/// Bit 31 of a direct entry: not a value. With bit 30 clear, the low 30 bits are a node index.
 pub(crate) const NODE_FLAG: u32 = 0x8000_0000;
+/// Bit 30 of a direct entry with bit 31 set: a leaf record (see `Line`), with its size in lines
+/// minus one in bits 27..30 and its first line in bits 0..27.
+const REC_FLAG: u32 = 0x4000_0000;
+const REC_LINES_SHIFT: u32 = 27;
+const REC_LINE_MASK: u32 = (1 << REC_LINES_SHIFT) - 1;
+/// `NodeCtl::slot` of a node below the direct level.
+const NO_SLOT: u32 = u32::MAX;
+/// `Trie::dnode` entry of a direct entry without a node.
+const NO_NODE: u32 = u32::MAX;
 /// Bits consumed by one internal node: 6 gives 64 slots, one `u64` bitmap, one `popcnt`.
 pub(crate) const STRIDE: u32 = 6;
 const SLOTS: usize = 1 << STRIDE;
 /// Lookups advanced together by `lookup_batch`: enough independent reads in flight to cover
 /// memory latency, few enough that lane state stays in registers and L1 (and one `u64` mask).
 pub(crate) const BATCH: usize = 32;
-/// Node indices must leave bit 31 of a direct entry free.
-const MAX_NODES: usize = NODE_FLAG as usize;
+/// Node indices must leave bits 30 and 31 of a direct entry free.
+const MAX_NODES: usize = REC_FLAG as usize;
+/// Record lines are addressed by 27 bits of a direct entry.
+const MAX_REC_LINES: usize = 1 << REC_LINES_SHIFT;
+/// `u32`s in a record line.
+const LINE_WORDS: usize = 16;
 /// Leaf indices are `u32`.
 const MAX_LEAVES: usize = u32::MAX as usize;
 /// Free index space an insert demands before it starts: more than any single update can use
@@ -141,14 +154,45 @@ impl Node {
     }
 }
 
+/// One cache line of a leaf record. A node right below the direct array that has no children
+/// compiles into a record instead of node + leaf block: its leaf bitmap (two words, low half
+/// first) followed by its leaves, starting on a line boundary. A lookup then reads the direct
+/// entry and one record line (two for nodes with more than 14 leaf runs, fetched together by
+/// batches) instead of three dependent lines. A node with a single leaf run compiles into its
+/// value, right in the direct entry.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [u32; LINE_WORDS]);
+
 /// Control-plane state of a node: its own routes and the value it inherits.
-#[derive(Clone, Default, Debug)]
+#[derive(Clone, Debug)]
 struct NodeCtl {
     /// Value of the longest route shorter than this node that covers it (NONE if there is none).
     default: u32,
+    /// The direct entry this node hangs from, or NO_SLOT below the direct level.
+    slot: u32,
+    /// Its leaves are in a record (`Trie::recs`) rather than a leaf block.
+    in_record: bool,
+    /// Lazy mode: its compiled leaves are stale.
+    dirty: bool,
+    /// Lazy mode: some node below it is dirty.
+    below: bool,
     /// Routes ending inside this node as (code, value), sorted by code; code = 1 << l | bits for
     /// a route of l = 1..=6 bits below the node, which orders them by length first.
     routes: Vec<(u8, u32)>,
+}
+
+impl Default for NodeCtl {
+    fn default() -> Self {
+        NodeCtl {
+            default: NONE,
+            slot: NO_SLOT,
+            in_record: false,
+            dirty: false,
+            below: false,
+            routes: Vec::new(),
+        }
+    }
 }
 
 /// Counts that depend only on the set of routes (see invariant 1).
@@ -158,7 +202,7 @@ pub struct Shape {
     pub routes: usize,
     /// Internal nodes in use.
     pub nodes: usize,
-    /// Leaves in use.
+    /// Leaf runs (compiled values) over all nodes.
     pub leaves: usize,
 }
 
@@ -170,7 +214,15 @@ pub(crate) struct Trie<K: Key, const D: u32> {
     pub(crate) leaves: Vec<u32>,
     node_arena: ArenaMeta,
     leaf_arena: ArenaMeta,
+    pub(crate) recs: Vec<Line>,
+    rec_arena: ArenaMeta,
     ctl: Vec<NodeCtl>,
+    /// The node hanging from each direct entry (NO_NODE if none), whatever it compiled into.
+    dnode: Vec<u32>,
+    /// Leaf runs over all nodes, however stored.
+    leaf_total: usize,
+    /// Lazy mode: direct entries whose node (if it still exists) is dirty or has dirty nodes below.
+    dirty_slots: Vec<u32>,
     dlen: Vec<u8>,
     short: HashMap<(K, u8), u32>,
     routes: usize,
@@ -222,10 +274,13 @@ fn release(meta: &mut ArenaMeta, at: u32, n: usize) {
 }
 
 /// What an update does to compiled state: `Compile` keeps every invariant after each call;
-/// `Defer` only records routes and nodes, for a bulk build finished by `compile_all`.
+/// `Lazy` records the change and marks the nodes to recompile at the next `flush` (each at
+/// most once, however many updates touched it); `Defer` only records routes and nodes, for a
+/// bulk build from empty finished by `compile_all`.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Compile,
+    Lazy,
     Defer,
 }
 
@@ -243,7 +298,12 @@ impl<K: Key, const D: u32> Trie<K, D> {
             leaves: Vec::new(),
             node_arena: ArenaMeta::new(),
             leaf_arena: ArenaMeta::new(),
+            recs: Vec::new(),
+            rec_arena: ArenaMeta::new(),
             ctl: Vec::new(),
+            dnode: vec![NO_NODE; 1 << D],
+            leaf_total: 0,
+            dirty_slots: Vec::new(),
             dlen: vec![0; 1 << D],
             short: HashMap::new(),
             routes: 0,
@@ -258,13 +318,16 @@ impl<K: Key, const D: u32> Trie<K, D> {
         Shape {
             routes: self.routes,
             nodes: self.node_arena.live,
-            leaves: self.leaf_arena.live,
+            leaves: self.leaf_total,
         }
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
         let free = |m: &ArenaMeta| m.free.iter().map(|f| f.capacity() * 4).sum::<usize>();
         self.direct.capacity() * 4
+            + self.dnode.capacity() * 4
+            + self.recs.capacity() * std::mem::size_of::<Line>()
+            + free(&self.rec_arena)
             + self.dlen.capacity()
             + self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.leaves.capacity() * 4
@@ -279,9 +342,10 @@ impl<K: Key, const D: u32> Trie<K, D> {
             + free(&self.leaf_arena)
     }
 
-    /// Bytes the lookup path reads from: direct array, nodes and leaves.
+    /// Bytes the lookup path reads from: direct array, nodes, leaves and records.
     pub(crate) fn lookup_bytes(&self) -> usize {
         self.direct.len() * 4
+            + self.recs.len() * std::mem::size_of::<Line>()
             + self.nodes.len() * std::mem::size_of::<Node>()
             + self.leaves.len() * 4
     }
@@ -292,6 +356,9 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let d = self.direct[key.top(D)];
         if d & NODE_FLAG == 0 {
             return d;
+        }
+        if d & REC_FLAG != 0 {
+            return self.record_leaf(d, key.chunk(D));
         }
         let mut node = &self.nodes[(d & !NODE_FLAG) as usize];
         let mut off = D;
@@ -305,6 +372,17 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 None => return self.leaves[node.leaf(slot) as usize],
             }
         }
+    }
+
+    /// The leaf for `slot` in the record a direct entry `d` points to.
+    #[inline(always)]
+    fn record_leaf(&self, d: u32, slot: usize) -> u32 {
+        let line = (d & REC_LINE_MASK) as usize;
+        let head = &self.recs[line].0;
+        let leafvec = u64::from(head[0]) | u64::from(head[1]) << 32;
+        // Leaf i is word 2 + i; the run containing `slot` is popcount - 1.
+        let word = 1 + (leafvec & (u64::MAX >> (63 - slot))).count_ones() as usize;
+        self.recs[line + word / LINE_WORDS].0[word % LINE_WORDS]
     }
 
     /// Looks up `keys` into `out` (external values), in groups of [`BATCH`] lookups that advance
@@ -321,28 +399,46 @@ impl<K: Key, const D: u32> Trie<K, D> {
         }
     }
 
+    /// One group of `lookup_batch`. Lanes advance level by level without data-dependent
+    /// branches: each step computes both the child and the leaf index and selects one with
+    /// masks, so lanes that stop at different depths cost no branch mispredictions.
     #[inline(always)]
     fn lookup_group(&self, keys: &[K], out: &mut [u32]) {
         let n = keys.len();
         debug_assert!(n <= BATCH && out.len() == n);
+        let nodes = self.nodes.as_ptr();
+        let (nodes_at, leaves_at) = (nodes as usize, self.leaves.as_ptr() as usize);
         let mut cur = [0u32; BATCH];
         for (c, k) in cur.iter_mut().zip(keys) {
             *c = k.top(D) as u32;
             crate::prefetch(self.direct.as_ptr().wrapping_add(*c as usize));
         }
-        // Lanes whose `cur` is a node index still to be read.
+        // Bit i set: lane i's `cur` is a node index still to be read.
         let mut at_node: u64 = 0;
+        // Bit i set: lane i's `cur` is a direct entry pointing to a record.
+        let mut at_rec: u64 = 0;
+        let recs = self.recs.as_ptr();
         for i in 0..n {
             let d = self.direct[cur[i] as usize];
-            if d & NODE_FLAG != 0 {
-                cur[i] = d & !NODE_FLAG;
-                crate::prefetch(self.nodes.as_ptr().wrapping_add(cur[i] as usize));
-                at_node |= 1 << i;
+            // Final for value lanes; the others overwrite it.
+            out[i] = d;
+            cur[i] = d;
+            if d & NODE_FLAG == 0 {
+                continue;
+            }
+            if d & REC_FLAG != 0 {
+                at_rec |= 1 << i;
+                let line = (d & REC_LINE_MASK) as usize;
+                for l in 0..=(d >> REC_LINES_SHIFT & 7) as usize {
+                    crate::prefetch(recs.wrapping_add(line + l));
+                }
             } else {
-                out[i] = crate::external(d);
+                at_node |= 1 << i;
+                cur[i] = d & !NODE_FLAG;
+                crate::prefetch(nodes.wrapping_add(cur[i] as usize));
             }
         }
-        // Lanes whose `cur` is a leaf index still to be read.
+        // Bit i set: lane i's `cur` is a leaf index still to be read.
         let mut at_leaf: u64 = 0;
         let mut off = D;
         while at_node != 0 {
@@ -352,25 +448,37 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 lanes &= lanes - 1;
                 let node = &self.nodes[cur[i] as usize];
                 let slot = keys[i].chunk(off);
-                match node.child(slot) {
-                    Some(c) => {
-                        cur[i] = c;
-                        crate::prefetch(self.nodes.as_ptr().wrapping_add(c as usize));
-                    }
-                    None => {
-                        cur[i] = node.leaf(slot);
-                        crate::prefetch(self.leaves.as_ptr().wrapping_add(cur[i] as usize));
-                        at_node &= !(1 << i);
-                        at_leaf |= 1 << i;
-                    }
-                }
+                let below = (1u64 << slot) - 1;
+                let is_child = (node.vector >> slot & 1) as u32;
+                let child = node.base1.wrapping_add((node.vector & below).count_ones());
+                let leaf = node
+                    .base0
+                    .wrapping_add((node.leafvec & (below | 1 << slot)).count_ones())
+                    .wrapping_sub(1);
+                let mask = 0u32.wrapping_sub(is_child);
+                cur[i] = (child & mask) | (leaf & !mask);
+                let is_leaf = u64::from(is_child ^ 1);
+                at_node &= !(is_leaf << i);
+                at_leaf |= is_leaf << i;
+                let wide = 0usize.wrapping_sub(is_child as usize);
+                let child_at = nodes_at + child as usize * std::mem::size_of::<Node>();
+                let leaf_at = leaves_at + leaf as usize * 4;
+                crate::prefetch(((child_at & wide) | (leaf_at & !wide)) as *const u8);
             }
             off += STRIDE;
+        }
+        while at_rec != 0 {
+            let i = at_rec.trailing_zeros() as usize;
+            at_rec &= at_rec - 1;
+            out[i] = self.record_leaf(cur[i], keys[i].chunk(D));
         }
         while at_leaf != 0 {
             let i = at_leaf.trailing_zeros() as usize;
             at_leaf &= at_leaf - 1;
-            out[i] = crate::external(self.leaves[cur[i] as usize]);
+            out[i] = self.leaves[cur[i] as usize];
+        }
+        for o in out.iter_mut() {
+            *o = crate::external(*o);
         }
     }
 
@@ -380,11 +488,10 @@ impl<K: Key, const D: u32> Trie<K, D> {
         if len32 <= D {
             return self.short.get(&(key, len)).copied();
         }
-        let d = self.direct[key.top(D)];
-        if d & NODE_FLAG == 0 {
+        let mut n = self.dnode[key.top(D)];
+        if n == NO_NODE {
             return None;
         }
-        let mut n = d & !NODE_FLAG;
         let mut off = D;
         while len32 > off + STRIDE {
             n = self.nodes[n as usize].child(key.chunk(off))?;
@@ -418,6 +525,81 @@ impl<K: Key, const D: u32> Trie<K, D> {
         self.insert_mode(key, len, value, Mode::Compile)
     }
 
+    /// Inserts in `Lazy` mode: lookups are wrong until `flush`.
+    pub(crate) fn insert_lazy(
+        &mut self,
+        key: K,
+        len: u8,
+        value: u32,
+    ) -> Result<Option<u32>, LpmError> {
+        self.check(len, value)?;
+        self.insert_mode(key, len, value, Mode::Lazy)
+    }
+
+    pub(crate) fn remove(&mut self, key: K, len: u8) -> Option<u32> {
+        self.remove_mode(key, len, Mode::Compile)
+    }
+
+    /// Removes in `Lazy` mode: lookups are wrong until `flush`.
+    pub(crate) fn remove_lazy(&mut self, key: K, len: u8) -> Option<u32> {
+        self.remove_mode(key, len, Mode::Lazy)
+    }
+
+    /// Recompiles every node marked by lazy updates, top-down, each once.
+    pub(crate) fn flush(&mut self) {
+        let mut slots = std::mem::take(&mut self.dirty_slots);
+        for &s in &slots {
+            let n = self.dnode[s as usize];
+            if n != NO_NODE {
+                self.flush_node(n, false);
+            }
+        }
+        slots.clear();
+        self.dirty_slots = slots;
+    }
+
+    fn flush_node(&mut self, n: u32, force: bool) {
+        let ctl = &mut self.ctl[n as usize];
+        let recompile = force || ctl.dirty;
+        let below = ctl.below;
+        ctl.dirty = false;
+        ctl.below = false;
+        if !recompile && !below {
+            return;
+        }
+        let slots = if recompile {
+            let slots = self.paint(n);
+            self.write_leaves(n, &slots);
+            Some(slots)
+        } else {
+            None
+        };
+        let node = self.nodes[n as usize];
+        let mut vector = node.vector;
+        let mut c = node.base1;
+        while vector != 0 {
+            let s = vector.trailing_zeros() as usize;
+            match slots {
+                Some(slots) if self.ctl[c as usize].default != slots[s] => {
+                    self.ctl[c as usize].default = slots[s];
+                    self.flush_node(c, true);
+                }
+                _ => self.flush_node(c, false),
+            }
+            c += 1;
+            vector &= vector - 1;
+        }
+    }
+
+    /// Lazy mode: records that direct entry `s`'s node has something to recompile.
+    fn mark_slot(&mut self, s: usize) {
+        let n = self.dnode[s];
+        let ctl = &self.ctl[n as usize];
+        if !ctl.dirty && !ctl.below {
+            self.dirty_slots.push(s as u32);
+        }
+    }
+
     /// Builds from a route list: records every route, then compiles each node once.
     pub(crate) fn from_routes(
         routes: impl IntoIterator<Item = (K, u8, u32)>,
@@ -445,12 +627,12 @@ impl<K: Key, const D: u32> Trie<K, D> {
             if old.is_none() {
                 self.routes += 1;
             }
-            if mode == Mode::Compile {
+            if mode != Mode::Defer {
                 let (start, count) = direct_range::<K, D>(key, len32);
                 for s in start..start + count {
                     if self.dlen[s] <= len + 1 {
                         self.dlen[s] = len + 1;
-                        self.set_direct_value(s, value);
+                        self.set_direct_value(s, value, mode);
                     }
                 }
             }
@@ -458,16 +640,20 @@ impl<K: Key, const D: u32> Trie<K, D> {
         }
         // Create the path down to the node that holds the route.
         let s = key.top(D);
-        let mut n = if self.direct[s] & NODE_FLAG != 0 {
-            self.direct[s] & !NODE_FLAG
+        let mut n = if self.dnode[s] != NO_NODE {
+            self.dnode[s]
         } else {
-            let n = self.new_node(self.direct[s], mode);
-            self.direct[s] = NODE_FLAG | n;
-            n
+            self.new_direct_node(s, mode)
         };
+        if mode == Mode::Lazy {
+            self.mark_slot(s);
+        }
         let mut off = D;
         while len32 > off + STRIDE {
             let slot = key.chunk(off);
+            if mode == Mode::Lazy {
+                self.ctl[n as usize].below = true;
+            }
             n = match self.nodes[n as usize].child(slot) {
                 Some(c) => c,
                 None => self.add_child(n, slot, mode),
@@ -484,13 +670,17 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 None
             }
         };
-        if mode == Mode::Compile && old != Some(value) {
-            self.recompute(n);
+        if old != Some(value) {
+            match mode {
+                Mode::Compile => self.recompute(n),
+                Mode::Lazy => self.ctl[n as usize].dirty = true,
+                Mode::Defer => {}
+            }
         }
         Ok(old)
     }
 
-    pub(crate) fn remove(&mut self, key: K, len: u8) -> Option<u32> {
+    fn remove_mode(&mut self, key: K, len: u8, mode: Mode) -> Option<u32> {
         let len32 = u32::from(len);
         if len32 > K::BITS {
             return None;
@@ -511,18 +701,18 @@ impl<K: Key, const D: u32> Trie<K, D> {
             for s in start..start + count {
                 if self.dlen[s] == len + 1 {
                     self.dlen[s] = fallback_len;
-                    self.set_direct_value(s, fallback);
+                    self.set_direct_value(s, fallback, mode);
                 }
             }
             return Some(old);
         }
         let s = key.top(D);
-        if self.direct[s] & NODE_FLAG == 0 {
+        if self.dnode[s] == NO_NODE {
             return None;
         }
         // path[i] = (node, slot in that node leading to path[i + 1]).
         let mut path: Vec<(u32, usize)> = Vec::with_capacity(24);
-        let mut n = self.direct[s] & !NODE_FLAG;
+        let mut n = self.dnode[s];
         let mut off = D;
         while len32 > off + STRIDE {
             let slot = key.chunk(off);
@@ -536,7 +726,15 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let i = routes.binary_search_by_key(&code, |r| r.0).ok()?;
         let (_, old) = routes.remove(i);
         self.routes -= 1;
-        self.recompute(n);
+        if mode == Mode::Lazy {
+            self.mark_slot(s);
+            for &(p, _) in &path {
+                self.ctl[p as usize].below = true;
+            }
+            self.ctl[n as usize].dirty = true;
+        } else {
+            self.recompute(n);
+        }
         // Prune nodes that no longer hold routes or children (invariant 1).
         loop {
             let empty = {
@@ -548,7 +746,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             match path.pop() {
                 Some((parent, slot)) => {
-                    self.remove_child(parent, slot);
+                    self.remove_child(parent, slot, mode);
                     n = parent;
                 }
                 None => {
@@ -556,6 +754,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
                     self.free_node_storage(n);
                     release(&mut self.node_arena, n, 1);
                     self.direct[s] = default;
+                    self.dnode[s] = NO_NODE;
                     break;
                 }
             }
@@ -564,28 +763,34 @@ impl<K: Key, const D: u32> Trie<K, D> {
     }
 
     /// Sets the value a direct entry resolves to, pushing it into the node there if any.
-    fn set_direct_value(&mut self, s: usize, value: u32) {
-        let d = self.direct[s];
-        if d & NODE_FLAG == 0 {
+    fn set_direct_value(&mut self, s: usize, value: u32, mode: Mode) {
+        let n = self.dnode[s];
+        if n == NO_NODE {
             self.direct[s] = value;
-        } else {
-            let n = d & !NODE_FLAG;
-            if self.ctl[n as usize].default != value {
-                self.ctl[n as usize].default = value;
+        } else if self.ctl[n as usize].default != value {
+            if mode == Mode::Lazy {
+                self.mark_slot(s);
+                self.ctl[n as usize].dirty = true;
+            }
+            self.ctl[n as usize].default = value;
+            if mode == Mode::Compile {
                 self.recompute(n);
             }
         }
     }
 
-    /// A fresh single node (its own block) with every slot resolving to `default`.
-    fn new_node(&mut self, default: u32, mode: Mode) -> u32 {
+    /// A fresh node (its own block) under direct entry `s`, resolving to the entry's value.
+    fn new_direct_node(&mut self, s: usize, mode: Mode) -> u32 {
         let n = alloc(&mut self.nodes, &mut self.node_arena, 1, MAX_NODES);
         self.ctl.resize(self.nodes.len(), NodeCtl::default());
         self.nodes[n as usize] = Node::default();
+        let default = self.direct[s];
         self.ctl[n as usize] = NodeCtl {
             default,
-            routes: Vec::new(),
+            slot: s as u32,
+            ..NodeCtl::default()
         };
+        self.dnode[s] = n;
         if mode == Mode::Compile {
             self.write_leaves(n, &[default; SLOTS]);
         }
@@ -598,7 +803,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let count = node.vector.count_ones() as usize;
         let rank = (node.vector & ((1u64 << slot) - 1)).count_ones() as usize;
         let default = if mode == Mode::Compile {
-            self.leaves[node.leaf(slot) as usize]
+            self.paint(n)[slot]
         } else {
             NONE
         };
@@ -617,21 +822,30 @@ impl<K: Key, const D: u32> Trie<K, D> {
         self.nodes[c as usize] = Node::default();
         self.ctl[c as usize] = NodeCtl {
             default,
-            routes: Vec::new(),
+            ..NodeCtl::default()
         };
         let parent = &mut self.nodes[n as usize];
         parent.base1 = at;
         parent.vector |= 1u64 << slot;
-        if mode == Mode::Compile {
-            self.write_leaves(c, &[default; SLOTS]);
-            let slots = self.paint(n);
-            self.write_leaves(n, &slots);
+        match mode {
+            Mode::Compile => {
+                self.write_leaves(c, &[default; SLOTS]);
+                let slots = self.paint(n);
+                self.write_leaves(n, &slots);
+            }
+            // The parent's slot is no longer a leaf; the child gets its default when the
+            // parent is recompiled.
+            Mode::Lazy => {
+                self.ctl[n as usize].dirty = true;
+                self.ctl[c as usize].dirty = true;
+            }
+            Mode::Defer => {}
         }
         c
     }
 
     /// Removes the (empty) child at `slot` of `n`; the slot becomes a leaf again.
-    fn remove_child(&mut self, n: u32, slot: usize) {
+    fn remove_child(&mut self, n: u32, slot: usize, mode: Mode) {
         let node = self.nodes[n as usize];
         let count = node.vector.count_ones() as usize;
         let rank = (node.vector & ((1u64 << slot) - 1)).count_ones() as usize;
@@ -653,18 +867,20 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let parent = &mut self.nodes[n as usize];
         parent.base1 = at;
         parent.vector &= !(1u64 << slot);
-        let slots = self.paint(n);
-        self.write_leaves(n, &slots);
+        if mode == Mode::Lazy {
+            self.ctl[n as usize].dirty = true;
+        } else {
+            let slots = self.paint(n);
+            self.write_leaves(n, &slots);
+        }
     }
 
     /// Frees a node's leaves and control state (not its slot in the node arena).
     fn free_node_storage(&mut self, n: u32) {
         let node = self.nodes[n as usize];
-        release(
-            &mut self.leaf_arena,
-            node.base0,
-            node.leafvec.count_ones() as usize,
-        );
+        let count = node.leafvec.count_ones() as usize;
+        self.leaf_total -= count;
+        self.release_leaves(&node, self.ctl[n as usize].in_record, count);
         self.nodes[n as usize] = Node::default();
         self.ctl[n as usize] = NodeCtl::default();
     }
@@ -675,43 +891,103 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let mut slots = [ctl.default; SLOTS];
         for &(code, value) in &ctl.routes {
             let l = 7 - code.leading_zeros(); // code < 128, so l = 1..=6
-            let span = 1usize << (STRIDE - l);
-            let first = usize::from(code ^ (1 << l)) * span;
-            slots[first..first + span].fill(value);
+            let shift = STRIDE - l;
+            let first = usize::from(code ^ (1 << l)) << shift;
+            if shift == 0 {
+                slots[first] = value;
+            } else {
+                slots[first..first + (1 << shift)].fill(value);
+            }
         }
         slots
     }
 
-    /// Compiles `n`'s leaves from its slot values, reallocating its leaf block if its size changes.
+    /// Compiles `n`'s leaves from its slot values into a leaf block, or for a childless node
+    /// under the direct array into its direct entry (a value or a record), reallocating storage
+    /// whose size changes.
     fn write_leaves(&mut self, n: u32, slots: &[u32; SLOTS]) {
         let node = self.nodes[n as usize];
+        let leafvec = if node.vector == 0 {
+            // All slots are leaves: a run starts wherever the value changes (vectorisable).
+            (1..SLOTS).fold(1u64, |m, i| m | u64::from(slots[i] != slots[i - 1]) << i)
+        } else {
+            let mut leafvec = 0u64;
+            let mut prev = None;
+            for (s, &v) in slots.iter().enumerate() {
+                if node.vector >> s & 1 == 0 && prev != Some(v) {
+                    leafvec |= 1u64 << s;
+                    prev = Some(v);
+                }
+            }
+            leafvec
+        };
         let mut runs = [0u32; SLOTS];
-        let mut count = 0usize;
-        let mut leafvec = 0u64;
-        for (s, &v) in slots.iter().enumerate() {
-            if node.vector >> s & 1 != 0 {
-                continue;
-            }
-            if count == 0 || runs[count - 1] != v {
-                runs[count] = v;
-                count += 1;
-                leafvec |= 1u64 << s;
-            }
+        let count = leafvec.count_ones() as usize;
+        let mut starts = leafvec;
+        for r in runs.iter_mut().take(count) {
+            *r = slots[starts.trailing_zeros() as usize];
+            starts &= starts - 1;
         }
+        let runs = &runs[..count];
         let old = node.leafvec.count_ones() as usize;
+        self.leaf_total = self.leaf_total + count - old;
+        let ctl = &self.ctl[n as usize];
+        let (slot, was_record) = (ctl.slot, ctl.in_record);
+        let in_record = slot != NO_SLOT && node.vector == 0;
+        let same_size = if in_record {
+            record_lines(count) == record_lines(old)
+        } else {
+            count == old
+        };
         let mut base0 = node.base0;
-        if count != old {
-            release(&mut self.leaf_arena, node.base0, old);
-            base0 = if count > 0 {
-                alloc(&mut self.leaves, &mut self.leaf_arena, count, MAX_LEAVES)
-            } else {
-                0
-            };
+        if in_record != was_record || !same_size {
+            self.release_leaves(&node, was_record, old);
+            base0 = 0;
+            if in_record && record_lines(count) > 0 {
+                base0 = alloc(
+                    &mut self.recs,
+                    &mut self.rec_arena,
+                    record_lines(count),
+                    MAX_REC_LINES,
+                );
+            } else if !in_record && count > 0 {
+                base0 = alloc(&mut self.leaves, &mut self.leaf_arena, count, MAX_LEAVES);
+            }
         }
-        self.leaves[base0 as usize..base0 as usize + count].copy_from_slice(&runs[..count]);
+        if in_record && count > 1 {
+            let first = base0 as usize;
+            self.recs[first].0[0] = leafvec as u32;
+            self.recs[first].0[1] = (leafvec >> 32) as u32;
+            for (i, &v) in runs.iter().enumerate() {
+                let word = 2 + i;
+                self.recs[first + word / LINE_WORDS].0[word % LINE_WORDS] = v;
+            }
+        } else if !in_record {
+            self.leaves[base0 as usize..base0 as usize + count].copy_from_slice(runs);
+        }
+        self.ctl[n as usize].in_record = in_record;
         let node = &mut self.nodes[n as usize];
         node.leafvec = leafvec;
         node.base0 = base0;
+        if slot != NO_SLOT {
+            self.direct[slot as usize] = if !in_record {
+                NODE_FLAG | n
+            } else if count == 1 {
+                runs[0]
+            } else {
+                let lines = record_lines(count) as u32;
+                NODE_FLAG | REC_FLAG | (lines - 1) << REC_LINES_SHIFT | base0
+            };
+        }
+    }
+
+    /// Releases the storage of `count` leaves of `node`, kept in a record or a leaf block.
+    fn release_leaves(&mut self, node: &Node, in_record: bool, count: usize) {
+        if in_record {
+            release(&mut self.rec_arena, node.base0, record_lines(count));
+        } else {
+            release(&mut self.leaf_arena, node.base0, count);
+        }
     }
 
     /// Restores invariant 2 for `n` and, recursively, for the children whose default changed.
@@ -744,11 +1020,10 @@ impl<K: Key, const D: u32> Trie<K, D> {
             self.dlen[start..start + count].fill(len + 1);
         }
         for (s, value) in values.into_iter().enumerate() {
-            let d = self.direct[s];
-            if d & NODE_FLAG == 0 {
+            let n = self.dnode[s];
+            if n == NO_NODE {
                 self.direct[s] = value;
             } else {
-                let n = d & !NODE_FLAG;
                 self.ctl[n as usize].default = value;
                 self.compile_subtree(n);
             }
@@ -768,6 +1043,16 @@ impl<K: Key, const D: u32> Trie<K, D> {
             c += 1;
             vector &= vector - 1;
         }
+    }
+}
+
+/// Lines of a record holding `count` leaves (none for a single leaf: it lives in the direct
+/// entry itself).
+fn record_lines(count: usize) -> usize {
+    if count <= 1 {
+        0
+    } else {
+        (2 + count).div_ceil(LINE_WORDS)
     }
 }
 

@@ -75,6 +75,32 @@ impl Lpm6 {
         self.trie.shape()
     }
 
+    /// Starts a batch of updates: each node they touch is recompiled once, when the batch is
+    /// dropped, instead of once per update (a bulk load into a live table runs at bulk-build
+    /// speed). The batch borrows the table, so no lookup can see it half compiled.
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch {
+            trie: &mut self.trie,
+        }
+    }
+
+    /// Applies an update deferred: lookups are wrong until [`Self::flush`]. For the writer of
+    /// [`crate::sync`], which flushes before it publishes.
+    pub(crate) fn apply_deferred(
+        &mut self,
+        op: &crate::sync::Update<u128>,
+    ) -> crate::sync::UpdateResult {
+        match *op {
+            crate::sync::Update::Insert(p, l, v) => self.trie.insert_lazy(p, l, v),
+            crate::sync::Update::Remove(p, l) => Ok(self.trie.remove_lazy(p, l)),
+        }
+    }
+
+    /// Compiles what deferred updates touched.
+    pub(crate) fn flush(&mut self) {
+        self.trie.flush()
+    }
+
     /// Builds a table from `(prefix, len, value)` triples (a later duplicate replaces an earlier
     /// one), compiling each node once: much faster than inserting one by one.
     pub fn from_routes(
@@ -83,5 +109,33 @@ impl Lpm6 {
         Ok(Lpm6 {
             trie: Trie::from_routes(routes)?,
         })
+    }
+}
+
+/// Updates to a [`Lpm6`] compiled together when dropped (see [`Lpm6::batch`]).
+pub struct Batch<'a> {
+    trie: &'a mut Trie<u128, DIRECT_BITS>,
+}
+
+impl Batch<'_> {
+    /// As [`Lpm6::insert`]; visible to lookups once the batch is dropped.
+    pub fn insert(&mut self, prefix: u128, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
+        self.trie.insert_lazy(prefix, len, value)
+    }
+
+    /// As [`Lpm6::remove`]; visible to lookups once the batch is dropped.
+    pub fn remove(&mut self, prefix: u128, len: u8) -> Option<u32> {
+        self.trie.remove_lazy(prefix, len)
+    }
+
+    /// The value stored for exactly `prefix/len`, updates of this batch included.
+    pub fn get(&self, prefix: u128, len: u8) -> Option<u32> {
+        self.trie.get(prefix, len)
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.trie.flush();
     }
 }

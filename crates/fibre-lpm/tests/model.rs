@@ -145,6 +145,45 @@ macro_rules! family {
                 }
 
                 #[test]
+                fn batches_match_model(ops in prop::collection::vec(op(), 1..150),
+                                       cuts in prop::collection::vec(1usize..40, 1..8),
+                                       random in prop::collection::vec(any::<Addr>(), 32)) {
+                    // The same ops through batches (cut at random points) and one by one.
+                    let mut batched = <$lpm>::new();
+                    let mut single = <$lpm>::new();
+                    let mut model = Model::<Addr>::default();
+                    let mut ops = ops.into_iter().peekable();
+                    for cut in cuts.iter().cycle() {
+                        if ops.peek().is_none() { break; }
+                        let mut batch = batched.batch();
+                        for op in ops.by_ref().take(*cut) {
+                            match op {
+                                Op::Insert(p, l, v) => {
+                                    let want = model.insert(p, l, v);
+                                    prop_assert_eq!(batch.insert(p, l, v), Ok(want));
+                                    prop_assert_eq!(batch.get(p, l), Some(v));
+                                    single.insert(p, l, v).unwrap();
+                                }
+                                Op::RemoveExisting(i) => {
+                                    if model.routes.is_empty() { continue; }
+                                    let &(p, l) = model.routes.keys().nth(i % model.routes.len()).unwrap();
+                                    prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
+                                    single.remove(p, l);
+                                }
+                                Op::RemoveRandom(p, l) => {
+                                    prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
+                                    single.remove(p, l);
+                                }
+                            }
+                        }
+                        drop(batch);
+                        check(&batched, &model, &random)?;
+                    }
+                    check(&batched, &model, &probes(&model, &random))?;
+                    prop_assert_eq!(batched.shape(), single.shape());
+                }
+
+                #[test]
                 fn order_independent(routes in prop::collection::vec((prefix(), 0u32..16), 1..80),
                                      junk in prop::collection::vec(prefix(), 0..40),
                                      seed in any::<u64>(),
@@ -207,6 +246,45 @@ macro_rules! family {
                 assert_eq!(lpm.remove(0, too_long), None);
                 assert!(<$lpm>::from_routes([(0, too_long, 1)]).is_err());
                 assert_eq!(lpm.len(), 1);
+            }
+
+            /// A node with 64 leaf runs (the largest record), turned into an internal node and
+            /// back by a longer route, then thinned out.
+            #[test]
+            fn dense_node() {
+                let base: Addr = (0x0A00_0000 as Addr) << (BITS - 32);
+                // The direct level's length: 18 bits for IPv4, 16 for IPv6.
+                let node_len: u8 = if BITS == 32 { 18 } else { 16 };
+                let step: Addr = 1 << (BITS - u32::from(node_len) - 6);
+                let mut lpm = <$lpm>::new();
+                let mut model = Model::<Addr>::default();
+                let mut probes = Vec::new();
+                for i in 0..64 {
+                    let p = base + step * i as Addr;
+                    lpm.insert(p, node_len + 6, i).unwrap();
+                    model.insert(p, node_len + 6, i);
+                    probes.extend([p, p + step / 2, p + step - 1]);
+                }
+                let check = |lpm: &$lpm, model: &Model<Addr>| {
+                    let mut out = vec![0; probes.len()];
+                    lpm.lookup_batch(&probes, &mut out);
+                    for (&a, &b) in probes.iter().zip(&out) {
+                        assert_eq!(lpm.lookup(a), model.lookup(a), "{a:#x}");
+                        assert_eq!(b, model.lookup(a).unwrap_or(NO_ROUTE), "{a:#x}");
+                    }
+                };
+                check(&lpm, &model);
+                let deep = base + step * 37 + step / 4;
+                lpm.insert(deep, node_len + 9, 99).unwrap();
+                model.insert(deep, node_len + 9, 99);
+                check(&lpm, &model);
+                assert_eq!(lpm.remove(deep, node_len + 9), model.remove(deep, node_len + 9));
+                check(&lpm, &model);
+                for i in (0..64).step_by(2) {
+                    let p = base + step * i as Addr;
+                    assert_eq!(lpm.remove(p, node_len + 6), model.remove(p, node_len + 6));
+                    check(&lpm, &model);
+                }
             }
 
             #[test]
