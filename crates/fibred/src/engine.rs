@@ -650,9 +650,24 @@ impl Engine {
             append: false,
         };
         let mut reqs = Vec::new();
-        for mut l in self.fib.links() {
-            l.change = IFF_UP;
-            reqs.push(Request::NewLink(l, create));
+        // What a configuration sets on a link; the rest (carrier, queue length, the
+        // loopback's fixed attributes) belongs to the device.
+        for l in self.fib.links() {
+            let kept = Link {
+                ifindex: l.ifindex,
+                ifname: l.ifname,
+                kind: l.kind,
+                flags: l.flags & IFF_UP,
+                change: IFF_UP,
+                mtu: l.mtu,
+                address: if l.kind == Some(LinkKind::Dummy) {
+                    l.address
+                } else {
+                    None
+                },
+                ..Link::default()
+            };
+            reqs.push(Request::NewLink(kept, create));
         }
         let nhs = self.fib.nexthops();
         // Groups name their members, so plain next hops come first.
@@ -669,7 +684,13 @@ impl Engine {
         for r in self.fib.rules(None) {
             reqs.push(Request::NewRule(r, ReqFlags::ADD));
         }
-        for r in self.fib.routes(None) {
+        // Routes the kernel made for addresses and links come back with them.
+        for r in self
+            .fib
+            .routes(None)
+            .into_iter()
+            .filter(|r| r.protocol != PROTO_KERNEL)
+        {
             reqs.push(Request::NewRoute(r, ReqFlags::APPEND));
         }
         let mut out = Vec::new();
@@ -694,13 +715,26 @@ impl Engine {
                     let code = m
                         .get(16..20)
                         .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                    code != 0 && code != -Errno::EEXIST.0
+                    let failed = code != 0 && code != -Errno::EEXIST.0;
+                    if failed {
+                        let req = m.get(20..).and_then(|r| NetlinkMessage::parse(r, 0).ok());
+                        crate::log!(
+                            crate::log::Level::Warn,
+                            "state entry not restored",
+                            errno = -code,
+                            request = format!("{:?}", req.map(|r| r.0.payload))
+                        );
+                    }
+                    failed
                 }
                 Reply::Dump(_) => false,
             })
             .count()
     }
 }
+
+/// RTPROT_KERNEL: routes made by the FIB itself for addresses and links.
+const PROTO_KERNEL: u8 = 2;
 
 /// `IFF_UP`: the only link flag a saved configuration sets.
 const IFF_UP: u32 = 1;

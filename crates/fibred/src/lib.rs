@@ -11,6 +11,7 @@
 //! Who may call what: only the writer thread calls [`engine::Engine`]; everything else talks
 //! to it through the server's job queue.
 
+pub mod client;
 pub mod engine;
 pub mod groups;
 pub mod log;
