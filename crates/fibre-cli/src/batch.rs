@@ -286,12 +286,8 @@ impl<'n> BatchRun<'n> {
         let mut words: Vec<&str> = Vec::with_capacity(16);
         let mut pos = 0;
         while pos < text.len() && self.finished.is_none() {
-            let line_end = |from: usize| {
-                text[from..]
-                    .bytes()
-                    .position(|b| b == b'\n')
-                    .map(|i| from + i + 1)
-            };
+            // `str::find` of one ASCII byte is the library's word-at-a-time memchr.
+            let line_end = |from: usize| text[from..].find('\n').map(|i| from + i + 1);
             let end = match line_end(pos) {
                 Some(e) => e,
                 None if eof => text.len(),
@@ -403,7 +399,7 @@ pub fn run_line(cli: &mut Cli, line: &str) -> Result<(), CmdError> {
 /// `getcmdline`'s comment rule: everything from the first '#' is dropped (the newline too, which
 /// also ends any continuation).
 fn strip_comment(line: &str) -> &str {
-    match line.bytes().position(|b| b == b'#') {
+    match line.find('#') {
         Some(i) => &line[..i],
         None => line,
     }

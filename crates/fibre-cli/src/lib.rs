@@ -68,6 +68,8 @@ pub struct Cli {
     /// reaches it (even one that then fails) and keeps it when emptied, and a `route show
     /// table N` of a table never created fails ("FIB table does not exist").
     pub(crate) tables: std::collections::HashSet<(Family, u32)>,
+    /// `ip nexthop`'s selector, which persists across a batch's commands in iproute2.
+    pub(crate) nh_filter: nexthop::Filter,
     /// Dumps are "strict" (filtered by the kernel, which then fails for a table it does not
     /// have), as `ip` makes them for a single command; `ip -batch` never asks for strict dumps.
     pub strict_dump: bool,
@@ -84,6 +86,7 @@ impl Cli {
             sticky_link_show: false,
             tables: Default::default(),
             strict_dump: true,
+            nh_filter: Default::default(),
         }
     }
 

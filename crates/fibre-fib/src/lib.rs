@@ -476,7 +476,13 @@ impl Fib {
                         _ => 0,
                     },
                     scope: a.scope,
-                    flags: a.flags & !(ifa_flags::SECONDARY),
+                    // Infinite lifetime: the kernel marks the address permanent.
+                    flags: (a.flags & !ifa_flags::SECONDARY)
+                        | if a.valid_lft.is_none_or(|v| v == u32::MAX) {
+                            ifa_flags::PERMANENT
+                        } else {
+                            0
+                        },
                     label: a.label.clone().unwrap_or_else(|| {
                         self.links
                             .get(a.ifindex)
@@ -835,11 +841,21 @@ impl Fib {
     /// RTM_GETRULE dump, in priority order.
     pub fn rules(&self, family: Option<Family>) -> Vec<Rule> {
         let mut out = Vec::new();
-        if family != Some(Family::Inet6) {
-            out.extend(self.rules.v4.iter().cloned());
-        }
-        if family != Some(Family::Inet) {
-            out.extend(self.rules.v6.iter().cloned());
+        for (f, list) in [
+            (Family::Inet, &self.rules.v4),
+            (Family::Inet6, &self.rules.v6),
+        ] {
+            if family.is_some_and(|x| x != f) {
+                continue;
+            }
+            for r in list {
+                let mut r = r.clone();
+                // A goto whose target priority has no rule is "[unresolved]".
+                if r.action == RuleAction::Goto && !list.iter().any(|x| x.priority == r.goto) {
+                    r.flags |= rule_flags::UNRESOLVED;
+                }
+                out.push(r);
+            }
         }
         out
     }

@@ -502,7 +502,6 @@ impl Fib {
                 j += 1;
             }
             if flags.replace {
-                self.infos.drop_if_unused(new_id);
                 match fa_match {
                     Some(m) if m == i => return Ok(()),
                     Some(_) => return Err(RtError::new(Errno::EEXIST)),

@@ -466,3 +466,114 @@ fn dst_is_cached_on_the_next_hop() {
         Err(LookupError::NoRoute)
     );
 }
+
+mod lpm_model {
+    //! Property tests of the tables' longest-prefix match (compiled and walked) against a
+    //! naive model, including independence from insertion order and deletes.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn fib_with(routes: &[(u32, u8)], tos_route: bool) -> Fib {
+        let mut f = Fib::default();
+        let d0 = add_link(&mut f, "d0");
+        set_up(&mut f, d0, true);
+        for &(a, l) in routes {
+            let mut r = rt(&format!("{}/{}", std::net::Ipv4Addr::from(a), l), None, d0);
+            r.scope = scope::LINK;
+            // Kernel semantics: an equal route is EEXIST; the model ignores duplicates too.
+            let _ = f.route_new(&r, ReqFlags::ADD);
+        }
+        if tos_route {
+            // A tos-specific route makes flows with a tos take the walked path.
+            let mut r = rt("203.0.113.0/24", None, d0);
+            r.tos = 0x04;
+            f.route_new(&r, ReqFlags::ADD).unwrap();
+        }
+        f
+    }
+
+    fn naive(routes: &[(u32, u8)], a: u32) -> Option<(u32, u8)> {
+        routes
+            .iter()
+            .filter(|&&(p, l)| crate::addr::mask4(l) & a == p)
+            .max_by_key(|r| r.1)
+            .copied()
+    }
+
+    fn fibmatch(f: &Fib, a: u32, tos: u8) -> Option<(u32, u8)> {
+        let q = RouteQuery {
+            family: Family::Inet,
+            dst: IpAddr::V4(a.into()),
+            src: None,
+            iif: None,
+            oif: None,
+            tos,
+            mark: 0,
+            uid: None,
+            ipproto: None,
+            sport: None,
+            dport: None,
+            fibmatch: true,
+            table: Some(table::MAIN),
+        };
+        f.route_get(&q).ok().map(|r| match r.dst.addr {
+            IpAddr::V4(x) => (u32::from(x), r.dst.len),
+            IpAddr::V6(_) => unreachable!("IPv4 query"),
+        })
+    }
+
+    fn prefixes() -> impl Strategy<Value = Vec<(u32, u8)>> {
+        // Few top bits so that prefixes nest often.
+        proptest::collection::vec((0u32..16, 0u8..=32, any::<u32>()), 1..40).prop_map(|v| {
+            let mut out: Vec<(u32, u8)> = v
+                .into_iter()
+                .map(|(top, l, low)| {
+                    let a = (top << 28) | (low >> 4);
+                    (a & crate::addr::mask4(l), l)
+                })
+                .collect();
+            out.sort();
+            out.dedup();
+            out
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn compiled_and_walked_match_naive(routes in prefixes(), probes in proptest::collection::vec(any::<u32>(), 1..60), seed in any::<u64>()) {
+            let mut shuffled = routes.clone();
+            // A deterministic shuffle from the seed: insertion order must not matter.
+            let mut s = seed | 1;
+            for i in (1..shuffled.len()).rev() {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                shuffled.swap(i, (s % (i as u64 + 1)) as usize);
+            }
+            let a = fib_with(&routes, false);
+            let b = fib_with(&shuffled, true);
+            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)) {
+                let want = naive(&routes, p);
+                prop_assert_eq!(fibmatch(&a, p, 0), want);
+                prop_assert_eq!(fibmatch(&b, p, 0), want);
+                if p >> 8 != 0xcb00_71 {
+                    prop_assert_eq!(fibmatch(&b, p, 0x10), want);
+                }
+            }
+        }
+
+        #[test]
+        fn deletes_keep_the_match(routes in prefixes(), probes in proptest::collection::vec(any::<u32>(), 1..40)) {
+            let mut f = fib_with(&routes, false);
+            let (gone, kept): (Vec<_>, Vec<_>) = routes.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+            for (_, &(a, l)) in &gone {
+                let mut r = rt(&format!("{}/{}", std::net::Ipv4Addr::from(a), l), None, 0);
+                r.scope = scope::NOWHERE;
+                r.rtype = RouteType::Unspec;
+                f.route_del(&r).unwrap();
+            }
+            let kept: Vec<(u32, u8)> = kept.into_iter().map(|(_, r)| *r).collect();
+            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)) {
+                prop_assert_eq!(fibmatch(&f, p, 0), naive(&kept, p));
+            }
+        }
+    }
+}
