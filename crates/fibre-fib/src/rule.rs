@@ -101,9 +101,14 @@ impl Rules {
     /// RTM_NEWRULE (fib_nl_newrule).
     pub fn add(&mut self, r: &Rule, excl: bool) -> Result<(), RtError> {
         let bits = r.family.max_len();
-        for p in [&r.src, &r.dst].into_iter().flatten() {
-            if p.len > bits || Family::of(&p.addr) != r.family {
-                return Err(RtError::new(Errno::EINVAL));
+        for (p, what) in [
+            (&r.src, "Invalid source address"),
+            (&r.dst, "Invalid dst address"),
+        ] {
+            if let Some(p) = p {
+                if p.len > bits || Family::of(&p.addr) != r.family {
+                    return Err(RtError::msg(Errno::EINVAL, what));
+                }
             }
         }
         if r.action == RuleAction::Goto {

@@ -1329,11 +1329,12 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 }),
             )
         }
-        Request::NewNexthop(nh, f) => (
-            mt::RTM_NEWNEXTHOP,
-            change(*f),
-            Payload::Nexthop(nexthop_message(nh)),
-        ),
+        Request::NewNexthop(nh, f) => {
+            // The kernel rejects a scope in requests ("Invalid values in ancillary header").
+            let mut m = nexthop_message(nh);
+            m.header.scope = scope::UNIVERSE;
+            (mt::RTM_NEWNEXTHOP, change(*f), Payload::Nexthop(m))
+        }
         Request::DelNexthop(id) => (
             mt::RTM_DELNEXTHOP,
             change(ReqFlags::NONE),
