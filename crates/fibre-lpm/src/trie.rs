@@ -2,14 +2,17 @@
 //! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
 //!
 //! # Shape
-//! - A direct-pointing array indexed by the top `D` bits of the address. An entry is either a
-//!   final value (bit 31 clear) or `NODE_FLAG | node index`.
+//! - A direct-pointing array indexed by the top `D` bits of the address. An entry is a final
+//!   value (bit 31 clear), a node (`NODE_FLAG | index`) or a leaf record (`NODE_FLAG | REC_FLAG
+//!   | size | line`).
 //! - Internal nodes each consume 6 more bits (64 slots). A node holds two bitmaps: `vector` marks
 //!   the slots that lead to a child node, `leafvec` marks the slots that start a run of equal
 //!   values among the remaining (leaf) slots. A node's children are contiguous in `nodes` from
 //!   `base1`, its distinct leaf runs contiguous in `leaves` from `base0`; a popcount of the bitmap
 //!   below the slot selects the child or the run. A lookup is one direct read, one node read per
 //!   6 bits below `D`, and one leaf read.
+//! - A childless node right below the direct array (every node of a 2026 IPv4 table) compiles
+//!   into its value or a line-aligned leaf record instead (see [`Line`]): one read fewer.
 //! - Values are leaf-pushed: every leaf holds the answer of the longest prefix covering it, so a
 //!   lookup never backtracks and its cost depends only on the depth of the trie where it ends.
 //!
@@ -18,14 +21,17 @@
 //! node's 6 bits (at most 126, sorted by their in-node code, i.e. by length then bits) and the
 //! node's default: the value of the longest route shorter than the node covering all of it.
 //! Routes no longer than `D` live in `short`, and `dlen` records for each direct entry the
-//! length (+1, 0 = none) of the short route that supplies its value.
+//! length (+1, 0 = none) of the short route that supplies its value; `dnode` names the node
+//! hanging from each direct entry whatever the entry compiled into.
 //! 1. A node exists iff some route longer than its depth lies below it; so the set of nodes and
 //!    every node's leaves are a function of the route set alone (canonical form: [`Shape`] does
 //!    not depend on the order of insertions and removals). Arena capacity and free lists do.
 //! 2. Every slot's compiled value equals the painting of the node's routes over its default, and
 //!    every child's default equals its parent's painted value at the child's slot.
 //! 3. An update repaints only the node the route lives in (or the direct entries it covers) and
-//!    pushes the new default down to exactly the children whose inherited value changed.
+//!    pushes the new default down to exactly the children whose inherited value changed. In
+//!    lazy mode (batches, the `sync` writer) updates only record routes and mark nodes; `flush`
+//!    then recompiles each marked node once, top-down, and lookups are valid again.
 //!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
