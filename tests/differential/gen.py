@@ -54,12 +54,12 @@ FLOW_BLOCK = 400  # lookups per multipath flow block: enough for a weight check 
 MAX_FLOW_BLOCKS = 4
 
 
-def load_features(path: str = FEATURES_FILE) -> dict:
-    with open(path) as f:
+def load_features(path: str | None = None) -> dict:
+    with open(path or FEATURES_FILE) as f:
         return json.load(f)
 
 
-def feature_set(name: str, path: str = FEATURES_FILE) -> set[str]:
+def feature_set(name: str, path: str | None = None) -> set[str]:
     """The classes enabled in set `name` ("all", or a set listed in features.json)."""
     data = load_features(path)
     classes = data["classes"]
@@ -95,10 +95,13 @@ class _Gen:
         self.links_alive: set[int] = set()
         self.prefixes4: list[ipaddress.IPv4Network] = []
         self.prefixes6: list[ipaddress.IPv6Network] = []
-        # Routes added: (prefix with type and `from`, the whole spec after the verb, family, table).
-        self.added: list[tuple[str, str, bool, str]] = []
-        self.nh_ids: list[int] = []
-        self.group_ids: list[int] = []
+        # Routes added: (prefix with type and `from`, the whole spec after the verb, family, table,
+        # attributes).
+        self.added: list[tuple[str, str, bool, str, str]] = []
+        self.next_nh = 1
+        self.nh_all: list[int] = []  # every next-hop id ever given
+        self.nh_free: list[int] = []  # single objects no route or group uses yet
+        self.group_free: list[int] = []  # groups no route uses yet
         self.flow_blocks: list[dict] = []
 
     # -- helpers ---------------------------------------------------------------------------
@@ -223,8 +226,12 @@ class _Gen:
                 self.rule()
             elif k == "modify" and self.added:
                 verb = self.r.choice(["replace", "change", "append", "prepend", "replace"])
-                head, _, v6, table = self.r.choice(self.added)
-                self.route(verb, v6=v6, head=head, table=table)
+                head, _, v6, table, attrs = self.r.choice(self.added)
+                # IPv6 appends and prepends join the route as multipath siblings. Siblings whose
+                # own attributes differ (metric spelling aside: pref, mtu, src ...) make the
+                # kernel's route get answer depend on its lookup history, so they copy them.
+                same = v6 and verb in ("append", "prepend")
+                self.route(verb, v6=v6, head=head, table=table, attrs=attrs if same else None)
             elif k == "delete":
                 self.delete()
             if self.on("invalid") and self.chance(0.02):
@@ -235,9 +242,9 @@ class _Gen:
         parts = []
         i = self.link(stable_ok=True)
         style = self.r.random()
-        if self.on("nexthop_objects") and self.nh_ids and style < 0.1:
-            pool = self.nh_ids + (self.group_ids if self.on("nexthop_groups") else [])
-            parts.append(f"nhid {self.r.choice(pool)}")
+        nhid = self.take_nhid() if self.on("nexthop_objects") and style < 0.1 else None
+        if nhid is not None:
+            parts.append(f"nhid {nhid}")
         elif self.on("route_multipath") and style < 0.25:
             for _ in range(self.r.randrange(2, 5)):
                 j = self.link()
@@ -280,7 +287,8 @@ class _Gen:
             a.append(m)
         return " ".join(a)
 
-    def route(self, verb: str, v6: bool, head: str | None = None, table: str | None = None) -> None:
+    def route(self, verb: str, v6: bool, head: str | None = None, table: str | None = None,
+              attrs: str | None = None) -> None:
         """Emits `route VERB ...`: a new random route, or (given `head` and `table`) a route with
         that prefix in that table (changes keep a route in its table: see the invariants)."""
         if table is None:
@@ -304,16 +312,17 @@ class _Gen:
             body = f"dev d{self.link()}"
         else:
             body = self.route_body(v6)
-        attrs = self.attrs(v6, table)
+        if attrs is None:
+            attrs = self.attrs(v6, table)
         # iproute2 reads `nexthop` groups up to the end of the line: attributes go first.
         spec = " ".join(s for s in ((head, attrs, body) if body.startswith("nexthop") else (head, body, attrs)) if s)
         self.emit(f"route {verb} {spec}")
         if verb == "add":
-            self.added.append((head, spec, v6, table))
+            self.added.append((head, spec, v6, table, attrs))
 
     def delete(self) -> None:
         if self.added and self.chance(0.8):
-            head, spec, _, _ = self.added.pop(self.r.randrange(len(self.added)))
+            head, spec, _, _, _ = self.added.pop(self.r.randrange(len(self.added)))
             if self.chance(0.5):
                 # Delete by prefix (and table) only: other attributes act as wildcards.
                 words = spec.split()
@@ -324,14 +333,23 @@ class _Gen:
             self.emit(f"route del {self.prefix(v6)}")
 
     def nexthop(self) -> None:
-        nid = self.r.randrange(1, 60)
+        """A next-hop object or group. Each object is used by at most one route or group (see
+        `take_nhid`); ids are new except for deliberate duplicates, replaces and deletes."""
         v6 = self.v6only or self.chance(0.3)
-        verb = "replace" if self.on("route_modify") and self.chance(0.1) else "add"
-        if self.on("nexthop_groups") and len(self.nh_ids) >= 2 and self.chance(0.3):
-            members = self.r.sample(self.nh_ids, self.r.randrange(1, min(4, len(self.nh_ids)) + 1))
+        if self.nh_all and self.chance(0.05):
+            nid, verb = self.r.choice(self.nh_all), "add"  # duplicate id: EEXIST
+        elif self.nh_all and self.on("route_modify") and self.chance(0.1):
+            nid, verb = self.r.choice(self.nh_all), "replace"
+        else:
+            nid, verb = self.next_nh, "add"
+            self.next_nh += 1
+        if verb == "add" and self.on("nexthop_groups") and len(self.nh_free) >= 2 and self.chance(0.3):
+            members = self.r.sample(self.nh_free, self.r.randrange(1, min(4, len(self.nh_free)) + 1))
             grp = "/".join(f"{m},{self.r.randrange(1, 5)}" if self.chance(0.6) else str(m) for m in members)
-            self.emit(f"nexthop {verb} id {nid} group {grp}")
-            self.group_ids.append(nid)
+            self.emit(f"nexthop add id {nid} group {grp}")
+            for m in members:
+                self.nh_free.remove(m)
+            self.group_free.append(nid)
         else:
             i = self.link()
             style = self.r.random()
@@ -344,9 +362,23 @@ class _Gen:
                 if self.on("route_onlink") and self.chance(0.1):
                     body += " onlink"
             self.emit(f"nexthop {verb} id {nid} {body}")
-            self.nh_ids.append(nid)
+            if nid == self.next_nh - 1 and verb == "add":
+                self.nh_free.append(nid)
+        self.nh_all.append(nid)
         if self.on("route_del") and self.chance(0.05):
-            self.emit(f"nexthop del id {self.r.randrange(1, 60)}")
+            self.emit(f"nexthop del id {self.r.choice(self.nh_all)}")
+
+    def take_nhid(self) -> int | None:
+        """An unused next-hop object or group for a route, then marked used. The kernel caches
+        IPv6 (and IPv4) dsts per next hop: when routes share a next-hop object, `route get`
+        reports the metric, protocol and metrics of whichever route filled that CPU's cache
+        first, so the kernel's answer would depend on its history and CPU."""
+        pool = self.nh_free + (self.group_free if self.on("nexthop_groups") else [])
+        if not pool:
+            return None
+        nid = self.r.choice(pool)
+        (self.nh_free if nid in self.nh_free else self.group_free).remove(nid)
+        return nid
 
     def rule(self) -> None:
         v6 = self.v6only
@@ -395,7 +427,7 @@ class _Gen:
             choices.append(lambda: f"route add {self.prefix(False)} tos {self.r.choice(BAD_TOS)} dev d1")
         if self.on("nexthop_objects"):
             # (`nexthop ... dev MISSING` is a parse error for iproute2: it would end the batch.)
-            choices.append(lambda: f"nexthop add id {self.r.choice(self.nh_ids or [1])} dev d{self.link()}")
+            choices.append(lambda: f"nexthop add id {self.r.choice(self.nh_all or [1])} dev d{self.link()}")
             choices.append(lambda: "nexthop add id 4001 group 4002/4003")
         self.emit(self.r.choice(choices)())
 
@@ -414,9 +446,10 @@ class _Gen:
             elif e < 0.7:
                 self.emit(f"link set d{i} mtu {self.r.choice([1280, 1400, 1500, 9000])}")
             elif e < 0.8 and self.on("addr_del"):
-                if self.chance(0.5) or self.v6only:
+                fams = ([6] if self.on("addr6") else []) + ([4] if self.on("addr4") and not self.v6only else [])
+                if fams and self.r.choice(fams) == 6:
                     self.emit(f"address del 2001:db8:{i:x}::1/64 dev d{i}")
-                else:
+                elif fams:
                     self.emit(f"address del 10.{100 + i}.0.1/24 dev d{i}")
             elif e < 0.9 and self.on("link_del"):
                 self.emit(f"link del d{i}")
@@ -457,7 +490,8 @@ class _Gen:
 
     def lookup_target(self, v6: bool) -> str:
         nets = self.prefixes6 if v6 else self.prefixes4
-        if not nets or self.chance(0.05):
+        if not nets or (self.on("lookup_local") and self.chance(0.05)):
+            # An address in a link's subnet: the link's own address (local table) or a neighbour.
             if v6:
                 return f"2001:db8:{self.r.randrange(0, self.nlinks):x}::{self.r.randrange(1, 0xffff):x}"
             return f"10.{100 + self.r.randrange(0, self.nlinks)}.0.{self.r.randrange(1, 255)}"

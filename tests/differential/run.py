@@ -171,6 +171,7 @@ class Report:
     outputs: int = 0
     outputs_agree: int = 0
     multipath_resolved: int = 0
+    largest_dump: int = 0  # routes in the largest `route show table all` (the table size reached)
     diffs: list[str] = field(default_factory=list)
     flow_checks: list[str] = field(default_factory=list)
     kernel_secs: float = 0.0
@@ -184,30 +185,30 @@ class Report:
         self.diffs.append(msg)
 
 
-def field_diff(a: object, b: object, path: str = "") -> list[str]:
-    """Per-field differences between two JSON values."""
+def field_diff(a: object, b: object, path: str = "", who: str = "fibre") -> list[str]:
+    """Per-field differences between two JSON values (the kernel's and `who`'s)."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in list(a) + [k for k in b if k not in a]:
             if k not in b:
-                out.append(f"{path}{k}: kernel {json.dumps(a[k])}, fibre has no such field")
+                out.append(f"{path}{k}: kernel {json.dumps(a[k])}, {who} has no such field")
             elif k not in a:
-                out.append(f"{path}{k}: kernel has no such field, fibre {json.dumps(b[k])}")
+                out.append(f"{path}{k}: kernel has no such field, {who} {json.dumps(b[k])}")
             else:
-                out += field_diff(a[k], b[k], f"{path}{k}.")
+                out += field_diff(a[k], b[k], f"{path}{k}.", who)
         return out
     if isinstance(a, list) and isinstance(b, list):
         out = []
         for i in range(max(len(a), len(b))):
             if i >= len(a):
-                out.append(f"{path}[{i}]: kernel has no such entry, fibre {json.dumps(b[i])}")
+                out.append(f"{path}[{i}]: kernel has no such entry, {who} {json.dumps(b[i])}")
             elif i >= len(b):
-                out.append(f"{path}[{i}]: kernel {json.dumps(a[i])}, fibre has no such entry")
+                out.append(f"{path}[{i}]: kernel {json.dumps(a[i])}, {who} has no such entry")
             else:
-                out += field_diff(a[i], b[i], f"{path}[{i}].")
+                out += field_diff(a[i], b[i], f"{path}[{i}].", who)
         return out
     if a != b:
-        return [f"{path.rstrip('.')}: kernel {json.dumps(a)}, fibre {json.dumps(b)}"]
+        return [f"{path.rstrip('.')}: kernel {json.dumps(a)}, {who} {json.dumps(b)}"]
     return []
 
 
@@ -266,6 +267,8 @@ def compare(run: gen.Run, k: Side, o: Side, report: Report, max_diffs: int, use_
     ambiguous: dict[int, tuple] = {}
     for n in output_lines(run.text):
         is_get = lines[n - 1].split()[1] == "get"
+        if lines[n - 1].strip() == "route show table all" and isinstance(kj.get(n), list):
+            report.largest_dump = max(report.largest_dump, len(kj[n]))
         report.outputs += 1
         report.lookups += is_get
         ok = True
@@ -276,7 +279,7 @@ def compare(run: gen.Run, k: Side, o: Side, report: Report, max_diffs: int, use_
                     ambiguous[n] = (a, b)
                 else:
                     ok = False
-                    diff(n, "JSON", field_diff(a, b) or [f"kernel {a}", f"{other_name} {b}"])
+                    diff(n, "JSON", field_diff(a, b, who=other_name) or [f"kernel {a}", f"{other_name} {b}"])
         ta, tb = kt.get(n), ot.get(n)
         if ta != tb and not (n in ambiguous or (is_get and not use_json and n in flow_lines)):
             ok = False
@@ -345,14 +348,17 @@ def resolve_multipath(run: gen.Run, ambiguous: dict[int, tuple], report: Report,
             hops = {(h["gateway"], h["dev"]) for h in flow[n]["nexthops"]}
         else:
             hops = matched.get(n, set())
-        if mine in hops or (None, mine[1]) in hops:
+        # Only a route with several next hops leaves the choice open; with one, any
+        # difference is a disagreement.
+        if len(hops) > 1 and (mine in hops or (None, mine[1]) in hops):
             report.multipath_resolved += 1
             report.outputs_agree += 1
             report.lookups_agree += 1
         elif len(report.diffs) < max_diffs:
-            report.add(f"{run.name}:{n}: `{lines[n - 1]}`: multipath next hop {mine} is not one of "
-                       f"the matched route's {sorted(hops, key=str)}\n      "
-                       + "\n      ".join(field_diff(a, b)))
+            what = (f"multipath next hop {mine} is not one of the matched route's {sorted(hops, key=str)}"
+                    if len(hops) > 1 else f"JSON (the matched route has one next hop: {sorted(hops, key=str)})")
+            report.add(f"{run.name}:{n}: `{lines[n - 1]}`: {what}\n      "
+                       + "\n      ".join(field_diff(a, b, who=other_name)))
         else:
             report.diffs.append("")
 
@@ -488,6 +494,40 @@ def run_seed(seed: int, routes: int, lookups: int, features: set[str], against: 
                   f"{other_name} {o.text.seconds:.2f}s", flush=True)
 
 
+# Class order for --probe: a class is tried on top of the ones before it that passed, so the
+# base classes come first and classes that need others (groups need objects) after them.
+PROBE_ORDER = ["mixed", "json", "addr4", "lookup_out", "show_routes", "addr6", "lookup_local", "lookup_in",
+               "lookup_opts", "fibmatch", "route_attrs", "route_types", "route_local_types",
+               "route_prefsrc", "route_metrics", "route_onlink", "route_via6_for4",
+               "route_multipath", "route_v6_from", "route_modify", "route_del", "nexthop_objects",
+               "nexthop_groups", "rules", "show_rules", "show_nexthops", "invalid",
+               "parse_error_tail", "link_events", "carrier", "link_del", "addr_del", "v6file"]
+# Classes that emit nothing without another one.
+NEEDS = {"nexthop_groups": "nexthop_objects", "show_nexthops": "nexthop_objects",
+         "show_rules": "rules", "route_v6_from": "show_routes"}
+
+
+def probe(fibre: str, seeds: list[int], routes: int, lookups: int) -> set[str]:
+    """Finds the classes fibre agrees on: each class is added to the passing set when the set
+    with it still agrees 100%. Prints each class's verdict and first disagreement."""
+    passing: set[str] = set()
+    for c in PROBE_ORDER + sorted(set(gen.load_features()["classes"]) - set(PROBE_ORDER)):
+        if c in NEEDS and NEEDS[c] not in passing:
+            print(f"skip {c}: needs {NEEDS[c]}")
+            continue
+        report = Report()
+        for seed in seeds:
+            run_seed(seed, routes, lookups, passing | {c}, fibre, 0, 1, report, None, True)
+        if report.ok:
+            passing.add(c)
+            print(f"ok   {c}", flush=True)
+        else:
+            first = report.diffs[0].replace("\n", " ")
+            print(f"FAIL {c}: {first[:300]}", flush=True)
+    print("agreeing classes (the 'ci' set): " + ", ".join(sorted(passing)))
+    return passing
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Differential test of fibre against the Linux kernel.")
     ap.add_argument("--seeds", default="1-3", help="e.g. 1-20 or 1,4,9")
@@ -500,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inject", type=int, default=0, help="change N answers of the second side")
     ap.add_argument("--max-diffs", type=int, default=20, help="disagreements printed in full")
     ap.add_argument("--keep", help="directory to write the generated files to")
+    ap.add_argument("--probe", action="store_true",
+                    help="find the feature classes fibre agrees on (to update the ci set)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
 
@@ -507,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"SKIP: differential test {why}")
         return SKIP
+    if a.probe:
+        probe(os.path.abspath(a.fibre), parse_seeds(a.seeds), a.routes, a.lookups)
+        return 0
     features = gen.feature_set(a.features)
     if not features:
         print(f"SKIP: feature set {a.features!r} enables nothing")
@@ -537,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         print("flows: " + line)
     print(f"commands {report.commands}, output commands {report.outputs} ({opct:.3f}% agree), "
           f"lookups {report.lookups} ({pct:.3f}% agree, {report.multipath_resolved} multipath "
-          f"choices resolved), disagreements {len(report.diffs)}")
+          f"choices resolved), disagreements {len(report.diffs)}; largest table dump "
+          f"{report.largest_dump} routes")
     print(f"time: kernel {report.kernel_secs:.2f}s, {other} {report.other_secs:.2f}s "
           f"(text runs; total wall {time.perf_counter() - t0:.1f}s)")
     print("RESULT: " + ("PASS" if report.ok else "FAIL"))

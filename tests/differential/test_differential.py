@@ -7,6 +7,7 @@
 Tests that need root and network namespaces skip with the reason.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 import gen
 import kernelns
+import run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN = os.path.join(HERE, "run.py")
@@ -71,3 +73,34 @@ def test_fibre_agrees_with_kernel_on_ci_features(netns):
              "--features", "ci", "--fibre", fibre)
     print(f"classes off in CI: {', '.join(off)}")
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+MP_FILE = """link set lo up
+link add d0 address 02:00:00:00:00:01 type dummy
+link set d0 up
+address add 10.0.0.1/24 dev d0
+route add 10.9.0.0/16 nexthop via 10.0.0.2 weight 1 nexthop via 10.0.0.3 weight 1
+route get 10.9.1.1
+"""
+
+
+def _with_gateway(side, old: str, new: str):
+    return run.Side(side.name,
+                    kernelns.Result(side.text.stdout.replace(old, new), side.text.stderr, side.text.status, 0.0),
+                    kernelns.Result(side.json.stdout.replace(old, new), side.json.stderr, side.json.status, 0.0))
+
+
+def test_multipath_choice_is_checked_against_the_route(netns):
+    """A different but valid next hop of a multipath route is accepted; one that is not the
+    route's is reported."""
+    r = gen.Run("mp", [], MP_FILE)
+    k = run.run_kernel(r, "mp.batch")
+    chosen = json.loads(k.json.stdout.splitlines()[0])[0]["gateway"]
+    other = "10.0.0.3" if chosen == "10.0.0.2" else "10.0.0.2"
+    for gateway, accepted in ((other, True), ("10.0.0.4", False)):
+        rep = run.Report()
+        amb = run.compare(r, k, _with_gateway(k, f'"{chosen}"', f'"{gateway}"'), rep, 10, True)
+        assert list(amb) == [6]
+        run.resolve_multipath(r, amb, rep, 10, "fibre")
+        assert rep.ok == accepted, rep.diffs
+        assert rep.multipath_resolved == (1 if accepted else 0)

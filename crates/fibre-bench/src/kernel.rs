@@ -7,6 +7,10 @@
 //! same device and addresses (`link add ... type dummy`, `link set ... up`, `address add`), then
 //! holds exactly the kernel's lines. A route equal to the device's own subnet would collide with
 //! the connected route; such routes are left out of both files (the count is printed).
+//!
+//! After the timed loads, an untimed check: `route get` for destinations sampled through the table,
+//! asked of the kernel's namespace and of `fibre -batch` (the same file plus those lines), must
+//! name the same gateways, so the figure is the time of a load that really happened.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -160,23 +164,29 @@ fn run_in(
     v6: bool,
     fibre: Option<&Path>,
 ) -> Result<(), BenchError> {
-    let mut families: Vec<(&str, String, usize, usize, &str)> = Vec::new();
+    let mut families: Vec<(&str, String, usize, usize, &str, Vec<String>)> = Vec::new();
     if v4 {
         let (text, n, skipped) = route_lines(&table.v4, NET4, v4_line);
-        families.push(("IPv4", text, n, skipped, FIBRE_ADDR4));
+        let probes = probes(&table.v4, |r| {
+            std::net::Ipv4Addr::from(r.prefix).to_string()
+        });
+        families.push(("IPv4", text, n, skipped, FIBRE_ADDR4, probes));
     }
     if v6 {
         let (text, n, skipped) = route_lines(&table.v6, NET6, v6_line);
-        families.push(("IPv6", text, n, skipped, FIBRE_ADDR6));
+        let probes = probes(&table.v6, |r| {
+            std::net::Ipv6Addr::from(r.prefix).to_string()
+        });
+        families.push(("IPv6", text, n, skipped, FIBRE_ADDR6, probes));
     }
-    for (family, text, n, skipped, addr) in families {
+    for (family, text, n, skipped, addr, probes) in families {
         println!("\n== {family} table load: {n} `route add` lines ({skipped} left out, see kernel.rs) ==");
         let kernel_file = dir.join(format!("{family}.batch"));
         fs::write(&kernel_file, &text)
             .map_err(|e| BenchError::Kernel(format!("{}: {e}", kernel_file.display())))?;
 
+        let ns = Netns::create()?;
         let kernel = {
-            let ns = Netns::create()?;
             eprintln!(
                 "  kernel: ip -n {} -batch {} ...",
                 ns.0,
@@ -197,6 +207,10 @@ fn run_in(
             );
             t
         };
+        let mut kernel_vias = Vec::new();
+        for p in &probes {
+            kernel_vias.extend(vias(&sh(&["ip", "-n", &ns.0, "route", "get", p])?));
+        }
 
         match fibre {
             None => println!("  fibre   -batch        not measured: no fibre binary (build fibre-cli, or set FIBRE)"),
@@ -215,12 +229,44 @@ fn run_in(
                         kernel.wall / t.wall,
                         kernel.cpu / t.cpu
                     ),
-                    Err(e) => println!("  fibre   -batch        not measured: {e}"),
+                    Err(e) => {
+                        println!("  fibre   -batch        not measured: {e}");
+                        continue;
+                    }
+                }
+                // Untimed: the same file plus `route get` lines, answered like the kernel's.
+                let gets: String = probes.iter().map(|p| format!("route get {p}\n")).collect();
+                fs::write(&fibre_file, fs::read_to_string(&fibre_file).unwrap_or_default() + &gets)
+                    .map_err(|e| BenchError::Kernel(format!("{}: {e}", fibre_file.display())))?;
+                let out = sh(&[&bin.to_string_lossy(), "-batch", &fibre_file.to_string_lossy()])?;
+                let fibre_vias = vias(&out);
+                if fibre_vias == kernel_vias {
+                    println!("  check   route get     fibre and the kernel agree on {} sampled destinations", probes.len());
+                } else {
+                    println!("  check   route get     DISAGREE: kernel {kernel_vias:?}, fibre {fibre_vias:?}");
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Destinations sampled evenly through the table for the `route get` check.
+const PROBES: usize = 16;
+
+fn probes<A>(routes: &[Route<A>], show: impl Fn(&Route<A>) -> String) -> Vec<String> {
+    let step = (routes.len() / PROBES).max(1);
+    routes.iter().step_by(step).take(PROBES).map(show).collect()
+}
+
+/// The gateways named in `route get` answers, in order.
+fn vias(output: &str) -> Vec<String> {
+    let words: Vec<&str> = output.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| w[0] == "via")
+        .map(|w| w[1].to_owned())
+        .collect()
 }
 
 /// The `fibre` binary: `$FIBRE`, else the repository's release build, if present.

@@ -211,19 +211,15 @@ fn print_memory<A>(family: &str, peers: &[&dyn Peer<A>]) {
         "\n  {family:5} {:10} {:>10} {:>10} {:>10} {:>12} {:>12}",
         "memory", "lookup MiB", "empty MiB", "loaded MiB", "fibre/lookup", "fibre/loaded"
     );
-    let fibre = peers
-        .iter()
-        .find(|p| p.name() == FIBRE)
-        .map(|p| p.memory().total_bytes as f64);
+    let fibre = peers.iter().find(|p| p.name() == FIBRE).map(|p| p.memory());
     for peer in peers {
         let m = peer.memory();
-        let (r1, r2) = if peer.name() == FIBRE {
-            (String::new(), String::new())
-        } else {
-            (
-                ratio(fibre, m.lookup_bytes as f64),
-                ratio(fibre, m.total_bytes as f64),
-            )
+        let (r1, r2) = match fibre {
+            Some(f) if peer.name() != FIBRE => (
+                ratio(Some(f.lookup_bytes as f64), m.lookup_bytes as f64),
+                ratio(Some(f.total_bytes as f64), m.total_bytes as f64),
+            ),
+            _ => (String::new(), String::new()),
         };
         println!(
             "  {family:5} {:10} {:10.1} {:10.1} {:10.1} {r1:>12} {r2:>12}",

@@ -12,6 +12,7 @@
 mod addrs;
 #[cfg(feature = "dpdk")]
 mod dpdk;
+mod fibre;
 mod kernel;
 mod load;
 mod lookup;
@@ -161,7 +162,7 @@ fn parse_args() -> Result<Args, BenchError> {
 /// The IPv4 structures under test, fibre's first.
 fn makers_v4() -> Result<Vec<Maker<u32>>, BenchError> {
     #[allow(unused_mut)]
-    let mut makers: Vec<Maker<u32>> = Vec::new();
+    let mut makers: Vec<Maker<u32>> = vec![fibre::maker_v4()];
     #[cfg(feature = "dpdk")]
     {
         dpdk::init().map_err(BenchError::Create)?;
@@ -173,7 +174,7 @@ fn makers_v4() -> Result<Vec<Maker<u32>>, BenchError> {
 /// The IPv6 structures under test, fibre's first.
 fn makers_v6() -> Result<Vec<Maker<u128>>, BenchError> {
     #[allow(unused_mut)]
-    let mut makers: Vec<Maker<u128>> = Vec::new();
+    let mut makers: Vec<Maker<u128>> = vec![fibre::maker_v6()];
     #[cfg(feature = "dpdk")]
     {
         dpdk::init().map_err(BenchError::Create)?;
@@ -204,7 +205,14 @@ fn run(args: &Args, table: &table::Table) -> Result<(), BenchError> {
                 lookup::run("IPv4", &table.v4, &loaded, &args.lookup_opts)?;
             }
             if args.build {
-                update::run("IPv4", &table.v4, &mut loaded, None, &args.update_opts)?;
+                let bulk = fibre::bulk_build_secs(&table.v4, builds, fibre::from_routes_v4)?;
+                update::run(
+                    "IPv4",
+                    &table.v4,
+                    &mut loaded,
+                    Some(bulk),
+                    &args.update_opts,
+                )?;
             }
         }
         if args.v6 {
@@ -219,7 +227,14 @@ fn run(args: &Args, table: &table::Table) -> Result<(), BenchError> {
                 lookup::run("IPv6", &table.v6, &loaded, &args.lookup_opts)?;
             }
             if args.build {
-                update::run("IPv6", &table.v6, &mut loaded, None, &args.update_opts)?;
+                let bulk = fibre::bulk_build_secs(&table.v6, builds, fibre::from_routes_v6)?;
+                update::run(
+                    "IPv6",
+                    &table.v6,
+                    &mut loaded,
+                    Some(bulk),
+                    &args.update_opts,
+                )?;
             }
         }
     }

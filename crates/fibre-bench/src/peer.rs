@@ -64,6 +64,10 @@ pub struct Memory {
 pub enum UpdateError {
     /// A DPDK call returned a negative errno.
     Dpdk { call: &'static str, errno: i32 },
+    /// fibre_lpm refused the update.
+    Fibre(fibre_lpm::LpmError),
+    /// A removal found no such route (the benchmark only removes routes it loaded).
+    NotFound,
 }
 
 impl UpdateError {
@@ -82,6 +86,8 @@ impl fmt::Display for UpdateError {
             UpdateError::Dpdk { call, errno } => {
                 write!(f, "{call}: {}", std::io::Error::from_raw_os_error(*errno))
             }
+            UpdateError::Fibre(e) => write!(f, "fibre_lpm: {e}"),
+            UpdateError::NotFound => f.write_str("no such route"),
         }
     }
 }

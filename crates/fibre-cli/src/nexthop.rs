@@ -189,20 +189,39 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
     Ok(nh)
 }
 
-/// `ip nexthop show|flush [dev D] [groups] [fdb] [id N]`.
+/// The selector of `ip nexthop show|flush`. iproute2 keeps it in a static that nothing resets,
+/// so within a batch each selector word stays in force for the later commands (and the count
+/// of flushed next hops keeps growing); [`Cli`] keeps one for the same answers.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    ifindex: u32,
+    groups: bool,
+    fdb: bool,
+    proto: u32,
+    flushed: u32,
+}
+
+impl Filter {
+    fn selects(&self, n: &NexthopObj, family: Option<Family>) -> bool {
+        (self.ifindex == 0 || n.oif == self.ifindex)
+            && (!self.groups || !n.group.is_empty())
+            && (!self.fdb || n.fdb)
+            && (family.is_none() || n.family == family)
+    }
+}
+
+/// `ip nexthop show|flush [dev D] [groups] [fdb] [protocol P] [id N]`.
 fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
     let all = words.is_empty();
-    let (mut dev, mut groups, mut fdb, mut proto) = (None, false, false, None);
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
         if matches(w, "dev") {
             let v = a.next_arg()?;
-            dev = Some(
-                cli.ifindex(v)
-                    .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?,
-            );
+            cli.nh_filter.ifindex = cli
+                .ifindex(v)
+                .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?;
         } else if matches(w, "groups") {
-            groups = true;
+            cli.nh_filter.groups = true;
         } else if w == "id" {
             let v = a.next_arg()?;
             let id = get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?;
@@ -212,10 +231,10 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
             return cli.fib.nexthop_del(id).map_err(|e| CmdError::rtnl(&e));
         } else if matches(w, "protocol") {
             let v = a.next_arg()?;
-            proto =
-                Some(get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid protocol value", v))?);
+            cli.nh_filter.proto =
+                get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid protocol value", v))?;
         } else if matches(w, "fdb") {
-            fdb = true;
+            cli.nh_filter.fdb = true;
         } else if matches(w, "help") {
             return Err(CmdError::usage(USAGE));
         } else {
@@ -224,37 +243,41 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
         a.advance();
     }
     let family = cli.opts.family;
-    let selected = |n: &NexthopObj, groups: bool| {
-        dev.is_none_or(|d| d == n.oif)
-            && (!groups || !n.group.is_empty())
-            && (!fdb || n.fdb)
-            && proto.is_none_or(|p| p == n.protocol as u32)
-            && (family.is_none() || n.family == family)
-    };
     if flush {
-        // As iproute2: with no selector, groups go first so their members can go after.
-        let mut flushed = 0;
-        let passes: &[bool] = if all { &[true, false] } else { &[groups] };
-        for &g in passes {
-            for n in cli.fib.nexthops().iter().filter(|n| selected(n, g)) {
+        if all {
+            cli.nh_filter.groups = true;
+            cli.nh_filter.ifindex = 0;
+        }
+        loop {
+            let f = cli.nh_filter.clone();
+            for n in cli.fib.nexthops().iter().filter(|n| f.selects(n, family)) {
+                if f.proto != 0 && n.protocol as u32 != f.proto {
+                    continue;
+                }
                 if cli.fib.nexthop_del(n.id).is_ok() {
-                    flushed += 1;
+                    cli.nh_filter.flushed += 1;
                 }
             }
+            // With no selector, groups go first so their members can go after.
+            if all && cli.nh_filter.groups {
+                cli.nh_filter.groups = false;
+                continue;
+            }
+            break;
         }
-        if flushed == 0 {
-            cli.out.extend_from_slice(b"Nothing to flush\n");
-        } else {
-            cli.out
-                .extend_from_slice(format!("Flushed {flushed} nexthops\n").as_bytes());
-        }
+        let msg = match cli.nh_filter.flushed {
+            0 => "Nothing to flush\n".to_string(),
+            n => format!("Flushed {n} nexthops\n"),
+        };
+        cli.out.extend_from_slice(msg.as_bytes());
         return Ok(());
     }
+    let f = cli.nh_filter.clone();
     let all_nh = cli.fib.nexthops();
     let names = cli.names();
     let details = cli.opts.details > 0;
     let mut p = cli.printer();
-    for n in all_nh.iter().filter(|n| selected(n, groups)) {
+    for n in all_nh.iter().filter(|n| f.selects(n, family)) {
         print_nexthop(&mut p, n, &names, details);
     }
     cli.emit(p);

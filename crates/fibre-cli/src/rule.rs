@@ -158,10 +158,13 @@ pub fn parse(cli: &mut Cli, words: &[&str], del: bool) -> Result<Rule, CmdError>
                 })?);
         } else if matches(w, "suppress_ifgroup") || w == "sup_group" {
             let v = a.next_arg()?;
-            r.suppress_ifgroup = Some(
+            let g = if v == "default" {
+                Some(0)
+            } else {
                 get_u32(v, 0)
-                    .ok_or_else(|| CmdError::invarg("Invalid \"suppress_ifgroup\" value\n", v))?,
-            );
+            };
+            r.suppress_ifgroup =
+                Some(g.ok_or_else(|| CmdError::invarg("Invalid \"suppress_ifgroup\" value\n", v))?);
         } else if w == "dev" || w == "iif" {
             r.iifname = Some(a.next_arg()?.to_string());
         } else if w == "oif" {
@@ -217,28 +220,137 @@ pub fn parse(cli: &mut Cli, words: &[&str], del: bool) -> Result<Rule, CmdError>
     Ok(r)
 }
 
-/// `ip rule show|flush` (selectors: `table`, `pref`).
+/// What `ip rule show|flush` selects on (iproute2's `filter` in iprule.c).
+#[derive(Default)]
+struct RuleFilter {
+    pref: Option<u32>,
+    not: bool,
+    tos: Option<u8>,
+    fwmark: Option<(u32, Option<u32>)>,
+    iif: Option<String>,
+    oif: Option<String>,
+    l3mdev: bool,
+    table: Option<u32>,
+    src: Option<crate::args::Inet>,
+    dst: Option<crate::args::Inet>,
+}
+
+/// iproute2's `inet_addr_match_rta`: an absent or zero-length selector matches everything.
+fn prefix_selects(f: &crate::args::Inet, p: Option<Prefix>, family: Family) -> bool {
+    let Some(fa) = f.addr else { return true };
+    if f.len == 0 {
+        return true;
+    }
+    if f.family != Some(family) {
+        return false;
+    }
+    let Some(p) = p.filter(|p| p.len >= f.len) else {
+        return false;
+    };
+    let bits = |a: std::net::IpAddr| -> u128 {
+        match a {
+            std::net::IpAddr::V4(v) => (u32::from(v) as u128) << 96,
+            std::net::IpAddr::V6(v) => u128::from(v),
+        }
+    };
+    (bits(fa) ^ bits(p.addr)) >> (128 - f.len as u32) == 0
+}
+
+impl RuleFilter {
+    fn accepts(&self, r: &Rule) -> bool {
+        self.pref.is_none_or(|p| {
+            Some(p) == r.priority.filter(|x| *x != 0) || (p == 0 && r.priority.unwrap_or(0) == 0)
+        }) && (!self.not || r.flags & rule_flags::INVERT != 0)
+            && self
+                .src
+                .as_ref()
+                .is_none_or(|f| prefix_selects(f, r.src, r.family))
+            && self
+                .dst
+                .as_ref()
+                .is_none_or(|f| prefix_selects(f, r.dst, r.family))
+            && self.tos.is_none_or(|t| t == r.tos)
+            && self
+                .fwmark
+                .is_none_or(|(m, k)| Some(m) == r.fwmark && k.is_none_or(|k| Some(k) == r.fwmask))
+            && self
+                .iif
+                .as_ref()
+                .is_none_or(|i| r.iifname.as_ref() == Some(i))
+            && self
+                .oif
+                .as_ref()
+                .is_none_or(|o| r.oifname.as_ref() == Some(o))
+            && (!self.l3mdev || r.l3mdev)
+            && self.table.is_none_or(|t| t == 0 || t == r.table)
+    }
+}
+
+/// `ip rule show|flush [SELECTOR]`.
 fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
     let family = cli.opts.family.unwrap_or(Family::Inet);
-    let (mut table, mut pref) = (None, None);
+    let mut f = RuleFilter::default();
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
-        if matches(w, "table") || w == "lookup" {
+        if matches(w, "preference") || matches(w, "order") || matches(w, "priority") {
             let v = a.next_arg()?;
-            table = Some(
-                table_a2n(v).ok_or_else(|| CmdError::invarg("table id value is invalid\n", v))?,
-            );
-        } else if matches(w, "preference") || matches(w, "order") || matches(w, "priority") {
-            let v = a.next_arg()?;
-            pref = Some(
+            f.pref = Some(
                 get_u32(v, 0)
                     .ok_or_else(|| CmdError::invarg("preference value is invalid\n", v))?,
             );
+        } else if w == "not" {
+            f.not = true;
+        } else if w == "tos" {
+            let v = a.next_arg()?;
+            f.tos =
+                Some(dsfield_a2n(v).ok_or_else(|| CmdError::invarg("TOS value is invalid\n", v))?);
+        } else if w == "fwmark" {
+            let v = a.next_arg()?;
+            let (m, k) = match v.split_once('/') {
+                Some((m, k)) => (m, Some(k)),
+                None => (v, None),
+            };
+            let m =
+                get_u32(m, 0).ok_or_else(|| CmdError::invarg("fwmark value is invalid\n", m))?;
+            let k = match k {
+                Some(k) => Some(
+                    get_u32(k, 0)
+                        .ok_or_else(|| CmdError::invarg("fwmask value is invalid\n", k))?,
+                ),
+                None => None,
+            };
+            f.fwmark = Some((m, k));
+        } else if w == "dev" || w == "iif" {
+            f.iif = Some(a.next_arg()?.to_string());
+        } else if w == "oif" {
+            f.oif = Some(a.next_arg()?.to_string());
+        } else if w == "l3mdev" {
+            f.l3mdev = true;
+        } else if matches(w, "lookup") || matches(w, "table") {
+            let v = a.next_arg()?;
+            f.table = Some(
+                table_a2n(v).ok_or_else(|| CmdError::invarg("table id value is invalid\n", v))?,
+            );
+        } else if matches(w, "from") || matches(w, "src") {
+            let v = a.next_arg()?;
+            f.src = Some(
+                get_prefix(v, Some(family))
+                    .map_err(|_| CmdError::invarg("from value is invalid\n", v))?,
+            );
+        } else if matches(w, "protocol") {
+            // iproute2 6.1 passes this to the kernel in the dump request, which a batch's
+            // non-strict dump ignores: every rule is shown.
+            let v = a.next_arg()?;
+            proto_a2n(v).ok_or_else(|| CmdError::invarg("invalid \"protocol\"\n", v))?;
         } else {
-            return Err(CmdError::fail(
-                1,
-                format!("fibre: rule selector \"{w}\" is not supported.\n"),
-            ));
+            let mut v = w;
+            if matches(v, "dst") || matches(v, "to") {
+                v = a.next_arg()?;
+            }
+            f.dst = Some(
+                get_prefix(v, Some(family))
+                    .map_err(|_| CmdError::invarg("to value is invalid\n", v))?,
+            );
         }
         a.advance();
     }
@@ -246,17 +358,19 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
         .fib
         .rules(Some(family))
         .into_iter()
-        .filter(|r| r.family == family)
-        .filter(|r| table.is_none_or(|t| t == r.table))
-        .filter(|r| pref.is_none_or(|p| Some(p) == r.priority))
+        .filter(|r| r.family == family && f.accepts(r))
         .collect();
     if flush {
+        // iproute2 deletes the rules that carry a priority; the kernel's rule 0 has none.
         for r in rules
             .iter()
-            .filter(|r| r.flags & rule_flags::PERMANENT == 0 && r.priority != Some(0))
+            .filter(|r| r.flags & rule_flags::PERMANENT == 0 && r.priority.unwrap_or(0) != 0)
         {
             let _ = cli.fib.rule_del(r);
         }
+        // iproute2 opens its JSON array before flushing too.
+        let p = cli.printer();
+        cli.emit(p);
         return Ok(());
     }
     let details = cli.opts.details > 0;
@@ -362,7 +476,13 @@ pub fn print_rule(p: &mut Printer, r: &Rule, details: bool) {
             );
         }
         if let Some(g) = r.suppress_ifgroup.filter(|g| *g != u32::MAX) {
-            p.num(Some("suppress_ifgroup"), " suppress_ifgroup ", g as i64, "");
+            // rtnl_group_n2a: /etc/iproute2/group names group 0 "default".
+            let name = if g == 0 {
+                "default".to_string()
+            } else {
+                g.to_string()
+            };
+            p.str(Some("suppress_ifgroup"), " suppress_ifgroup ", &name, "");
         }
     }
     match r.action {

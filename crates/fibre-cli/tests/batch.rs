@@ -229,3 +229,21 @@ fn a_table_never_created_fails_only_outside_a_batch() {
         ("", "", 0)
     );
 }
+
+#[test]
+fn nexthop_selectors_stay_in_force_for_the_rest_of_a_batch() {
+    // iproute2 6.1 never resets `ip nexthop`'s selector: in the kernel's run of these lines the
+    // two shows after `show dev d0` print only id 1 (then nothing once `groups` is added too),
+    // and the flush with no selector deletes all three.
+    let text = format!(
+        "{ROUTER}nexthop add id 1 via 10.0.0.2 dev d0\nnexthop add id 2 via 10.1.0.2 dev d1\n\
+         nexthop add id 3 group 1/2\nnexthop show dev d0\nnexthop show\nnexthop show groups\n\
+         nexthop show\nnexthop flush\n"
+    );
+    let r = fibre(&["-batch", "-"], &text);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "stdout: {}", r.stdout);
+    assert!(lines[0].starts_with("id 1 via 10.0.0.2 dev d0 scope link "));
+    assert_eq!(lines[0], lines[1]);
+    assert_eq!(lines[2], "Flushed 3 nexthops");
+}

@@ -95,6 +95,10 @@ pub struct Fib {
     /// Infos of plain requests already validated (see `route4::SimpleKey`).
     pub(crate) simple_cache: FxHashMap<route4::SimpleKey, u32>,
     pub(crate) simple_gen: (u64, u64),
+    /// The kernel's fib4_has_custom_rules / fib_has_custom_local_routes: once a rule or a
+    /// local route was added by a user, input source checks take the full path. Sticky.
+    pub(crate) custom_rules4: bool,
+    pub(crate) custom_local4: bool,
 }
 
 impl Default for Fib {
@@ -139,6 +143,8 @@ impl Fib {
             gw_cache_gen: u64::MAX,
             simple_cache: FxHashMap::default(),
             simple_gen: (u64::MAX, 0),
+            custom_rules4: false,
+            custom_local4: false,
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -475,7 +481,13 @@ impl Fib {
                         _ => 0,
                     },
                     scope: a.scope,
-                    flags: a.flags & !(ifa_flags::SECONDARY),
+                    // Infinite lifetime: the kernel marks the address permanent.
+                    flags: (a.flags & !ifa_flags::SECONDARY)
+                        | if a.valid_lft.is_none_or(|v| v == u32::MAX) {
+                            ifa_flags::PERMANENT
+                        } else {
+                            0
+                        },
                     label: a.label.clone().unwrap_or_else(|| {
                         self.links
                             .get(a.ifindex)
@@ -687,7 +699,13 @@ impl Fib {
             return Err(RtError::new(Errno::EINVAL));
         }
         match route.family {
-            Family::Inet => self.route4_new(route, flags),
+            Family::Inet => {
+                self.route4_new(route, flags)?;
+                if route.rtype == RouteType::Local {
+                    self.custom_local4 = true;
+                }
+                Ok(())
+            }
             Family::Inet6 => self.route6_new(route, flags),
         }
     }
@@ -820,6 +838,9 @@ impl Fib {
     /// RTM_NEWRULE.
     pub fn rule_new(&mut self, rule: &Rule, flags: ReqFlags) -> Result<(), RtError> {
         self.rules.add(rule, flags.excl)?;
+        if rule.family == Family::Inet {
+            self.custom_rules4 = true;
+        }
         self.route_changed(true);
         Ok(())
     }
@@ -834,11 +855,21 @@ impl Fib {
     /// RTM_GETRULE dump, in priority order.
     pub fn rules(&self, family: Option<Family>) -> Vec<Rule> {
         let mut out = Vec::new();
-        if family != Some(Family::Inet6) {
-            out.extend(self.rules.v4.iter().cloned());
-        }
-        if family != Some(Family::Inet) {
-            out.extend(self.rules.v6.iter().cloned());
+        for (f, list) in [
+            (Family::Inet, &self.rules.v4),
+            (Family::Inet6, &self.rules.v6),
+        ] {
+            if family.is_some_and(|x| x != f) {
+                continue;
+            }
+            for r in list {
+                let mut r = r.clone();
+                // A goto whose target priority has no rule is "[unresolved]".
+                if r.action == RuleAction::Goto && !list.iter().any(|x| x.priority == r.goto) {
+                    r.flags |= rule_flags::UNRESOLVED;
+                }
+                out.push(r);
+            }
         }
         out
     }

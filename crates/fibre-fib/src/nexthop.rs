@@ -163,16 +163,13 @@ impl crate::Fib {
         let exists = self.nhobjs.by_id.contains_key(&nh.id);
         if exists {
             if !flags.replace {
-                return Err(RtError::msg(Errno::EEXIST, "Nexthop id already exists"));
+                return Err(RtError::new(Errno::EEXIST));
             }
         } else if !flags.create {
             return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
         }
         let mut obj = nh.clone();
         obj.flags = 0;
-        if obj.protocol == 0 {
-            obj.protocol = crate::types::protocol::BOOT;
-        }
         self.nhobjs.by_id.insert(nh.id, obj);
         if exists {
             self.refresh_nh_users();

@@ -308,7 +308,11 @@ impl Fib {
         let add = |fib: &mut Fib, r: Route| {
             let _ = fib.route6_new_internal(&r, ReqFlags::PREPEND, int);
         };
-        if with_prefix && a.flags & ifa_flags::NOPREFIXROUTE == 0 && a.prefixlen < 128 {
+        // Kernel (checked): an address added to a down link gets its local and anycast
+        // routes at once, its prefix route only once the link is up; /128 gets one too.
+        let up = self.links.get(dev).is_some_and(|l| l.up);
+        let with_prefix = with_prefix && up;
+        if with_prefix && a.flags & ifa_flags::NOPREFIXROUTE == 0 {
             let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
             let metric = if a.metric != 0 {
                 a.metric
@@ -332,10 +336,6 @@ impl Fib {
                     PRIO_ADDRCONF,
                 ),
             );
-        }
-        let ready = self.links.get(dev).is_some_and(|l| l.oper_up());
-        if !ready {
-            return;
         }
         add(
             self,
@@ -402,7 +402,7 @@ impl Fib {
                     Some(LOCAL6_METRIC),
                 );
             }
-            if a.flags & ifa_flags::NOPREFIXROUTE == 0 && a.prefixlen < 128 {
+            if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let metric = if a.metric != 0 {
                     a.metric
                 } else {
@@ -495,7 +495,7 @@ impl Fib {
             }
         }
         for a in existing {
-            self.add_ifaddr6(dev, &a, false);
+            self.add_ifaddr6(dev, &a, true);
         }
     }
 
@@ -649,7 +649,23 @@ impl Fib {
         for id in self.infos.ids() {
             let info = self.infos.get(id);
             if let Some(spec) = f(&info.spec) {
-                let st = info.nh.clone();
+                let mut st = info.nh.clone();
+                // A next-hop object's members changed: fresh state for the new hops.
+                if st.len() != spec.nhs.len() {
+                    st = spec
+                        .nhs
+                        .iter()
+                        .map(|n| {
+                            let linkdown = self.links.get(n.oif).is_some_and(|l| !l.carrier);
+                            NhState {
+                                flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
+                                scope: scope::LINK,
+                                upper_bound: -1,
+                                dst: self.dead_dst(n),
+                            }
+                        })
+                        .collect();
+                }
                 let nid = self.intern(spec, st);
                 map.push((id, nid));
             }

@@ -466,3 +466,498 @@ fn dst_is_cached_on_the_next_hop() {
         Err(LookupError::NoRoute)
     );
 }
+
+mod lpm_model {
+    //! Property tests of the tables' longest-prefix match (compiled and walked) against a
+    //! naive model, including independence from insertion order and deletes.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn fib_with(routes: &[(u32, u8)], tos_route: bool) -> Fib {
+        let mut f = Fib::default();
+        let d0 = add_link(&mut f, "d0");
+        set_up(&mut f, d0, true);
+        for &(a, l) in routes {
+            let mut r = rt(&format!("{}/{}", std::net::Ipv4Addr::from(a), l), None, d0);
+            r.scope = scope::LINK;
+            // Kernel semantics: an equal route is EEXIST; the model ignores duplicates too.
+            let _ = f.route_new(&r, ReqFlags::ADD);
+        }
+        if tos_route {
+            // A tos-specific route makes flows with a tos take the walked path.
+            let mut r = rt("203.0.113.0/24", None, d0);
+            r.tos = 0x04;
+            f.route_new(&r, ReqFlags::ADD).unwrap();
+        }
+        f
+    }
+
+    fn naive(routes: &[(u32, u8)], a: u32) -> Option<(u32, u8)> {
+        routes
+            .iter()
+            .filter(|&&(p, l)| crate::addr::mask4(l) & a == p)
+            .max_by_key(|r| r.1)
+            .copied()
+    }
+
+    fn fibmatch(f: &Fib, a: u32, tos: u8) -> Option<(u32, u8)> {
+        let q = RouteQuery {
+            family: Family::Inet,
+            dst: IpAddr::V4(a.into()),
+            src: None,
+            iif: None,
+            oif: None,
+            tos,
+            mark: 0,
+            uid: None,
+            ipproto: None,
+            sport: None,
+            dport: None,
+            fibmatch: true,
+            table: Some(table::MAIN),
+        };
+        f.route_get(&q).ok().map(|r| match r.dst.addr {
+            IpAddr::V4(x) => (u32::from(x), r.dst.len),
+            IpAddr::V6(_) => unreachable!("IPv4 query"),
+        })
+    }
+
+    fn prefixes() -> impl Strategy<Value = Vec<(u32, u8)>> {
+        // Few top bits so that prefixes nest often.
+        proptest::collection::vec((0u32..16, 0u8..=32, any::<u32>()), 1..40).prop_map(|v| {
+            let mut out: Vec<(u32, u8)> = v
+                .into_iter()
+                .map(|(top, l, low)| {
+                    let a = (top << 28) | (low >> 4);
+                    (a & crate::addr::mask4(l), l)
+                })
+                .collect();
+            out.sort();
+            out.dedup();
+            out
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn compiled_and_walked_match_naive(routes in prefixes(), probes in proptest::collection::vec(any::<u32>(), 1..60), seed in any::<u64>()) {
+            let mut shuffled = routes.clone();
+            // A deterministic shuffle from the seed: insertion order must not matter.
+            let mut s = seed | 1;
+            for i in (1..shuffled.len()).rev() {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                shuffled.swap(i, (s % (i as u64 + 1)) as usize);
+            }
+            let a = fib_with(&routes, false);
+            let b = fib_with(&shuffled, true);
+            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)) {
+                let want = naive(&routes, p);
+                prop_assert_eq!(fibmatch(&a, p, 0), want);
+                prop_assert_eq!(fibmatch(&b, p, 0), want);
+                if p >> 8 != 0xcb00_71 {
+                    prop_assert_eq!(fibmatch(&b, p, 0x10), want);
+                }
+            }
+        }
+
+        #[test]
+        fn deletes_keep_the_match(routes in prefixes(), probes in proptest::collection::vec(any::<u32>(), 1..40)) {
+            let mut f = fib_with(&routes, false);
+            let (gone, kept): (Vec<_>, Vec<_>) = routes.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+            for (_, &(a, l)) in &gone {
+                let mut r = rt(&format!("{}/{}", std::net::Ipv4Addr::from(a), l), None, 0);
+                r.scope = scope::NOWHERE;
+                r.rtype = RouteType::Unspec;
+                f.route_del(&r).unwrap();
+            }
+            let kept: Vec<(u32, u8)> = kept.into_iter().map(|(_, r)| *r).collect();
+            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)) {
+                prop_assert_eq!(fibmatch(&f, p, 0), naive(&kept, p));
+            }
+        }
+    }
+}
+
+/// Two up links with IPv4 and IPv6 subnets: d0 10.0.0.1/24 2001:db8::1/64, d1 10.9.0.1/24
+/// 2001:db8:9::1/64, and a default route via 10.0.0.254.
+fn two_links() -> (Fib, u32, u32) {
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    add_addr(&mut f, d1, "10.9.0.1/24").unwrap();
+    add_addr(&mut f, d1, "2001:db8:9::1/64").unwrap();
+    (f, d0, d1)
+}
+
+fn main_v6(f: &Fib) -> Vec<String> {
+    f.routes(Some(Family::Inet6))
+        .iter()
+        .filter(|r| r.table == table::MAIN && r.protocol != protocol::KERNEL)
+        .map(|r| show(f, r))
+        .collect()
+}
+
+#[test]
+fn ipv6_siblings_replace_and_metric_slots() {
+    let (mut f, _, _) = two_links();
+    let v6 = |via: &str, metric: u32| {
+        let mut r = rt("2001:db8:1::/48", Some(via), 0);
+        r.priority = Some(metric);
+        r
+    };
+    // Kernel (t6): add ::2 metric 100; add ::3 metric 100 -> "File exists"; replace ::4;
+    // append 9::5; replace ::6; add ::7 metric 200.
+    f.route_new(&v6("2001:db8::2", 100), ReqFlags::ADD).unwrap();
+    assert_eq!(
+        f.route_new(&v6("2001:db8::3", 100), ReqFlags::ADD),
+        Err(RtError::new(Errno::EEXIST))
+    );
+    f.route_new(&v6("2001:db8::4", 100), ReqFlags::REPLACE)
+        .unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:1::/48 via 2001:db8::4 dev d0 metric 100"]
+    );
+    f.route_new(&v6("2001:db8:9::5", 100), ReqFlags::APPEND)
+        .unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:1::/48 metric 100 nexthop via 2001:db8::4 dev d0 weight 1 nexthop via 2001:db8:9::5 dev d1 weight 1"]
+    );
+    f.route_new(&v6("2001:db8::6", 100), ReqFlags::REPLACE)
+        .unwrap();
+    f.route_new(&v6("2001:db8::7", 200), ReqFlags::ADD).unwrap();
+    assert_eq!(
+        main_v6(&f),
+        [
+            "2001:db8:1::/48 via 2001:db8::6 dev d0 metric 100",
+            "2001:db8:1::/48 via 2001:db8::7 dev d0 metric 200"
+        ]
+    );
+    // Delete with a gateway removes that sibling only; without, the first route.
+    let mut d = rt("2001:db8:1::/48", Some("2001:db8::7"), 0);
+    d.protocol = 0;
+    f.route_del(&d).unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:1::/48 via 2001:db8::6 dev d0 metric 100"]
+    );
+    // Kernel: `ip -6 route add 2001:db8:6::/48 via 2001:db8::1` (a local address) ->
+    // "Error: Gateway can not be a local address."; `... dev d2` (down) -> "Error: Nexthop
+    // device is not up."
+    assert_eq!(
+        f.route_new(
+            &rt("2001:db8:6::/48", Some("2001:db8::1"), 0),
+            ReqFlags::ADD
+        ),
+        Err(RtError::msg(
+            Errno::EINVAL,
+            "Gateway can not be a local address"
+        ))
+    );
+    let d2 = add_link(&mut f, "d2");
+    assert_eq!(
+        f.route_new(&rt("2001:db8:7::/48", None, d2), ReqFlags::ADD),
+        Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"))
+    );
+}
+
+#[test]
+fn ipv4_append_prepend_replace_order() {
+    let (mut f, _, _) = two_links();
+    let r = |via: &str| {
+        let mut r = rt("10.2.0.0/16", Some(via), 0);
+        r.priority = Some(10);
+        r
+    };
+    // Kernel (t1): add .5, append .6, prepend .7 -> .7, .5, .6; replace swaps the first.
+    f.route_new(&r("10.0.0.5"), ReqFlags::ADD).unwrap();
+    f.route_new(&r("10.0.0.6"), ReqFlags::APPEND).unwrap();
+    f.route_new(&r("10.0.0.7"), ReqFlags::PREPEND).unwrap();
+    let got: Vec<String> = dump(&f, Family::Inet)
+        .into_iter()
+        .filter(|l| l.starts_with("10.2."))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "10.2.0.0/16 via 10.0.0.7 dev d0 metric 10",
+            "10.2.0.0/16 via 10.0.0.5 dev d0 metric 10",
+            "10.2.0.0/16 via 10.0.0.6 dev d0 metric 10",
+        ]
+    );
+    f.route_new(&r("10.0.0.6"), ReqFlags::APPEND).unwrap_err();
+    f.route_new(&r("10.0.0.8"), ReqFlags::REPLACE).unwrap();
+    assert!(
+        dump(&f, Family::Inet).contains(&"10.2.0.0/16 via 10.0.0.8 dev d0 metric 10".to_string())
+    );
+    // `route change` of an absent route: "No such file or directory".
+    assert_eq!(
+        f.route_new(&rt("10.11.0.0/16", Some("10.0.0.3"), 0), ReqFlags::CHANGE),
+        Err(RtError::new(Errno::ENOENT))
+    );
+}
+
+#[test]
+fn nexthop_objects_and_groups() {
+    let (mut f, d0, d1) = two_links();
+    let obj = |id: u32, gw: &str, oif: u32| NexthopObj {
+        id,
+        family: Some(Family::Inet),
+        gateway: Some(ip(gw)),
+        oif,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+    };
+    f.nexthop_new(&obj(1, "10.0.0.2", d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(2, "10.9.0.2", d1), ReqFlags::ADD)
+        .unwrap();
+    let mut g = obj(3, "10.0.0.2", 0);
+    g.gateway = None;
+    g.group = vec![
+        GroupMember {
+            id: 1,
+            weight_minus_one: 0,
+        },
+        GroupMember {
+            id: 2,
+            weight_minus_one: 2,
+        },
+    ];
+    f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    // Kernel (t4): an existing id -> "File exists"; an unreachable gateway -> "Nexthop has
+    // invalid gateway"; a group naming a missing id -> "Invalid nexthop id".
+    assert_eq!(
+        f.nexthop_new(&obj(1, "10.0.0.3", d0), ReqFlags::ADD),
+        Err(RtError::new(Errno::EEXIST))
+    );
+    assert_eq!(
+        f.nexthop_new(&obj(6, "10.77.0.3", d0), ReqFlags::ADD)
+            .unwrap_err()
+            .extack
+            .as_deref(),
+        Some("Nexthop has invalid gateway")
+    );
+    let mut bad = g.clone();
+    bad.id = 7;
+    bad.group = vec![GroupMember {
+        id: 99,
+        weight_minus_one: 0,
+    }];
+    assert_eq!(
+        f.nexthop_new(&bad, ReqFlags::ADD),
+        Err(RtError::msg(Errno::EINVAL, "Invalid nexthop id"))
+    );
+    let mut r = rt("10.30.0.0/16", None, 0);
+    r.scope = scope::UNIVERSE;
+    r.nhid = Some(1);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    r.dst = pfx("10.31.0.0/16");
+    r.nhid = Some(3);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    r.nhid = Some(99);
+    r.dst = pfx("10.34.0.0/16");
+    assert_eq!(
+        f.route_new(&r, ReqFlags::ADD),
+        Err(RtError::msg(Errno::EINVAL, "Nexthop id does not exist"))
+    );
+    let lines = |f: &Fib| -> Vec<String> {
+        dump(f, Family::Inet)
+            .into_iter()
+            .filter(|l| l.starts_with("10.3"))
+            .collect()
+    };
+    assert_eq!(
+        lines(&f),
+        [
+            "10.30.0.0/16 via 10.0.0.2 dev d0",
+            "10.31.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 nexthop via 10.9.0.2 dev d1 weight 3",
+        ]
+    );
+    // Replacing object 1 moves its routes; deleting 2 shrinks the group; deleting 1 removes
+    // every route using it (the group became empty).
+    f.nexthop_new(&obj(1, "10.0.0.4", d0), ReqFlags::REPLACE)
+        .unwrap();
+    f.nexthop_del(2).unwrap();
+    assert_eq!(
+        lines(&f),
+        [
+            "10.30.0.0/16 via 10.0.0.4 dev d0",
+            "10.31.0.0/16 via 10.0.0.4 dev d0"
+        ]
+    );
+    f.nexthop_del(1).unwrap();
+    assert!(lines(&f).is_empty());
+}
+
+#[test]
+fn rules_select_tables_and_errors() {
+    let (mut f, d0, d1) = two_links();
+    f.route_new(&rt("0.0.0.0/0", Some("10.0.0.254"), 0), ReqFlags::ADD)
+        .unwrap();
+    let mut r = rt("10.50.0.0/16", Some("10.9.0.2"), 0);
+    r.table = 100;
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let rule = |prio: u32| Rule {
+        family: Family::Inet,
+        src: None,
+        dst: None,
+        tos: 0,
+        dscp: None,
+        table: 100,
+        action: RuleAction::ToTbl,
+        flags: 0,
+        priority: Some(prio),
+        fwmark: None,
+        fwmask: None,
+        iifname: None,
+        oifname: None,
+        goto: None,
+        suppress_prefixlen: None,
+        suppress_ifgroup: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        uid_range: None,
+        l3mdev: false,
+        protocol: 0,
+    };
+    f.rule_new(
+        &Rule {
+            iifname: Some("d1".into()),
+            ..rule(103)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.rule_new(
+        &Rule {
+            src: Some(pfx("10.3.0.0/16")),
+            action: RuleAction::Prohibit,
+            table: 0,
+            ..rule(104)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.rule_new(
+        &Rule {
+            src: Some(pfx("10.4.0.0/16")),
+            action: RuleAction::Unreachable,
+            table: 0,
+            ..rule(105)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.rule_new(
+        &Rule {
+            src: Some(pfx("10.5.0.0/16")),
+            action: RuleAction::Blackhole,
+            table: 0,
+            ..rule(106)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let q = |dst: &str, src: Option<&str>, iif: Option<u32>| RouteQuery {
+        family: Family::Inet,
+        dst: ip(dst),
+        src: src.map(ip),
+        iif,
+        oif: None,
+        tos: 0,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: false,
+        table: None,
+    };
+    // Kernel (t5): output goes by main; input on d1 by table 100, with a redirect since the
+    // source is on d1 and so is the next hop; sources matched by the reject rules fail with
+    // EACCES, ENETUNREACH, EINVAL.
+    assert_eq!(
+        f.route_get(&q("10.50.0.1", None, None))
+            .unwrap()
+            .nexthop
+            .gateway,
+        Some(ip("10.0.0.254"))
+    );
+    let a = f
+        .route_get(&q("10.50.0.1", Some("10.9.0.7"), Some(d1)))
+        .unwrap();
+    assert_eq!(
+        (a.table, a.nexthop.oif, a.nexthop.gateway),
+        (100, d1, Some(ip("10.9.0.2")))
+    );
+    assert_ne!(a.flags & rtcf::DOREDIRECT, 0);
+    for (src, e) in [
+        ("10.3.0.1", Errno::EACCES),
+        ("10.4.0.1", Errno::ENETUNREACH),
+        ("10.5.0.1", Errno::EINVAL),
+    ] {
+        assert_eq!(
+            f.route_get(&q("10.50.0.1", Some(src), Some(d0)))
+                .unwrap_err()
+                .errno,
+            e
+        );
+    }
+    // Kernel: a martian source (one of our addresses) arriving on another link is EINVAL.
+    assert_eq!(
+        f.route_get(&q("10.0.0.1", Some("10.0.0.1"), Some(d1)))
+            .unwrap_err()
+            .errno,
+        Errno::EINVAL
+    );
+}
+
+#[test]
+fn ipv6_source_routes_shadow_sourceless_ones() {
+    let (mut f, _, _) = two_links();
+    f.route_new(
+        &rt("2001:db8:1::/48", Some("2001:db8::2"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let q = |src: Option<&str>| RouteQuery {
+        family: Family::Inet6,
+        dst: ip("2001:db8:1::5"),
+        src: src.map(ip),
+        iif: None,
+        oif: None,
+        tos: 0,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: false,
+        table: None,
+    };
+    assert_eq!(
+        f.route_get(&q(None)).unwrap().nexthop.gateway,
+        Some(ip("2001:db8::2"))
+    );
+    let mut r = rt("2001:db8:1::/48", Some("2001:db8::3"), 0);
+    r.src = Some(pfx("2001:db8:77::/48"));
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    // Kernel (t7): with `2001:db8:1::/48 from 2001:db8:77::/48` present, `route get
+    // 2001:db8:1::5` answers "Network is unreachable"; from 2001:db8:77::1 it takes ::3.
+    assert_eq!(f.route_get(&q(None)).unwrap_err().errno, Errno::ENETUNREACH);
+    assert_eq!(
+        f.route_get(&q(Some("2001:db8:77::1")))
+            .unwrap()
+            .nexthop
+            .gateway,
+        Some(ip("2001:db8::3"))
+    );
+}

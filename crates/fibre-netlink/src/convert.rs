@@ -84,6 +84,19 @@ impl From<RtError> for RequestError {
     }
 }
 
+/// A message that does not parse, answered as the kernel answers a malformed attribute:
+/// EINVAL with the reason. The offset is the error's, which is relative to the request when
+/// the request was parsed on its own with base 0 (as [`NetlinkMessage::parse`] is by a server
+/// that has already split the datagram).
+impl From<crate::DecodeError> for RequestError {
+    fn from(e: crate::DecodeError) -> Self {
+        RequestError {
+            error: RtError::msg(Errno::EINVAL, e.to_string()),
+            offset: u32::try_from(e.offset()).ok(),
+        }
+    }
+}
+
 fn invalid(text: &str) -> RequestError {
     RtError::msg(Errno::EINVAL, text).into()
 }
@@ -679,7 +692,14 @@ fn gateway_attr<'a>(family: Family, gw: IpAddr) -> RouteAttr<'a> {
     }
 }
 
+/// The single next hop (RTA_GATEWAY or RTA_VIA, RTA_OIF), then RTA_MULTIPATH. The kernel's
+/// dumps have one or the other; a request may carry both (the kernel then checks that they
+/// agree), so both are kept.
 fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
+    out.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
+    if r.nexthop.oif != 0 {
+        out.push(RouteAttr::Oif(r.nexthop.oif));
+    }
     if !r.multipath.is_empty() {
         let hops = r
             .multipath
@@ -699,11 +719,6 @@ fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
             })
             .collect();
         out.push(RouteAttr::Multipath(hops));
-        return;
-    }
-    out.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
-    if r.nexthop.oif != 0 {
-        out.push(RouteAttr::Oif(r.nexthop.oif));
     }
 }
 
@@ -1176,7 +1191,8 @@ pub fn message<'a>(
     }
 }
 
-/// The NLMSG_ERROR answering `request` (the request's bytes as received) on the socket whose
+/// The NLMSG_ERROR answering `request` (the request's bytes as received, at least its
+/// 16-byte header: the kernel answers nothing shorter) on the socket whose
 /// port id is `port`: an ACK when
 /// `result` is `Ok`, else `-errno` with NLMSGERR_ATTR_MSG and NLMSGERR_ATTR_OFFS when known.
 /// As the kernel does, an ACK echoes only the request header (NLM_F_CAPPED), an error echoes
@@ -1329,11 +1345,12 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 }),
             )
         }
-        Request::NewNexthop(nh, f) => (
-            mt::RTM_NEWNEXTHOP,
-            change(*f),
-            Payload::Nexthop(nexthop_message(nh)),
-        ),
+        Request::NewNexthop(nh, f) => {
+            // The kernel rejects a scope in requests ("Invalid values in ancillary header").
+            let mut m = nexthop_message(nh);
+            m.header.scope = scope::UNIVERSE;
+            (mt::RTM_NEWNEXTHOP, change(*f), Payload::Nexthop(m))
+        }
         Request::DelNexthop(id) => (
             mt::RTM_DELNEXTHOP,
             change(ReqFlags::NONE),
