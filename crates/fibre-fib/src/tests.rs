@@ -919,3 +919,45 @@ fn rules_select_tables_and_errors() {
         Errno::EINVAL
     );
 }
+
+#[test]
+fn ipv6_source_routes_shadow_sourceless_ones() {
+    let (mut f, _, _) = two_links();
+    f.route_new(
+        &rt("2001:db8:1::/48", Some("2001:db8::2"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let q = |src: Option<&str>| RouteQuery {
+        family: Family::Inet6,
+        dst: ip("2001:db8:1::5"),
+        src: src.map(ip),
+        iif: None,
+        oif: None,
+        tos: 0,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: false,
+        table: None,
+    };
+    assert_eq!(
+        f.route_get(&q(None)).unwrap().nexthop.gateway,
+        Some(ip("2001:db8::2"))
+    );
+    let mut r = rt("2001:db8:1::/48", Some("2001:db8::3"), 0);
+    r.src = Some(pfx("2001:db8:77::/48"));
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    // Kernel (t7): with `2001:db8:1::/48 from 2001:db8:77::/48` present, `route get
+    // 2001:db8:1::5` answers "Network is unreachable"; from 2001:db8:77::1 it takes ::3.
+    assert_eq!(f.route_get(&q(None)).unwrap_err().errno, Errno::ENETUNREACH);
+    assert_eq!(
+        f.route_get(&q(Some("2001:db8:77::1")))
+            .unwrap()
+            .nexthop
+            .gateway,
+        Some(ip("2001:db8::3"))
+    );
+}

@@ -1,6 +1,7 @@
-//! Replays the fuzzers' seed corpus (the kernel captures, tests/captures/*.bin) and every
-//! truncation of every captured message through the same checks the cargo-fuzz targets run
-//! (fuzz/fuzz_targets/), so CI exercises them without a nightly compiler.
+//! Replays the fuzzers' seed corpus (the kernel captures, tests/captures/*.bin), the inputs
+//! with which fuzzing found bugs (tests/fuzz-regressions/) and every truncation of every
+//! captured message through the same checks the cargo-fuzz targets run (fuzz/fuzz_targets/),
+//! so CI exercises them without a nightly compiler.
 
 use fibre_netlink::{check_round_trip, convert, Messages};
 use std::path::PathBuf;
@@ -24,6 +25,19 @@ fn seed_corpus_passes_the_fuzz_checks() {
         convert::check_requests(&seed);
     }
     assert!(messages > 150, "{messages}");
+}
+
+#[test]
+fn fuzz_regressions_pass_the_fuzz_checks() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        check_round_trip(&bytes);
+        convert::check_requests(&bytes);
+        n += 1;
+    }
+    assert!(n > 0);
 }
 
 #[test]
