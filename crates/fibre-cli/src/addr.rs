@@ -155,14 +155,6 @@ fn modify(cli: &mut Cli, words: &[&str], flags: Option<ReqFlags>) -> Result<(), 
             "Not enough information: \"dev\" argument is required.\n",
         ));
     };
-    if let Some(l) = label {
-        if !l.starts_with(d) {
-            return Err(CmdError::exit(
-                1,
-                format!("\"dev\" ({d}) must match \"label\" ({l}).\n"),
-            ));
-        }
-    }
     let family = family.unwrap_or(Family::Inet);
     let mut warning = String::new();
     let mut address = peer.and_then(|p| p.addr);
@@ -316,7 +308,9 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
     let addr_ok = |ad: &Address| {
         family.is_none_or(|f| f == ad.family)
             && sel.scope.is_none_or(|s| s == ad.scope)
-            && sel.label.is_none_or(|l| ad.label.as_deref() == Some(l))
+            && sel
+                .label
+                .is_none_or(|l| ad.label.as_deref().is_some_and(|al| fnmatch(l, al)))
             && sel
                 .to
                 .is_none_or(|t| match (t.addr, ad.local.or(ad.address)) {
@@ -348,7 +342,10 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
             continue;
         }
         p.open_obj(None);
-        print_link(&mut p, l, link_only, !link_only && family.is_some());
+        // iproute2 leaves the link out when selecting by label.
+        if sel.label.is_none() || link_only {
+            print_link(&mut p, l, link_only, !link_only && family.is_some());
+        }
         if !link_only {
             p.open_arr(Some("addr_info"));
             let name = l.ifname.clone().unwrap_or_default();
@@ -361,6 +358,29 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
     }
     cli.emit(p);
     Ok(())
+}
+
+/// `fnmatch(pattern, s, 0)` for the `*` and `?` wildcards `ip address show label` takes.
+fn fnmatch(pattern: &str, s: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), s.as_bytes());
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 fn same_prefix(a: IpAddr, b: IpAddr, len: u8) -> bool {
@@ -579,6 +599,16 @@ mod tests {
             txqlen: Some(1000),
             ..Link::default()
         }
+    }
+
+    #[test]
+    fn label_patterns_match_like_fnmatch() {
+        assert!(fnmatch("d0", "d0"));
+        assert!(fnmatch("d0:*", "d0:x"));
+        assert!(fnmatch("*", ""));
+        assert!(fnmatch("d?:x", "d0:x"));
+        assert!(!fnmatch("d0", "d0:x"));
+        assert!(!fnmatch("d1*", "d0:x"));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 use crate::args::matches;
 use crate::error::CmdError;
 use crate::{usage_text, Cli, Options};
-use fibre_fib::{Family, Fib};
+use fibre_fib::Family;
 use std::io::{Read, Write};
 
 /// Output above this many bytes is written out between commands; below it, it waits, so that
@@ -28,6 +28,7 @@ const MAX_ARGS: usize = 99;
 pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     let mut opts = Options::default();
     let mut batch_file: Option<&str> = None;
+    let mut socket: Option<&str> = None;
     let mut i = 0;
     while i < args.len() {
         let raw = args[i].as_str();
@@ -43,20 +44,26 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
         } else {
             raw
         };
-        if matches(opt, "-family") {
+        // iproute2's option order, so that abbreviations resolve as there ("-h" is -human,
+        // "-b" is -batch, "-n" is -netns).
+        let value = |i: usize| args.get(i + 1).map(String::as_str);
+        if matches(opt, "-loops") {
+            if value(i).is_none() {
+                let _ = stderr.write_all(usage_text().as_bytes());
+                return 255;
+            }
             i += 1;
-            let Some(f) = args.get(i) else {
+        } else if matches(opt, "-family") {
+            let Some(f) = value(i) else {
                 let _ = stderr.write_all(usage_text().as_bytes());
                 return 255;
             };
+            i += 1;
             match crate::args::family_a2n(f) {
                 Some(fam) => opts.family = fam,
                 None => {
-                    let _ = stderr.write_all(
-                        CmdError::invarg("invalid protocol family", f)
-                            .message()
-                            .as_bytes(),
-                    );
+                    let e = CmdError::invarg("invalid protocol family", f);
+                    let _ = stderr.write_all(e.message().as_bytes());
                     return 255;
                 }
             }
@@ -64,6 +71,21 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
             opts.family = Some(Family::Inet);
         } else if opt == "-6" {
             opts.family = Some(Family::Inet6);
+        } else if opt == "-0" || opt == "-M" {
+            let _ = writeln!(
+                stderr,
+                "fibre: option \"{raw}\" (link/MPLS family) is not supported."
+            );
+            return 255;
+        } else if matches(opt, "-human")
+            || matches(opt, "-human-readable")
+            || matches(opt, "-iec")
+            || matches(opt, "-resolve")
+            || matches(opt, "-oneline")
+            || matches(opt, "-timestamp")
+            || matches(opt, "-tshort")
+        {
+            // Accepted for compatibility: fibre never resolves names and prints the full form.
         } else if matches(opt, "-stats") || matches(opt, "-statistics") {
             opts.stats += 1;
         } else if matches(opt, "-details") {
@@ -74,21 +96,48 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
         } else if matches(opt, "-force") {
             opts.force = true;
         } else if matches(opt, "-batch") {
-            i += 1;
-            let Some(f) = args.get(i) else {
+            let Some(f) = value(i) else {
                 let _ = stderr.write_all(usage_text().as_bytes());
                 return 255;
             };
+            i += 1;
             batch_file = Some(f);
+        } else if opt == "-n" || matches(opt, "-netns") {
+            // fibre's reading of -n: the fibred socket to use.
+            let Some(p) = value(i) else {
+                let _ = stderr.write_all(usage_text().as_bytes());
+                return 255;
+            };
+            i += 1;
+            socket = Some(p);
+        } else if matches(opt, "-brief") {
+            // Accepted for compatibility; the full form is printed.
         } else if matches(opt, "-json") {
             opts.json = true;
         } else if matches(opt, "-pretty") {
             opts.pretty = true;
+        } else if matches(opt, "-rcvbuf") {
+            if value(i).is_none() {
+                let _ = stderr.write_all(usage_text().as_bytes());
+                return 255;
+            }
+            i += 1;
+        } else if ["-color", "-colour"]
+            .iter()
+            .any(|c| matches(opt.split('=').next().unwrap_or(opt), c))
+        {
+            // Colours are never used: output is for comparison and scripts.
         } else if matches(opt, "-help") {
             let _ = stderr.write_all(usage_text().as_bytes());
             return 255;
-        } else if matches(opt, "-oneline") || matches(opt, "-resolve") || matches(opt, "-Numeric") {
-            // Accepted for compatibility; fibre never resolves names and prints one form.
+        } else if matches(opt, "-netns") {
+            let _ = writeln!(
+                stderr,
+                "fibre: -netns is not supported: fibre runs its own routing state."
+            );
+            return 255;
+        } else if matches(opt, "-Numeric") || matches(opt, "-all") {
+            // Accepted for compatibility.
         } else {
             let _ = writeln!(stderr, "Option \"{raw}\" is unknown, try \"ip -help\".");
             return 255;
@@ -96,7 +145,14 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
         i += 1;
     }
     let words: Vec<&str> = args[i..].iter().map(String::as_str).collect();
-    let mut cli = Cli::new(Fib::default(), opts);
+    let backend = match crate::online::choose(socket) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = writeln!(stderr, "fibre: {e}");
+            return 1;
+        }
+    };
+    let mut cli = Cli::new(backend, opts);
     if let Some(file) = batch_file {
         return run_batch(&mut cli, file, stdout, stderr);
     }
@@ -449,7 +505,7 @@ mod tests {
         let text = "route add 1.0.0.0/8 dev a\n# c\nroute add 2.0.0.0/8 \\\n dev b\n\nroute add 3.0.0.0/8 dev c";
         let run = |chunk: u64| {
             let mut cli = Cli::new(
-                Fib::default(),
+                fibre_fib::Fib::default(),
                 Options {
                     force: true,
                     ..Options::default()

@@ -102,6 +102,14 @@ rule add fwmark 7 table 200 pref 100
 rule add from 192.168.1.128/25 iif lan0 table 200 pref 110
 ";
 
+/// The router's state shown after the configuration.
+const STATE: &[&str] = &[
+    "rule show",
+    "nexthop show",
+    "route show table all 198.18.0.0/15",
+    "route show table 200",
+];
+
 /// The lookups the demo answers, each with what it shows.
 const LOOKUPS: &[(&str, &str)] = &[
     (
@@ -323,6 +331,10 @@ pub fn run(words: &[&str], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             }
         }
         cli.out.clear();
+    }
+    say(out, "  and what the router holds now, as `ip` prints it:\n");
+    for cmd in STATE {
+        show(&mut cli, cmd, out);
     }
     say(out, "\n");
 

@@ -128,8 +128,12 @@ fn time_rtt(s: &str) -> Option<(u32, bool)> {
         strtoul(num, 0)? as f64
     };
     let t = t * scale;
-    let v = t as u32;
-    Some((if (v as f64) < t { v + 1 } else { v }, raw))
+    // Rounded up, as iproute2 does; a time that does not fit the 32-bit attribute is invalid.
+    let v = t.ceil();
+    if v > u32::MAX as f64 {
+        return None;
+    }
+    Some((v as u32, raw))
 }
 
 /// Parses the words of `route add|del|...` into a request, with iproute2's defaults.
@@ -334,6 +338,14 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
                 "high" => 1,
                 _ => return Err(CmdError::invarg("\"pref\" value is invalid\n", v)),
             });
+        } else if matches(w, "realms")
+            || w == "encap"
+            || w == "as"
+            || w == "ttl-propagate"
+            || matches(w, "vrf")
+        {
+            // Valid iproute2 words for attributes the routing model has no field for yet.
+            return Err(unsupported(w));
         } else if matches(w, "fastopen_no_cookie") {
             let v = a.next_arg()?;
             let q = get_u32(v, 0)
@@ -436,6 +448,12 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
     r.pref = pref;
     r.expires = expires;
     Ok(r)
+}
+
+/// A valid iproute2 word fibre cannot carry out yet: the command fails (a batch goes on with
+/// `-force`) instead of misreading the word as a destination.
+fn unsupported(w: &str) -> CmdError {
+    CmdError::fail(1, format!("Error: fibre does not support \"{w}\" yet.\n"))
 }
 
 /// iproute2's `parse_nexthops`/`parse_one_nh`: `nexthop via A dev D weight W onlink ...`.
@@ -541,6 +559,8 @@ fn get(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
             q.mark = get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid mark value", v))?;
         } else if matches(w, "oif") || w == "dev" {
             odev = Some(a.next_arg()?);
+        } else if matches(w, "vrf") || w == "as" {
+            return Err(unsupported(w));
         } else if matches(w, "notify") || matches(w, "connected") {
         } else if matches(w, "uid") {
             let v = a.next_arg()?;
@@ -1588,6 +1608,49 @@ mod tests {
         assert_eq!(
             show(&r, false, Shown::default()),
             "2001:db8:1::5 from :: via 2001:db8::2 dev d0 src 2001:db8::1 metric 1024 pref medium\n"
+        );
+    }
+
+    #[test]
+    fn selectors_hide_what_they_fix() {
+        // `ip route show dev d0` and `ip route show via 10.0.0.2` (iproute2 6.1) leave out the
+        // device, respectively the gateway, they select on.
+        let mut r = route("10.0.0.0/24");
+        r.nexthop.oif = 2;
+        r.protocol = 2;
+        r.scope = scope::LINK;
+        r.prefsrc = Some("10.0.0.1".parse().unwrap());
+        let by_dev = Shown {
+            oif: true,
+            ..Shown::default()
+        };
+        assert_eq!(
+            show(&r, false, by_dev),
+            "10.0.0.0/24 proto kernel scope link src 10.0.0.1 \n"
+        );
+        let mut r = route("192.0.2.0/24");
+        r.nexthop.gateway = Some("10.0.0.2".parse().unwrap());
+        r.nexthop.oif = 2;
+        let by_via = Shown {
+            via_host: true,
+            ..Shown::default()
+        };
+        assert_eq!(show(&r, false, by_via), "192.0.2.0/24 dev d0 \n");
+        // `ip route show table all src 10.0.0.1`: the source is hidden.
+        let mut r = route("10.0.0.1");
+        r.rtype = RouteType::Local;
+        r.table = 255;
+        r.protocol = 2;
+        r.scope = scope::HOST;
+        r.nexthop.oif = 2;
+        r.prefsrc = Some("10.0.0.1".parse().unwrap());
+        let by_src = Shown {
+            prefsrc_host: true,
+            ..Shown::default()
+        };
+        assert_eq!(
+            show(&r, false, by_src),
+            "local 10.0.0.1 dev d0 table local proto kernel scope host \n"
         );
     }
 

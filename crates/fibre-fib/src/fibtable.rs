@@ -283,22 +283,13 @@ impl Table {
     }
 
     fn commit_key(&mut self, key: Key, winner: &mut impl FnMut(&[Entry]) -> (Option<Entry>, u32)) {
-        let Some(slot) = self.map.get(&key) else {
-            return;
-        };
-        let (w, s) = winner(&slot.entries);
-        self.set_winner(key, w, s);
-    }
-
-    /// Sets what the compiled structure answers for `key` (None: not compiled, so lookups
-    /// fall through to shorter prefixes).
-    pub fn set_winner(&mut self, key: Key, winner: Option<Entry>, special: u32) {
         let Some(slot) = self.map.get_mut(&key) else {
             return;
         };
-        self.special_entries = self.special_entries - slot.special + special;
-        slot.special = special;
-        match (winner, slot.fast) {
+        let (w, s) = winner(&slot.entries);
+        self.special_entries = self.special_entries - slot.special + s;
+        slot.special = s;
+        match (w, slot.fast) {
             (None, NO_SLOT) => {}
             (None, i) => {
                 slot.fast = NO_SLOT;
@@ -316,7 +307,7 @@ impl Table {
                     }
                 };
                 slot.fast = i;
-                // Values stay far below fibre-lpm's MAX_VALUE: one per prefix.
+                // One value per prefix: far below fibre-lpm's MAX_VALUE.
                 let _ = match &mut self.fast {
                     Fast::V4(l) => l.insert(key.addr as u32, key.len, i),
                     Fast::V6(l) => l.insert(key.addr, key.len, i),

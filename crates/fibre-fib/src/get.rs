@@ -310,7 +310,7 @@ impl Fib {
             return Ok(ans);
         }
         if res.rtype == RouteType::Local {
-            self.validate_source4(s, d, q.tos, LOOPBACK_IFINDEX, iif, &flow)?;
+            self.validate_source4(s, d, q.tos, 0, iif)?;
             ans.rtype = RouteType::Local;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
             ans.flags |= rtcf::LOCAL;
@@ -324,7 +324,9 @@ impl Fib {
         }
         self.select_multipath(&mut res, &flow);
         let n = &info.spec.nhs[res.nh];
-        self.validate_source4(s, d, q.tos, n.oif, iif, &flow)?;
+        if self.validate_source4(s, d, q.tos, n.oif, iif)? && n.oif == iif {
+            ans.flags |= rtcf::DOREDIRECT;
+        }
         ans.table = res.table;
         ans.tos = res.entry.tos;
         ans.rtype = RouteType::Unicast;
@@ -336,7 +338,10 @@ impl Fib {
         Ok(ans)
     }
 
-    /// fib_validate_source: martian and reverse-path checks of an input packet's source.
+    /// fib_validate_source: martian and reverse-path checks of an input packet's source
+    /// (`oif` is the output device of a forwarded packet, 0 for local delivery). `Ok(true)`
+    /// when the source is directly connected through the input device (a redirect may be
+    /// due).
     fn validate_source4(
         &self,
         s: u32,
@@ -344,46 +349,51 @@ impl Fib {
         tos: u8,
         oif: u32,
         iif: u32,
-        flow: &Flow,
-    ) -> Result<(), RtError> {
+    ) -> Result<bool, RtError> {
         let rpf = self.settings().rp_filter;
-        let custom = self.rules.v4.len() != 3;
-        if rpf == 0 && !custom {
+        // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
+        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif {
             if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
                 return Err(err(Errno::EINVAL));
             }
-            return Ok(());
+            return Ok(false);
         }
+        let last_resort = || {
+            if rpf != 0 {
+                Err(err(Errno::EXDEV))
+            } else {
+                Ok(false)
+            }
+        };
         let rev = Flow {
             dst: s as u128,
             src: d as u128,
-            iif: oif,
-            oif: 0,
+            iif: if oif != 0 { oif } else { LOOPBACK_IFINDEX },
             tos,
-            mark: flow.mark,
             ..Flow::empty()
         };
+        let Ok(res) = self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) else {
+            return last_resort();
+        };
+        if res.rtype != RouteType::Unicast {
+            return Err(err(Errno::EINVAL));
+        }
+        let info = self.infos.get(res.entry.info);
+        if info.spec.nhs.iter().any(|n| n.oif == iif) {
+            return Ok(info.nh[res.nh].scope >= scope::HOST);
+        }
+        if self.links.get(iif).is_none_or(|l| l.v4.is_empty()) {
+            return last_resort();
+        }
+        if rpf == 1 {
+            return Err(err(Errno::EXDEV));
+        }
+        let rev = Flow { oif: iif, ..rev };
         match self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) {
-            Ok(res) => {
-                if res.rtype != RouteType::Unicast {
-                    return Err(err(Errno::EINVAL));
-                }
-                let info = self.infos.get(res.entry.info);
-                if info.spec.nhs.iter().any(|n| n.oif == iif) {
-                    return Ok(());
-                }
-                if rpf == 1 {
-                    return Err(err(Errno::EXDEV));
-                }
-                Ok(())
+            Ok(r) if r.rtype == RouteType::Unicast => {
+                Ok(self.infos.get(r.entry.info).nh[r.nh].scope >= scope::HOST)
             }
-            Err(_) => {
-                if rpf != 0 {
-                    Err(err(Errno::EXDEV))
-                } else {
-                    Ok(())
-                }
-            }
+            _ => Ok(false),
         }
     }
 

@@ -26,6 +26,7 @@ mod get;
 mod link;
 mod lookup;
 mod nexthop;
+mod notify;
 mod route;
 mod route4;
 mod route6;
@@ -95,6 +96,10 @@ pub struct Fib {
     /// Infos of plain requests already validated (see `route4::SimpleKey`).
     pub(crate) simple_cache: FxHashMap<route4::SimpleKey, u32>,
     pub(crate) simple_gen: (u64, u64),
+    /// The kernel's fib4_has_custom_rules / fib_has_custom_local_routes: once a rule or a
+    /// local route was added by a user, input source checks take the full path. Sticky.
+    pub(crate) custom_rules4: bool,
+    pub(crate) custom_local4: bool,
 }
 
 impl Default for Fib {
@@ -139,6 +144,8 @@ impl Fib {
             gw_cache_gen: u64::MAX,
             simple_cache: FxHashMap::default(),
             simple_gen: (u64::MAX, 0),
+            custom_rules4: false,
+            custom_local4: false,
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -693,7 +700,13 @@ impl Fib {
             return Err(RtError::new(Errno::EINVAL));
         }
         match route.family {
-            Family::Inet => self.route4_new(route, flags),
+            Family::Inet => {
+                self.route4_new(route, flags)?;
+                if route.rtype == RouteType::Local {
+                    self.custom_local4 = true;
+                }
+                Ok(())
+            }
             Family::Inet6 => self.route6_new(route, flags),
         }
     }
@@ -826,6 +839,9 @@ impl Fib {
     /// RTM_NEWRULE.
     pub fn rule_new(&mut self, rule: &Rule, flags: ReqFlags) -> Result<(), RtError> {
         self.rules.add(rule, flags.excl)?;
+        if rule.family == Family::Inet {
+            self.custom_rules4 = true;
+        }
         self.route_changed(true);
         Ok(())
     }

@@ -210,8 +210,13 @@ impl Fib {
             return self.fast_table_lookup(t, flow, flags, true);
         }
         for (key, entries) in t.lpm(flow.dst) {
+            // Kernel (checked): once a destination has source-specific routes, its lookups go
+            // through the source subtree only; its source-less routes are shadowed and a
+            // non-matching source falls back to shorter destinations.
+            let subtree = entries.iter().any(|e| e.src().is_some());
             let mut src_lens: Vec<u8> = entries
                 .iter()
+                .filter(|e| e.src().is_some() == subtree)
                 .filter(|e| e.src().is_none_or(|s| s.contains(flow.src, 128)))
                 .map(|e| e.src().map_or(0, |s| s.len))
                 .collect();
@@ -221,7 +226,8 @@ impl Fib {
                 let mut fallback: Option<Res> = None;
                 let mut fallback_metric = u32::MAX;
                 for e in entries.iter().filter(|e| {
-                    e.src().map_or(0, |s| s.len) == sl
+                    e.src().is_some() == subtree
+                        && e.src().map_or(0, |s| s.len) == sl
                         && e.src().is_none_or(|s| s.contains(flow.src, 128))
                 }) {
                     let info = self.infos.get(e.info);

@@ -472,26 +472,30 @@ impl Fib {
         new_id: u32,
         flags: ReqFlags,
     ) -> Result<(), RtError> {
+        /// What fib_table_insert decided for the request.
+        enum Outcome {
+            Fail(Errno),
+            Unchanged,
+            Replace(usize),
+            Insert(usize),
+        }
         let spec = &self.infos.get(new_id).spec;
         let prio = spec.priority;
         let affects_gw = spec.scope >= scope::LINK;
+        let seq = &mut self.table_seq;
+        let t = self.t4.entry(tb).or_insert_with(|| {
+            *seq += 1;
+            crate::fibtable::Table::new(tb, 32, *seq)
+        });
         let infos = &self.infos;
-        let t = self.t4.get(&tb);
-        let list: &[Entry] = t
-            .and_then(|t| t.get(&key))
-            .map(|v| v.as_slice())
-            .unwrap_or(&[]);
+        // One map probe: the key's list, created empty for a new prefix (pruned on failure).
+        let list = t.entries_mut(key);
         let pr = |e: &Entry| infos.get(e.info).spec.priority;
         let fa = list
             .iter()
             .position(|e| e.tos < tos || (e.tos == tos && pr(e) >= prio));
-        let mut insert_at = fa.unwrap_or(list.len());
-        let mut replace_at = None;
+        let mut outcome = Outcome::Insert(fa.unwrap_or(list.len()));
         if let Some(i) = fa.filter(|&i| list[i].tos == tos && pr(&list[i]) == prio) {
-            if flags.excl {
-                self.infos.drop_if_unused(new_id);
-                return Err(RtError::new(Errno::EEXIST));
-            }
             let mut j = i;
             let mut fa_match = None;
             while j < list.len() && list[j].tos == tos && pr(&list[j]) == prio {
@@ -501,41 +505,48 @@ impl Fib {
                 }
                 j += 1;
             }
-            if flags.replace {
+            outcome = if flags.excl {
+                Outcome::Fail(Errno::EEXIST)
+            } else if flags.replace {
                 match fa_match {
-                    Some(m) if m == i => return Ok(()),
-                    Some(_) => return Err(RtError::new(Errno::EEXIST)),
-                    None => replace_at = Some(i),
+                    Some(m) if m == i => Outcome::Unchanged,
+                    Some(_) => Outcome::Fail(Errno::EEXIST),
+                    None => Outcome::Replace(i),
                 }
+            } else if fa_match.is_some() {
+                Outcome::Fail(Errno::EEXIST)
             } else {
-                if fa_match.is_some() {
-                    self.infos.drop_if_unused(new_id);
-                    return Err(RtError::new(Errno::EEXIST));
+                Outcome::Insert(if flags.append { j } else { i })
+            };
+        }
+        if matches!(outcome, Outcome::Insert(_)) && !flags.create {
+            outcome = Outcome::Fail(Errno::ENOENT);
+        }
+        let entry = Entry::new(tos, new_id, None);
+        let mut old = None;
+        match outcome {
+            Outcome::Insert(at) => list.insert(at, entry),
+            Outcome::Replace(at) => old = Some(std::mem::replace(&mut list[at], entry).info),
+            Outcome::Fail(_) | Outcome::Unchanged => {}
+        }
+        if list.is_empty() {
+            t.prune(&key);
+        }
+        match outcome {
+            Outcome::Fail(e) => {
+                self.infos.drop_if_unused(new_id);
+                Err(RtError::new(e))
+            }
+            Outcome::Unchanged => Ok(()),
+            Outcome::Insert(_) | Outcome::Replace(_) => {
+                self.infos.hold(new_id);
+                if let Some(o) = old {
+                    self.infos.put(o);
                 }
-                insert_at = if flags.append { j } else { i };
+                self.route_changed(affects_gw);
+                Ok(())
             }
         }
-        if replace_at.is_none() && !flags.create {
-            self.infos.drop_if_unused(new_id);
-            return Err(RtError::new(Errno::ENOENT));
-        }
-        self.infos.hold(new_id);
-        let seq = &mut self.table_seq;
-        let t = self.t4.entry(tb).or_insert_with(|| {
-            *seq += 1;
-            crate::fibtable::Table::new(tb, 32, *seq)
-        });
-        let list = t.entries_mut(key);
-        let entry = Entry::new(tos, new_id, None);
-        if let Some(i) = replace_at {
-            let old = list[i].info;
-            list[i] = entry;
-            self.infos.put(old);
-        } else {
-            list.insert(insert_at, entry);
-        }
-        self.route_changed(affects_gw);
-        Ok(())
     }
 
     /// fib_table_delete.

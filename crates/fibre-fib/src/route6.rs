@@ -106,7 +106,7 @@ impl Fib {
         // Build every sibling first: validation errors leave the table untouched.
         let mut built = Vec::with_capacity(hops.len());
         for h in &hops {
-            built.push(self.create_info6(r, tb, key, h, int)?);
+            built.push(self.create_info6(r, tb, h, int)?);
         }
         let snapshot = self.snapshot6(tb, key);
         let mut fl = flags;
@@ -131,7 +131,6 @@ impl Fib {
         &mut self,
         r: &Route,
         tb: u32,
-        key: Key,
         h: &NextHop,
         int: Internal6,
     ) -> Result<(InfoSpec, NhState), RtError> {
@@ -143,7 +142,7 @@ impl Fib {
             };
             nhs = self.nhobjs.route_nhs(obj);
         } else {
-            let (oif, ld, gw) = self.nh6_init(r, h, tb, key, int)?;
+            let (oif, ld, gw) = self.nh6_init(r, h, tb, int)?;
             linkdown = ld;
             nhs.push(NhSpec {
                 gw,
@@ -162,19 +161,6 @@ impl Fib {
             RouteType::Unicast
         } else {
             r.rtype
-        };
-        // A unicast route out of `lo` to a non-loopback prefix would loop: the kernel turns
-        // it into a reject route (fib6_is_reject).
-        let rtype = if rtype == RouteType::Unicast
-            && nhs
-                .first()
-                .is_some_and(|n| n.oif == crate::link::LOOPBACK_IFINDEX)
-            && !(key.len == 128 && key.addr == 1)
-            && r.nhid.is_none()
-        {
-            RouteType::Unreachable
-        } else {
-            rtype
         };
         let spec = InfoSpec {
             family: Family::Inet6,
@@ -212,7 +198,6 @@ impl Fib {
         r: &Route,
         h: &NextHop,
         tb: u32,
-        key: Key,
         int: Internal6,
     ) -> Result<(u32, bool, Option<IpAddr>), RtError> {
         let mut dev = None;
@@ -230,12 +215,8 @@ impl Fib {
                 return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
             }
         }
-        let is_lo_dst = key.len == 128 && key.addr == 1;
-        if is_reject_type(r.rtype)
-            || (dev == Some(crate::link::LOOPBACK_IFINDEX)
-                && !is_lo_dst
-                && !matches!(r.rtype, RouteType::Local | RouteType::Anycast))
-        {
+        // Reject routes point at `lo` (kernel 6.18 keeps a unicast route via `lo` unicast).
+        if is_reject_type(r.rtype) {
             return Ok((crate::link::LOOPBACK_IFINDEX, false, None));
         }
         let mut gw = None;
@@ -387,8 +368,7 @@ impl Fib {
             hops: 0,
             flags,
         };
-        let (d, ld, _) =
-            self.nh6_init(&r, &h, tb, Key { addr: 0, len: 0 }, Internal6::default())?;
+        let (d, ld, _) = self.nh6_init(&r, &h, tb, Internal6::default())?;
         Ok((d, ld))
     }
 

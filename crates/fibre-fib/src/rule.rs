@@ -75,11 +75,17 @@ impl Rules {
             vec![
                 default_rule(f, 0, table::LOCAL),
                 default_rule(f, MAIN_RULE_PRIO, table::MAIN),
-                default_rule(f, MAIN_RULE_PRIO + 1, table::DEFAULT),
             ]
         };
+        let mut v4 = mk(Family::Inet);
+        // IPv4 also has `32767: lookup default`; IPv6 does not (kernel: `ip -6 rule`).
+        v4.push(default_rule(
+            Family::Inet,
+            MAIN_RULE_PRIO + 1,
+            table::DEFAULT,
+        ));
         Rules {
-            v4: mk(Family::Inet),
+            v4,
             v6: mk(Family::Inet6),
         }
     }
@@ -101,9 +107,14 @@ impl Rules {
     /// RTM_NEWRULE (fib_nl_newrule).
     pub fn add(&mut self, r: &Rule, excl: bool) -> Result<(), RtError> {
         let bits = r.family.max_len();
-        for p in [&r.src, &r.dst].into_iter().flatten() {
-            if p.len > bits || Family::of(&p.addr) != r.family {
-                return Err(RtError::new(Errno::EINVAL));
+        for (p, what) in [
+            (&r.src, "Invalid source address"),
+            (&r.dst, "Invalid dst address"),
+        ] {
+            if let Some(p) = p {
+                if p.len > bits || Family::of(&p.addr) != r.family {
+                    return Err(RtError::msg(Errno::EINVAL, what));
+                }
             }
         }
         if r.action == RuleAction::Goto {
@@ -293,12 +304,14 @@ mod tests {
 
     #[test]
     fn defaults_per_family() {
-        // Kernel: `ip rule` in a new namespace lists 0 local, 32766 main, 32767 default.
+        // Kernel: `ip rule` in a new namespace lists 0 local, 32766 main, 32767 default;
+        // `ip -6 rule` lists 0 local, 32766 main.
         let r = Rules::new();
-        for l in [&r.v4, &r.v6] {
-            let got: Vec<(u32, u32)> = l.iter().map(|x| (x.priority.unwrap(), x.table)).collect();
-            assert_eq!(got, [(0, 255), (32766, 254), (32767, 253)]);
-        }
+        let got = |l: &Vec<Rule>| -> Vec<(u32, u32)> {
+            l.iter().map(|x| (x.priority.unwrap(), x.table)).collect()
+        };
+        assert_eq!(got(&r.v4), [(0, 255), (32766, 254), (32767, 253)]);
+        assert_eq!(got(&r.v6), [(0, 255), (32766, 254)]);
     }
 
     #[test]

@@ -577,3 +577,387 @@ mod lpm_model {
         }
     }
 }
+
+/// Two up links with IPv4 and IPv6 subnets: d0 10.0.0.1/24 2001:db8::1/64, d1 10.9.0.1/24
+/// 2001:db8:9::1/64, and a default route via 10.0.0.254.
+fn two_links() -> (Fib, u32, u32) {
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    add_addr(&mut f, d1, "10.9.0.1/24").unwrap();
+    add_addr(&mut f, d1, "2001:db8:9::1/64").unwrap();
+    (f, d0, d1)
+}
+
+fn main_v6(f: &Fib) -> Vec<String> {
+    f.routes(Some(Family::Inet6))
+        .iter()
+        .filter(|r| r.table == table::MAIN && r.protocol != protocol::KERNEL)
+        .map(|r| show(f, r))
+        .collect()
+}
+
+#[test]
+fn ipv6_siblings_replace_and_metric_slots() {
+    let (mut f, _, _) = two_links();
+    let v6 = |via: &str, metric: u32| {
+        let mut r = rt("2001:db8:1::/48", Some(via), 0);
+        r.priority = Some(metric);
+        r
+    };
+    // Kernel (t6): add ::2 metric 100; add ::3 metric 100 -> "File exists"; replace ::4;
+    // append 9::5; replace ::6; add ::7 metric 200.
+    f.route_new(&v6("2001:db8::2", 100), ReqFlags::ADD).unwrap();
+    assert_eq!(
+        f.route_new(&v6("2001:db8::3", 100), ReqFlags::ADD),
+        Err(RtError::new(Errno::EEXIST))
+    );
+    f.route_new(&v6("2001:db8::4", 100), ReqFlags::REPLACE)
+        .unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:1::/48 via 2001:db8::4 dev d0 metric 100"]
+    );
+    f.route_new(&v6("2001:db8:9::5", 100), ReqFlags::APPEND)
+        .unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:1::/48 metric 100 nexthop via 2001:db8::4 dev d0 weight 1 nexthop via 2001:db8:9::5 dev d1 weight 1"]
+    );
+    f.route_new(&v6("2001:db8::6", 100), ReqFlags::REPLACE)
+        .unwrap();
+    f.route_new(&v6("2001:db8::7", 200), ReqFlags::ADD).unwrap();
+    assert_eq!(
+        main_v6(&f),
+        [
+            "2001:db8:1::/48 via 2001:db8::6 dev d0 metric 100",
+            "2001:db8:1::/48 via 2001:db8::7 dev d0 metric 200"
+        ]
+    );
+    // Delete with a gateway removes that sibling only; without, the first route.
+    let mut d = rt("2001:db8:1::/48", Some("2001:db8::7"), 0);
+    d.protocol = 0;
+    f.route_del(&d).unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:1::/48 via 2001:db8::6 dev d0 metric 100"]
+    );
+    // Kernel: `ip -6 route add 2001:db8:6::/48 via 2001:db8::1` (a local address) ->
+    // "Error: Gateway can not be a local address."; `... dev d2` (down) -> "Error: Nexthop
+    // device is not up."
+    assert_eq!(
+        f.route_new(
+            &rt("2001:db8:6::/48", Some("2001:db8::1"), 0),
+            ReqFlags::ADD
+        ),
+        Err(RtError::msg(
+            Errno::EINVAL,
+            "Gateway can not be a local address"
+        ))
+    );
+    let d2 = add_link(&mut f, "d2");
+    assert_eq!(
+        f.route_new(&rt("2001:db8:7::/48", None, d2), ReqFlags::ADD),
+        Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"))
+    );
+}
+
+#[test]
+fn ipv4_append_prepend_replace_order() {
+    let (mut f, _, _) = two_links();
+    let r = |via: &str| {
+        let mut r = rt("10.2.0.0/16", Some(via), 0);
+        r.priority = Some(10);
+        r
+    };
+    // Kernel (t1): add .5, append .6, prepend .7 -> .7, .5, .6; replace swaps the first.
+    f.route_new(&r("10.0.0.5"), ReqFlags::ADD).unwrap();
+    f.route_new(&r("10.0.0.6"), ReqFlags::APPEND).unwrap();
+    f.route_new(&r("10.0.0.7"), ReqFlags::PREPEND).unwrap();
+    let got: Vec<String> = dump(&f, Family::Inet)
+        .into_iter()
+        .filter(|l| l.starts_with("10.2."))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "10.2.0.0/16 via 10.0.0.7 dev d0 metric 10",
+            "10.2.0.0/16 via 10.0.0.5 dev d0 metric 10",
+            "10.2.0.0/16 via 10.0.0.6 dev d0 metric 10",
+        ]
+    );
+    f.route_new(&r("10.0.0.6"), ReqFlags::APPEND).unwrap_err();
+    f.route_new(&r("10.0.0.8"), ReqFlags::REPLACE).unwrap();
+    assert!(
+        dump(&f, Family::Inet).contains(&"10.2.0.0/16 via 10.0.0.8 dev d0 metric 10".to_string())
+    );
+    // `route change` of an absent route: "No such file or directory".
+    assert_eq!(
+        f.route_new(&rt("10.11.0.0/16", Some("10.0.0.3"), 0), ReqFlags::CHANGE),
+        Err(RtError::new(Errno::ENOENT))
+    );
+}
+
+#[test]
+fn nexthop_objects_and_groups() {
+    let (mut f, d0, d1) = two_links();
+    let obj = |id: u32, gw: &str, oif: u32| NexthopObj {
+        id,
+        family: Some(Family::Inet),
+        gateway: Some(ip(gw)),
+        oif,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+    };
+    f.nexthop_new(&obj(1, "10.0.0.2", d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(2, "10.9.0.2", d1), ReqFlags::ADD)
+        .unwrap();
+    let mut g = obj(3, "10.0.0.2", 0);
+    g.gateway = None;
+    g.group = vec![
+        GroupMember {
+            id: 1,
+            weight_minus_one: 0,
+        },
+        GroupMember {
+            id: 2,
+            weight_minus_one: 2,
+        },
+    ];
+    f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    // Kernel (t4): an existing id -> "File exists"; an unreachable gateway -> "Nexthop has
+    // invalid gateway"; a group naming a missing id -> "Invalid nexthop id".
+    assert_eq!(
+        f.nexthop_new(&obj(1, "10.0.0.3", d0), ReqFlags::ADD),
+        Err(RtError::new(Errno::EEXIST))
+    );
+    assert_eq!(
+        f.nexthop_new(&obj(6, "10.77.0.3", d0), ReqFlags::ADD)
+            .unwrap_err()
+            .extack
+            .as_deref(),
+        Some("Nexthop has invalid gateway")
+    );
+    let mut bad = g.clone();
+    bad.id = 7;
+    bad.group = vec![GroupMember {
+        id: 99,
+        weight_minus_one: 0,
+    }];
+    assert_eq!(
+        f.nexthop_new(&bad, ReqFlags::ADD),
+        Err(RtError::msg(Errno::EINVAL, "Invalid nexthop id"))
+    );
+    let mut r = rt("10.30.0.0/16", None, 0);
+    r.scope = scope::UNIVERSE;
+    r.nhid = Some(1);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    r.dst = pfx("10.31.0.0/16");
+    r.nhid = Some(3);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    r.nhid = Some(99);
+    r.dst = pfx("10.34.0.0/16");
+    assert_eq!(
+        f.route_new(&r, ReqFlags::ADD),
+        Err(RtError::msg(Errno::EINVAL, "Nexthop id does not exist"))
+    );
+    let lines = |f: &Fib| -> Vec<String> {
+        dump(f, Family::Inet)
+            .into_iter()
+            .filter(|l| l.starts_with("10.3"))
+            .collect()
+    };
+    assert_eq!(
+        lines(&f),
+        [
+            "10.30.0.0/16 via 10.0.0.2 dev d0",
+            "10.31.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 nexthop via 10.9.0.2 dev d1 weight 3",
+        ]
+    );
+    // Replacing object 1 moves its routes; deleting 2 shrinks the group; deleting 1 removes
+    // every route using it (the group became empty).
+    f.nexthop_new(&obj(1, "10.0.0.4", d0), ReqFlags::REPLACE)
+        .unwrap();
+    f.nexthop_del(2).unwrap();
+    assert_eq!(
+        lines(&f),
+        [
+            "10.30.0.0/16 via 10.0.0.4 dev d0",
+            "10.31.0.0/16 via 10.0.0.4 dev d0"
+        ]
+    );
+    f.nexthop_del(1).unwrap();
+    assert!(lines(&f).is_empty());
+}
+
+#[test]
+fn rules_select_tables_and_errors() {
+    let (mut f, d0, d1) = two_links();
+    f.route_new(&rt("0.0.0.0/0", Some("10.0.0.254"), 0), ReqFlags::ADD)
+        .unwrap();
+    let mut r = rt("10.50.0.0/16", Some("10.9.0.2"), 0);
+    r.table = 100;
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let rule = |prio: u32| Rule {
+        family: Family::Inet,
+        src: None,
+        dst: None,
+        tos: 0,
+        dscp: None,
+        table: 100,
+        action: RuleAction::ToTbl,
+        flags: 0,
+        priority: Some(prio),
+        fwmark: None,
+        fwmask: None,
+        iifname: None,
+        oifname: None,
+        goto: None,
+        suppress_prefixlen: None,
+        suppress_ifgroup: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        uid_range: None,
+        l3mdev: false,
+        protocol: 0,
+    };
+    f.rule_new(
+        &Rule {
+            iifname: Some("d1".into()),
+            ..rule(103)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.rule_new(
+        &Rule {
+            src: Some(pfx("10.3.0.0/16")),
+            action: RuleAction::Prohibit,
+            table: 0,
+            ..rule(104)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.rule_new(
+        &Rule {
+            src: Some(pfx("10.4.0.0/16")),
+            action: RuleAction::Unreachable,
+            table: 0,
+            ..rule(105)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.rule_new(
+        &Rule {
+            src: Some(pfx("10.5.0.0/16")),
+            action: RuleAction::Blackhole,
+            table: 0,
+            ..rule(106)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let q = |dst: &str, src: Option<&str>, iif: Option<u32>| RouteQuery {
+        family: Family::Inet,
+        dst: ip(dst),
+        src: src.map(ip),
+        iif,
+        oif: None,
+        tos: 0,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: false,
+        table: None,
+    };
+    // Kernel (t5): output goes by main; input on d1 by table 100, with a redirect since the
+    // source is on d1 and so is the next hop; sources matched by the reject rules fail with
+    // EACCES, ENETUNREACH, EINVAL.
+    assert_eq!(
+        f.route_get(&q("10.50.0.1", None, None))
+            .unwrap()
+            .nexthop
+            .gateway,
+        Some(ip("10.0.0.254"))
+    );
+    let a = f
+        .route_get(&q("10.50.0.1", Some("10.9.0.7"), Some(d1)))
+        .unwrap();
+    assert_eq!(
+        (a.table, a.nexthop.oif, a.nexthop.gateway),
+        (100, d1, Some(ip("10.9.0.2")))
+    );
+    assert_ne!(a.flags & rtcf::DOREDIRECT, 0);
+    for (src, e) in [
+        ("10.3.0.1", Errno::EACCES),
+        ("10.4.0.1", Errno::ENETUNREACH),
+        ("10.5.0.1", Errno::EINVAL),
+    ] {
+        assert_eq!(
+            f.route_get(&q("10.50.0.1", Some(src), Some(d0)))
+                .unwrap_err()
+                .errno,
+            e
+        );
+    }
+    // Kernel: a martian source (one of our addresses) arriving on another link is EINVAL.
+    assert_eq!(
+        f.route_get(&q("10.0.0.1", Some("10.0.0.1"), Some(d1)))
+            .unwrap_err()
+            .errno,
+        Errno::EINVAL
+    );
+}
+
+#[test]
+fn ipv6_source_routes_shadow_sourceless_ones() {
+    let (mut f, _, _) = two_links();
+    f.route_new(
+        &rt("2001:db8:1::/48", Some("2001:db8::2"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let q = |src: Option<&str>| RouteQuery {
+        family: Family::Inet6,
+        dst: ip("2001:db8:1::5"),
+        src: src.map(ip),
+        iif: None,
+        oif: None,
+        tos: 0,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: false,
+        table: None,
+    };
+    assert_eq!(
+        f.route_get(&q(None)).unwrap().nexthop.gateway,
+        Some(ip("2001:db8::2"))
+    );
+    let mut r = rt("2001:db8:1::/48", Some("2001:db8::3"), 0);
+    r.src = Some(pfx("2001:db8:77::/48"));
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    // Kernel (t7): with `2001:db8:1::/48 from 2001:db8:77::/48` present, `route get
+    // 2001:db8:1::5` answers "Network is unreachable"; from 2001:db8:77::1 it takes ::3.
+    assert_eq!(f.route_get(&q(None)).unwrap_err().errno, Errno::ENETUNREACH);
+    assert_eq!(
+        f.route_get(&q(Some("2001:db8:77::1")))
+            .unwrap()
+            .nexthop
+            .gateway,
+        Some(ip("2001:db8::3"))
+    );
+}

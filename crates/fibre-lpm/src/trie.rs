@@ -2,14 +2,17 @@
 //! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
 //!
 //! # Shape
-//! - A direct-pointing array indexed by the top `D` bits of the address. An entry is either a
-//!   final value (bit 31 clear) or `NODE_FLAG | node index`.
+//! - A direct-pointing array indexed by the top `D` bits of the address. An entry is a final
+//!   value (bit 31 clear), a node (`NODE_FLAG | index`) or a leaf record (`NODE_FLAG | REC_FLAG
+//!   | size | line`).
 //! - Internal nodes each consume 6 more bits (64 slots). A node holds two bitmaps: `vector` marks
 //!   the slots that lead to a child node, `leafvec` marks the slots that start a run of equal
 //!   values among the remaining (leaf) slots. A node's children are contiguous in `nodes` from
 //!   `base1`, its distinct leaf runs contiguous in `leaves` from `base0`; a popcount of the bitmap
 //!   below the slot selects the child or the run. A lookup is one direct read, one node read per
 //!   6 bits below `D`, and one leaf read.
+//! - A childless node right below the direct array (every node of a 2026 IPv4 table) compiles
+//!   into its value or a line-aligned leaf record instead (see [`Line`]): one read fewer.
 //! - Values are leaf-pushed: every leaf holds the answer of the longest prefix covering it, so a
 //!   lookup never backtracks and its cost depends only on the depth of the trie where it ends.
 //!
@@ -18,14 +21,17 @@
 //! node's 6 bits (at most 126, sorted by their in-node code, i.e. by length then bits) and the
 //! node's default: the value of the longest route shorter than the node covering all of it.
 //! Routes no longer than `D` live in `short`, and `dlen` records for each direct entry the
-//! length (+1, 0 = none) of the short route that supplies its value.
+//! length (+1, 0 = none) of the short route that supplies its value; `dnode` names the node
+//! hanging from each direct entry whatever the entry compiled into.
 //! 1. A node exists iff some route longer than its depth lies below it; so the set of nodes and
 //!    every node's leaves are a function of the route set alone (canonical form: [`Shape`] does
 //!    not depend on the order of insertions and removals). Arena capacity and free lists do.
 //! 2. Every slot's compiled value equals the painting of the node's routes over its default, and
 //!    every child's default equals its parent's painted value at the child's slot.
 //! 3. An update repaints only the node the route lives in (or the direct entries it covers) and
-//!    pushes the new default down to exactly the children whose inherited value changed.
+//!    pushes the new default down to exactly the children whose inherited value changed. In
+//!    lazy mode (batches, the `sync` writer) updates only record routes and mark nodes; `flush`
+//!    then recompiles each marked node once, top-down, and lookups are valid again.
 //!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
@@ -51,6 +57,9 @@ const NO_NODE: u32 = u32::MAX;
 /// Bits consumed by one internal node: 6 gives 64 slots, one `u64` bitmap, one `popcnt`.
 pub(crate) const STRIDE: u32 = 6;
 const SLOTS: usize = 1 << STRIDE;
+/// Routes in a childless node from which an update patches its compiled leaves rather than
+/// repainting all its routes (below it, repainting is as cheap as the patch's searches).
+const PATCH_MIN_ROUTES: usize = 8;
 /// Lookups advanced together by `lookup_batch`: enough independent reads in flight to cover
 /// memory latency, few enough that lane state stays in registers and L1 (and one `u64` mask).
 pub(crate) const BATCH: usize = 32;
@@ -672,7 +681,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
         };
         if old != Some(value) {
             match mode {
-                Mode::Compile => self.recompute(n),
+                Mode::Compile => self.recompute_route(n, code),
                 Mode::Lazy => self.ctl[n as usize].dirty = true,
                 Mode::Defer => {}
             }
@@ -733,7 +742,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             self.ctl[n as usize].dirty = true;
         } else {
-            self.recompute(n);
+            self.recompute_route(n, code);
         }
         // Prune nodes that no longer hold routes or children (invariant 1).
         loop {
@@ -990,6 +999,78 @@ impl<K: Key, const D: u32> Trie<K, D> {
         }
     }
 
+    /// Restores invariant 2 for `n` after the route with in-node `code` was added, changed or
+    /// removed. A childless node with many routes is patched from its compiled leaves over the
+    /// route's slots only, instead of repainting every route (which made loading a dense node
+    /// quadratic in its routes).
+    fn recompute_route(&mut self, n: u32, code: u8) {
+        let node = self.nodes[n as usize];
+        if node.vector != 0 || self.ctl[n as usize].routes.len() < PATCH_MIN_ROUTES {
+            return self.recompute(n);
+        }
+        let mut slots = self.expand(n);
+        let ctl = &self.ctl[n as usize];
+        let routes = &ctl.routes;
+        let l = 7 - code.leading_zeros();
+        let bits = u32::from(code) ^ (1 << l);
+        let first = (bits << (STRIDE - l)) as usize;
+        // The longest route covering all of the range (the route itself, if present).
+        let base = (1..=l)
+            .rev()
+            .find_map(|l2| {
+                let c2 = ((1 << l2) | bits >> (l - l2)) as u8;
+                routes
+                    .binary_search_by_key(&c2, |r| r.0)
+                    .ok()
+                    .map(|i| routes[i].1)
+            })
+            .unwrap_or(ctl.default);
+        slots[first..first + (1 << (STRIDE - l))].fill(base);
+        // Longer routes inside the range, shortest first (codes of one length are contiguous).
+        for l2 in l + 1..=STRIDE {
+            let lo = (1u32 << l2) | bits << (l2 - l);
+            let hi = lo + (1 << (l2 - l));
+            let start = routes.partition_point(|r| u32::from(r.0) < lo);
+            for &(c2, v) in routes[start..].iter().take_while(|r| u32::from(r.0) < hi) {
+                let at = usize::from(c2 ^ (1 << l2)) << (STRIDE - l2);
+                slots[at..at + (1 << (STRIDE - l2))].fill(v);
+            }
+        }
+        self.write_leaves(n, &slots);
+    }
+
+    /// The slot values of a childless node, read back from its compiled leaves.
+    fn expand(&self, n: u32) -> [u32; SLOTS] {
+        let node = self.nodes[n as usize];
+        let ctl = &self.ctl[n as usize];
+        let count = node.leafvec.count_ones() as usize;
+        let run = |i: usize| -> u32 {
+            if !ctl.in_record {
+                self.leaves[node.base0 as usize + i]
+            } else if count == 1 {
+                self.direct[ctl.slot as usize]
+            } else {
+                let word = 2 + i;
+                self.recs[node.base0 as usize + word / LINE_WORDS].0[word % LINE_WORDS]
+            }
+        };
+        let mut slots = [0u32; SLOTS];
+        let mut starts = node.leafvec;
+        let mut i = 0;
+        while starts != 0 {
+            let from = starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            let to = if starts == 0 {
+                SLOTS
+            } else {
+                starts.trailing_zeros() as usize
+            };
+            slots[from..to].fill(run(i));
+            i += 1;
+        }
+        slots
+    }
+
     /// Restores invariant 2 for `n` and, recursively, for the children whose default changed.
     fn recompute(&mut self, n: u32) {
         let slots = self.paint(n);
@@ -1031,6 +1112,8 @@ impl<K: Key, const D: u32> Trie<K, D> {
     }
 
     fn compile_subtree(&mut self, n: u32) {
+        // Route lists grew by doubling while recorded; a bulk-built table keeps them exact.
+        self.ctl[n as usize].routes.shrink_to_fit();
         let slots = self.paint(n);
         self.write_leaves(n, &slots);
         let node = self.nodes[n as usize];

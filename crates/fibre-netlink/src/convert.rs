@@ -84,6 +84,19 @@ impl From<RtError> for RequestError {
     }
 }
 
+/// A message that does not parse, answered as the kernel answers a malformed attribute:
+/// EINVAL with the reason. The offset is the error's, which is relative to the request when
+/// the request was parsed on its own with base 0 (as [`NetlinkMessage::parse`] is by a server
+/// that has already split the datagram).
+impl From<crate::DecodeError> for RequestError {
+    fn from(e: crate::DecodeError) -> Self {
+        RequestError {
+            error: RtError::msg(Errno::EINVAL, e.to_string()),
+            offset: u32::try_from(e.offset()).ok(),
+        }
+    }
+}
+
 fn invalid(text: &str) -> RequestError {
     RtError::msg(Errno::EINVAL, text).into()
 }
@@ -679,32 +692,39 @@ fn gateway_attr<'a>(family: Family, gw: IpAddr) -> RouteAttr<'a> {
     }
 }
 
+/// The single next hop (RTA_GATEWAY or RTA_VIA, RTA_OIF), then RTA_MULTIPATH. The kernel's
+/// dumps have one or the other; a request may carry both (the kernel then checks that they
+/// agree), so both are kept.
 fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
-    if !r.multipath.is_empty() {
-        let hops = r
-            .multipath
-            .iter()
-            .map(|nh| RouteNextHop {
-                header: NextHopHeader {
-                    len: 0,
-                    flags: nh.flags as u8,
-                    hops: nh.hops,
-                    ifindex: nh.oif as i32,
-                },
-                attributes: nh
-                    .gateway
-                    .map(|g| gateway_attr(r.family, g))
-                    .into_iter()
-                    .collect(),
-            })
-            .collect();
-        out.push(RouteAttr::Multipath(hops));
-        return;
-    }
     out.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
     if r.nexthop.oif != 0 {
         out.push(RouteAttr::Oif(r.nexthop.oif));
     }
+    out.extend(multipath_attr(r));
+}
+
+fn multipath_attr<'a>(r: &'a Route) -> Option<RouteAttr<'a>> {
+    if r.multipath.is_empty() {
+        return None;
+    }
+    let hops = r
+        .multipath
+        .iter()
+        .map(|nh| RouteNextHop {
+            header: NextHopHeader {
+                len: 0,
+                flags: nh.flags as u8,
+                hops: nh.hops,
+                ifindex: nh.oif as i32,
+            },
+            attributes: nh
+                .gateway
+                .map(|g| gateway_attr(r.family, g))
+                .into_iter()
+                .collect(),
+        })
+        .collect();
+    Some(RouteAttr::Multipath(hops))
 }
 
 fn cache_attr<'a>(r: &Route) -> Option<RouteAttr<'a>> {
@@ -763,10 +783,16 @@ pub fn route_message(r: &Route) -> RouteMessage<'_> {
         }
         a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
         a.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
+        // Not in the kernel's answers; kept so that nothing the model holds is lost.
+        a.extend(r.priority.map(RouteAttr::Priority));
         a.extend(metrics);
+        a.extend(r.nhid.map(RouteAttr::NhId));
+        a.extend(multipath_attr(r));
         a.extend(r.mark.map(RouteAttr::Mark));
         a.extend(r.uid.map(RouteAttr::Uid));
         a.extend(r.iif.map(RouteAttr::Iif));
+        a.extend(r.expires.map(RouteAttr::Expires));
+        a.extend(r.pref.map(RouteAttr::Pref));
         a.extend(cache_attr(r));
         return RouteMessage {
             header,
@@ -795,9 +821,7 @@ pub fn route_message(r: &Route) -> RouteMessage<'_> {
     if r.family == Family::Inet {
         a.extend(r.iif.map(RouteAttr::Iif));
     }
-    if r.cache.is_none() {
-        a.extend(r.expires.map(RouteAttr::Expires));
-    }
+    a.extend(r.expires.map(RouteAttr::Expires));
     a.extend(cache_attr(r));
     a.extend(r.pref.map(RouteAttr::Pref));
     RouteMessage {
@@ -1122,9 +1146,13 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
         flags: nh.flags | if nh.onlink { nh_flags::ONLINK } else { 0 },
         ..NexthopHeader::default()
     };
+    // A valid object has one of: a group, blackhole, or device and gateway. Whatever the
+    // model holds is emitted, so that a request keeps what it said.
     let mut a = vec![NexthopAttr::Id(nh.id)];
-    if !nh.group.is_empty() {
+    if !nh.group.is_empty() || nh.group_type != 0 {
         a.push(NexthopAttr::GroupType(nh.group_type));
+    }
+    if !nh.group.is_empty() {
         let entries = nh
             .group
             .iter()
@@ -1135,14 +1163,14 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
             })
             .collect();
         a.push(NexthopAttr::Group(entries));
-    } else if nh.blackhole {
-        a.push(NexthopAttr::Blackhole(Flag));
-    } else {
-        if nh.oif != 0 {
-            a.push(NexthopAttr::Oif(nh.oif));
-        }
-        a.extend(nh.gateway.map(NexthopAttr::Gateway));
     }
+    if nh.blackhole {
+        a.push(NexthopAttr::Blackhole(Flag));
+    }
+    if nh.oif != 0 {
+        a.push(NexthopAttr::Oif(nh.oif));
+    }
+    a.extend(nh.gateway.map(NexthopAttr::Gateway));
     if nh.fdb {
         a.push(NexthopAttr::Fdb(Flag));
     }
@@ -1176,7 +1204,8 @@ pub fn message<'a>(
     }
 }
 
-/// The NLMSG_ERROR answering `request` (the request's bytes as received) on the socket whose
+/// The NLMSG_ERROR answering `request` (the request's bytes as received, at least its
+/// 16-byte header: the kernel answers nothing shorter) on the socket whose
 /// port id is `port`: an ACK when
 /// `result` is `Ok`, else `-errno` with NLMSGERR_ATTR_MSG and NLMSGERR_ATTR_OFFS when known.
 /// As the kernel does, an ACK echoes only the request header (NLM_F_CAPPED), an error echoes
@@ -1329,11 +1358,12 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 }),
             )
         }
-        Request::NewNexthop(nh, f) => (
-            mt::RTM_NEWNEXTHOP,
-            change(*f),
-            Payload::Nexthop(nexthop_message(nh)),
-        ),
+        Request::NewNexthop(nh, f) => {
+            // The kernel rejects a scope in requests ("Invalid values in ancillary header").
+            let mut m = nexthop_message(nh);
+            m.header.scope = scope::UNIVERSE;
+            (mt::RTM_NEWNEXTHOP, change(*f), Payload::Nexthop(m))
+        }
         Request::DelNexthop(id) => (
             mt::RTM_DELNEXTHOP,
             change(ReqFlags::NONE),

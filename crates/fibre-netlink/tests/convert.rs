@@ -570,3 +570,31 @@ mod serde_like {
         }
     }
 }
+
+#[test]
+fn malformed_requests_become_einval_with_offset() {
+    // RTM_NEWROUTE whose only attribute claims 12 bytes but has 8.
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&36u32.to_ne_bytes());
+    bytes.extend_from_slice(&24u16.to_ne_bytes());
+    bytes.extend_from_slice(&0x605u16.to_ne_bytes());
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&[2, 16, 0, 0, 254, 4, 0, 1, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&[12, 0, 1, 0, 10, 0, 0, 0]);
+    let err: RequestError = NetlinkMessage::parse(&bytes, 0).unwrap_err().into();
+    assert_eq!(err.error.errno, Errno::EINVAL);
+    assert_eq!(err.offset, Some(28));
+    assert_eq!(
+        err.error.extack.as_deref(),
+        Some("attribute at offset 28 has length 12, 8 bytes available")
+    );
+    let answer = convert::ack(&bytes, Err(&err), false, 1).to_bytes();
+    let (msg, _) = NetlinkMessage::parse(&answer, 0).unwrap();
+    let Payload::Error(e) = msg.payload else {
+        panic!()
+    };
+    assert_eq!(
+        (e.error, e.request, e.message()),
+        (-22, &bytes[..], err.error.extack.as_deref())
+    );
+}
