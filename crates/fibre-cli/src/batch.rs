@@ -156,6 +156,13 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
     if let Some(file) = batch_file {
         return run_batch(&mut cli, file, stdout, stderr);
     }
+    if words.first().is_some_and(|w| matches(w, "monitor")) {
+        let Some(path) = cli.fib.remote().map(|r| r.path().to_path_buf()) else {
+            let _ = writeln!(stderr, "fibre: monitor needs a running fibred");
+            return 1;
+        };
+        return crate::monitor::run(&path, &words[1..], &cli.opts, stdout, stderr);
+    }
     if words.first() == Some(&"demo") {
         return crate::demo::run(&words[1..], stdout, stderr);
     }

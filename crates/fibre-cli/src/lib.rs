@@ -19,6 +19,7 @@ pub mod batch;
 pub mod demo;
 pub mod error;
 pub mod link;
+pub mod monitor;
 pub mod names;
 pub mod nexthop;
 pub mod online;

@@ -89,3 +89,63 @@ fn a_named_socket_with_no_daemon_is_an_error() {
     assert_eq!(status, 1);
     assert!(err.contains("cannot connect to fibred"), "{err}");
 }
+
+#[test]
+fn monitor_prints_changes_and_their_side_effects_like_ip_monitor() {
+    let dir = std::env::temp_dir().join(format!("fibre-monitor-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("fibred.sock");
+    let daemon = Daemon::start(Config {
+        socket: socket.clone(),
+        dgram: None,
+        state: None,
+    })
+    .unwrap();
+    let s = socket.to_str().unwrap().to_owned();
+    for cmd in [
+        &["link", "add", "v0", "type", "dummy"][..],
+        &["link", "set", "v0", "up"],
+    ] {
+        let mut a = vec!["-n", s.as_str()];
+        a.extend_from_slice(cmd);
+        assert_eq!(run(&a).0, 0);
+    }
+    let s2 = s.clone();
+    let monitor = std::thread::spawn(move || run(&["-n", &s2, "monitor", "all"]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for cmd in [
+        &["addr", "add", "10.0.0.1/24", "dev", "v0"][..],
+        &[
+            "route",
+            "add",
+            "10.2.0.0/16",
+            "dev",
+            "v0",
+            "src",
+            "10.0.0.1",
+        ],
+        &["addr", "del", "10.0.0.1/24", "dev", "v0"],
+    ] {
+        let mut a = vec!["-n", s.as_str()];
+        a.extend_from_slice(cmd);
+        assert_eq!(run(&a).0, 0);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    daemon.stop();
+    let (status, out, _) = monitor.join().unwrap();
+    assert_eq!(status, 0);
+    // What the kernel prints for the same commands (ip monitor all, iproute2 6.1), in the
+    // kernel's grouping: the address, then the routes it brings or takes away.
+    for line in [
+        "[ADDR]2: v0    inet 10.0.0.1/24 scope global v0",
+        "[ROUTE]10.0.0.0/24 dev v0 proto kernel scope link src 10.0.0.1 ",
+        "[ROUTE]local 10.0.0.1 dev v0 table local proto kernel scope host src 10.0.0.1 ",
+        "[ROUTE]10.2.0.0/16 dev v0 scope link src 10.0.0.1 ",
+        "[ADDR]Deleted 2: v0    inet 10.0.0.1/24 scope global v0",
+        "[ROUTE]Deleted 10.2.0.0/16 dev v0 scope link src 10.0.0.1 ",
+        "[ROUTE]Deleted local 10.0.0.1 dev v0 table local proto kernel scope host src 10.0.0.1 ",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+}

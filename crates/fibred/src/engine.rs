@@ -572,6 +572,9 @@ impl Engine {
     ) -> Result<(), RtError> {
         let before = Snapshot::take(&self.fib, listening);
         let link_del = matches!(req, Request::DelLink(_));
+        // The kernel flushes IPv4 routes of a link that goes down or away without a
+        // notification (IPv6 announces them).
+        let link_event = matches!(req, Request::NewLink(..) | Request::DelLink(_));
         match &req {
             Request::NewLink(l, f) => self.fib.link_new(l, *f)?,
             Request::DelLink(l) => self.fib.link_del(l)?,
@@ -629,7 +632,9 @@ impl Engine {
         }
         if let (Some(b), Some(a)) = (&before.routes, &after.routes) {
             let (gone, added) = diff_encoded(b, a, route_key);
-            gone.iter().for_each(|x| n.route(mt::RTM_DELROUTE, 0, x));
+            gone.iter()
+                .filter(|x| !(link_event && x.family == Family::Inet))
+                .for_each(|x| n.route(mt::RTM_DELROUTE, 0, x));
             added
                 .iter()
                 .for_each(|x| n.route(mt::RTM_NEWROUTE, nf::NLM_F_CREATE | nf::NLM_F_EXCL, x));
