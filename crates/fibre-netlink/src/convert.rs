@@ -700,26 +700,31 @@ fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
     if r.nexthop.oif != 0 {
         out.push(RouteAttr::Oif(r.nexthop.oif));
     }
-    if !r.multipath.is_empty() {
-        let hops = r
-            .multipath
-            .iter()
-            .map(|nh| RouteNextHop {
-                header: NextHopHeader {
-                    len: 0,
-                    flags: nh.flags as u8,
-                    hops: nh.hops,
-                    ifindex: nh.oif as i32,
-                },
-                attributes: nh
-                    .gateway
-                    .map(|g| gateway_attr(r.family, g))
-                    .into_iter()
-                    .collect(),
-            })
-            .collect();
-        out.push(RouteAttr::Multipath(hops));
+    out.extend(multipath_attr(r));
+}
+
+fn multipath_attr<'a>(r: &'a Route) -> Option<RouteAttr<'a>> {
+    if r.multipath.is_empty() {
+        return None;
     }
+    let hops = r
+        .multipath
+        .iter()
+        .map(|nh| RouteNextHop {
+            header: NextHopHeader {
+                len: 0,
+                flags: nh.flags as u8,
+                hops: nh.hops,
+                ifindex: nh.oif as i32,
+            },
+            attributes: nh
+                .gateway
+                .map(|g| gateway_attr(r.family, g))
+                .into_iter()
+                .collect(),
+        })
+        .collect();
+    Some(RouteAttr::Multipath(hops))
 }
 
 fn cache_attr<'a>(r: &Route) -> Option<RouteAttr<'a>> {
@@ -778,10 +783,16 @@ pub fn route_message(r: &Route) -> RouteMessage<'_> {
         }
         a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
         a.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
+        // Not in the kernel's answers; kept so that nothing the model holds is lost.
+        a.extend(r.priority.map(RouteAttr::Priority));
         a.extend(metrics);
+        a.extend(r.nhid.map(RouteAttr::NhId));
+        a.extend(multipath_attr(r));
         a.extend(r.mark.map(RouteAttr::Mark));
         a.extend(r.uid.map(RouteAttr::Uid));
         a.extend(r.iif.map(RouteAttr::Iif));
+        a.extend(r.expires.map(RouteAttr::Expires));
+        a.extend(r.pref.map(RouteAttr::Pref));
         a.extend(cache_attr(r));
         return RouteMessage {
             header,
@@ -810,9 +821,7 @@ pub fn route_message(r: &Route) -> RouteMessage<'_> {
     if r.family == Family::Inet {
         a.extend(r.iif.map(RouteAttr::Iif));
     }
-    if r.cache.is_none() {
-        a.extend(r.expires.map(RouteAttr::Expires));
-    }
+    a.extend(r.expires.map(RouteAttr::Expires));
     a.extend(cache_attr(r));
     a.extend(r.pref.map(RouteAttr::Pref));
     RouteMessage {
@@ -1137,9 +1146,13 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
         flags: nh.flags | if nh.onlink { nh_flags::ONLINK } else { 0 },
         ..NexthopHeader::default()
     };
+    // A valid object has one of: a group, blackhole, or device and gateway. Whatever the
+    // model holds is emitted, so that a request keeps what it said.
     let mut a = vec![NexthopAttr::Id(nh.id)];
-    if !nh.group.is_empty() {
+    if !nh.group.is_empty() || nh.group_type != 0 {
         a.push(NexthopAttr::GroupType(nh.group_type));
+    }
+    if !nh.group.is_empty() {
         let entries = nh
             .group
             .iter()
@@ -1150,14 +1163,14 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
             })
             .collect();
         a.push(NexthopAttr::Group(entries));
-    } else if nh.blackhole {
-        a.push(NexthopAttr::Blackhole(Flag));
-    } else {
-        if nh.oif != 0 {
-            a.push(NexthopAttr::Oif(nh.oif));
-        }
-        a.extend(nh.gateway.map(NexthopAttr::Gateway));
     }
+    if nh.blackhole {
+        a.push(NexthopAttr::Blackhole(Flag));
+    }
+    if nh.oif != 0 {
+        a.push(NexthopAttr::Oif(nh.oif));
+    }
+    a.extend(nh.gateway.map(NexthopAttr::Gateway));
     if nh.fdb {
         a.push(NexthopAttr::Fdb(Flag));
     }
