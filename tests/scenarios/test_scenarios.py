@@ -21,7 +21,9 @@ SCENARIOS = scenario.load_all()
 def _params():
     out = []
     for s in SCENARIOS:
-        marks = [pytest.mark.xfail(reason=s.xfail, strict=True)] if s.xfail else []
+        hint = (" -- passing now? run: python3 tests/scenarios/record.py --mark-xfail "
+                "target/release/fibre")
+        marks = [pytest.mark.xfail(reason=s.xfail + hint, strict=True)] if s.xfail else []
         out.append(pytest.param(s, id=s.name, marks=marks))
     return out
 

@@ -507,3 +507,29 @@ pub fn makers_v6() -> Vec<Maker<u128>> {
         },
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tbl8_groups_count_each_8_bit_level_under_a_longer_route_once() {
+        let r = |prefix: u128, len| Route {
+            prefix,
+            len,
+            next_hop: 0,
+        };
+        let base = 0x2001_0db8u128 << 96;
+        // /32 needs the group below its /24; a /48 beside it adds the /32 and /40 groups; a
+        // second /48 in the same /40 adds nothing; a /24 or shorter needs none.
+        let routes = [
+            r(base, 32),
+            r(base, 48),
+            r(base | (1 << 80), 48),
+            r(base, 24),
+        ];
+        assert_eq!(tbl8_groups_needed(&routes), 3);
+        let (rules, tbl8) = sizing(&routes);
+        assert_eq!((rules, tbl8), (4 + 1, 3 + TBL8_HEADROOM_MIN));
+    }
+}

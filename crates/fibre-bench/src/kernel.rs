@@ -157,6 +157,17 @@ pub fn run(table: &Table, v4: bool, v6: bool, fibre: Option<&Path>) -> Result<()
     result
 }
 
+/// One family's batch: route lines, their count, routes left out, fibre's `address add`
+/// arguments, and the `route get` probes.
+struct Family {
+    name: &'static str,
+    text: String,
+    n: usize,
+    skipped: usize,
+    addr: &'static str,
+    probes: Vec<String>,
+}
+
 fn run_in(
     dir: &Path,
     table: &Table,
@@ -164,22 +175,44 @@ fn run_in(
     v6: bool,
     fibre: Option<&Path>,
 ) -> Result<(), BenchError> {
-    let mut families: Vec<(&str, String, usize, usize, &str, Vec<String>)> = Vec::new();
+    let mut families: Vec<Family> = Vec::new();
     if v4 {
         let (text, n, skipped) = route_lines(&table.v4, NET4, v4_line);
         let probes = probes(&table.v4, |r| {
             std::net::Ipv4Addr::from(r.prefix).to_string()
         });
-        families.push(("IPv4", text, n, skipped, FIBRE_ADDR4, probes));
+        families.push(Family {
+            name: "IPv4",
+            text,
+            n,
+            skipped,
+            addr: FIBRE_ADDR4,
+            probes,
+        });
     }
     if v6 {
         let (text, n, skipped) = route_lines(&table.v6, NET6, v6_line);
         let probes = probes(&table.v6, |r| {
             std::net::Ipv6Addr::from(r.prefix).to_string()
         });
-        families.push(("IPv6", text, n, skipped, FIBRE_ADDR6, probes));
+        families.push(Family {
+            name: "IPv6",
+            text,
+            n,
+            skipped,
+            addr: FIBRE_ADDR6,
+            probes,
+        });
     }
-    for (family, text, n, skipped, addr, probes) in families {
+    for Family {
+        name: family,
+        text,
+        n,
+        skipped,
+        addr,
+        probes,
+    } in families
+    {
         println!("\n== {family} table load: {n} `route add` lines ({skipped} left out, see kernel.rs) ==");
         let kernel_file = dir.join(format!("{family}.batch"));
         fs::write(&kernel_file, &text)
@@ -276,4 +309,50 @@ pub fn fibre_binary() -> Option<PathBuf> {
     }
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/fibre");
     p.is_file().then_some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_lines_name_a_gateway_per_next_hop_and_skip_the_device_subnet() {
+        let routes = [
+            Route {
+                prefix: 0x0100_0000u32,
+                len: 24,
+                next_hop: 0,
+            },
+            Route {
+                prefix: NET4.0,
+                len: NET4.1,
+                next_hop: 5,
+            },
+            Route {
+                prefix: 0x0800_0000u32,
+                len: 8,
+                next_hop: 63,
+            },
+        ];
+        let (text, n, skipped) = route_lines(&routes, NET4, v4_line);
+        assert_eq!((n, skipped), (2, 1));
+        assert_eq!(
+            text,
+            "route add 1.0.0.0/24 via 10.255.0.2 dev fbk0\nroute add 8.0.0.0/8 via 10.255.0.65 dev fbk0\n"
+        );
+        let v6 = [Route {
+            prefix: 0x2001_0db8u128 << 96,
+            len: 32,
+            next_hop: 10,
+        }];
+        let (text, _, _) = route_lines(&v6, NET6, v6_line);
+        assert_eq!(text, "route add 2001:db8::/32 via fd00:fb::c dev fbk0\n");
+    }
+
+    #[test]
+    fn vias_lists_gateways_in_answer_order() {
+        let out = "1.0.0.0 via 10.255.0.2 dev fbk0 src 10.255.0.1 uid 0 \n    cache \n\
+                   8.0.0.0 via 10.255.0.65 dev fbk0 src 10.255.0.1 uid 0 \n    cache \n";
+        assert_eq!(vias(out), ["10.255.0.2", "10.255.0.65"]);
+    }
 }

@@ -158,6 +158,57 @@ pub fn load(path: &Path) -> Result<Table, LoadError> {
 mod tests {
     use super::*;
 
+    fn write_gz(name: &str, text: &str) -> PathBuf {
+        use std::io::Write;
+        let path = std::env::temp_dir().join(format!("fibre-bench-{}-{name}", std::process::id()));
+        let mut gz =
+            flate2::write::GzEncoder::new(File::create(&path).unwrap(), Default::default());
+        gz.write_all(text.as_bytes()).unwrap();
+        gz.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn load_reads_both_families_and_derives_next_hops_from_the_asn() {
+        let path = write_gz(
+            "ok.tsv.gz",
+            "# prefix\torigin_asn\n1.0.0.0/24\t13335\n10.1.2.0/23\t64\n2001:db8::/32\t65\n",
+        );
+        let t = load(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            t.v4,
+            [
+                Route {
+                    prefix: 0x0100_0000,
+                    len: 24,
+                    next_hop: 13335 % 64
+                },
+                Route {
+                    prefix: 0x0a01_0200,
+                    len: 23,
+                    next_hop: 0
+                },
+            ]
+        );
+        assert_eq!(
+            t.v6,
+            [Route {
+                prefix: 0x2001_0db8u128 << 96,
+                len: 32,
+                next_hop: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn load_names_the_line_it_cannot_parse() {
+        let path = write_gz("bad.tsv.gz", "# header\n1.0.0.0/24\t1\n1.0.0.0/33\t1\n");
+        let err = load(&path).err().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(err, LoadError::Parse { line: 3, .. }), "{err}");
+    }
+
     #[test]
     fn masks_keep_the_prefix_and_the_host_part_apart() {
         let a: u32 = 0xc0a8_01ff;

@@ -14,7 +14,7 @@
 use crate::args::matches;
 use crate::error::CmdError;
 use crate::{usage_text, Cli, Options};
-use fibre_fib::{Family, Fib};
+use fibre_fib::Family;
 use std::io::{Read, Write};
 
 /// Output above this many bytes is written out between commands; below it, it waits, so that
@@ -28,6 +28,7 @@ const MAX_ARGS: usize = 99;
 pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     let mut opts = Options::default();
     let mut batch_file: Option<&str> = None;
+    let mut socket: Option<&str> = None;
     let mut i = 0;
     while i < args.len() {
         let raw = args[i].as_str();
@@ -101,6 +102,14 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
             };
             i += 1;
             batch_file = Some(f);
+        } else if opt == "-n" || matches(opt, "-netns") {
+            // fibre's reading of -n: the fibred socket to use.
+            let Some(p) = value(i) else {
+                let _ = stderr.write_all(usage_text().as_bytes());
+                return 255;
+            };
+            i += 1;
+            socket = Some(p);
         } else if matches(opt, "-brief") {
             // Accepted for compatibility; the full form is printed.
         } else if matches(opt, "-json") {
@@ -136,9 +145,23 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
         i += 1;
     }
     let words: Vec<&str> = args[i..].iter().map(String::as_str).collect();
-    let mut cli = Cli::new(Fib::default(), opts);
+    let backend = match crate::online::choose(socket) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = writeln!(stderr, "fibre: {e}");
+            return 1;
+        }
+    };
+    let mut cli = Cli::new(backend, opts);
     if let Some(file) = batch_file {
         return run_batch(&mut cli, file, stdout, stderr);
+    }
+    if words.first().is_some_and(|w| matches(w, "monitor")) {
+        let Some(path) = cli.fib.remote().map(|r| r.path().to_path_buf()) else {
+            let _ = writeln!(stderr, "fibre: monitor needs a running fibred");
+            return 1;
+        };
+        return crate::monitor::run(&path, &words[1..], &cli.opts, stdout, stderr);
     }
     if words.first() == Some(&"demo") {
         return crate::demo::run(&words[1..], stdout, stderr);
@@ -489,7 +512,7 @@ mod tests {
         let text = "route add 1.0.0.0/8 dev a\n# c\nroute add 2.0.0.0/8 \\\n dev b\n\nroute add 3.0.0.0/8 dev c";
         let run = |chunk: u64| {
             let mut cli = Cli::new(
-                Fib::default(),
+                fibre_fib::Fib::default(),
                 Options {
                     force: true,
                     ..Options::default()

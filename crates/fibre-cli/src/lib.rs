@@ -19,15 +19,17 @@ pub mod batch;
 pub mod demo;
 pub mod error;
 pub mod link;
+pub mod monitor;
 pub mod names;
 pub mod nexthop;
+pub mod online;
 pub mod out;
 pub mod route;
 pub mod rule;
 
 use args::matches;
 pub use error::CmdError;
-use fibre_fib::{Family, Fib};
+use fibre_fib::Family;
 
 /// Link names remembered by [`Cli::ifindex`]; beyond this the oldest is forgotten.
 const NAME_CACHE_SIZE: usize = 32;
@@ -51,7 +53,7 @@ pub struct Options {
 
 /// One fibre instance driven by command lines.
 pub struct Cli {
-    pub fib: Fib,
+    pub fib: online::Backend,
     pub opts: Options,
     /// Output not yet written to stdout.
     pub out: Vec<u8>,
@@ -75,9 +77,9 @@ pub struct Cli {
 }
 
 impl Cli {
-    pub fn new(fib: Fib, opts: Options) -> Cli {
+    pub fn new(fib: impl Into<online::Backend>, opts: Options) -> Cli {
         Cli {
-            fib,
+            fib: fib.into(),
             opts,
             out: Vec::new(),
             err: Vec::new(),

@@ -10,7 +10,7 @@
 //! - The map is ordered as the IPv4 dump is (address ascending, longer prefix first), so a
 //!   sorted bulk load appends near the previous key and the IPv4 dump is a plain walk.
 //! - Every mutation goes through `entries_mut`/`iter_mut`, which record the key as dirty;
-//!   `Fib` recomputes the dirty keys' compiled winners (`set_winner`) before it returns, so
+//!   `Fib` recomputes the dirty keys' compiled winners (`commit`) before it returns; `update` changes and recompiles one key in one probe, so
 //!   `fast` always reflects `map` when a reader looks.
 //!
 //! Interface: [`Table::lpm`] walks the matching keys longest first (one ordered-map probe per
@@ -117,16 +117,67 @@ pub(crate) struct Table {
     map: BTreeMap<Key, Slot>,
     len_count: [u32; 129],
     lens: Vec<u8>,
+    compiled: Compiled,
+    dirty: Vec<Key>,
+    all_dirty: bool,
+}
+
+/// The compiled side of a table.
+#[derive(Debug)]
+struct Compiled {
     fast: Fast,
     /// What each compiled value stands for: the key and the entry a plain flow stops at.
     winners: Vec<(Key, Entry)>,
     free_winners: Vec<u32>,
-    dirty: Vec<Key>,
-    all_dirty: bool,
     /// Entries the compiled answers skip: IPv4 entries with a tos (a flow with a tos must
     /// take the slow walk while there are any), IPv6 entries with a source prefix (every flow
     /// must, while there are any).
-    pub special_entries: u32,
+    special_entries: u32,
+}
+
+impl Compiled {
+    /// Records what `key` (whose slot is `slot`) compiles to.
+    fn apply(&mut self, key: Key, slot: &mut Slot, w: Option<Entry>, special: u32) {
+        self.special_entries = self.special_entries - slot.special + special;
+        slot.special = special;
+        match (w, slot.fast) {
+            (None, NO_SLOT) => {}
+            (None, i) => {
+                slot.fast = NO_SLOT;
+                self.drop(&key, i);
+            }
+            (Some(e), NO_SLOT) => {
+                let i = match self.free_winners.pop() {
+                    Some(i) => {
+                        self.winners[i as usize] = (key, e);
+                        i
+                    }
+                    None => {
+                        self.winners.push((key, e));
+                        (self.winners.len() - 1) as u32
+                    }
+                };
+                slot.fast = i;
+                // One value per prefix: far below fibre-lpm's MAX_VALUE.
+                let _ = match &mut self.fast {
+                    Fast::V4(l) => l.insert(key.addr as u32, key.len, i),
+                    Fast::V6(l) => l.insert(key.addr, key.len, i),
+                };
+            }
+            (Some(e), i) => self.winners[i as usize] = (key, e),
+        }
+    }
+
+    fn drop(&mut self, key: &Key, i: u32) {
+        if i == NO_SLOT {
+            return;
+        }
+        match &mut self.fast {
+            Fast::V4(l) => l.remove(key.addr as u32, key.len),
+            Fast::V6(l) => l.remove(key.addr, key.len),
+        };
+        self.free_winners.push(i);
+    }
 }
 
 impl Table {
@@ -143,12 +194,14 @@ impl Table {
             map: BTreeMap::new(),
             len_count: [0; 129],
             lens: Vec::new(),
-            fast,
-            winners: Vec::new(),
-            free_winners: Vec::new(),
+            compiled: Compiled {
+                fast,
+                winners: Vec::new(),
+                free_winners: Vec::new(),
+                special_entries: 0,
+            },
             dirty: Vec::new(),
             all_dirty: false,
-            special_entries: 0,
         }
     }
 
@@ -188,8 +241,8 @@ impl Table {
     pub fn prune(&mut self, key: &Key) {
         if self.map.get(key).is_some_and(|s| s.entries.is_empty()) {
             if let Some(s) = self.map.remove(key) {
-                self.special_entries -= s.special;
-                self.drop_winner(key, s.fast);
+                self.compiled.special_entries -= s.special;
+                self.compiled.drop(key, s.fast);
             }
             let l = key.len as usize;
             self.len_count[l] -= 1;
@@ -219,6 +272,12 @@ impl Table {
         self.all_dirty = true;
         self.dirty.clear();
         self.map.iter_mut().map(|(k, s)| (k, &mut s.entries))
+    }
+
+    /// Entries the compiled answers skip (see `Compiled::special_entries`).
+    #[inline]
+    pub fn special_entries(&self) -> u32 {
+        self.compiled.special_entries
     }
 
     /// Whether the compiled structure reflects every entry (no change since the last commit).
@@ -287,54 +346,49 @@ impl Table {
             return;
         };
         let (w, s) = winner(&slot.entries);
-        self.special_entries = self.special_entries - slot.special + s;
-        slot.special = s;
-        match (w, slot.fast) {
-            (None, NO_SLOT) => {}
-            (None, i) => {
-                slot.fast = NO_SLOT;
-                self.drop_winner(&key, i);
-            }
-            (Some(e), NO_SLOT) => {
-                let i = match self.free_winners.pop() {
-                    Some(i) => {
-                        self.winners[i as usize] = (key, e);
-                        i
-                    }
-                    None => {
-                        self.winners.push((key, e));
-                        (self.winners.len() - 1) as u32
-                    }
-                };
-                slot.fast = i;
-                // One value per prefix: far below fibre-lpm's MAX_VALUE.
-                let _ = match &mut self.fast {
-                    Fast::V4(l) => l.insert(key.addr as u32, key.len, i),
-                    Fast::V6(l) => l.insert(key.addr, key.len, i),
-                };
-            }
-            (Some(e), i) => self.winners[i as usize] = (key, e),
-        }
+        self.compiled.apply(key, slot, w, s);
     }
 
-    fn drop_winner(&mut self, key: &Key, i: u32) {
-        if i == NO_SLOT {
-            return;
+    /// Changes `key`'s entries with `change` (the list is created empty for a new key and
+    /// removed if left empty) and recompiles the key at once: one map probe in all.
+    pub fn update<R>(
+        &mut self,
+        key: Key,
+        change: impl FnOnce(&mut Entries) -> R,
+        winner: impl FnOnce(&[Entry]) -> (Option<Entry>, u32),
+    ) -> R {
+        let lc = &mut self.len_count;
+        let lens = &mut self.lens;
+        let slot = self.map.entry(key).or_insert_with(|| {
+            let l = key.len as usize;
+            lc[l] += 1;
+            if lc[l] == 1 {
+                let pos = lens.iter().position(|&x| x < key.len).unwrap_or(lens.len());
+                lens.insert(pos, key.len);
+            }
+            Slot {
+                entries: Entries::new(),
+                fast: NO_SLOT,
+                special: 0,
+            }
+        });
+        let r = change(&mut slot.entries);
+        if slot.entries.is_empty() {
+            self.prune(&key);
+        } else {
+            let (w, s) = winner(&slot.entries);
+            self.compiled.apply(key, slot, w, s);
         }
-        match &mut self.fast {
-            Fast::V4(l) => l.remove(key.addr as u32, key.len),
-            Fast::V6(l) => l.remove(key.addr, key.len),
-        };
-        self.free_winners.push(i);
+        r
     }
 
     /// The compiled answer for `addr`: the key and entry a plain flow's walk stops at.
     #[inline]
     pub fn fast_lookup(&self, addr: u128) -> Option<(Key, Entry)> {
-        let v = match &self.fast {
+        let v = match &self.compiled.fast {
             Fast::V4(l) => l.lookup(addr as u32),
             Fast::V6(l) => l.lookup(addr),
         }?;
-        self.winners.get(v as usize).copied()
+        self.compiled.winners.get(v as usize).copied()
     }
 }

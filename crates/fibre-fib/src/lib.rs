@@ -26,6 +26,7 @@ mod get;
 mod link;
 mod lookup;
 mod nexthop;
+mod notify;
 mod route;
 mod route4;
 mod route6;

@@ -46,7 +46,7 @@ pub(crate) struct LookupFlags {
 /// What a plain flow (tos 0, no oif, universe scope, no source) stops at in one key's
 /// entries: the entry compiled for the key (None: fall through to shorter prefixes), and how
 /// many entries the compiled answer cannot stand for.
-fn winner(
+pub(crate) fn winner(
     infos: &Infos,
     nhobjs: &NhObjs,
     family: Family,
@@ -117,7 +117,7 @@ impl Fib {
         t.is_clean()
             && flow.oif == 0
             && flow.scope == scope::UNIVERSE
-            && (t.special_entries == 0 || (!v6 && flow.tos == 0))
+            && (t.special_entries() == 0 || (!v6 && flow.tos == 0))
     }
 
     /// The table's answer through its compiled structure.

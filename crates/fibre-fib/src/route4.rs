@@ -488,50 +488,54 @@ impl Fib {
             crate::fibtable::Table::new(tb, 32, *seq)
         });
         let infos = &self.infos;
-        // One map probe: the key's list, created empty for a new prefix (pruned on failure).
-        let list = t.entries_mut(key);
+        let nhobjs = &self.nhobjs;
         let pr = |e: &Entry| infos.get(e.info).spec.priority;
-        let fa = list
-            .iter()
-            .position(|e| e.tos < tos || (e.tos == tos && pr(e) >= prio));
-        let mut outcome = Outcome::Insert(fa.unwrap_or(list.len()));
-        if let Some(i) = fa.filter(|&i| list[i].tos == tos && pr(&list[i]) == prio) {
-            let mut j = i;
-            let mut fa_match = None;
-            while j < list.len() && list[j].tos == tos && pr(&list[j]) == prio {
-                if list[j].info == new_id {
-                    fa_match = Some(j);
-                    break;
+        let decide = |list: &mut crate::fibtable::Entries| {
+            let fa = list
+                .iter()
+                .position(|e| e.tos < tos || (e.tos == tos && pr(e) >= prio));
+            let mut outcome = Outcome::Insert(fa.unwrap_or(list.len()));
+            if let Some(i) = fa.filter(|&i| list[i].tos == tos && pr(&list[i]) == prio) {
+                let mut j = i;
+                let mut fa_match = None;
+                while j < list.len() && list[j].tos == tos && pr(&list[j]) == prio {
+                    if list[j].info == new_id {
+                        fa_match = Some(j);
+                        break;
+                    }
+                    j += 1;
                 }
-                j += 1;
+                outcome = if flags.excl {
+                    Outcome::Fail(Errno::EEXIST)
+                } else if flags.replace {
+                    match fa_match {
+                        Some(m) if m == i => Outcome::Unchanged,
+                        Some(_) => Outcome::Fail(Errno::EEXIST),
+                        None => Outcome::Replace(i),
+                    }
+                } else if fa_match.is_some() {
+                    Outcome::Fail(Errno::EEXIST)
+                } else {
+                    Outcome::Insert(if flags.append { j } else { i })
+                };
             }
-            outcome = if flags.excl {
-                Outcome::Fail(Errno::EEXIST)
-            } else if flags.replace {
-                match fa_match {
-                    Some(m) if m == i => Outcome::Unchanged,
-                    Some(_) => Outcome::Fail(Errno::EEXIST),
-                    None => Outcome::Replace(i),
-                }
-            } else if fa_match.is_some() {
-                Outcome::Fail(Errno::EEXIST)
-            } else {
-                Outcome::Insert(if flags.append { j } else { i })
-            };
-        }
-        if matches!(outcome, Outcome::Insert(_)) && !flags.create {
-            outcome = Outcome::Fail(Errno::ENOENT);
-        }
-        let entry = Entry::new(tos, new_id, None);
-        let mut old = None;
-        match outcome {
-            Outcome::Insert(at) => list.insert(at, entry),
-            Outcome::Replace(at) => old = Some(std::mem::replace(&mut list[at], entry).info),
-            Outcome::Fail(_) | Outcome::Unchanged => {}
-        }
-        if list.is_empty() {
-            t.prune(&key);
-        }
+            if matches!(outcome, Outcome::Insert(_)) && !flags.create {
+                outcome = Outcome::Fail(Errno::ENOENT);
+            }
+            let entry = Entry::new(tos, new_id, None);
+            let mut old = None;
+            match outcome {
+                Outcome::Insert(at) => list.insert(at, entry),
+                Outcome::Replace(at) => old = Some(std::mem::replace(&mut list[at], entry).info),
+                Outcome::Fail(_) | Outcome::Unchanged => {}
+            }
+            (outcome, old)
+        };
+        // One map probe: the key's list (created empty for a new prefix, removed if left
+        // empty), changed and recompiled.
+        let (outcome, old) = t.update(key, decide, |es| {
+            crate::lookup::winner(infos, nhobjs, Family::Inet, es)
+        });
         match outcome {
             Outcome::Fail(e) => {
                 self.infos.drop_if_unused(new_id);

@@ -961,3 +961,50 @@ fn ipv6_source_routes_shadow_sourceless_ones() {
         Some(ip("2001:db8::3"))
     );
 }
+
+#[test]
+fn multipath_split_follows_weights() {
+    let (mut f, d0, d1) = two_links();
+    let mut r = rt("10.3.0.0/16", None, 0);
+    r.scope = scope::UNIVERSE;
+    r.multipath = vec![
+        NextHop {
+            gateway: Some(ip("10.0.0.2")),
+            hops: 2,
+            ..Default::default()
+        },
+        NextHop {
+            gateway: Some(ip("10.9.0.2")),
+            hops: 0,
+            ..Default::default()
+        },
+    ];
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let (mut a, mut b) = (0u32, 0u32);
+    let flows = 20_000u32;
+    for i in 0..flows {
+        let flow = Flow {
+            dst: (u32::from(std::net::Ipv4Addr::new(10, 3, 0, 0)) + (i % 65536)) as u128,
+            src: (0x0a00_0000u32 + i * 7919) as u128,
+            ..Flow::empty()
+        };
+        match f.lookup_output(Family::Inet, &flow).unwrap().oif {
+            o if o == d0 => a += 1,
+            o if o == d1 => b += 1,
+            o => panic!("next hop {o} is not one of the route's"),
+        }
+    }
+    // Weights 3:1 -> 75% within a few percent.
+    let share = a as f64 / (a + b) as f64;
+    assert!((share - 0.75).abs() < 0.03, "share {share}");
+    // A dead next hop takes no flows: d1 down marks it dead (kernel: `dead linkdown`).
+    set_up(&mut f, d1, false);
+    for i in 0..1000u32 {
+        let flow = Flow {
+            dst: 0x0a03_0000 + i as u128,
+            src: i as u128 * 31,
+            ..Flow::empty()
+        };
+        assert_eq!(f.lookup_output(Family::Inet, &flow).unwrap().oif, d0);
+    }
+}

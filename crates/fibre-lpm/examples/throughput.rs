@@ -11,8 +11,10 @@ mod rib;
 
 use std::hint::black_box;
 
+use fibre_lpm::sync::UpdateResult;
 use fibre_lpm::v4::Lpm4;
 use fibre_lpm::v6::Lpm6;
+use fibre_lpm::LpmError;
 use rib::Rng;
 
 /// Addresses per measured pass: far more than the caches hold, so each run sees cold lines.
@@ -89,13 +91,15 @@ fn report<A: Copy>(
     );
 }
 
+type Route<A> = (A, u8, u32);
+
 /// Builds the table in bulk and route by route, printing both rates (routes per CPU second).
 fn build<T, A: Copy>(
     name: &str,
-    routes: &[(A, u8, u32)],
-    bulk: fn(std::vec::IntoIter<(A, u8, u32)>) -> Result<T, fibre_lpm::LpmError>,
+    routes: &[Route<A>],
+    bulk: fn(std::vec::IntoIter<Route<A>>) -> Result<T, LpmError>,
     new: fn() -> T,
-    insert: fn(&mut T, A, u8, u32) -> Result<Option<u32>, fibre_lpm::LpmError>,
+    insert: fn(&mut T, A, u8, u32) -> UpdateResult,
 ) -> T {
     let input = routes.to_vec();
     let t = cpu_seconds();

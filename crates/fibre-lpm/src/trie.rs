@@ -2,14 +2,17 @@
 //! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
 //!
 //! # Shape
-//! - A direct-pointing array indexed by the top `D` bits of the address. An entry is either a
-//!   final value (bit 31 clear) or `NODE_FLAG | node index`.
+//! - A direct-pointing array indexed by the top `D` bits of the address. An entry is a final
+//!   value (bit 31 clear), a node (`NODE_FLAG | index`) or a leaf record (`NODE_FLAG | REC_FLAG
+//!   | size | line`).
 //! - Internal nodes each consume 6 more bits (64 slots). A node holds two bitmaps: `vector` marks
 //!   the slots that lead to a child node, `leafvec` marks the slots that start a run of equal
 //!   values among the remaining (leaf) slots. A node's children are contiguous in `nodes` from
 //!   `base1`, its distinct leaf runs contiguous in `leaves` from `base0`; a popcount of the bitmap
 //!   below the slot selects the child or the run. A lookup is one direct read, one node read per
 //!   6 bits below `D`, and one leaf read.
+//! - A childless node right below the direct array (every node of a 2026 IPv4 table) compiles
+//!   into its value or a line-aligned leaf record instead (see [`Line`]): one read fewer.
 //! - Values are leaf-pushed: every leaf holds the answer of the longest prefix covering it, so a
 //!   lookup never backtracks and its cost depends only on the depth of the trie where it ends.
 //!
@@ -18,14 +21,17 @@
 //! node's 6 bits (at most 126, sorted by their in-node code, i.e. by length then bits) and the
 //! node's default: the value of the longest route shorter than the node covering all of it.
 //! Routes no longer than `D` live in `short`, and `dlen` records for each direct entry the
-//! length (+1, 0 = none) of the short route that supplies its value.
+//! length (+1, 0 = none) of the short route that supplies its value; `dnode` names the node
+//! hanging from each direct entry whatever the entry compiled into.
 //! 1. A node exists iff some route longer than its depth lies below it; so the set of nodes and
 //!    every node's leaves are a function of the route set alone (canonical form: [`Shape`] does
 //!    not depend on the order of insertions and removals). Arena capacity and free lists do.
 //! 2. Every slot's compiled value equals the painting of the node's routes over its default, and
 //!    every child's default equals its parent's painted value at the child's slot.
 //! 3. An update repaints only the node the route lives in (or the direct entries it covers) and
-//!    pushes the new default down to exactly the children whose inherited value changed.
+//!    pushes the new default down to exactly the children whose inherited value changed. In
+//!    lazy mode (batches, the `sync` writer) updates only record routes and mark nodes; `flush`
+//!    then recompiles each marked node once, top-down, and lookups are valid again.
 //!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
@@ -51,6 +57,9 @@ const NO_NODE: u32 = u32::MAX;
 /// Bits consumed by one internal node: 6 gives 64 slots, one `u64` bitmap, one `popcnt`.
 pub(crate) const STRIDE: u32 = 6;
 const SLOTS: usize = 1 << STRIDE;
+/// Routes in a childless node from which an update patches its compiled leaves rather than
+/// repainting all its routes (below it, repainting is as cheap as the patch's searches).
+const PATCH_MIN_ROUTES: usize = 8;
 /// Lookups advanced together by `lookup_batch`: enough independent reads in flight to cover
 /// memory latency, few enough that lane state stays in registers and L1 (and one `u64` mask).
 pub(crate) const BATCH: usize = 32;
@@ -155,11 +164,11 @@ impl Node {
 }
 
 /// One cache line of a leaf record. A node right below the direct array that has no children
-/// compiles into a record instead of node + leaf block: its leaf bitmap (two words, low half
-/// first) followed by its leaves, starting on a line boundary. A lookup then reads the direct
-/// entry and one record line (two for nodes with more than 14 leaf runs, fetched together by
-/// batches) instead of three dependent lines. A node with a single leaf run compiles into its
-/// value, right in the direct entry.
+/// compiles into a record instead of node + leaf block: one *packed* line (its leaf bitmap, low
+/// half first, then up to 14 leaf runs) or, with more runs, a *flat* record of its 64 slot
+/// values in 4 lines. A lookup then reads the direct entry and exactly one record line, which
+/// the direct entry alone locates (batches prefetch it), instead of three dependent lines. A
+/// node with a single leaf run compiles into its value, right in the direct entry.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub(crate) struct Line(pub(crate) [u32; LINE_WORDS]);
@@ -377,12 +386,15 @@ impl<K: Key, const D: u32> Trie<K, D> {
     /// The leaf for `slot` in the record a direct entry `d` points to.
     #[inline(always)]
     fn record_leaf(&self, d: u32, slot: usize) -> u32 {
-        let line = (d & REC_LINE_MASK) as usize;
-        let head = &self.recs[line].0;
-        let leafvec = u64::from(head[0]) | u64::from(head[1]) << 32;
-        // Leaf i is word 2 + i; the run containing `slot` is popcount - 1.
-        let word = 1 + (leafvec & (u64::MAX >> (63 - slot))).count_ones() as usize;
-        self.recs[line + word / LINE_WORDS].0[word % LINE_WORDS]
+        let line = record_line(d, slot);
+        if d >> REC_LINES_SHIFT & 7 == 0 {
+            let head = &self.recs[line].0;
+            let leafvec = u64::from(head[0]) | u64::from(head[1]) << 32;
+            // Leaf i is word 2 + i; the run containing `slot` is popcount - 1.
+            head[1 + (leafvec & (u64::MAX >> (63 - slot))).count_ones() as usize]
+        } else {
+            self.recs[line].0[slot % LINE_WORDS]
+        }
     }
 
     /// Looks up `keys` into `out` (external values), in groups of [`BATCH`] lookups that advance
@@ -428,10 +440,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             if d & REC_FLAG != 0 {
                 at_rec |= 1 << i;
-                let line = (d & REC_LINE_MASK) as usize;
-                for l in 0..=(d >> REC_LINES_SHIFT & 7) as usize {
-                    crate::prefetch(recs.wrapping_add(line + l));
-                }
+                crate::prefetch(recs.wrapping_add(record_line(d, keys[i].chunk(D))));
             } else {
                 at_node |= 1 << i;
                 cur[i] = d & !NODE_FLAG;
@@ -672,7 +681,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
         };
         if old != Some(value) {
             match mode {
-                Mode::Compile => self.recompute(n),
+                Mode::Compile => self.recompute_route(n, code),
                 Mode::Lazy => self.ctl[n as usize].dirty = true,
                 Mode::Defer => {}
             }
@@ -733,7 +742,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             self.ctl[n as usize].dirty = true;
         } else {
-            self.recompute(n);
+            self.recompute_route(n, code);
         }
         // Prune nodes that no longer hold routes or children (invariant 1).
         loop {
@@ -954,13 +963,14 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 base0 = alloc(&mut self.leaves, &mut self.leaf_arena, count, MAX_LEAVES);
             }
         }
-        if in_record && count > 1 {
-            let first = base0 as usize;
-            self.recs[first].0[0] = leafvec as u32;
-            self.recs[first].0[1] = (leafvec >> 32) as u32;
-            for (i, &v) in runs.iter().enumerate() {
-                let word = 2 + i;
-                self.recs[first + word / LINE_WORDS].0[word % LINE_WORDS] = v;
+        if in_record && record_lines(count) == 1 {
+            let head = &mut self.recs[base0 as usize].0;
+            head[0] = leafvec as u32;
+            head[1] = (leafvec >> 32) as u32;
+            head[2..2 + count].copy_from_slice(runs);
+        } else if in_record && record_lines(count) == FLAT_LINES {
+            for (i, &v) in slots.iter().enumerate() {
+                self.recs[base0 as usize + i / LINE_WORDS].0[i % LINE_WORDS] = v;
             }
         } else if !in_record {
             self.leaves[base0 as usize..base0 as usize + count].copy_from_slice(runs);
@@ -988,6 +998,85 @@ impl<K: Key, const D: u32> Trie<K, D> {
         } else {
             release(&mut self.leaf_arena, node.base0, count);
         }
+    }
+
+    /// Restores invariant 2 for `n` after the route with in-node `code` was added, changed or
+    /// removed. A childless node with many routes is patched from its compiled leaves over the
+    /// route's slots only, instead of repainting every route (which made loading a dense node
+    /// quadratic in its routes).
+    fn recompute_route(&mut self, n: u32, code: u8) {
+        let node = self.nodes[n as usize];
+        if node.vector != 0 || self.ctl[n as usize].routes.len() < PATCH_MIN_ROUTES {
+            return self.recompute(n);
+        }
+        let mut slots = self.expand(n);
+        let ctl = &self.ctl[n as usize];
+        let routes = &ctl.routes;
+        let l = 7 - code.leading_zeros();
+        let bits = u32::from(code) ^ (1 << l);
+        let first = (bits << (STRIDE - l)) as usize;
+        // The longest route covering all of the range (the route itself, if present).
+        let base = (1..=l)
+            .rev()
+            .find_map(|l2| {
+                let c2 = ((1 << l2) | bits >> (l - l2)) as u8;
+                routes
+                    .binary_search_by_key(&c2, |r| r.0)
+                    .ok()
+                    .map(|i| routes[i].1)
+            })
+            .unwrap_or(ctl.default);
+        slots[first..first + (1 << (STRIDE - l))].fill(base);
+        // Longer routes inside the range, shortest first (codes of one length are contiguous).
+        for l2 in l + 1..=STRIDE {
+            let lo = (1u32 << l2) | bits << (l2 - l);
+            let hi = lo + (1 << (l2 - l));
+            let start = routes.partition_point(|r| u32::from(r.0) < lo);
+            for &(c2, v) in routes[start..].iter().take_while(|r| u32::from(r.0) < hi) {
+                let at = usize::from(c2 ^ (1 << l2)) << (STRIDE - l2);
+                slots[at..at + (1 << (STRIDE - l2))].fill(v);
+            }
+        }
+        self.write_leaves(n, &slots);
+    }
+
+    /// The slot values of a childless node, read back from its compiled leaves.
+    fn expand(&self, n: u32) -> [u32; SLOTS] {
+        let node = self.nodes[n as usize];
+        let ctl = &self.ctl[n as usize];
+        let count = node.leafvec.count_ones() as usize;
+        if ctl.in_record && record_lines(count) == FLAT_LINES {
+            let mut slots = [0u32; SLOTS];
+            for (i, v) in slots.iter_mut().enumerate() {
+                *v = self.recs[node.base0 as usize + i / LINE_WORDS].0[i % LINE_WORDS];
+            }
+            return slots;
+        }
+        let run = |i: usize| -> u32 {
+            if !ctl.in_record {
+                self.leaves[node.base0 as usize + i]
+            } else if count == 1 {
+                self.direct[ctl.slot as usize]
+            } else {
+                let word = 2 + i;
+                self.recs[node.base0 as usize + word / LINE_WORDS].0[word % LINE_WORDS]
+            }
+        };
+        let mut slots = [0u32; SLOTS];
+        let mut starts = node.leafvec;
+        let mut i = 0;
+        while starts != 0 {
+            let from = starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            let to = if starts == 0 {
+                SLOTS
+            } else {
+                starts.trailing_zeros() as usize
+            };
+            slots[from..to].fill(run(i));
+            i += 1;
+        }
+        slots
     }
 
     /// Restores invariant 2 for `n` and, recursively, for the children whose default changed.
@@ -1028,9 +1117,16 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 self.compile_subtree(n);
             }
         }
+        // The arrays grew by doubling; a bulk-built table starts with exact ones.
+        self.nodes.shrink_to_fit();
+        self.ctl.shrink_to_fit();
+        self.leaves.shrink_to_fit();
+        self.recs.shrink_to_fit();
     }
 
     fn compile_subtree(&mut self, n: u32) {
+        // Route lists grew by doubling while recorded; a bulk-built table keeps them exact.
+        self.ctl[n as usize].routes.shrink_to_fit();
         let slots = self.paint(n);
         self.write_leaves(n, &slots);
         let node = self.nodes[n as usize];
@@ -1046,13 +1142,31 @@ impl<K: Key, const D: u32> Trie<K, D> {
     }
 }
 
-/// Lines of a record holding `count` leaves (none for a single leaf: it lives in the direct
-/// entry itself).
+/// Leaf runs that fit in a one-line record beside their bitmap.
+const PACKED_RUNS: usize = LINE_WORDS - 2;
+/// Lines of a flat record: the 64 slot values themselves, 16 per line.
+const FLAT_LINES: usize = SLOTS / LINE_WORDS;
+
+/// Lines of a record holding `count` leaf runs: none for a single run (the value lives in the
+/// direct entry itself), one packed line (bitmap + runs) up to `PACKED_RUNS`, else a flat record
+/// of every slot's value. Either way a lookup reads exactly one record line, and the direct
+/// entry alone says which.
 fn record_lines(count: usize) -> usize {
-    if count <= 1 {
-        0
+    match count {
+        0 | 1 => 0,
+        2..=PACKED_RUNS => 1,
+        _ => FLAT_LINES,
+    }
+}
+
+/// The record line holding `slot` for a direct entry `d` that points to a record.
+#[inline(always)]
+fn record_line(d: u32, slot: usize) -> usize {
+    let line = (d & REC_LINE_MASK) as usize;
+    if d >> REC_LINES_SHIFT & 7 == 0 {
+        line
     } else {
-        (2 + count).div_ceil(LINE_WORDS)
+        line + slot / LINE_WORDS
     }
 }
 

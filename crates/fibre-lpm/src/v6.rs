@@ -6,7 +6,7 @@ use crate::{LpmError, Shape};
 
 /// Bits resolved by the direct-pointing array. Announced IPv6 space sits in 2000::/3, so the
 /// first 16 bits spread a table over 8192 used entries (256 KiB for the whole array).
-const DIRECT_BITS: u32 = 16;
+const DIRECT_BITS: u32 = 20;
 
 /// IPv6 prefix -> `u32` value index. Single-threaded; share it through [`crate::sync`].
 #[derive(Clone, Debug, Default)]

@@ -7,6 +7,9 @@ use fibre_lpm::v6::Lpm6;
 use fibre_lpm::{LpmError, MAX_VALUE, NO_ROUTE};
 use proptest::prelude::*;
 
+/// Proptest cases per property: fewer in debug builds, which run the naive model ~20x slower.
+const CASES: u32 = if cfg!(debug_assertions) { 64 } else { 256 };
+
 /// The naive model: exact routes in a map, longest match by scanning all of them.
 #[derive(Default, Clone)]
 struct Model<A> {
@@ -112,7 +115,7 @@ macro_rules! family {
             }
 
             proptest! {
-                #![proptest_config(ProptestConfig::with_cases(256))]
+                #![proptest_config(ProptestConfig::with_cases(CASES))]
 
                 #[test]
                 fn matches_model(ops in prop::collection::vec(op(), 1..120),

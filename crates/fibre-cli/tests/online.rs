@@ -1,0 +1,151 @@
+//! `fibre` online: the same command file run offline (in-process FIB) and against a fibred
+//! started by the test prints the same bytes, errors included.
+
+use fibred::{Config, Daemon};
+
+const COMMANDS: &str = "\
+link add eth0 type dummy
+link set eth0 up
+addr add 10.0.0.1/24 dev eth0
+addr add 2001:db8:1::1/64 dev eth0
+route add 10.1.0.0/16 via 10.0.0.2
+route append 10.1.0.0/16 via 10.0.0.3
+route add 10.2.0.0/16 nexthop via 10.0.0.2 weight 2 nexthop via 10.0.0.4
+-6 route add 2001:db8::/32 dev eth0 metric 10
+route add blackhole 10.9.0.0/16
+route add 10.1.0.0/16 via 10.0.0.3
+route add 10.5.0.0/16 via 192.0.2.1
+route
+-6 route
+route show table all
+route get 10.1.2.3
+route get 10.2.2.3 from 10.0.0.1
+addr
+link
+rule add from 1.2.3.4 lookup 100
+rule
+nexthop add id 1 via 10.0.0.9 dev eth0
+nexthop add id 2 group 1
+nexthop
+route add 10.3.0.0/16 nhid 2
+route get 10.3.0.1
+-j route
+address del 10.0.0.1/24 dev eth0
+route
+link del eth0
+route show table all
+link
+";
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let status = fibre_cli::batch::main_with(&args, &mut out, &mut err);
+    (
+        status,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+#[test]
+fn online_batch_prints_what_offline_prints() {
+    let dir = std::env::temp_dir().join(format!("fibre-online-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("commands");
+    std::fs::write(&file, COMMANDS).unwrap();
+    let socket = dir.join("fibred.sock");
+    let daemon = Daemon::start(Config {
+        socket: socket.clone(),
+        dgram: None,
+        state: None,
+    })
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let offline = run(&["-force", "-batch", f]);
+    let online = run(&["-n", socket.to_str().unwrap(), "-force", "-batch", f]);
+    assert_eq!(offline, online);
+    assert!(offline.1.contains("10.1.0.0/16"), "the batch did something");
+    // Single commands see the daemon's state from earlier invocations.
+    let s = socket.to_str().unwrap();
+    assert_eq!(
+        run(&["-n", s, "route", "add", "blackhole", "10.8.0.0/16"]).0,
+        0
+    );
+    let shown = run(&["-n", s, "route", "show", "10.8.0.0/16"]);
+    assert_eq!(shown.1, "blackhole 10.8.0.0/16 \n");
+    let dup = run(&["-n", s, "route", "add", "blackhole", "10.8.0.0/16"]);
+    assert_eq!(
+        (dup.0, dup.2.as_str()),
+        (2, "RTNETLINK answers: File exists\n")
+    );
+    daemon.stop();
+}
+
+#[test]
+fn a_named_socket_with_no_daemon_is_an_error() {
+    let (status, _, err) = run(&["-n", "/nonexistent/fibred.sock", "route"]);
+    assert_eq!(status, 1);
+    assert!(err.contains("cannot connect to fibred"), "{err}");
+}
+
+#[test]
+fn monitor_prints_changes_and_their_side_effects_like_ip_monitor() {
+    let dir = std::env::temp_dir().join(format!("fibre-monitor-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("fibred.sock");
+    let daemon = Daemon::start(Config {
+        socket: socket.clone(),
+        dgram: None,
+        state: None,
+    })
+    .unwrap();
+    let s = socket.to_str().unwrap().to_owned();
+    for cmd in [
+        &["link", "add", "v0", "type", "dummy"][..],
+        &["link", "set", "v0", "up"],
+    ] {
+        let mut a = vec!["-n", s.as_str()];
+        a.extend_from_slice(cmd);
+        assert_eq!(run(&a).0, 0);
+    }
+    let s2 = s.clone();
+    let monitor = std::thread::spawn(move || run(&["-n", &s2, "monitor", "all"]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for cmd in [
+        &["addr", "add", "10.0.0.1/24", "dev", "v0"][..],
+        &[
+            "route",
+            "add",
+            "10.2.0.0/16",
+            "dev",
+            "v0",
+            "src",
+            "10.0.0.1",
+        ],
+        &["addr", "del", "10.0.0.1/24", "dev", "v0"],
+    ] {
+        let mut a = vec!["-n", s.as_str()];
+        a.extend_from_slice(cmd);
+        assert_eq!(run(&a).0, 0);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    daemon.stop();
+    let (status, out, _) = monitor.join().unwrap();
+    assert_eq!(status, 0);
+    // What the kernel prints for the same commands (ip monitor all, iproute2 6.1), in the
+    // kernel's grouping: the address, then the routes it brings or takes away.
+    for line in [
+        "[ADDR]2: v0    inet 10.0.0.1/24 scope global v0",
+        "[ROUTE]10.0.0.0/24 dev v0 proto kernel scope link src 10.0.0.1 ",
+        "[ROUTE]local 10.0.0.1 dev v0 table local proto kernel scope host src 10.0.0.1 ",
+        "[ROUTE]10.2.0.0/16 dev v0 scope link src 10.0.0.1 ",
+        "[ADDR]Deleted 2: v0    inet 10.0.0.1/24 scope global v0",
+        "[ROUTE]Deleted 10.2.0.0/16 dev v0 scope link src 10.0.0.1 ",
+        "[ROUTE]Deleted local 10.0.0.1 dev v0 table local proto kernel scope host src 10.0.0.1 ",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+}

@@ -1,0 +1,43 @@
+//! A minimal netlink-over-Unix-socket client (SOCK_SEQPACKET): what the tests, the benchmarks
+//! and simple tools need to talk to fibred without the ring. One datagram per call.
+
+use crate::sys;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+pub struct SocketClient {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+}
+
+impl SocketClient {
+    pub fn connect(path: &Path) -> io::Result<SocketClient> {
+        Ok(SocketClient {
+            fd: sys::seqpacket_connect(path)?,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Sends one datagram (one or more netlink messages).
+    pub fn send(&mut self, datagram: &[u8]) -> io::Result<()> {
+        sys::send(self.fd.as_fd(), datagram, 0).map(|_| ())
+    }
+
+    /// Receives one datagram, waiting for it; an empty slice means the daemon closed.
+    pub fn recv(&mut self) -> io::Result<&[u8]> {
+        let len = sys::next_len(self.fd.as_fd(), 0)?;
+        self.buf.resize(len, 0);
+        let n = sys::recv(self.fd.as_fd(), &mut self.buf, 0)?;
+        Ok(&self.buf[..n])
+    }
+
+    /// Receives one datagram if one arrives within `timeout_ms`.
+    pub fn recv_timeout(&mut self, timeout_ms: i32) -> io::Result<Option<&[u8]>> {
+        let mut fds = [sys::pollfd(self.fd.as_fd(), libc::POLLIN)];
+        if sys::poll(&mut fds, timeout_ms)? == 0 {
+            return Ok(None);
+        }
+        self.recv().map(Some)
+    }
+}

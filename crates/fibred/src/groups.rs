@@ -1,0 +1,61 @@
+//! rtnetlink multicast groups (RTNLGRP_*) fibre sends notifications to, and the bitmask a
+//! client's membership is kept in (bit `g - 1` for group `g`, which for groups 1..=32 is the
+//! legacy `nl_groups` bitmask of bind(2)).
+
+pub const LINK: u32 = 1;
+pub const NEIGH: u32 = 3;
+pub const IPV4_IFADDR: u32 = 5;
+pub const IPV4_ROUTE: u32 = 7;
+pub const IPV4_RULE: u32 = 8;
+pub const IPV6_IFADDR: u32 = 9;
+pub const IPV6_ROUTE: u32 = 11;
+pub const IPV6_RULE: u32 = 19;
+pub const NEXTHOP: u32 = 32;
+/// Highest group number a membership can name.
+pub const MAX: u32 = 64;
+
+pub fn bit(group: u32) -> u64 {
+    1u64 << (group - 1)
+}
+
+pub fn has(mask: u64, group: u32) -> bool {
+    mask & bit(group) != 0
+}
+
+/// The groups `ip monitor OBJECT` joins, by object name (`all` for every one).
+pub fn for_object(name: &str) -> Option<&'static [u32]> {
+    Some(match name {
+        "link" => &[LINK],
+        "address" => &[IPV4_IFADDR, IPV6_IFADDR],
+        "route" => &[IPV4_ROUTE, IPV6_ROUTE],
+        "rule" => &[IPV4_RULE, IPV6_RULE],
+        "nexthop" => &[NEXTHOP],
+        "neigh" => &[NEIGH],
+        "all" => &[
+            LINK,
+            NEIGH,
+            IPV4_IFADDR,
+            IPV6_IFADDR,
+            IPV4_ROUTE,
+            IPV6_ROUTE,
+            IPV4_RULE,
+            IPV6_RULE,
+            NEXTHOP,
+        ],
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_up_to_32_are_the_legacy_bitmask() {
+        // RTMGRP_IPV4_ROUTE is 0x40, RTMGRP_LINK 1.
+        assert_eq!(bit(IPV4_ROUTE), 0x40);
+        assert_eq!(bit(LINK), 1);
+        assert!(has(0x40, IPV4_ROUTE));
+        assert!(!has(0x40, IPV6_ROUTE));
+    }
+}

@@ -1,0 +1,22 @@
+//! fibred, fibre's daemon: the routing state of one fibre instance, served over rtnetlink.
+//!
+//! - [`engine`]: requests in, answers and notifications out; owns the FIB; no I/O.
+//! - [`server`]: the threads -- one writer owning the engine, one per client connection
+//!   (netlink datagrams over AF_UNIX SOCK_SEQPACKET, or the shared-memory ring of fibre-ring
+//!   when the connection starts with its setup request), one for AF_UNIX SOCK_DGRAM.
+//! - [`groups`]: rtnetlink multicast groups and the membership request that stands in for
+//!   NETLINK_ADD_MEMBERSHIP on a Unix socket ([`engine::FIBRE_MEMBERSHIP`]).
+//! - [`log`]: leveled key=value logs on stderr.
+//!
+//! Who may call what: only the writer thread calls [`engine::Engine`]; everything else talks
+//! to it through the server's job queue.
+
+pub mod client;
+pub mod engine;
+pub mod groups;
+pub mod log;
+pub mod server;
+mod sys;
+
+pub use engine::Engine;
+pub use server::{default_socket, Config, Daemon};

@@ -1,0 +1,843 @@
+//! The daemon's threads: one writer owning the [`Engine`], one thread per connected client,
+//! one for the datagram socket, and the acceptor.
+//!
+//! ```text
+//!  client threads --Job--> writer (Engine) --replies--> the requesting client's thread
+//!                                          --notes----> every member's bounded note queue
+//! ```
+//!
+//! - The writer is the only thread that touches the routing state; requests are applied in the
+//!   order the writer receives them, and each client's requests in the order it sent them.
+//! - A client thread submits a batch of the datagrams it has read and waits for their answers
+//!   before reading more, so the daemon holds at most one batch of answers per client. Dumps
+//!   are snapshots encoded a datagram (or ring frame) at a time while the client reads.
+//! - Notifications go into a per-client queue bounded by [`NOTE_QUEUE_BYTES`]; when it is full
+//!   further notifications are dropped and the client gets one NLMSG_ERROR with -ENOBUFS and
+//!   sequence 0 once there is room, as the kernel reports ENOBUFS from recvmsg for an
+//!   overflowing socket. A slow or vanished reader thus costs bounded memory.
+//! - Connections on the SOCK_SEQPACKET path that start with the ring's setup request become
+//!   ring sessions (fibre-ring); every other connection speaks netlink datagrams directly.
+//! - Shutdown: one eventfd, never drained, that every poll watches.
+
+use crate::engine::{ClientCtx, DumpStream, Engine, Outcome, Reply};
+use crate::log::Level;
+use crate::sys::{self, EventFd, UnixAddr};
+use fibre_ring::server::{Limits, Session};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bytes of notifications held for one client that is not reading; the kernel's default
+/// receive buffer (net.core.rmem_default) is 208 KiB, and this is of that order.
+pub const NOTE_QUEUE_BYTES: usize = 256 << 10;
+/// Largest datagram of answers on the sockets. The kernel fills dump datagrams up to about a
+/// page or 32 KiB; iproute2 and pyroute2 read 32 KiB at a time.
+const DATAGRAM_BYTES: usize = 32 << 10;
+/// Datagrams (or ring frames) a client thread hands the writer at once: enough to amortise
+/// the hand-off across a stream of requests, few enough that answers stay small.
+const BATCH_DATAGRAMS: usize = 64;
+/// Depth of the writer's queue of jobs; a full queue makes client threads wait.
+const JOB_QUEUE: usize = 256;
+/// The state file is written once changes have stopped for this long...
+const SAVE_DEBOUNCE: Duration = Duration::from_secs(1);
+/// ...or at the latest this long after the first unsaved change, under constant churn.
+const SAVE_MAX_DELAY: Duration = Duration::from_secs(10);
+/// How long the datagram socket keeps trying to hand a dump datagram to a client whose queue
+/// is full before it gives up on that dump.
+const DGRAM_SEND_PATIENCE: Duration = Duration::from_secs(1);
+
+/// What to serve and where.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The SOCK_SEQPACKET socket (netlink datagrams and the ring).
+    pub socket: PathBuf,
+    /// The SOCK_DGRAM socket; `None` serves none.
+    pub dgram: Option<PathBuf>,
+    /// Where the configuration is saved and restored.
+    pub state: Option<PathBuf>,
+}
+
+impl Config {
+    /// The datagram socket's path beside the sequenced-packet one: `X.sock` -> `X.dgram`.
+    pub fn dgram_beside(socket: &Path) -> PathBuf {
+        socket.with_extension("dgram")
+    }
+}
+
+/// Where fibred listens when nothing says otherwise: $FIBRE_SOCKET, else
+/// $XDG_RUNTIME_DIR/fibre/fibred.sock, else /run/fibre/fibred.sock.
+pub fn default_socket() -> PathBuf {
+    if let Some(p) = std::env::var_os("FIBRE_SOCKET").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|p| !p.is_empty())
+        .map(|d| PathBuf::from(d).join("fibre"))
+        .unwrap_or_else(|| PathBuf::from("/run/fibre"));
+    dir.join("fibred.sock")
+}
+
+struct NoteQueue {
+    msgs: VecDeque<Arc<[u8]>>,
+    bytes: usize,
+    overrun: bool,
+}
+
+/// One connected client as the writer sees it.
+struct Client {
+    port: u32,
+    groups: AtomicU64,
+    notes: Mutex<NoteQueue>,
+    wake: EventFd,
+}
+
+impl Client {
+    fn new(port: u32) -> io::Result<Client> {
+        Ok(Client {
+            port,
+            groups: AtomicU64::new(0),
+            notes: Mutex::new(NoteQueue {
+                msgs: VecDeque::new(),
+                bytes: 0,
+                overrun: false,
+            }),
+            wake: EventFd::new()?,
+        })
+    }
+
+    fn push_note(&self, msg: &Arc<[u8]>) {
+        let mut q = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        if q.bytes + msg.len() > NOTE_QUEUE_BYTES {
+            q.overrun = true;
+            return;
+        }
+        let was_empty = q.msgs.is_empty();
+        q.bytes += msg.len();
+        q.msgs.push_back(msg.clone());
+        drop(q);
+        if was_empty {
+            self.wake.signal();
+        }
+    }
+
+    /// Takes the queued notifications, and the ENOBUFS report if some were dropped.
+    fn take_notes(&self) -> Vec<Arc<[u8]>> {
+        let mut q = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<Arc<[u8]>> = q.msgs.drain(..).collect();
+        q.bytes = 0;
+        if q.overrun {
+            q.overrun = false;
+            out.push(enobufs(self.port).into());
+        }
+        out
+    }
+}
+
+/// NLMSG_ERROR -ENOBUFS with sequence 0: notifications were lost.
+fn enobufs(port: u32) -> Vec<u8> {
+    let header = [0u8; 16];
+    let e = fibre_netlink::convert::RequestError::from(fibre_fib::RtError::new(
+        fibre_fib::Errno::ENOBUFS,
+    ));
+    let mut m = fibre_netlink::convert::ack(&header, Err(&e), true, port);
+    m.header.sequence = 0;
+    m.to_bytes()
+}
+
+enum Job {
+    Register(Arc<Client>),
+    Requests {
+        client: Arc<Client>,
+        datagrams: Vec<Box<[u8]>>,
+        answer: mpsc::Sender<Vec<Reply>>,
+    },
+    Shutdown(mpsc::Sender<()>),
+}
+
+/// What client threads share.
+struct Shared {
+    jobs: mpsc::SyncSender<Job>,
+    shutdown: Arc<EventFd>,
+    next_port: AtomicU32,
+}
+
+impl Shared {
+    fn new_client(&self, pid: Option<u32>) -> io::Result<Arc<Client>> {
+        // The kernel's first netlink socket of a process gets the pid as port id; later ones
+        // get other numbers. Ports only stamp answers here, so a counter disambiguates.
+        let port = pid.unwrap_or_else(|| self.next_port.fetch_add(1, Ordering::Relaxed));
+        let c = Arc::new(Client::new(port)?);
+        self.jobs
+            .send(Job::Register(c.clone()))
+            .map_err(|_| io::Error::other("writer stopped"))?;
+        Ok(c)
+    }
+
+    /// Hands datagrams to the writer and waits for their answers.
+    fn submit(&self, client: &Arc<Client>, datagrams: Vec<Box<[u8]>>) -> io::Result<Vec<Reply>> {
+        let (tx, rx) = mpsc::channel();
+        self.jobs
+            .send(Job::Requests {
+                client: client.clone(),
+                datagrams,
+                answer: tx,
+            })
+            .map_err(|_| io::Error::other("writer stopped"))?;
+        rx.recv().map_err(|_| io::Error::other("writer stopped"))
+    }
+}
+
+/// The writer thread: applies jobs in order, fans out notifications, keeps the state file.
+fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>) {
+    let mut clients: Vec<Weak<Client>> = Vec::new();
+    let mut first_unsaved: Option<Instant> = None;
+    let mut last_change = Instant::now();
+    loop {
+        let job = match (first_unsaved, &state) {
+            (Some(first), Some(path)) => {
+                let due = (last_change + SAVE_DEBOUNCE).min(first + SAVE_MAX_DELAY);
+                match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                    Ok(j) => j,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        save_state(&engine, path);
+                        first_unsaved = None;
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            _ => match jobs.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+        };
+        match job {
+            Job::Register(c) => {
+                clients.retain(|w| w.strong_count() > 0);
+                clients.push(Arc::downgrade(&c));
+            }
+            Job::Requests {
+                client,
+                datagrams,
+                answer,
+            } => {
+                let others: u64 = clients
+                    .iter()
+                    .filter_map(Weak::upgrade)
+                    .filter(|c| !Arc::ptr_eq(c, &client))
+                    .fold(0, |m, c| m | c.groups.load(Ordering::Relaxed));
+                let mut ctx = ClientCtx {
+                    port: client.port,
+                    groups: client.groups.load(Ordering::Relaxed),
+                };
+                let mut out = Outcome::default();
+                for d in &datagrams {
+                    let listening = others | ctx.groups;
+                    engine.handle(d, &mut ctx, listening, &mut out);
+                }
+                client.groups.store(ctx.groups, Ordering::Relaxed);
+                // The client may have gone; its answers then go nowhere.
+                let _ = answer.send(std::mem::take(&mut out.replies));
+                if !out.notes.is_empty() {
+                    let live: Vec<Arc<Client>> = clients.iter().filter_map(Weak::upgrade).collect();
+                    for n in out.notes {
+                        let bytes: Arc<[u8]> = n.bytes.into();
+                        for c in live.iter().filter(|c| {
+                            crate::groups::has(c.groups.load(Ordering::Relaxed), n.group)
+                        }) {
+                            c.push_note(&bytes);
+                        }
+                    }
+                }
+                if out.changed {
+                    last_change = Instant::now();
+                    first_unsaved.get_or_insert(last_change);
+                }
+            }
+            Job::Shutdown(done) => {
+                if let Some(path) = &state {
+                    save_state(&engine, path);
+                }
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+}
+
+/// Writes the state file atomically: a temporary file beside it, synced, then renamed over it.
+fn save_state(engine: &Engine, path: &Path) {
+    let started = Instant::now();
+    let bytes = engine.save();
+    let tmp = path.with_extension("tmp");
+    let r = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    match r {
+        Ok(()) => crate::log!(
+            Level::Debug,
+            "state saved",
+            path = path.display(),
+            bytes = bytes.len(),
+            ms = started.elapsed().as_millis()
+        ),
+        Err(e) => crate::log!(
+            Level::Error,
+            "cannot save state",
+            path = path.display(),
+            error = e
+        ),
+    }
+}
+
+/// Restores a state file into `engine` (a missing file is an empty state).
+pub fn restore_state(engine: &mut Engine, path: &Path) -> io::Result<()> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let failed = engine.restore(&bytes);
+    let level = if failed == 0 {
+        Level::Info
+    } else {
+        Level::Warn
+    };
+    crate::log!(
+        level,
+        "state restored",
+        path = path.display(),
+        bytes = bytes.len(),
+        failed = failed
+    );
+    Ok(())
+}
+
+/// A running daemon.
+pub struct Daemon {
+    shutdown: Arc<EventFd>,
+    acceptor: Option<JoinHandle<()>>,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    /// Binds the sockets, restores the state and starts every thread.
+    pub fn start(config: Config) -> io::Result<Daemon> {
+        let mut engine = Engine::default();
+        if let Some(path) = &config.state {
+            restore_state(&mut engine, path)?;
+        }
+        prepare_path(&config.socket)?;
+        let listener = sys::seqpacket_listen(&config.socket)?;
+        let dgram = match &config.dgram {
+            Some(p) => {
+                prepare_path(p)?;
+                Some((sys::dgram_bind(p)?, p.clone()))
+            }
+            None => None,
+        };
+        let shutdown = Arc::new(EventFd::new()?);
+        let (jobs, rx) = mpsc::sync_channel(JOB_QUEUE);
+        let state = config.state.clone();
+        let writer = std::thread::Builder::new()
+            .name("fibred-writer".into())
+            .spawn(move || writer(engine, rx, state))?;
+        let shared = Arc::new(Shared {
+            jobs,
+            shutdown: shutdown.clone(),
+            next_port: AtomicU32::new(1 << 31),
+        });
+        if let Some((fd, path)) = dgram {
+            let sh = shared.clone();
+            std::thread::Builder::new()
+                .name("fibred-dgram".into())
+                .spawn(move || {
+                    if let Err(e) = serve_dgram(fd, &sh) {
+                        crate::log!(
+                            Level::Error,
+                            "datagram socket failed",
+                            path = path.display(),
+                            error = e
+                        );
+                    }
+                })?;
+        }
+        crate::log!(
+            Level::Info,
+            "listening",
+            socket = config.socket.display(),
+            dgram = config
+                .dgram
+                .as_deref()
+                .map_or("-".into(), |p| p.display().to_string())
+        );
+        let socket = config.socket.clone();
+        let cfg = config.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("fibred-accept".into())
+            .spawn(move || {
+                accept_loop(&listener, &shared);
+                let _ = std::fs::remove_file(&cfg.socket);
+                if let Some(p) = &cfg.dgram {
+                    let _ = std::fs::remove_file(p);
+                }
+                let (tx, rx) = mpsc::channel();
+                if shared.jobs.send(Job::Shutdown(tx)).is_ok() {
+                    let _ = rx.recv();
+                }
+                drop(shared);
+                let _ = writer.join();
+            })?;
+        Ok(Daemon {
+            shutdown,
+            acceptor: Some(acceptor),
+            socket,
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stops accepting, saves the state, removes the sockets and returns when that is done.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        self.shutdown.signal();
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+/// Creates the socket's directory, and removes a stale socket file (one nobody listens on).
+fn prepare_path(path: &Path) -> io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    if std::fs::symlink_metadata(path).is_ok() {
+        if sys::seqpacket_connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("{} is in use by a running daemon", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
+}
+
+fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
+    loop {
+        let mut fds = [
+            sys::pollfd(listener.as_fd(), libc::POLLIN),
+            sys::pollfd(shared.shutdown.fd(), libc::POLLIN),
+        ];
+        if let Err(e) = sys::poll(&mut fds, -1) {
+            crate::log!(Level::Error, "poll failed", error = e);
+            return;
+        }
+        if fds[1].revents != 0 {
+            return;
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        let sock = match sys::accept(listener.as_fd()) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::log!(Level::Warn, "accept failed", error = e);
+                continue;
+            }
+        };
+        let sh = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("fibred-client".into())
+            .spawn(move || {
+                let pid = sys::peer_pid(sock.as_fd()).ok();
+                match serve_connection(sock, &sh, pid) {
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        crate::log!(Level::Debug, "client left", pid = pid.unwrap_or(0))
+                    }
+                    Ok(()) => crate::log!(Level::Debug, "client left", pid = pid.unwrap_or(0)),
+                    Err(e) => crate::log!(
+                        Level::Info,
+                        "client dropped",
+                        pid = pid.unwrap_or(0),
+                        error = e
+                    ),
+                }
+            });
+        if let Err(e) = spawned {
+            crate::log!(Level::Warn, "cannot start a client thread", error = e);
+        }
+    }
+}
+
+/// Reads one whole datagram without blocking: `Ok(None)` when none is waiting; a hang-up is
+/// an error.
+fn try_recv(sock: &OwnedFd) -> io::Result<Option<Box<[u8]>>> {
+    let len = match sys::next_len(sock.as_fd(), libc::MSG_DONTWAIT) {
+        Ok(0) => {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "client closed",
+            ))
+        }
+        Ok(n) => n,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut buf = vec![0u8; len].into_boxed_slice();
+    let n = sys::recv(sock.as_fd(), &mut buf, libc::MSG_DONTWAIT)?;
+    if n < len {
+        return Ok(Some(buf[..n].into()));
+    }
+    Ok(Some(buf))
+}
+
+/// Waits for the first datagram, then serves the connection as a ring or as netlink.
+fn serve_connection(sock: OwnedFd, sh: &Shared, pid: Option<u32>) -> io::Result<()> {
+    sys::set_nonblocking(sock.as_fd())?;
+    let first = loop {
+        if let Some(d) = try_recv(&sock)? {
+            break d;
+        }
+        let mut fds = [
+            sys::pollfd(sock.as_fd(), libc::POLLIN | libc::POLLRDHUP),
+            sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
+        ];
+        sys::poll(&mut fds, -1)?;
+        if fds[1].revents != 0 {
+            return Ok(());
+        }
+    };
+    let client = sh.new_client(pid)?;
+    if fibre_ring::proto::is_setup_request(&first) {
+        let session = Session::accept(sock, &first, Limits::default())
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        crate::log!(
+            Level::Debug,
+            "ring client",
+            pid = pid.unwrap_or(0),
+            mapped = session.mapped_bytes()
+        );
+        return serve_ring(session, sh, &client);
+    }
+    crate::log!(Level::Debug, "socket client", pid = pid.unwrap_or(0));
+    serve_socket(sock, first, sh, &client)
+}
+
+/// Answers waiting to be written to one client, coalesced into datagrams of at most `limit`.
+struct Answers {
+    queue: VecDeque<Reply>,
+    limit: usize,
+}
+
+impl Answers {
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The next datagram: consecutive messages that fit together, or a dump's next piece.
+    fn next_datagram(&mut self, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        while let Some(front) = self.queue.front_mut() {
+            match front {
+                Reply::Message(m) => {
+                    if !out.is_empty() && out.len() + m.len() > self.limit {
+                        break;
+                    }
+                    out.extend_from_slice(m);
+                    while out.len() % 4 != 0 {
+                        out.push(0);
+                    }
+                    self.queue.pop_front();
+                }
+                Reply::Dump(d) => {
+                    if !out.is_empty() {
+                        break;
+                    }
+                    if !d.fill(out, self.limit) {
+                        self.queue.pop_front();
+                    }
+                    break;
+                }
+            }
+        }
+        !out.is_empty()
+    }
+}
+
+fn serve_socket(
+    sock: OwnedFd,
+    first: Box<[u8]>,
+    sh: &Shared,
+    client: &Arc<Client>,
+) -> io::Result<()> {
+    let mut answers = Answers {
+        queue: VecDeque::new(),
+        limit: DATAGRAM_BYTES,
+    };
+    let mut notes: VecDeque<Arc<[u8]>> = VecDeque::new();
+    let mut datagram = Vec::new();
+    // A datagram taken from `answers` that the socket had no room for yet.
+    let mut unsent = false;
+    let mut first = Some(first);
+    loop {
+        // Write what is waiting, notifications first once the answers are out.
+        let mut blocked = false;
+        loop {
+            if !unsent {
+                if answers.next_datagram(&mut datagram) {
+                    unsent = true;
+                } else if let Some(n) = notes.pop_front() {
+                    datagram.clear();
+                    datagram.extend_from_slice(&n);
+                    unsent = true;
+                } else {
+                    break;
+                }
+            }
+            match sys::send(sock.as_fd(), &datagram, libc::MSG_DONTWAIT) {
+                Ok(_) => unsent = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    blocked = true;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let idle = !unsent && answers.is_empty();
+        if idle && notes.is_empty() {
+            let taken = client.take_notes();
+            if !taken.is_empty() {
+                notes.extend(taken);
+                continue;
+            }
+        }
+        if idle {
+            let mut batch: Vec<Box<[u8]>> = first.take().into_iter().collect();
+            while batch.len() < BATCH_DATAGRAMS {
+                match try_recv(&sock)? {
+                    Some(d) => batch.push(d),
+                    None => break,
+                }
+            }
+            if !batch.is_empty() {
+                answers.queue.extend(sh.submit(client, batch)?);
+                continue;
+            }
+        }
+        let mut ev = libc::POLLRDHUP;
+        if idle {
+            ev |= libc::POLLIN;
+        }
+        if blocked {
+            ev |= libc::POLLOUT;
+        }
+        let mut fds = [
+            sys::pollfd(sock.as_fd(), ev),
+            sys::pollfd(client.wake.fd(), libc::POLLIN),
+            sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
+        ];
+        sys::poll(&mut fds, -1)?;
+        if fds[2].revents != 0 {
+            return Ok(());
+        }
+        if fds[1].revents != 0 {
+            client.wake.drain();
+        }
+        let r = fds[0].revents;
+        if r & (libc::POLLHUP | libc::POLLERR) != 0 && r & libc::POLLIN == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// A ring dump: the dumps of one batch, one after the other, a frame at a time.
+struct RingDump {
+    dumps: VecDeque<DumpStream>,
+    frame: usize,
+}
+
+impl fibre_ring::Dump for RingDump {
+    fn next_message(&mut self, out: &mut Vec<u8>) -> bool {
+        while let Some(d) = self.dumps.front_mut() {
+            let more = d.fill(out, self.frame);
+            if !more {
+                self.dumps.pop_front();
+            }
+            if !out.is_empty() {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<()> {
+    let disconnected = |e: fibre_ring::SessionError| match e {
+        fibre_ring::SessionError::Disconnected => Ok(()),
+        fibre_ring::SessionError::Io(e) => Err(e),
+    };
+    let mut buf = Vec::new();
+    loop {
+        let mut progressed = match s.pump() {
+            Ok(p) => p,
+            Err(e) => return disconnected(e),
+        };
+        if s.output_idle() {
+            for n in client.take_notes() {
+                // A full ring drops the notification, as a full socket buffer does.
+                let _ = s.responder().reply(&n);
+                progressed = true;
+            }
+            let mut batch: Vec<Box<[u8]>> = Vec::new();
+            while batch.len() < BATCH_DATAGRAMS {
+                match s.next_request() {
+                    Ok(Some(r)) => batch.push(r.bytes),
+                    Ok(None) => break,
+                    Err(e) => return disconnected(e),
+                }
+            }
+            if !batch.is_empty() {
+                progressed = true;
+                let replies = sh.submit(client, batch)?;
+                let mut out = s.responder();
+                let frame = out.frame_capacity();
+                let mut dumps = VecDeque::new();
+                buf.clear();
+                for r in replies {
+                    match r {
+                        Reply::Message(m) => {
+                            if !buf.is_empty() && buf.len() + m.len() > frame {
+                                // An overrun is the client's: it asked for more than it reads.
+                                let _ = out.reply(&buf);
+                                buf.clear();
+                            }
+                            buf.extend_from_slice(&m);
+                            while buf.len() % 4 != 0 {
+                                buf.push(0);
+                            }
+                        }
+                        Reply::Dump(d) => dumps.push_back(d),
+                    }
+                }
+                if !buf.is_empty() {
+                    let _ = out.reply(&buf);
+                }
+                if !dumps.is_empty() {
+                    // No dump is active: output was idle when the batch was taken.
+                    let _ = out.dump(Box::new(RingDump { dumps, frame }));
+                }
+            }
+        }
+        if !progressed && s.prepare_to_sleep() {
+            let ring = s.poll_fds();
+            let mut fds = [
+                ring[0],
+                ring[1],
+                sys::pollfd(client.wake.fd(), libc::POLLIN),
+                sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
+            ];
+            sys::poll(&mut fds, -1)?;
+            if fds[3].revents != 0 {
+                return Ok(());
+            }
+            if fds[2].revents != 0 {
+                client.wake.drain();
+            }
+            if let Err(e) = s.after_wake(&[fds[0], fds[1]]) {
+                return disconnected(e);
+            }
+        }
+    }
+}
+
+/// The datagram socket: each datagram is answered to its sender's address. Unbound senders
+/// cannot be answered and are skipped. Memberships are not kept for datagram senders (they
+/// have no connection to tie them to); subscribe over the sequenced-packet socket.
+fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
+    let client = sh.new_client(None)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut datagram = Vec::new();
+    loop {
+        let mut fds = [
+            sys::pollfd(fd.as_fd(), libc::POLLIN),
+            sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
+        ];
+        sys::poll(&mut fds, -1)?;
+        if fds[1].revents != 0 {
+            return Ok(());
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        let (n, from) = match sys::recv_from(fd.as_fd(), &mut buf) {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        if !from.is_named() {
+            crate::log!(Level::Debug, "datagram from an unbound socket ignored");
+            continue;
+        }
+        let req: Box<[u8]> = buf[..n.min(buf.len())].into();
+        let mut answers = Answers {
+            queue: sh.submit(&client, vec![req])?.into(),
+            limit: DATAGRAM_BYTES,
+        };
+        while answers.next_datagram(&mut datagram) {
+            if !send_patiently(&fd, &datagram, &from) {
+                crate::log!(
+                    Level::Info,
+                    "datagram client not reading; answer dropped",
+                    to = from.describe()
+                );
+                break;
+            }
+        }
+    }
+}
+
+fn send_patiently(fd: &OwnedFd, datagram: &[u8], to: &UnixAddr) -> bool {
+    let deadline = Instant::now() + DGRAM_SEND_PATIENCE;
+    loop {
+        match sys::send_to(fd.as_fd(), datagram, to, libc::MSG_DONTWAIT) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Blocks SIGTERM and SIGINT in this thread and the threads started after it.
+pub fn block_termination_signals() -> io::Result<()> {
+    sys::block_termination_signals()
+}
+
+/// Waits for SIGTERM or SIGINT; returns the signal number.
+pub fn wait_termination() -> i32 {
+    sys::wait_termination()
+}

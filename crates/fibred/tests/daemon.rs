@@ -1,0 +1,255 @@
+//! fibred end to end, in-process: requests over the socket and the ring, errors with extended
+//! ACK that leave the state unchanged, notifications, bounded queues, the state file.
+
+use fibre_fib::types::*;
+use fibre_netlink::convert::{self, Request};
+use fibre_netlink::message::types as mt;
+use fibre_netlink::{Messages, NetlinkMessage, Payload};
+use fibred::client::SocketClient;
+use fibred::engine::{membership_request, MEMBERSHIP_ADD};
+use fibred::{groups, Config, Daemon};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fibred-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn start(dir: &std::path::Path, state: Option<PathBuf>) -> Daemon {
+    let socket = dir.join("fibred.sock");
+    Daemon::start(Config {
+        dgram: Some(Config::dgram_beside(&socket)),
+        socket,
+        state,
+    })
+    .unwrap()
+}
+
+fn route(dst: &str, len: u8) -> Route {
+    let mut r = Route::new(
+        Family::Inet,
+        Prefix {
+            addr: dst.parse().unwrap(),
+            len,
+        },
+    );
+    r.rtype = RouteType::Blackhole;
+    r
+}
+
+/// Sends one request and collects every message answering `seq` up to the ACK, error or DONE.
+fn talk(c: &mut SocketClient, req: &[u8]) -> Vec<Vec<u8>> {
+    let seq = u32::from_ne_bytes(req[8..12].try_into().unwrap());
+    c.send(req).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let d = c.recv().unwrap().to_vec();
+        assert!(!d.is_empty(), "daemon closed");
+        for item in Messages::new(&d) {
+            let (off, m) = item.unwrap();
+            if m.header.sequence != seq {
+                continue;
+            }
+            out.push(d[off..off + m.header.length as usize].to_vec());
+            if matches!(m.payload, Payload::Error(_) | Payload::Done(_)) {
+                return out;
+            }
+        }
+    }
+}
+
+fn dump_routes(c: &mut SocketClient, seq: u32) -> Vec<Route> {
+    let req = convert::request_message(&Request::DumpRoutes(None), seq, 0).to_bytes();
+    talk(c, &req)
+        .iter()
+        .filter_map(|m| match NetlinkMessage::parse(m, 0).unwrap().0.payload {
+            Payload::Route(r) => Some(convert::route_from(&r).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn error_of(msg: &[u8]) -> (i32, Option<String>) {
+    match NetlinkMessage::parse(msg, 0).unwrap().0.payload {
+        Payload::Error(e) => (e.error, e.message().map(str::to_owned)),
+        other => panic!("not an error message: {other:?}"),
+    }
+}
+
+#[test]
+fn socket_requests_ack_dump_and_fail_without_changing_state() {
+    let dir = tempdir("socket");
+    let d = start(&dir, None);
+    let mut c = SocketClient::connect(d.socket()).unwrap();
+    let add_req = Request::NewRoute(route("10.1.0.0", 16), ReqFlags::ADD);
+    let add = convert::request_message(&add_req, 1, 0);
+    let ans = talk(&mut c, &add.to_bytes());
+    assert_eq!(error_of(ans.last().unwrap()).0, 0);
+    let before = dump_routes(&mut c, 2);
+    assert!(before.iter().any(|r| r.dst.len == 16));
+
+    // The same add again: EEXIST, and the state is unchanged.
+    let again = convert::request_message(&add_req, 3, 0);
+    assert_eq!(
+        error_of(talk(&mut c, &again.to_bytes()).last().unwrap()).0,
+        -17
+    );
+    // A malformed attribute: EINVAL with text and offset.
+    // An attribute header claiming more bytes than the message has.
+    let mut bad = again.to_bytes();
+    bad.extend_from_slice(&200u16.to_ne_bytes());
+    bad.extend_from_slice(&1u16.to_ne_bytes());
+    let n = bad.len() as u32;
+    bad[0..4].copy_from_slice(&n.to_ne_bytes());
+    bad[8..12].copy_from_slice(&4u32.to_ne_bytes());
+    let (code, text) = error_of(talk(&mut c, &bad).last().unwrap());
+    assert_eq!(code, -22);
+    assert!(text.is_some(), "malformed messages get extended-ACK text");
+    assert_eq!(dump_routes(&mut c, 5), before);
+    d.stop();
+    assert!(
+        !dir.join("fibred.sock").exists(),
+        "socket removed at shutdown"
+    );
+}
+
+#[test]
+fn ring_clients_are_served_and_notified() {
+    let dir = tempdir("ring");
+    let d = start(&dir, None);
+    // A monitor on the socket, joined to the IPv4 route group.
+    let mut mon = SocketClient::connect(d.socket()).unwrap();
+    let join = membership_request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 7);
+    assert_eq!(error_of(talk(&mut mon, &join).last().unwrap()).0, 0);
+
+    let mut ring =
+        fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).unwrap();
+    let reqs: Vec<Vec<u8>> = (0..100u32)
+        .map(|i| {
+            let r = route(&format!("10.{}.{}.0", i / 256, i % 256), 24);
+            convert::request_message(&Request::NewRoute(r, ReqFlags::ADD), i + 1, 0).to_bytes()
+        })
+        .collect();
+    let mut acks = 0;
+    ring.transact(reqs.iter().map(Vec::as_slice), |m| {
+        for item in Messages::new(m.bytes) {
+            let (_, msg) = item.unwrap();
+            if let Payload::Error(e) = msg.payload {
+                assert_eq!(e.error, 0);
+                acks += 1;
+            }
+        }
+        if acks == 100 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    let mut seen = 0;
+    while seen < 100 {
+        let d = mon
+            .recv_timeout(5000)
+            .unwrap()
+            .expect("notification")
+            .to_vec();
+        for item in Messages::new(&d) {
+            let (_, msg) = item.unwrap();
+            assert_eq!(msg.header.message_type, mt::RTM_NEWROUTE);
+            seen += 1;
+        }
+    }
+    d.stop();
+}
+
+#[test]
+fn a_monitor_that_never_reads_costs_bounded_memory_and_learns_of_the_loss() {
+    let dir = tempdir("slow");
+    let d = start(&dir, None);
+    let mut mon = SocketClient::connect(d.socket()).unwrap();
+    let join = membership_request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 7);
+    assert_eq!(error_of(talk(&mut mon, &join).last().unwrap()).0, 0);
+    let mut ring =
+        fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).unwrap();
+    // Far more notifications than the socket buffer and the bounded queue hold.
+    let n = 20_000u32;
+    let reqs: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let r = route(&format!("10.{}.{}.0", i / 256, i % 256), 24);
+            let req = Request::NewRoute(r, ReqFlags::ADD);
+            let mut m = convert::request_message(&req, i + 1, 0);
+            m.header.flags &= !fibre_netlink::message::flags::NLM_F_ACK;
+            if i == n - 1 {
+                m.header.flags |= fibre_netlink::message::flags::NLM_F_ACK;
+            }
+            m.to_bytes()
+        })
+        .collect();
+    ring.transact(reqs.iter().map(Vec::as_slice), |m| {
+        let done = Messages::new(m.bytes)
+            .filter_map(Result::ok)
+            .any(|(_, msg)| matches!(msg.payload, Payload::Error(_)));
+        if done {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    let mut notes = 0;
+    let mut enobufs = false;
+    while let Some(d) = mon.recv_timeout(500).unwrap() {
+        let d = d.to_vec();
+        for item in Messages::new(&d) {
+            let (_, msg) = item.unwrap();
+            match msg.payload {
+                Payload::Error(e) if e.error == -105 => enobufs = true,
+                _ => notes += 1,
+            }
+        }
+    }
+    assert!(enobufs, "the lost notifications are reported");
+    assert!(
+        notes < n as usize,
+        "notifications were dropped, not queued without bound"
+    );
+    d.stop();
+}
+
+#[test]
+fn state_file_survives_a_restart() {
+    let dir = tempdir("state");
+    let state = dir.join("state");
+    let d = start(&dir, Some(state.clone()));
+    let mut c = SocketClient::connect(d.socket()).unwrap();
+    for (i, req) in [
+        Request::NewLink(
+            Link {
+                ifname: Some("eth0".into()),
+                kind: Some(LinkKind::Dummy),
+                flags: 1,
+                change: 1,
+                ..Link::default()
+            },
+            ReqFlags::ADD,
+        ),
+        Request::NewRoute(route("10.7.0.0", 16), ReqFlags::ADD),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let m = convert::request_message(req, i as u32 + 1, 0).to_bytes();
+        assert_eq!(error_of(talk(&mut c, &m).last().unwrap()).0, 0);
+    }
+    let before = dump_routes(&mut c, 10);
+    drop(c);
+    d.stop();
+    assert!(state.exists());
+    let d = start(&dir, Some(state.clone()));
+    let mut c = SocketClient::connect(d.socket()).unwrap();
+    assert_eq!(dump_routes(&mut c, 1), before);
+    d.stop();
+}
