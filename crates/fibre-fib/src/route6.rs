@@ -140,6 +140,9 @@ impl Fib {
             let Some(obj) = self.nhobjs.get(id) else {
                 return Err(einval("Nexthop id does not exist"));
             };
+            if self.nhobjs.has_v4(obj) {
+                return Err(einval("IPv6 routes can not use an IPv4 nexthop"));
+            }
             nhs = self.nhobjs.route_nhs(obj);
         } else {
             let (oif, ld, gw) = self.nh6_init(r, h, tb, int)?;
@@ -437,7 +440,10 @@ impl Fib {
             found = fallback;
         }
         if flags.replace && found.is_none() && !flags.create {
-            return Err(RtError::new(Errno::ENOENT));
+            return Err(RtError::msg(
+                Errno::ENOENT,
+                "Can not replace route - no match found",
+            ));
         }
         let affects_gw = true;
         if let (false, Some(i)) = (flags.replace, sibling) {
@@ -505,7 +511,7 @@ impl Fib {
     pub(crate) fn route6_del(&mut self, r: &Route) -> Result<(), RtError> {
         let tb = if r.table == 0 { table::MAIN } else { r.table };
         if !self.t6.contains_key(&tb) {
-            return Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"));
+            return Err(RtError::new(Errno::ESRCH));
         }
         if !r.multipath.is_empty() {
             let mut last = Ok(());
