@@ -26,6 +26,7 @@ pub mod online;
 pub mod out;
 pub mod route;
 pub mod rule;
+pub mod save;
 
 use args::matches;
 pub use error::CmdError;
