@@ -917,8 +917,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
     fn write_leaves(&mut self, n: u32, slots: &[u32; SLOTS]) {
         let node = self.nodes[n as usize];
         let leafvec = if node.vector == 0 {
-            // All slots are leaves: a run starts wherever the value changes (vectorisable).
-            (1..SLOTS).fold(1u64, |m, i| m | u64::from(slots[i] != slots[i - 1]) << i)
+            run_starts(slots, 0..SLOTS)
         } else {
             let mut leafvec = 0u64;
             let mut prev = None;
@@ -930,6 +929,13 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             leafvec
         };
+        self.write_runs(n, slots, leafvec);
+    }
+
+    /// `write_leaves` for a known run bitmap `leafvec` of `slots`.
+    fn write_runs(&mut self, n: u32, slots: &[u32; SLOTS], leafvec: u64) {
+        let node = self.nodes[n as usize];
+        debug_assert!(node.vector != 0 || leafvec == run_starts(slots, 0..SLOTS));
         let mut runs = [0u32; SLOTS];
         let count = leafvec.count_ones() as usize;
         let mut starts = leafvec;
@@ -1037,7 +1043,12 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 slots[at..at + (1 << (STRIDE - l2))].fill(v);
             }
         }
-        self.write_leaves(n, &slots);
+        // Only run starts inside the range and right after it can change.
+        let last = (first + (1 << (STRIDE - l))).min(SLOTS - 1);
+        let changed = (u64::MAX >> (63 - last)) & !((1u64 << first) - 1);
+        let leafvec =
+            (self.nodes[n as usize].leafvec & !changed) | run_starts(&slots, first..last + 1);
+        self.write_runs(n, &slots, leafvec);
     }
 
     /// The slot values of a childless node, read back from its compiled leaves.
@@ -1140,6 +1151,14 @@ impl<K: Key, const D: u32> Trie<K, D> {
             vector &= vector - 1;
         }
     }
+}
+
+/// The run-start bits of a childless node's `slots` within `range`: slot 0 starts a run, and
+/// so does every slot whose value differs from the slot before it.
+fn run_starts(slots: &[u32; SLOTS], range: std::ops::Range<usize>) -> u64 {
+    range.fold(0, |m, s| {
+        m | u64::from(s == 0 || slots[s] != slots[s.saturating_sub(1)]) << s
+    })
 }
 
 /// Leaf runs that fit in a one-line record beside their bitmap.
