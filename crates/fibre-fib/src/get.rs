@@ -415,12 +415,12 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         };
         let input = q.iif.is_some();
-        let strict = d6.is_multicast()
-            || d6.is_loopback()
-            || d6.segments()[0] & 0xffc0 == 0xfe80
-            || (!input && flow.oif != 0 && flow.src == 0);
+        let need_strict =
+            d6.is_multicast() || d6.is_loopback() || d6.segments()[0] & 0xffc0 == 0xfe80;
+        let strict = need_strict || (!input && flow.oif != 0 && flow.src == 0);
         if input {
-            flow.oif = 0;
+            // ip6_pol_route_input looks up with the input device in the oif's place.
+            flow.oif = flow.iif;
         }
         let lf = LookupFlags { strict_oif: strict };
         let mut res = self
@@ -444,6 +444,8 @@ impl Fib {
         }
         let n = &info.spec.nhs[res.nh];
         let mut ans = self.answer(q, Family::Inet6);
+        // rt6_fill_node puts no RTA_MARK in the answer.
+        ans.mark = None;
         ans.src = Some(Prefix {
             addr: q.src.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
             len: 128,

@@ -877,8 +877,13 @@ impl Fib {
     /// RTM_NEWRULE.
     pub fn rule_new(&mut self, rule: &Rule, flags: ReqFlags) -> Result<(), RtError> {
         self.rules.add(rule, flags.excl)?;
-        if rule.family == Family::Inet {
-            self.custom_rules4 = true;
+        match rule.family {
+            Family::Inet => self.custom_rules4 = true,
+            // fib6_rule_configure makes the rule's table.
+            Family::Inet6 if rule.action == RuleAction::ToTbl && rule.table != 0 => {
+                self.table6_mut(rule.table);
+            }
+            Family::Inet6 => {}
         }
         self.route_changed(true);
         Ok(())
@@ -906,6 +911,19 @@ impl Fib {
                 // A goto whose target priority has no rule is "[unresolved]".
                 if r.action == RuleAction::Goto && !list.iter().any(|x| x.priority == r.goto) {
                     r.flags |= rule_flags::UNRESOLVED;
+                }
+                // A rule naming a link that does not exist is "[detached]".
+                if r.iifname
+                    .as_deref()
+                    .is_some_and(|n| self.links.index_of(n).is_none())
+                {
+                    r.flags |= rule_flags::IIF_DETACHED;
+                }
+                if r.oifname
+                    .as_deref()
+                    .is_some_and(|n| self.links.index_of(n).is_none())
+                {
+                    r.flags |= rule_flags::OIF_DETACHED;
                 }
                 out.push(r);
             }

@@ -103,6 +103,9 @@ impl Fib {
                 })
                 .collect()
         };
+        // ip6_route_info_create makes the table before validating the next hops, so even a
+        // failed add leaves it existing.
+        self.table6_mut(tb);
         // Build every sibling first: validation errors leave the table untouched.
         let mut built = Vec::with_capacity(hops.len());
         for h in &hops {
@@ -511,7 +514,7 @@ impl Fib {
     pub(crate) fn route6_del(&mut self, r: &Route) -> Result<(), RtError> {
         let tb = if r.table == 0 { table::MAIN } else { r.table };
         if !self.t6.contains_key(&tb) {
-            return Err(RtError::new(Errno::ESRCH));
+            return Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"));
         }
         if !r.multipath.is_empty() {
             let mut last = Ok(());
