@@ -163,6 +163,21 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
         };
         return crate::monitor::run(&path, &words[1..], &cli.opts, stdout, stderr);
     }
+    if words.len() >= 2 && matches(words[0], "route") && matches!(words[1], "save" | "restore") {
+        let r = if words[1] == "save" {
+            crate::save::save(&mut cli, &words[2..], stdout)
+        } else {
+            crate::save::restore(&mut cli, &mut std::io::stdin())
+        };
+        let _ = stdout.flush();
+        return match r {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = stderr.write_all(e.message().as_bytes());
+                e.status()
+            }
+        };
+    }
     if words.first() == Some(&"demo") {
         return crate::demo::run(&words[1..], stdout, stderr);
     }

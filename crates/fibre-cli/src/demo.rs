@@ -7,10 +7,11 @@
 //! the prefix-length distribution of the 2026 default-free zone (counts below); it never reads
 //! the real table.
 
-use crate::batch::run_line;
+use crate::batch::{self, run_line};
 use crate::{Cli, Options};
 use fibre_fib::{Family, Fib, RouteQuery};
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
@@ -258,38 +259,58 @@ fn show(cli: &mut Cli, line: &str, out: &mut dyn Write) {
     }
 }
 
-/// Loads `lines` route commands with progress; returns (loaded, failed, first error, seconds).
+/// Loads `chunks` of route commands as `fibre -force -batch` runs them, with progress between
+/// chunks; returns (loaded, failed, first error, seconds).
 fn load(
     cli: &mut Cli,
     what: &str,
-    lines: &[String],
+    chunks: &[String],
     out: &mut dyn Write,
 ) -> (usize, usize, Option<String>, f64) {
+    let total: usize = chunks.iter().map(|c| c.lines().count()).sum();
+    let force = cli.opts.force;
+    cli.opts.force = true;
     let t = Instant::now();
-    let (mut ok, mut failed, mut first) = (0, 0, None);
-    for (i, l) in lines.iter().enumerate() {
-        match run_line(cli, l) {
-            Ok(()) => ok += 1,
-            Err(e) => {
-                failed += 1;
-                if first.is_none() {
-                    first = Some(format!("{l}: {}", e.message().trim_end()));
-                }
-            }
+    let (mut done, mut failed, mut first) = (0, 0, None);
+    for chunk in chunks {
+        let (mut sink, mut errs) = (Vec::new(), Vec::new());
+        batch::run_text(cli, what, chunk, &mut sink, &mut errs);
+        let errs = String::from_utf8_lossy(&errs);
+        let n = errs
+            .lines()
+            .filter(|l| l.starts_with("Command failed "))
+            .count();
+        if n > 0 && first.is_none() {
+            first = errs.lines().next().map(str::to_string);
         }
-        if (i + 1) % PROGRESS_EVERY == 0 {
+        failed += n;
+        done += chunk.lines().count();
+        if done < total {
             say(
                 out,
                 &format!(
-                    "    {what}: {}/{} commands, {:.1} s\n",
-                    i + 1,
-                    lines.len(),
+                    "    {what}: {done}/{total} commands, {:.1} s\n",
                     t.elapsed().as_secs_f64()
                 ),
             );
         }
     }
-    (ok, failed, first, t.elapsed().as_secs_f64())
+    cli.opts.force = force;
+    (done - failed, failed, first, t.elapsed().as_secs_f64())
+}
+
+/// `route add` lines for `prefixes`, in chunks of [`PROGRESS_EVERY`] lines.
+fn chunks<T>(prefixes: &[T], line: impl Fn(&T, &mut String)) -> Vec<String> {
+    prefixes
+        .chunks(PROGRESS_EVERY)
+        .map(|part| {
+            let mut text = String::with_capacity(part.len() * 48);
+            for p in part {
+                line(p, &mut text);
+            }
+            text
+        })
+        .collect()
 }
 
 /// `fibre demo [--scale F]`: F (0 < F <= 1) shrinks the synthetic table, for quick runs.
@@ -345,28 +366,24 @@ pub fn run(words: &[&str], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let v6 = gen_v6(&mut rng, scale);
     let gw4 = ["via 203.0.113.1 dev wan0", "via 198.51.100.1 dev wan1"];
     let gw6 = ["via 2001:db8:a::1 dev wan0", "via 2001:db8:b::1 dev wan1"];
-    let lines4: Vec<String> = v4
-        .iter()
-        .map(|&(a, l)| {
-            format!(
-                "route add {}/{} {}",
-                Ipv4Addr::from(a),
-                l,
-                gw4[(a >> 8) as usize & 1]
-            )
-        })
-        .collect();
-    let lines6: Vec<String> = v6
-        .iter()
-        .map(|&(a, l)| {
-            format!(
-                "route add {}/{} {}",
-                Ipv6Addr::from(a),
-                l,
-                gw6[(a >> 80) as usize & 1]
-            )
-        })
-        .collect();
+    let text4 = chunks(&v4, |&(a, l), t| {
+        let _ = writeln!(
+            t,
+            "route add {}/{} {}",
+            Ipv4Addr::from(a),
+            l,
+            gw4[(a >> 8) as usize & 1]
+        );
+    });
+    let text6 = chunks(&v6, |&(a, l), t| {
+        let _ = writeln!(
+            t,
+            "route add {}/{} {}",
+            Ipv6Addr::from(a),
+            l,
+            gw6[(a >> 80) as usize & 1]
+        );
+    });
     say(
         out,
         &format!(
@@ -377,12 +394,12 @@ pub fn run(words: &[&str], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         ),
     );
     let mut total_ok = 0;
-    for (what, lines) in [("IPv4", &lines4), ("IPv6", &lines6)] {
-        let (ok, failed, first, secs) = load(&mut cli, what, lines, out);
+    for (what, text) in [("IPv4", &text4), ("IPv6", &text6)] {
+        let (ok, failed, first, secs) = load(&mut cli, what, text, out);
         total_ok += ok;
         say(
             out,
-            &format!("  {what}: {ok} routes loaded in {secs:.2} s ({} routes/s through the command parser)\n", rate(ok, secs)),
+            &format!("  {what}: {ok} routes loaded in {secs:.2} s ({} routes/s as `fibre -batch` lines)\n", rate(ok, secs)),
         );
         if failed > 0 {
             say(
@@ -394,8 +411,8 @@ pub fn run(words: &[&str], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             );
         }
     }
-    drop(lines4);
-    drop(lines6);
+    drop(text4);
+    drop(text6);
     let routes = cli.fib.routes(None);
     let (n4, n6) = routes.iter().fold((0, 0), |(a, b), r| match r.family {
         Family::Inet => (a + 1, b),

@@ -26,6 +26,7 @@ pub mod online;
 pub mod out;
 pub mod route;
 pub mod rule;
+pub mod save;
 
 use args::matches;
 pub use error::CmdError;
@@ -352,7 +353,7 @@ mod fuzz {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             (z ^ (z >> 31)) as usize
         };
-        let mut cli = Cli::new(Fib::default(), Options::default());
+        let mut cli = Cli::new(fibre_fib::Fib::default(), Options::default());
         let (mut ok, mut failed) = (0, 0);
         for i in 0..30_000 {
             let n = next() % 10;

@@ -73,7 +73,9 @@ pub(crate) struct Addr6 {
 /// ipv6_addr_src_scope's ranking: a larger value is a wider scope.
 pub(crate) fn v6_src_scope(a: &Ipv6Addr) -> u8 {
     let s = a.segments();
-    if a.is_loopback() {
+    if a.is_unspecified() {
+        0x0
+    } else if a.is_loopback() {
         0x1
     } else if a.is_multicast() {
         a.octets()[1] & 0x0f

@@ -292,18 +292,6 @@ impl Table {
         self.dirty.clear();
     }
 
-    /// Keys in the kernel's dump order. IPv4 (the LC-trie): the map order. IPv6 (the fib6
-    /// tree walked children before parent): by the last address covered, and for one last
-    /// address the longer prefix first.
-    pub fn dump_keys(&self) -> Vec<Key> {
-        let mut keys: Vec<Key> = self.map.keys().copied().collect();
-        if self.bits != 32 {
-            let bits = self.bits;
-            keys.sort_by(|a, b| a.last(bits).cmp(&b.last(bits)).then(b.len.cmp(&a.len)));
-        }
-        keys
-    }
-
     /// Removes every empty key (after a bulk `retain` over entries).
     pub fn prune_all(&mut self) {
         let empty: Vec<Key> = self

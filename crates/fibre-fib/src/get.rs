@@ -40,8 +40,9 @@ impl Flow {
 fn is_lbcast(a: u32) -> bool {
     a == u32::MAX
 }
+/// 0.0.0.0 only: since Linux 5.3 the rest of 0.0.0.0/8 is ordinary unicast.
 fn is_zeronet(a: u32) -> bool {
-    a >> 24 == 0
+    a == 0
 }
 fn is_multicast4(a: u32) -> bool {
     a >> 28 == 0xe
@@ -211,6 +212,7 @@ impl Fib {
             }
         };
         let info = self.infos.get(res.entry.info);
+        ans.table = self.reported_table4(res.table);
         if res.rtype == RouteType::Local {
             let saddr = if s != 0 {
                 s
@@ -232,7 +234,7 @@ impl Fib {
         self.select_multipath(&mut res, &flow);
         let dst = &info.nh[res.nh].dst;
         let n = &info.spec.nhs[res.nh];
-        ans.table = res.table;
+        ans.table = self.reported_table4(res.table);
         ans.tos = res.entry.tos;
         ans.nexthop.oif = n.oif;
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
@@ -261,6 +263,16 @@ impl Fib {
         }
         if oif == LOOPBACK_IFINDEX {
             ans.flags |= rtcf::LOCAL;
+        }
+    }
+
+    /// The table a `route get` answer names: until the first IPv4 rule is added the kernel
+    /// keeps table local merged into main (fib_unmerge), so local routes answer as main.
+    fn reported_table4(&self, t: u32) -> u32 {
+        if t == crate::types::table::LOCAL && !self.custom_rules4 {
+            crate::types::table::MAIN
+        } else {
+            t
         }
     }
 
@@ -327,7 +339,7 @@ impl Fib {
         if self.validate_source4(s, d, q.tos, n.oif, iif)? && n.oif == iif {
             ans.flags |= rtcf::DOREDIRECT;
         }
-        ans.table = res.table;
+        ans.table = self.reported_table4(res.table);
         ans.tos = res.entry.tos;
         ans.rtype = RouteType::Unicast;
         ans.nexthop.oif = n.oif;
@@ -403,28 +415,37 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         };
         let input = q.iif.is_some();
-        let strict = d6.is_multicast()
-            || d6.segments()[0] & 0xffc0 == 0xfe80
-            || (!input && flow.oif != 0 && flow.src == 0);
+        let need_strict =
+            d6.is_multicast() || d6.is_loopback() || d6.segments()[0] & 0xffc0 == 0xfe80;
+        let strict = need_strict || (!input && flow.oif != 0 && flow.src == 0);
         if input {
-            flow.oif = 0;
+            // ip6_pol_route_input looks up with the input device in the oif's place.
+            flow.oif = flow.iif;
         }
         let lf = LookupFlags { strict_oif: strict };
         let mut res = self
             .get_lookup(Family::Inet6, q, &flow, lf)
             .map_err(|e| err(e.errno()))?;
         let info = self.infos.get(res.entry.info);
+        self.select_multipath(&mut res, &flow);
         if q.fibmatch {
             let t = self.t6.get(&res.table).expect("result table exists");
             let e = t
                 .get(&res.key)
                 .and_then(|es| es.iter().find(|e| **e == res.entry))
                 .expect("result entry");
-            return Ok(self.entry_route(Family::Inet6, res.table, res.key, e));
+            let mut r = self.entry_route(Family::Inet6, res.table, res.key, e);
+            // The kernel answers with the chosen sibling, then the others in their circular
+            // list order.
+            if res.nh < r.multipath.len() {
+                r.multipath.rotate_left(res.nh);
+            }
+            return Ok(r);
         }
-        self.select_multipath(&mut res, &flow);
         let n = &info.spec.nhs[res.nh];
         let mut ans = self.answer(q, Family::Inet6);
+        // rt6_fill_node puts no RTA_MARK in the answer.
+        ans.mark = None;
         ans.src = Some(Prefix {
             addr: q.src.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
             len: 128,

@@ -504,8 +504,11 @@ impl Fib {
                     l.v4.iter()
                         .position(|x| x.local == new.local && x.prefixlen == new.prefixlen)
                 {
-                    if flags.excl || !flags.replace && flags.create {
-                        return Err(RtError::new(Errno::EEXIST));
+                    if flags.excl || !flags.replace {
+                        return Err(RtError::msg(
+                            Errno::EEXIST,
+                            "ipv4: Address already assigned",
+                        ));
                     }
                     // A replace updates lifetimes, flags and the metric in place.
                     let old = l.v4[pos].clone();
@@ -521,7 +524,12 @@ impl Fib {
                 }
                 let inserted = match addr::insert4(&mut l.v4, new) {
                     Ok(p) => l.v4[p].clone(),
-                    Err(AddrInsertError::Exists) => return Err(RtError::new(Errno::EEXIST)),
+                    Err(AddrInsertError::Exists) => {
+                        return Err(RtError::msg(
+                            Errno::EEXIST,
+                            "ipv4: Address already assigned",
+                        ))
+                    }
                     Err(AddrInsertError::ScopeMismatch) => {
                         return Err(RtError::msg(Errno::EINVAL, "ipv4: Invalid scope value"))
                     }
@@ -748,27 +756,57 @@ impl Fib {
                 continue;
             }
             for t in self.tables_in_order(f) {
-                for k in t.dump_keys() {
-                    let es = t.get(&k).expect("dump key exists");
-                    if f == Family::Inet6 {
-                        let mut v: Vec<&Entry> = es.iter().collect();
-                        // Source-specific routes live in the prefix's subtree, walked first.
-                        v.sort_by(|a, b| match (a.src(), b.src()) {
-                            (Some(x), Some(y)) => {
-                                x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
-                            }
-                            (Some(_), None) => std::cmp::Ordering::Less,
-                            (None, Some(_)) => std::cmp::Ordering::Greater,
-                            (None, None) => std::cmp::Ordering::Equal,
-                        });
-                        out.extend(v.into_iter().map(|e| self.entry_route(f, t.id, k, e)));
-                    } else {
-                        out.extend(es.iter().map(|e| self.entry_route(f, t.id, k, e)));
+                if f == Family::Inet {
+                    for (k, es) in t.iter() {
+                        out.extend(es.iter().map(|e| self.entry_route(f, t.id, *k, e)));
                     }
+                } else {
+                    self.dump6(t, &mut out);
                 }
             }
         }
         out
+    }
+
+    /// One IPv6 table in the fib6 walker's order: at each prefix node first its source
+    /// subtree (source-specific routes, themselves children before parents), then the more
+    /// specific prefixes, then the node's own routes (so source-less routes come after every
+    /// more specific prefix, and source-specific ones before them).
+    fn dump6(&self, t: &Table, out: &mut Vec<Route>) {
+        let f = Family::Inet6;
+        let mut keys: Vec<Key> = t.iter().map(|(k, _)| *k).collect();
+        keys.sort_by(|a, b| a.addr.cmp(&b.addr).then(a.len.cmp(&b.len)));
+        let own = |k: &Key, out: &mut Vec<Route>| {
+            if let Some(es) = t.get(k) {
+                out.extend(
+                    es.iter()
+                        .filter(|e| e.src().is_none())
+                        .map(|e| self.entry_route(f, t.id, *k, e)),
+                );
+            }
+        };
+        let mut open: Vec<Key> = Vec::new();
+        for k in keys {
+            while let Some(top) = open.last() {
+                if top.contains(k.addr, 128) && top.len <= k.len {
+                    break;
+                }
+                own(top, out);
+                open.pop();
+            }
+            if let Some(es) = t.get(&k) {
+                let mut s: Vec<&Entry> = es.iter().filter(|e| e.src().is_some()).collect();
+                s.sort_by(|a, b| {
+                    let (x, y) = (a.src().unwrap_or(k), b.src().unwrap_or(k));
+                    x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
+                });
+                out.extend(s.into_iter().map(|e| self.entry_route(f, t.id, k, e)));
+            }
+            open.push(k);
+        }
+        while let Some(top) = open.pop() {
+            own(&top, out);
+        }
     }
 
     /// A stored entry as RTM_NEWROUTE shows it (fib_dump_info / rt6_fill_node).
@@ -839,8 +877,13 @@ impl Fib {
     /// RTM_NEWRULE.
     pub fn rule_new(&mut self, rule: &Rule, flags: ReqFlags) -> Result<(), RtError> {
         self.rules.add(rule, flags.excl)?;
-        if rule.family == Family::Inet {
-            self.custom_rules4 = true;
+        match rule.family {
+            Family::Inet => self.custom_rules4 = true,
+            // fib6_rule_configure makes the rule's table.
+            Family::Inet6 if rule.action == RuleAction::ToTbl && rule.table != 0 => {
+                self.table6_mut(rule.table);
+            }
+            Family::Inet6 => {}
         }
         self.route_changed(true);
         Ok(())
@@ -868,6 +911,19 @@ impl Fib {
                 // A goto whose target priority has no rule is "[unresolved]".
                 if r.action == RuleAction::Goto && !list.iter().any(|x| x.priority == r.goto) {
                     r.flags |= rule_flags::UNRESOLVED;
+                }
+                // A rule naming a link that does not exist is "[detached]".
+                if r.iifname
+                    .as_deref()
+                    .is_some_and(|n| self.links.index_of(n).is_none())
+                {
+                    r.flags |= rule_flags::IIF_DETACHED;
+                }
+                if r.oifname
+                    .as_deref()
+                    .is_some_and(|n| self.links.index_of(n).is_none())
+                {
+                    r.flags |= rule_flags::OIF_DETACHED;
                 }
                 out.push(r);
             }

@@ -24,6 +24,24 @@ impl NhObjs {
         self.by_id.get(&id)
     }
 
+    /// nexthop_has_v4: the object (or a member of the group) is an IPv4 next hop.
+    pub fn has_v4(&self, obj: &NexthopObj) -> bool {
+        // A device-only next hop without a family is IPv4 (iproute2 sends AF_INET for it).
+        let v4 = |o: &NexthopObj| {
+            !o.blackhole
+                && o.family != Some(crate::types::Family::Inet6)
+                && !o.gateway.is_some_and(|g| g.is_ipv6())
+        };
+        if obj.group.is_empty() {
+            v4(obj)
+        } else {
+            obj.group
+                .iter()
+                .filter_map(|m| self.by_id.get(&m.id))
+                .any(v4)
+        }
+    }
+
     pub fn is_blackhole(&self, id: u32) -> bool {
         self.by_id.get(&id).is_some_and(|o| o.blackhole)
     }

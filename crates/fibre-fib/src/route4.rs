@@ -99,6 +99,12 @@ impl Fib {
             return Err(RtError::new(Errno::EINVAL));
         };
         let tb = if r.table == 0 { table::MAIN } else { r.table };
+        // inet_rtm_newroute makes the table before fib_table_insert validates anything else.
+        if !self.t4.contains_key(&tb) {
+            self.table_seq += 1;
+            self.t4
+                .insert(tb, crate::fibtable::Table::new(tb, 32, self.table_seq));
+        }
         // fib_valid_key_len
         if r.dst.len > 32 {
             return Err(einval("Invalid prefix length"));

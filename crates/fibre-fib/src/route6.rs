@@ -103,6 +103,9 @@ impl Fib {
                 })
                 .collect()
         };
+        // ip6_route_info_create makes the table before validating the next hops, so even a
+        // failed add leaves it existing.
+        self.table6_mut(tb);
         // Build every sibling first: validation errors leave the table untouched.
         let mut built = Vec::with_capacity(hops.len());
         for h in &hops {
@@ -140,6 +143,9 @@ impl Fib {
             let Some(obj) = self.nhobjs.get(id) else {
                 return Err(einval("Nexthop id does not exist"));
             };
+            if self.nhobjs.has_v4(obj) {
+                return Err(einval("IPv6 routes can not use an IPv4 nexthop"));
+            }
             nhs = self.nhobjs.route_nhs(obj);
         } else {
             let (oif, ld, gw) = self.nh6_init(r, h, tb, int)?;
@@ -437,7 +443,10 @@ impl Fib {
             found = fallback;
         }
         if flags.replace && found.is_none() && !flags.create {
-            return Err(RtError::new(Errno::ENOENT));
+            return Err(RtError::msg(
+                Errno::ENOENT,
+                "Can not replace route - no match found",
+            ));
         }
         let affects_gw = true;
         if let (false, Some(i)) = (flags.replace, sibling) {

@@ -411,19 +411,28 @@ impl Fib {
                 self.del_kernel_route6(dev, p, a.prefixlen, metric);
             }
         }
-        // rt6_remove_prefsrc: routes through `dev` forget the address as prefsrc.
-        let gone = Some(IpAddr::V6(a.addr));
+        self.remove_prefsrc6(a.addr);
+    }
+
+    /// fib6_remove_prefsrc: routes whose prefsrc was `addr` forget it when the address is
+    /// no longer valid for the route's device (a global address still on another link is).
+    pub(crate) fn remove_prefsrc6(&mut self, addr: Ipv6Addr) {
+        let gone = Some(IpAddr::V6(addr));
+        let valid: Vec<u32> = self
+            .links
+            .iter()
+            .map(|l| l.ifindex)
+            .filter(|&d| self.chk_addr6(IpAddr::V6(addr), Some(d)))
+            .collect();
         self.rewrite_infos(|s| {
-            if s.family == Family::Inet6
+            let dead = s.family == Family::Inet6
+                && s.nhid.is_none()
                 && s.prefsrc == gone
-                && s.nhs.first().is_some_and(|n| n.oif == dev)
-            {
-                let mut n = s.clone();
-                n.prefsrc = None;
-                Some(n)
-            } else {
-                None
-            }
+                && s.nhs.first().is_some_and(|n| !valid.contains(&n.oif));
+            dead.then(|| InfoSpec {
+                prefsrc: None,
+                ..s.clone()
+            })
         });
     }
 
@@ -507,19 +516,7 @@ impl Fib {
             .map(|l| std::mem::take(&mut l.v6))
             .unwrap_or_default();
         for a in &addrs {
-            let gone = Some(IpAddr::V6(a.addr));
-            self.rewrite_infos(|s| {
-                if s.family == Family::Inet6
-                    && s.prefsrc == gone
-                    && s.nhs.first().is_some_and(|n| n.oif == dev)
-                {
-                    let mut n = s.clone();
-                    n.prefsrc = None;
-                    Some(n)
-                } else {
-                    None
-                }
-            });
+            self.remove_prefsrc6(a.addr);
         }
         self.drop_nhs6(dev);
     }

@@ -164,11 +164,11 @@ impl Node {
 }
 
 /// One cache line of a leaf record. A node right below the direct array that has no children
-/// compiles into a record instead of node + leaf block: its leaf bitmap (two words, low half
-/// first) followed by its leaves, starting on a line boundary. A lookup then reads the direct
-/// entry and one record line (two for nodes with more than 14 leaf runs, fetched together by
-/// batches) instead of three dependent lines. A node with a single leaf run compiles into its
-/// value, right in the direct entry.
+/// compiles into a record instead of node + leaf block: one *packed* line (its leaf bitmap, low
+/// half first, then up to 14 leaf runs) or, with more runs, a *flat* record of its 64 slot
+/// values in 4 lines. A lookup then reads the direct entry and exactly one record line, which
+/// the direct entry alone locates (batches prefetch it), instead of three dependent lines. A
+/// node with a single leaf run compiles into its value, right in the direct entry.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub(crate) struct Line(pub(crate) [u32; LINE_WORDS]);
@@ -386,12 +386,15 @@ impl<K: Key, const D: u32> Trie<K, D> {
     /// The leaf for `slot` in the record a direct entry `d` points to.
     #[inline(always)]
     fn record_leaf(&self, d: u32, slot: usize) -> u32 {
-        let line = (d & REC_LINE_MASK) as usize;
-        let head = &self.recs[line].0;
-        let leafvec = u64::from(head[0]) | u64::from(head[1]) << 32;
-        // Leaf i is word 2 + i; the run containing `slot` is popcount - 1.
-        let word = 1 + (leafvec & (u64::MAX >> (63 - slot))).count_ones() as usize;
-        self.recs[line + word / LINE_WORDS].0[word % LINE_WORDS]
+        let line = record_line(d, slot);
+        if d >> REC_LINES_SHIFT & 7 == 0 {
+            let head = &self.recs[line].0;
+            let leafvec = u64::from(head[0]) | u64::from(head[1]) << 32;
+            // Leaf i is word 2 + i; the run containing `slot` is popcount - 1.
+            head[1 + (leafvec & (u64::MAX >> (63 - slot))).count_ones() as usize]
+        } else {
+            self.recs[line].0[slot % LINE_WORDS]
+        }
     }
 
     /// Looks up `keys` into `out` (external values), in groups of [`BATCH`] lookups that advance
@@ -437,10 +440,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             if d & REC_FLAG != 0 {
                 at_rec |= 1 << i;
-                let line = (d & REC_LINE_MASK) as usize;
-                for l in 0..=(d >> REC_LINES_SHIFT & 7) as usize {
-                    crate::prefetch(recs.wrapping_add(line + l));
-                }
+                crate::prefetch(recs.wrapping_add(record_line(d, keys[i].chunk(D))));
             } else {
                 at_node |= 1 << i;
                 cur[i] = d & !NODE_FLAG;
@@ -917,8 +917,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
     fn write_leaves(&mut self, n: u32, slots: &[u32; SLOTS]) {
         let node = self.nodes[n as usize];
         let leafvec = if node.vector == 0 {
-            // All slots are leaves: a run starts wherever the value changes (vectorisable).
-            (1..SLOTS).fold(1u64, |m, i| m | u64::from(slots[i] != slots[i - 1]) << i)
+            run_starts(slots, 0..SLOTS)
         } else {
             let mut leafvec = 0u64;
             let mut prev = None;
@@ -930,6 +929,13 @@ impl<K: Key, const D: u32> Trie<K, D> {
             }
             leafvec
         };
+        self.write_runs(n, slots, leafvec);
+    }
+
+    /// `write_leaves` for a known run bitmap `leafvec` of `slots`.
+    fn write_runs(&mut self, n: u32, slots: &[u32; SLOTS], leafvec: u64) {
+        let node = self.nodes[n as usize];
+        debug_assert!(node.vector != 0 || leafvec == run_starts(slots, 0..SLOTS));
         let mut runs = [0u32; SLOTS];
         let count = leafvec.count_ones() as usize;
         let mut starts = leafvec;
@@ -963,13 +969,14 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 base0 = alloc(&mut self.leaves, &mut self.leaf_arena, count, MAX_LEAVES);
             }
         }
-        if in_record && count > 1 {
-            let first = base0 as usize;
-            self.recs[first].0[0] = leafvec as u32;
-            self.recs[first].0[1] = (leafvec >> 32) as u32;
-            for (i, &v) in runs.iter().enumerate() {
-                let word = 2 + i;
-                self.recs[first + word / LINE_WORDS].0[word % LINE_WORDS] = v;
+        if in_record && record_lines(count) == 1 {
+            let head = &mut self.recs[base0 as usize].0;
+            head[0] = leafvec as u32;
+            head[1] = (leafvec >> 32) as u32;
+            head[2..2 + count].copy_from_slice(runs);
+        } else if in_record && record_lines(count) == FLAT_LINES {
+            for (i, &v) in slots.iter().enumerate() {
+                self.recs[base0 as usize + i / LINE_WORDS].0[i % LINE_WORDS] = v;
             }
         } else if !in_record {
             self.leaves[base0 as usize..base0 as usize + count].copy_from_slice(runs);
@@ -1036,7 +1043,12 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 slots[at..at + (1 << (STRIDE - l2))].fill(v);
             }
         }
-        self.write_leaves(n, &slots);
+        // Only run starts inside the range and right after it can change.
+        let last = (first + (1 << (STRIDE - l))).min(SLOTS - 1);
+        let changed = (u64::MAX >> (63 - last)) & !((1u64 << first) - 1);
+        let leafvec =
+            (self.nodes[n as usize].leafvec & !changed) | run_starts(&slots, first..last + 1);
+        self.write_runs(n, &slots, leafvec);
     }
 
     /// The slot values of a childless node, read back from its compiled leaves.
@@ -1044,6 +1056,13 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let node = self.nodes[n as usize];
         let ctl = &self.ctl[n as usize];
         let count = node.leafvec.count_ones() as usize;
+        if ctl.in_record && record_lines(count) == FLAT_LINES {
+            let mut slots = [0u32; SLOTS];
+            for (i, v) in slots.iter_mut().enumerate() {
+                *v = self.recs[node.base0 as usize + i / LINE_WORDS].0[i % LINE_WORDS];
+            }
+            return slots;
+        }
         let run = |i: usize| -> u32 {
             if !ctl.in_record {
                 self.leaves[node.base0 as usize + i]
@@ -1109,6 +1128,11 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 self.compile_subtree(n);
             }
         }
+        // The arrays grew by doubling; a bulk-built table starts with exact ones.
+        self.nodes.shrink_to_fit();
+        self.ctl.shrink_to_fit();
+        self.leaves.shrink_to_fit();
+        self.recs.shrink_to_fit();
     }
 
     fn compile_subtree(&mut self, n: u32) {
@@ -1129,13 +1153,39 @@ impl<K: Key, const D: u32> Trie<K, D> {
     }
 }
 
-/// Lines of a record holding `count` leaves (none for a single leaf: it lives in the direct
-/// entry itself).
+/// The run-start bits of a childless node's `slots` within `range`: slot 0 starts a run, and
+/// so does every slot whose value differs from the slot before it.
+fn run_starts(slots: &[u32; SLOTS], range: std::ops::Range<usize>) -> u64 {
+    range.fold(0, |m, s| {
+        m | u64::from(s == 0 || slots[s] != slots[s.saturating_sub(1)]) << s
+    })
+}
+
+/// Leaf runs that fit in a one-line record beside their bitmap.
+const PACKED_RUNS: usize = LINE_WORDS - 2;
+/// Lines of a flat record: the 64 slot values themselves, 16 per line.
+const FLAT_LINES: usize = SLOTS / LINE_WORDS;
+
+/// Lines of a record holding `count` leaf runs: none for a single run (the value lives in the
+/// direct entry itself), one packed line (bitmap + runs) up to `PACKED_RUNS`, else a flat record
+/// of every slot's value. Either way a lookup reads exactly one record line, and the direct
+/// entry alone says which.
 fn record_lines(count: usize) -> usize {
-    if count <= 1 {
-        0
+    match count {
+        0 | 1 => 0,
+        2..=PACKED_RUNS => 1,
+        _ => FLAT_LINES,
+    }
+}
+
+/// The record line holding `slot` for a direct entry `d` that points to a record.
+#[inline(always)]
+fn record_line(d: u32, slot: usize) -> usize {
+    let line = (d & REC_LINE_MASK) as usize;
+    if d >> REC_LINES_SHIFT & 7 == 0 {
+        line
     } else {
-        (2 + count).div_ceil(LINE_WORDS)
+        line + slot / LINE_WORDS
     }
 }
 

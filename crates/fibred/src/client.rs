@@ -41,3 +41,13 @@ impl SocketClient {
         self.recv().map(Some)
     }
 }
+
+impl SocketClient {
+    /// A second handle on the same connection, for a thread that only sends.
+    pub fn try_clone(&self) -> io::Result<SocketClient> {
+        Ok(SocketClient {
+            fd: self.fd.try_clone()?,
+            buf: Vec::new(),
+        })
+    }
+}

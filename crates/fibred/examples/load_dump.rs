@@ -1,0 +1,416 @@
+//! Table load and dump through fibred, over the socket and over the ring, beside the kernel.
+//!
+//! Run: `cargo run --release -p fibred --example load_dump [-- --no-kernel] [PATH]`
+//!
+//! 1. Load: the IPv4 table of ../shared/data/rib-2026-06.tsv.gz as RTM_NEWROUTE requests
+//!    (`route add P via GW`, 64 gateways chosen by origin AS % 64, NLM_F_ACK on every request,
+//!    as many requests per datagram as fit in 4 KiB, the ring's TX frame), into a fresh
+//!    in-process fibred, until every ACK is back and a `route get` of the last prefix answers
+//!    through it (every route then is visible to lookups, which the writer thread serves).
+//!    Socket: AF_UNIX SOCK_SEQPACKET, one thread sending, one reading. Ring: fibre-ring's
+//!    client with its default geometry. Kernel: `ip -batch` of the same routes into a network
+//!    namespace (root only; `--no-kernel` skips it).
+//! 2. Dump: an IPv4 RTM_GETROUTE dump of the loaded table read to NLMSG_DONE over the socket
+//!    and over the ring; the kernel's `ip -4 route save` of the same table into a file.
+//!
+//! Skips with a message when the data file is absent.
+
+use fibre_fib::types::*;
+use fibre_netlink::convert::{self, Request};
+use fibre_netlink::message::flags as nf;
+use fibre_netlink::{Messages, Payload};
+use fibred::client::SocketClient;
+use fibred::{Config, Daemon};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Gateways the routes are spread over (a realistic peer count).
+const PEERS: u32 = 64;
+/// Requests are packed into datagrams of at most this many bytes: the ring's TX frame.
+const DATAGRAM: usize = 4096;
+
+fn read_table(path: &str) -> Vec<(Ipv4Addr, u8, u32)> {
+    let mut child = Command::new("zcat")
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("zcat runs");
+    let out = child.stdout.take().expect("piped");
+    let mut v4 = Vec::new();
+    for line in BufReader::new(out).lines() {
+        let line = line.expect("readable");
+        let mut it = line.split('\t');
+        let (Some(p), Some(asn)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let Some((a, l)) = p.split_once('/') else {
+            continue;
+        };
+        let (Ok(IpAddr::V4(addr)), Ok(len)) = (a.parse::<IpAddr>(), l.parse::<u8>()) else {
+            continue;
+        };
+        v4.push((addr, len, asn.trim().parse::<u32>().unwrap_or(0) % PEERS));
+    }
+    let _ = child.wait();
+    v4
+}
+
+fn gateway(peer: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, 128, 0, 2 + peer as u8)
+}
+
+fn route_of(addr: Ipv4Addr, len: u8, peer: u32) -> Route {
+    let mut r = Route::new(
+        Family::Inet,
+        Prefix {
+            addr: IpAddr::V4(addr),
+            len,
+        },
+    );
+    r.nexthop.gateway = Some(IpAddr::V4(gateway(peer)));
+    r
+}
+
+/// Route requests packed into datagrams.
+fn datagrams(table: &[(Ipv4Addr, u8, u32)]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut cur = Vec::new();
+    for (i, (a, l, p)) in table.iter().enumerate() {
+        let req = Request::NewRoute(route_of(*a, *l, *p), ReqFlags::ADD);
+        let m = convert::request_message(&req, i as u32 + 1, 0).to_bytes();
+        if cur.len() + m.len() > DATAGRAM {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur.extend_from_slice(&m);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn start(dir: &Path, name: &str) -> Daemon {
+    let socket = dir.join(format!("{name}.sock"));
+    let d = Daemon::start(Config {
+        socket,
+        dgram: None,
+        state: None,
+    })
+    .expect("fibred starts");
+    // The link and address that make the 64 gateways reachable.
+    let mut c = SocketClient::connect(d.socket()).expect("connect");
+    let setup = [
+        Request::NewLink(
+            Link {
+                ifname: Some("d0".into()),
+                kind: Some(LinkKind::Dummy),
+                flags: 1,
+                change: 1,
+                ..Link::default()
+            },
+            ReqFlags::ADD,
+        ),
+        Request::NewAddr(
+            Address {
+                family: Family::Inet,
+                prefixlen: 16,
+                flags: 0,
+                scope: 0,
+                ifindex: 2,
+                local: Some("10.128.0.1".parse().unwrap()),
+                address: Some("10.128.0.1".parse().unwrap()),
+                broadcast: None,
+                label: None,
+                metric: None,
+                valid_lft: None,
+                preferred_lft: None,
+            },
+            ReqFlags::ADD,
+        ),
+    ];
+    for (i, r) in setup.iter().enumerate() {
+        c.send(&convert::request_message(r, i as u32 + 1, 0).to_bytes())
+            .unwrap();
+        let reply = c.recv().unwrap().to_vec();
+        assert_eq!(errors(&reply), (1, 0), "setup request {i} failed");
+    }
+    d
+}
+
+/// (ACKs and errors, errors) in a datagram of answers.
+fn errors(datagram: &[u8]) -> (usize, usize) {
+    let mut n = (0, 0);
+    for (_, m) in Messages::new(datagram).flatten() {
+        if let Payload::Error(e) = m.payload {
+            n.0 += 1;
+            if e.error != 0 {
+                n.1 += 1;
+            }
+        }
+    }
+    n
+}
+
+fn route_get_answers(d: &Daemon, last: &(Ipv4Addr, u8, u32)) {
+    let mut c = SocketClient::connect(d.socket()).unwrap();
+    let q = RouteQuery {
+        family: Family::Inet,
+        dst: IpAddr::V4(last.0),
+        src: None,
+        iif: None,
+        oif: None,
+        tos: 0,
+        mark: 0,
+        uid: None,
+        ipproto: None,
+        sport: None,
+        dport: None,
+        fibmatch: false,
+        table: None,
+    };
+    c.send(&convert::request_message(&Request::GetRoute(q), 1, 0).to_bytes())
+        .unwrap();
+    let reply = c.recv().unwrap().to_vec();
+    let ok = Messages::new(&reply)
+        .flatten()
+        .any(|(_, m)| matches!(m.payload, Payload::Route(_)));
+    assert!(ok, "the last route is visible to lookups");
+}
+
+fn load_socket(d: &Daemon, grams: &[Vec<u8>], n: usize) -> f64 {
+    let path = d.socket().to_path_buf();
+    let mut reader = SocketClient::connect(&path).unwrap();
+    let writer_fd = reader.try_clone().unwrap();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut w = writer_fd;
+            for g in grams {
+                w.send(g).unwrap();
+            }
+        });
+        let (mut acks, mut errs) = (0, 0);
+        while acks < n {
+            let (a, e) = errors(reader.recv().unwrap());
+            acks += a;
+            errs += e;
+        }
+        assert_eq!(errs, 0, "every route was accepted");
+    });
+    t.elapsed().as_secs_f64()
+}
+
+fn load_ring(d: &Daemon, grams: &[Vec<u8>], n: usize) -> f64 {
+    let mut c =
+        fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).expect("ring");
+    let t = Instant::now();
+    let (mut acks, mut errs) = (0, 0);
+    c.transact(grams.iter().map(Vec::as_slice), |m| {
+        let (a, e) = errors(m.bytes);
+        acks += a;
+        errs += e;
+        if acks >= n {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(errs, 0, "every route was accepted");
+    t.elapsed().as_secs_f64()
+}
+
+fn dump_request() -> Vec<u8> {
+    let mut m = convert::request_message(&Request::DumpRoutes(Some(Family::Inet)), 77, 0);
+    m.header.flags = nf::NLM_F_REQUEST | nf::NLM_F_DUMP;
+    m.to_bytes()
+}
+
+/// Counts the routes in a datagram and whether NLMSG_DONE ended it.
+fn count_routes(datagram: &[u8]) -> (usize, bool) {
+    let mut n = 0;
+    for (_, m) in Messages::new(datagram).flatten() {
+        match m.payload {
+            Payload::Route(_) => n += 1,
+            Payload::Done(_) => return (n, true),
+            _ => {}
+        }
+    }
+    (n, false)
+}
+
+fn dump_socket(d: &Daemon) -> (f64, usize) {
+    let mut c = SocketClient::connect(d.socket()).unwrap();
+    let t = Instant::now();
+    c.send(&dump_request()).unwrap();
+    let mut total = 0;
+    loop {
+        let (n, done) = count_routes(c.recv().unwrap());
+        total += n;
+        if done {
+            return (t.elapsed().as_secs_f64(), total);
+        }
+    }
+}
+
+fn dump_ring(d: &Daemon) -> (f64, usize) {
+    let mut c =
+        fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).expect("ring");
+    let req = dump_request();
+    let t = Instant::now();
+    let mut total = 0;
+    c.transact(std::iter::once(req.as_slice()), |m| {
+        let (n, done) = count_routes(m.bytes);
+        total += n;
+        if done {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    (t.elapsed().as_secs_f64(), total)
+}
+
+/// The kernel side in a network namespace: (ip -batch load s, ip route save s, routes saved).
+fn kernel(table: &[(Ipv4Addr, u8, u32)], dir: &Path) -> Option<(f64, f64, usize)> {
+    let ns = format!("fibre-daemon-bench-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        Command::new("ip")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !ip(&["netns", "add", &ns]) {
+        println!("kernel: skipped (cannot create a network namespace; run as root)");
+        return None;
+    }
+    let r = (|| {
+        let ok = ip(&[
+            "-n", &ns, "link", "add", "v0", "type", "veth", "peer", "name", "p0",
+        ]) && ip(&["-n", &ns, "link", "set", "p0", "up"])
+            && ip(&["-n", &ns, "link", "set", "v0", "up"])
+            && ip(&["-n", &ns, "addr", "add", "10.128.0.1/16", "dev", "v0"]);
+        if !ok {
+            println!("kernel: skipped (namespace setup failed)");
+            return None;
+        }
+        let batch: PathBuf = dir.join("kernel.batch");
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&batch).ok()?);
+        for (a, l, p) in table {
+            writeln!(f, "route add {a}/{l} via {}", gateway(*p)).ok()?;
+        }
+        f.flush().ok()?;
+        drop(f);
+        let t = Instant::now();
+        if !ip(&["-n", &ns, "-batch", batch.to_str()?]) {
+            println!("kernel: ip -batch failed");
+            return None;
+        }
+        let load = t.elapsed().as_secs_f64();
+        let saved = dir.join("kernel.save");
+        let t = Instant::now();
+        let out = std::fs::File::create(&saved).ok()?;
+        let ok = Command::new("ip")
+            .args(["-n", &ns, "-4", "route", "save", "table", "main"])
+            .stdout(out)
+            .status()
+            .ok()?
+            .success();
+        let save = t.elapsed().as_secs_f64();
+        if !ok {
+            return None;
+        }
+        let bytes = std::fs::read(&saved).ok()?;
+        // The file: a 4-byte magic, then RTM_NEWROUTE messages.
+        let (n, _) = count_routes(&bytes[4.min(bytes.len())..]);
+        Some((load, save, n))
+    })();
+    ip(&["netns", "del", &ns]);
+    r
+}
+
+fn main() {
+    let mut kernel_side = true;
+    let mut path = "/work/shared/data/rib-2026-06.tsv.gz".to_string();
+    for a in std::env::args().skip(1) {
+        if a == "--no-kernel" {
+            kernel_side = false;
+        } else {
+            path = a;
+        }
+    }
+    if !Path::new(&path).exists() {
+        println!("skip: {path} not found (see ../shared/data/README.md)");
+        return;
+    }
+    let table = read_table(&path);
+    let n = table.len();
+    let grams = datagrams(&table);
+    let dir = std::env::temp_dir().join(format!("fibred-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    println!(
+        "fibred load and dump: {n} IPv4 routes, {} request datagrams of <= {DATAGRAM} bytes",
+        grams.len()
+    );
+
+    let d = start(&dir, "socket");
+    let mut load_sock = load_socket(&d, &grams, n);
+    let t = Instant::now();
+    route_get_answers(&d, &table[n - 1]);
+    load_sock += t.elapsed().as_secs_f64();
+    let (ds, ns) = dump_socket(&d);
+    d.stop();
+
+    let d = start(&dir, "ring");
+    let mut load_ring_s = load_ring(&d, &grams, n);
+    let t = Instant::now();
+    route_get_answers(&d, &table[n - 1]);
+    load_ring_s += t.elapsed().as_secs_f64();
+    let (dr, nr) = dump_ring(&d);
+    let (ds2, _) = dump_socket(&d);
+    let (dr2, _) = dump_ring(&d);
+    d.stop();
+
+    let k = if kernel_side {
+        kernel(&table, &dir)
+    } else {
+        None
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let rate = |secs: f64| n as f64 / secs / 1e6;
+    println!("load (until visible to lookups)   seconds   M routes/s");
+    println!(
+        "  fibred over the socket          {load_sock:7.2}   {:6.3}",
+        rate(load_sock)
+    );
+    println!(
+        "  fibred over the ring            {load_ring_s:7.2}   {:6.3}",
+        rate(load_ring_s)
+    );
+    if let Some((kl, _, _)) = k {
+        println!(
+            "  kernel, ip -batch               {kl:7.2}   {:6.3}",
+            rate(kl)
+        );
+        println!("  ring / kernel: {:.1}x", kl / load_ring_s);
+    }
+    let ds = ds.min(ds2);
+    let dr = dr.min(dr2);
+    println!("dump of the table (IPv4)          seconds   routes");
+    println!("  fibred over the socket          {ds:7.3}   {ns}");
+    println!("  fibred over the ring            {dr:7.3}   {nr}");
+    if let Some((_, ks, kn)) = k {
+        println!("  kernel, ip -4 route save        {ks:7.3}   {kn}");
+        println!("  ring / kernel: {:.1}x", ks / dr);
+    }
+    println!("  ring / socket: {:.2}x", ds / dr);
+}
