@@ -165,9 +165,7 @@ impl DumpStream {
 }
 
 fn pad4(out: &mut Vec<u8>) {
-    while out.len() % 4 != 0 {
-        out.push(0);
-    }
+    out.resize(out.len().next_multiple_of(4), 0);
 }
 
 fn error_msg(request: &[u8], e: &RequestError, port: u32) -> Vec<u8> {
@@ -768,16 +766,17 @@ fn membership(msg: &[u8], groups: &mut u64) -> Result<(), RtError> {
     Ok(())
 }
 
-/// Everything a dump shows, for comparing states.
-fn everything(
-    fib: &Fib,
-) -> (
+/// Every object of a state, as dumps show them.
+type Everything = (
     Vec<Link>,
     Vec<Address>,
     Vec<Route>,
     Vec<Rule>,
     Vec<NexthopObj>,
-) {
+);
+
+/// Everything a dump shows, for comparing states.
+fn everything(fib: &Fib) -> Everything {
     (
         fib.links(),
         fib.addrs(None),

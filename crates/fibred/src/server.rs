@@ -567,9 +567,7 @@ impl Answers {
                         break;
                     }
                     out.extend_from_slice(m);
-                    while out.len() % 4 != 0 {
-                        out.push(0);
-                    }
+                    out.resize(out.len().next_multiple_of(4), 0);
                     self.queue.pop_front();
                 }
                 Reply::Dump(d) => {
@@ -735,9 +733,7 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
                                 buf.clear();
                             }
                             buf.extend_from_slice(&m);
-                            while buf.len() % 4 != 0 {
-                                buf.push(0);
-                            }
+                            buf.resize(buf.len().next_multiple_of(4), 0);
                         }
                         Reply::Dump(d) => dumps.push_back(d),
                     }
