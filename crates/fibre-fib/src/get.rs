@@ -150,6 +150,13 @@ impl Fib {
                         .expect("result entry");
                     Ok(self.entry_route(Family::Inet, res.table, res.key, e))
                 }
+                // With an oif the kernel's output path falls back to an on-link route that
+                // has no FIB entry, which fibmatch reports as EHOSTUNREACH.
+                Err(_) if flow.oif != 0 => match self.links.get(flow.oif) {
+                    None => Err(err(Errno::ENODEV)),
+                    Some(l) if !l.up => Err(err(Errno::ENETUNREACH)),
+                    Some(_) => Err(err(Errno::EHOSTUNREACH)),
+                },
                 Err(e) => Err(err(e.errno())),
             };
         }
@@ -440,6 +447,7 @@ impl Fib {
             if res.nh < r.multipath.len() {
                 r.multipath.rotate_left(res.nh);
             }
+            r.iif = q.iif;
             return Ok(r);
         }
         let n = &info.spec.nhs[res.nh];
@@ -466,7 +474,9 @@ impl Fib {
         if matches!(res.rtype, RouteType::Local | RouteType::Anycast) {
             ans.nexthop.oif = LOOPBACK_IFINDEX;
         }
-        if !input {
+        if input {
+            ans.prefsrc = info.spec.prefsrc;
+        } else {
             ans.prefsrc = info.spec.prefsrc.or_else(|| {
                 crate::srcsel::select_v6(&self.links, Some(n.oif), &d6).map(IpAddr::V6)
             });

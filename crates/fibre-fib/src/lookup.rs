@@ -234,6 +234,14 @@ impl Fib {
                     if fallback.is_some() && info.spec.priority > fallback_metric {
                         break;
                     }
+                    // Under RT6_LOOKUP_F_IFACE a route on another device (reject routes sit
+                    // on `lo`) does not qualify.
+                    if flags.strict_oif
+                        && flow.oif != 0
+                        && !info.spec.nhs.iter().any(|n| n.oif == flow.oif)
+                    {
+                        continue;
+                    }
                     let rtype = self.effective_type(info);
                     if let Some(err) = LookupError::of_type(rtype) {
                         return TableResult::Reject(err);
@@ -244,7 +252,15 @@ impl Fib {
                     if info.dead {
                         continue;
                     }
-                    if let Some(nh) = first_good_nh(info, flow, flags, true) {
+                    // Siblings are separate routes to the kernel: one on the flow's oif wins.
+                    let on_oif = (flow.oif != 0)
+                        .then(|| {
+                            info.spec.nhs.iter().zip(&info.nh).position(|(n, s)| {
+                                n.oif == flow.oif && s.flags & nh_flags::DEAD == 0
+                            })
+                        })
+                        .flatten();
+                    if let Some(nh) = on_oif.or_else(|| first_good_nh(info, flow, flags, true)) {
                         let res = Res {
                             table: t.id,
                             key,

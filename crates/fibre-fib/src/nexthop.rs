@@ -28,9 +28,7 @@ impl NhObjs {
     pub fn has_v4(&self, obj: &NexthopObj) -> bool {
         // A device-only next hop without a family is IPv4 (iproute2 sends AF_INET for it).
         let v4 = |o: &NexthopObj| {
-            !o.blackhole
-                && o.family != Some(crate::types::Family::Inet6)
-                && !o.gateway.is_some_and(|g| g.is_ipv6())
+            o.family != Some(crate::types::Family::Inet6) && !o.gateway.is_some_and(|g| g.is_ipv6())
         };
         if obj.group.is_empty() {
             v4(obj)

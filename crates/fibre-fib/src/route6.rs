@@ -538,6 +538,7 @@ impl Fib {
             .get(&tb)
             .and_then(|t| t.get(&key))
             .map(|v| v.to_vec())
+            .or_else(|| (key.len == 0).then(Vec::new))
         else {
             return Err(RtError::new(Errno::ESRCH));
         };
@@ -576,6 +577,17 @@ impl Fib {
                 }
                 return Ok(());
             }
+        }
+        // The tree root always exists and holds the null entry, which a filterless delete
+        // of ::/0 matches and refuses (ENOENT).
+        if key.len == 0
+            && src.is_none()
+            && r.priority.unwrap_or(0) == 0
+            && r.protocol == 0
+            && r.nexthop.oif == 0
+            && r.nexthop.gateway.is_none()
+        {
+            return Err(RtError::new(Errno::ENOENT));
         }
         Err(RtError::new(Errno::ESRCH))
     }
