@@ -447,6 +447,7 @@ impl Fib {
             if res.nh < r.multipath.len() {
                 r.multipath.rotate_left(res.nh);
             }
+            r.iif = q.iif;
             return Ok(r);
         }
         let n = &info.spec.nhs[res.nh];
