@@ -459,21 +459,7 @@ pub fn run(words: &[&str], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let (mut found, mut failed, mut done) = (0usize, 0usize, 0usize);
     let mut next_report = 1.0;
     for a in &addrs {
-        let q = RouteQuery {
-            family: Family::of(a),
-            dst: *a,
-            src: None,
-            iif: None,
-            oif: None,
-            tos: 0,
-            mark: 0,
-            uid: None,
-            ipproto: None,
-            sport: None,
-            dport: None,
-            fibmatch: false,
-            table: None,
-        };
+        let q = RouteQuery::to(*a);
         match cli.fib.route_get(&q) {
             Ok(_) => found += 1,
             Err(_) => failed += 1,

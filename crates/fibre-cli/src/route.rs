@@ -522,21 +522,7 @@ fn parse_nexthops(
 /// `ip route get`.
 fn get(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     let mut family = cli.opts.family;
-    let mut q = RouteQuery {
-        family: Family::Inet,
-        dst: IpAddr::from([0u8; 4]),
-        src: None,
-        iif: None,
-        oif: None,
-        tos: 0,
-        mark: 0,
-        uid: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        fibmatch: false,
-        table: None,
-    };
+    let mut q = RouteQuery::to(IpAddr::from([0u8; 4]));
     let mut dst: Option<Inet> = None;
     let (mut idev, mut odev) = (None, None);
     let mut a = Args::new(words);

@@ -81,32 +81,12 @@ pub fn parse(cli: &mut Cli, words: &[&str], del: bool) -> Result<Rule, CmdError>
     }
     let fam = cli.opts.family;
     let mut r = Rule {
-        family: fam.unwrap_or(Family::Inet),
-        src: None,
-        dst: None,
-        tos: 0,
-        dscp: None,
-        table: 0,
         action: if del {
             RuleAction::Unspec
         } else {
             RuleAction::ToTbl
         },
-        flags: 0,
-        priority: None,
-        fwmark: None,
-        fwmask: None,
-        iifname: None,
-        oifname: None,
-        goto: None,
-        suppress_prefixlen: None,
-        suppress_ifgroup: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        uid_range: None,
-        l3mdev: false,
-        protocol: 0,
+        ..Rule::new(fam.unwrap_or(Family::Inet), 0)
     };
     let mut table_ok = false;
     let mut a = Args::new(words);

@@ -40,28 +40,9 @@ pub(crate) struct Rules {
 
 fn default_rule(family: Family, prio: u32, table: u32) -> Rule {
     Rule {
-        family,
-        src: None,
-        dst: None,
-        tos: 0,
-        dscp: None,
-        table,
-        action: RuleAction::ToTbl,
-        flags: 0,
         priority: Some(prio),
-        fwmark: None,
-        fwmask: None,
-        iifname: None,
-        oifname: None,
-        goto: None,
-        suppress_prefixlen: None,
-        suppress_ifgroup: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        uid_range: None,
-        l3mdev: false,
         protocol: crate::types::protocol::KERNEL,
+        ..Rule::new(family, table)
     }
 }
 

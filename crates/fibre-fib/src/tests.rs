@@ -180,21 +180,7 @@ fn rt(dst: &str, via: Option<&str>, dev: u32) -> Route {
 
 fn get(f: &Fib, dst: &str) -> Result<Route, RtError> {
     let d = ip(dst);
-    let q = RouteQuery {
-        family: Family::of(&d),
-        dst: d,
-        src: None,
-        iif: None,
-        oif: None,
-        tos: 0,
-        mark: 0,
-        uid: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        fibmatch: false,
-        table: None,
-    };
+    let q = RouteQuery::to(d);
     f.route_get(&q)
 }
 
@@ -502,19 +488,10 @@ mod lpm_model {
 
     fn fibmatch(f: &Fib, a: u32, tos: u8) -> Option<(u32, u8)> {
         let q = RouteQuery {
-            family: Family::Inet,
-            dst: IpAddr::V4(a.into()),
-            src: None,
-            iif: None,
-            oif: None,
             tos,
-            mark: 0,
-            uid: None,
-            ipproto: None,
-            sport: None,
-            dport: None,
             fibmatch: true,
             table: Some(table::MAIN),
+            ..RouteQuery::to(IpAddr::V4(a.into()))
         };
         f.route_get(&q).ok().map(|r| match r.dst.addr {
             IpAddr::V4(x) => (u32::from(x), r.dst.len),
@@ -805,28 +782,8 @@ fn rules_select_tables_and_errors() {
     r.table = 100;
     f.route_new(&r, ReqFlags::ADD).unwrap();
     let rule = |prio: u32| Rule {
-        family: Family::Inet,
-        src: None,
-        dst: None,
-        tos: 0,
-        dscp: None,
-        table: 100,
-        action: RuleAction::ToTbl,
-        flags: 0,
         priority: Some(prio),
-        fwmark: None,
-        fwmask: None,
-        iifname: None,
-        oifname: None,
-        goto: None,
-        suppress_prefixlen: None,
-        suppress_ifgroup: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        uid_range: None,
-        l3mdev: false,
-        protocol: 0,
+        ..Rule::new(Family::Inet, 100)
     };
     f.rule_new(
         &Rule {
@@ -867,19 +824,9 @@ fn rules_select_tables_and_errors() {
     )
     .unwrap();
     let q = |dst: &str, src: Option<&str>, iif: Option<u32>| RouteQuery {
-        family: Family::Inet,
-        dst: ip(dst),
         src: src.map(ip),
         iif,
-        oif: None,
-        tos: 0,
-        mark: 0,
-        uid: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        fibmatch: false,
-        table: None,
+        ..RouteQuery::to(ip(dst))
     };
     // Kernel (t5): output goes by main; input on d1 by table 100, with a redirect since the
     // source is on d1 and so is the next hop; sources matched by the reject rules fail with
@@ -929,19 +876,8 @@ fn ipv6_source_routes_shadow_sourceless_ones() {
     )
     .unwrap();
     let q = |src: Option<&str>| RouteQuery {
-        family: Family::Inet6,
-        dst: ip("2001:db8:1::5"),
         src: src.map(ip),
-        iif: None,
-        oif: None,
-        tos: 0,
-        mark: 0,
-        uid: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        fibmatch: false,
-        table: None,
+        ..RouteQuery::to(ip("2001:db8:1::5"))
     };
     assert_eq!(
         f.route_get(&q(None)).unwrap().nexthop.gateway,

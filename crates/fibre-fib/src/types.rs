@@ -513,6 +513,27 @@ pub struct RouteQuery {
     pub table: Option<u32>,
 }
 
+impl RouteQuery {
+    /// An output lookup of `dst` with every selector absent, as `ip route get DST` asks it.
+    pub fn to(dst: IpAddr) -> RouteQuery {
+        RouteQuery {
+            family: Family::of(&dst),
+            dst,
+            src: None,
+            iif: None,
+            oif: None,
+            tos: 0,
+            mark: 0,
+            uid: None,
+            ipproto: None,
+            sport: None,
+            dport: None,
+            fibmatch: false,
+            table: None,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Policy rules (RTM_NEWRULE / RTM_DELRULE / RTM_GETRULE)
 // ---------------------------------------------------------------------------------------------
@@ -565,6 +586,36 @@ pub struct Rule {
     pub uid_range: Option<(u32, u32)>,
     pub l3mdev: bool,
     pub protocol: u8,
+}
+
+impl Rule {
+    /// A rule of `family` that looks up `table`, every selector absent and no priority chosen.
+    pub fn new(family: Family, table: u32) -> Rule {
+        Rule {
+            family,
+            src: None,
+            dst: None,
+            tos: 0,
+            dscp: None,
+            table,
+            action: RuleAction::ToTbl,
+            flags: 0,
+            priority: None,
+            fwmark: None,
+            fwmask: None,
+            iifname: None,
+            oifname: None,
+            goto: None,
+            suppress_prefixlen: None,
+            suppress_ifgroup: None,
+            ipproto: None,
+            sport: None,
+            dport: None,
+            uid_range: None,
+            l3mdev: false,
+            protocol: protocol::UNSPEC,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -929,28 +929,10 @@ pub fn rule_from(m: &RuleMessage<'_>) -> Result<Rule, RequestError> {
         return Err(invalid("Invalid prefix length"));
     }
     let mut r = Rule {
-        family: fam,
-        src: None,
-        dst: None,
         tos: h.tos,
-        dscp: None,
-        table: h.table as u32,
         action: rule_action(h.action)?,
         flags: h.flags,
-        priority: None,
-        fwmark: None,
-        fwmask: None,
-        iifname: None,
-        oifname: None,
-        goto: None,
-        suppress_prefixlen: None,
-        suppress_ifgroup: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        uid_range: None,
-        l3mdev: false,
-        protocol: 0,
+        ..Rule::new(fam, h.table as u32)
     };
     let (mut src, mut dst) = (None, None);
     for a in &m.attributes {

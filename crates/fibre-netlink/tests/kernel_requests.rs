@@ -173,28 +173,14 @@ fn kernel_accepts_our_requests() {
     via_nh.protocol = protocol::BOOT;
     via_nh.nhid = Some(7);
     let rule = Rule {
-        family: Family::Inet,
         src: Some(prefix("10.0.0.0/8")),
-        dst: None,
-        tos: 0,
-        dscp: None,
-        table: 100,
-        action: RuleAction::ToTbl,
-        flags: 0,
         priority: Some(100),
         fwmark: Some(0x10),
         fwmask: Some(0xff),
         iifname: Some("veth0".into()),
-        oifname: None,
-        goto: None,
-        suppress_prefixlen: None,
-        suppress_ifgroup: None,
-        ipproto: None,
-        sport: None,
         dport: Some((80, 90)),
-        uid_range: None,
-        l3mdev: false,
         protocol: protocol::BOOT,
+        ..Rule::new(Family::Inet, 100)
     };
     let requests = vec![
         Request::NewAddr(addr.clone(), ReqFlags::ADD),

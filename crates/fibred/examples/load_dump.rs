@@ -157,21 +157,7 @@ fn errors(datagram: &[u8]) -> (usize, usize) {
 
 fn route_get_answers(d: &Daemon, last: &(Ipv4Addr, u8, u32)) {
     let mut c = SocketClient::connect(d.socket()).unwrap();
-    let q = RouteQuery {
-        family: Family::Inet,
-        dst: IpAddr::V4(last.0),
-        src: None,
-        iif: None,
-        oif: None,
-        tos: 0,
-        mark: 0,
-        uid: None,
-        ipproto: None,
-        sport: None,
-        dport: None,
-        fibmatch: false,
-        table: None,
-    };
+    let q = RouteQuery::to(IpAddr::V4(last.0));
     c.send(&convert::request_message(&Request::GetRoute(q), 1, 0).to_bytes())
         .unwrap();
     let reply = c.recv().unwrap().to_vec();

@@ -1,6 +1,6 @@
 //! Ring vs socket throughput, side by side in one run.
 //!
-//! `cargo run --release -p fibre-ring --example throughput [-- --quick]`
+//! `cargo run --release -p fibre-ring --example ring_vs_socket [-- --quick]`
 //!
 //! Two directions, each over the ring transport and over a plain connected AF_UNIX
 //! SOCK_SEQPACKET socket (one datagram per message, as a netlink socket delivers them), with a
