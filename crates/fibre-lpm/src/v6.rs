@@ -1,49 +1,49 @@
-//! IPv6 longest-prefix match: [`Lpm6`], a multibit trie of direct-indexed tables (16 bits at the
-//! root, then 8 bits per level) whose sparse regions end in *range leaves*: two cache lines
-//! holding up to 15 sorted 32-bit boundaries and the 16 values between them, searched with one
-//! SIMD compare per line. Addresses are `u128` in network order (the first address byte is the
-//! most significant).
+//! IPv6 longest-prefix match: [`Lpm6`]. A 16-bit root table, then per /16 a B+-tree of *range
+//! nodes* searched with SIMD compares, in the spirit of PlanB (Zhang et al., NSDI 2026: LPM as a
+//! search over the boundaries of elementary intervals) but updated in place. Addresses are
+//! `u128` in network order (the first address byte is the most significant).
 //!
-//! # Why this shape
-//! Announced IPv6 space is a few thousand /32s (and shorter) holding most of the table as /48s.
-//! A lookup reads the root entry of its /16, one 8-bit table per byte while the region under it
-//! is dense (more than 15 boundaries), then at most one leaf that resolves the next 32 address
-//! bits by range search: on the 2026 table a lookup reads 4-5 lines, each found by an index, not
-//! a pointer chase through headers. Range leaves keep sparse regions (a /32 with a few /48s) to
-//! 128 bytes where a table per byte would need several KiB, so the whole table stays in L2/L3.
+//! # Structure
+//! - **Root**: 2^16 entries, one per /16. Announced space is a few hundred /16s of 2000::/3, so
+//!   the entries lookups touch stay in L1/L2; an entry without routes below it is final.
+//! - **Buckets**: the prefixes inside a region (longer than its depth `d`) cut the region into
+//!   intervals, each with the value of the longest prefix covering it (leaf-pushed). A bucket
+//!   stores the interval boundaries as 32-bit *keys*: address bits `d..d+32`, exact for every
+//!   prefix up to /d+32 (all of the 2026 table is /48 or shorter). A bucket is a B+-tree of
+//!   128-byte nodes: one line of 15 sorted keys, one line of the 16 children (inner nodes) or
+//!   interval values (leaves). A node step is two AVX2 compares and a popcount; inner nodes
+//!   (about 1/13 of the nodes) stay cached, so a lookup misses on about one leaf.
+//! - **Tables**: a region holding a prefix too long for its key window (longer than /d+32) is a
+//!   256-entry table on the next 8 bits instead; its entries are regions again (values, buckets
+//!   or tables). So any prefix up to /128 is exact; the cost is paid only where such prefixes
+//!   are.
 //!
-//! # Regions and canonical form
-//! A *region* is the address block under one table entry: a /16 under the root, a /(d+8) under a
-//! table at depth d. The routes *inside* a region are those longer than its depth. Its entry is:
-//! - a value, when no route is inside: the value of the longest route covering the region
-//!   (its *cover*, leaf-pushed), or "no route";
-//! - a leaf, when the inside routes cut the region into at most [`LEAF_INTERVALS`] intervals
-//!   (at most [`MAX_BOUNDARIES`] boundaries) and each boundary is exact in the leaf's 32-bit
-//!   key window (bits `d..d+32` of the address; always the case for prefixes up to /d+32);
-//! - a table otherwise.
-//!
-//! The form depends only on the set of prefixes inside the region, never on update order, so
-//! [`Lpm6::shape`] is canonical (tested against insertion, deletion and bulk building in any
-//! order).
+//! A region's form is canonical: a value when no prefix is inside it, a table when one inside is
+//! too long for the window, a bucket otherwise. [`Lpm6::shape`] counts tables and buckets, which
+//! depend only on the set of prefixes, never on update order (tested). The node layout inside a
+//! bucket depends on its update history (B+-tree splits); lookups do not.
 //!
 //! # Invariants
-//! - Every compiled entry and leaf interval holds the value of the longest route covering it:
-//!   lookups never backtrack, and a lookup reads at most one entry per level plus one leaf. Its
-//!   cost depends on the table at the address (depth of the walk), never on traffic: no caches.
-//! - Each table entry records its cover (value and length); each leaf interval records whether
-//!   its value comes from an inside route or from the region's cover. Updates use these to touch
-//!   only what a route changes.
+//! - Every table entry and bucket interval holds the value of the longest prefix covering it, so
+//!   a lookup is one walk down, never backtracking. Its cost depends on the table (the depth of
+//!   the walk at the address), never on traffic: nothing adapts to what is looked up.
+//! - Every endpoint of a prefix inside a bucket is a key of the bucket (a leaf key or an inner
+//!   separator); a leaf key that is no longer an endpoint is removed, a stale inner separator
+//!   may stay (its two sides then hold equal values).
+//! - Each table entry records its cover (value and length of the longest prefix containing it,
+//!   at most as long as the entry); each leaf interval records the length of the prefix its value
+//!   comes from, or 0 for the region's cover. Updates use these to touch only what a prefix
+//!   changes.
 //! - The control map `routes` holds exactly the stored prefixes (host bits cleared).
 //!
 //! # Update cost
-//! An update walks the route's path (at most 15 tables) and then either rebuilds one leaf region
-//! (at most [`LEAF_MAX_ROUTES`] routes: a few microseconds at most), or, for a prefix that ends
-//! at a table level, rewrites the entries it covers and pushes its value into the compiled
-//! structure below them whose cover it changes (the leaf-pushing cost every direct-indexed
-//! structure pays: a /32 over a dense region touches that region's tables and leaves, `::/0`
-//! touches every entry without a longer cover). A removal that leaves a table's region sparse
-//! turns the table back into a leaf or value (at most [`LEAF_MAX_ROUTES`] routes re-read).
-//! Nothing is ever rebuilt whole.
+//! An update walks the prefix's path, then in a bucket inserts or removes at most two keys
+//! (B+-tree splits: O(height) nodes) and rewrites the intervals the prefix covers whose value it
+//! changes; a prefix ending at a table level rewrites the entries it covers and pushes its value
+//! into the buckets and tables below them that it now covers (leaf pushing: `::/0` touches every
+//! entry with no longer cover). The first prefix too long for a bucket's window turns the bucket
+//! into a table, and removing the last one turns the table back: those two rebuild that region
+//! from its prefixes once. Nothing is ever rebuilt whole.
 //!
 //! # Who calls what
 //! Single-threaded: `&mut self` updates, `&self` lookups. Share it across threads through
@@ -53,41 +53,41 @@ use std::collections::BTreeMap;
 
 use crate::{LpmError, Shape, MAX_VALUE};
 
-/// Bits resolved by the root table. 2^16 entries (256 KiB): every announced /16 gets its own
-/// entry, and the few hundred hot ones stay in L1/L2.
+/// Bits resolved by the root table: 2^16 entries (256 KiB), one per /16.
 const ROOT_BITS: u32 = 16;
-/// Bits resolved by each table below the root: 256 entries (1 KiB). Eight keeps sparse regions
-/// cheap (a table exists only where a leaf overflows) while a /48 needs at most four levels.
+/// Bits resolved by a table below the root: 256 entries (1 KiB). Tables only exist over
+/// prefixes longer than a bucket window, so their size hardly matters; 8 keeps them byte-aligned.
 const STRIDE: u32 = 8;
 const FANOUT: usize = 1 << STRIDE;
-/// Keys per leaf: one 64-byte line of `u32`, compared with two AVX2 (four SSE2) instructions.
-const LEAF_KEYS: usize = 16;
-/// Intervals per leaf: its values fill the leaf's second line.
-const LEAF_INTERVALS: usize = LEAF_KEYS;
-/// Boundaries a leaf can hold between its intervals.
-const MAX_BOUNDARIES: usize = LEAF_INTERVALS - 1;
-/// Width of a leaf's key window: the address bits following the leaf's depth.
+/// Width of a bucket's keys: the address bits after the bucket's depth. 32-bit keys fit 16 to
+/// a cache line (two AVX2 compares) and cover /d..d+32: a /16 bucket holds prefixes to /48.
 const WINDOW_BITS: u32 = 32;
-/// The most routes a leaf region can contain: prefixes nest or are disjoint, so routes whose
-/// ends fall on `m` points (the boundaries plus the region's two ends) number at most `2m - 3`.
-/// Regions with more routes inside are tables without counting their boundaries.
-const LEAF_MAX_ROUTES: usize = 2 * (MAX_BOUNDARIES + 2) - 3;
+/// Key slots per node: one 64-byte line of `u32`.
+const NODE_KEYS: usize = 16;
+/// Children (or intervals) per node: one 64-byte line of `u32` entries.
+const NODE_WAYS: usize = NODE_KEYS;
+/// Keys a node holds: one child more than keys must fit the second line.
+const MAX_KEYS: usize = NODE_WAYS - 1;
+/// Keys per leaf when a bucket is built from scratch: below the maximum, so that inserting
+/// into a freshly built bucket rarely splits at once.
+const BUILD_LEAF_KEYS: usize = 12;
 /// Lookups advanced together by `lookup_batch`: enough independent memory accesses in flight
 /// to cover L3 latency, few enough that lane state stays in L1.
 const BATCH: usize = 64;
 
 /// Internal "no route" value (values are `0..=MAX_VALUE`).
 const NONE: u32 = 0x7FFF_FFFF;
-/// Entry tag of a table: the low 30 bits are its index.
+/// Entry tag of a table: the low 30 bits are its index. Entries below it are values.
 const TABLE_TAG: u32 = 0x8000_0000;
-/// Entry tag of a leaf: the low 30 bits are its index. Entries below `TABLE_TAG` are values.
-const LEAF_TAG: u32 = 0xC000_0000;
+/// Entry tag of a node (a bucket's root, or an inner node's child).
+const NODE_TAG: u32 = 0xC000_0000;
 const INDEX_MASK: u32 = 0x3FFF_FFFF;
-/// Leaf keys are stored with the top bit flipped so that a signed compare orders them as
-/// unsigned (SIMD has only signed 32-bit compares).
+/// Keys are stored with the top bit flipped so that a signed compare orders them as unsigned
+/// (SIMD has only signed 32-bit compares).
 const KEY_BIAS: u32 = 0x8000_0000;
-/// Padding for unused key slots, stored biased: `i32::MIN`, the biased form of window 0, which
-/// no search key is below, so padding is never counted as above one.
+/// Padding for unused key slots, stored biased: `i32::MIN`, the biased form of key 0. Key 0 is
+/// the region's start, never a boundary, and no search key is below it, so padding is never
+/// counted.
 const KEY_PAD: u32 = KEY_BIAS;
 
 const _: () = assert!(MAX_VALUE < NONE);
@@ -101,15 +101,26 @@ struct Cover {
 
 const NO_COVER: Cover = Cover { val: NONE, rank: 0 };
 
-/// A range leaf. `keys[..n]` are the region's boundaries (key windows, biased, ascending),
-/// `keys[n..]` are [`KEY_PAD`]. An address whose window has `c` boundaries above it lies in the
-/// `c`-th interval from the top, whose value is `vals[c]`. Two lines, 128-byte aligned so that a
-/// lookup's two reads fall in one adjacent-line pair.
+/// A bucket node. `keys[..n]` are biased keys, ascending; `keys[n..]` are [`KEY_PAD`]. A search
+/// key with `c` keys above it goes to `ways[c]`: the ways are stored last-first, so the count
+/// indexes them without knowing `n`. In a leaf the ways are values, in an inner node they are
+/// `NODE_TAG` entries. Two lines, 128-byte aligned so that they form one adjacent-line pair.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(128))]
-struct Leaf {
-    keys: [u32; LEAF_KEYS],
-    vals: [u32; LEAF_INTERVALS],
+struct Node {
+    keys: [u32; NODE_KEYS],
+    ways: [u32; NODE_WAYS],
+}
+
+/// A node unpacked for editing: keys unbiased and ways first-to-last, one slot of room to
+/// overflow before a split.
+#[derive(Clone, Copy)]
+struct Open {
+    n: usize,
+    keys: [u32; MAX_KEYS + 1],
+    ways: [u32; NODE_WAYS + 1],
+    /// Leaves only: per interval, the rank of the route its value comes from (0: the cover).
+    owner: [u8; NODE_WAYS + 1],
 }
 
 /// A route as the builder sees it: prefix (host bits clear), length, value.
@@ -129,16 +140,18 @@ pub struct Lpm6 {
     root: Vec<u32>,
     /// Tables of `FANOUT` entries, back to back.
     tables: Vec<u32>,
-    leaves: Vec<Leaf>,
+    nodes: Vec<Node>,
     // Control state, read and written by updates only.
     root_cover: Vec<Cover>,
     table_cover: Vec<Cover>,
-    /// Routes inside each table's region (decides when it turns back into a leaf).
-    table_inside: Vec<u32>,
-    /// Per leaf interval: 0 if its value is the region's cover, else the owning route's rank.
-    leaf_owner: Vec<[u8; LEAF_INTERVALS]>,
+    /// Per table: inside routes too long for a bucket at its depth (0 turns it into a bucket).
+    table_long: Vec<u32>,
+    /// Per node, in way order like `Node::ways`: for leaves, see `Open::owner`.
+    node_owner: Vec<[u8; NODE_WAYS]>,
     free_tables: Vec<u32>,
-    free_leaves: Vec<u32>,
+    free_nodes: Vec<u32>,
+    /// Regions compiled as buckets.
+    buckets: usize,
     routes: BTreeMap<(u128, u8), u32>,
     /// Routes per prefix length: lengths with none are skipped when looking for a cover.
     per_len: [u32; 129],
@@ -168,11 +181,24 @@ fn last(p: u128, len: u8) -> u128 {
     p | u128::MAX.checked_shr(u32::from(len)).unwrap_or(0)
 }
 
-/// The leaf key of address `a` in a region at depth `d`: address bits `d..d+32`, zero-padded
-/// past bit 127. The same function builds keys and searches them, so padding is consistent.
+/// The key of address `a` in a bucket at depth `d`: address bits `d..d+32`, zero-padded past
+/// bit 127. A prefix of length `l` (d < l <= d+32, or any l past depth 96) spans
+/// `2^(d+32-l)` keys from the key of its first address, at every depth.
 #[inline(always)]
 fn window(a: u128, d: u32) -> u32 {
     ((a << d) >> (128 - WINDOW_BITS)) as u32
+}
+
+/// Keys spanned by a prefix of length `l` inside a bucket at depth `d`.
+#[inline(always)]
+fn span(l: u8, d: u32) -> u64 {
+    1u64 << (d + WINDOW_BITS - u32::from(l))
+}
+
+/// A prefix of length `l` has exact keys in a bucket at depth `d`.
+#[inline(always)]
+fn fits(l: u8, d: u32) -> bool {
+    u32::from(l) <= d + WINDOW_BITS
 }
 
 /// The index of `a`'s entry in a table at depth `d` (d >= 16).
@@ -187,22 +213,37 @@ fn is_value(e: u32) -> bool {
 }
 
 #[inline(always)]
-fn is_leaf(e: u32) -> bool {
-    e >= LEAF_TAG
+fn is_node(e: u32) -> bool {
+    e >= NODE_TAG
 }
 
-/// Number of keys of `keys` above the biased search key `qb`, portable.
 #[inline(always)]
-fn count_above_portable(keys: &[u32; LEAF_KEYS], qb: i32) -> usize {
+fn is_table(e: u32) -> bool {
+    !is_value(e) && !is_node(e)
+}
+
+#[inline(always)]
+fn index(e: u32) -> usize {
+    (e & INDEX_MASK) as usize
+}
+
+/// Number of keys above the biased search key `qb`, portable.
+#[inline(always)]
+fn count_above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::*;
-        // SAFETY: SSE2 is part of the x86_64 baseline; `Leaf` is 128-byte aligned, so each
+        // SAFETY: SSE2 is part of the x86_64 baseline; `Node` is 128-byte aligned, so each
         // 16-byte load is aligned and inside `keys`.
         unsafe {
             let q = _mm_set1_epi32(qb);
             let p = keys.as_ptr().cast::<__m128i>();
-            let m = |i| _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(_mm_load_si128(p.add(i)), q)));
+            let m = |i| {
+                _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(
+                    _mm_load_si128(p.add(i)),
+                    q,
+                )))
+            };
             let bits = m(0) | m(1) << 4 | m(2) << 8 | m(3) << 12;
             (bits as u32).count_ones() as usize
         }
@@ -220,9 +261,9 @@ fn count_above_portable(keys: &[u32; LEAF_KEYS], qb: i32) -> usize {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
 #[inline]
-unsafe fn count_above_avx2(keys: &[u32; LEAF_KEYS], qb: i32) -> usize {
+unsafe fn count_above_avx2(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
     use core::arch::x86_64::*;
-    // SAFETY: the caller guarantees AVX2; `Leaf` is 128-byte aligned, so both 32-byte loads are
+    // SAFETY: the caller guarantees AVX2; `Node` is 128-byte aligned, so both 32-byte loads are
     // aligned and inside `keys`.
     unsafe {
         let q = _mm256_set1_epi32(qb);
@@ -239,11 +280,10 @@ unsafe fn count_above_avx2(keys: &[u32; LEAF_KEYS], qb: i32) -> usize {
     }
 }
 
-impl Leaf {
-    /// The value for address `a` in this leaf's region at depth `d`.
+impl Node {
+    /// The way a search for biased key `qb` takes.
     #[inline(always)]
-    fn find<const AVX2: bool>(&self, a: u128, d: u32) -> u32 {
-        let qb = (window(a, d) ^ KEY_BIAS) as i32;
+    fn way<const AVX2: bool>(&self, qb: i32) -> u32 {
         #[cfg(target_arch = "x86_64")]
         let c = if AVX2 {
             // SAFETY: `AVX2` is only true in code reached after run-time detection.
@@ -253,49 +293,9 @@ impl Leaf {
         };
         #[cfg(not(target_arch = "x86_64"))]
         let c = count_above_portable(&self.keys, qb);
-        // `c` <= MAX_BOUNDARIES: padding is never above a key.
-        self.vals[c & (LEAF_INTERVALS - 1)]
+        // `c` <= MAX_KEYS: padding is never above a search key.
+        self.ways[c & (NODE_WAYS - 1)]
     }
-}
-
-/// The leaf boundaries of a region at depth `d` starting at `lo` with `inside` routes, sorted,
-/// or `None` if the region needs a table (too many boundaries, or one not exact in the window).
-fn leaf_boundaries(d: u32, lo: u128, inside: &[Route]) -> Option<([u32; MAX_BOUNDARIES], usize)> {
-    if inside.len() > LEAF_MAX_ROUTES {
-        return None;
-    }
-    let end = lo | (u128::MAX >> d);
-    let mut b = [0u32; 2 * LEAF_MAX_ROUTES];
-    let mut n = 0;
-    for &(p, l, _) in inside {
-        if d + WINDOW_BITS < 128 && u32::from(l) > d + WINDOW_BITS {
-            return None;
-        }
-        if p != lo {
-            b[n] = window(p, d);
-            n += 1;
-        }
-        let last = last(p, l);
-        if last != end {
-            b[n] = window(last + 1, d);
-            n += 1;
-        }
-    }
-    let b = &mut b[..n];
-    b.sort_unstable();
-    let mut out = [0u32; MAX_BOUNDARIES];
-    let mut m = 0;
-    for (i, &k) in b.iter().enumerate() {
-        if i > 0 && b[i - 1] == k {
-            continue;
-        }
-        if m == MAX_BOUNDARIES {
-            return None;
-        }
-        out[m] = k;
-        m += 1;
-    }
-    Some((out, m))
 }
 
 impl Lpm6 {
@@ -304,13 +304,14 @@ impl Lpm6 {
         Lpm6 {
             root: vec![NONE; 1 << ROOT_BITS],
             tables: Vec::new(),
-            leaves: Vec::new(),
+            nodes: Vec::new(),
             root_cover: vec![NO_COVER; 1 << ROOT_BITS],
             table_cover: Vec::new(),
-            table_inside: Vec::new(),
-            leaf_owner: Vec::new(),
+            table_long: Vec::new(),
+            node_owner: Vec::new(),
             free_tables: Vec::new(),
-            free_leaves: Vec::new(),
+            free_nodes: Vec::new(),
+            buckets: 0,
             routes: BTreeMap::new(),
             per_len: [0; 129],
             avx2: detect_avx2(),
@@ -334,7 +335,17 @@ impl Lpm6 {
         if old.is_none() {
             self.per_len[usize::from(len)] += 1;
         }
-        self.apply_insert(p, len, value, old.is_none())?;
+        if let Err(e) = self.apply_insert(p, len, value, old.is_none()) {
+            // Out of index space: undo, so that the map and the compiled form agree.
+            match old {
+                Some(v) => self.routes.insert((p, len), v),
+                None => {
+                    self.per_len[usize::from(len)] -= 1;
+                    self.routes.remove(&(p, len))
+                }
+            };
+            return Err(e);
+        }
         Ok(old)
     }
 
@@ -363,13 +374,15 @@ impl Lpm6 {
     pub fn lookup(&self, addr: u128) -> Option<u32> {
         let mut e = self.root[(addr >> (128 - ROOT_BITS)) as usize];
         let mut d = ROOT_BITS;
-        while !is_value(e) && !is_leaf(e) {
-            let t = (e & INDEX_MASK) as usize;
-            e = self.tables[t * FANOUT + slot_at(addr, d)];
+        while is_table(e) {
+            e = self.tables[index(e) * FANOUT + slot_at(addr, d)];
             d += STRIDE;
         }
-        if is_leaf(e) {
-            e = self.leaves[(e & INDEX_MASK) as usize].find::<false>(addr, d);
+        if is_node(e) {
+            let qb = (window(addr, d) ^ KEY_BIAS) as i32;
+            while is_node(e) {
+                e = self.nodes[index(e)].way::<false>(qb);
+            }
         }
         (e != NONE).then_some(e)
     }
@@ -405,44 +418,44 @@ impl Lpm6 {
     }
 
     /// One group of `lookup_batch`: lanes advance one level per pass, every lane's next line
-    /// prefetched before any is read. Lanes that stop at different depths cost no branch
-    /// misprediction: each step computes both the next table index and the leaf index and
-    /// selects with masks.
+    /// prefetched before any is read. Each step selects the lane's next index with masks rather
+    /// than branches, so lanes that stop at different depths cost no mispredictions.
     #[inline(always)]
     fn lookup_group<const AVX2: bool>(&self, addrs: &[u128], out: &mut [u32]) {
         let n = addrs.len();
         debug_assert!(n <= BATCH && out.len() == n);
         let mut cur = [0u32; BATCH];
-        // Depth of the leaf each leaf lane reached.
-        let mut depth = [0u8; BATCH];
+        // Biased search key of each lane that reached a bucket.
+        let mut key = [0i32; BATCH];
         for i in 0..n {
             cur[i] = (addrs[i] >> (128 - ROOT_BITS)) as u32;
             crate::prefetch(self.root.as_ptr().wrapping_add(cur[i] as usize));
         }
         let tables = self.tables.as_ptr();
-        let leaves = self.leaves.as_ptr();
+        let nodes = self.nodes.as_ptr();
         let mut at_table: u64 = 0;
-        let mut at_leaf: u64 = 0;
-        // Classifies entry `e` reached at depth `d` by lane `i`: a value is final, a table or
-        // leaf index becomes the lane's next read, which is prefetched.
+        let mut at_node: u64 = 0;
+        // Classifies entry `e` that lane `i` read at depth `d`: a value is final (later steps
+        // overwrite `out` for the others), a table or node index becomes the lane's next read.
         macro_rules! step {
             ($i:expr, $e:expr, $d:expr) => {{
                 let (i, e, d) = ($i, $e, $d);
                 out[i] = e;
-                let tag = e >> 30;
-                let table = u64::from(tag == TABLE_TAG >> 30);
-                let leaf = u64::from(tag == LEAF_TAG >> 30);
+                let table = u64::from(is_table(e));
+                let node = u64::from(is_node(e));
                 let idx = e & INDEX_MASK;
                 let next = (idx << STRIDE) | slot_at(addrs[i], d) as u32;
                 let wide = 0u32.wrapping_sub(table as u32);
                 cur[i] = (next & wide) | (idx & !wide);
-                depth[i] = d as u8;
+                key[i] = (window(addrs[i], d) ^ KEY_BIAS) as i32;
                 at_table = (at_table & !(1 << i)) | table << i;
-                at_leaf |= leaf << i;
+                at_node |= node << i;
                 let table_at = tables.wrapping_add(next as usize) as usize;
-                let leaf_at = leaves.wrapping_add(idx as usize) as usize;
+                let node_at = nodes.wrapping_add(idx as usize) as usize;
                 let w = 0usize.wrapping_sub(table as usize);
-                crate::prefetch(((table_at & w) | (leaf_at & !w)) as *const u8);
+                let at = (table_at & w) | (node_at & !w);
+                crate::prefetch(at as *const u8);
+                crate::prefetch((at + 64) as *const u8);
             }};
         }
         for i in 0..n {
@@ -460,11 +473,20 @@ impl Lpm6 {
             }
             d += STRIDE;
         }
-        while at_leaf != 0 {
-            let i = at_leaf.trailing_zeros() as usize;
-            at_leaf &= at_leaf - 1;
-            let leaf = &self.leaves[cur[i] as usize];
-            out[i] = leaf.find::<AVX2>(addrs[i], u32::from(depth[i]));
+        while at_node != 0 {
+            let mut lanes = at_node;
+            while lanes != 0 {
+                let i = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                let e = self.nodes[cur[i] as usize].way::<AVX2>(key[i]);
+                out[i] = e;
+                let node = is_node(e);
+                at_node &= !(u64::from(!node) << i);
+                cur[i] = e & INDEX_MASK;
+                let at = nodes.wrapping_add(cur[i] as usize);
+                crate::prefetch(at);
+                crate::prefetch(at.cast::<u8>().wrapping_add(64));
+            }
         }
         for o in out.iter_mut() {
             *o = crate::external(*o);
@@ -476,19 +498,19 @@ impl Lpm6 {
         /// A B-tree map entry: key, value and the node's share (nodes are ~2/3 full).
         const ROUTE_BYTES: usize = (std::mem::size_of::<(u128, u8)>() + 4) * 3 / 2;
         self.lookup_bytes()
-            + self.root_cover.capacity() * std::mem::size_of::<Cover>()
-            + self.table_cover.capacity() * std::mem::size_of::<Cover>()
-            + self.table_inside.capacity() * 4
-            + self.leaf_owner.capacity() * LEAF_INTERVALS
-            + (self.free_tables.capacity() + self.free_leaves.capacity()) * 4
+            + (self.root_cover.capacity() + self.table_cover.capacity())
+                * std::mem::size_of::<Cover>()
+            + self.table_long.capacity() * 4
+            + self.node_owner.capacity() * NODE_WAYS
+            + (self.free_tables.capacity() + self.free_nodes.capacity()) * 4
             + self.routes.len() * ROUTE_BYTES
             + std::mem::size_of::<Self>()
     }
 
-    /// Bytes of the arrays lookups read (root, tables, leaves).
+    /// Bytes of the arrays lookups read (root, tables, nodes).
     pub fn lookup_bytes(&self) -> usize {
         (self.root.capacity() + self.tables.capacity()) * 4
-            + self.leaves.capacity() * std::mem::size_of::<Leaf>()
+            + self.nodes.capacity() * std::mem::size_of::<Node>()
     }
 
     /// Number of prefixes stored.
@@ -501,13 +523,13 @@ impl Lpm6 {
         self.routes.is_empty()
     }
 
-    /// Table and leaf counts (`nodes` counts tables), which depend only on the set of prefixes,
-    /// not on update order.
+    /// Counts of tables (`nodes`) and buckets (`leaves`), which depend only on the set of
+    /// prefixes, not on update order.
     pub fn shape(&self) -> Shape {
         Shape {
             routes: self.routes.len(),
-            nodes: self.table_inside.len() - self.free_tables.len(),
-            leaves: self.leaves.len() - self.free_leaves.len(),
+            nodes: self.table_long.len() - self.free_tables.len(),
+            leaves: self.buckets,
         }
     }
 
@@ -621,97 +643,314 @@ impl Lpm6 {
         if inside.is_empty() {
             return Ok(cover.val);
         }
-        if let Some((b, n)) = leaf_boundaries(d, lo, inside) {
-            return self.build_leaf(d, cover, inside, &b[..n]);
+        if inside.iter().all(|r| fits(r.1, d)) {
+            return self.build_bucket(d, cover, inside);
         }
         let t = self.alloc_table()?;
         let (covers, entries) = self.compile_level(d, STRIDE, lo, cover, inside)?;
         let at = t as usize * FANOUT;
         self.tables[at..at + FANOUT].copy_from_slice(&entries);
         self.table_cover[at..at + FANOUT].copy_from_slice(&covers);
-        self.table_inside[t as usize] = inside.len() as u32;
+        self.table_long[t as usize] = inside.iter().filter(|r| !fits(r.1, d)).count() as u32;
         Ok(TABLE_TAG | t)
     }
 
-    fn build_leaf(
-        &mut self,
-        d: u32,
-        cover: Cover,
-        inside: &[Route],
-        bounds: &[u32],
-    ) -> Result<u32, LpmError> {
-        let n = bounds.len();
-        let mut leaf = Leaf {
-            keys: [KEY_PAD; LEAF_KEYS],
-            vals: [NONE; LEAF_INTERVALS],
-        };
-        let mut owner = [0u8; LEAF_INTERVALS];
-        for (k, &b) in leaf.keys.iter_mut().zip(bounds) {
-            *k = b ^ KEY_BIAS;
-        }
-        // Interval j starts at bounds[j - 1] (the region start for j = 0) and has n - j
-        // boundaries above it.
-        for j in 0..=n {
-            let start = if j == 0 { 0 } else { bounds[j - 1] };
-            let mut best = cover;
-            for &(p, l, v) in inside {
-                let first = window(p, d);
-                let last = window(last(p, l), d);
-                if (first..=last).contains(&start) && l + 1 > best.rank {
-                    best = Cover { val: v, rank: l + 1 };
-                }
-            }
-            leaf.vals[n - j] = best.val;
-            owner[n - j] = if best == cover { 0 } else { best.rank };
-        }
-        let f = match self.free_leaves.pop() {
-            Some(f) => {
-                self.leaves[f as usize] = leaf;
-                self.leaf_owner[f as usize] = owner;
-                f
-            }
-            None => {
-                let f = self.leaves.len() as u32;
-                if f > INDEX_MASK {
-                    return Err(LpmError::Full);
-                }
-                self.leaves.push(leaf);
-                self.leaf_owner.push(owner);
-                f
+    /// Builds the bucket of a region at depth `d` whose inside routes (sorted, all fitting the
+    /// window) are `inside`, and returns its root entry.
+    fn build_bucket(&mut self, d: u32, cover: Cover, inside: &[Route]) -> Result<u32, LpmError> {
+        // Sweep the nested routes in order, emitting each elementary interval with the value
+        // of the innermost open route (or the cover).
+        let mut starts: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
+        let mut vals: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
+        let mut owners: Vec<u8> = Vec::with_capacity(2 * inside.len() + 1);
+        let mut emit = |from: u64, to: u64, val: u32, owner: u8| {
+            if from < to {
+                starts.push(from as u32);
+                vals.push(val);
+                owners.push(owner);
             }
         };
-        Ok(LEAF_TAG | f)
+        let mut cursor = 0u64;
+        // Open routes: (end key, value, rank), innermost last.
+        let mut open: Vec<(u64, u32, u8)> = Vec::new();
+        for &(p, l, v) in inside {
+            let s = u64::from(window(p, d));
+            while let Some(&(end, val, rank)) = open.last() {
+                if end > s {
+                    break;
+                }
+                emit(cursor, end, val, rank);
+                cursor = end;
+                open.pop();
+            }
+            let (val, owner) = open.last().map_or((cover.val, 0), |o| (o.1, o.2));
+            emit(cursor, s, val, owner);
+            cursor = s;
+            open.push((s + span(l, d), v, l + 1));
+        }
+        while let Some((end, val, rank)) = open.pop() {
+            emit(cursor, end, val, rank);
+            cursor = end;
+        }
+        emit(cursor, 1 << WINDOW_BITS, cover.val, 0);
+
+        // Pack leaves, then inner levels, bottom up: (lowest key, entry) per node.
+        let per_leaf = if starts.len() <= NODE_WAYS {
+            NODE_WAYS
+        } else {
+            BUILD_LEAF_KEYS + 1
+        };
+        let mut level: Vec<(u32, u32)> = Vec::with_capacity(starts.len() / per_leaf + 1);
+        for at in (0..starts.len()).step_by(per_leaf) {
+            let end = (at + per_leaf).min(starts.len());
+            let mut o = Open {
+                n: end - at - 1,
+                keys: [0; MAX_KEYS + 1],
+                ways: [NONE; NODE_WAYS + 1],
+                owner: [0; NODE_WAYS + 1],
+            };
+            o.keys[..o.n].copy_from_slice(&starts[at + 1..end]);
+            o.ways[..=o.n].copy_from_slice(&vals[at..end]);
+            o.owner[..=o.n].copy_from_slice(&owners[at..end]);
+            let id = self.alloc_node()?;
+            self.store(id, &o);
+            level.push((starts[at], NODE_TAG | id));
+        }
+        while level.len() > 1 {
+            let mut up = Vec::with_capacity(level.len() / NODE_WAYS + 1);
+            for group in level.chunks(NODE_WAYS) {
+                let mut o = Open {
+                    n: group.len() - 1,
+                    keys: [0; MAX_KEYS + 1],
+                    ways: [NONE; NODE_WAYS + 1],
+                    owner: [0; NODE_WAYS + 1],
+                };
+                for (j, &(k, e)) in group.iter().enumerate() {
+                    if j > 0 {
+                        o.keys[j - 1] = k;
+                    }
+                    o.ways[j] = e;
+                }
+                let id = self.alloc_node()?;
+                self.store(id, &o);
+                up.push((group[0].0, NODE_TAG | id));
+            }
+            level = up;
+        }
+        self.buckets += 1;
+        Ok(level[0].1)
     }
 
     fn alloc_table(&mut self) -> Result<u32, LpmError> {
         if let Some(t) = self.free_tables.pop() {
             return Ok(t);
         }
-        let t = self.table_inside.len() as u32;
-        if t > INDEX_MASK {
+        let t = self.table_long.len() as u32;
+        if t > INDEX_MASK >> STRIDE {
             return Err(LpmError::Full);
         }
         self.tables.resize(self.tables.len() + FANOUT, NONE);
         self.table_cover.resize(self.table_cover.len() + FANOUT, NO_COVER);
-        self.table_inside.push(0);
+        self.table_long.push(0);
         Ok(t)
     }
 
-    /// Returns the table or leaf behind `e` (and everything below it) to the free lists.
-    fn free_entry(&mut self, e: u32) {
-        if is_value(e) {
+    fn alloc_node(&mut self) -> Result<u32, LpmError> {
+        if let Some(id) = self.free_nodes.pop() {
+            return Ok(id);
+        }
+        let id = self.nodes.len() as u32;
+        if id > INDEX_MASK {
+            return Err(LpmError::Full);
+        }
+        self.nodes.push(Node {
+            keys: [KEY_PAD; NODE_KEYS],
+            ways: [NONE; NODE_WAYS],
+        });
+        self.node_owner.push([0; NODE_WAYS]);
+        Ok(id)
+    }
+
+    /// Returns the table or bucket behind `e` (and everything below it) to the free lists.
+    fn free_region(&mut self, e: u32) {
+        if is_node(e) {
+            self.free_nodes_below(index(e));
+            self.buckets -= 1;
+        } else if is_table(e) {
+            let t = index(e);
+            for s in t * FANOUT..(t + 1) * FANOUT {
+                self.free_region(self.tables[s]);
+            }
+            self.free_tables.push(t as u32);
+        }
+    }
+
+    fn free_nodes_below(&mut self, id: usize) {
+        let node = self.nodes[id];
+        if is_node(node.ways[0]) {
+            let n = node.keys.iter().filter(|&&k| k != KEY_PAD).count();
+            for &w in &node.ways[..=n] {
+                self.free_nodes_below(index(w));
+            }
+        }
+        self.free_nodes.push(id as u32);
+    }
+
+    // ---- nodes ----
+
+    fn open(&self, id: usize) -> Open {
+        let node = &self.nodes[id];
+        let owner = &self.node_owner[id];
+        let n = node.keys.iter().filter(|&&k| k != KEY_PAD).count();
+        let mut o = Open {
+            n,
+            keys: [0; MAX_KEYS + 1],
+            ways: [NONE; NODE_WAYS + 1],
+            owner: [0; NODE_WAYS + 1],
+        };
+        for j in 0..n {
+            o.keys[j] = node.keys[j] ^ KEY_BIAS;
+        }
+        for j in 0..=n {
+            o.ways[j] = node.ways[n - j];
+            o.owner[j] = owner[n - j];
+        }
+        o
+    }
+
+    /// Writes `o` (at most `MAX_KEYS` keys) into node `id`.
+    fn store(&mut self, id: u32, o: &Open) {
+        debug_assert!(o.n <= MAX_KEYS);
+        let mut node = Node {
+            keys: [KEY_PAD; NODE_KEYS],
+            ways: [NONE; NODE_WAYS],
+        };
+        let mut owner = [0u8; NODE_WAYS];
+        for j in 0..o.n {
+            node.keys[j] = o.keys[j] ^ KEY_BIAS;
+        }
+        for j in 0..=o.n {
+            node.ways[o.n - j] = o.ways[j];
+            owner[o.n - j] = o.owner[j];
+        }
+        self.nodes[id as usize] = node;
+        self.node_owner[id as usize] = owner;
+    }
+
+    /// Makes key `k` (0 < k < 2^32) a boundary of the bucket behind `slot`: the interval
+    /// containing it is split in two with the same value. Splits full nodes up the path.
+    fn bucket_add_key(&mut self, slot: Slot, k: u32) -> Result<(), LpmError> {
+        let mut path: Vec<(u32, usize)> = Vec::new();
+        let mut id = index(self.entry(slot)) as u32;
+        let mut o = loop {
+            let o = self.open(id as usize);
+            let pos = o.keys[..o.n].partition_point(|&x| x <= k);
+            if pos > 0 && o.keys[pos - 1] == k {
+                return Ok(());
+            }
+            if !is_node(o.ways[0]) {
+                break o;
+            }
+            path.push((id, pos));
+            id = index(o.ways[pos]) as u32;
+        };
+        let pos = o.keys[..o.n].partition_point(|&x| x <= k);
+        let (w, owner) = (o.ways[pos], o.owner[pos]);
+        insert_at(&mut o, pos, k, w, owner);
+        // Split upwards while the node overflows.
+        loop {
+            if o.n <= MAX_KEYS {
+                self.store(id, &o);
+                return Ok(());
+            }
+            let (left, sep, right) = split(&o);
+            let new = self.alloc_node()?;
+            self.store(id, &left);
+            self.store(new, &right);
+            match path.pop() {
+                Some((parent, pos)) => {
+                    o = self.open(parent as usize);
+                    insert_at(&mut o, pos, sep, NODE_TAG | new, 0);
+                    id = parent;
+                }
+                None => {
+                    let root = self.alloc_node()?;
+                    let mut r = Open {
+                        n: 1,
+                        keys: [0; MAX_KEYS + 1],
+                        ways: [NONE; NODE_WAYS + 1],
+                        owner: [0; NODE_WAYS + 1],
+                    };
+                    r.keys[0] = sep;
+                    r.ways[0] = NODE_TAG | id;
+                    r.ways[1] = NODE_TAG | new;
+                    self.store(root, &r);
+                    self.set_entry(slot, NODE_TAG | root);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Removes key `k` from the leaf holding it, merging its two intervals (which the caller
+    /// made equal). A key held as an inner separator stays: both its sides are equal.
+    fn bucket_drop_key(&mut self, slot: Slot, k: u32) {
+        let mut id = index(self.entry(slot));
+        loop {
+            let mut o = self.open(id);
+            let pos = o.keys[..o.n].partition_point(|&x| x <= k);
+            if is_node(o.ways[0]) {
+                if pos > 0 && o.keys[pos - 1] == k {
+                    return;
+                }
+                id = index(o.ways[pos]);
+                continue;
+            }
+            if pos > 0 && o.keys[pos - 1] == k {
+                debug_assert_eq!(o.ways[pos - 1], o.ways[pos]);
+                o.keys.copy_within(pos..o.n, pos - 1);
+                o.ways.copy_within(pos + 1..=o.n, pos);
+                o.owner.copy_within(pos + 1..=o.n, pos);
+                o.n -= 1;
+                self.store(id as u32, &o);
+            }
             return;
         }
-        let i = e & INDEX_MASK;
-        if is_leaf(e) {
-            self.free_leaves.push(i);
-            return;
+    }
+
+    /// Applies `f` to the value and owner of every leaf interval of node `id` (covering keys
+    /// `lo..hi`) that lies inside `a..b`. Intervals straddling `a` or `b` are left alone: the
+    /// callers made both ends boundaries.
+    fn bucket_update(
+        &mut self,
+        id: usize,
+        lo: u64,
+        hi: u64,
+        a: u64,
+        b: u64,
+        f: &mut impl FnMut(&mut u32, &mut u8),
+    ) {
+        let mut o = self.open(id);
+        let leaf = !is_node(o.ways[0]);
+        let mut changed = false;
+        for j in 0..=o.n {
+            let cs = if j == 0 { lo } else { u64::from(o.keys[j - 1]) };
+            let ce = if j == o.n { hi } else { u64::from(o.keys[j]) };
+            if ce <= a || cs >= b {
+                continue;
+            }
+            if leaf {
+                if cs >= a && ce <= b {
+                    f(&mut o.ways[j], &mut o.owner[j]);
+                    changed = true;
+                }
+            } else {
+                self.bucket_update(index(o.ways[j]), cs, ce, a, b, f);
+            }
         }
-        for s in 0..FANOUT {
-            let child = self.tables[i as usize * FANOUT + s];
-            self.free_entry(child);
+        if changed {
+            self.store(id as u32, &o);
         }
-        self.free_tables.push(i);
     }
 
     // ---- slots ----
@@ -747,30 +986,34 @@ impl Lpm6 {
     /// The routes inside the region at depth `d` containing `p`, sorted.
     fn inside(&self, d: u32, p: u128) -> Vec<Route> {
         let lo = mask(p, d as u8);
-        let hi = lo | (u128::MAX >> d);
         self.routes
-            .range((lo, 0)..=(hi, 128))
+            .range((lo, 0)..=(last(lo, d as u8), 128))
             .filter(|(&(_, l), _)| u32::from(l) > d)
             .map(|(&(p, l), &v)| (p, l, v))
             .collect()
     }
 
-    /// Recompiles the value or leaf region behind `slot` (depth `d`, containing `p`) from the
-    /// routes now inside it.
+    /// Whether any route lies inside the region at depth `d` containing `p`.
+    fn any_inside(&self, d: u32, p: u128) -> bool {
+        let lo = mask(p, d as u8);
+        self.routes
+            .range((lo, 0)..=(last(lo, d as u8), 128))
+            .any(|(&(_, l), _)| u32::from(l) > d)
+    }
+
+    /// Recompiles the region behind `slot` (depth `d`, containing `p`) from its routes.
     fn rebuild_region(&mut self, slot: Slot, d: u32, p: u128) -> Result<(), LpmError> {
         let inside = self.inside(d, p);
         let old = self.entry(slot);
-        debug_assert!(is_value(old) || is_leaf(old));
-        self.free_entry(old);
-        let e = self.build_region(d, mask(p, d as u8), self.cover(slot), &inside)?;
-        self.set_entry(slot, e);
-        Ok(())
+        self.free_region(old);
+        let e = self.build_region(d, mask(p, d as u8), self.cover(slot), &inside);
+        // On failure the region answers its cover until the next successful update of it.
+        self.set_entry(slot, *e.as_ref().unwrap_or(&self.cover(slot).val));
+        e.map(drop)
     }
 
     // ---- updates ----
 
-    /// The entries of the table level `e_first..e_first + count` under the route's path, or
-    /// where the walk ends.
     fn apply_insert(&mut self, p: u128, len: u8, v: u32, new: bool) -> Result<(), LpmError> {
         let c = Cover { val: v, rank: len + 1 };
         let l = u32::from(len);
@@ -785,12 +1028,18 @@ impl Lpm6 {
         let mut d = ROOT_BITS;
         loop {
             let e = self.entry(slot);
-            if is_value(e) || is_leaf(e) {
+            if is_value(e) {
                 return self.rebuild_region(slot, d, p);
             }
-            let t = (e & INDEX_MASK) as usize;
-            if new {
-                self.table_inside[t] += 1;
+            if is_node(e) {
+                if !fits(len, d) {
+                    return self.rebuild_region(slot, d, p);
+                }
+                return self.bucket_insert(slot, d, p, len, c);
+            }
+            let t = index(e);
+            if new && !fits(len, d) {
+                self.table_long[t] += 1;
             }
             if l <= d + STRIDE {
                 let first = t * FANOUT + slot_at(p, d);
@@ -804,11 +1053,37 @@ impl Lpm6 {
         }
     }
 
+    /// Inserts (or revalues) route `p/len` -> `c` in the bucket behind `slot` (depth `d`).
+    fn bucket_insert(
+        &mut self,
+        slot: Slot,
+        d: u32,
+        p: u128,
+        len: u8,
+        c: Cover,
+    ) -> Result<(), LpmError> {
+        let a = u64::from(window(p, d));
+        let b = a + span(len, d);
+        if a > 0 {
+            self.bucket_add_key(slot, a as u32)?;
+        }
+        if b < 1 << WINDOW_BITS {
+            self.bucket_add_key(slot, b as u32)?;
+        }
+        let root = index(self.entry(slot));
+        self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |val, owner| {
+            if *owner <= c.rank {
+                *val = c.val;
+                *owner = c.rank;
+            }
+        });
+        Ok(())
+    }
+
     /// Makes `c` the cover of `slot` if it is longer than (or replaces) the current one, and
     /// pushes it into the compiled structure below.
     fn push_insert(&mut self, slot: Slot, c: Cover) {
-        let old = self.cover(slot);
-        if old.rank > c.rank {
+        if self.cover(slot).rank > c.rank {
             return;
         }
         self.set_cover(slot, c);
@@ -816,25 +1091,23 @@ impl Lpm6 {
         if is_value(e) {
             self.set_entry(slot, c.val);
         } else {
-            self.push_below(e, c, |r| r <= c.rank);
+            self.push_below(e, c, &|r| r <= c.rank);
         }
     }
 
-    /// Replaces the cover of every entry below `e` whose cover `replaces` selects by rank,
-    /// and the value of every leaf interval that shows its region's cover.
-    fn push_below(&mut self, e: u32, c: Cover, replaces: impl Fn(u8) -> bool + Copy) {
-        let i = (e & INDEX_MASK) as usize;
-        if is_leaf(e) {
-            let owner = self.leaf_owner[i];
-            let leaf = &mut self.leaves[i];
-            for (val, &o) in leaf.vals.iter_mut().zip(&owner) {
-                if o == 0 {
+    /// Gives cover `c` to every entry below `e` whose cover rank `replaces` selects, and to every
+    /// bucket interval that shows its region's cover.
+    fn push_below(&mut self, e: u32, c: Cover, replaces: &impl Fn(u8) -> bool) {
+        if is_node(e) {
+            self.bucket_update(index(e), 0, 1 << WINDOW_BITS, 0, 1 << WINDOW_BITS, &mut |val, owner| {
+                if *owner == 0 {
                     *val = c.val;
                 }
-            }
+            });
             return;
         }
-        for s in i * FANOUT..(i + 1) * FANOUT {
+        let t = index(e);
+        for s in t * FANOUT..(t + 1) * FANOUT {
             if !replaces(self.table_cover[s].rank) {
                 continue;
             }
@@ -874,19 +1147,19 @@ impl Lpm6 {
         }
         let mut slot = Slot::Root((p >> (128 - ROOT_BITS)) as usize);
         let mut d = ROOT_BITS;
-        // The tables the walk passed through, with the slot pointing at each and its depth.
+        // The tables the walk passed through: the slot pointing at each, and its depth.
         let mut path: Vec<(Slot, u32)> = Vec::new();
         loop {
             let e = self.entry(slot);
-            if is_leaf(e) {
-                // The routes left fit the leaf they were in: a leaf or value again.
-                self.rebuild_region(slot, d, p)
-                    .expect("a region that fitted a leaf fits one with a route fewer");
+            if is_node(e) {
+                self.bucket_remove(slot, d, p, len);
                 break;
             }
-            debug_assert!(!is_value(e), "a removed route was inside a value region");
-            let t = (e & INDEX_MASK) as usize;
-            self.table_inside[t] -= 1;
+            debug_assert!(is_table(e), "a removed route was inside a value region");
+            let t = index(e);
+            if !fits(len, d) {
+                self.table_long[t] -= 1;
+            }
             path.push((slot, d));
             if l <= d + STRIDE {
                 let repl = self.best_shorter(p, len, d as u8 + 1, self.cover(slot));
@@ -899,25 +1172,62 @@ impl Lpm6 {
             slot = Slot::Table(t * FANOUT + slot_at(p, d));
             d += STRIDE;
         }
-        // The shallowest table on the path whose region now fits a leaf (or is empty) becomes
-        // one, with everything below it.
+        // The shallowest table left with no route too long for a bucket becomes a bucket.
         for (slot, d) in path {
-            let t = (self.entry(slot) & INDEX_MASK) as usize;
-            if self.table_inside[t] as usize > LEAF_MAX_ROUTES {
-                continue;
-            }
-            let inside = self.inside(d, p);
-            let lo = mask(p, d as u8);
-            if inside.is_empty() || leaf_boundaries(d, lo, &inside).is_some() {
-                let old = self.entry(slot);
-                self.free_entry(old);
-                let e = self
-                    .build_region(d, lo, self.cover(slot), &inside)
-                    .expect("a leaf reuses the slot of a freed table");
-                self.set_entry(slot, e);
+            if self.table_long[index(self.entry(slot))] == 0 {
+                // A bucket needs no more nodes than the table's subtree freed, as a rule; if
+                // the index space is exhausted the region answers its cover (see rebuild).
+                let _ = self.rebuild_region(slot, d, p);
                 break;
             }
         }
+    }
+
+    /// Removes route `p/len` (already gone from the map) from the bucket behind `slot`.
+    fn bucket_remove(&mut self, slot: Slot, d: u32, p: u128, len: u8) {
+        if !self.any_inside(d, p) {
+            let e = self.entry(slot);
+            self.free_region(e);
+            self.set_entry(slot, self.cover(slot).val);
+            return;
+        }
+        let rank = len + 1;
+        let repl = self.best_shorter(p, len, d as u8 + 1, self.cover(slot));
+        let owner = if u32::from(repl.rank) > d + 1 { repl.rank } else { 0 };
+        let a = u64::from(window(p, d));
+        let b = a + span(len, d);
+        let root = index(self.entry(slot));
+        self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |val, own| {
+            if *own == rank {
+                *val = repl.val;
+                *own = owner;
+            }
+        });
+        let lo = mask(p, d as u8);
+        if a > 0 && !self.is_endpoint(d, lo, p) {
+            self.bucket_drop_key(slot, a as u32);
+        }
+        if b < 1 << WINDOW_BITS {
+            let end = last(p, len) + 1;
+            if !self.is_endpoint(d, lo, end) {
+                self.bucket_drop_key(slot, b as u32);
+            }
+        }
+    }
+
+    /// Whether address `x` (inside the region at depth `d` starting at `lo`, not its start)
+    /// starts a route inside the region or follows the last address of one.
+    fn is_endpoint(&self, d: u32, lo: u128, x: u128) -> bool {
+        debug_assert!(x > lo);
+        let min = d as u8 + 1;
+        if self.routes.range((x, min)..=(x, 128)).next().is_some() {
+            return true;
+        }
+        let y = x - 1;
+        let first_len = (128 - y.trailing_ones()).max(u32::from(min)) as u8;
+        (first_len..=128).any(|l| {
+            self.per_len[usize::from(l)] > 0 && self.routes.contains_key(&(mask(y, l), l))
+        })
     }
 
     /// Replaces `slot`'s cover of rank `rank` (a removed route) by `repl` and pushes it below.
@@ -930,9 +1240,43 @@ impl Lpm6 {
         if is_value(e) {
             self.set_entry(slot, repl.val);
         } else {
-            self.push_below(e, repl, move |r| r == rank);
+            self.push_below(e, repl, &|r| r == rank);
         }
     }
+}
+
+/// Inserts key `k` at `pos` of `o`, with the way (and owner) `w` after it.
+fn insert_at(o: &mut Open, pos: usize, k: u32, w: u32, owner: u8) {
+    o.keys.copy_within(pos..o.n, pos + 1);
+    o.keys[pos] = k;
+    o.ways.copy_within(pos + 1..=o.n, pos + 2);
+    o.ways[pos + 1] = w;
+    o.owner.copy_within(pos + 1..=o.n, pos + 2);
+    o.owner[pos + 1] = owner;
+    o.n += 1;
+}
+
+/// Splits an overflowing node into two halves and the key between them, which becomes the
+/// separator in the parent.
+fn split(o: &Open) -> (Open, u32, Open) {
+    let m = o.n / 2;
+    let empty = Open {
+        n: 0,
+        keys: [0; MAX_KEYS + 1],
+        ways: [NONE; NODE_WAYS + 1],
+        owner: [0; NODE_WAYS + 1],
+    };
+    let mut left = empty;
+    left.n = m;
+    left.keys[..m].copy_from_slice(&o.keys[..m]);
+    left.ways[..=m].copy_from_slice(&o.ways[..=m]);
+    left.owner[..=m].copy_from_slice(&o.owner[..=m]);
+    let mut right = empty;
+    right.n = o.n - m - 1;
+    right.keys[..right.n].copy_from_slice(&o.keys[m + 1..o.n]);
+    right.ways[..=right.n].copy_from_slice(&o.ways[m + 1..=o.n]);
+    right.owner[..=right.n].copy_from_slice(&o.owner[m + 1..=o.n]);
+    (left, o.keys[m], right)
 }
 
 /// Whether the batch path may use AVX2 (with POPCNT, which every AVX2 CPU has).
@@ -974,32 +1318,34 @@ impl Batch<'_> {
 mod tests {
     use super::*;
 
-    /// Both leaf searches count the same keys for every probe around every boundary.
+    /// Both node searches count the same keys for every probe around every boundary.
     #[test]
-    fn leaf_searches_agree() {
+    fn node_searches_agree() {
         let bounds = [1u32, 2, 0x7FFF_FFFF, 0x8000_0000, 0x8000_0001, u32::MAX];
-        let mut leaf = Leaf {
-            keys: [KEY_PAD; LEAF_KEYS],
-            vals: [0; LEAF_INTERVALS],
-        };
-        for (k, &b) in leaf.keys.iter_mut().zip(&bounds) {
+        let mut keys = [KEY_PAD; NODE_KEYS];
+        for (k, &b) in keys.iter_mut().zip(&bounds) {
             *k = b ^ KEY_BIAS;
         }
+        let node = Node {
+            keys,
+            ways: [0; NODE_WAYS],
+        };
         for &b in &bounds {
             for q in [b.wrapping_sub(1), b, b.wrapping_add(1), 0, u32::MAX] {
                 let want = bounds.iter().filter(|&&k| k > q).count();
                 let qb = (q ^ KEY_BIAS) as i32;
-                assert_eq!(count_above_portable(&leaf.keys, qb), want, "{q:#x}");
+                assert_eq!(count_above_portable(&node.keys, qb), want, "{q:#x}");
                 #[cfg(target_arch = "x86_64")]
                 if detect_avx2() {
                     // SAFETY: AVX2 and POPCNT were detected.
-                    assert_eq!(unsafe { count_above_avx2(&leaf.keys, qb) }, want, "{q:#x}");
+                    assert_eq!(unsafe { count_above_avx2(&node.keys, qb) }, want, "{q:#x}");
                 }
             }
         }
     }
 
-    /// A region at the bottom of the address space (depth > 96) keys its leaf on the last bits.
+    /// A region at the bottom of the address space (depth > 96) keys its bucket on the last
+    /// bits, padded.
     #[test]
     fn deep_regions() {
         let mut t = Lpm6::new();
@@ -1016,5 +1362,40 @@ mod tests {
             }
         }
         assert_eq!(t.lookup(base | 40 << 3), None);
+    }
+
+    /// Many prefixes in one /16 grow a bucket several levels deep by splits; lookups, single
+    /// and batched, agree with a bulk build of the same routes, and removing them all empties
+    /// the table.
+    #[test]
+    fn deep_bucket_by_splits() {
+        let base: u128 = 0x2a00_0000 << 96;
+        let routes: Vec<Route> = (0..5000u32)
+            .map(|i| (base | u128::from(i.wrapping_mul(2_654_435_761) >> 8) << 80, 48, i % 7))
+            .chain((0..300u32).map(|i| (base | u128::from(i * 97) << 88, 40, 100 + i)))
+            .collect();
+        let mut inc = Lpm6::new();
+        for &(p, l, v) in &routes {
+            inc.insert(p, l, v).unwrap();
+        }
+        let bulk = Lpm6::from_routes(routes.iter().copied()).unwrap();
+        assert_eq!(inc.shape(), bulk.shape());
+        let probes: Vec<u128> = routes
+            .iter()
+            .flat_map(|&(p, l, _)| [p, last(p, l), last(p, l).wrapping_add(1), p.wrapping_sub(1)])
+            .collect();
+        let mut a = vec![0; probes.len()];
+        let mut b = vec![0; probes.len()];
+        inc.lookup_batch(&probes, &mut a);
+        bulk.lookup_batch(&probes, &mut b);
+        assert_eq!(a, b);
+        for (&x, &want) in probes.iter().zip(&b) {
+            assert_eq!(inc.lookup(x).unwrap_or(crate::NO_ROUTE), want, "{x:#x}");
+        }
+        for &(p, l, _) in &routes {
+            inc.remove(p, l);
+        }
+        assert_eq!(inc.shape(), Lpm6::new().shape());
+        assert!(inc.lookup(base).is_none());
     }
 }
