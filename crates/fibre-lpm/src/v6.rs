@@ -373,18 +373,44 @@ impl Lpm6 {
     #[inline]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
         let mut e = self.root[(addr >> (128 - ROOT_BITS)) as usize];
-        let mut d = ROOT_BITS;
-        while is_table(e) {
-            e = self.tables[index(e) * FANOUT + slot_at(addr, d)];
-            d += STRIDE;
+        let mut k = (addr >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
+        if is_table(e) {
+            let mut d = ROOT_BITS;
+            while is_table(e) {
+                e = self.tables[index(e) * FANOUT + slot_at(addr, d)];
+                d += STRIDE;
+            }
+            k = window(addr, d);
         }
         if is_node(e) {
-            let qb = (window(addr, d) ^ KEY_BIAS) as i32;
-            while is_node(e) {
-                e = self.nodes[index(e)].way::<false>(qb);
-            }
+            e = self.search(e, (k ^ KEY_BIAS) as i32);
         }
         (e != NONE).then_some(e)
+    }
+
+    /// Descends the bucket whose root entry is `e` with biased key `qb`.
+    #[inline(always)]
+    fn search(&self, mut e: u32, qb: i32) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` was set by run-time detection of AVX2 and POPCNT.
+            return unsafe { self.search_avx2(e, qb) };
+        }
+        while is_node(e) {
+            e = self.nodes[index(e)].way::<false>(qb);
+        }
+        e
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and POPCNT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn search_avx2(&self, mut e: u32, qb: i32) -> u32 {
+        while is_node(e) {
+            e = self.nodes[index(e)].way::<true>(qb);
+        }
+        e
     }
 
     /// Looks up every address of `addrs` into the same position of `out` ([`crate::NO_ROUTE`]
@@ -417,79 +443,71 @@ impl Lpm6 {
         }
     }
 
-    /// One group of `lookup_batch`: lanes advance one level per pass, every lane's next line
-    /// prefetched before any is read. Each step selects the lane's next index with masks rather
-    /// than branches, so lanes that stop at different depths cost no mispredictions.
+    /// One group of `lookup_batch`. Each lane first reads its root entry (and walks tables,
+    /// rare: only over prefixes longer than a bucket window); lanes that reach a bucket then
+    /// descend it one level per pass, every lane's next node prefetched before any is read.
+    /// The active lanes are kept packed at the front of the lane arrays, so a pass is a
+    /// branch-free loop over exactly the lanes still searching.
     #[inline(always)]
     fn lookup_group<const AVX2: bool>(&self, addrs: &[u128], out: &mut [u32]) {
         let n = addrs.len();
         debug_assert!(n <= BATCH && out.len() == n);
-        let mut cur = [0u32; BATCH];
-        // Biased search key of each lane that reached a bucket.
+        // Per lane (indexed by position in `addrs`): biased search key and answer.
         let mut key = [0i32; BATCH];
-        for i in 0..n {
-            cur[i] = (addrs[i] >> (128 - ROOT_BITS)) as u32;
-            crate::prefetch(self.root.as_ptr().wrapping_add(cur[i] as usize));
-        }
-        let tables = self.tables.as_ptr();
+        let mut res = [0u32; BATCH];
+        // Per active lane, packed at the front: its position and its next node.
+        let mut lane = [0u8; BATCH];
+        let mut cur = [0u32; BATCH];
+        let root = self.root.as_ptr();
         let nodes = self.nodes.as_ptr();
-        let mut at_table: u64 = 0;
-        let mut at_node: u64 = 0;
-        // Classifies entry `e` that lane `i` read at depth `d`: a value is final (later steps
-        // overwrite `out` for the others), a table or node index becomes the lane's next read.
-        macro_rules! step {
-            ($i:expr, $e:expr, $d:expr) => {{
-                let (i, e, d) = ($i, $e, $d);
-                out[i] = e;
-                let table = u64::from(is_table(e));
-                let node = u64::from(is_node(e));
-                let idx = e & INDEX_MASK;
-                let next = (idx << STRIDE) | slot_at(addrs[i], d) as u32;
-                let wide = 0u32.wrapping_sub(table as u32);
-                cur[i] = (next & wide) | (idx & !wide);
-                key[i] = (window(addrs[i], d) ^ KEY_BIAS) as i32;
-                at_table = (at_table & !(1 << i)) | table << i;
-                at_node |= node << i;
-                let table_at = tables.wrapping_add(next as usize) as usize;
-                let node_at = nodes.wrapping_add(idx as usize) as usize;
-                let w = 0usize.wrapping_sub(table as usize);
-                let at = (table_at & w) | (node_at & !w);
-                crate::prefetch(at as *const u8);
-                crate::prefetch((at + 64) as *const u8);
-            }};
+        for &a in addrs {
+            crate::prefetch(root.wrapping_add((a >> (128 - ROOT_BITS)) as usize));
         }
-        for i in 0..n {
-            let e = self.root[cur[i] as usize];
-            step!(i, e, ROOT_BITS);
-        }
-        let mut d = ROOT_BITS + STRIDE;
-        while at_table != 0 {
-            let mut lanes = at_table;
-            while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                let e = self.tables[cur[i] as usize];
-                step!(i, e, d);
+        let mut m = 0;
+        for (i, &a) in addrs.iter().enumerate() {
+            let mut e = self.root[(a >> (128 - ROOT_BITS)) as usize];
+            let mut k = (a >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
+            if is_table(e) {
+                let mut d = ROOT_BITS;
+                while is_table(e) {
+                    e = self.tables[index(e) * FANOUT + slot_at(a, d)];
+                    d += STRIDE;
+                }
+                k = window(a, d);
             }
-            d += STRIDE;
+            let i = i & (BATCH - 1);
+            res[i] = e;
+            key[i] = (k ^ KEY_BIAS) as i32;
+            let node = is_node(e);
+            lane[m] = i as u8;
+            cur[m] = if node { e & INDEX_MASK } else { 0 };
+            let at = nodes.wrapping_add(cur[m] as usize);
+            crate::prefetch(at);
+            crate::prefetch(at.cast::<u8>().wrapping_add(64));
+            m += usize::from(node);
         }
-        while at_node != 0 {
-            let mut lanes = at_node;
-            while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                let e = self.nodes[cur[i] as usize].way::<AVX2>(key[i]);
-                out[i] = e;
-                let node = is_node(e);
-                at_node &= !(u64::from(!node) << i);
-                cur[i] = e & INDEX_MASK;
-                let at = nodes.wrapping_add(cur[i] as usize);
+        while m > 0 {
+            let mut next = 0;
+            for j in 0..m {
+                let i = usize::from(lane[j]) & (BATCH - 1);
+                // SAFETY: `cur[j]` is the index of a NODE entry (or 0 for a lane that stopped,
+                // which never gets here: it is not among the first `m`), and every NODE entry
+                // indexes an allocated node: nodes are only appended, freed ones reused.
+                let node = unsafe { &*nodes.add(cur[j] as usize) };
+                let e = node.way::<AVX2>(key[i]);
+                res[i] = e;
+                let more = is_node(e);
+                lane[next] = i as u8;
+                cur[next] = if more { e & INDEX_MASK } else { 0 };
+                let at = nodes.wrapping_add(cur[next] as usize);
                 crate::prefetch(at);
                 crate::prefetch(at.cast::<u8>().wrapping_add(64));
+                next += usize::from(more);
             }
+            m = next;
         }
-        for o in out.iter_mut() {
-            *o = crate::external(*o);
+        for (o, &r) in out.iter_mut().zip(&res) {
+            *o = crate::external(r);
         }
     }
 
