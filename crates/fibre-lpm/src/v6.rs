@@ -233,20 +233,22 @@ fn count_above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::*;
-        // SAFETY: SSE2 is part of the x86_64 baseline; `Node` is 128-byte aligned, so each
-        // 16-byte load is aligned and inside `keys`.
-        unsafe {
-            let q = _mm_set1_epi32(qb);
-            let p = keys.as_ptr().cast::<__m128i>();
-            let m = |i| {
+        // SAFETY: SSE2 is part of the x86_64 baseline.
+        let q = unsafe { _mm_set1_epi32(qb) };
+        let p = keys.as_ptr().cast::<__m128i>();
+        let mut bits = 0u64;
+        for i in 0..NODE_KEYS / 4 {
+            // SAFETY: SSE2 is part of the x86_64 baseline; `Node` is 128-byte aligned, so each
+            // 16-byte load is aligned and inside `keys`.
+            let m = unsafe {
                 _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(
                     _mm_load_si128(p.add(i)),
                     q,
                 )))
             };
-            let bits = m(0) | m(1) << 4 | m(2) << 8 | m(3) << 12;
-            (bits as u32).count_ones() as usize
+            bits |= (m as u64) << (4 * i);
         }
+        bits.count_ones() as usize
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -254,7 +256,7 @@ fn count_above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
     }
 }
 
-/// As [`count_above_portable`], with two AVX2 compares.
+/// As [`count_above_portable`], with AVX2 compares of eight keys each.
 ///
 /// # Safety
 /// The CPU must support AVX2 and POPCNT.
@@ -263,21 +265,21 @@ fn count_above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
 #[inline]
 unsafe fn count_above_avx2(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
     use core::arch::x86_64::*;
-    // SAFETY: the caller guarantees AVX2; `Node` is 128-byte aligned, so both 32-byte loads are
-    // aligned and inside `keys`.
-    unsafe {
-        let q = _mm256_set1_epi32(qb);
-        let p = keys.as_ptr().cast::<__m256i>();
-        let lo = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
-            _mm256_load_si256(p),
-            q,
-        )));
-        let hi = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
-            _mm256_load_si256(p.add(1)),
-            q,
-        )));
-        ((lo | hi << 8) as u32).count_ones() as usize
+    let q = _mm256_set1_epi32(qb);
+    let p = keys.as_ptr().cast::<__m256i>();
+    let mut bits = 0u64;
+    for i in 0..NODE_KEYS / 8 {
+        // SAFETY: the caller guarantees AVX2; `Node` is 128-byte aligned, so each 32-byte load
+        // is aligned and inside `keys`.
+        let m = unsafe {
+            _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                _mm256_load_si256(p.add(i)),
+                q,
+            )))
+        };
+        bits |= (m as u64) << (8 * i);
     }
+    bits.count_ones() as usize
 }
 
 impl Node {
@@ -482,8 +484,7 @@ impl Lpm6 {
             lane[m] = i as u8;
             cur[m] = if node { e & INDEX_MASK } else { 0 };
             let at = nodes.wrapping_add(cur[m] as usize);
-            crate::prefetch(at);
-            crate::prefetch(at.cast::<u8>().wrapping_add(64));
+            prefetch_node(at);
             m += usize::from(node);
         }
         while m > 0 {
@@ -500,8 +501,7 @@ impl Lpm6 {
                 lane[next] = i as u8;
                 cur[next] = if more { e & INDEX_MASK } else { 0 };
                 let at = nodes.wrapping_add(cur[next] as usize);
-                crate::prefetch(at);
-                crate::prefetch(at.cast::<u8>().wrapping_add(64));
+                prefetch_node(at);
                 next += usize::from(more);
             }
             m = next;
@@ -1260,6 +1260,14 @@ impl Lpm6 {
         } else {
             self.push_below(e, repl, &|r| r == rank);
         }
+    }
+}
+
+/// Prefetches every line of the node at `at` (any address: a prefetch never faults).
+#[inline(always)]
+fn prefetch_node(at: *const Node) {
+    for line in 0..std::mem::size_of::<Node>() / 64 {
+        crate::prefetch(at.cast::<u8>().wrapping_add(64 * line));
     }
 }
 
