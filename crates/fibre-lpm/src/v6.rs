@@ -631,7 +631,10 @@ impl Lpm6 {
         for &&(p, l, v) in &ending {
             let first = slot(p);
             let count = 1usize << (d + bits - u32::from(l));
-            covers[first..first + count].fill(Cover { val: v, rank: l + 1 });
+            covers[first..first + count].fill(Cover {
+                val: v,
+                rank: l + 1,
+            });
         }
         let mut entries: Vec<u32> = covers.iter().map(|c| c.val).collect();
         let deeper: Vec<Route> = inside
@@ -768,7 +771,8 @@ impl Lpm6 {
             return Err(LpmError::Full);
         }
         self.tables.resize(self.tables.len() + FANOUT, NONE);
-        self.table_cover.resize(self.table_cover.len() + FANOUT, NO_COVER);
+        self.table_cover
+            .resize(self.table_cover.len() + FANOUT, NO_COVER);
         self.table_long.push(0);
         Ok(t)
     }
@@ -1033,7 +1037,10 @@ impl Lpm6 {
     // ---- updates ----
 
     fn apply_insert(&mut self, p: u128, len: u8, v: u32, new: bool) -> Result<(), LpmError> {
-        let c = Cover { val: v, rank: len + 1 };
+        let c = Cover {
+            val: v,
+            rank: len + 1,
+        };
         let l = u32::from(len);
         if l <= ROOT_BITS {
             let first = (p >> (128 - ROOT_BITS)) as usize;
@@ -1117,11 +1124,18 @@ impl Lpm6 {
     /// bucket interval that shows its region's cover.
     fn push_below(&mut self, e: u32, c: Cover, replaces: &impl Fn(u8) -> bool) {
         if is_node(e) {
-            self.bucket_update(index(e), 0, 1 << WINDOW_BITS, 0, 1 << WINDOW_BITS, &mut |val, owner| {
-                if *owner == 0 {
-                    *val = c.val;
-                }
-            });
+            self.bucket_update(
+                index(e),
+                0,
+                1 << WINDOW_BITS,
+                0,
+                1 << WINDOW_BITS,
+                &mut |val, owner| {
+                    if *owner == 0 {
+                        *val = c.val;
+                    }
+                },
+            );
             return;
         }
         let t = index(e);
@@ -1146,7 +1160,10 @@ impl Lpm6 {
                 continue;
             }
             if let Some(&v) = self.routes.get(&(mask(p, l), l)) {
-                return Cover { val: v, rank: l + 1 };
+                return Cover {
+                    val: v,
+                    rank: l + 1,
+                };
             }
         }
         fallback
@@ -1211,7 +1228,11 @@ impl Lpm6 {
         }
         let rank = len + 1;
         let repl = self.best_shorter(p, len, d as u8 + 1, self.cover(slot));
-        let owner = if u32::from(repl.rank) > d + 1 { repl.rank } else { 0 };
+        let owner = if u32::from(repl.rank) > d + 1 {
+            repl.rank
+        } else {
+            0
+        };
         let a = u64::from(window(p, d));
         let b = a + span(len, d);
         let root = index(self.entry(slot));
@@ -1243,9 +1264,8 @@ impl Lpm6 {
         }
         let y = x - 1;
         let first_len = (128 - y.trailing_ones()).max(u32::from(min)) as u8;
-        (first_len..=128).any(|l| {
-            self.per_len[usize::from(l)] > 0 && self.routes.contains_key(&(mask(y, l), l))
-        })
+        (first_len..=128)
+            .any(|l| self.per_len[usize::from(l)] > 0 && self.routes.contains_key(&(mask(y, l), l)))
     }
 
     /// Replaces `slot`'s cover of rank `rank` (a removed route) by `repl` and pushes it below.
@@ -1397,7 +1417,13 @@ mod tests {
     fn deep_bucket_by_splits() {
         let base: u128 = 0x2a00_0000 << 96;
         let routes: Vec<Route> = (0..5000u32)
-            .map(|i| (base | u128::from(i.wrapping_mul(2_654_435_761) >> 8) << 80, 48, i % 7))
+            .map(|i| {
+                (
+                    base | u128::from(i.wrapping_mul(2_654_435_761) >> 8) << 80,
+                    48,
+                    i % 7,
+                )
+            })
             .chain((0..300u32).map(|i| (base | u128::from(i * 97) << 88, 40, 100 + i)))
             .collect();
         let mut inc = Lpm6::new();
