@@ -71,6 +71,9 @@ const MAX_KEYS: usize = NODE_WAYS - 1;
 /// Keys per leaf when a bucket is built from scratch: below the maximum, so that inserting
 /// into a freshly built bucket rarely splits at once.
 const BUILD_LEAF_KEYS: usize = 12;
+/// A key inserted among the last this many of a full node splits it at the key (see `split`):
+/// two, because a route adds its end key after its start key.
+const APPEND_TAIL: usize = 2;
 /// Lookups advanced together by `lookup_batch`: enough independent memory accesses in flight
 /// to cover L3 latency, few enough that lane state stays in L1.
 const BATCH: usize = 64;
@@ -876,7 +879,7 @@ impl Lpm6 {
             path.push((id, pos));
             id = index(o.ways[pos]) as u32;
         };
-        let pos = o.keys[..o.n].partition_point(|&x| x <= k);
+        let mut pos = o.keys[..o.n].partition_point(|&x| x <= k);
         let (w, owner) = (o.ways[pos], o.owner[pos]);
         insert_at(&mut o, pos, k, w, owner);
         // Split upwards while the node overflows.
@@ -885,15 +888,16 @@ impl Lpm6 {
                 self.store(id, &o);
                 return Ok(());
             }
-            let (left, sep, right) = split(&o);
+            let (left, sep, right) = split(&o, pos);
             let new = self.alloc_node()?;
             self.store(id, &left);
             self.store(new, &right);
             match path.pop() {
-                Some((parent, pos)) => {
+                Some((parent, at)) => {
                     o = self.open(parent as usize);
-                    insert_at(&mut o, pos, sep, NODE_TAG | new, 0);
+                    insert_at(&mut o, at, sep, NODE_TAG | new, 0);
                     id = parent;
+                    pos = at;
                 }
                 None => {
                     let root = self.alloc_node()?;
@@ -1302,10 +1306,13 @@ fn insert_at(o: &mut Open, pos: usize, k: u32, w: u32, owner: u8) {
     o.n += 1;
 }
 
-/// Splits an overflowing node into two halves and the key between them, which becomes the
-/// separator in the parent.
-fn split(o: &Open) -> (Open, u32, Open) {
-    let m = o.n / 2;
+/// Splits an overflowing node, whose key at `pos` was just inserted, into two nodes and the
+/// key between them, which becomes the separator in the parent. In the middle, as a rule; but
+/// when the new key is one of the node's last two, the updates are likely appending in order
+/// (a table loaded in address order), so the left node keeps every key before the new one and
+/// ends full rather than half full.
+fn split(o: &Open, pos: usize) -> (Open, u32, Open) {
+    let m = if pos + APPEND_TAIL >= o.n { pos } else { o.n / 2 };
     let empty = Open {
         n: 0,
         keys: [0; MAX_KEYS + 1],
