@@ -422,7 +422,7 @@ impl Fib {
         for id in dead {
             let _ = self.nexthop_del(id);
         }
-        self.drop_nhs6(idx);
+        self.drop_nhs6(idx, true);
         self.links.remove(idx);
         self.after_state_change();
         Ok(())

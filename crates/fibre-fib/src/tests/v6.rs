@@ -1,0 +1,90 @@
+//! IPv6 kernel-scenario tests, as in the parent module: commands replayed from a namespace
+//! experiment (kernel 6.18), expecting what the kernel showed.
+
+use super::*;
+
+/// `ip -6 route add DST nexthop via G1 nexthop via G2 weight W2`.
+fn multipath6(dst: &str, hops: &[(&str, u8)]) -> Route {
+    let mut r = rt(dst, None, 0);
+    r.multipath = hops
+        .iter()
+        .map(|&(g, w)| NextHop {
+            gateway: Some(ip(g)),
+            hops: w - 1,
+            ..Default::default()
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn ipv6_sourceless_default_is_never_shadowed() {
+    let (mut f, d0, _) = two_links();
+    let mut p = rt("::/0", None, 0);
+    p.rtype = RouteType::Prohibit;
+    f.route_new(&p, ReqFlags::ADD).unwrap();
+    let mut s = rt("::/0", None, d0);
+    s.src = Some(pfx("2001:db8:1600::/40"));
+    f.route_new(&s, ReqFlags::ADD).unwrap();
+    let q = |src: Option<&str>| RouteQuery {
+        src: src.map(ip),
+        ..RouteQuery::to(ip("2001:db8:77::1"))
+    };
+    // Kernel: with `prohibit default` and `default from 2001:db8:1600::/40 dev d0`, `route
+    // get 2001:db8:77::1` is "Permission denied" (the table root's source-less routes are
+    // the last resort even below a source subtree); from 2001:db8:1600::1 it goes out d0.
+    assert_eq!(f.route_get(&q(None)).unwrap_err().errno, Errno::EACCES);
+    assert_eq!(
+        f.route_get(&q(Some("2001:db8:1600::1")))
+            .unwrap()
+            .nexthop
+            .oif,
+        d0
+    );
+}
+
+#[test]
+fn ipv6_link_down_marks_siblings_dead() {
+    let (mut f, d0, d1) = two_links();
+    f.route_new(
+        &multipath6(
+            "2001:db8:5::/48",
+            &[("2001:db8::2", 1), ("2001:db8:9::2", 2)],
+        ),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.route_new(
+        &rt("2001:db8:6::/48", Some("2001:db8:9::3"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    set_up(&mut f, d1, false);
+    // Kernel after `ip link set d1 down`: the single-path route through d1 is gone, the
+    // sibling through it stays, `dead linkdown`, and takes no flows.
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:5::/48 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 nexthop via 2001:db8:9::2 dev d1 weight 2 dead linkdown"]
+    );
+    for i in 0..200u128 {
+        let flow = Flow {
+            dst: u128::from(ip6("2001:db8:5::")) + i,
+            src: i * 7919,
+            ..Flow::empty()
+        };
+        assert_eq!(f.lookup_output(Family::Inet6, &flow).unwrap().oif, d0);
+    }
+    set_up(&mut f, d1, true);
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:5::/48 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 nexthop via 2001:db8:9::2 dev d1 weight 2"]
+    );
+    // With every sibling's link down the route goes.
+    set_up(&mut f, d0, false);
+    set_up(&mut f, d1, false);
+    assert!(main_v6(&f).is_empty());
+}
+
+fn ip6(s: &str) -> std::net::Ipv6Addr {
+    s.parse().unwrap()
+}
