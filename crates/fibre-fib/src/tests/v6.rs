@@ -88,3 +88,44 @@ fn ipv6_link_down_marks_siblings_dead() {
 fn ip6(s: &str) -> std::net::Ipv6Addr {
     s.parse().unwrap()
 }
+
+#[test]
+fn nexthop_replace_rechecks_ipv6_users() {
+    let (mut f, d0, _) = two_links();
+    let obj = |id: u32, gw: &str| NexthopObj {
+        id,
+        family: Some(Family::of(&ip(gw))),
+        gateway: Some(ip(gw)),
+        oif: d0,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+    };
+    f.nexthop_new(&obj(2, "2001:db8::2"), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(3, "2001:db8::3"), ReqFlags::ADD)
+        .unwrap();
+    let mut r = rt("2001:db8:6::/48", None, 0);
+    r.nhid = Some(2);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    // Kernel: `nexthop replace id 2 via 10.0.0.3 dev d0` while an IPv6 route uses id 2 ->
+    // "Error: IPv6 routes can not use an IPv4 nexthop." and id 2 is unchanged; an unused
+    // IPv6 object may become IPv4.
+    let e = f
+        .nexthop_new(&obj(2, "10.0.0.3"), ReqFlags::REPLACE)
+        .unwrap_err();
+    assert_eq!(
+        (e.errno, e.extack),
+        (
+            Errno::EINVAL,
+            Some("IPv6 routes can not use an IPv4 nexthop".into())
+        )
+    );
+    assert_eq!(f.nexthops()[0].gateway, Some(ip("2001:db8::2")));
+    f.nexthop_new(&obj(3, "10.0.0.3"), ReqFlags::REPLACE)
+        .unwrap();
+}
