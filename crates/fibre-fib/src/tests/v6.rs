@@ -129,3 +129,27 @@ fn nexthop_replace_rechecks_ipv6_users() {
     f.nexthop_new(&obj(3, "10.0.0.3"), ReqFlags::REPLACE)
         .unwrap();
 }
+
+#[test]
+fn route_metrics_are_capped_on_add() {
+    let (mut f, _, _) = two_links();
+    let mut r = rt("2001:db8:5::/48", Some("2001:db8::2"), 0);
+    r.metrics.mtu = Some(70000);
+    r.metrics.advmss = Some(70000);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let mut r4 = rt("10.5.0.0/16", Some("10.0.0.2"), 0);
+    r4.scope = scope::UNIVERSE;
+    r4.metrics.mtu = Some(70000);
+    f.route_new(&r4, ReqFlags::ADD).unwrap();
+    // Kernel: `route add 2001:db8:5::/48 via 2001:db8::2 mtu 70000 advmss 70000` shows
+    // `mtu 65520 advmss 65495`; `route del 10.5.0.0/16 mtu 70000` then finds no such route.
+    let a = get(&f, "2001:db8:5::1").unwrap();
+    assert_eq!(
+        (a.metrics.mtu, a.metrics.advmss),
+        (Some(65520), Some(65495))
+    );
+    assert_eq!(get(&f, "10.5.0.1").unwrap().metrics.mtu, Some(65520));
+    let mut d = Route::new(Family::Inet, pfx("10.5.0.0/16"));
+    d.metrics.mtu = Some(70000);
+    assert_eq!(f.route_del(&d).unwrap_err().errno, Errno::ESRCH);
+}
