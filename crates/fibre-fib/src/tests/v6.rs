@@ -153,3 +153,27 @@ fn route_metrics_are_capped_on_add() {
     d.metrics.mtu = Some(70000);
     assert_eq!(f.route_del(&d).unwrap_err().errno, Errno::ESRCH);
 }
+
+#[test]
+fn route_get_never_reports_linkdown() {
+    let (mut f, d0) = base();
+    f.route_new(&rt("10.5.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(
+        &rt("2001:db8:5::/48", Some("2001:db8::2"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    set_carrier(&mut f, d0, false);
+    // Kernel after `link set d0 carrier off`: the routes show `linkdown` (and so does
+    // `route get ... fibmatch`), but `route get 10.5.0.1` and `route get 2001:db8:5::1`
+    // answer through d0 without it.
+    for dst in ["10.5.0.1", "2001:db8:5::1"] {
+        let a = get(&f, dst).unwrap();
+        assert_eq!(a.nexthop.oif, d0);
+        assert_eq!(a.flags & nh_flags::LINKDOWN, 0, "{dst}");
+    }
+    assert!(dump(&f, Family::Inet6)
+        .iter()
+        .any(|l| l == "2001:db8:5::/48 via 2001:db8::2 dev d0 metric 1024 linkdown"));
+}
