@@ -17,6 +17,7 @@ pub mod groups;
 pub mod log;
 pub mod server;
 mod sys;
+pub mod view;
 
 pub use engine::Engine;
 pub use server::{default_socket, Config, Daemon};
