@@ -790,6 +790,18 @@ impl Fib {
         pos: &mut RouteDumpPos,
         mut emit: impl FnMut(&Route) -> bool,
     ) -> bool {
+        self.dump_route_entries(family, pos, |e| emit(&e.route()))
+    }
+
+    /// [`Fib::dump_routes`] with each route as a [`RouteEntry`], which gives the destination
+    /// and tos without building the whole route, and says which routes differ only in those
+    /// (for encoders that reuse what they encoded).
+    pub fn dump_route_entries(
+        &self,
+        family: Option<Family>,
+        pos: &mut RouteDumpPos,
+        mut emit: impl FnMut(&RouteEntry<'_>) -> bool,
+    ) -> bool {
         let families = [Family::Inet, Family::Inet6];
         while let Some(&f) = families.get(pos.family) {
             if family.is_some_and(|x| x != f) {
@@ -817,14 +829,20 @@ impl Fib {
         &self,
         t: &Table,
         pos: &mut RouteDumpPos,
-        emit: &mut impl FnMut(&Route) -> bool,
+        emit: &mut impl FnMut(&RouteEntry<'_>) -> bool,
     ) -> bool {
-        let f = Family::Inet;
         let start = pos.key.unwrap_or(Key { addr: 0, len: 32 });
         for (k, es) in t.range_from(start) {
             let skip = if Some(*k) == pos.key { pos.entry } else { 0 };
             for (i, e) in es.iter().enumerate().skip(skip) {
-                if !emit(&self.entry_route(f, t.id, *k, e)) {
+                let entry = RouteEntry {
+                    fib: self,
+                    family: Family::Inet,
+                    table: t.id,
+                    key: *k,
+                    entry: *e,
+                };
+                if !emit(&entry) {
                     pos.key = Some(*k);
                     pos.entry = i;
                     return true;
@@ -840,16 +858,20 @@ impl Fib {
         &self,
         t: &Table,
         pos: &mut RouteDumpPos,
-        emit: &mut impl FnMut(&Route) -> bool,
+        emit: &mut impl FnMut(&RouteEntry<'_>) -> bool,
     ) -> bool {
-        let f = Family::Inet6;
         let order = pos.order6.get_or_insert_with(|| order6(t));
         while let Some(&(k, e)) = order.get(pos.entry) {
             // Entries removed since the order was taken are skipped; ids may have been
             // reused, so the entry must still be at its key.
-            if t.get(&k).is_some_and(|es| es.contains(&e))
-                && !emit(&self.entry_route(f, t.id, k, &e))
-            {
+            let entry = RouteEntry {
+                fib: self,
+                family: Family::Inet6,
+                table: t.id,
+                key: k,
+                entry: e,
+            };
+            if t.get(&k).is_some_and(|es| es.contains(&e)) && !emit(&entry) {
                 return true;
             }
             pos.entry += 1;
@@ -1004,6 +1026,55 @@ impl Fib {
     /// RTM_GETNEXTHOP dump, in id order.
     pub fn nexthops(&self) -> Vec<NexthopObj> {
         self.nhobjs.by_id.values().cloned().collect()
+    }
+}
+
+/// One stored route, as a dump walks them ([`Fib::dump_route_entries`]).
+pub struct RouteEntry<'a> {
+    fib: &'a Fib,
+    family: Family,
+    table: u32,
+    key: Key,
+    entry: Entry,
+}
+
+impl RouteEntry<'_> {
+    /// The route as RTM_NEWROUTE shows it.
+    pub fn route(&self) -> Route {
+        self.fib
+            .entry_route(self.family, self.table, self.key, &self.entry)
+    }
+
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    pub fn table(&self) -> u32 {
+        self.table
+    }
+
+    /// The destination prefix.
+    pub fn dst(&self) -> Prefix {
+        Prefix {
+            addr: u128_ip(self.family, self.key.addr),
+            len: self.key.len,
+        }
+    }
+
+    pub fn tos(&self) -> u8 {
+        self.entry.tos
+    }
+
+    /// Whether the route has a source prefix (IPv6 `from`).
+    pub fn has_src(&self) -> bool {
+        self.entry.src().is_some()
+    }
+
+    /// The shared route information this route uses. Two routes of one family and table,
+    /// without a source prefix, whose `info` is equal differ only in destination and tos,
+    /// for as long as [`Fib::gen`] is unchanged.
+    pub fn info(&self) -> u32 {
+        self.entry.info
     }
 }
 

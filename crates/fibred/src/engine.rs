@@ -1,7 +1,9 @@
 //! The request engine: rtnetlink datagrams in, answers and notifications out.
 //!
-//! [`Engine`] owns the [`Fib`] and is driven by exactly one thread (the daemon's writer); it has
-//! no I/O, so the fuzzer and the tests drive it directly. One call to [`Engine::handle`] takes
+//! [`Engine`] owns the [`Fib`] (as a [`FibWriter`]: the copy it changes and the copy readers
+//! see) and is driven by exactly one thread (the daemon's writer); it has no I/O, so the fuzzer
+//! and the tests drive it directly. Reads are also answered without it, from the published
+//! copy, by [`handle_reads`] on any thread. One call to [`Engine::handle`] takes
 //! one datagram as a client sent it and does what the kernel's `netlink_rcv_skb` does with it:
 //! every message in order, an NLMSG_ERROR for each failure (with extended-ACK text and the
 //! offending attribute's offset), an ACK when NLM_F_ACK asks for one, answers to GET requests,
@@ -13,15 +15,22 @@
 //!   impossible.
 //! - Notifications are computed only for groups somebody listens to (`listening`), so a bulk
 //!   load with no monitor pays nothing for them; route changes read only the prefix they name.
-//! - A dump is a snapshot taken at request time; later changes do not alter it.
+//! - Dumps of links, addresses, rules and next-hop objects are snapshots taken at request
+//!   time. Route dumps (which can be millions of routes) read the published state a piece at
+//!   a time from a cursor, as the kernel's do: each piece is consistent, and a route dump
+//!   started after a change shows it.
+//! - Changes become visible to readers at [`Engine::publish`] (the daemon publishes after
+//!   each batch, before answering it); a route dump requested after changes in the same batch
+//!   publishes them first.
 
 use crate::groups;
 use crate::view::{Change, FibReader, FibWriter};
 use fibre_fib::types::*;
-use fibre_fib::{Fib, RouteDumpPos, Settings};
+use fibre_fib::{Fib, RouteDumpPos, RouteEntry, Settings};
 use fibre_netlink::convert::{self, Request, RequestError};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage, Payload};
+use std::net::IpAddr;
 
 /// `nlmsg_type` of fibre's membership request, the Unix-socket stand-in for the
 /// NETLINK_ADD_MEMBERSHIP / NETLINK_DROP_MEMBERSHIP socket options and for `nl_groups` in
@@ -139,6 +148,96 @@ struct RouteDump {
     reader: FibReader,
     family: Option<Family>,
     pos: RouteDumpPos,
+    templates: Templates,
+}
+
+/// Most templates one dump keeps: bounds its memory whatever the table holds (a table
+/// spread over more distinct route infos than this just encodes more routes in full).
+const MAX_TEMPLATES: usize = 4096;
+
+/// Routes already encoded in this dump, by (table, route info): a route whose info and
+/// table another route had is that route's bytes with the destination and tos patched in
+/// (see [`fibre_fib::RouteEntry::info`]), so a table of a million prefixes over a few
+/// dozen next hops encodes a few dozen routes and copies the rest. Valid while the state's
+/// generation is the one they were made at; both published copies go through the same
+/// changes, so a generation names one state whichever copy shows it.
+#[derive(Default)]
+struct Templates {
+    gen: u64,
+    map: std::collections::HashMap<(u32, u32), Template>,
+}
+
+/// An encoded route and where its RTA_DST value is.
+struct Template {
+    bytes: Vec<u8>,
+    dst: usize,
+}
+
+/// Offsets of `rtm_dst_len` and `rtm_tos` in an encoded route message.
+const DST_LEN_AT: usize = NetlinkHeader::LEN + 1;
+const TOS_AT: usize = NetlinkHeader::LEN + 3;
+
+impl Templates {
+    /// Appends the route `e` as an NLM_F_MULTI RTM_NEWROUTE message.
+    fn emit(&mut self, fib: &Fib, e: &RouteEntry<'_>, seq: u32, port: u32, out: &mut Vec<u8>) {
+        if self.gen != fib.gen() {
+            self.map.clear();
+            self.gen = fib.gen();
+        }
+        let dst = e.dst();
+        // A default route has no RTA_DST to patch; a source prefix is not in the key.
+        if dst.len == 0 || e.has_src() {
+            return Self::encode(e, seq, port, out);
+        }
+        let key = (e.table(), e.info());
+        if let Some(t) = self.map.get(&key) {
+            let start = out.len();
+            out.extend_from_slice(&t.bytes);
+            let m = &mut out[start..];
+            m[DST_LEN_AT] = dst.len;
+            m[TOS_AT] = e.tos();
+            match dst.addr {
+                IpAddr::V4(a) => m[t.dst..t.dst + 4].copy_from_slice(&a.octets()),
+                IpAddr::V6(a) => m[t.dst..t.dst + 16].copy_from_slice(&a.octets()),
+            }
+            return;
+        }
+        let start = out.len();
+        Self::encode(e, seq, port, out);
+        if self.map.len() < MAX_TEMPLATES {
+            let bytes = out[start..].to_vec();
+            if let Some(dst) = dst_value_offset(&bytes) {
+                self.map.insert(key, Template { bytes, dst });
+            }
+        }
+    }
+
+    fn encode(e: &RouteEntry<'_>, seq: u32, port: u32, out: &mut Vec<u8>) {
+        convert::emit_route(
+            &e.route(),
+            mt::RTM_NEWROUTE,
+            nf::NLM_F_MULTI,
+            seq,
+            port,
+            out,
+        );
+    }
+}
+
+/// The offset of the RTA_DST value in an encoded route message.
+fn dst_value_offset(m: &[u8]) -> Option<usize> {
+    let mut off = NetlinkHeader::LEN + fibre_netlink::route::RouteHeader::LEN;
+    while let Some(h) = m.get(off..off + 4) {
+        let len = u16::from_ne_bytes([h[0], h[1]]) as usize;
+        if u16::from_ne_bytes([h[2], h[3]]) == fibre_netlink::route::RTA::DST {
+            return Some(off + 4);
+        }
+        if len < 4 {
+            return None;
+        }
+        off += len.next_multiple_of(4);
+    }
+    None
 }
 
 enum Items {
@@ -199,9 +298,10 @@ impl DumpStream {
         let (seq, port) = (self.seq, self.port);
         if let Items::Routes(d) = &mut self.items {
             let fib = d.reader.read();
-            let more = fib.dump_routes(d.family, &mut d.pos, |r| {
+            let templates = &mut d.templates;
+            let more = fib.dump_route_entries(d.family, &mut d.pos, |e| {
                 let before = out.len();
-                convert::emit_route(r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, seq, port, out);
+                templates.emit(&fib, e, seq, port, out);
                 if out.len() - start > limit && before > start {
                     out.truncate(before);
                     return false;
@@ -555,6 +655,7 @@ fn read(
                 reader: dumps.clone(),
                 family,
                 pos: RouteDumpPos::default(),
+                templates: Templates::default(),
             }),
             origin,
             out,
@@ -1088,6 +1189,98 @@ mod tests {
                 b.truncate(keep);
             }
             check_datagram(&b);
+        }
+    }
+
+    /// A route dump, read in pieces of every size, is the state's routes encoded one by one
+    /// (what the templates copy is what encoding gives), then NLMSG_DONE.
+    #[test]
+    fn route_dumps_encode_every_route_as_the_model_does() {
+        let mut e = Engine::default();
+        let mut ctx = ClientCtx::default();
+        let mut out = Outcome::default();
+        let link = Link {
+            ifname: Some("d0".into()),
+            kind: Some(LinkKind::Dummy),
+            flags: IFF_UP,
+            change: IFF_UP,
+            ..Link::default()
+        };
+        let mut reqs = vec![Request::NewLink(link, ReqFlags::ADD)];
+        let v4 = |s: &str, len: u8| Prefix {
+            addr: s.parse().unwrap(),
+            len,
+        };
+        for i in 0..300u32 {
+            let mut r = Route::new(
+                Family::Inet,
+                v4(&format!("10.{}.{}.0", i / 200, i % 200), 24),
+            );
+            r.nexthop.oif = 2;
+            r.table = [254, 254, 1000, 7][(i % 4) as usize];
+            r.tos = [0, 0, 0, 8][(i % 4) as usize];
+            r.priority = (i % 5 == 0).then_some(i % 3);
+            r.metrics.mtu = (i % 7 == 0).then_some(1400);
+            r.rtype = if i % 11 == 0 {
+                RouteType::Blackhole
+            } else {
+                RouteType::Unicast
+            };
+            if r.rtype == RouteType::Blackhole {
+                r.nexthop.oif = 0;
+            }
+            reqs.push(Request::NewRoute(r, ReqFlags::ADD));
+        }
+        let mut def = Route::new(Family::Inet, v4("0.0.0.0", 0));
+        def.nexthop.oif = 2;
+        reqs.push(Request::NewRoute(def, ReqFlags::ADD));
+        for i in 0..40u32 {
+            let mut r = Route::new(Family::Inet6, v4(&format!("2001:db8:{i:x}::"), 48));
+            r.nexthop.oif = 2;
+            if i % 3 == 0 {
+                r.src = Some(v4(&format!("2001:db8:ff{i:x}::"), 64));
+            }
+            reqs.push(Request::NewRoute(r, ReqFlags::ADD));
+        }
+        for (i, r) in reqs.iter().enumerate() {
+            let m = convert::request_message(r, i as u32 + 1, 0).to_bytes();
+            e.handle(&m, &mut ctx, 0, &mut out);
+        }
+        let failed = out
+            .replies
+            .iter()
+            .filter_map(|r| match r {
+                Reply::Messages(b) => Some(split_messages(b).filter(|m| m[16..20] != [0; 4])),
+                Reply::Dump(_) => None,
+            })
+            .flatten()
+            .count();
+        assert_eq!(failed, 0);
+        let mut want = Vec::new();
+        for r in e.fib().routes(None) {
+            convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, 9, 0, &mut want);
+            pad4(&mut want);
+        }
+        convert::done(9, 0).emit(&mut want);
+        for limit in [1, 100, 700, 4096, 1 << 20] {
+            let mut m = convert::request_message(&Request::DumpRoutes(None), 9, 0);
+            m.header.flags = nf::NLM_F_REQUEST | nf::NLM_F_DUMP;
+            let mut out = Outcome::default();
+            e.handle(&m.to_bytes(), &mut ctx, 0, &mut out);
+            let Some(Reply::Dump(d)) = out.replies.last_mut() else {
+                panic!("a dump")
+            };
+            let mut got = Vec::new();
+            let mut piece = Vec::new();
+            loop {
+                piece.clear();
+                let more = d.fill(&mut piece, limit);
+                got.extend_from_slice(&piece);
+                if !more {
+                    break;
+                }
+            }
+            assert!(got == want, "pieces of {limit} bytes");
         }
     }
 

@@ -6,8 +6,14 @@
 //!                                          --notes----> every member's bounded note queue
 //! ```
 //!
-//! - The writer is the only thread that touches the routing state; requests are applied in the
+//! - The writer is the only thread that changes the routing state; requests are applied in the
 //!   order the writer receives them, and each client's requests in the order it sent them.
+//!   It applies a batch, publishes it once (`Engine::publish`: every change of the batch
+//!   becomes visible to readers at once), answers, then brings its second copy up to date
+//!   while the clients read their answers (`Engine::catch_up`).
+//! - A batch of datagrams that only read (GET requests and dumps, `engine::read_only`) is
+//!   answered by the client's own thread from the published state, without the writer; since
+//!   the writer publishes before it answers, a client always reads its own changes.
 //! - A client thread submits a batch of the datagrams it has read and waits for their answers
 //!   before reading more, so the daemon holds at most one batch of answers per client. Dumps
 //!   are snapshots encoded a datagram (or ring frame) at a time while the client reads.
