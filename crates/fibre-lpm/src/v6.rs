@@ -4,15 +4,19 @@
 //! `u128` in network order (the first address byte is the most significant).
 //!
 //! # Structure
-//! - **Root**: 2^16 entries, one per /16. Announced space is a few hundred /16s of 2000::/3, so
-//!   the entries lookups touch stay in L1/L2; an entry without routes below it is final.
+//! - **Root**: 2^16 entries, one per /16. Announced space is a few dozen /16s of 2000::/3, so
+//!   the entries lookups touch stay in L1; an entry without routes below it is final.
 //! - **Buckets**: the prefixes inside a region (longer than its depth `d`) cut the region into
 //!   intervals, each with the value of the longest prefix covering it (leaf-pushed). A bucket
 //!   stores the interval boundaries as 32-bit *keys*: address bits `d..d+32`, exact for every
 //!   prefix up to /d+32 (all of the 2026 table is /48 or shorter). A bucket is a B+-tree of
 //!   128-byte nodes: one line of 15 sorted keys, one line of the 16 children (inner nodes) or
-//!   interval values (leaves). A node step is two AVX2 compares and a popcount; inner nodes
-//!   (about 1/13 of the nodes) stay cached, so a lookup misses on about one leaf.
+//!   interval values (leaves). A node step is two AVX2 compares and a popcount (SSE2 without
+//!   AVX2, scalar off x86_64: same answers); inner nodes (about 1/15 of the nodes) stay cached,
+//!   so a lookup mostly misses on its leaf. On the 2026 table a lookup reads the root entry and
+//!   4-5 nodes.
+//! - **Batches** advance 64 lookups level by level, prefetching both lines of every lane's next
+//!   node before reading any, so dozens of cache misses are in flight at once.
 //! - **Tables**: a region holding a prefix too long for its key window (longer than /d+32) is a
 //!   256-entry table on the next 8 bits instead; its entries are regions again (values, buckets
 //!   or tables). So any prefix up to /128 is exact; the cost is paid only where such prefixes
@@ -43,7 +47,9 @@
 //! into the buckets and tables below them that it now covers (leaf pushing: `::/0` touches every
 //! entry with no longer cover). The first prefix too long for a bucket's window turns the bucket
 //! into a table, and removing the last one turns the table back: those two rebuild that region
-//! from its prefixes once. Nothing is ever rebuilt whole.
+//! from its prefixes once. Nothing is ever rebuilt whole. Nodes are split, never merged: a
+//! bucket keeps the nodes it grew until all its prefixes are gone (then it is freed whole), and
+//! a node split by in-order insertion is left full rather than half full (see `split`).
 //!
 //! # Who calls what
 //! Single-threaded: `&mut self` updates, `&self` lookups. Share it across threads through
@@ -1312,7 +1318,11 @@ fn insert_at(o: &mut Open, pos: usize, k: u32, w: u32, owner: u8) {
 /// (a table loaded in address order), so the left node keeps every key before the new one and
 /// ends full rather than half full.
 fn split(o: &Open, pos: usize) -> (Open, u32, Open) {
-    let m = if pos + APPEND_TAIL >= o.n { pos } else { o.n / 2 };
+    let m = if pos + APPEND_TAIL >= o.n {
+        pos
+    } else {
+        o.n / 2
+    };
     let empty = Open {
         n: 0,
         keys: [0; MAX_KEYS + 1],
