@@ -25,6 +25,7 @@ mod fxhash;
 mod get;
 mod link;
 mod lookup;
+mod neigh;
 mod nexthop;
 mod notify;
 mod route;
@@ -41,6 +42,7 @@ mod tests;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub use dst::{Dst, LookupError};
+pub use neigh::{ntf, nud, NeighEvent, Neighbour};
 pub use rule::Flow;
 pub use types::*;
 
@@ -100,6 +102,8 @@ pub struct Fib {
     /// local route was added by a user, input source checks take the full path. Sticky.
     pub(crate) custom_rules4: bool,
     pub(crate) custom_local4: bool,
+    /// Neighbour and proxy entries (ARP/NDP), see [`neigh`].
+    pub(crate) neighs: neigh::Neighs,
 }
 
 impl Default for Fib {
@@ -146,6 +150,7 @@ impl Fib {
             simple_gen: (u64::MAX, 0),
             custom_rules4: false,
             custom_local4: false,
+            neighs: neigh::Neighs::default(),
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -338,6 +343,7 @@ impl Fib {
         let now_ready = l.oper_up();
         let carrier = l.carrier;
         if was_up && !now_up {
+            self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
         }
@@ -345,6 +351,7 @@ impl Fib {
             self.link_up4(idx);
         }
         if was_up && now_up && had_carrier && !carrier {
+            self.neigh_carrier_down(idx);
             self.sync_down4(idx, false, false);
         }
         if now_up && !had_carrier && carrier {
@@ -409,6 +416,7 @@ impl Fib {
         for a in addrs4.iter().rev() {
             self.del_ifaddr4(idx, a);
         }
+        self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
         // Next-hop objects through the link go, and the routes using them.
@@ -602,6 +610,10 @@ impl Fib {
                     return Err(RtError::new(Errno::EADDRNOTAVAIL));
                 };
                 self.del_addr4_at(a.ifindex, pos);
+                // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
+                if self.links.get(a.ifindex).is_some_and(|l| l.v4.is_empty()) {
+                    self.neigh_ifdown(a.ifindex, Some(Family::Inet));
+                }
             }
             Some(IpAddr::V6(x)) => {
                 let Some(pos) = l
