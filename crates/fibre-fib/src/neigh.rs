@@ -501,6 +501,9 @@ impl Fib {
 
     /// RTM_GETNEIGH for one entry (`neigh_get`).
     pub fn neigh_get(&self, n: &Neighbour) -> Result<Neighbour, RtError> {
+        if n.ifindex != 0 && self.links.get(n.ifindex).is_none() {
+            return Err(RtError::msg(Errno::ENODEV, "Unknown device ifindex"));
+        }
         if n.is_proxy() {
             return self
                 .neighs
@@ -511,9 +514,6 @@ impl Fib {
         }
         if n.ifindex == 0 {
             return Err(RtError::msg(Errno::EINVAL, "No device specified"));
-        }
-        if self.links.get(n.ifindex).is_none() {
-            return Err(RtError::msg(Errno::ENODEV, "Unknown device ifindex"));
         }
         let k = self.neigh_key(n.family, n.ifindex, n.dst);
         self.neighs

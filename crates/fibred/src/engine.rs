@@ -87,6 +87,7 @@ enum Items {
     Routes(Vec<Route>),
     Rules(Vec<Rule>),
     Nexthops(Vec<NexthopObj>),
+    Neighs(Vec<Neighbour>),
 }
 
 impl Items {
@@ -97,6 +98,7 @@ impl Items {
             Items::Routes(v) => v.len(),
             Items::Rules(v) => v.len(),
             Items::Nexthops(v) => v.len(),
+            Items::Neighs(v) => v.len(),
         }
     }
 
@@ -115,6 +117,10 @@ impl Items {
             Items::Nexthops(v) => (
                 mt::RTM_NEWNEXTHOP,
                 Payload::Nexthop(convert::nexthop_message(&v[i])),
+            ),
+            Items::Neighs(v) => (
+                mt::RTM_NEWNEIGH,
+                Payload::Neighbour(convert::neighbour_message(&v[i])),
             ),
         };
         convert::message(t, nf::NLM_F_MULTI, seq, port, p).emit(out);
@@ -324,6 +330,24 @@ impl Notifier<'_> {
         self.push(g, t, 0, Payload::Rule(convert::rule_message(r)));
     }
 
+    /// Neighbour changes, stamped as the kernel stamps them: sequence 0, the requester's port
+    /// on RTM_NEWNEIGH, port 0 on RTM_DELNEIGH.
+    fn neighs(&mut self, events: &[NeighEvent]) {
+        for e in events {
+            let (t, port) = if e.deleted {
+                (mt::RTM_DELNEIGH, 0)
+            } else {
+                (mt::RTM_NEWNEIGH, self.origin.port)
+            };
+            let p = Payload::Neighbour(convert::neighbour_message(&e.neigh));
+            let bytes = convert::message(t, 0, 0, port, p).to_bytes();
+            self.out.push(Note {
+                group: groups::NEIGH,
+                bytes,
+            });
+        }
+    }
+
     fn nexthop(&mut self, t: u16, n: &NexthopObj) {
         self.push(
             groups::NEXTHOP,
@@ -346,7 +370,8 @@ impl Default for Engine {
 }
 
 impl Engine {
-    pub fn new(fib: Fib) -> Engine {
+    pub fn new(mut fib: Fib) -> Engine {
+        fib.set_neigh_events(true);
         Engine { fib }
     }
 
@@ -499,11 +524,58 @@ impl Engine {
                     out,
                 );
             }
+            Request::DumpNeighs(d) => {
+                let v: Vec<Neighbour> = self
+                    .fib
+                    .neighbours(d.family, d.proxy)
+                    .into_iter()
+                    .filter(|n| d.ifindex == 0 || n.ifindex == d.ifindex)
+                    .collect();
+                self.dump(Items::Neighs(v), origin, out)
+            }
+            Request::GetNeigh(n) => {
+                let found = self.fib.neigh_get(&n)?;
+                self.get_reply(
+                    mt::RTM_NEWNEIGH,
+                    Payload::Neighbour(convert::neighbour_message(&found)),
+                    origin,
+                    out,
+                );
+            }
+            Request::NewNeigh(n, f) => {
+                let r = self.fib.neigh_new(&n, f);
+                out.changed |= r.is_ok();
+                self.neigh_notes(origin, listening, out);
+                r?
+            }
+            Request::DelNeigh(n) => {
+                let r = self.fib.neigh_del(&n);
+                out.changed |= r.is_ok();
+                self.neigh_notes(origin, listening, out);
+                r?
+            }
             Request::NewRoute(r, f) => self.route_change(&r, Some(f), origin, listening, out)?,
             Request::DelRoute(r) => self.route_change(&r, None, origin, listening, out)?,
             other => self.object_change(other, origin, listening, out)?,
         }
         Ok(())
+    }
+
+    /// Announces the neighbour changes the FIB recorded (a failed request can have some: the
+    /// kernel keeps the entry it created and announces flag changes made before the failure).
+    fn neigh_notes(&mut self, origin: Origin, listening: u64, out: &mut Outcome) {
+        let events = self.fib.take_neigh_events();
+        if events.is_empty() {
+            return;
+        }
+        out.changed = true;
+        if groups::has(listening, groups::NEIGH) {
+            Notifier {
+                out: &mut out.notes,
+                origin,
+            }
+            .neighs(&events);
+        }
     }
 
     /// A route add or delete: the prefix it names is read before and after.
@@ -586,6 +658,7 @@ impl Engine {
         }
         out.changed = true;
         if listening == 0 {
+            self.fib.take_neigh_events();
             return Ok(());
         }
         let after = Snapshot::take(&self.fib, listening);
@@ -610,6 +683,11 @@ impl Engine {
         // its addresses and routes are gone, as the kernel unwinds a device.
         if !link_del {
             links(&mut n);
+        }
+        // Neighbours a link or address event flushed, as its NETDEV_DOWN handlers announce.
+        let flushed = self.fib.take_neigh_events();
+        if groups::has(listening, groups::NEIGH) {
+            n.neighs(&flushed);
         }
         if let (Some(b), Some(a)) = (&before.addrs, &after.addrs) {
             let (gone, added) = diff(b, a, |x, y| x == y);
@@ -683,6 +761,17 @@ impl Engine {
         }
         for a in self.fib.addrs(None) {
             reqs.push(Request::NewAddr(a, ReqFlags::ADD));
+        }
+        // Neighbours with an address, and proxy entries; the types and derived addresses the
+        // kernel gives new entries come back from the links and addresses above.
+        for n in self
+            .fib
+            .neighbours(None, false)
+            .into_iter()
+            .filter(|n| n.lladdr.is_some())
+            .chain(self.fib.neighbours(None, true))
+        {
+            reqs.push(Request::NewNeigh(n, ReqFlags::ADD));
         }
         for r in self.fib.rules(None) {
             reqs.push(Request::NewRule(r, ReqFlags::ADD));
@@ -773,6 +862,7 @@ type Everything = (
     Vec<Route>,
     Vec<Rule>,
     Vec<NexthopObj>,
+    Vec<Neighbour>,
 );
 
 /// Everything a dump shows, for comparing states.
@@ -783,6 +873,13 @@ fn everything(fib: &Fib) -> Everything {
         fib.routes(None),
         fib.rules(None),
         fib.nexthops(),
+        // A neighbour request that fails can leave the entry it created, in state NONE, as
+        // the kernel does; every other entry and every proxy entry must be unchanged.
+        fib.neighbours(None, false)
+            .into_iter()
+            .filter(|n| n.state != nud::NONE)
+            .chain(fib.neighbours(None, true))
+            .collect(),
     )
 }
 
