@@ -96,6 +96,7 @@ pub fn run(
                     | mt::RTM_DELLINK
                     | mt::RTM_DELRULE
                     | mt::RTM_DELNEXTHOP
+                    | mt::RTM_DELNEIGH
             );
             let banner = |p: &mut Printer, b: &str| {
                 if banners {
@@ -153,6 +154,22 @@ pub fn run(
                     };
                     banner(&mut p, "[NEXTHOP]");
                     crate::nexthop::print_nexthop(&mut p, &n, &names, opts.details > 0);
+                }
+                Payload::Neighbour(m) => {
+                    let Ok(n) = convert::neighbour_from(m) else {
+                        continue;
+                    };
+                    if banners {
+                        p.text("[NEIGH]");
+                    }
+                    crate::neigh::print_neigh(
+                        &mut p,
+                        &n,
+                        &names,
+                        &crate::neigh::Filter::default(),
+                        opts.stats,
+                        deleted,
+                    );
                 }
                 Payload::Error(e) if e.error == -105 => {
                     let _ = writeln!(

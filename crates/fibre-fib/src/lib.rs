@@ -42,7 +42,6 @@ mod tests;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub use dst::{Dst, LookupError};
-pub use neigh::{ntf, nud, NeighEvent, Neighbour};
 pub use rule::Flow;
 pub use types::*;
 

@@ -61,6 +61,17 @@ pub mod ntf {
     pub const ROUTER: u8 = 0x80;
 }
 
+/// How long ago (USER_HZ clock ticks) an entry that was never confirmed reads as confirmed:
+/// the kernel backdates `confirmed` by twice base_reachable_time (30 s) on creation and when a
+/// new address arrives unconfirmed.
+pub const UNCONFIRMED_TICKS: u32 = 2 * 30 * 100;
+
+/// States confirmed by an update (NUD_CONNECTED).
+const CONNECTED: u16 = nud::PERMANENT | nud::NOARP | nud::REACHABLE;
+/// States in which the kernel runs a timer on the entry (NUD_IN_TIMER), which holds a
+/// reference.
+const IN_TIMER: u16 = nud::INCOMPLETE | nud::REACHABLE | nud::DELAY | nud::PROBE;
+
 /// Length of a link-layer address on every link fibre models (Ethernet-like dummies and `lo`).
 pub const LLADDR_LEN: usize = 6;
 
@@ -81,6 +92,12 @@ pub struct Neighbour {
     pub kind: u8,
     /// NDA_PROTOCOL; 0 = absent.
     pub protocol: u8,
+    /// `nda_cacheinfo.ndm_confirmed`: clock ticks since the address was last confirmed.
+    /// fibre's clock does not run, so this is 0 after a confirming update and the kernel's
+    /// initial "long ago" ([`UNCONFIRMED_TICKS`]) otherwise.
+    pub confirmed: u32,
+    /// `nda_cacheinfo.ndm_refcnt`: 1 while the kernel would hold a timer on the entry.
+    pub refcnt: u32,
 }
 
 impl Neighbour {
@@ -95,6 +112,8 @@ impl Neighbour {
             flags: 0,
             kind: 0,
             protocol: 0,
+            confirmed: 0,
+            refcnt: 0,
         }
     }
 
@@ -120,6 +139,7 @@ struct Entry {
     flags: u8,
     kind: u8,
     protocol: u8,
+    confirmed: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -156,6 +176,8 @@ fn answer(k: &Key, e: &Entry) -> Neighbour {
         flags: e.flags,
         kind: e.kind,
         protocol: e.protocol,
+        confirmed: e.confirmed,
+        refcnt: u32::from(e.state & IN_TIMER != 0),
     }
 }
 
@@ -169,6 +191,8 @@ fn proxy_answer(k: &Key, p: &Proxy) -> Neighbour {
         flags: p.flags | ntf::PROXY,
         kind: RouteType::Unicast as u8,
         protocol: p.protocol,
+        confirmed: 0,
+        refcnt: 0,
     }
 }
 
@@ -223,6 +247,9 @@ impl Neighs {
         };
         // An unchanged address with STALE asked is kept as asked: netlink updates are
         // administrative (NEIGH_UPDATE_F_ADMIN), which the kernel's downgrade rule exempts.
+        if new & CONNECTED != 0 {
+            e.confirmed = 0;
+        }
         let mut update_isrouter = f.override_isrouter;
         let skip = old & nud::VALID != 0 && changed && !f.override_ll;
         if skip {
@@ -235,6 +262,9 @@ impl Neighs {
             if changed {
                 e.ha = ll;
                 notify = true;
+                if new & CONNECTED == 0 {
+                    e.confirmed = UNCONFIRMED_TICKS;
+                }
             }
         }
         if update_isrouter && (e.flags & ntf::ROUTER != 0) != f.isrouter {
@@ -366,6 +396,7 @@ impl Fib {
             flags: 0,
             kind: RouteType::Unicast as u8,
             protocol: 0,
+            confirmed: UNCONFIRMED_TICKS,
         };
         match k.2 {
             IpAddr::V4(a) => {
@@ -455,6 +486,10 @@ impl Fib {
                 e.protocol = n.protocol;
             }
         }
+        if n.flags & ntf::USE != 0 {
+            self.neigh_use(&k, up.ext_learned);
+            return Ok(());
+        }
         let (notify, r) = self
             .neighs
             .update(&k, lladdr_of(n.lladdr.as_deref()), n.state, up);
@@ -463,6 +498,32 @@ impl Fib {
             self.neighs.note(false, &k, &e);
         }
         r
+    }
+
+    /// NTF_USE: the entry loses PERMANENT and is used, which starts resolution
+    /// (`neigh_event_send`): NONE and FAILED entries become INCOMPLETE, STALE ones DELAY.
+    /// fibre resolves nothing yet, so they stay there.
+    fn neigh_use(&mut self, k: &Key, ext_learned: bool) {
+        let Some(e) = self.neighs.entries.get_mut(k) else {
+            return;
+        };
+        let mut notify = false;
+        if (e.flags & ntf::EXT_LEARNED != 0) != ext_learned {
+            e.flags ^= ntf::EXT_LEARNED;
+            notify = true;
+        }
+        e.state &= !nud::PERMANENT;
+        if e.state & (nud::PERMANENT | nud::NOARP | nud::REACHABLE | nud::DELAY | nud::PROBE) == 0 {
+            e.state = if e.state & nud::STALE != 0 {
+                nud::DELAY
+            } else {
+                nud::INCOMPLETE
+            };
+        }
+        if notify {
+            let e = e.clone();
+            self.neighs.note(false, k, &e);
+        }
     }
 
     /// RTM_DELNEIGH (`neigh_delete`).

@@ -1215,6 +1215,8 @@ pub fn neighbour_from(m: &NeighbourMessage<'_>) -> Result<Neighbour, RequestErro
         flags: h.flags,
         kind: h.kind,
         protocol: 0,
+        confirmed: 0,
+        refcnt: 0,
     };
     if h.ifindex < 0 {
         return Err(RtError::new(Errno::ENODEV).into());
@@ -1223,6 +1225,10 @@ pub fn neighbour_from(m: &NeighbourMessage<'_>) -> Result<Neighbour, RequestErro
         match a {
             NeighbourAttr::LinkLayerAddress(l) => n.lladdr = Some(l.to_vec()),
             NeighbourAttr::Protocol(p) => n.protocol = *p,
+            NeighbourAttr::CacheInfo(ci) => {
+                n.confirmed = ci.confirmed;
+                n.refcnt = ci.refcnt;
+            }
             _ => {}
         }
     }
@@ -1274,8 +1280,8 @@ fn neigh_dump_from(m: &NeighbourMessage<'_>) -> Result<NeighDump, RequestError> 
 
 /// A neighbour as the kernel dumps and notifies it (`neigh_fill_info`): NDA_DST, NDA_LLADDR
 /// when the state is valid, NDA_PROBES, NDA_CACHEINFO, NDA_PROTOCOL when set; a proxy entry
-/// (`pneigh_fill_info`) has NDA_DST and NDA_PROTOCOL only. fibre keeps no ages or reference
-/// counts, so the cache information is zero.
+/// (`pneigh_fill_info`) has NDA_DST and NDA_PROTOCOL only. Of the cache information fibre
+/// has the confirmation age and the reference count; use and update ages are 0.
 pub fn neighbour_message(n: &Neighbour) -> NeighbourMessage<'_> {
     let header = NeighbourHeader {
         family: n.family as u8,
@@ -1289,7 +1295,11 @@ pub fn neighbour_message(n: &Neighbour) -> NeighbourMessage<'_> {
     if !n.is_proxy() {
         attrs.extend(n.lladdr.as_deref().map(NeighbourAttr::LinkLayerAddress));
         attrs.push(NeighbourAttr::Probes(0));
-        attrs.push(NeighbourAttr::CacheInfo(NeighbourCacheInfo::default()));
+        attrs.push(NeighbourAttr::CacheInfo(NeighbourCacheInfo {
+            confirmed: n.confirmed,
+            refcnt: n.refcnt,
+            ..NeighbourCacheInfo::default()
+        }));
     }
     if n.protocol != 0 {
         attrs.push(NeighbourAttr::Protocol(n.protocol));
@@ -1309,6 +1319,16 @@ fn neighbour_request(n: &Neighbour) -> NeighbourMessage<'_> {
         .extend(n.lladdr.as_deref().map(NeighbourAttr::LinkLayerAddress));
     if n.protocol != 0 {
         m.attributes.push(NeighbourAttr::Protocol(n.protocol));
+    }
+    // Cache information is not something a client sets; it is carried only to keep
+    // `request(request_message(r)) == r` for requests that had it.
+    if n.confirmed != 0 || n.refcnt != 0 {
+        m.attributes
+            .push(NeighbourAttr::CacheInfo(NeighbourCacheInfo {
+                confirmed: n.confirmed,
+                refcnt: n.refcnt,
+                ..NeighbourCacheInfo::default()
+            }));
     }
     m
 }
