@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -221,3 +222,73 @@ def test_whole_scenario_agrees_with_the_kernel_offline():
     ferr = f.stderr.replace(path, "all.batch")
     assert (k.status, k.stderr) == (f.returncode, ferr)
     assert comparable(k.stdout) == comparable(f.stdout)
+
+
+MONITORED = """link add d0 type dummy
+link set lo up
+link set d0 up
+neigh add 10.0.0.2 lladdr 02:00:00:00:00:02 dev d0 router
+neigh change 10.0.0.2 lladdr 02:00:00:00:00:02 dev d0
+neigh change 10.0.0.2 lladdr 02:00:00:00:00:02 dev d0
+neigh replace 10.0.0.2 lladdr 02:00:00:00:00:03 dev d0 nud stale
+neigh replace 10.0.0.2 dev d0 nud reachable
+neigh replace 10.0.0.2 dev d0 nud failed
+neigh add 10.0.0.9 lladdr 02:00:00:00:00:09 dev d0 nud noarp
+neigh del 10.0.0.9 dev d0
+neigh add 10.0.0.10 dev d0 nud failed
+neigh del 10.0.0.10 dev d0
+neigh add proxy 10.0.0.20 dev d0
+neigh add 2001:db8::1 lladdr 02:00:00:00:00:01 dev d0
+neigh add 2001:db8::2 lladdr 02:00:00:00:00:02 dev d0 nud stale
+neigh add 10.0.0.30 lladdr 02:00:00:00:00:30 dev d0 proto static extern_learn
+neigh change 10.0.0.30 lladdr 02:00:00:00:00:30 dev d0
+link set d0 carrier off
+link set d0 carrier on
+neigh add 10.0.0.31 lladdr 02:00:00:00:00:31 dev d0 nud reachable
+link set d0 down
+"""
+
+
+def monitored(start: list[str], run) -> list[str]:
+    """What a monitor started with `start` prints while `run()` changes the state."""
+    mon = subprocess.Popen(start, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        run()
+        time.sleep(0.5)
+    finally:
+        mon.terminate()
+        out, _ = mon.communicate(timeout=10)
+    return [line for line in out.splitlines() if "ff02::" not in line]
+
+
+def same_notifications(kernel: list[str], ours: list[str]) -> bool:
+    """The same lines, and for each address the same sequence (the kernel announces the
+    entries a link event flushes in hash-table order)."""
+    def per_dst(lines):
+        d: dict[str, list[str]] = {}
+        for line in lines:
+            words = line.split()
+            key = words[1] if words[0] == "Deleted" else words[0]
+            d.setdefault(key, []).append(line)
+        return d
+    return sorted(kernel) == sorted(ours) and per_dst(kernel) == per_dst(ours)
+
+
+def test_monitor_prints_what_ip_monitor_prints(fibred):  # noqa: F811
+    need_kernel()
+    exe = binary("fibre")
+    if exe is None:
+        pytest.skip("fibre is not built")
+    with kernelns.KernelNS("neighmon") as ns:
+        kernel = monitored(["ip", "-n", ns.name, "monitor", "neigh"],
+                           lambda: ns.batch(MONITORED, "mon.batch"))
+    path = write(MONITORED)
+    try:
+        ours = monitored([exe, "-n", fibred, "monitor", "neigh"],
+                         lambda: subprocess.run([exe, "-n", fibred, "-force", "-batch", path],
+                                                capture_output=True, check=True))
+    finally:
+        os.unlink(path)
+    assert len(kernel) > 10
+    assert same_notifications(kernel, ours), "\n".join(["--- kernel"] + kernel + ["--- fibre"] + ours)

@@ -1,8 +1,8 @@
 //! `fibre`, the command-line tool: iproute2's `ip` client side, run in-process against a
 //! [`fibre_fib::Fib`].
 //!
-//! Each object has its module (`link`, `addr`, `route`, `rule`, `nexthop`) that parses the words
-//! of a command into the model's rtnetlink-shaped request types with iproute2 6.1's client-side
+//! Each object has its module (`link`, `addr`, `route`, `rule`, `nexthop`, `neigh`) that parses
+//! the words of a command into the model's rtnetlink-shaped request types with iproute2 6.1's client-side
 //! defaults, calls the [`Fib`], and prints the answer as iproute2 6.1 prints it, in text or `-j`
 //! JSON ([`out`]). [`batch`] runs command files as `ip -batch` does; [`demo`] is `fibre demo`.
 //!

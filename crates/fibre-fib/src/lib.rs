@@ -14,9 +14,10 @@
 //! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
 //! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
 //! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
-//! [`nexthop`] (next-hop objects), [`sync`] (effects of link and address events), [`lookup`]
-//! (table, rules and multipath lookups), [`get`] (answers to `route get`), [`srcsel`] (source
-//! address selection), [`dst`] (precomputed forwarding results).
+//! [`nexthop`] (next-hop objects), [`neigh`] (ARP/NDP neighbours and proxies), [`sync`]
+//! (effects of link and address events), [`lookup`] (table, rules and multipath lookups),
+//! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
+//! (precomputed forwarding results).
 
 mod addr;
 mod dst;

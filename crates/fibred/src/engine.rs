@@ -987,6 +987,60 @@ mod tests {
         }
     }
 
+    /// Neighbour notifications are stamped as the kernel stamps them: sequence 0, the
+    /// requester's port on RTM_NEWNEIGH and port 0 on RTM_DELNEIGH; a delete of a valid entry
+    /// announces its FAILED state first.
+    #[test]
+    fn neighbour_changes_are_announced_as_the_kernel_does() {
+        let mut e = Engine::default();
+        let mut ctx = ClientCtx {
+            port: 77,
+            groups: groups::bit(groups::NEIGH),
+        };
+        let eth0 = Link {
+            ifname: Some("eth0".into()),
+            kind: Some(LinkKind::Dummy),
+            ..Link::default()
+        };
+        let mut n = Neighbour::new("192.0.2.10".parse().unwrap(), 2);
+        n.lladdr = Some(vec![2, 0, 0, 0, 0, 0x10]);
+        let mut stream = Vec::new();
+        for (i, req) in [
+            Request::NewLink(eth0, ReqFlags::ADD),
+            Request::NewNeigh(n.clone(), ReqFlags::ADD),
+            Request::DelNeigh(n),
+        ]
+        .iter()
+        .enumerate()
+        {
+            convert::request_message(req, i as u32 + 1, 0).emit(&mut stream);
+        }
+        let mut out = Outcome::default();
+        let listening = ctx.groups;
+        e.handle(&stream, &mut ctx, listening, &mut out);
+        let seen: Vec<(u16, u32, u32, u16)> = out
+            .notes
+            .iter()
+            .filter(|n| n.group == groups::NEIGH)
+            .map(|n| {
+                let (m, _) = NetlinkMessage::parse(&n.bytes, 0).unwrap();
+                let Payload::Neighbour(nm) = &m.payload else {
+                    panic!("a neighbour message")
+                };
+                let h = m.header;
+                (h.message_type, h.sequence, h.port, nm.header.state)
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (mt::RTM_NEWNEIGH, 0, 77, nud::PERMANENT),
+                (mt::RTM_NEWNEIGH, 0, 77, nud::FAILED),
+                (mt::RTM_DELNEIGH, 0, 0, nud::FAILED),
+            ]
+        );
+    }
+
     #[test]
     fn membership_requests_join_and_leave_groups() {
         let mut e = Engine::default();
