@@ -620,6 +620,75 @@ mod tests {
         );
     }
 
+    /// Random word lists never panic the parser, and every failure is a whole line with one
+    /// of iproute2's statuses.
+    #[test]
+    fn random_arguments_fail_cleanly() {
+        const WORDS: &[&str] = &[
+            "lladdr",
+            "02:00:00:00:00:01",
+            "zz",
+            "null",
+            "1.2.3.4",
+            "nud",
+            "permanent",
+            "stale",
+            "0x4",
+            "3",
+            "all",
+            "proxy",
+            "router",
+            "use",
+            "extern_learn",
+            "dev",
+            "d0",
+            "nope",
+            "protocol",
+            "static",
+            "to",
+            "10.0.0.1",
+            "2001:db8::1",
+            "default",
+            "help",
+            "",
+            "-1",
+        ];
+        let mut fib = fibre_fib::Fib::default();
+        let d0 = fibre_fib::Link {
+            ifname: Some("d0".into()),
+            kind: Some(fibre_fib::LinkKind::Dummy),
+            ..fibre_fib::Link::default()
+        };
+        fib.link_new(&d0, ReqFlags::ADD).unwrap();
+        let mut cli = Cli::new(fib, crate::Options::default());
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let (mut ok, mut failed) = (0, 0);
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let n = (state % 8) as usize;
+            // Half the lines start valid, so that the words after them are parsed too.
+            let mut words: Vec<&str> = if state & 1 == 0 {
+                vec!["10.0.0.1", "dev", "d0"]
+            } else {
+                Vec::new()
+            };
+            words.extend(
+                (0..n).map(|i| WORDS[((state >> (8 + 6 * i)) % WORDS.len() as u64) as usize]),
+            );
+            match parse(&mut cli, &words) {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    failed += 1;
+                    assert!(e.message().ends_with('\n'), "{words:?}: {e:?}");
+                    assert!([1, 2, 255].contains(&e.status()), "{words:?}: {e:?}");
+                }
+            }
+        }
+        assert!(ok > 100 && failed > 1000, "ok {ok}, failed {failed}");
+    }
+
     #[test]
     fn nud_words_and_numbers() {
         assert_eq!(nud_a2n("perm"), Some(nud::PERMANENT));
