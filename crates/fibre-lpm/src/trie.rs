@@ -1,5 +1,7 @@
 //! The engine shared by [`crate::v4::Lpm4`] and [`crate::v6::Lpm6`]: a Poptrie-style compressed
 //! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
+//! IPv4 lookups read the trie only for /16s holding routes longer than /24; the rest go through
+//! the index the trie mirrors its direct level into ([`crate::dir16`]).
 //!
 //! # Shape
 //! - A direct-pointing array indexed by the top `D` bits of the address. An entry is a final
@@ -32,6 +34,10 @@
 //!    pushes the new default down to exactly the children whose inherited value changed. In
 //!    lazy mode (batches, the `sync` writer) updates only record routes and mark nodes; `flush`
 //!    then recompiles each marked node once, top-down, and lookups are valid again.
+//!
+//! 4. Every write of a direct entry is reported to the trie's mirror `M` (`NoMirror` for IPv6;
+//!    for IPv4 the lookup index of [`crate::dir16`]), except during a bulk build, which loads
+//!    the mirror once at the end.
 //!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
