@@ -144,9 +144,14 @@ fn set_carrier(f: &mut Fib, idx: u32, c: bool) {
 }
 
 fn add_addr(f: &mut Fib, idx: u32, a: &str) -> Result<(), RtError> {
+    f.addr_new(&add_addr_req(idx, a), ReqFlags::ADD)
+}
+
+/// The request of `ip address add A dev IDX`.
+fn add_addr_req(idx: u32, a: &str) -> Address {
     let p = pfx(a);
     let fam = Family::of(&p.addr);
-    let ad = Address {
+    Address {
         family: fam,
         prefixlen: p.len,
         flags: 0,
@@ -159,8 +164,7 @@ fn add_addr(f: &mut Fib, idx: u32, a: &str) -> Result<(), RtError> {
         metric: None,
         valid_lft: None,
         preferred_lft: None,
-    };
-    f.addr_new(&ad, ReqFlags::ADD)
+    }
 }
 
 /// A route as iproute2 builds `ip route add DST [via GW] [dev DEV]` (proto boot, scope link
@@ -305,6 +309,38 @@ fn link_down_flushes_v4_marks_multipath_drops_v6() {
         [
             "10.0.0.0/24 dev d0 proto kernel scope link src 10.0.0.1",
             "10.3.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 nexthop via 10.9.0.2 dev d1 weight 1",
+            "10.9.0.0/24 dev d1 proto kernel scope link src 10.9.0.1",
+        ]
+    );
+}
+
+#[test]
+fn last_ipv4_address_removal_disables_ip_on_the_link() {
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    add_addr(&mut f, d1, "10.9.0.1/24").unwrap();
+    f.route_new(&rt("10.1.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(&rt("10.2.0.0/16", None, d0), ReqFlags::ADD)
+        .unwrap();
+    let mut mp = rt("10.3.0.0/16", None, 0);
+    mp.scope = scope::UNIVERSE;
+    mp.multipath = ["10.0.0.2", "10.9.0.2"]
+        .iter()
+        .map(|g| NextHop {
+            gateway: Some(ip(g)),
+            ..Default::default()
+        })
+        .collect();
+    f.route_new(&mp, ReqFlags::ADD).unwrap();
+    f.addr_del(&add_addr_req(d0, "10.0.0.1/24")).unwrap();
+    // Kernel after `ip address del 10.0.0.1/24 dev d0` (its only IPv4 address): every route
+    // through d0 dies, the device route included; the multipath route keeps a dead hop.
+    assert_eq!(
+        dump(&f, Family::Inet)[..2],
+        [
+            "10.3.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 dead linkdown nexthop via 10.9.0.2 dev d1 weight 1",
             "10.9.0.0/24 dev d1 proto kernel scope link src 10.9.0.1",
         ]
     );
