@@ -782,11 +782,8 @@ impl Fib {
         keys.sort_by(|a, b| a.addr.cmp(&b.addr).then(a.len.cmp(&b.len)));
         let own = |k: &Key, out: &mut Vec<Route>| {
             if let Some(es) = t.get(k) {
-                out.extend(
-                    es.iter()
-                        .filter(|e| e.src().is_none())
-                        .map(|e| self.entry_route(f, t.id, *k, e)),
-                );
+                let own: Vec<&Entry> = es.iter().filter(|e| e.src().is_none()).collect();
+                out.extend(self.dumped6(own).map(|e| self.entry_route(f, t.id, *k, e)));
             }
         };
         let mut open: Vec<Key> = Vec::new();
@@ -804,13 +801,32 @@ impl Fib {
                     let (x, y) = (a.src().unwrap_or(k), b.src().unwrap_or(k));
                     x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
                 });
-                out.extend(s.into_iter().map(|e| self.entry_route(f, t.id, k, e)));
+                out.extend(self.dumped6(s).map(|e| self.entry_route(f, t.id, k, e)));
             }
             open.push(k);
         }
         while let Some(top) = open.pop() {
             own(&top, out);
         }
+    }
+
+    /// The entries of one IPv6 prefix the kernel's dump shows: after a sibling group it jumps
+    /// to the group's last route, passing over the routes of the run added between its
+    /// siblings (`Entry::hops_before`); they stay in the table, lookups see them.
+    fn dumped6<'a>(&'a self, es: Vec<&'a Entry>) -> impl Iterator<Item = &'a Entry> + 'a {
+        let mut group: Option<(Option<Key>, u32, usize)> = None;
+        es.into_iter().filter(move |e| {
+            let s = &self.infos.get(e.info).spec;
+            if let Some((src, metric, n)) = group {
+                if e.src() == src && s.priority == metric && (e.hops_before as usize) < n {
+                    return false;
+                }
+            }
+            if s.nhs.len() > 1 && s.nhid.is_none() {
+                group = Some((e.src(), s.priority, s.nhs.len()));
+            }
+            true
+        })
     }
 
     /// A stored entry as RTM_NEWROUTE shows it (fib_dump_info / rt6_fill_node).

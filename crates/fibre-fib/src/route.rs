@@ -109,6 +109,12 @@ pub(crate) struct Entry {
     /// IPv6 source prefix length; 0 = no source prefix.
     src_len: u8,
     pub info: u32,
+    /// IPv6: how many next hops of the sibling group of this entry's run (same metric, same
+    /// source) come before it in the kernel's leaf list. The kernel adds every route at the
+    /// end of its run and keeps a sibling group as separate routes, so an entry added between
+    /// two siblings sits between them there; its dump jumps from the group's first route to
+    /// its last, and such an entry is never dumped (see `Fib::dump6`).
+    pub hops_before: u8,
     /// IPv6 source prefix (`from`), masked, as four words (4-byte aligned keeps entries small).
     src_addr: [u32; 4],
 }
@@ -124,6 +130,7 @@ impl Entry {
             tos,
             src_len,
             info,
+            hops_before: 0,
             src_addr: [w(0), w(1), w(2), w(3)],
         }
     }
