@@ -733,6 +733,7 @@ fn nexthop_objects_and_groups() {
         .unwrap();
     let mut g = obj(3, "10.0.0.2", 0);
     g.gateway = None;
+    g.family = None;
     g.group = vec![
         GroupMember {
             id: 1,
