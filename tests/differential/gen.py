@@ -60,8 +60,8 @@ def load_features(path: str | None = None) -> dict:
 
 
 def feature_set(name: str, path: str | None = None) -> set[str]:
-    """The classes enabled in set `name`: "all", a set listed in features.json, a class name,
-    or a comma-separated union of these (e.g. "ci,route_modify")."""
+    """The classes enabled by `name`: "all", "none", a set listed in features.json, a class
+    name, or a comma-separated union of these (e.g. "ci,rules,show_rules")."""
     data = load_features(path)
     classes = data["classes"]
     out: set[str] = set()

@@ -338,14 +338,14 @@ impl Fib {
         let now_ready = l.oper_up();
         let carrier = l.carrier;
         if was_up && !now_up {
-            self.sync_down4(idx, sync::DownEvent::Down, false);
+            self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
         }
         if !was_up && now_up {
             self.link_up4(idx);
         }
         if was_up && now_up && had_carrier && !carrier {
-            self.sync_down4(idx, sync::DownEvent::Change, false);
+            self.sync_down4(idx, false, false);
         }
         if now_up && !had_carrier && carrier {
             self.sync_up(idx);
@@ -410,7 +410,7 @@ impl Fib {
             self.del_ifaddr4(idx, a);
         }
         self.v6_link_down(idx);
-        self.sync_down4(idx, sync::DownEvent::Unregister, true);
+        self.sync_down4(idx, true, true);
         // Next-hop objects through the link go, and the routes using them.
         let dead: Vec<u32> = self
             .nhobjs
@@ -602,10 +602,6 @@ impl Fib {
                     return Err(RtError::new(Errno::EADDRNOTAVAIL));
                 };
                 self.del_addr4_at(a.ifindex, pos);
-                // fib_inetaddr_event: the link's last IPv4 address went, IP is disabled on it.
-                if self.links.get(a.ifindex).is_some_and(|l| l.v4.is_empty()) {
-                    self.sync_down4(a.ifindex, sync::DownEvent::LastAddr, true);
-                }
             }
             Some(IpAddr::V6(x)) => {
                 let Some(pos) = l
@@ -650,7 +646,11 @@ impl Fib {
         if let Some(i) = l.v4.iter().position(|b| *b == victim) {
             l.v4.remove(i);
         }
+        let last = l.v4.is_empty();
         self.del_ifaddr4(dev, &victim);
+        if last {
+            self.disable_ip4(dev);
+        }
     }
 
     /// RTM_GETADDR dump, in the kernel's order: IPv4 of every link, then IPv6.

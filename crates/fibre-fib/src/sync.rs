@@ -30,20 +30,6 @@ use crate::types::{
 };
 use crate::Fib;
 
-/// The device events of fib_sync_down_dev.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum DownEvent {
-    /// NETDEV_DOWN: the link went admin down.
-    Down,
-    /// NETDEV_DOWN sent by fib_inetaddr_event when the link's last IPv4 address went
-    /// (fib_disable_ip with force): like `Down`, for the routes in the per-device list only.
-    LastAddr,
-    /// NETDEV_CHANGE: carrier loss.
-    Change,
-    /// NETDEV_UNREGISTER: the link is deleted.
-    Unregister,
-}
-
 #[allow(clippy::too_many_arguments)] // the fields of fib_magic's request, one each
 fn kernel_route4(
     rtype: RouteType,
@@ -564,20 +550,13 @@ impl Fib {
         }
     }
 
-    /// fib_sync_down_dev for IPv4 (and the carrier half for IPv6). `Down` marks next hops
-    /// dead (host-scope ones only when `force`) and flushes routes with every next hop dead;
-    /// `Change` (carrier loss) marks them linkdown; `Unregister` kills every route with any
-    /// next hop on the device. Routes through next-hop objects are not in the kernel's
-    /// per-device list: the objects' own events (nexthop.rs) handle them, except here for link
-    /// down and unregister, which fibre applies to their copied next hops.
-    pub(crate) fn sync_down4(&mut self, dev: u32, event: DownEvent, force: bool) {
-        let down = event != DownEvent::Change;
+    /// fib_sync_down_dev for IPv4: DOWN marks next hops dead (except host-scope ones) and
+    /// flushes routes with every next hop dead; CHANGE (carrier loss) marks them linkdown;
+    /// UNREGISTER (`force`) kills every route with any next hop on the device.
+    pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
         for info in self.infos.iter_mut() {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
-                continue;
-            }
-            if event == DownEvent::LastAddr && info.spec.nhid.is_some() {
                 continue;
             }
             if !info.spec.nhs.iter().any(|n| n.oif == dev) {
@@ -599,7 +578,7 @@ impl Fib {
                     }
                     dead += 1;
                 }
-                if event == DownEvent::Unregister && spec.oif == dev {
+                if force && spec.oif == dev {
                     dead = n;
                     break;
                 }
@@ -612,6 +591,35 @@ impl Fib {
         if down {
             self.flush_dead();
         }
+    }
+
+    /// fib_disable_ip after the last IPv4 address of `dev` went (fib_inetaddr_event,
+    /// NETDEV_DOWN with force): every IPv4 next hop through `dev` dies whatever its scope, and
+    /// routes left without a live next hop are flushed. Routes through next-hop objects keep
+    /// theirs: objects follow link events only.
+    pub(crate) fn disable_ip4(&mut self, dev: u32) {
+        for info in self.infos.iter_mut() {
+            if info.spec.family != Family::Inet
+                || info.spec.nhid.is_some()
+                || !info.spec.nhs.iter().any(|n| n.oif == dev)
+            {
+                continue;
+            }
+            let mut dead = 0;
+            for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
+                if st.flags & nh_flags::DEAD != 0 {
+                    dead += 1;
+                } else if spec.oif == dev {
+                    st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
+                    dead += 1;
+                }
+            }
+            if dead == info.nh.len() {
+                info.dead = true;
+            }
+            info.rebalance();
+        }
+        self.flush_dead();
     }
 
     /// fib_sync_up / rt6_sync_up: clears `flag` (DEAD or LINKDOWN) on next hops through

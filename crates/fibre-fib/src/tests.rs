@@ -144,14 +144,9 @@ fn set_carrier(f: &mut Fib, idx: u32, c: bool) {
 }
 
 fn add_addr(f: &mut Fib, idx: u32, a: &str) -> Result<(), RtError> {
-    f.addr_new(&add_addr_req(idx, a), ReqFlags::ADD)
-}
-
-/// The request of `ip address add A dev IDX`.
-fn add_addr_req(idx: u32, a: &str) -> Address {
     let p = pfx(a);
     let fam = Family::of(&p.addr);
-    Address {
+    let ad = Address {
         family: fam,
         prefixlen: p.len,
         flags: 0,
@@ -164,7 +159,8 @@ fn add_addr_req(idx: u32, a: &str) -> Address {
         metric: None,
         valid_lft: None,
         preferred_lft: None,
-    }
+    };
+    f.addr_new(&ad, ReqFlags::ADD)
 }
 
 /// A route as iproute2 builds `ip route add DST [via GW] [dev DEV]` (proto boot, scope link
@@ -309,38 +305,6 @@ fn link_down_flushes_v4_marks_multipath_drops_v6() {
         [
             "10.0.0.0/24 dev d0 proto kernel scope link src 10.0.0.1",
             "10.3.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 nexthop via 10.9.0.2 dev d1 weight 1",
-            "10.9.0.0/24 dev d1 proto kernel scope link src 10.9.0.1",
-        ]
-    );
-}
-
-#[test]
-fn last_ipv4_address_removal_disables_ip_on_the_link() {
-    let (mut f, d0) = base();
-    let d1 = add_link(&mut f, "d1");
-    set_up(&mut f, d1, true);
-    add_addr(&mut f, d1, "10.9.0.1/24").unwrap();
-    f.route_new(&rt("10.1.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
-        .unwrap();
-    f.route_new(&rt("10.2.0.0/16", None, d0), ReqFlags::ADD)
-        .unwrap();
-    let mut mp = rt("10.3.0.0/16", None, 0);
-    mp.scope = scope::UNIVERSE;
-    mp.multipath = ["10.0.0.2", "10.9.0.2"]
-        .iter()
-        .map(|g| NextHop {
-            gateway: Some(ip(g)),
-            ..Default::default()
-        })
-        .collect();
-    f.route_new(&mp, ReqFlags::ADD).unwrap();
-    f.addr_del(&add_addr_req(d0, "10.0.0.1/24")).unwrap();
-    // Kernel after `ip address del 10.0.0.1/24 dev d0` (its only IPv4 address): every route
-    // through d0 dies, the device route included; the multipath route keeps a dead hop.
-    assert_eq!(
-        dump(&f, Family::Inet)[..2],
-        [
-            "10.3.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 dead linkdown nexthop via 10.9.0.2 dev d1 weight 1",
             "10.9.0.0/24 dev d1 proto kernel scope link src 10.9.0.1",
         ]
     );
@@ -1059,5 +1023,77 @@ fn ipv6_route_through_a_group_object_has_every_member() {
     assert_eq!(
         main_v6(&f),
         ["2001:db8:5::/48 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 nexthop via 2001:db8:9::2 dev d1 weight 3"]
+    );
+}
+
+fn del_addr(f: &mut Fib, idx: u32, a: &str) {
+    let p = pfx(a);
+    let ad = Address {
+        family: Family::of(&p.addr),
+        prefixlen: p.len,
+        flags: 0,
+        scope: 0,
+        ifindex: idx,
+        local: Some(p.addr),
+        address: Some(p.addr),
+        broadcast: None,
+        label: None,
+        metric: None,
+        valid_lft: None,
+        preferred_lft: None,
+    };
+    f.addr_del(&ad).unwrap();
+}
+
+#[test]
+fn last_v4_address_deletion_kills_next_hops_through_the_link() {
+    // Kernel: while d0 keeps an IPv4 address its routes stay; once the last one goes, every
+    // route through d0 (any table, any scope) is flushed and multipath legs through d0 die.
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    add_addr(&mut f, d0, "10.1.0.1/24").unwrap();
+    add_addr(&mut f, d1, "10.2.0.1/24").unwrap();
+    f.route_new(&rt("192.168.0.0/24", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(&rt("192.168.1.0/24", None, d0), ReqFlags::ADD)
+        .unwrap();
+    let mut t100 = rt("192.168.2.0/24", Some("10.0.0.3"), 0);
+    t100.table = 100;
+    f.route_new(&t100, ReqFlags::ADD).unwrap();
+    let mut mp = rt("192.168.3.0/24", None, 0);
+    mp.scope = scope::UNIVERSE;
+    mp.multipath = vec![
+        NextHop {
+            gateway: Some(ip("10.0.0.4")),
+            oif: d0,
+            ..Default::default()
+        },
+        NextHop {
+            gateway: Some(ip("10.2.0.2")),
+            oif: d1,
+            ..Default::default()
+        },
+    ];
+    f.route_new(&mp, ReqFlags::ADD).unwrap();
+    del_addr(&mut f, d0, "10.0.0.1/24");
+    let d = dump(&f, Family::Inet);
+    assert!(
+        d.contains(&"192.168.1.0/24 dev d0 scope link".to_string()),
+        "{d:?}"
+    );
+    assert!(d.contains(&"192.168.2.0/24 via 10.0.0.3 dev d0 table 100".to_string()));
+    del_addr(&mut f, d0, "10.1.0.1/24");
+    assert_eq!(
+        dump(&f, Family::Inet),
+        [
+            "10.2.0.0/24 dev d1 proto kernel scope link src 10.2.0.1",
+            "192.168.3.0/24 nexthop via 10.0.0.4 dev d0 weight 1 dead linkdown nexthop via 10.2.0.2 dev d1 weight 1",
+            "local 10.2.0.1 dev d1 table local proto kernel scope host src 10.2.0.1",
+            "broadcast 10.2.0.255 dev d1 table local proto kernel scope link src 10.2.0.1",
+            "local 127.0.0.0/8 dev lo table local proto kernel scope host src 127.0.0.1",
+            "local 127.0.0.1 dev lo table local proto kernel scope host src 127.0.0.1",
+            "broadcast 127.255.255.255 dev lo table local proto kernel scope link src 127.0.0.1",
+        ]
     );
 }
