@@ -152,13 +152,17 @@ impl Fib {
         }
     }
 
-    /// Recompiles the winners of every changed key (called before a mutation returns).
+    /// Recompiles the winners of every changed key (called before a mutation returns), and
+    /// the compiled structures unless a batch defers that to its end ([`Fib::begin_batch`]).
     pub(crate) fn commit_fast(&mut self) {
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {
                 if !t.is_clean() {
                     t.commit(|es| winner(infos, nhobjs, family, es));
+                    if !self.batching {
+                        t.flush_compiled();
+                    }
                 }
             }
         }

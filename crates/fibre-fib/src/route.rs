@@ -102,8 +102,9 @@ impl Info {
 }
 
 /// A route's position in a table: one per (prefix, tos, info) for IPv4, one per sibling
-/// group for IPv6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// group for IPv6. Two entries are equal when they are the same route (`hops_before` only
+/// says where the kernel's dump would show it).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Entry {
     pub tos: u8,
     /// IPv6 source prefix length; 0 = no source prefix.
@@ -118,6 +119,14 @@ pub(crate) struct Entry {
     /// IPv6 source prefix (`from`), masked, as four words (4-byte aligned keeps entries small).
     src_addr: [u32; 4],
 }
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Entry) -> bool {
+        (self.tos, self.src_len, self.info, self.src_addr) == (o.tos, o.src_len, o.info, o.src_addr)
+    }
+}
+
+impl Eq for Entry {}
 
 impl Entry {
     pub fn new(tos: u8, info: u32, src: Option<Key>) -> Entry {
