@@ -127,6 +127,32 @@ pub(crate) fn u128_ip(f: Family, v: u128) -> IpAddr {
     }
 }
 
+/// Largest RTAX_MTU a route keeps: 65535 minus the 15 bytes ip_metrics_convert reserves.
+const MAX_ROUTE_MTU: u32 = 65535 - 15;
+/// Largest RTAX_ADVMSS: 65535 minus 40 bytes of IPv4 and TCP headers.
+const MAX_ROUTE_ADVMSS: u32 = 65535 - 40;
+/// Largest RTAX_HOPLIMIT: an 8-bit field on the wire.
+const MAX_ROUTE_HOPLIMIT: u32 = 255;
+
+/// ip_metrics_convert caps mtu, advmss and hoplimit of a new route (both families): the
+/// capped metrics, or None when nothing is over its cap. Deletes compare the values as given.
+fn capped_metrics(m: &Metrics) -> Option<Metrics> {
+    let over = |v: Option<u32>, cap: u32| v.is_some_and(|v| v > cap);
+    if !over(m.mtu, MAX_ROUTE_MTU)
+        && !over(m.advmss, MAX_ROUTE_ADVMSS)
+        && !over(m.hoplimit, MAX_ROUTE_HOPLIMIT)
+    {
+        return None;
+    }
+    let cap = |v: Option<u32>, c: u32| v.map(|v| v.min(c));
+    Some(Metrics {
+        mtu: cap(m.mtu, MAX_ROUTE_MTU),
+        advmss: cap(m.advmss, MAX_ROUTE_ADVMSS),
+        hoplimit: cap(m.hoplimit, MAX_ROUTE_HOPLIMIT),
+        ..m.clone()
+    })
+}
+
 impl Fib {
     /// A state as a fresh network namespace has it: `lo` (down), the three default rules per
     /// family, empty tables.
@@ -439,7 +465,7 @@ impl Fib {
         for id in dead {
             let _ = self.nexthop_del(id);
         }
-        self.drop_nhs6(idx);
+        self.drop_nhs6(idx, true);
         self.links.remove(idx);
         self.after_state_change();
         Ok(())
@@ -728,6 +754,17 @@ impl Fib {
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
+        let capped;
+        let route = match capped_metrics(&route.metrics) {
+            Some(metrics) => {
+                capped = Route {
+                    metrics,
+                    ..route.clone()
+                };
+                &capped
+            }
+            None => route,
+        };
         match route.family {
             Family::Inet => {
                 self.route4_new(route, flags)?;

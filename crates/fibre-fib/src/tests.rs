@@ -7,6 +7,8 @@ use std::net::IpAddr;
 
 use crate::*;
 
+mod v6;
+
 /// One route in `ip route show table all` style (the subset of fields we print).
 fn show(f: &Fib, r: &Route) -> String {
     let name = |i: u32| {
