@@ -901,7 +901,7 @@ impl Fib {
         pos: &mut RouteDumpPos,
         emit: &mut impl FnMut(&RouteEntry<'_>) -> bool,
     ) -> bool {
-        let order = pos.order6.get_or_insert_with(|| order6(t));
+        let order = pos.order6.get_or_insert_with(|| order6(&self.infos, t));
         while let Some(&(k, e)) = order.get(pos.entry) {
             // Entries removed since the order was taken are skipped; ids may have been
             // reused, so the entry must still be at its key.
@@ -1153,13 +1153,14 @@ impl RouteDumpPos {
 /// (source-specific routes, themselves children before parents), then the more specific
 /// prefixes, then the node's own routes (so source-less routes come after every more specific
 /// prefix, and source-specific ones before them).
-fn order6(t: &Table) -> Vec<(Key, Entry)> {
+fn order6(infos: &Infos, t: &Table) -> Vec<(Key, Entry)> {
     let mut out = Vec::new();
     let mut keys: Vec<Key> = t.iter().map(|(k, _)| *k).collect();
     keys.sort_by(|a, b| a.addr.cmp(&b.addr).then(a.len.cmp(&b.len)));
     let own = |k: &Key, out: &mut Vec<(Key, Entry)>| {
         if let Some(es) = t.get(k) {
-            out.extend(es.iter().filter(|e| e.src().is_none()).map(|e| (*k, *e)));
+            let own: Vec<&Entry> = es.iter().filter(|e| e.src().is_none()).collect();
+            out.extend(dumped6(infos, own).map(|e| (*k, *e)));
         }
     };
     let mut open: Vec<Key> = Vec::new();
@@ -1177,7 +1178,7 @@ fn order6(t: &Table) -> Vec<(Key, Entry)> {
                 let (x, y) = (a.src().unwrap_or(k), b.src().unwrap_or(k));
                 x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
             });
-            out.extend(s.into_iter().map(|e| (k, *e)));
+            out.extend(dumped6(infos, s).map(|e| (k, *e)));
         }
         open.push(k);
     }
@@ -1185,4 +1186,23 @@ fn order6(t: &Table) -> Vec<(Key, Entry)> {
         own(&top, &mut out);
     }
     out
+}
+
+/// The entries of one IPv6 prefix the kernel's dump shows: after a sibling group it jumps to
+/// the group's last route, passing over the routes of the run added between its siblings
+/// (`Entry::hops_before`); they stay in the table, lookups see them.
+fn dumped6<'a>(infos: &'a Infos, es: Vec<&'a Entry>) -> impl Iterator<Item = &'a Entry> + 'a {
+    let mut group: Option<(Option<Key>, u32, usize)> = None;
+    es.into_iter().filter(move |e| {
+        let s = &infos.get(e.info).spec;
+        if let Some((src, metric, n)) = group {
+            if e.src() == src && s.priority == metric && (e.hops_before as usize) < n {
+                return false;
+            }
+        }
+        if s.nhs.len() > 1 && s.nhid.is_none() {
+            group = Some((e.src(), s.priority, s.nhs.len()));
+        }
+        true
+    })
 }
