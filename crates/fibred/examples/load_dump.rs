@@ -405,6 +405,7 @@ fn main() {
 
     let (mut ls, mut lr, mut ds, mut dr) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut cs, mut cr) = (Vec::new(), Vec::new());
+    let (mut cds, mut cdr) = (Vec::new(), Vec::new());
     let (mut ns, mut nr) = (0, 0);
     for i in 0..runs {
         let d = start(&dir, &format!("socket{i}"));
@@ -422,10 +423,14 @@ fn main() {
         lr.push(t.elapsed().as_secs_f64());
         cr.push(cpu_seconds() - c);
         // Dumps of the same table, alternating.
+        let cpu = cpu_seconds();
         let (s, c) = dump_socket(&d);
+        cds.push(cpu_seconds() - cpu);
         ds.push(s);
         ns = c;
+        let cpu = cpu_seconds();
         let (r, c) = dump_ring(&d, rx_frame);
+        cdr.push(cpu_seconds() - cpu);
         dr.push(r);
         nr = c;
         d.stop();
@@ -462,14 +467,21 @@ fn main() {
         );
         println!("  ring / kernel: {:.1}x", kl / load_ring_s);
     }
-    println!("dump of the table (IPv4)          seconds   routes");
-    println!("  fibred over the socket          {ds:7.3}   {ns}");
-    println!("  fibred over the ring            {dr:7.3}   {nr}");
+    let (cds, cdr) = (median(cds), median(cdr));
+    println!("dump of the table (IPv4)          seconds   routes    CPU ns/route (all threads)");
+    println!(
+        "  fibred over the socket          {ds:7.3}   {ns}   {:5.0}",
+        us(cds) * 1e3
+    );
+    println!(
+        "  fibred over the ring            {dr:7.3}   {nr}   {:5.0}",
+        us(cdr) * 1e3
+    );
     if let Some((_, ks, kn)) = k {
         println!("  kernel, ip -4 route save        {ks:7.3}   {kn}");
         println!("  ring / kernel: {:.1}x", ks / dr);
     }
-    println!("  ring / socket: {:.2}x", ds / dr);
+    println!("  ring / socket: {:.2}x (CPU: {:.2}x)", ds / dr, cds / cdr);
     let each: Vec<String> = dsa
         .iter()
         .zip(&dra)
