@@ -20,6 +20,8 @@
 
 mod addr;
 mod dst;
+pub mod exception;
+pub mod expiry;
 mod fibtable;
 mod fxhash;
 mod get;
@@ -36,11 +38,15 @@ mod sync;
 pub mod types;
 
 #[cfg(test)]
+mod expiry_tests;
+#[cfg(test)]
 mod tests;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub use dst::{Dst, LookupError};
+pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
+pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use rule::Flow;
 pub use types::*;
 
@@ -100,6 +106,12 @@ pub struct Fib {
     /// local route was added by a user, input source checks take the full path. Sticky.
     pub(crate) custom_rules4: bool,
     pub(crate) custom_local4: bool,
+    /// Time for expiring routes and exceptions (see `expiry`).
+    pub(crate) clock: std::sync::Arc<dyn Clock>,
+    /// Deadlines of expiring route infos.
+    pub(crate) expiry: expiry::ExpiryQueue<expiry::InfoRef>,
+    /// Next-hop exceptions (PMTU, redirects).
+    pub(crate) exceptions: exception::Exceptions,
 }
 
 impl Default for Fib {
@@ -146,6 +158,9 @@ impl Fib {
             simple_gen: (u64::MAX, 0),
             custom_rules4: false,
             custom_local4: false,
+            clock: std::sync::Arc::new(SystemClock::new()),
+            expiry: Default::default(),
+            exceptions: Default::default(),
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -196,7 +211,9 @@ impl Fib {
         }
         let mut info = Info::new(spec, st);
         info.rebalance();
-        self.infos.insert(info)
+        let id = self.infos.insert(info);
+        self.track_expiry(id);
+        id
     }
 
     /// The shared info for `spec` (found or created).
@@ -340,6 +357,7 @@ impl Fib {
         if was_up && !now_up {
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
+            self.exceptions_dev_down(idx);
         }
         if !was_up && now_up {
             self.link_up4(idx);
@@ -423,6 +441,7 @@ impl Fib {
             let _ = self.nexthop_del(id);
         }
         self.drop_nhs6(idx);
+        self.exceptions_dev_down(idx);
         self.links.remove(idx);
         self.after_state_change();
         Ok(())
@@ -704,6 +723,7 @@ impl Fib {
     }
 
     fn route_new_inner(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -727,6 +747,7 @@ impl Fib {
     }
 
     fn route_del_inner(&mut self, route: &Route) -> Result<(), RtError> {
+        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -758,7 +779,11 @@ impl Fib {
             for t in self.tables_in_order(f) {
                 if f == Family::Inet {
                     for (k, es) in t.iter() {
-                        out.extend(es.iter().map(|e| self.entry_route(f, t.id, *k, e)));
+                        out.extend(
+                            es.iter()
+                                .filter(|e| !self.info_expired(e.info))
+                                .map(|e| self.entry_route(f, t.id, *k, e)),
+                        );
                     }
                 } else {
                     self.dump6(t, &mut out);
@@ -780,7 +805,7 @@ impl Fib {
             if let Some(es) = t.get(k) {
                 out.extend(
                     es.iter()
-                        .filter(|e| e.src().is_none())
+                        .filter(|e| e.src().is_none() && !self.info_expired(e.info))
                         .map(|e| self.entry_route(f, t.id, *k, e)),
                 );
             }
@@ -795,7 +820,10 @@ impl Fib {
                 open.pop();
             }
             if let Some(es) = t.get(&k) {
-                let mut s: Vec<&Entry> = es.iter().filter(|e| e.src().is_some()).collect();
+                let mut s: Vec<&Entry> = es
+                    .iter()
+                    .filter(|e| e.src().is_some() && !self.info_expired(e.info))
+                    .collect();
                 s.sort_by(|a, b| {
                     let (x, y) = (a.src().unwrap_or(k), b.src().unwrap_or(k));
                     x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
@@ -828,7 +856,9 @@ impl Fib {
         r.prefsrc = s.prefsrc;
         r.metrics = s.metrics.clone();
         r.nhid = s.nhid;
-        r.expires = s.expires;
+        r.expires = s
+            .expires
+            .map(|x| expiry::remaining_secs(x.at, self.now_ms()));
         r.src = e.src().map(|x| Prefix {
             addr: u128_ip(f, x.addr),
             len: x.len,

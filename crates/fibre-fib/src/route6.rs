@@ -187,7 +187,10 @@ impl Fib {
             nhs,
             nhid: r.nhid,
             pref: Some(r.pref.unwrap_or(0)),
-            expires: r.expires,
+            expires: self.expiry_of(
+                r.expires,
+                Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(128), 128),
+            ),
         };
         let st = NhState {
             flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
