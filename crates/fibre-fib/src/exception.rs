@@ -473,6 +473,9 @@ impl Fib {
                     r.table = info.spec.table;
                     r.protocol = info.spec.protocol;
                     r.flags = rtm_flags::CLONED;
+                    if e.gateway.is_some() && f == Family::Inet {
+                        r.flags |= crate::types::rtcf::REDIRECTED;
+                    }
                     r.nexthop = NextHop {
                         gateway: e.gateway.or(b.via),
                         oif: b.oif,
