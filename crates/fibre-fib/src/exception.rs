@@ -38,13 +38,13 @@ use crate::Fib;
 
 /// RTAX_MTU: the bit of the metrics lock mask that locks the MTU.
 const RTAX_MTU: u32 = 2;
-/// IPv6's minimum link MTU (IPV6_MIN_MTU, RFC 8200): a smaller "packet too big" is raised to it.
+/// IPv6's minimum link MTU (IPV6_MIN_MTU, RFC 8200): a "packet too big" reporting less is ignored.
 pub const IPV6_MIN_MTU: u32 = 1280;
 
 /// Heap bytes one exception costs at most (hash entry, its place in the bucket's eviction
 /// order and in the expiry queue, with the containers' slack), measured by
 /// `tests/exception_flood.rs` with a counting allocator.
-pub const BYTES_PER_EXCEPTION: usize = 256;
+pub const BYTES_PER_EXCEPTION: usize = 448;
 
 /// The knobs of the kernel's sysctls for exceptions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,7 +315,7 @@ impl Fib {
     /// An ICMP "fragmentation needed" (IPv4) or "packet too big" (IPv6) for `dst` reporting
     /// `mtu`: learns the smaller path MTU for `mtu_expires` seconds, with the kernel's rules
     /// (ignored when the route locks its MTU or the MTU is not smaller than the path's; IPv4
-    /// raises an MTU below `min_pmtu4` to it and locks it, IPv6 raises it to 1280).
+    /// raises an MTU below `min_pmtu4` to it and locks it; IPv6 ignores one below 1280).
     pub fn pmtu_update(
         &mut self,
         family: Family,
@@ -349,8 +349,9 @@ impl Fib {
                 }
             }
             Family::Inet6 => {
-                let mtu = mtu.max(IPV6_MIN_MTU);
-                if mtu >= path {
+                // Kernel 5.15+ discards a next-hop MTU below the IPv6 minimum (RFC 8200:
+                // such a report is bogus) instead of raising it to 1280.
+                if mtu < IPV6_MIN_MTU || mtu >= path {
                     return Ok(ExceptionOutcome::Ignored);
                 }
                 (mtu, false)
@@ -358,9 +359,14 @@ impl Fib {
         };
         let at = now + self.exceptions.config.mtu_expires as u64 * 1000;
         self.exceptions.upsert(iref, b, d, now, |e| {
+            // A lower MTU for a live IPv6 exception keeps its deadline (the kernel's
+            // dst_set_expires only moves it earlier); IPv4 starts the lifetime again.
+            e.expires_at = match (family, e.mtu) {
+                (Family::Inet6, Some(_)) => e.expires_at.min(at),
+                _ => at,
+            };
             e.mtu = Some(mtu);
             e.mtu_locked = lock;
-            e.expires_at = at;
         });
         Ok(ExceptionOutcome::Stored)
     }
@@ -451,58 +457,91 @@ impl Fib {
     }
 
     /// `route show cache`: every live exception as the kernel dumps cached routes (host
-    /// prefix, RTM_F_CLONED, the next hop's device and gateway, `expires`, `mtu`).
+    /// prefix, RTM_F_CLONED, the next hop's device and gateway, `expires`, `mtu`). IPv4 walks
+    /// the routes as fib_dump_info_fnhe does, so an exception on a next hop that several routes
+    /// share is listed once per route (the kernel's fib_info is shared the same way); IPv6
+    /// exceptions belong to one route each and are listed once. Destinations ascending within
+    /// a next hop (the kernel: hash order).
     pub fn exceptions(&self, family: Option<Family>) -> Vec<Route> {
-        let now = self.now_ms();
         let mut out = Vec::new();
-        for (iref, list) in &self.exceptions.by_info {
-            let info = self.infos.get(iref.0);
-            for b in list.iter().filter(|b| family.is_none_or(|f| f == b.family)) {
-                for (dst, e) in &b.by_dst {
-                    if e.expires_at <= now {
-                        continue;
+        if self.exceptions.len() == 0 {
+            return out;
+        }
+        let now = self.now_ms();
+        if family != Some(Family::Inet6) {
+            for t in self.tables_in_order(Family::Inet) {
+                for (_, es) in t.iter() {
+                    for e in es {
+                        let serial = self.infos.get(e.info).serial;
+                        if let Some(list) = self.exceptions.by_info.get(&(e.info, serial)) {
+                            for b in list.iter() {
+                                self.bucket_routes(b, t.id, e.info, now, &mut out);
+                            }
+                        }
                     }
-                    let f = b.family;
-                    let mut r = Route::new(
-                        f,
-                        Prefix {
-                            addr: crate::u128_ip(f, *dst),
-                            len: f.max_len(),
-                        },
-                    );
-                    r.table = info.spec.table;
-                    r.protocol = info.spec.protocol;
-                    r.flags = rtm_flags::CLONED;
-                    if e.gateway.is_some() && f == Family::Inet {
-                        r.flags |= crate::types::rtcf::REDIRECTED;
-                    }
-                    r.nexthop = NextHop {
-                        gateway: e.gateway.or(b.via),
-                        oif: b.oif,
-                        hops: 0,
-                        flags: 0,
-                    };
-                    r.metrics.mtu = e.mtu;
-                    if e.mtu_locked {
-                        r.metrics.lock |= 1 << RTAX_MTU;
-                    }
-                    r.cache = Some(CacheInfo {
-                        expires: Some(remaining_secs(e.expires_at, now)),
-                        ..CacheInfo::default()
-                    });
-                    if f == Family::Inet6 {
-                        r.priority = Some(info.spec.priority);
-                        r.pref = info.spec.pref.or(Some(0));
-                    }
-                    out.push(r);
                 }
             }
         }
-        out.sort_by(|a, b| {
-            (a.family as u8, crate::ip_u128(a.dst.addr))
-                .cmp(&(b.family as u8, crate::ip_u128(b.dst.addr)))
-        });
+        if family != Some(Family::Inet) {
+            let mut keys: Vec<&InfoRef> = self.exceptions.by_info.keys().collect();
+            keys.sort_unstable();
+            for iref in keys {
+                let info = self.infos.get(iref.0);
+                if info.spec.family != Family::Inet6 {
+                    continue;
+                }
+                for b in self.exceptions.by_info[iref].iter() {
+                    self.bucket_routes(b, info.spec.table, iref.0, now, &mut out);
+                }
+            }
+        }
         out
+    }
+
+    /// The live exceptions of one bucket as cached routes of table `tb`.
+    fn bucket_routes(&self, b: &Bucket, tb: u32, info: u32, now: u64, out: &mut Vec<Route>) {
+        let info = self.infos.get(info);
+        let f = b.family;
+        let mut dsts: Vec<(&u128, &Exception)> = b
+            .by_dst
+            .iter()
+            .filter(|(_, e)| e.expires_at > now)
+            .collect();
+        dsts.sort_unstable_by_key(|(d, _)| **d);
+        for (dst, e) in dsts {
+            let mut r = Route::new(
+                f,
+                Prefix {
+                    addr: crate::u128_ip(f, *dst),
+                    len: f.max_len(),
+                },
+            );
+            r.table = tb;
+            r.protocol = info.spec.protocol;
+            r.flags = rtm_flags::CLONED;
+            if e.gateway.is_some() && f == Family::Inet {
+                r.flags |= crate::types::rtcf::REDIRECTED;
+            }
+            r.nexthop = NextHop {
+                gateway: e.gateway.or(b.via),
+                oif: b.oif,
+                hops: 0,
+                flags: 0,
+            };
+            r.metrics.mtu = e.mtu;
+            if e.mtu_locked {
+                r.metrics.lock |= 1 << RTAX_MTU;
+            }
+            r.cache = Some(CacheInfo {
+                expires: Some(remaining_secs(e.expires_at, now)),
+                ..CacheInfo::default()
+            });
+            if f == Family::Inet6 {
+                r.priority = Some(info.spec.priority);
+                r.pref = info.spec.pref.or(Some(0));
+            }
+            out.push(r);
+        }
     }
 
     /// `route flush cache`: drops every exception (of `family`); returns how many.

@@ -197,11 +197,10 @@ pub struct GcStats {
     pub more_due: bool,
 }
 
-/// Whole seconds left before `at`, as the kernel reports them: rounded down, and a deadline
-/// reached in this millisecond has nothing left (the kernel always loses a tick between
-/// setting a timer and reporting it, so `expires 300` reads back as 299).
+/// Whole seconds left before `at`, rounded down as the kernel reports them (`expires 2` reads
+/// back as `expires 2sec` at once, `1sec` a moment later).
 pub(crate) fn remaining_secs(at: u64, now: u64) -> u32 {
-    (at.saturating_sub(now).saturating_sub(1) / 1000).min(u32::MAX as u64) as u32
+    (at.saturating_sub(now) / 1000).min(u32::MAX as u64) as u32
 }
 
 impl Fib {
@@ -346,9 +345,9 @@ mod tests {
 
     #[test]
     fn remaining_time_reads_as_the_kernel_prints_it() {
-        assert_eq!(remaining_secs(300_000, 0), 299);
+        assert_eq!(remaining_secs(300_000, 0), 300);
         assert_eq!(remaining_secs(300_000, 1), 299);
-        assert_eq!(remaining_secs(300_000, 1_000), 298);
+        assert_eq!(remaining_secs(300_000, 1_000), 299);
         assert_eq!(remaining_secs(300_000, 299_500), 0);
         assert_eq!(remaining_secs(300_000, 400_000), 0);
     }

@@ -112,10 +112,10 @@ fn expiring_route_stops_matching_at_its_deadline_before_any_gc() {
             .unwrap();
         assert_eq!(matched(&f, probe), Some(pfx(long).len));
         // Shown with the time left, rounded down as the kernel prints it.
-        assert_eq!(shown(&f, fam, long).unwrap().expires, Some(299));
-        clock.advance(100 * SEC);
+        assert_eq!(shown(&f, fam, long).unwrap().expires, Some(300));
+        clock.advance(100 * SEC + 1);
         assert_eq!(shown(&f, fam, long).unwrap().expires, Some(199));
-        clock.advance(200 * SEC - 1);
+        clock.advance(200 * SEC - 2);
         assert_eq!(matched(&f, probe), Some(pfx(long).len), "1 ms left");
         clock.advance(1);
         // Expired and not reclaimed: lookups (compiled and walked) and dumps skip it.
@@ -146,7 +146,7 @@ fn replace_moves_a_route_between_permanent_and_expiring_both_ways() {
     f.route_new(&route(dst, None, d0, Some(10)), ReqFlags::REPLACE)
         .unwrap();
     assert_eq!(f.expiring().0, 1);
-    assert_eq!(shown(&f, Family::Inet6, dst).unwrap().expires, Some(9));
+    assert_eq!(shown(&f, Family::Inet6, dst).unwrap().expires, Some(10));
     // expiring -> permanent, before the deadline: it never expires.
     f.route_new(&route(dst, None, d0, None), ReqFlags::REPLACE)
         .unwrap();
@@ -237,15 +237,23 @@ fn pmtu_exceptions_follow_the_kernels_rules() {
     );
     let a = get(&f, "2001:db8:9::1");
     assert_eq!(a.metrics.mtu, Some(1400));
-    assert_eq!(a.cache.as_ref().unwrap().expires, Some(599));
+    assert_eq!(a.cache.as_ref().unwrap().expires, Some(600));
     assert_ne!(a.flags & rtm_flags::CLONED, 0);
-    // Not smaller than the learnt one: nothing to learn. Below 1280: raised to 1280.
+    // Not smaller than the learnt one, or below IPv6's minimum: nothing to learn.
     assert_eq!(
         f.pmtu_update(Family::Inet6, v6, 1400),
         Ok(ExceptionOutcome::Ignored)
     );
-    f.pmtu_update(Family::Inet6, v6, 1000).unwrap();
-    assert_eq!(get(&f, "2001:db8:9::1").metrics.mtu, Some(1280));
+    assert_eq!(
+        f.pmtu_update(Family::Inet6, v6, 1000),
+        Ok(ExceptionOutcome::Ignored)
+    );
+    // A lower MTU keeps the IPv6 exception's deadline.
+    clock.advance(10 * SEC);
+    f.pmtu_update(Family::Inet6, v6, 1280).unwrap();
+    let a = get(&f, "2001:db8:9::1");
+    assert_eq!(a.metrics.mtu, Some(1280));
+    assert_eq!(a.cache.as_ref().unwrap().expires, Some(590));
     // Another destination of the same route has none.
     assert_eq!(get(&f, "2001:db8:9::2").metrics.mtu, None);
     // IPv4: below min_pmtu (552) it is raised and locked.
@@ -259,7 +267,7 @@ fn pmtu_exceptions_follow_the_kernels_rules() {
         "bigger than the device MTU"
     );
     assert_eq!(f.exceptions(None).len(), 2);
-    // ip_rt_mtu_expires: 600 s.
+    // ip_rt_mtu_expires: 600 s (the IPv4 one was learnt 10 s after the IPv6 one).
     clock.advance(600 * SEC);
     assert_eq!(
         get(&f, "2001:db8:9::1").metrics.mtu,

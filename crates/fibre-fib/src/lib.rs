@@ -759,7 +759,7 @@ impl Fib {
 
     /// Tables of `family` in the kernel's dump order: by id modulo the hash size (256), newest
     /// first within one bucket.
-    fn tables_in_order(&self, family: Family) -> Vec<&Table> {
+    pub(crate) fn tables_in_order(&self, family: Family) -> Vec<&Table> {
         let m = match family {
             Family::Inet => &self.t4,
             Family::Inet6 => &self.t6,
