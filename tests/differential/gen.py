@@ -60,14 +60,19 @@ def load_features(path: str | None = None) -> dict:
 
 
 def feature_set(name: str, path: str | None = None) -> set[str]:
-    """The classes enabled in set `name` ("all", or a set listed in features.json)."""
+    """The classes enabled by `name`: "all", "none", a set listed in features.json, a class
+    name, or a comma-separated union of these (e.g. "ci,rules,show_rules")."""
     data = load_features(path)
     classes = data["classes"]
-    if name == "all":
-        return set(classes)
-    if name == "none":
-        return set()
-    return {c for c, d in classes.items() if name in d.get("sets", [])}
+    out: set[str] = set()
+    for part in name.split(","):
+        if part == "all":
+            out |= set(classes)
+        elif part in classes:
+            out.add(part)
+        elif part != "none":
+            out |= {c for c, d in classes.items() if part in d.get("sets", [])}
+    return out
 
 
 @dataclass

@@ -2,8 +2,61 @@
 //! the Debian defaults of /etc/iproute2 (rt_protos, rt_scopes, rt_tables, rt_dsfield). fibre
 //! embeds them so it works with no files; numbers without a name print as numbers.
 
+use std::cell::Cell;
+use std::thread::LocalKey;
+
 use crate::args::{matches, strtoul};
 use fibre_fib::RouteType;
+
+/// The one-entry cache of iproute2 6.1's `rtnl_rtprot_a2n`, `rtnl_rtscope_a2n` and
+/// `rtnl_dsfield_a2n`: the last name found in the table, and in a separate variable the last
+/// value either a name or a number produced. A name equal to the cached one answers that
+/// variable, so after `proto kernel` then `proto 99` the next `proto kernel` means 99 (and the
+/// kernel stores 99). `ip -batch` keeps the cache for the whole file; so does fibre, because
+/// the same file must give the same routes.
+struct A2nCache {
+    name: Cell<Option<&'static str>>,
+    value: Cell<u8>,
+}
+
+impl A2nCache {
+    const fn new() -> A2nCache {
+        A2nCache {
+            name: Cell::new(None),
+            value: Cell::new(0),
+        }
+    }
+}
+
+thread_local! {
+    static PROTO_CACHE: A2nCache = const { A2nCache::new() };
+    static SCOPE_CACHE: A2nCache = const { A2nCache::new() };
+    static DSFIELD_CACHE: A2nCache = const { A2nCache::new() };
+}
+
+/// A name of `table`, else a number in `base`, through `cache` as iproute2 does it.
+fn cached_a2n(
+    cache: &'static LocalKey<A2nCache>,
+    table: &[(u8, &'static str)],
+    s: &str,
+    base: u32,
+) -> Option<u8> {
+    cache.with(|c| {
+        if c.name.get() == Some(s) {
+            return Some(c.value.get());
+        }
+        if let Some((n, name)) = table.iter().find(|(_, name)| *name == s) {
+            c.name.set(Some(name));
+            c.value.set(*n);
+            return Some(*n);
+        }
+        // A number that does not parse or exceeds 255 ends the batch (invarg), so only
+        // valid numbers reach the cached value.
+        let v = strtoul(s, base).and_then(|v| u8::try_from(v).ok())?;
+        c.value.set(v);
+        Some(v)
+    })
+}
 
 const PROTOS: &[(u8, &str)] = &[
     (0, "unspec"),
@@ -77,12 +130,9 @@ pub fn proto_n2a(p: u8) -> String {
     }
 }
 
-/// `rtnl_rtprot_a2n`.
+/// `rtnl_rtprot_a2n` (with its cache, see [`A2nCache`]).
 pub fn proto_a2n(s: &str) -> Option<u8> {
-    if let Some((n, _)) = PROTOS.iter().find(|(_, name)| *name == s) {
-        return Some(*n);
-    }
-    strtoul(s, 0).and_then(|v| u8::try_from(v).ok())
+    cached_a2n(&PROTO_CACHE, PROTOS, s, 0)
 }
 
 /// `rtnl_rtscope_n2a`.
@@ -93,12 +143,9 @@ pub fn scope_n2a(p: u8) -> String {
     }
 }
 
-/// `rtnl_rtscope_a2n`.
+/// `rtnl_rtscope_a2n` (with its cache, see [`A2nCache`]).
 pub fn scope_a2n(s: &str) -> Option<u8> {
-    if let Some((n, _)) = SCOPES.iter().find(|(_, name)| *name == s) {
-        return Some(*n);
-    }
-    strtoul(s, 0).and_then(|v| u8::try_from(v).ok())
+    cached_a2n(&SCOPE_CACHE, SCOPES, s, 0)
 }
 
 /// `rtnl_rttable_n2a`.
@@ -125,12 +172,10 @@ pub fn dsfield_n2a(t: u8) -> String {
     }
 }
 
-/// `rtnl_dsfield_a2n`: names, else a hexadecimal number (base 16 even without "0x").
+/// `rtnl_dsfield_a2n`: names, else a hexadecimal number (base 16 even without "0x"); with
+/// its cache, see [`A2nCache`].
 pub fn dsfield_a2n(s: &str) -> Option<u8> {
-    if let Some((n, _)) = DSFIELDS.iter().find(|(_, name)| *name == s) {
-        return Some(*n);
-    }
-    strtoul(s, 16).and_then(|v| u8::try_from(v).ok())
+    cached_a2n(&DSFIELD_CACHE, DSFIELDS, s, 16)
 }
 
 /// `rtnl_rtntype_n2a`.
@@ -264,5 +309,20 @@ mod tests {
         assert_eq!(rtntype_a2n("b"), Some(RouteType::Broadcast));
         assert_eq!(rtntype_a2n("blackhole"), Some(RouteType::Blackhole));
         assert_eq!(rtntype_a2n("default"), None);
+    }
+
+    #[test]
+    fn a2n_cache_answers_the_last_number() {
+        // iproute2 6.1 in `ip -batch`: proto kernel, proto 99, proto kernel stores 2, 99, 99;
+        // another name resets the cache.
+        assert_eq!(proto_a2n("kernel"), Some(2));
+        assert_eq!(proto_a2n("99"), Some(99));
+        assert_eq!(proto_a2n("kernel"), Some(99));
+        assert_eq!(proto_a2n("zebra"), Some(11));
+        assert_eq!(proto_a2n("kernel"), Some(2));
+        // scope link, scope 200, scope link: the third is site (200).
+        assert_eq!(scope_a2n("link"), Some(253));
+        assert_eq!(scope_a2n("200"), Some(200));
+        assert_eq!(scope_a2n("link"), Some(200));
     }
 }

@@ -396,7 +396,12 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
         multipath = parse_nexthops(cli, &mut a, &mut family)?;
     }
     let family = family.unwrap_or(Family::Inet);
-    if !table_ok && matches!(rtype, RouteType::Local | RouteType::Nat) {
+    if !table_ok
+        && matches!(
+            rtype,
+            RouteType::Local | RouteType::Broadcast | RouteType::Nat | RouteType::Anycast
+        )
+    {
         tbl = table::LOCAL;
     }
     if !scope_ok {

@@ -665,7 +665,11 @@ impl Fib {
         if let Some(i) = l.v4.iter().position(|b| *b == victim) {
             l.v4.remove(i);
         }
+        let last = l.v4.is_empty();
         self.del_ifaddr4(dev, &victim);
+        if last {
+            self.disable_ip4(dev);
+        }
     }
 
     /// RTM_GETADDR dump, in the kernel's order: IPv4 of every link, then IPv6.

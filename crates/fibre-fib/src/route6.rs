@@ -186,7 +186,13 @@ impl Fib {
             metrics: r.metrics.clone(),
             nhs,
             nhid: r.nhid,
-            pref: Some(r.pref.unwrap_or(0)),
+            // ip6_route_info_create sets a reject route's flags to RTF_REJECT alone: the
+            // router preference kept in those flags is lost (shown as medium).
+            pref: Some(if is_reject6(rtype) {
+                0
+            } else {
+                r.pref.unwrap_or(0)
+            }),
             expires: self.expiry_of(
                 r.expires,
                 Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(128), 128),
@@ -617,4 +623,12 @@ impl Fib {
             crate::fibtable::Table::new(tb, 128, *seq)
         })
     }
+}
+
+/// The types ip6_route_info_create turns into RTF_REJECT routes.
+fn is_reject6(t: RouteType) -> bool {
+    matches!(
+        t,
+        RouteType::Blackhole | RouteType::Unreachable | RouteType::Prohibit | RouteType::Throw
+    )
 }

@@ -141,7 +141,7 @@ impl Rules {
         if rule.fwmark.is_some() && rule.fwmask.is_none() {
             rule.fwmask = Some(u32::MAX);
         }
-        if excl && list.iter().any(|x| rule_same(x, &rule)) {
+        if excl && list.iter().any(|x| rule_exists(x, &rule)) {
             return Err(RtError::new(Errno::EEXIST));
         }
         let prio = rule.priority.unwrap_or(0);
@@ -237,26 +237,35 @@ impl Rules {
     }
 }
 
-/// Equality for NLM_F_EXCL (rule_exists): every selector and the action.
-fn rule_same(a: &Rule, b: &Rule) -> bool {
-    a.priority == b.priority
-        && a.src == b.src
-        && a.dst == b.dst
-        && a.tos == b.tos
-        && a.table == b.table
-        && a.action == b.action
-        && a.fwmark == b.fwmark
-        && a.fwmask == b.fwmask
-        && a.iifname == b.iifname
-        && a.oifname == b.oifname
-        && a.goto == b.goto
-        && a.suppress_prefixlen == b.suppress_prefixlen
-        && a.ipproto == b.ipproto
-        && a.sport == b.sport
-        && a.dport == b.dport
-        && a.uid_range == b.uid_range
-        && (a.flags & crate::types::rule_flags::INVERT)
-            == (b.flags & crate::types::rule_flags::INVERT)
+/// NLM_F_EXCL's duplicate test (the kernel's rule_exists, `old` an installed rule, `new` the
+/// request with its priority filled in): action, table, priority, links, fwmark and mask,
+/// suppressors, ipproto, ports, uid range, protocol and l3mdev must be equal, while an
+/// address, tos or dscp is compared only when the request gives one (the family's compare
+/// hook). The `not` flag and a goto's target are not compared: `not to P` duplicates `to P`.
+fn rule_exists(old: &Rule, new: &Rule) -> bool {
+    let mark = |r: &Rule| {
+        let m = r.fwmark.unwrap_or(0);
+        (m, r.fwmask.unwrap_or(if m != 0 { u32::MAX } else { 0 }))
+    };
+    let given = |p: &Option<Prefix>| p.filter(|p| p.len != 0);
+    old.action == new.action
+        && old.table == new.table
+        && old.priority == new.priority
+        && old.iifname == new.iifname
+        && old.oifname == new.oifname
+        && mark(old) == mark(new)
+        && old.suppress_ifgroup == new.suppress_ifgroup
+        && old.suppress_prefixlen == new.suppress_prefixlen
+        && old.l3mdev == new.l3mdev
+        && old.uid_range == new.uid_range
+        && old.ipproto == new.ipproto
+        && old.protocol == new.protocol
+        && old.sport == new.sport
+        && old.dport == new.dport
+        && given(&new.src).is_none_or(|p| given(&old.src) == Some(p))
+        && given(&new.dst).is_none_or(|p| given(&old.dst) == Some(p))
+        && (new.tos == 0 || old.tos == new.tos)
+        && new.dscp.is_none_or(|d| old.dscp == Some(d))
 }
 
 /// RTM_DELRULE matching: attributes present in the request must be equal.
@@ -304,5 +313,40 @@ mod tests {
         assert_eq!(r.v4[1].priority, Some(32765));
         r.add(&x, false).unwrap();
         assert_eq!(r.v4[1].priority, Some(32764));
+    }
+
+    #[test]
+    fn exclusive_add_compares_only_given_selectors() {
+        // Kernel: after `rule add pref 1024 not to 192.168.0.0/16 tos 0x1c table 101`,
+        // `rule add pref 1024 to 192.168.0.0/16 table 101` and `rule add pref 1024 table 101`
+        // fail with EEXIST; `from 192.168.0.0/16` and another protocol do not.
+        let p = |s: &str| {
+            let (a, l) = s.split_once('/').unwrap();
+            Some(Prefix {
+                addr: a.parse().unwrap(),
+                len: l.parse().unwrap(),
+            })
+        };
+        let mut r = Rules::new();
+        let mk = |dst, src, tos, flags, protocol| Rule {
+            priority: Some(1024),
+            dst,
+            src,
+            tos,
+            flags,
+            protocol,
+            ..Rule::new(Family::Inet, 101)
+        };
+        let invert = crate::types::rule_flags::INVERT;
+        r.add(&mk(p("192.168.0.0/16"), None, 0x1c, invert, 0), true)
+            .unwrap();
+        let dup = |r: &mut Rules, x: Rule| r.add(&x, true).map_err(|e| e.errno);
+        assert_eq!(
+            dup(&mut r, mk(p("192.168.0.0/16"), None, 0, 0, 0)),
+            Err(Errno::EEXIST)
+        );
+        assert_eq!(dup(&mut r, mk(None, None, 0, 0, 0)), Err(Errno::EEXIST));
+        assert_eq!(dup(&mut r, mk(None, p("192.168.0.0/16"), 0, 0, 0)), Ok(()));
+        assert_eq!(dup(&mut r, mk(p("192.168.0.0/16"), None, 0, 0, 4)), Ok(()));
     }
 }

@@ -593,6 +593,35 @@ impl Fib {
         }
     }
 
+    /// fib_disable_ip after the last IPv4 address of `dev` went (fib_inetaddr_event,
+    /// NETDEV_DOWN with force): every IPv4 next hop through `dev` dies whatever its scope, and
+    /// routes left without a live next hop are flushed. Routes through next-hop objects keep
+    /// theirs: objects follow link events only.
+    pub(crate) fn disable_ip4(&mut self, dev: u32) {
+        for info in self.infos.iter_mut() {
+            if info.spec.family != Family::Inet
+                || info.spec.nhid.is_some()
+                || !info.spec.nhs.iter().any(|n| n.oif == dev)
+            {
+                continue;
+            }
+            let mut dead = 0;
+            for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
+                if st.flags & nh_flags::DEAD != 0 {
+                    dead += 1;
+                } else if spec.oif == dev {
+                    st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
+                    dead += 1;
+                }
+            }
+            if dead == info.nh.len() {
+                info.dead = true;
+            }
+            info.rebalance();
+        }
+        self.flush_dead();
+    }
+
     /// fib_sync_up / rt6_sync_up: clears `flag` (DEAD or LINKDOWN) on next hops through
     /// `dev` (LINKDOWN stays while the carrier is off).
     pub(crate) fn sync_up(&mut self, dev: u32) {

@@ -944,3 +944,75 @@ fn multipath_split_follows_weights() {
         assert_eq!(f.lookup_output(Family::Inet, &flow).unwrap().oif, d0);
     }
 }
+
+fn del_addr(f: &mut Fib, idx: u32, a: &str) {
+    let p = pfx(a);
+    let ad = Address {
+        family: Family::of(&p.addr),
+        prefixlen: p.len,
+        flags: 0,
+        scope: 0,
+        ifindex: idx,
+        local: Some(p.addr),
+        address: Some(p.addr),
+        broadcast: None,
+        label: None,
+        metric: None,
+        valid_lft: None,
+        preferred_lft: None,
+    };
+    f.addr_del(&ad).unwrap();
+}
+
+#[test]
+fn last_v4_address_deletion_kills_next_hops_through_the_link() {
+    // Kernel: while d0 keeps an IPv4 address its routes stay; once the last one goes, every
+    // route through d0 (any table, any scope) is flushed and multipath legs through d0 die.
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    add_addr(&mut f, d0, "10.1.0.1/24").unwrap();
+    add_addr(&mut f, d1, "10.2.0.1/24").unwrap();
+    f.route_new(&rt("192.168.0.0/24", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(&rt("192.168.1.0/24", None, d0), ReqFlags::ADD)
+        .unwrap();
+    let mut t100 = rt("192.168.2.0/24", Some("10.0.0.3"), 0);
+    t100.table = 100;
+    f.route_new(&t100, ReqFlags::ADD).unwrap();
+    let mut mp = rt("192.168.3.0/24", None, 0);
+    mp.scope = scope::UNIVERSE;
+    mp.multipath = vec![
+        NextHop {
+            gateway: Some(ip("10.0.0.4")),
+            oif: d0,
+            ..Default::default()
+        },
+        NextHop {
+            gateway: Some(ip("10.2.0.2")),
+            oif: d1,
+            ..Default::default()
+        },
+    ];
+    f.route_new(&mp, ReqFlags::ADD).unwrap();
+    del_addr(&mut f, d0, "10.0.0.1/24");
+    let d = dump(&f, Family::Inet);
+    assert!(
+        d.contains(&"192.168.1.0/24 dev d0 scope link".to_string()),
+        "{d:?}"
+    );
+    assert!(d.contains(&"192.168.2.0/24 via 10.0.0.3 dev d0 table 100".to_string()));
+    del_addr(&mut f, d0, "10.1.0.1/24");
+    assert_eq!(
+        dump(&f, Family::Inet),
+        [
+            "10.2.0.0/24 dev d1 proto kernel scope link src 10.2.0.1",
+            "192.168.3.0/24 nexthop via 10.0.0.4 dev d0 weight 1 dead linkdown nexthop via 10.2.0.2 dev d1 weight 1",
+            "local 10.2.0.1 dev d1 table local proto kernel scope host src 10.2.0.1",
+            "broadcast 10.2.0.255 dev d1 table local proto kernel scope link src 10.2.0.1",
+            "local 127.0.0.0/8 dev lo table local proto kernel scope host src 127.0.0.1",
+            "local 127.0.0.1 dev lo table local proto kernel scope host src 127.0.0.1",
+            "broadcast 127.255.255.255 dev lo table local proto kernel scope link src 127.0.0.1",
+        ]
+    );
+}
