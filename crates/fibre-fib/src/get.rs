@@ -262,7 +262,9 @@ impl Fib {
         if is_lbcast(d) || ans.rtype == RouteType::Broadcast {
             ans.rtype = RouteType::Broadcast;
             ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
-        } else if is_multicast4(d) {
+        } else if is_multicast4(d) || ans.rtype == RouteType::Multicast {
+            // A multicast route's type counts as a multicast destination's does; the group is
+            // not joined here, so RTCF_LOCAL stays off.
             ans.rtype = RouteType::Multicast;
             ans.flags |= rtcf::MULTICAST;
         } else if ans.rtype == RouteType::Unspec {
@@ -471,7 +473,8 @@ impl Fib {
             flags: 0,
         };
         ans.flags |= info.nh[res.nh].flags & crate::types::nh_flags::LINKDOWN;
-        if matches!(res.rtype, RouteType::Local | RouteType::Anycast) {
+        // ip6_rt_get_dev_rcu: copies of RTF_LOCAL / RTF_ANYCAST routes live on `lo`.
+        if res.rtype == RouteType::Local || info.spec.rtf_anycast {
             ans.nexthop.oif = LOOPBACK_IFINDEX;
         }
         if input {

@@ -44,6 +44,9 @@ pub(crate) struct InfoSpec {
     pub nhid: Option<u32>,
     pub pref: Option<u8>,
     pub expires: Option<u32>,
+    /// IPv6 RTF_ANYCAST: an anycast route addrconf made for an address. A user's `anycast`
+    /// route lacks the flag, so answers through it keep its device instead of `lo`.
+    pub rtf_anycast: bool,
 }
 
 /// Run-time state of one next hop.

@@ -286,6 +286,7 @@ impl Fib {
             nhid: r.nhid,
             pref: None,
             expires: r.expires,
+            rtf_anycast: false,
         };
         Ok((spec, states))
     }

@@ -194,6 +194,7 @@ impl Fib {
                 r.pref.unwrap_or(0)
             }),
             expires: r.expires,
+            rtf_anycast: rtype == RouteType::Anycast && int.kernel,
         };
         let st = NhState {
             flags: if linkdown { nh_flags::LINKDOWN } else { 0 },

@@ -1016,3 +1016,63 @@ fn last_v4_address_deletion_kills_next_hops_through_the_link() {
         ]
     );
 }
+
+#[test]
+fn local_and_main_compete_by_prefix_until_the_first_rule() {
+    // Kernel (the batch run in a namespace): with no rules added, table local and main are
+    // one trie, so main's 172.16.1.0/24 beats local's anycast 172.16.0.0/12; after
+    // `rule add`, rule 0 (lookup local) answers first.
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    let mut any = rt("172.16.0.0/12", None, d1);
+    any.rtype = RouteType::Anycast;
+    any.table = table::LOCAL;
+    f.route_new(&any, ReqFlags::ADD).unwrap();
+    f.route_new(&rt("172.16.1.0/24", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    let a = get(&f, "172.16.1.1").unwrap();
+    assert_eq!((a.rtype, a.nexthop.oif), (RouteType::Unicast, d0));
+    assert_eq!(a.nexthop.gateway, Some(ip("10.0.0.2")));
+    let a = get(&f, "172.16.2.1").unwrap();
+    assert_eq!(
+        (a.rtype, a.nexthop.oif, a.table),
+        (RouteType::Anycast, d1, table::MAIN)
+    );
+    f.rule_new(
+        &Rule {
+            priority: Some(100),
+            src: Some(pfx("192.0.2.0/24")),
+            ..Rule::new(Family::Inet, 100)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let a = get(&f, "172.16.1.1").unwrap();
+    assert_eq!(
+        (a.rtype, a.nexthop.oif, a.table),
+        (RouteType::Anycast, d1, table::LOCAL)
+    );
+}
+
+#[test]
+fn multicast_route_and_user_anycast6_answers() {
+    // Kernel: `route get` through a multicast-type route is flagged RTCF_MULTICAST (iproute2
+    // prints "rt_offload_failed" and "cache <mc>"); a user's IPv6 anycast route answers on
+    // its own device, not lo (no RTF_ANYCAST).
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    let mut mc = rt("10.9.0.0/16", None, d0);
+    mc.rtype = RouteType::Multicast;
+    f.route_new(&mc, ReqFlags::ADD).unwrap();
+    let a = get(&f, "10.9.1.1").unwrap();
+    assert_eq!(a.rtype, RouteType::Multicast);
+    assert_eq!(a.flags & (rtcf::MULTICAST | rtcf::LOCAL), rtcf::MULTICAST);
+    let mut any = rt("2001:db8:5::/64", None, d1);
+    any.rtype = RouteType::Anycast;
+    any.table = table::LOCAL;
+    f.route_new(&any, ReqFlags::ADD).unwrap();
+    let a = get(&f, "2001:db8:5::1").unwrap();
+    assert_eq!((a.rtype, a.nexthop.oif), (RouteType::Anycast, d1));
+}
