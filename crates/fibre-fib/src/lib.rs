@@ -599,7 +599,10 @@ impl Fib {
                         && (a.prefixlen == 0 || b.prefixlen == a.prefixlen)
                         && a.prefixlen <= 32
                 }) else {
-                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                    return Err(RtError::msg(
+                        Errno::EADDRNOTAVAIL,
+                        "ipv4: Address not found",
+                    ));
                 };
                 self.del_addr4_at(a.ifindex, pos);
             }
@@ -609,7 +612,10 @@ impl Fib {
                     .iter()
                     .position(|b| b.addr == x && (a.prefixlen == 0 || b.prefixlen == a.prefixlen))
                 else {
-                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                    return Err(RtError::msg(
+                        Errno::EADDRNOTAVAIL,
+                        "ipv6: address not found",
+                    ));
                 };
                 let gone = self
                     .links
