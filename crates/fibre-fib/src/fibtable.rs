@@ -10,8 +10,13 @@
 //! - The map is ordered as the IPv4 dump is (address ascending, longer prefix first), so a
 //!   sorted bulk load appends near the previous key and the IPv4 dump is a plain walk.
 //! - Every mutation goes through `entries_mut`/`iter_mut`, which record the key as dirty;
-//!   `Fib` recomputes the dirty keys' compiled winners (`commit`) before it returns; `update` changes and recompiles one key in one probe, so
-//!   `fast` always reflects `map` when a reader looks.
+//!   `Fib` recomputes the dirty keys' compiled winners (`commit`) before it returns; `update`
+//!   changes one key and recomputes its winner in one probe.
+//! - Changes to the compiled structure itself are queued (`Compiled::pending`) and applied
+//!   together by `flush_compiled`, which recompiles each trie node they touch once: a batch of
+//!   a thousand sorted routes costs a few node compilations, not a thousand. While anything is
+//!   queued or dirty, `is_clean` is false and lookups walk the map instead, so answers never
+//!   depend on when the flush happens.
 //!
 //! Interface: [`Table::lpm`] walks the matching keys longest first (one ordered-map probe per
 //! populated length), so callers can apply the kernel's "skip this entry and fall back to a
@@ -133,6 +138,9 @@ struct Compiled {
     /// take the slow walk while there are any), IPv6 entries with a source prefix (every flow
     /// must, while there are any).
     special_entries: u32,
+    /// Updates of `fast` not applied yet, in order: a key and its new value, or `None` to
+    /// remove it.
+    pending: Vec<(Key, Option<u32>)>,
 }
 
 impl Compiled {
@@ -158,11 +166,7 @@ impl Compiled {
                     }
                 };
                 slot.fast = i;
-                // One value per prefix: far below fibre-lpm's MAX_VALUE.
-                let _ = match &mut self.fast {
-                    Fast::V4(l) => l.insert(key.addr as u32, key.len, i),
-                    Fast::V6(l) => l.insert(key.addr, key.len, i),
-                };
+                self.pending.push((key, Some(i)));
             }
             (Some(e), i) => self.winners[i as usize] = (key, e),
         }
@@ -172,11 +176,38 @@ impl Compiled {
         if i == NO_SLOT {
             return;
         }
-        match &mut self.fast {
-            Fast::V4(l) => l.remove(key.addr as u32, key.len),
-            Fast::V6(l) => l.remove(key.addr, key.len),
-        };
+        self.pending.push((*key, None));
         self.free_winners.push(i);
+    }
+
+    /// Applies the queued updates to the compiled structure as one batch. A winner slot freed
+    /// and reused within the queue is harmless: the queue is applied in order, and no lookup
+    /// reads `fast` while it is non-empty.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        match &mut self.fast {
+            Fast::V4(l) => {
+                let mut b = l.batch();
+                for (k, v) in self.pending.drain(..) {
+                    match v {
+                        // One value per prefix: far below fibre-lpm's MAX_VALUE.
+                        Some(i) => drop(b.insert(k.addr as u32, k.len, i)),
+                        None => drop(b.remove(k.addr as u32, k.len)),
+                    }
+                }
+            }
+            Fast::V6(l) => {
+                let mut b = l.batch();
+                for (k, v) in self.pending.drain(..) {
+                    match v {
+                        Some(i) => drop(b.insert(k.addr, k.len, i)),
+                        None => drop(b.remove(k.addr, k.len)),
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -199,6 +230,7 @@ impl Table {
                 winners: Vec::new(),
                 free_winners: Vec::new(),
                 special_entries: 0,
+                pending: Vec::new(),
             },
             dirty: Vec::new(),
             all_dirty: false,
@@ -277,6 +309,11 @@ impl Table {
         self.map.iter().map(|(k, s)| (k, &s.entries))
     }
 
+    /// Keys from `start` on (in map order) and their entries.
+    pub fn range_from(&self, start: Key) -> impl Iterator<Item = (&Key, &Entries)> {
+        self.map.range(start..).map(|(k, s)| (k, &s.entries))
+    }
+
     /// Every key and its entries, for a bulk change; marks the whole table dirty.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Key, &mut Entries)> {
         self.all_dirty = true;
@@ -293,7 +330,12 @@ impl Table {
     /// Whether the compiled structure reflects every entry (no change since the last commit).
     #[inline]
     pub fn is_clean(&self) -> bool {
-        !self.all_dirty && self.dirty.is_empty()
+        !self.all_dirty && self.dirty.is_empty() && self.compiled.pending.is_empty()
+    }
+
+    /// Applies the compiled structure's queued updates (see the module documentation).
+    pub fn flush_compiled(&mut self) {
+        self.compiled.flush();
     }
 
     /// Marks every key for recompilation (after next-hop states changed).
@@ -348,7 +390,7 @@ impl Table {
     }
 
     /// Changes `key`'s entries with `change` (the list is created empty for a new key and
-    /// removed if left empty) and recompiles the key at once: one map probe in all.
+    /// removed if left empty) and recomputes the key's winner at once: one map probe in all.
     pub fn update<R>(
         &mut self,
         key: Key,

@@ -255,7 +255,7 @@ impl Fib {
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
             ans.nexthop.gateway = n.gw;
         }
-        ans.flags |= info.nh[res.nh].flags & crate::types::nh_flags::LINKDOWN;
+        // rt_fill_info reports route-cache flags only: never the next hop's LINKDOWN.
         ans.metrics = info.spec.metrics.clone();
         if s == 0 {
             ans.prefsrc = dst.prefsrc;
@@ -486,7 +486,8 @@ impl Fib {
             hops: 0,
             flags: 0,
         };
-        ans.flags |= info.nh[res.nh].flags & crate::types::nh_flags::LINKDOWN;
+        // An answer built from a dst carries no next-hop flags (rt6_fill_node fills them for
+        // FIB entries only), so never `linkdown`.
         // ip6_rt_get_dev_rcu: copies of RTF_LOCAL / RTF_ANYCAST routes live on `lo`.
         if res.rtype == RouteType::Local || info.spec.rtf_anycast {
             ans.nexthop.oif = LOOPBACK_IFINDEX;

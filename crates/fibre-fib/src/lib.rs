@@ -100,6 +100,8 @@ pub struct Fib {
     /// local route was added by a user, input source checks take the full path. Sticky.
     pub(crate) custom_rules4: bool,
     pub(crate) custom_local4: bool,
+    /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
+    pub(crate) batching: bool,
 }
 
 impl Default for Fib {
@@ -125,6 +127,32 @@ pub(crate) fn u128_ip(f: Family, v: u128) -> IpAddr {
     }
 }
 
+/// Largest RTAX_MTU a route keeps: 65535 minus the 15 bytes ip_metrics_convert reserves.
+const MAX_ROUTE_MTU: u32 = 65535 - 15;
+/// Largest RTAX_ADVMSS: 65535 minus 40 bytes of IPv4 and TCP headers.
+const MAX_ROUTE_ADVMSS: u32 = 65535 - 40;
+/// Largest RTAX_HOPLIMIT: an 8-bit field on the wire.
+const MAX_ROUTE_HOPLIMIT: u32 = 255;
+
+/// ip_metrics_convert caps mtu, advmss and hoplimit of a new route (both families): the
+/// capped metrics, or None when nothing is over its cap. Deletes compare the values as given.
+fn capped_metrics(m: &Metrics) -> Option<Metrics> {
+    let over = |v: Option<u32>, cap: u32| v.is_some_and(|v| v > cap);
+    if !over(m.mtu, MAX_ROUTE_MTU)
+        && !over(m.advmss, MAX_ROUTE_ADVMSS)
+        && !over(m.hoplimit, MAX_ROUTE_HOPLIMIT)
+    {
+        return None;
+    }
+    let cap = |v: Option<u32>, c: u32| v.map(|v| v.min(c));
+    Some(Metrics {
+        mtu: cap(m.mtu, MAX_ROUTE_MTU),
+        advmss: cap(m.advmss, MAX_ROUTE_ADVMSS),
+        hoplimit: cap(m.hoplimit, MAX_ROUTE_HOPLIMIT),
+        ..m.clone()
+    })
+}
+
 impl Fib {
     /// A state as a fresh network namespace has it: `lo` (down), the three default rules per
     /// family, empty tables.
@@ -146,6 +174,7 @@ impl Fib {
             simple_gen: (u64::MAX, 0),
             custom_rules4: false,
             custom_local4: false,
+            batching: false,
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -163,6 +192,20 @@ impl Fib {
     pub fn set_settings(&mut self, settings: Settings) {
         self.settings = settings;
         self.after_state_change();
+        self.commit_fast();
+    }
+
+    /// Starts a batch of changes: until [`Fib::end_batch`], the compiled lookup structures
+    /// are not updated per change but once at the end, each trie node touched recompiled once
+    /// (a bulk load then runs at bulk-build speed). Every answer in between is the same as
+    /// without the batch: lookups of tables with queued updates walk the prefix map instead.
+    pub fn begin_batch(&mut self) {
+        self.batching = true;
+    }
+
+    /// Ends a batch: brings every compiled structure up to date.
+    pub fn end_batch(&mut self) {
+        self.batching = false;
         self.commit_fast();
     }
 
@@ -422,7 +465,7 @@ impl Fib {
         for id in dead {
             let _ = self.nexthop_del(id);
         }
-        self.drop_nhs6(idx);
+        self.drop_nhs6(idx, true);
         self.links.remove(idx);
         self.after_state_change();
         Ok(())
@@ -717,6 +760,17 @@ impl Fib {
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
+        let capped;
+        let route = match capped_metrics(&route.metrics) {
+            Some(metrics) => {
+                capped = Route {
+                    metrics,
+                    ..route.clone()
+                };
+                &capped
+            }
+            None => route,
+        };
         match route.family {
             Family::Inet => {
                 self.route4_new(route, flags)?;
@@ -761,62 +815,115 @@ impl Fib {
     /// RTM_GETROUTE dump: every table, in the kernel's dump order (IPv4 before IPv6).
     pub fn routes(&self, family: Option<Family>) -> Vec<Route> {
         let mut out = Vec::new();
-        for f in [Family::Inet, Family::Inet6] {
-            if family.is_some_and(|x| x != f) {
-                continue;
-            }
-            for t in self.tables_in_order(f) {
-                if f == Family::Inet {
-                    for (k, es) in t.iter() {
-                        out.extend(es.iter().map(|e| self.entry_route(f, t.id, *k, e)));
-                    }
-                } else {
-                    self.dump6(t, &mut out);
-                }
-            }
-        }
+        self.dump_routes(family, &mut RouteDumpPos::default(), |r| {
+            out.push(r.clone());
+            true
+        });
         out
     }
 
-    /// One IPv6 table in the fib6 walker's order: at each prefix node first its source
-    /// subtree (source-specific routes, themselves children before parents), then the more
-    /// specific prefixes, then the node's own routes (so source-less routes come after every
-    /// more specific prefix, and source-specific ones before them).
-    fn dump6(&self, t: &Table, out: &mut Vec<Route>) {
-        let f = Family::Inet6;
-        let mut keys: Vec<Key> = t.iter().map(|(k, _)| *k).collect();
-        keys.sort_by(|a, b| a.addr.cmp(&b.addr).then(a.len.cmp(&b.len)));
-        let own = |k: &Key, out: &mut Vec<Route>| {
-            if let Some(es) = t.get(k) {
-                out.extend(
-                    es.iter()
-                        .filter(|e| e.src().is_none())
-                        .map(|e| self.entry_route(f, t.id, *k, e)),
-                );
+    /// A piece of the RTM_GETROUTE dump: from `pos` on, hands `emit` each route in
+    /// [`Fib::routes`]' order until `emit` returns false (that route is not consumed: the
+    /// next call starts with it) or the dump ends. Returns true while routes are left.
+    ///
+    /// `pos` may be kept across changes of the state, as the kernel's dump cursor is: an IPv4
+    /// dump resumes at the first prefix after the last one handed out, an IPv6 one at the
+    /// next entry of the table's order as it was when the dump reached that table (entries
+    /// deleted since are skipped, entries added since are not shown); a table created or
+    /// deleted in between can shift which tables are shown.
+    pub fn dump_routes(
+        &self,
+        family: Option<Family>,
+        pos: &mut RouteDumpPos,
+        mut emit: impl FnMut(&Route) -> bool,
+    ) -> bool {
+        self.dump_route_entries(family, pos, |e| emit(&e.route()))
+    }
+
+    /// [`Fib::dump_routes`] with each route as a [`RouteEntry`], which gives the destination
+    /// and tos without building the whole route, and says which routes differ only in those
+    /// (for encoders that reuse what they encoded).
+    pub fn dump_route_entries(
+        &self,
+        family: Option<Family>,
+        pos: &mut RouteDumpPos,
+        mut emit: impl FnMut(&RouteEntry<'_>) -> bool,
+    ) -> bool {
+        let families = [Family::Inet, Family::Inet6];
+        while let Some(&f) = families.get(pos.family) {
+            if family.is_some_and(|x| x != f) {
+                pos.next_family();
+                continue;
             }
-        };
-        let mut open: Vec<Key> = Vec::new();
-        for k in keys {
-            while let Some(top) = open.last() {
-                if top.contains(k.addr, 128) && top.len <= k.len {
-                    break;
+            let tables = self.tables_in_order(f);
+            while let Some(t) = tables.get(pos.table) {
+                let more = match f {
+                    Family::Inet => self.dump4_from(t, pos, &mut emit),
+                    Family::Inet6 => self.dump6_from(t, pos, &mut emit),
+                };
+                if more {
+                    return true;
                 }
-                own(top, out);
-                open.pop();
+                pos.next_table();
             }
-            if let Some(es) = t.get(&k) {
-                let mut s: Vec<&Entry> = es.iter().filter(|e| e.src().is_some()).collect();
-                s.sort_by(|a, b| {
-                    let (x, y) = (a.src().unwrap_or(k), b.src().unwrap_or(k));
-                    x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
-                });
-                out.extend(s.into_iter().map(|e| self.entry_route(f, t.id, k, e)));
+            pos.next_family();
+        }
+        false
+    }
+
+    /// One IPv4 table from `pos`: the map in order. True if `emit` stopped it.
+    fn dump4_from(
+        &self,
+        t: &Table,
+        pos: &mut RouteDumpPos,
+        emit: &mut impl FnMut(&RouteEntry<'_>) -> bool,
+    ) -> bool {
+        let start = pos.key.unwrap_or(Key { addr: 0, len: 32 });
+        for (k, es) in t.range_from(start) {
+            let skip = if Some(*k) == pos.key { pos.entry } else { 0 };
+            for (i, e) in es.iter().enumerate().skip(skip) {
+                let entry = RouteEntry {
+                    fib: self,
+                    family: Family::Inet,
+                    table: t.id,
+                    key: *k,
+                    entry: *e,
+                };
+                if !emit(&entry) {
+                    pos.key = Some(*k);
+                    pos.entry = i;
+                    return true;
+                }
             }
-            open.push(k);
         }
-        while let Some(top) = open.pop() {
-            own(&top, out);
+        false
+    }
+
+    /// One IPv6 table from `pos`, in the fib6 walker's order (computed when the dump reaches
+    /// the table). True if `emit` stopped it.
+    fn dump6_from(
+        &self,
+        t: &Table,
+        pos: &mut RouteDumpPos,
+        emit: &mut impl FnMut(&RouteEntry<'_>) -> bool,
+    ) -> bool {
+        let order = pos.order6.get_or_insert_with(|| order6(&self.infos, t));
+        while let Some(&(k, e)) = order.get(pos.entry) {
+            // Entries removed since the order was taken are skipped; ids may have been
+            // reused, so the entry must still be at its key.
+            let entry = RouteEntry {
+                fib: self,
+                family: Family::Inet6,
+                table: t.id,
+                key: k,
+                entry: e,
+            };
+            if t.get(&k).is_some_and(|es| es.contains(&e)) && !emit(&entry) {
+                return true;
+            }
+            pos.entry += 1;
         }
+        false
     }
 
     /// A stored entry as RTM_NEWROUTE shows it (fib_dump_info / rt6_fill_node).
@@ -967,4 +1074,141 @@ impl Fib {
     pub fn nexthops(&self) -> Vec<NexthopObj> {
         self.nhobjs.by_id.values().cloned().collect()
     }
+}
+
+/// One stored route, as a dump walks them ([`Fib::dump_route_entries`]).
+pub struct RouteEntry<'a> {
+    fib: &'a Fib,
+    family: Family,
+    table: u32,
+    key: Key,
+    entry: Entry,
+}
+
+impl RouteEntry<'_> {
+    /// The route as RTM_NEWROUTE shows it.
+    pub fn route(&self) -> Route {
+        self.fib
+            .entry_route(self.family, self.table, self.key, &self.entry)
+    }
+
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    pub fn table(&self) -> u32 {
+        self.table
+    }
+
+    /// The destination prefix.
+    pub fn dst(&self) -> Prefix {
+        Prefix {
+            addr: u128_ip(self.family, self.key.addr),
+            len: self.key.len,
+        }
+    }
+
+    pub fn tos(&self) -> u8 {
+        self.entry.tos
+    }
+
+    /// Whether the route has a source prefix (IPv6 `from`).
+    pub fn has_src(&self) -> bool {
+        self.entry.src().is_some()
+    }
+
+    /// The shared route information this route uses. Two routes of one family and table,
+    /// without a source prefix, whose `info` is equal differ only in destination and tos,
+    /// for as long as [`Fib::gen`] is unchanged.
+    pub fn info(&self) -> u32 {
+        self.entry.info
+    }
+}
+
+/// Where a route dump stands ([`Fib::dump_routes`]); `Default` is the start.
+#[derive(Debug, Clone, Default)]
+pub struct RouteDumpPos {
+    /// 0 IPv4, 1 IPv6, then done.
+    family: usize,
+    /// Index in the family's table order.
+    table: usize,
+    /// IPv4: the prefix to resume at and the index of its next entry.
+    key: Option<Key>,
+    /// IPv4: see `key`; IPv6: the next index in `order6`.
+    entry: usize,
+    /// IPv6: the current table's order.
+    order6: Option<Vec<(Key, Entry)>>,
+}
+
+impl RouteDumpPos {
+    fn next_table(&mut self) {
+        self.table += 1;
+        self.key = None;
+        self.entry = 0;
+        self.order6 = None;
+    }
+
+    fn next_family(&mut self) {
+        self.next_table();
+        self.family += 1;
+        self.table = 0;
+    }
+}
+
+/// One IPv6 table in the fib6 walker's order: at each prefix node first its source subtree
+/// (source-specific routes, themselves children before parents), then the more specific
+/// prefixes, then the node's own routes (so source-less routes come after every more specific
+/// prefix, and source-specific ones before them).
+fn order6(infos: &Infos, t: &Table) -> Vec<(Key, Entry)> {
+    let mut out = Vec::new();
+    let mut keys: Vec<Key> = t.iter().map(|(k, _)| *k).collect();
+    keys.sort_by(|a, b| a.addr.cmp(&b.addr).then(a.len.cmp(&b.len)));
+    let own = |k: &Key, out: &mut Vec<(Key, Entry)>| {
+        if let Some(es) = t.get(k) {
+            let own: Vec<&Entry> = es.iter().filter(|e| e.src().is_none()).collect();
+            out.extend(dumped6(infos, own).map(|e| (*k, *e)));
+        }
+    };
+    let mut open: Vec<Key> = Vec::new();
+    for k in keys {
+        while let Some(top) = open.last() {
+            if top.contains(k.addr, 128) && top.len <= k.len {
+                break;
+            }
+            own(top, &mut out);
+            open.pop();
+        }
+        if let Some(es) = t.get(&k) {
+            let mut s: Vec<&Entry> = es.iter().filter(|e| e.src().is_some()).collect();
+            s.sort_by(|a, b| {
+                let (x, y) = (a.src().unwrap_or(k), b.src().unwrap_or(k));
+                x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
+            });
+            out.extend(dumped6(infos, s).map(|e| (k, *e)));
+        }
+        open.push(k);
+    }
+    while let Some(top) = open.pop() {
+        own(&top, &mut out);
+    }
+    out
+}
+
+/// The entries of one IPv6 prefix the kernel's dump shows: after a sibling group it jumps to
+/// the group's last route, passing over the routes of the run added between its siblings
+/// (`Entry::hops_before`); they stay in the table, lookups see them.
+fn dumped6<'a>(infos: &'a Infos, es: Vec<&'a Entry>) -> impl Iterator<Item = &'a Entry> + 'a {
+    let mut group: Option<(Option<Key>, u32, usize)> = None;
+    es.into_iter().filter(move |e| {
+        let s = &infos.get(e.info).spec;
+        if let Some((src, metric, n)) = group {
+            if e.src() == src && s.priority == metric && (e.hops_before as usize) < n {
+                return false;
+            }
+        }
+        if s.nhs.len() > 1 && s.nhid.is_none() {
+            group = Some((e.src(), s.priority, s.nhs.len()));
+        }
+        true
+    })
 }

@@ -97,6 +97,17 @@ fn first_good_nh(info: &Info, flow: &Flow, flags: LookupFlags, v6: bool) -> Opti
     None
 }
 
+/// The longest source prefix length below `below` among the source-specific entries that
+/// cover `src` (a walk up the kernel's source trie).
+fn longest_src_below(entries: &[Entry], src: u128, below: u8) -> Option<u8> {
+    entries
+        .iter()
+        .filter_map(|e| e.src())
+        .filter(|s| s.len < below && s.contains(src, 128))
+        .map(|s| s.len)
+        .max()
+}
+
 /// The type a route acts as: a route using a blackhole next-hop object is a blackhole.
 #[inline]
 fn effective_type(nhobjs: &NhObjs, info: &Info) -> RouteType {
@@ -159,13 +170,17 @@ impl Fib {
         }
     }
 
-    /// Recompiles the winners of every changed key (called before a mutation returns).
+    /// Recompiles the winners of every changed key (called before a mutation returns), and
+    /// the compiled structures unless a batch defers that to its end ([`Fib::begin_batch`]).
     pub(crate) fn commit_fast(&mut self) {
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {
                 if !t.is_clean() {
                     t.commit(|es| winner(infos, nhobjs, family, es));
+                    if !self.batching {
+                        t.flush_compiled();
+                    }
                 }
             }
         }
@@ -291,87 +306,121 @@ impl Fib {
         }
     }
 
-    /// fib6_table_lookup: longest destination first; inside it the longest matching source
-    /// prefix; inside that the lowest metric with a usable next hop (preferring the flow's
-    /// oif among equal metrics).
+    /// fib6_table_lookup: the kernel's walk of its destination trie and, below a destination
+    /// with source-specific routes, that destination's source trie (fib6_node_lookup, then
+    /// fib6_backtrack while the node reached has no usable route).
+    ///
+    /// Kernel rules kept (checked in a namespace):
+    /// - The first node: the longest destination whose routes are source-less, or that has
+    ///   source-specific routes of which one covers the flow's source (then the longest such
+    ///   source). A destination with source-specific routes none of which covers the source is
+    ///   passed over, its source-less routes with it. When nothing is found the table root
+    ///   (`::/0` without source) is the node, so source-less default routes are never shadowed.
+    /// - Backtracking from a node without a usable route: shorter covering sources of the same
+    ///   destination, then that destination's source-less routes, then the shorter destinations,
+    ///   each with its covering sources first and its source-less routes last.
     pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
         if Self::fast_applies(t, flow, true) {
             return self.fast_table_lookup(t, flow, flags, true);
         }
+        // Whether the first node was found (fib6_node_lookup) and the walk is backtracking.
+        let mut found = false;
         for (key, entries) in t.lpm(flow.dst) {
-            // Kernel (checked): once a destination has source-specific routes, its lookups go
-            // through the source subtree only; its source-less routes are shadowed and a
-            // non-matching source falls back to shorter destinations.
             let subtree = entries.iter().any(|e| e.src().is_some());
-            let mut src_lens: Vec<u8> = entries
-                .iter()
-                .filter(|e| e.src().is_some() == subtree)
-                .filter(|e| e.src().is_none_or(|s| s.contains(flow.src, 128)))
-                .map(|e| e.src().map_or(0, |s| s.len))
-                .collect();
-            src_lens.sort_unstable_by(|a, b| b.cmp(a));
-            src_lens.dedup();
-            for sl in src_lens {
-                let mut fallback: Option<Res> = None;
-                let mut fallback_metric = u32::MAX;
-                for e in entries.iter().filter(|e| {
-                    e.src().is_some() == subtree
-                        && e.src().map_or(0, |s| s.len) == sl
-                        && e.src().is_none_or(|s| s.contains(flow.src, 128))
-                }) {
-                    let info = self.infos.get(e.info);
-                    if fallback.is_some() && info.spec.priority > fallback_metric {
-                        break;
-                    }
-                    // Under RT6_LOOKUP_F_IFACE a route on another device (reject routes sit
-                    // on `lo`) does not qualify.
-                    if flags.strict_oif
-                        && flow.oif != 0
-                        && !info.spec.nhs.iter().any(|n| n.oif == flow.oif)
-                    {
-                        continue;
-                    }
-                    let rtype = self.effective_type(info);
-                    if let Some(err) = LookupError::of_type(rtype) {
-                        return TableResult::Reject(err);
-                    }
-                    if rtype == RouteType::Throw {
-                        return TableResult::Continue;
-                    }
-                    if info.dead {
-                        continue;
-                    }
-                    // Siblings are separate routes to the kernel: one on the flow's oif wins.
-                    let on_oif = (flow.oif != 0)
-                        .then(|| {
-                            info.spec.nhs.iter().zip(&info.nh).position(|(n, s)| {
-                                n.oif == flow.oif && s.flags & nh_flags::DEAD == 0
-                            })
-                        })
-                        .flatten();
-                    if let Some(nh) = on_oif.or_else(|| first_good_nh(info, flow, flags, true)) {
-                        let res = Res {
-                            table: t.id,
-                            key,
-                            entry: *e,
-                            nh,
-                            rtype,
-                        };
-                        if flow.oif == 0 || info.spec.nhs[nh].oif == flow.oif {
-                            return TableResult::Found(res);
-                        }
-                        if fallback.is_none() {
-                            fallback = Some(res);
-                            fallback_metric = info.spec.priority;
-                        }
-                    }
+            let best_src = longest_src_below(entries, flow.src, u8::MAX);
+            if !found && subtree && best_src.is_none() {
+                continue;
+            }
+            found = true;
+            let mut src = best_src;
+            while let Some(sl) = src {
+                if let Some(r) = self.select6(t, key, entries, Some(sl), flow, flags) {
+                    return r;
                 }
-                if let Some(r) = fallback {
-                    return TableResult::Found(r);
+                src = longest_src_below(entries, flow.src, sl);
+            }
+            if let Some(r) = self.select6(t, key, entries, None, flow, flags) {
+                return r;
+            }
+        }
+        if !found {
+            let root = Key::new(0, 0, 128);
+            if let Some(entries) = t.get(&root) {
+                if let Some(r) = self.select6(t, root, entries, None, flow, flags) {
+                    return r;
                 }
             }
         }
         TableResult::Continue
+    }
+
+    /// rt6_select on one node: the routes of `key` with source prefix length `src` (None:
+    /// the source-less ones) that cover the flow's source. The lowest metric with a usable next
+    /// hop wins, preferring the flow's oif among equal metrics; None when no route is usable.
+    fn select6(
+        &self,
+        t: &Table,
+        key: Key,
+        entries: &[Entry],
+        src: Option<u8>,
+        flow: &Flow,
+        flags: LookupFlags,
+    ) -> Option<TableResult> {
+        let mut fallback: Option<Res> = None;
+        let mut fallback_metric = u32::MAX;
+        for e in entries.iter().filter(|e| match (e.src(), src) {
+            (None, None) => true,
+            (Some(s), Some(sl)) => s.len == sl && s.contains(flow.src, 128),
+            _ => false,
+        }) {
+            let info = self.infos.get(e.info);
+            if fallback.is_some() && info.spec.priority > fallback_metric {
+                break;
+            }
+            // Under RT6_LOOKUP_F_IFACE a route on another device (reject routes sit on `lo`)
+            // does not qualify.
+            if flags.strict_oif && flow.oif != 0 && !info.spec.nhs.iter().any(|n| n.oif == flow.oif)
+            {
+                continue;
+            }
+            let rtype = self.effective_type(info);
+            if let Some(err) = LookupError::of_type(rtype) {
+                return Some(TableResult::Reject(err));
+            }
+            if rtype == RouteType::Throw {
+                return Some(TableResult::Continue);
+            }
+            if info.dead {
+                continue;
+            }
+            // Siblings are separate routes to the kernel: one on the flow's oif wins.
+            let on_oif = (flow.oif != 0)
+                .then(|| {
+                    info.spec
+                        .nhs
+                        .iter()
+                        .zip(&info.nh)
+                        .position(|(n, s)| n.oif == flow.oif && s.flags & nh_flags::DEAD == 0)
+                })
+                .flatten();
+            if let Some(nh) = on_oif.or_else(|| first_good_nh(info, flow, flags, true)) {
+                let res = Res {
+                    table: t.id,
+                    key,
+                    entry: *e,
+                    nh,
+                    rtype,
+                };
+                if flow.oif == 0 || info.spec.nhs[nh].oif == flow.oif {
+                    return Some(TableResult::Found(res));
+                }
+                if fallback.is_none() {
+                    fallback = Some(res);
+                    fallback_metric = info.spec.priority;
+                }
+            }
+        }
+        fallback.map(TableResult::Found)
     }
 
     pub(crate) fn effective_type(&self, info: &Info) -> RouteType {

@@ -128,6 +128,11 @@ impl crate::Fib {
             return Err(einval("Invalid nexthop id"));
         }
         if !nh.group.is_empty() {
+            // rtm_to_nh_config: a group has no family of its own (`ip -6 nexthop add ...
+            // group` sends AF_INET6 and fails).
+            if nh.family.is_some() {
+                return Err(einval("Invalid family for group"));
+            }
             if nh.gateway.is_some() || nh.oif != 0 || nh.blackhole {
                 return Err(einval("Group can not have gateway, device or blackhole"));
             }
@@ -184,6 +189,9 @@ impl crate::Fib {
         } else if !flags.create {
             return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
         }
+        if exists {
+            self.check_replace6(nh)?;
+        }
         let mut obj = nh.clone();
         obj.flags = 0;
         self.nhobjs.by_id.insert(nh.id, obj);
@@ -191,6 +199,29 @@ impl crate::Fib {
             self.refresh_nh_users();
         }
         self.route_changed(true);
+        Ok(())
+    }
+
+    /// replace_nexthop's fib6_check_nh_list: IPv6 routes using the object, directly or
+    /// through a group holding it, must be able to use its new definition.
+    fn check_replace6(&self, new: &NexthopObj) -> Result<(), RtError> {
+        let id = new.id;
+        let users: Vec<u32> = std::iter::once(id)
+            .chain(
+                self.nhobjs
+                    .by_id
+                    .values()
+                    .filter(|g| g.group.iter().any(|m| m.id == id))
+                    .map(|g| g.id),
+            )
+            .collect();
+        let used6 = self.infos.ids().into_iter().any(|i| {
+            let s = &self.infos.get(i).spec;
+            s.family == crate::types::Family::Inet6 && s.nhid.is_some_and(|n| users.contains(&n))
+        });
+        if used6 && self.nhobjs.has_v4(new) {
+            return Err(einval("IPv6 routes can not use an IPv4 nexthop"));
+        }
         Ok(())
     }
 

@@ -518,13 +518,17 @@ impl Fib {
         for a in &addrs {
             self.remove_prefsrc6(a.addr);
         }
-        self.drop_nhs6(dev);
+        self.drop_nhs6(dev, false);
     }
 
-    /// rt6_sync_down_dev(NETDEV_DOWN / UNREGISTER): single-path routes through `dev` go;
-    /// siblings through it go (when down they would be marked dead, but the whole route goes
-    /// once all are).
-    pub(crate) fn drop_nhs6(&mut self, dev: u32) {
+    /// rt6_sync_down_dev (fib6_ifdown). `unregister` false is NETDEV_DOWN: single-path routes
+    /// through `dev` go; in a sibling group the next hops through it are marked dead and
+    /// linkdown (the group goes once every next hop is dead). `unregister` true: every
+    /// next hop through `dev` goes, and with it the route when it was the last.
+    pub(crate) fn drop_nhs6(&mut self, dev: u32, unregister: bool) {
+        if !unregister {
+            self.mark_siblings6_dead(dev);
+        }
         let ids: Vec<u32> = self.t6.keys().copied().collect();
         for tb in ids {
             let keys: Vec<Key> = self.t6[&tb].iter().map(|(k, _)| *k).collect();
@@ -534,7 +538,13 @@ impl Fib {
                         break;
                     };
                     let hit = list.iter().enumerate().find_map(|(i, e)| {
-                        let s = &self.infos.get(e.info).spec;
+                        let info = self.infos.get(e.info);
+                        let s = &info.spec;
+                        if !unregister && s.nhid.is_none() && s.nhs.len() > 1 {
+                            // Marked above; flushed only when all of them are dead.
+                            let all_dead = info.nh.iter().all(|n| n.flags & nh_flags::DEAD != 0);
+                            return all_dead.then_some((i, 0, 1));
+                        }
                         s.nhs
                             .iter()
                             .position(|n| n.oif == dev)
@@ -547,6 +557,26 @@ impl Fib {
                     }
                 }
             }
+        }
+    }
+
+    /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
+    /// `dev` become dead and linkdown, and the group is rebalanced over the others.
+    fn mark_siblings6_dead(&mut self, dev: u32) {
+        for info in self.infos.iter_mut() {
+            let s = &info.spec;
+            if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
+                continue;
+            }
+            if !s.nhs.iter().any(|n| n.oif == dev) {
+                continue;
+            }
+            for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
+                if spec.oif == dev {
+                    st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
+                }
+            }
+            info.rebalance();
         }
     }
 
@@ -627,6 +657,10 @@ impl Fib {
     pub(crate) fn sync_up(&mut self, dev: u32) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
         for info in self.infos.iter_mut() {
+            // rt6_sync_up runs when the link becomes ready (up with carrier).
+            if info.spec.family == Family::Inet6 && !carrier {
+                continue;
+            }
             let mut changed = false;
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
                 if spec.oif != dev {

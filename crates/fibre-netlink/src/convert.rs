@@ -594,29 +594,87 @@ fn gateway_of(family: Family, attr: &RouteAttr<'_>) -> Result<Option<IpAddr>, Re
 
 /// A route message as the model reads it (a request, a dump entry or a notification).
 pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
-    let h = &m.header;
-    let fam = family(h.family)?;
-    if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
-        return Err(invalid("Invalid prefix length"));
-    }
-    let mut r = Route::new(
-        fam,
-        Prefix {
-            addr: unspecified(fam),
-            len: h.dst_len,
-        },
-    );
-    r.tos = h.tos;
-    r.table = h.table as u32;
-    r.protocol = h.protocol;
-    r.scope = h.scope;
-    r.rtype = route_type(h.kind)?;
-    r.flags = h.flags;
-    let mut src = None;
+    let mut b = RouteBuilder::new(&m.header)?;
     for a in &m.attributes {
+        b.attr(a)?;
+    }
+    Ok(b.finish())
+}
+
+/// An RTM_NEWROUTE or RTM_DELROUTE request read straight from its bytes (one whole message,
+/// as [`NetlinkMessage::parse`] takes it), without building the intermediate message: the
+/// daemon's path for table loads. The answer is exactly `request(&NetlinkMessage::parse(msg,
+/// 0)?.0)`'s; `None` when the message is something else, or is malformed (the caller then
+/// takes the general path, which says what is wrong).
+pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
+    let h = NetlinkHeader::parse_bytes(msg, 0).ok()?;
+    let t = h.message_type;
+    if (t != mt::RTM_NEWROUTE && t != mt::RTM_DELROUTE) || h.length as usize != msg.len() {
+        return None;
+    }
+    let body = &msg[NetlinkHeader::LEN..];
+    let rh = RouteHeader::parse_bytes(body, NetlinkHeader::LEN).ok()?;
+    let attrs = &body[RouteHeader::LEN..];
+    let base = NetlinkHeader::LEN + RouteHeader::LEN;
+    // Framing first, as the general parser checks every attribute before converting any.
+    if crate::nla::NlaIter::new(attrs, base).any(|r| r.is_err()) {
+        return None;
+    }
+    let convert = || {
+        let mut b = RouteBuilder::new(&rh)?;
+        for (_, nla) in crate::nla::NlaIter::new(attrs, base).flatten() {
+            b.attr(&RouteAttr::decode(nla))?;
+        }
+        Ok(b.finish())
+    };
+    Some(convert().map(|r| {
+        if t == mt::RTM_NEWROUTE {
+            Request::NewRoute(r, req_flags(h.flags))
+        } else {
+            Request::DelRoute(r)
+        }
+    }))
+}
+
+/// A route being read from its header and attributes, in message order.
+struct RouteBuilder {
+    r: Route,
+    src: Option<IpAddr>,
+    src_len: u8,
+}
+
+impl RouteBuilder {
+    fn new(h: &RouteHeader) -> Result<RouteBuilder, RequestError> {
+        let fam = family(h.family)?;
+        if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
+            return Err(invalid("Invalid prefix length"));
+        }
+        let mut r = Route::new(
+            fam,
+            Prefix {
+                addr: unspecified(fam),
+                len: h.dst_len,
+            },
+        );
+        r.tos = h.tos;
+        r.table = h.table as u32;
+        r.protocol = h.protocol;
+        r.scope = h.scope;
+        r.rtype = route_type(h.kind)?;
+        r.flags = h.flags;
+        Ok(RouteBuilder {
+            r,
+            src: None,
+            src_len: h.src_len,
+        })
+    }
+
+    fn attr(&mut self, a: &RouteAttr<'_>) -> Result<(), RequestError> {
+        let r = &mut self.r;
+        let fam = r.family;
         match a {
             RouteAttr::Dst(ip) => r.dst.addr = addr_of(fam, *ip)?,
-            RouteAttr::Src(ip) => src = Some(addr_of(fam, *ip)?),
+            RouteAttr::Src(ip) => self.src = Some(addr_of(fam, *ip)?),
             RouteAttr::Iif(v) => r.iif = Some(*v),
             RouteAttr::Oif(v) => r.nexthop.oif = *v,
             RouteAttr::Gateway(_) | RouteAttr::Via(_) => r.nexthop.gateway = gateway_of(fam, a)?,
@@ -653,14 +711,18 @@ pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
             }
             _ => {}
         }
+        Ok(())
     }
-    if h.src_len > 0 || src.is_some() {
-        r.src = Some(Prefix {
-            addr: src.unwrap_or(unspecified(fam)),
-            len: h.src_len,
-        });
+
+    fn finish(mut self) -> Route {
+        if self.src_len > 0 || self.src.is_some() {
+            self.r.src = Some(Prefix {
+                addr: self.src.unwrap_or(unspecified(self.r.family)),
+                len: self.src_len,
+            });
+        }
+        self.r
     }
-    Ok(r)
 }
 
 fn nexthop_of(fam: Family, hop: &RouteNextHop<'_>) -> Result<NextHop, RequestError> {
@@ -690,17 +752,6 @@ fn gateway_attr<'a>(family: Family, gw: IpAddr) -> RouteAttr<'a> {
     } else {
         RouteAttr::Via(Via::Ip(gw))
     }
-}
-
-/// The single next hop (RTA_GATEWAY or RTA_VIA, RTA_OIF), then RTA_MULTIPATH. The kernel's
-/// dumps have one or the other; a request may carry both (the kernel then checks that they
-/// agree), so both are kept.
-fn nexthop_attrs<'a>(r: &'a Route, out: &mut Vec<RouteAttr<'a>>) {
-    out.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
-    if r.nexthop.oif != 0 {
-        out.push(RouteAttr::Oif(r.nexthop.oif));
-    }
-    out.extend(multipath_attr(r));
 }
 
 fn multipath_attr<'a>(r: &'a Route) -> Option<RouteAttr<'a>> {
@@ -746,7 +797,36 @@ fn cache_attr<'a>(r: &Route) -> Option<RouteAttr<'a>> {
 /// RTA_EXPIRES is emitted only for routes without `cache` (requests and fibre's own IPv4
 /// expiring routes); the kernel reports IPv6 expiry in RTA_CACHEINFO.
 pub fn route_message(r: &Route) -> RouteMessage<'_> {
-    let header = RouteHeader {
+    let mut attributes = Vec::new();
+    route_attrs(r, |a| attributes.push(a));
+    RouteMessage {
+        header: route_header(r),
+        attributes,
+    }
+}
+
+/// Appends `r` as a complete netlink message (what `message(t, flags, sequence, port,
+/// Payload::Route(route_message(r))).emit(out)` writes, byte for byte), without building the
+/// intermediate message: no allocation for a route with one next hop and no metrics. Dumps
+/// encode every route this way.
+pub fn emit_route(r: &Route, t: u16, flags: u16, sequence: u32, port: u32, out: &mut Vec<u8>) {
+    let start = out.len();
+    NetlinkHeader {
+        length: 0,
+        message_type: t,
+        flags,
+        sequence,
+        port,
+    }
+    .emit(out);
+    route_header(r).emit(out);
+    route_attrs(r, |a| a.emit(out));
+    let len = (out.len() - start) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_ne_bytes());
+}
+
+fn route_header(r: &Route) -> RouteHeader {
+    RouteHeader {
         family: r.family as u8,
         dst_len: r.dst.len,
         src_len: r.src.map_or(0, |s| s.len),
@@ -765,69 +845,76 @@ pub fn route_message(r: &Route) -> RouteMessage<'_> {
             } else {
                 0
             },
+    }
+}
+
+/// The attributes of [`route_message`], in order, handed to `push` one at a time.
+fn route_attrs<'a>(r: &'a Route, mut push: impl FnMut(RouteAttr<'a>)) {
+    let mut opt = |a: Option<RouteAttr<'a>>| {
+        if let Some(a) = a {
+            push(a)
+        }
     };
-    let mut a = Vec::new();
     if r.table != 0 {
-        a.push(RouteAttr::Table(r.table));
+        opt(Some(RouteAttr::Table(r.table)));
     }
     if r.dst.len > 0 || r.dst.addr != unspecified(r.family) {
-        a.push(RouteAttr::Dst(r.dst.addr));
+        opt(Some(RouteAttr::Dst(r.dst.addr)));
     }
-    a.extend(r.src.map(|s| RouteAttr::Src(s.addr)));
-    let metrics = metrics_attrs(&r.metrics);
-    let metrics = (!metrics.is_empty()).then(|| RouteAttr::Metrics(Nest::new(metrics)));
+    opt(r.src.map(|s| RouteAttr::Src(s.addr)));
+    let metrics = || {
+        let m = metrics_attrs(&r.metrics);
+        (!m.is_empty()).then(|| RouteAttr::Metrics(Nest::new(m)))
+    };
+    let oif = (r.nexthop.oif != 0).then_some(RouteAttr::Oif(r.nexthop.oif));
+    let gateway = r.nexthop.gateway.map(|g| gateway_attr(r.family, g));
     if r.family == Family::Inet && r.cache.is_some() {
         // rt_fill_info: the answer to an IPv4 `route get`.
-        if r.nexthop.oif != 0 {
-            a.push(RouteAttr::Oif(r.nexthop.oif));
-        }
-        a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
-        a.extend(r.nexthop.gateway.map(|g| gateway_attr(r.family, g)));
+        opt(oif);
+        opt(r.prefsrc.map(RouteAttr::PrefSrc));
+        opt(gateway);
         // Not in the kernel's answers; kept so that nothing the model holds is lost.
-        a.extend(r.priority.map(RouteAttr::Priority));
-        a.extend(metrics);
-        a.extend(r.nhid.map(RouteAttr::NhId));
-        a.extend(multipath_attr(r));
-        a.extend(r.mark.map(RouteAttr::Mark));
-        a.extend(r.uid.map(RouteAttr::Uid));
-        a.extend(r.iif.map(RouteAttr::Iif));
-        a.extend(r.expires.map(RouteAttr::Expires));
-        a.extend(r.pref.map(RouteAttr::Pref));
-        a.extend(cache_attr(r));
-        return RouteMessage {
-            header,
-            attributes: a,
-        };
+        opt(r.priority.map(RouteAttr::Priority));
+        opt(metrics());
+        opt(r.nhid.map(RouteAttr::NhId));
+        opt(multipath_attr(r));
+        opt(r.mark.map(RouteAttr::Mark));
+        opt(r.uid.map(RouteAttr::Uid));
+        opt(r.iif.map(RouteAttr::Iif));
+        opt(r.expires.map(RouteAttr::Expires));
+        opt(r.pref.map(RouteAttr::Pref));
+        opt(cache_attr(r));
+        return;
     }
+    // The single next hop (RTA_GATEWAY or RTA_VIA, RTA_OIF), then RTA_MULTIPATH. The kernel's
+    // dumps have one or the other; a request may carry both (the kernel then checks that they
+    // agree), so both are kept.
     match r.family {
         Family::Inet => {
-            a.extend(r.priority.map(RouteAttr::Priority));
-            a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
-            a.extend(metrics);
-            a.extend(r.nhid.map(RouteAttr::NhId));
-            nexthop_attrs(r, &mut a);
+            opt(r.priority.map(RouteAttr::Priority));
+            opt(r.prefsrc.map(RouteAttr::PrefSrc));
+            opt(metrics());
+            opt(r.nhid.map(RouteAttr::NhId));
         }
         Family::Inet6 => {
-            a.extend(r.iif.map(RouteAttr::Iif));
-            a.extend(r.prefsrc.map(RouteAttr::PrefSrc));
-            a.extend(metrics);
-            a.extend(r.priority.map(RouteAttr::Priority));
-            a.extend(r.nhid.map(RouteAttr::NhId));
-            nexthop_attrs(r, &mut a);
+            opt(r.iif.map(RouteAttr::Iif));
+            opt(r.prefsrc.map(RouteAttr::PrefSrc));
+            opt(metrics());
+            opt(r.priority.map(RouteAttr::Priority));
+            opt(r.nhid.map(RouteAttr::NhId));
         }
     }
-    a.extend(r.mark.map(RouteAttr::Mark));
-    a.extend(r.uid.map(RouteAttr::Uid));
+    opt(gateway);
+    opt(oif);
+    opt(multipath_attr(r));
+    opt(r.mark.map(RouteAttr::Mark));
+    opt(r.uid.map(RouteAttr::Uid));
     if r.family == Family::Inet {
-        a.extend(r.iif.map(RouteAttr::Iif));
+        opt(r.iif.map(RouteAttr::Iif));
     }
-    a.extend(r.expires.map(RouteAttr::Expires));
-    a.extend(cache_attr(r));
-    a.extend(r.pref.map(RouteAttr::Pref));
-    RouteMessage {
-        header,
-        attributes: a,
-    }
+    opt(r.expires.map(RouteAttr::Expires));
+    opt(cache_attr(r));
+    opt(r.pref.map(RouteAttr::Pref));
 }
 
 /// An RTM_GETROUTE request (not a dump) as the model reads it.

@@ -1,17 +1,21 @@
 //! Table load and dump through fibred, over the socket and over the ring, beside the kernel.
 //!
-//! Run: `cargo run --release -p fibred --example load_dump [-- --no-kernel] [PATH]`
+//! Run: `cargo run --release -p fibred --example load_dump [-- --no-kernel] [--runs N] [PATH]`
 //!
 //! 1. Load: the IPv4 table of ../shared/data/rib-2026-06.tsv.gz as RTM_NEWROUTE requests
 //!    (`route add P via GW`, 64 gateways chosen by origin AS % 64, NLM_F_ACK on every request,
 //!    as many requests per datagram as fit in 4 KiB, the ring's TX frame), into a fresh
 //!    in-process fibred, until every ACK is back and a `route get` of the last prefix answers
-//!    through it (every route then is visible to lookups, which the writer thread serves).
-//!    Socket: AF_UNIX SOCK_SEQPACKET, one thread sending, one reading. Ring: fibre-ring's
-//!    client with its default geometry. Kernel: `ip -batch` of the same routes into a network
-//!    namespace (root only; `--no-kernel` skips it).
+//!    through it (answered from the published state, so every route is then visible to
+//!    lookups). Socket: AF_UNIX SOCK_SEQPACKET, one thread sending, one reading. Ring:
+//!    fibre-ring's client with its default geometry. Kernel: `ip -batch` of the same routes
+//!    into a network namespace (root only; `--no-kernel` skips it), once.
 //! 2. Dump: an IPv4 RTM_GETROUTE dump of the loaded table read to NLMSG_DONE over the socket
-//!    and over the ring; the kernel's `ip -4 route save` of the same table into a file.
+//!    and over the ring (the reader walks message headers only, as `ip route save` writes the
+//!    bytes out unparsed); the kernel's `ip -4 route save` of the same table into a file.
+//!
+//! Each fibred figure is the median of `--runs` (default 3) runs, each on a fresh daemon;
+//! the kernel's save is the median of as many runs.
 //!
 //! Skips with a message when the data file is absent.
 
@@ -141,16 +145,23 @@ fn start(dir: &Path, name: &str) -> Daemon {
     d
 }
 
-/// (ACKs and errors, errors) in a datagram of answers.
+/// (ACKs and errors, errors) in a datagram of answers, read from the message headers and
+/// error codes (a bulk loader's minimum).
 fn errors(datagram: &[u8]) -> (usize, usize) {
     let mut n = (0, 0);
-    for (_, m) in Messages::new(datagram).flatten() {
-        if let Payload::Error(e) = m.payload {
+    let mut off = 0;
+    while let Some(h) = datagram.get(off..off + 20) {
+        let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        if u16::from_ne_bytes([h[4], h[5]]) == NLMSG_ERROR {
             n.0 += 1;
-            if e.error != 0 {
+            if h[16..20] != [0; 4] {
                 n.1 += 1;
             }
         }
+        if len < 16 {
+            break;
+        }
+        off += len.next_multiple_of(4);
     }
     n
 }
@@ -216,18 +227,29 @@ fn dump_request() -> Vec<u8> {
     m.to_bytes()
 }
 
-/// Counts the routes in a datagram and whether NLMSG_DONE ended it.
+/// Counts the routes in a datagram and whether NLMSG_DONE ended it, walking the message
+/// headers only: a dump reader's minimum (`ip route save` writes the bytes out unparsed).
 fn count_routes(datagram: &[u8]) -> (usize, bool) {
     let mut n = 0;
-    for (_, m) in Messages::new(datagram).flatten() {
-        match m.payload {
-            Payload::Route(_) => n += 1,
-            Payload::Done(_) => return (n, true),
+    let mut off = 0;
+    while let Some(h) = datagram.get(off..off + 16) {
+        let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        match u16::from_ne_bytes([h[4], h[5]]) {
+            RTM_NEWROUTE => n += 1,
+            NLMSG_DONE => return (n, true),
             _ => {}
         }
+        if len < 16 {
+            break;
+        }
+        off += len.next_multiple_of(4);
     }
     (n, false)
 }
+
+const RTM_NEWROUTE: u16 = fibre_netlink::message::types::RTM_NEWROUTE;
+const NLMSG_DONE: u16 = fibre_netlink::message::types::NLMSG_DONE;
+const NLMSG_ERROR: u16 = fibre_netlink::message::types::NLMSG_ERROR;
 
 fn dump_socket(d: &Daemon) -> (f64, usize) {
     let mut c = SocketClient::connect(d.socket()).unwrap();
@@ -262,8 +284,9 @@ fn dump_ring(d: &Daemon) -> (f64, usize) {
     (t.elapsed().as_secs_f64(), total)
 }
 
-/// The kernel side in a network namespace: (ip -batch load s, ip route save s, routes saved).
-fn kernel(table: &[(Ipv4Addr, u8, u32)], dir: &Path) -> Option<(f64, f64, usize)> {
+/// The kernel side in a network namespace: (ip -batch load s, ip route save s, routes saved);
+/// the load once (it takes minutes), the save `runs` times (median).
+fn kernel(table: &[(Ipv4Addr, u8, u32)], dir: &Path, runs: usize) -> Option<(f64, f64, usize)> {
     let ns = format!("fibre-daemon-bench-{}", std::process::id());
     let ip = |args: &[&str]| {
         Command::new("ip")
@@ -302,35 +325,46 @@ fn kernel(table: &[(Ipv4Addr, u8, u32)], dir: &Path) -> Option<(f64, f64, usize)
         }
         let load = t.elapsed().as_secs_f64();
         let saved = dir.join("kernel.save");
-        let t = Instant::now();
-        let out = std::fs::File::create(&saved).ok()?;
-        let ok = Command::new("ip")
-            .args(["-n", &ns, "-4", "route", "save", "table", "main"])
-            .stdout(out)
-            .status()
-            .ok()?
-            .success();
-        let save = t.elapsed().as_secs_f64();
-        if !ok {
-            return None;
+        let mut saves = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            let out = std::fs::File::create(&saved).ok()?;
+            let ok = Command::new("ip")
+                .args(["-n", &ns, "-4", "route", "save", "table", "main"])
+                .stdout(out)
+                .status()
+                .ok()?
+                .success();
+            saves.push(t.elapsed().as_secs_f64());
+            if !ok {
+                return None;
+            }
         }
         let bytes = std::fs::read(&saved).ok()?;
         // The file: a 4-byte magic, then RTM_NEWROUTE messages.
         let (n, _) = count_routes(&bytes[4.min(bytes.len())..]);
-        Some((load, save, n))
+        Some((load, median(saves), n))
     })();
     ip(&["netns", "del", &ns]);
     r
 }
 
+/// The median of some figures.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     let mut kernel_side = true;
+    let mut runs = 3;
     let mut path = "/work/shared/data/rib-2026-06.tsv.gz".to_string();
-    for a in std::env::args().skip(1) {
-        if a == "--no-kernel" {
-            kernel_side = false;
-        } else {
-            path = a;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--no-kernel" => kernel_side = false,
+            "--runs" => runs = args.next().and_then(|r| r.parse().ok()).expect("--runs N"),
+            _ => path = a,
         }
     }
     if !Path::new(&path).exists() {
@@ -343,35 +377,45 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("fibred-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     println!(
-        "fibred load and dump: {n} IPv4 routes, {} request datagrams of <= {DATAGRAM} bytes",
+        "fibred load and dump: {n} IPv4 routes, {} request datagrams of <= {DATAGRAM} bytes, \
+         median of {runs} runs",
         grams.len()
     );
 
-    let d = start(&dir, "socket");
-    let mut load_sock = load_socket(&d, &grams, n);
-    let t = Instant::now();
-    route_get_answers(&d, &table[n - 1]);
-    load_sock += t.elapsed().as_secs_f64();
-    let (ds, ns) = dump_socket(&d);
-    d.stop();
+    let (mut ls, mut lr, mut ds, mut dr) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ns, mut nr) = (0, 0);
+    for i in 0..runs {
+        let d = start(&dir, &format!("socket{i}"));
+        let t = Instant::now();
+        load_socket(&d, &grams, n);
+        route_get_answers(&d, &table[n - 1]);
+        ls.push(t.elapsed().as_secs_f64());
+        d.stop();
 
-    let d = start(&dir, "ring");
-    let mut load_ring_s = load_ring(&d, &grams, n);
-    let t = Instant::now();
-    route_get_answers(&d, &table[n - 1]);
-    load_ring_s += t.elapsed().as_secs_f64();
-    let (dr, nr) = dump_ring(&d);
-    let (ds2, _) = dump_socket(&d);
-    let (dr2, _) = dump_ring(&d);
-    d.stop();
+        let d = start(&dir, &format!("ring{i}"));
+        let t = Instant::now();
+        load_ring(&d, &grams, n);
+        route_get_answers(&d, &table[n - 1]);
+        lr.push(t.elapsed().as_secs_f64());
+        // Dumps of the same table, alternating.
+        let (s, c) = dump_socket(&d);
+        ds.push(s);
+        ns = c;
+        let (r, c) = dump_ring(&d);
+        dr.push(r);
+        nr = c;
+        d.stop();
+    }
 
     let k = if kernel_side {
-        kernel(&table, &dir)
+        kernel(&table, &dir, runs)
     } else {
         None
     };
     let _ = std::fs::remove_dir_all(&dir);
 
+    let (load_sock, load_ring_s) = (median(ls), median(lr));
+    let (ds, dr) = (median(ds), median(dr));
     let rate = |secs: f64| n as f64 / secs / 1e6;
     println!("load (until visible to lookups)   seconds   M routes/s");
     println!(
@@ -389,8 +433,6 @@ fn main() {
         );
         println!("  ring / kernel: {:.1}x", kl / load_ring_s);
     }
-    let ds = ds.min(ds2);
-    let dr = dr.min(dr2);
     println!("dump of the table (IPv4)          seconds   routes");
     println!("  fibred over the socket          {ds:7.3}   {ns}");
     println!("  fibred over the ring            {dr:7.3}   {nr}");

@@ -1,7 +1,9 @@
 //! The request engine: rtnetlink datagrams in, answers and notifications out.
 //!
-//! [`Engine`] owns the [`Fib`] and is driven by exactly one thread (the daemon's writer); it has
-//! no I/O, so the fuzzer and the tests drive it directly. One call to [`Engine::handle`] takes
+//! [`Engine`] owns the [`Fib`] (as a [`FibWriter`]: the copy it changes and the copy readers
+//! see) and is driven by exactly one thread (the daemon's writer); it has no I/O, so the fuzzer
+//! and the tests drive it directly. Reads are also answered without it, from the published
+//! copy, by [`handle_reads`] on any thread. One call to [`Engine::handle`] takes
 //! one datagram as a client sent it and does what the kernel's `netlink_rcv_skb` does with it:
 //! every message in order, an NLMSG_ERROR for each failure (with extended-ACK text and the
 //! offending attribute's offset), an ACK when NLM_F_ACK asks for one, answers to GET requests,
@@ -13,14 +15,22 @@
 //!   impossible.
 //! - Notifications are computed only for groups somebody listens to (`listening`), so a bulk
 //!   load with no monitor pays nothing for them; route changes read only the prefix they name.
-//! - A dump is a snapshot taken at request time; later changes do not alter it.
+//! - Dumps of links, addresses, rules and next-hop objects are snapshots taken at request
+//!   time. Route dumps (which can be millions of routes) read the published state a piece at
+//!   a time from a cursor, as the kernel's do: each piece is consistent, and a route dump
+//!   started after a change shows it.
+//! - Changes become visible to readers at [`Engine::publish`] (the daemon publishes after
+//!   each batch, before answering it); a route dump requested after changes in the same batch
+//!   publishes them first.
 
 use crate::groups;
+use crate::view::{Change, FibReader, FibWriter};
 use fibre_fib::types::*;
-use fibre_fib::Fib;
+use fibre_fib::{Fib, RouteDumpPos, RouteEntry, Settings};
 use fibre_netlink::convert::{self, Request, RequestError};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage, Payload};
+use std::net::IpAddr;
 
 /// `nlmsg_type` of fibre's membership request, the Unix-socket stand-in for the
 /// NETLINK_ADD_MEMBERSHIP / NETLINK_DROP_MEMBERSHIP socket options and for `nl_groups` in
@@ -59,10 +69,42 @@ pub struct ClientCtx {
 
 /// One answer to a client, in order.
 pub enum Reply {
-    /// A complete message (ACK, error, GET answer).
-    Message(Vec<u8>),
+    /// Complete messages (ACKs, errors, GET answers), each padded to 4 bytes, back to back:
+    /// consecutive answers share one buffer, so an ACK costs no allocation.
+    Messages(Vec<u8>),
     /// A dump, encoded as the client reads it.
     Dump(DumpStream),
+}
+
+/// The length of the longest run of whole messages at the start of `bytes` (a
+/// [`Reply::Messages`] buffer) that fits in `limit` bytes, or of the first message if even
+/// that does not fit.
+pub fn fit(bytes: &[u8], limit: usize) -> usize {
+    let mut n = 0;
+    while let Some(h) = bytes.get(n..n + 4) {
+        let len = (u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize)
+            .next_multiple_of(4)
+            .max(NetlinkHeader::LEN);
+        let end = (n + len).min(bytes.len());
+        if n > 0 && end > limit {
+            break;
+        }
+        n = end;
+    }
+    n
+}
+
+/// The messages of a [`Reply::Messages`] buffer, padding included.
+pub fn split_messages(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (m, r) = rest.split_at(fit(rest, 0));
+        rest = r;
+        Some(m)
+    })
 }
 
 /// A notification for the members of `group`.
@@ -81,10 +123,127 @@ pub struct Outcome {
     pub changed: bool,
 }
 
+impl Outcome {
+    /// The buffer the next complete message goes into.
+    fn messages(&mut self) -> &mut Vec<u8> {
+        if !matches!(self.replies.last(), Some(Reply::Messages(_))) {
+            self.replies.push(Reply::Messages(Vec::new()));
+        }
+        match self.replies.last_mut() {
+            Some(Reply::Messages(b)) => b,
+            _ => unreachable!("pushed above"),
+        }
+    }
+
+    /// Appends one message, padded.
+    fn message(&mut self, m: &NetlinkMessage<'_>) {
+        let b = self.messages();
+        m.emit(b);
+        pad4(b);
+    }
+}
+
+/// A route dump in progress: a cursor into the published state, read a piece at a time.
+struct RouteDump {
+    reader: FibReader,
+    family: Option<Family>,
+    pos: RouteDumpPos,
+    templates: Templates,
+}
+
+/// Most templates one dump keeps: bounds its memory whatever the table holds (a table
+/// spread over more distinct route infos than this just encodes more routes in full).
+const MAX_TEMPLATES: usize = 4096;
+
+/// Routes already encoded in this dump, by (table, route info): a route whose info and
+/// table another route had is that route's bytes with the destination and tos patched in
+/// (see [`fibre_fib::RouteEntry::info`]), so a table of a million prefixes over a few
+/// dozen next hops encodes a few dozen routes and copies the rest. Valid while the state's
+/// generation is the one they were made at; both published copies go through the same
+/// changes, so a generation names one state whichever copy shows it.
+#[derive(Default)]
+struct Templates {
+    gen: u64,
+    map: std::collections::HashMap<(u32, u32), Template>,
+}
+
+/// An encoded route and where its RTA_DST value is.
+struct Template {
+    bytes: Vec<u8>,
+    dst: usize,
+}
+
+/// Offsets of `rtm_dst_len` and `rtm_tos` in an encoded route message.
+const DST_LEN_AT: usize = NetlinkHeader::LEN + 1;
+const TOS_AT: usize = NetlinkHeader::LEN + 3;
+
+impl Templates {
+    /// Appends the route `e` as an NLM_F_MULTI RTM_NEWROUTE message.
+    fn emit(&mut self, fib: &Fib, e: &RouteEntry<'_>, seq: u32, port: u32, out: &mut Vec<u8>) {
+        if self.gen != fib.gen() {
+            self.map.clear();
+            self.gen = fib.gen();
+        }
+        let dst = e.dst();
+        // A default route has no RTA_DST to patch; a source prefix is not in the key.
+        if dst.len == 0 || e.has_src() {
+            return Self::encode(e, seq, port, out);
+        }
+        let key = (e.table(), e.info());
+        if let Some(t) = self.map.get(&key) {
+            let start = out.len();
+            out.extend_from_slice(&t.bytes);
+            let m = &mut out[start..];
+            m[DST_LEN_AT] = dst.len;
+            m[TOS_AT] = e.tos();
+            match dst.addr {
+                IpAddr::V4(a) => m[t.dst..t.dst + 4].copy_from_slice(&a.octets()),
+                IpAddr::V6(a) => m[t.dst..t.dst + 16].copy_from_slice(&a.octets()),
+            }
+            return;
+        }
+        let start = out.len();
+        Self::encode(e, seq, port, out);
+        if self.map.len() < MAX_TEMPLATES {
+            let bytes = out[start..].to_vec();
+            if let Some(dst) = dst_value_offset(&bytes) {
+                self.map.insert(key, Template { bytes, dst });
+            }
+        }
+    }
+
+    fn encode(e: &RouteEntry<'_>, seq: u32, port: u32, out: &mut Vec<u8>) {
+        convert::emit_route(
+            &e.route(),
+            mt::RTM_NEWROUTE,
+            nf::NLM_F_MULTI,
+            seq,
+            port,
+            out,
+        );
+    }
+}
+
+/// The offset of the RTA_DST value in an encoded route message.
+fn dst_value_offset(m: &[u8]) -> Option<usize> {
+    let mut off = NetlinkHeader::LEN + fibre_netlink::route::RouteHeader::LEN;
+    while let Some(h) = m.get(off..off + 4) {
+        let len = u16::from_ne_bytes([h[0], h[1]]) as usize;
+        if u16::from_ne_bytes([h[2], h[3]]) == fibre_netlink::route::RTA::DST {
+            return Some(off + 4);
+        }
+        if len < 4 {
+            return None;
+        }
+        off += len.next_multiple_of(4);
+    }
+    None
+}
+
 enum Items {
     Links(Vec<Link>),
     Addrs(Vec<Address>),
-    Routes(Vec<Route>),
+    Routes(RouteDump),
     Rules(Vec<Rule>),
     Nexthops(Vec<NexthopObj>),
 }
@@ -94,7 +253,7 @@ impl Items {
         match self {
             Items::Links(v) => v.len(),
             Items::Addrs(v) => v.len(),
-            Items::Routes(v) => v.len(),
+            Items::Routes(_) => 0,
             Items::Rules(v) => v.len(),
             Items::Nexthops(v) => v.len(),
         }
@@ -107,10 +266,7 @@ impl Items {
                 mt::RTM_NEWADDR,
                 Payload::Address(convert::address_message(&v[i])),
             ),
-            Items::Routes(v) => (
-                mt::RTM_NEWROUTE,
-                Payload::Route(convert::route_message(&v[i])),
-            ),
+            Items::Routes(_) => return,
             Items::Rules(v) => (mt::RTM_NEWRULE, Payload::Rule(convert::rule_message(&v[i]))),
             Items::Nexthops(v) => (
                 mt::RTM_NEWNEXTHOP,
@@ -121,8 +277,11 @@ impl Items {
     }
 }
 
-/// A dump in progress: a snapshot of objects, encoded as NLM_F_MULTI messages and ended by
-/// NLMSG_DONE, a datagram's worth at a time.
+/// A dump in progress, encoded as NLM_F_MULTI messages and ended by NLMSG_DONE, a datagram's
+/// worth at a time. Links, addresses, rules and next-hop objects are a snapshot taken at
+/// request time; routes are read from the published state piece by piece, each piece under
+/// one short read, resuming after the last route sent (as the kernel's dumps resume from a
+/// cursor: a route changed during a long dump may or may not be in it).
 pub struct DumpStream {
     items: Items,
     next: usize,
@@ -136,9 +295,27 @@ impl DumpStream {
     /// NLMSG_DONE included after the last object. Returns false once everything was written.
     pub fn fill(&mut self, out: &mut Vec<u8>, limit: usize) -> bool {
         let start = out.len();
+        let (seq, port) = (self.seq, self.port);
+        if let Items::Routes(d) = &mut self.items {
+            let fib = d.reader.read();
+            let templates = &mut d.templates;
+            let more = fib.dump_route_entries(d.family, &mut d.pos, |e| {
+                let before = out.len();
+                templates.emit(&fib, e, seq, port, out);
+                if out.len() - start > limit && before > start {
+                    out.truncate(before);
+                    return false;
+                }
+                pad4(out);
+                true
+            });
+            if more {
+                return true;
+            }
+        }
         while self.next < self.items.len() {
             let before = out.len();
-            self.items.emit(self.next, self.seq, self.port, out);
+            self.items.emit(self.next, seq, port, out);
             if out.len() - start > limit && before > start {
                 out.truncate(before);
                 return true;
@@ -148,7 +325,7 @@ impl DumpStream {
         }
         if !self.done_sent {
             let before = out.len();
-            convert::done(self.seq, self.port).emit(out);
+            convert::done(seq, port).emit(out);
             if out.len() - start > limit && before > start {
                 out.truncate(before);
                 return true;
@@ -157,23 +334,10 @@ impl DumpStream {
         }
         false
     }
-
-    /// Objects left to encode.
-    pub fn remaining(&self) -> usize {
-        self.items.len() - self.next
-    }
 }
 
 fn pad4(out: &mut Vec<u8>) {
     out.resize(out.len().next_multiple_of(4), 0);
-}
-
-fn error_msg(request: &[u8], e: &RequestError, port: u32) -> Vec<u8> {
-    convert::ack(request, Err(e), false, port).to_bytes()
-}
-
-fn ack_msg(request: &[u8], port: u32) -> Vec<u8> {
-    convert::ack(request, Ok(()), false, port).to_bytes()
 }
 
 /// The state a diff compares, only for the groups somebody listens to.
@@ -336,22 +500,252 @@ impl Notifier<'_> {
 
 /// The FIB and the request semantics around it. See the module documentation.
 pub struct Engine {
-    fib: Fib,
+    view: FibWriter,
+    /// Reads the published state for the route dumps this engine starts.
+    reader: FibReader,
+    /// Inside [`Engine::begin`] .. [`Engine::publish`].
+    batching: bool,
 }
 
 impl Default for Engine {
     fn default() -> Self {
-        Engine::new(Fib::default())
+        Engine::new(Settings::default())
     }
 }
 
+/// Message types a reader thread answers from the published state ([`read_only`]).
+const READ_TYPES: [u16; 5] = [
+    mt::RTM_GETLINK,
+    mt::RTM_GETADDR,
+    mt::RTM_GETROUTE,
+    mt::RTM_GETRULE,
+    mt::RTM_GETNEXTHOP,
+];
+
+/// True when every message of `datagram` is a GET request (or dump) that [`handle_reads`]
+/// answers from the published state, and the datagram is framed regularly.
+pub fn read_only(datagram: &[u8]) -> bool {
+    let mut off = 0;
+    while off < datagram.len() {
+        let Some(h) = datagram.get(off..off + NetlinkHeader::LEN) else {
+            return false;
+        };
+        let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        let t = u16::from_ne_bytes([h[4], h[5]]);
+        let flags = u16::from_ne_bytes([h[6], h[7]]);
+        if len < NetlinkHeader::LEN
+            || off + len > datagram.len()
+            || flags & nf::NLM_F_REQUEST == 0
+            || !READ_TYPES.contains(&t)
+        {
+            return false;
+        }
+        off += len.next_multiple_of(4);
+    }
+    off > 0
+}
+
+/// Answers a datagram for which [`read_only`] holds from the published state, on the
+/// calling thread: what [`Engine::handle`] would answer after the last publish.
+pub fn handle_reads(reader: &FibReader, datagram: &[u8], client: &ClientCtx, out: &mut Outcome) {
+    each_message(datagram, |msg| {
+        process(msg, client.port, out, |req, origin, out| {
+            read(&reader.read(), reader, req, origin, out)
+        })
+    });
+}
+
+/// Calls `f` with every message of a datagram, as the kernel's `netlink_rcv_skb` walks it.
+fn each_message(datagram: &[u8], mut f: impl FnMut(&[u8])) {
+    let mut off = 0;
+    while datagram.len() - off >= NetlinkHeader::LEN {
+        let rest = &datagram[off..];
+        let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        // The kernel stops reading a datagram at an impossible length, silently.
+        if len < NetlinkHeader::LEN || len > rest.len() {
+            break;
+        }
+        f(&rest[..len]);
+        off += (len + 3) & !3;
+        if off >= datagram.len() {
+            break;
+        }
+    }
+}
+
+/// Parses and converts one request message, hands it to `apply`, and answers: the error, or
+/// the ACK when NLM_F_ACK asks for one.
+fn process(
+    msg: &[u8],
+    port: u32,
+    out: &mut Outcome,
+    apply: impl FnOnce(Request, Origin, &mut Outcome) -> Result<(), RequestError>,
+) {
+    let want_ack = u16::from_ne_bytes([msg[6], msg[7]]) & nf::NLM_F_ACK != 0;
+    let origin = Origin {
+        seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
+        port,
+    };
+    // Route changes (table loads) are read straight from the bytes.
+    let request = convert::route_request(msg).unwrap_or_else(|| {
+        let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
+        convert::request(&parsed)
+    });
+    let result = request.and_then(|req| apply(req, origin, out));
+    answer(msg, result, want_ack, port, out);
+}
+
+fn answer(
+    msg: &[u8],
+    result: Result<(), RequestError>,
+    want_ack: bool,
+    port: u32,
+    out: &mut Outcome,
+) {
+    match result {
+        Err(e) => out.message(&convert::ack(msg, Err(&e), false, port)),
+        Ok(()) if want_ack => out.message(&convert::ack(msg, Ok(()), false, port)),
+        Ok(()) => {}
+    }
+}
+
+fn dump(items: Items, origin: Origin, out: &mut Outcome) {
+    out.replies.push(Reply::Dump(DumpStream {
+        items,
+        next: 0,
+        seq: origin.seq,
+        port: origin.port,
+        done_sent: false,
+    }));
+}
+
+fn get_reply(t: u16, payload: Payload<'_>, origin: Origin, out: &mut Outcome) {
+    out.message(&convert::message(t, 0, origin.seq, origin.port, payload));
+}
+
+/// True for the requests [`read`] answers.
+fn is_read(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::DumpLinks
+            | Request::DumpAddrs(_)
+            | Request::DumpRoutes(_)
+            | Request::DumpRules(_)
+            | Request::DumpNexthops
+            | Request::GetLink(_)
+            | Request::GetRoute(_)
+            | Request::GetNexthop(_)
+    )
+}
+
+/// Answers a read request ([`is_read`]) from `fib`; route dumps read through `dumps` as they
+/// go. Anything else is not supported here.
+fn read(
+    fib: &Fib,
+    dumps: &FibReader,
+    req: Request,
+    origin: Origin,
+    out: &mut Outcome,
+) -> Result<(), RequestError> {
+    match req {
+        Request::DumpLinks => dump(Items::Links(fib.links()), origin, out),
+        Request::DumpAddrs(f) => dump(Items::Addrs(fib.addrs(f)), origin, out),
+        Request::DumpRoutes(family) => dump(
+            Items::Routes(RouteDump {
+                reader: dumps.clone(),
+                family,
+                pos: RouteDumpPos::default(),
+                templates: Templates::default(),
+            }),
+            origin,
+            out,
+        ),
+        Request::DumpRules(f) => dump(Items::Rules(fib.rules(f)), origin, out),
+        Request::DumpNexthops => dump(Items::Nexthops(fib.nexthops()), origin, out),
+        Request::GetLink(l) => {
+            let found = fib.links().into_iter().find(|x| {
+                if l.ifindex != 0 {
+                    x.ifindex == l.ifindex
+                } else {
+                    l.ifname.is_some() && x.ifname == l.ifname
+                }
+            });
+            let Some(link) = found else {
+                return Err(RtError::new(Errno::ENODEV).into());
+            };
+            get_reply(
+                mt::RTM_NEWLINK,
+                Payload::Link(convert::link_message(&link)),
+                origin,
+                out,
+            );
+        }
+        Request::GetRoute(q) => {
+            let r = fib.route_get(&q)?;
+            get_reply(
+                mt::RTM_NEWROUTE,
+                Payload::Route(convert::route_message(&r)),
+                origin,
+                out,
+            );
+        }
+        Request::GetNexthop(id) => {
+            let Some(nh) = fib.nexthops().into_iter().find(|n| n.id == id) else {
+                return Err(RtError::msg(Errno::ENOENT, "Nexthop id does not exist").into());
+            };
+            get_reply(
+                mt::RTM_NEWNEXTHOP,
+                Payload::Nexthop(convert::nexthop_message(&nh)),
+                origin,
+                out,
+            );
+        }
+        _ => return Err(RtError::new(Errno::EOPNOTSUPP).into()),
+    }
+    Ok(())
+}
+
 impl Engine {
-    pub fn new(fib: Fib) -> Engine {
-        Engine { fib }
+    /// A fresh state with `settings`, published.
+    pub fn new(settings: Settings) -> Engine {
+        let view = FibWriter::new(settings);
+        let reader = view.reader();
+        Engine {
+            view,
+            reader,
+            batching: false,
+        }
     }
 
+    /// The newest state, published or not.
     pub fn fib(&self) -> &Fib {
-        &self.fib
+        self.view.latest()
+    }
+
+    /// A reader of the published state, for a thread that answers reads ([`handle_reads`]).
+    pub fn reader(&self) -> FibReader {
+        self.view.reader()
+    }
+
+    /// Starts a batch of requests: the FIB's compiled lookup structures are brought up to
+    /// date once, at [`Engine::publish`], instead of per change.
+    pub fn begin(&mut self) {
+        self.view.with_standby(Fib::begin_batch);
+        self.batching = true;
+    }
+
+    /// Ends the batch (if any) and makes every change so far visible to readers.
+    pub fn publish(&mut self) {
+        if self.batching {
+            self.view.with_standby(Fib::end_batch);
+            self.batching = false;
+        }
+        self.view.publish();
+    }
+
+    /// Brings the unpublished copy up to date (see [`crate::view`]); for idle moments.
+    pub fn catch_up(&mut self) {
+        self.view.catch_up();
     }
 
     /// Handles one datagram from a client; answers and notifications are appended to `out`.
@@ -363,20 +757,7 @@ impl Engine {
         listening: u64,
         out: &mut Outcome,
     ) {
-        let mut off = 0;
-        while datagram.len() - off >= NetlinkHeader::LEN {
-            let rest = &datagram[off..];
-            let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-            // The kernel stops reading a datagram at an impossible length, silently.
-            if len < NetlinkHeader::LEN || len > rest.len() {
-                break;
-            }
-            self.one(&rest[..len], client, listening, out);
-            off += (len + 3) & !3;
-            if off >= datagram.len() {
-                break;
-            }
-        }
+        each_message(datagram, |msg| self.one(msg, client, listening, out));
     }
 
     fn one(&mut self, msg: &[u8], client: &mut ClientCtx, listening: u64, out: &mut Outcome) {
@@ -386,66 +767,17 @@ impl Engine {
         let want_ack = flags & nf::NLM_F_ACK != 0;
         if t == FIBRE_MEMBERSHIP {
             let r = membership(msg, &mut client.groups);
-            self.answer(msg, r.map_err(RequestError::from), want_ack, port, out);
+            answer(msg, r.map_err(RequestError::from), want_ack, port, out);
             return;
         }
         // Control messages and messages that are not requests are only acknowledged.
         if t < 0x10 || flags & nf::NLM_F_REQUEST == 0 {
-            if want_ack {
-                out.replies.push(Reply::Message(ack_msg(msg, port)));
-            }
+            answer(msg, Ok(()), want_ack, port, out);
             return;
         }
-        let parsed = match NetlinkMessage::parse(msg, 0) {
-            Ok((m, _)) => m,
-            Err(e) => {
-                let err = RequestError {
-                    error: RtError::msg(Errno::EINVAL, e.to_string()),
-                    offset: u32::try_from(e.offset()).ok(),
-                };
-                out.replies.push(Reply::Message(error_msg(msg, &err, port)));
-                return;
-            }
-        };
-        let origin = Origin {
-            seq: parsed.header.sequence,
-            port,
-        };
-        let result = match convert::request(&parsed) {
-            Ok(req) => self.apply(req, origin, listening, out),
-            Err(e) => Err(e),
-        };
-        self.answer(msg, result, want_ack, port, out);
-    }
-
-    fn answer(
-        &self,
-        msg: &[u8],
-        result: Result<(), RequestError>,
-        want_ack: bool,
-        port: u32,
-        out: &mut Outcome,
-    ) {
-        match result {
-            Err(e) => out.replies.push(Reply::Message(error_msg(msg, &e, port))),
-            Ok(()) if want_ack => out.replies.push(Reply::Message(ack_msg(msg, port))),
-            Ok(()) => {}
-        }
-    }
-
-    fn dump(&self, items: Items, origin: Origin, out: &mut Outcome) {
-        out.replies.push(Reply::Dump(DumpStream {
-            items,
-            next: 0,
-            seq: origin.seq,
-            port: origin.port,
-            done_sent: false,
-        }));
-    }
-
-    fn get_reply(&self, t: u16, payload: Payload<'_>, origin: Origin, out: &mut Outcome) {
-        let m = convert::message(t, 0, origin.seq, origin.port, payload).to_bytes();
-        out.replies.push(Reply::Message(m));
+        process(msg, port, out, |req, origin, out| {
+            self.apply(req, origin, listening, out)
+        });
     }
 
     fn apply(
@@ -455,52 +787,20 @@ impl Engine {
         listening: u64,
         out: &mut Outcome,
     ) -> Result<(), RequestError> {
+        if matches!(req, Request::DumpRoutes(_)) {
+            // The dump reads the published state: publish what came before it.
+            let batching = self.batching;
+            self.publish();
+            if batching {
+                self.begin();
+            }
+        }
+        if is_read(&req) {
+            return read(self.view.latest(), &self.reader, req, origin, out);
+        }
         match req {
-            Request::DumpLinks => self.dump(Items::Links(self.fib.links()), origin, out),
-            Request::DumpAddrs(f) => self.dump(Items::Addrs(self.fib.addrs(f)), origin, out),
-            Request::DumpRoutes(f) => self.dump(Items::Routes(self.fib.routes(f)), origin, out),
-            Request::DumpRules(f) => self.dump(Items::Rules(self.fib.rules(f)), origin, out),
-            Request::DumpNexthops => self.dump(Items::Nexthops(self.fib.nexthops()), origin, out),
-            Request::GetLink(l) => {
-                let found = self.fib.links().into_iter().find(|x| {
-                    if l.ifindex != 0 {
-                        x.ifindex == l.ifindex
-                    } else {
-                        l.ifname.is_some() && x.ifname == l.ifname
-                    }
-                });
-                let Some(link) = found else {
-                    return Err(RtError::new(Errno::ENODEV).into());
-                };
-                self.get_reply(
-                    mt::RTM_NEWLINK,
-                    Payload::Link(convert::link_message(&link)),
-                    origin,
-                    out,
-                );
-            }
-            Request::GetRoute(q) => {
-                let r = self.fib.route_get(&q)?;
-                self.get_reply(
-                    mt::RTM_NEWROUTE,
-                    Payload::Route(convert::route_message(&r)),
-                    origin,
-                    out,
-                );
-            }
-            Request::GetNexthop(id) => {
-                let Some(nh) = self.fib.nexthops().into_iter().find(|n| n.id == id) else {
-                    return Err(RtError::msg(Errno::ENOENT, "Nexthop id does not exist").into());
-                };
-                self.get_reply(
-                    mt::RTM_NEWNEXTHOP,
-                    Payload::Nexthop(convert::nexthop_message(&nh)),
-                    origin,
-                    out,
-                );
-            }
-            Request::NewRoute(r, f) => self.route_change(&r, Some(f), origin, listening, out)?,
-            Request::DelRoute(r) => self.route_change(&r, None, origin, listening, out)?,
+            Request::NewRoute(r, f) => self.route_change(r, Some(f), origin, listening, out)?,
+            Request::DelRoute(r) => self.route_change(r, None, origin, listening, out)?,
             other => self.object_change(other, origin, listening, out)?,
         }
         Ok(())
@@ -509,7 +809,7 @@ impl Engine {
     /// A route add or delete: the prefix it names is read before and after.
     fn route_change(
         &mut self,
-        r: &Route,
+        r: Route,
         new: Option<ReqFlags>,
         origin: Origin,
         listening: u64,
@@ -520,20 +820,21 @@ impl Engine {
             Family::Inet6 => groups::IPV6_ROUTE,
         };
         let watch = groups::has(listening, group) && Family::of(&r.dst.addr) == r.family;
+        let (family, table, dst) = (r.family, r.table, r.dst);
         let before = if watch {
-            self.fib.routes_at(r.family, r.table, r.dst)
+            self.fib().routes_at(family, table, dst)
         } else {
             Vec::new()
         };
         match new {
-            Some(f) => self.fib.route_new(r, f)?,
-            None => self.fib.route_del(r)?,
+            Some(f) => self.view.apply(Change::NewRoute(r, f))?,
+            None => self.view.apply(Change::DelRoute(r))?,
         }
         out.changed = true;
         if !watch {
             return Ok(());
         }
-        let after = self.fib.routes_at(r.family, r.table, r.dst);
+        let after = self.fib().routes_at(family, table, dst);
         let (gone, added) = diff(&before, &after, same_route);
         let mut n = Notifier {
             out: &mut out.notes,
@@ -568,27 +869,28 @@ impl Engine {
         listening: u64,
         out: &mut Outcome,
     ) -> Result<(), RtError> {
-        let before = Snapshot::take(&self.fib, listening);
+        let before = Snapshot::take(self.fib(), listening);
         let link_del = matches!(req, Request::DelLink(_));
         // The kernel flushes IPv4 routes of a link that goes down or away without a
         // notification (IPv6 announces them).
         let link_event = matches!(req, Request::NewLink(..) | Request::DelLink(_));
-        match &req {
-            Request::NewLink(l, f) => self.fib.link_new(l, *f)?,
-            Request::DelLink(l) => self.fib.link_del(l)?,
-            Request::NewAddr(a, f) => self.fib.addr_new(a, *f)?,
-            Request::DelAddr(a) => self.fib.addr_del(a)?,
-            Request::NewRule(r, f) => self.fib.rule_new(r, *f)?,
-            Request::DelRule(r) => self.fib.rule_del(r)?,
-            Request::NewNexthop(nh, f) => self.fib.nexthop_new(nh, *f)?,
-            Request::DelNexthop(id) => self.fib.nexthop_del(*id)?,
+        let change = match req {
+            Request::NewLink(l, f) => Change::NewLink(l, f),
+            Request::DelLink(l) => Change::DelLink(l),
+            Request::NewAddr(a, f) => Change::NewAddr(a, f),
+            Request::DelAddr(a) => Change::DelAddr(a),
+            Request::NewRule(r, f) => Change::NewRule(r, f),
+            Request::DelRule(r) => Change::DelRule(r),
+            Request::NewNexthop(nh, f) => Change::NewNexthop(nh, f),
+            Request::DelNexthop(id) => Change::DelNexthop(id),
             _ => return Err(RtError::new(Errno::EOPNOTSUPP)),
-        }
+        };
+        self.view.apply(change)?;
         out.changed = true;
         if listening == 0 {
             return Ok(());
         }
-        let after = Snapshot::take(&self.fib, listening);
+        let after = Snapshot::take(self.fib(), listening);
         let mut n = Notifier {
             out: &mut out.notes,
             origin,
@@ -655,7 +957,7 @@ impl Engine {
         let mut reqs = Vec::new();
         // What a configuration sets on a link; the rest (carrier, queue length, the
         // loopback's fixed attributes) belongs to the device.
-        for l in self.fib.links() {
+        for l in self.fib().links() {
             let kept = Link {
                 ifindex: l.ifindex,
                 ifname: l.ifname,
@@ -672,7 +974,7 @@ impl Engine {
             };
             reqs.push(Request::NewLink(kept, create));
         }
-        let nhs = self.fib.nexthops();
+        let nhs = self.fib().nexthops();
         // Groups name their members, so plain next hops come first.
         for nh in nhs
             .iter()
@@ -681,15 +983,15 @@ impl Engine {
         {
             reqs.push(Request::NewNexthop(nh.clone(), ReqFlags::ADD));
         }
-        for a in self.fib.addrs(None) {
+        for a in self.fib().addrs(None) {
             reqs.push(Request::NewAddr(a, ReqFlags::ADD));
         }
-        for r in self.fib.rules(None) {
+        for r in self.fib().rules(None) {
             reqs.push(Request::NewRule(r, ReqFlags::ADD));
         }
         // Routes the kernel made for addresses and links come back with them.
         for r in self
-            .fib
+            .fib()
             .routes(None)
             .into_iter()
             .filter(|r| r.protocol != PROTO_KERNEL)
@@ -710,29 +1012,29 @@ impl Engine {
     pub fn restore(&mut self, stream: &[u8]) -> usize {
         let mut ctx = ClientCtx::default();
         let mut out = Outcome::default();
+        self.begin();
         self.handle(stream, &mut ctx, 0, &mut out);
-        out.replies
-            .iter()
-            .filter(|r| match r {
-                Reply::Message(m) => {
-                    let code = m
-                        .get(16..20)
-                        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                    let failed = code != 0 && code != -Errno::EEXIST.0;
-                    if failed {
-                        let req = m.get(20..).and_then(|r| NetlinkMessage::parse(r, 0).ok());
-                        crate::log!(
-                            crate::log::Level::Warn,
-                            "state entry not restored",
-                            errno = -code,
-                            request = format!("{:?}", req.map(|r| r.0.payload))
-                        );
-                    }
-                    failed
+        self.publish();
+        let mut failed = 0;
+        for r in &out.replies {
+            let Reply::Messages(b) = r else { continue };
+            for m in split_messages(b) {
+                let code = m
+                    .get(16..20)
+                    .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                if code != 0 && code != -Errno::EEXIST.0 {
+                    failed += 1;
+                    let req = m.get(20..).and_then(|r| NetlinkMessage::parse(r, 0).ok());
+                    crate::log!(
+                        crate::log::Level::Warn,
+                        "state entry not restored",
+                        errno = -code,
+                        request = format!("{:?}", req.map(|r| r.0.payload))
+                    );
                 }
-                Reply::Dump(_) => false,
-            })
-            .count()
+            }
+        }
+        failed
     }
 }
 
@@ -819,7 +1121,7 @@ pub fn check_datagram(datagram: &[u8]) {
         convert::request_message(req, i as u32 + 1, 0).emit(&mut stream);
     }
     e.handle(&stream, &mut setup, 0, &mut ignored);
-    let before = everything(&e.fib);
+    let before = everything(e.fib());
     let mut ctx = ClientCtx::default();
     let mut out = Outcome::default();
     e.handle(datagram, &mut ctx, u64::MAX, &mut out);
@@ -833,7 +1135,7 @@ pub fn check_datagram(datagram: &[u8]) {
     }
     if !out.changed {
         assert!(
-            everything(&e.fib) == before,
+            everything(e.fib()) == before,
             "a datagram with no success changed the state"
         );
     }
@@ -890,6 +1192,98 @@ mod tests {
         }
     }
 
+    /// A route dump, read in pieces of every size, is the state's routes encoded one by one
+    /// (what the templates copy is what encoding gives), then NLMSG_DONE.
+    #[test]
+    fn route_dumps_encode_every_route_as_the_model_does() {
+        let mut e = Engine::default();
+        let mut ctx = ClientCtx::default();
+        let mut out = Outcome::default();
+        let link = Link {
+            ifname: Some("d0".into()),
+            kind: Some(LinkKind::Dummy),
+            flags: IFF_UP,
+            change: IFF_UP,
+            ..Link::default()
+        };
+        let mut reqs = vec![Request::NewLink(link, ReqFlags::ADD)];
+        let v4 = |s: &str, len: u8| Prefix {
+            addr: s.parse().unwrap(),
+            len,
+        };
+        for i in 0..300u32 {
+            let mut r = Route::new(
+                Family::Inet,
+                v4(&format!("10.{}.{}.0", i / 200, i % 200), 24),
+            );
+            r.nexthop.oif = 2;
+            r.table = [254, 254, 1000, 7][(i % 4) as usize];
+            r.tos = [0, 0, 0, 8][(i % 4) as usize];
+            r.priority = (i % 5 == 0).then_some(i % 3);
+            r.metrics.mtu = (i % 7 == 0).then_some(1400);
+            r.rtype = if i % 11 == 0 {
+                RouteType::Blackhole
+            } else {
+                RouteType::Unicast
+            };
+            if r.rtype == RouteType::Blackhole {
+                r.nexthop.oif = 0;
+            }
+            reqs.push(Request::NewRoute(r, ReqFlags::ADD));
+        }
+        let mut def = Route::new(Family::Inet, v4("0.0.0.0", 0));
+        def.nexthop.oif = 2;
+        reqs.push(Request::NewRoute(def, ReqFlags::ADD));
+        for i in 0..40u32 {
+            let mut r = Route::new(Family::Inet6, v4(&format!("2001:db8:{i:x}::"), 48));
+            r.nexthop.oif = 2;
+            if i % 3 == 0 {
+                r.src = Some(v4(&format!("2001:db8:ff{i:x}::"), 64));
+            }
+            reqs.push(Request::NewRoute(r, ReqFlags::ADD));
+        }
+        for (i, r) in reqs.iter().enumerate() {
+            let m = convert::request_message(r, i as u32 + 1, 0).to_bytes();
+            e.handle(&m, &mut ctx, 0, &mut out);
+        }
+        let failed = out
+            .replies
+            .iter()
+            .filter_map(|r| match r {
+                Reply::Messages(b) => Some(split_messages(b).filter(|m| m[16..20] != [0; 4])),
+                Reply::Dump(_) => None,
+            })
+            .flatten()
+            .count();
+        assert_eq!(failed, 0);
+        let mut want = Vec::new();
+        for r in e.fib().routes(None) {
+            convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, 9, 0, &mut want);
+            pad4(&mut want);
+        }
+        convert::done(9, 0).emit(&mut want);
+        for limit in [1, 100, 700, 4096, 1 << 20] {
+            let mut m = convert::request_message(&Request::DumpRoutes(None), 9, 0);
+            m.header.flags = nf::NLM_F_REQUEST | nf::NLM_F_DUMP;
+            let mut out = Outcome::default();
+            e.handle(&m.to_bytes(), &mut ctx, 0, &mut out);
+            let Some(Reply::Dump(d)) = out.replies.last_mut() else {
+                panic!("a dump")
+            };
+            let mut got = Vec::new();
+            let mut piece = Vec::new();
+            loop {
+                piece.clear();
+                let more = d.fill(&mut piece, limit);
+                got.extend_from_slice(&piece);
+                if !more {
+                    break;
+                }
+            }
+            assert!(got == want, "pieces of {limit} bytes");
+        }
+    }
+
     #[test]
     fn membership_requests_join_and_leave_groups() {
         let mut e = Engine::default();
@@ -915,9 +1309,10 @@ mod tests {
             0,
             &mut out,
         );
-        let Some(Reply::Message(last)) = out.replies.last() else {
+        let Some(Reply::Messages(b)) = out.replies.last() else {
             panic!("an answer")
         };
+        let last = split_messages(b).last().expect("a message");
         assert_eq!(i32::from_ne_bytes(last[16..20].try_into().unwrap()), -22);
     }
 }

@@ -1,6 +1,7 @@
 //! fibred, fibre's daemon: the routing state of one fibre instance, served over rtnetlink.
 //!
 //! - [`engine`]: requests in, answers and notifications out; owns the FIB; no I/O.
+//! - [`view`]: the FIB as published to lock-free readers (a left-right pair of copies).
 //! - [`server`]: the threads -- one writer owning the engine, one per client connection
 //!   (netlink datagrams over AF_UNIX SOCK_SEQPACKET, or the shared-memory ring of fibre-ring
 //!   when the connection starts with its setup request), one for AF_UNIX SOCK_DGRAM.
@@ -8,8 +9,10 @@
 //!   NETLINK_ADD_MEMBERSHIP on a Unix socket ([`engine::FIBRE_MEMBERSHIP`]).
 //! - [`log`]: leveled key=value logs on stderr.
 //!
-//! Who may call what: only the writer thread calls [`engine::Engine`]; everything else talks
-//! to it through the server's job queue.
+//! Who may call what: only the writer thread calls [`engine::Engine`] (and through it
+//! changes the state); client threads answer reads (`route get`, dumps) themselves from the
+//! published state ([`engine::handle_reads`], [`view::FibReader`]) and hand everything else
+//! to the writer through the server's job queue.
 
 pub mod client;
 pub mod engine;
@@ -17,6 +20,7 @@ pub mod groups;
 pub mod log;
 pub mod server;
 mod sys;
+pub mod view;
 
 pub use engine::Engine;
 pub use server::{default_socket, Config, Daemon};

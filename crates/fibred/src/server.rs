@@ -6,8 +6,14 @@
 //!                                          --notes----> every member's bounded note queue
 //! ```
 //!
-//! - The writer is the only thread that touches the routing state; requests are applied in the
+//! - The writer is the only thread that changes the routing state; requests are applied in the
 //!   order the writer receives them, and each client's requests in the order it sent them.
+//!   It applies a batch, publishes it once (`Engine::publish`: every change of the batch
+//!   becomes visible to readers at once), answers, then brings its second copy up to date
+//!   while the clients read their answers (`Engine::catch_up`).
+//! - A batch of datagrams that only read (GET requests and dumps, `engine::read_only`) is
+//!   answered by the client's own thread from the published state, without the writer; since
+//!   the writer publishes before it answers, a client always reads its own changes.
 //! - A client thread submits a batch of the datagrams it has read and waits for their answers
 //!   before reading more, so the daemon holds at most one batch of answers per client. Dumps
 //!   are snapshots encoded a datagram (or ring frame) at a time while the client reads.
@@ -19,9 +25,10 @@
 //!   ring sessions (fibre-ring); every other connection speaks netlink datagrams directly.
 //! - Shutdown: one eventfd, never drained, that every poll watches.
 
-use crate::engine::{ClientCtx, DumpStream, Engine, Outcome, Reply};
+use crate::engine::{self, fit, ClientCtx, DumpStream, Engine, Outcome, Reply};
 use crate::log::Level;
 use crate::sys::{self, EventFd, UnixAddr};
+use crate::view::FibReader;
 use fibre_ring::server::{Limits, Session};
 use std::collections::VecDeque;
 use std::io;
@@ -165,6 +172,8 @@ struct Shared {
     jobs: mpsc::SyncSender<Job>,
     shutdown: Arc<EventFd>,
     next_port: AtomicU32,
+    /// Cloned into a reader of the published state for each client thread.
+    reader: Mutex<FibReader>,
 }
 
 impl Shared {
@@ -179,8 +188,34 @@ impl Shared {
         Ok(c)
     }
 
-    /// Hands datagrams to the writer and waits for their answers.
-    fn submit(&self, client: &Arc<Client>, datagrams: Vec<Box<[u8]>>) -> io::Result<Vec<Reply>> {
+    /// A reader of the published state for a new client thread.
+    fn reader(&self) -> FibReader {
+        self.reader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Answers datagrams: on the calling thread from the published state when they only
+    /// read, else by handing them to the writer and waiting for its answers (which it gives
+    /// after publishing, so later reads see those changes).
+    fn submit(
+        &self,
+        client: &Arc<Client>,
+        reader: &FibReader,
+        datagrams: Vec<Box<[u8]>>,
+    ) -> io::Result<Vec<Reply>> {
+        if datagrams.iter().all(|d| engine::read_only(d)) {
+            let ctx = ClientCtx {
+                port: client.port,
+                groups: 0,
+            };
+            let mut out = Outcome::default();
+            for d in &datagrams {
+                engine::handle_reads(reader, d, &ctx, &mut out);
+            }
+            return Ok(out.replies);
+        }
         let (tx, rx) = mpsc::channel();
         self.jobs
             .send(Job::Requests {
@@ -237,10 +272,13 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                     groups: client.groups.load(Ordering::Relaxed),
                 };
                 let mut out = Outcome::default();
+                engine.begin();
                 for d in &datagrams {
                     let listening = others | ctx.groups;
                     engine.handle(d, &mut ctx, listening, &mut out);
                 }
+                // Visible to every reader before anybody hears of it.
+                engine.publish();
                 client.groups.store(ctx.groups, Ordering::Relaxed);
                 // The client may have gone; its answers then go nowhere.
                 let _ = answer.send(std::mem::take(&mut out.replies));
@@ -259,6 +297,8 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                     last_change = Instant::now();
                     first_unsaved.get_or_insert(last_change);
                 }
+                // While the clients read their answers.
+                engine.catch_up();
             }
             Job::Shutdown(done) => {
                 if let Some(path) = &state {
@@ -349,6 +389,7 @@ impl Daemon {
         let shutdown = Arc::new(EventFd::new()?);
         let (jobs, rx) = mpsc::sync_channel(JOB_QUEUE);
         let state = config.state.clone();
+        let reader = Mutex::new(engine.reader());
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
             .spawn(move || writer(engine, rx, state))?;
@@ -356,6 +397,7 @@ impl Daemon {
             jobs,
             shutdown: shutdown.clone(),
             next_port: AtomicU32::new(1 << 31),
+            reader,
         });
         if let Some((fd, path)) = dgram {
             let sh = shared.clone();
@@ -549,10 +591,20 @@ fn serve_connection(sock: OwnedFd, sh: &Shared, pid: Option<u32>) -> io::Result<
 /// Answers waiting to be written to one client, coalesced into datagrams of at most `limit`.
 struct Answers {
     queue: VecDeque<Reply>,
+    /// Bytes of the front [`Reply::Messages`] already sent.
+    sent: usize,
     limit: usize,
 }
 
 impl Answers {
+    fn new(limit: usize) -> Answers {
+        Answers {
+            queue: VecDeque::new(),
+            sent: 0,
+            limit,
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -562,12 +614,18 @@ impl Answers {
         out.clear();
         while let Some(front) = self.queue.front_mut() {
             match front {
-                Reply::Message(m) => {
-                    if !out.is_empty() && out.len() + m.len() > self.limit {
+                Reply::Messages(m) => {
+                    let rest = &m[self.sent..];
+                    let n = fit(rest, self.limit - out.len());
+                    if !out.is_empty() && out.len() + n > self.limit {
                         break;
                     }
-                    out.extend_from_slice(m);
-                    out.resize(out.len().next_multiple_of(4), 0);
+                    out.extend_from_slice(&rest[..n]);
+                    self.sent += n;
+                    if self.sent < m.len() {
+                        break;
+                    }
+                    self.sent = 0;
                     self.queue.pop_front();
                 }
                 Reply::Dump(d) => {
@@ -591,10 +649,8 @@ fn serve_socket(
     sh: &Shared,
     client: &Arc<Client>,
 ) -> io::Result<()> {
-    let mut answers = Answers {
-        queue: VecDeque::new(),
-        limit: DATAGRAM_BYTES,
-    };
+    let reader = sh.reader();
+    let mut answers = Answers::new(DATAGRAM_BYTES);
     let mut notes: VecDeque<Arc<[u8]>> = VecDeque::new();
     let mut datagram = Vec::new();
     // A datagram taken from `answers` that the socket had no room for yet.
@@ -641,7 +697,7 @@ fn serve_socket(
                 }
             }
             if !batch.is_empty() {
-                answers.queue.extend(sh.submit(client, batch)?);
+                answers.queue.extend(sh.submit(client, &reader, batch)?);
                 continue;
             }
         }
@@ -697,7 +753,7 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
         fibre_ring::SessionError::Disconnected => Ok(()),
         fibre_ring::SessionError::Io(e) => Err(e),
     };
-    let mut buf = Vec::new();
+    let reader = sh.reader();
     loop {
         let mut progressed = match s.pump() {
             Ok(p) => p,
@@ -719,27 +775,23 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
             }
             if !batch.is_empty() {
                 progressed = true;
-                let replies = sh.submit(client, batch)?;
+                let replies = sh.submit(client, &reader, batch)?;
                 let mut out = s.responder();
                 let frame = out.frame_capacity();
                 let mut dumps = VecDeque::new();
-                buf.clear();
                 for r in replies {
                     match r {
-                        Reply::Message(m) => {
-                            if !buf.is_empty() && buf.len() + m.len() > frame {
+                        Reply::Messages(m) => {
+                            let mut rest = &m[..];
+                            while !rest.is_empty() {
+                                let n = fit(rest, frame);
                                 // An overrun is the client's: it asked for more than it reads.
-                                let _ = out.reply(&buf);
-                                buf.clear();
+                                let _ = out.reply(&rest[..n]);
+                                rest = &rest[n..];
                             }
-                            buf.extend_from_slice(&m);
-                            buf.resize(buf.len().next_multiple_of(4), 0);
                         }
                         Reply::Dump(d) => dumps.push_back(d),
                     }
-                }
-                if !buf.is_empty() {
-                    let _ = out.reply(&buf);
                 }
                 if !dumps.is_empty() {
                     // No dump is active: output was idle when the batch was taken.
@@ -774,6 +826,7 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
 /// have no connection to tie them to); subscribe over the sequenced-packet socket.
 fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
     let client = sh.new_client(None)?;
+    let reader = sh.reader();
     let mut buf = vec![0u8; 1 << 20];
     let mut datagram = Vec::new();
     loop {
@@ -798,10 +851,8 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
             continue;
         }
         let req: Box<[u8]> = buf[..n.min(buf.len())].into();
-        let mut answers = Answers {
-            queue: sh.submit(&client, vec![req])?.into(),
-            limit: DATAGRAM_BYTES,
-        };
+        let mut answers = Answers::new(DATAGRAM_BYTES);
+        answers.queue = sh.submit(&client, &reader, vec![req])?.into();
         while answers.next_datagram(&mut datagram) {
             if !send_patiently(&fd, &datagram, &from) {
                 crate::log!(

@@ -1,0 +1,218 @@
+//! Per-route CPU cost of fibred's engine, without threads or transports: what the writer
+//! thread spends to apply a table load, and what a dump costs to encode.
+//!
+//! Run: `cargo run --release -p fibred --example engine_costs [PATH]`
+//!
+//! The requests are those of `load_dump` (the IPv4 table of ../shared/data/rib-2026-06.tsv.gz
+//! as `route add P via GW`, NLM_F_ACK on each, packed into 4 KiB datagrams). Figures are the
+//! calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so they hold on a busy machine where
+//! wall time does not; median of 3 runs.
+//!
+//! Skips with a message when the data file is absent.
+
+use fibre_fib::types::*;
+use fibre_netlink::convert::{self, Request};
+use fibre_netlink::message::flags as nf;
+use fibred::engine::{ClientCtx, Outcome, Reply};
+use fibred::Engine;
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::{Command, Stdio};
+
+const PEERS: u32 = 64;
+const DATAGRAM: usize = 4096;
+/// Datagrams the daemon's writer applies between two publishes (its BATCH_DATAGRAMS).
+const BATCH: usize = 64;
+/// Bytes per dump piece: a ring RX frame.
+const PIECE: usize = 16 << 10;
+
+fn read_table(path: &str) -> Vec<(Ipv4Addr, u8, u32)> {
+    let mut child = Command::new("zcat")
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("zcat runs");
+    let out = child.stdout.take().expect("piped");
+    let mut v4 = Vec::new();
+    for line in BufReader::new(out).lines() {
+        let line = line.expect("readable");
+        let mut it = line.split('\t');
+        let (Some(p), Some(asn)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let Some((a, l)) = p.split_once('/') else {
+            continue;
+        };
+        let (Ok(IpAddr::V4(addr)), Ok(len)) = (a.parse::<IpAddr>(), l.parse::<u8>()) else {
+            continue;
+        };
+        v4.push((addr, len, asn.trim().parse::<u32>().unwrap_or(0) % PEERS));
+    }
+    let _ = child.wait();
+    v4
+}
+
+fn cpu_now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn request(r: &Request, seq: u32) -> Vec<u8> {
+    convert::request_message(r, seq, 0).to_bytes()
+}
+
+fn setup(e: &mut Engine) {
+    let link = Link {
+        ifname: Some("d0".into()),
+        kind: Some(LinkKind::Dummy),
+        flags: 1,
+        change: 1,
+        ..Link::default()
+    };
+    let addr = Address {
+        family: Family::Inet,
+        prefixlen: 16,
+        flags: 0,
+        scope: 0,
+        ifindex: 2,
+        local: Some("10.128.0.1".parse().unwrap()),
+        address: Some("10.128.0.1".parse().unwrap()),
+        broadcast: None,
+        label: None,
+        metric: None,
+        valid_lft: None,
+        preferred_lft: None,
+    };
+    let mut ctx = ClientCtx::default();
+    let mut out = Outcome::default();
+    e.handle(
+        &request(&Request::NewLink(link, ReqFlags::ADD), 1),
+        &mut ctx,
+        0,
+        &mut out,
+    );
+    e.handle(
+        &request(&Request::NewAddr(addr, ReqFlags::ADD), 2),
+        &mut ctx,
+        0,
+        &mut out,
+    );
+}
+
+/// Messages in a datagram of requests.
+fn count(g: &[u8]) -> usize {
+    fibred::engine::split_messages(g).count()
+}
+
+fn datagrams(table: &[(Ipv4Addr, u8, u32)]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut cur = Vec::new();
+    for (i, (a, l, p)) in table.iter().enumerate() {
+        let mut r = Route::new(
+            Family::Inet,
+            Prefix {
+                addr: IpAddr::V4(*a),
+                len: *l,
+            },
+        );
+        r.nexthop.gateway = Some(IpAddr::V4(Ipv4Addr::new(10, 128, 0, 2 + *p as u8)));
+        let m = request(&Request::NewRoute(r, ReqFlags::ADD), i as u32 + 1);
+        if cur.len() + m.len() > DATAGRAM {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur.extend_from_slice(&m);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// (load s, dump s, dump bytes) of one run.
+fn run(grams: &[Vec<u8>]) -> (f64, f64, usize) {
+    let mut e = Engine::default();
+    setup(&mut e);
+    let mut ctx = ClientCtx::default();
+    let t = cpu_now();
+    let mut acks = 0usize;
+    // As the daemon's writer takes them: a batch of datagrams, then one publish.
+    for batch in grams.chunks(BATCH) {
+        let mut out = Outcome::default();
+        e.begin();
+        for g in batch {
+            e.handle(g, &mut ctx, 0, &mut out);
+        }
+        e.publish();
+        e.catch_up();
+        acks += out
+            .replies
+            .iter()
+            .map(|r| match r {
+                Reply::Messages(b) => fibred::engine::split_messages(b).count(),
+                Reply::Dump(_) => 0,
+            })
+            .sum::<usize>();
+    }
+    let load = cpu_now() - t;
+    assert_eq!(acks, grams.iter().map(|g| count(g)).sum::<usize>());
+    let mut m = convert::request_message(&Request::DumpRoutes(Some(Family::Inet)), 9, 0);
+    m.header.flags = nf::NLM_F_REQUEST | nf::NLM_F_DUMP;
+    let req = m.to_bytes();
+    let t = cpu_now();
+    let mut out = Outcome::default();
+    e.handle(&req, &mut ctx, 0, &mut out);
+    let mut bytes = 0;
+    let mut buf = Vec::with_capacity(PIECE * 2);
+    for r in &mut out.replies {
+        if let Reply::Dump(d) = r {
+            loop {
+                buf.clear();
+                let more = d.fill(&mut buf, PIECE);
+                bytes += buf.len();
+                if !more {
+                    break;
+                }
+            }
+        }
+    }
+    (load, cpu_now() - t, bytes)
+}
+
+fn main() {
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "/work/shared/data/rib-2026-06.tsv.gz".into());
+    if !std::path::Path::new(&path).exists() {
+        println!("skip: {path} not found (see ../shared/data/README.md)");
+        return;
+    }
+    let table = read_table(&path);
+    let n = table.len() as f64;
+    let grams = datagrams(&table);
+    let mut runs: Vec<(f64, f64, usize)> = (0..3).map(|_| run(&grams)).collect();
+    let med = |f: fn(&(f64, f64, usize)) -> f64, runs: &mut Vec<_>| {
+        runs.sort_by(|a, b| f(a).total_cmp(&f(b)));
+        f(&runs[1])
+    };
+    let load = med(|r| r.0, &mut runs);
+    let dump = med(|r| r.1, &mut runs);
+    println!(
+        "engine CPU per route, {} IPv4 routes, median of 3 (thread CPU time)",
+        table.len()
+    );
+    println!(
+        "  load (parse, apply, ACK)   {:7.0} ns   {:.2} M routes/s per CPU second",
+        load / n * 1e9,
+        n / load / 1e6
+    );
+    println!(
+        "  dump (request and encode)  {:7.0} ns   ({} bytes)",
+        dump / n * 1e9,
+        runs[1].2
+    );
+}

@@ -1,0 +1,501 @@
+//! The routing state as published to lock-free readers: a left-right pair of [`Fib`]s.
+//!
+//! # Publication rule
+//! The [`FibWriter`] (owned by the daemon's writer thread, through the engine) holds two copies
+//! of the state. Readers ([`FibReader`], one per client thread and one per route dump) only
+//! ever read the *active* copy; the writer only ever changes the *standby* copy, and only once
+//! no reader can still be in it:
+//! 1. A change ([`Change`]) is applied to the standby copy and logged, failed ones too: a
+//!    failed request can leave what the kernel's would (a table it created), and the copies
+//!    must be identical in everything, down to internal ids and [`Fib::gen`], not only in
+//!    their answers.
+//! 2. [`FibWriter::publish`] makes the standby copy active with one atomic store: reads that
+//!    start after it see every change so far; reads already running finish on the old copy.
+//!    The engine publishes once per batch of requests, before it answers them, so a client
+//!    that got its ACK reads its change, and a batch is seen whole or not at all.
+//! 3. Before the next change touches the new standby copy (the old active one),
+//!    [`FibWriter::catch_up`] waits until every read that could have started on it has
+//!    finished, then replays the log into it. Both copies are then equal again.
+//!
+//! The FIB is deterministic (no randomised hashing, no clock in what these changes do), so
+//! replaying the same changes on an equal copy yields an equal copy, with the same results.
+//!
+//! # Invariants
+//! - A reader sees exactly the state as of some publish, never a partial batch, never a mix
+//!   of the two copies within one [`FibGuard`].
+//! - Readers never wait and take no lock: entering and leaving a read is one atomic
+//!   increment each on the reader's own cache line, plus one load of the active index. The
+//!   writer may wait for readers (as RCU's synchronize does), never the other way round, so
+//!   reads must be short: one `route get`, one piece of a dump; never hold a guard while
+//!   waiting for anything.
+//! - The writer is unique (not `Clone`, not `Sync`). Readers are `Send` but not `Sync`: each
+//!   thread makes its own with [`FibWriter::reader`] or [`FibReader::clone`].
+//! - Every change costs twice (applied once, replayed once) and the state is held twice.
+//!
+//! # Why the reader protocol is enough
+//! A reader makes its counter odd, issues a SeqCst fence, loads the active index and reads;
+//! it makes the counter even (Release) when the guard drops. The writer stores the new active
+//! index, issues a SeqCst fence, then reads every counter. The two fences are ordered one way
+//! or the other: if the reader's comes second it loads the new index; if the writer's comes
+//! second the writer sees the odd counter and waits until it changes (Acquire), which orders
+//! the reader's reads before the writer's writes. (The protocol of fibre-lpm's `sync`, whose
+//! copies are lookup tables; these are whole FIBs.)
+
+use fibre_fib::types::{Address, Link, NexthopObj, ReqFlags, Route, RtError, Rule};
+use fibre_fib::{Fib, Settings};
+use std::cell::{Cell, UnsafeCell};
+use std::marker::PhantomData;
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One change of the routing state, as logged for the standby copy.
+#[derive(Debug, Clone)]
+pub enum Change {
+    NewRoute(Route, ReqFlags),
+    DelRoute(Route),
+    NewLink(Link, ReqFlags),
+    DelLink(Link),
+    NewAddr(Address, ReqFlags),
+    DelAddr(Address),
+    NewRule(Rule, ReqFlags),
+    DelRule(Rule),
+    NewNexthop(NexthopObj, ReqFlags),
+    DelNexthop(u32),
+}
+
+impl Change {
+    /// Applies the change to `fib` through the FIB's entry point for it.
+    pub fn apply(&self, fib: &mut Fib) -> Result<(), RtError> {
+        match self {
+            Change::NewRoute(r, f) => fib.route_new(r, *f),
+            Change::DelRoute(r) => fib.route_del(r),
+            Change::NewLink(l, f) => fib.link_new(l, *f),
+            Change::DelLink(l) => fib.link_del(l),
+            Change::NewAddr(a, f) => fib.addr_new(a, *f),
+            Change::DelAddr(a) => fib.addr_del(a),
+            Change::NewRule(r, f) => fib.rule_new(r, *f),
+            Change::DelRule(r) => fib.rule_del(r),
+            Change::NewNexthop(n, f) => fib.nexthop_new(n, *f),
+            Change::DelNexthop(id) => fib.nexthop_del(*id),
+        }
+    }
+}
+
+/// A reader's counter: odd while it is inside a read. Aligned to its own cache line (two, for
+/// the adjacent-line prefetcher) so readers on different cores never write the same line.
+#[repr(align(128))]
+struct Counter(AtomicU64);
+
+struct Shared {
+    copies: [UnsafeCell<Fib>; 2],
+    /// Index of the copy readers use.
+    active: AtomicUsize,
+    /// Every live reader's counter; locked only to register, unregister and scan, never to
+    /// read.
+    readers: Mutex<Vec<Arc<Counter>>>,
+}
+
+/// `Shared` is `Sync` only because `Fib` is `Send + Sync`; this fails to compile otherwise.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Fib>()
+};
+
+// SAFETY: the copies are only accessed under the publication rule of the module
+// documentation: shared reads of the active copy from any thread (and by the writer of either
+// copy), exclusive writes of the standby copy by the single writer after every reader of it
+// has left. That is sound because `Fib` is `Send + Sync`.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; moving the pair between threads moves `Fib`s, which are `Send`.
+unsafe impl Send for Shared {}
+
+/// The single writer of the published state. Not `Clone`, not `Sync`.
+pub struct FibWriter {
+    shared: Arc<Shared>,
+    /// Changes applied to the standby copy since the last publish; after a publish (while
+    /// `stale`), the changes the new standby copy still lacks.
+    log: Vec<Change>,
+    /// The standby copy lacks `log` and may still have readers from before the last publish.
+    stale: bool,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+/// A handle that reads the published state. `Send`, not `Sync`: one per thread.
+pub struct FibReader {
+    shared: Arc<Shared>,
+    counter: Arc<Counter>,
+    /// Nesting depth of this handle's live guards (only the outermost touches the counter).
+    depth: Cell<u32>,
+    /// The copy the outermost live guard reads.
+    copy: Cell<usize>,
+}
+
+/// The published state as of one publish, valid until dropped.
+pub struct FibGuard<'a> {
+    reader: &'a FibReader,
+    fib: &'a Fib,
+}
+
+impl FibWriter {
+    /// Publishes a fresh state with `settings` (both copies start as fresh FIBs, which are
+    /// equal; any other starting state is reached by applying changes).
+    pub fn new(settings: Settings) -> FibWriter {
+        FibWriter {
+            shared: Arc::new(Shared {
+                copies: [
+                    UnsafeCell::new(Fib::new(settings.clone())),
+                    UnsafeCell::new(Fib::new(settings)),
+                ],
+                active: AtomicUsize::new(0),
+                readers: Mutex::new(Vec::new()),
+            }),
+            log: Vec::new(),
+            stale: false,
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// A new reader of the published state.
+    pub fn reader(&self) -> FibReader {
+        FibReader::register(self.shared.clone())
+    }
+
+    fn standby_index(&self) -> usize {
+        1 - self.shared.active.load(Ordering::Relaxed)
+    }
+
+    /// The newest state, published or not (for the writer's own reads).
+    pub fn latest(&self) -> &Fib {
+        let i = if self.stale {
+            self.shared.active.load(Ordering::Relaxed)
+        } else {
+            self.standby_index()
+        };
+        // SAFETY: only the writer (this `&self`) writes a copy, and only through `&mut self`;
+        // reading either copy beside readers is a shared read.
+        unsafe { &*self.shared.copies[i].get() }
+    }
+
+    /// Applies `change` to the standby copy (made current first) and logs it.
+    pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
+        let r = change.apply(self.standby_mut());
+        self.log.push(change);
+        r
+    }
+
+    /// Runs `f` on the standby copy; for changes that are not [`Change`]s, such as starting
+    /// and ending a batch, which change no answer.
+    pub fn with_standby<R>(&mut self, f: impl FnOnce(&mut Fib) -> R) -> R {
+        f(self.standby_mut())
+    }
+
+    fn standby_mut(&mut self) -> &mut Fib {
+        self.catch_up();
+        let i = self.standby_index();
+        // SAFETY: `catch_up` waited until no reader can be in the standby copy, and readers
+        // that start now read the active one; `&mut self` makes this the only writer access.
+        unsafe { &mut *self.shared.copies[i].get() }
+    }
+
+    /// True when changes were applied (or attempted) since the last publish.
+    pub fn unpublished(&self) -> bool {
+        !self.stale && !self.log.is_empty()
+    }
+
+    /// Makes every change so far visible to readers (no-op when there is none).
+    pub fn publish(&mut self) {
+        if !self.unpublished() {
+            return;
+        }
+        let next = self.standby_index();
+        self.shared.active.store(next, Ordering::Release);
+        fence(Ordering::SeqCst);
+        self.stale = true;
+    }
+
+    /// Brings the standby copy up to date: waits for the reads still on it, then replays the
+    /// changes it lacks. Called by every change (lazily); the daemon calls it once its answers
+    /// are out, so the wait and the replay overlap with its clients' work.
+    pub fn catch_up(&mut self) {
+        if !self.stale {
+            return;
+        }
+        self.wait_for_readers();
+        let i = self.standby_index();
+        // SAFETY: no reader is in the standby copy any more (waited above) and readers that
+        // start now read the active one; `&mut self` makes this the only writer access.
+        let fib = unsafe { &mut *self.shared.copies[i].get() };
+        fib.begin_batch();
+        for c in self.log.drain(..) {
+            // The same result as on the other copy, which was equal.
+            let _ = c.apply(fib);
+        }
+        fib.end_batch();
+        self.stale = false;
+    }
+
+    /// Waits until every reader that was inside a read when the active index changed has
+    /// left it.
+    fn wait_for_readers(&self) {
+        let readers: Vec<Arc<Counter>> = self
+            .shared
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for c in readers {
+            let v = c.0.load(Ordering::Acquire);
+            if v & 1 == 0 {
+                continue;
+            }
+            let mut spins = 0u32;
+            while c.0.load(Ordering::Acquire) == v {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+}
+
+impl FibReader {
+    fn register(shared: Arc<Shared>) -> FibReader {
+        let counter = Arc::new(Counter(AtomicU64::new(0)));
+        shared
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(counter.clone());
+        FibReader {
+            shared,
+            counter,
+            depth: Cell::new(0),
+            copy: Cell::new(0),
+        }
+    }
+
+    /// Enters a read of the published state. Keep it short (see the module documentation).
+    pub fn read(&self) -> FibGuard<'_> {
+        let d = self.depth.get();
+        if d == 0 {
+            self.counter.0.fetch_add(1, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            self.copy.set(self.shared.active.load(Ordering::Acquire));
+        }
+        // Nested guards read the outer guard's copy: one guard, one state.
+        let i = self.copy.get();
+        self.depth.set(d + 1);
+        // SAFETY: this reader's counter is odd, so the writer does not write copy `i` until
+        // the guard (and with it this reference) is dropped; see the module documentation.
+        let fib = unsafe { &*self.shared.copies[i].get() };
+        FibGuard { reader: self, fib }
+    }
+}
+
+impl Clone for FibReader {
+    fn clone(&self) -> FibReader {
+        FibReader::register(self.shared.clone())
+    }
+}
+
+impl Drop for FibReader {
+    fn drop(&mut self) {
+        let mut readers = self
+            .shared
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        readers.retain(|c| !Arc::ptr_eq(c, &self.counter));
+    }
+}
+
+impl std::ops::Deref for FibGuard<'_> {
+    type Target = Fib;
+    fn deref(&self) -> &Fib {
+        self.fib
+    }
+}
+
+impl Drop for FibGuard<'_> {
+    fn drop(&mut self) {
+        let d = self.reader.depth.get() - 1;
+        self.reader.depth.set(d);
+        if d == 0 {
+            self.reader.counter.0.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fibre_fib::types::{Family, LinkKind, Prefix, RouteQuery, RouteType};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    /// Batches of churn the writer publishes, one at a time.
+    const BATCHES: u32 = 150;
+    /// The routes of table 100 count the published batches.
+    const MARKS: u32 = 100;
+
+    fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+    }
+
+    fn route(dst: IpAddr, len: u8, gw: Option<IpAddr>) -> Route {
+        let mut r = Route::new(Family::Inet, Prefix { addr: dst, len });
+        r.nexthop.gateway = gw;
+        r
+    }
+
+    fn setup() -> Vec<Change> {
+        vec![
+            Change::NewLink(
+                Link {
+                    ifname: Some("d0".into()),
+                    kind: Some(LinkKind::Dummy),
+                    flags: 1,
+                    change: 1,
+                    ..Link::default()
+                },
+                ReqFlags::ADD,
+            ),
+            Change::NewAddr(
+                Address {
+                    family: Family::Inet,
+                    prefixlen: 16,
+                    flags: 0,
+                    scope: 0,
+                    ifindex: 2,
+                    local: Some(v4(10, 128, 0, 1)),
+                    address: Some(v4(10, 128, 0, 1)),
+                    broadcast: None,
+                    label: None,
+                    metric: None,
+                    valid_lft: None,
+                    preferred_lft: None,
+                },
+                ReqFlags::ADD,
+            ),
+        ]
+    }
+
+    /// Batch `n` (from 1): adds 10.0.n.0/24, deletes the one added five batches earlier,
+    /// moves 10.99.0.0/16 to the other gateway, and adds one marker route to table 100.
+    fn batch(n: u32) -> Vec<Change> {
+        let gw = |i: u32| Some(v4(10, 128, 0, 2 + (i % 2) as u8));
+        let mut v = vec![Change::NewRoute(
+            route(v4(10, 0, n as u8, 0), 24, gw(n)),
+            ReqFlags::ADD,
+        )];
+        if n > 5 {
+            v.push(Change::DelRoute(route(
+                v4(10, 0, (n - 5) as u8, 0),
+                24,
+                None,
+            )));
+        }
+        v.push(Change::NewRoute(
+            route(v4(10, 99, 0, 0), 16, gw(n)),
+            ReqFlags::REPLACE,
+        ));
+        let mut mark = route(v4(172, 16, (n >> 8) as u8, n as u8), 32, None);
+        mark.rtype = RouteType::Blackhole;
+        mark.table = MARKS;
+        v.push(Change::NewRoute(mark, ReqFlags::ADD));
+        v
+    }
+
+    fn probes() -> Vec<RouteQuery> {
+        (0..BATCHES as u8)
+            .map(|k| RouteQuery::to(v4(10, 0, k, 1)))
+            .chain([RouteQuery::to(v4(10, 99, 1, 1))])
+            .collect()
+    }
+
+    /// (batches published, answers to the probes) as one state shows them.
+    fn observe(fib: &Fib, probes: &[RouteQuery]) -> (usize, Vec<String>) {
+        let marks = fib
+            .routes(Some(Family::Inet))
+            .iter()
+            .filter(|r| r.table == MARKS)
+            .count();
+        let answers = probes
+            .iter()
+            .map(|q| format!("{:?}", fib.route_get(q)))
+            .collect();
+        (marks, answers)
+    }
+
+    /// Readers racing a writer that publishes batch after batch only ever see the state as of
+    /// one publish (the answers of a plain FIB after exactly that many batches), and never
+    /// go back in time.
+    #[test]
+    fn gets_racing_a_writer_agree_with_a_reference() {
+        let probes = probes();
+        let mut reference = Fib::default();
+        for c in setup() {
+            c.apply(&mut reference).unwrap();
+        }
+        let mut expected = vec![observe(&reference, &probes).1];
+        for n in 1..=BATCHES {
+            for c in batch(n) {
+                c.apply(&mut reference).unwrap();
+            }
+            expected.push(observe(&reference, &probes).1);
+        }
+        let mut w = FibWriter::new(Settings::default());
+        for c in setup() {
+            w.apply(c).unwrap();
+        }
+        w.publish();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let readers: Vec<_> = (0..3)
+                .map(|_| {
+                    let r = w.reader();
+                    let (probes, expected, done) = (&probes, &expected, &done);
+                    s.spawn(move || {
+                        let (mut last, mut reads) = (0, 0);
+                        loop {
+                            let finished = done.load(Ordering::Acquire);
+                            let (seen, answers) = observe(&r.read(), probes);
+                            assert!(seen >= last, "went back from {last} to {seen}");
+                            assert_eq!(answers, expected[seen], "after {seen} batches");
+                            last = seen;
+                            reads += 1;
+                            if finished {
+                                return (last, reads);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for n in 1..=BATCHES {
+                w.with_standby(Fib::begin_batch);
+                for c in batch(n) {
+                    w.apply(c).unwrap();
+                }
+                w.with_standby(Fib::end_batch);
+                w.publish();
+                if n % 3 == 0 {
+                    w.catch_up();
+                }
+                std::thread::yield_now();
+            }
+            done.store(true, Ordering::Release);
+            for r in readers {
+                let (last, reads) = r.join().unwrap();
+                assert_eq!(last, BATCHES as usize, "the last publish is seen");
+                assert!(reads > 1);
+            }
+        });
+        // The writer's newest state is the reference's, on both copies.
+        w.catch_up();
+        assert_eq!(observe(w.latest(), &probes).1, expected[BATCHES as usize]);
+        let r = w.reader();
+        assert_eq!(observe(&r.read(), &probes).1, expected[BATCHES as usize]);
+    }
+}
