@@ -14,9 +14,10 @@
 //! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
 //! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
 //! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
-//! [`nexthop`] (next-hop objects), [`sync`] (effects of link and address events), [`lookup`]
-//! (table, rules and multipath lookups), [`get`] (answers to `route get`), [`srcsel`] (source
-//! address selection), [`dst`] (precomputed forwarding results).
+//! [`nexthop`] (next-hop objects), [`neigh`] (ARP/NDP neighbours and proxies), [`sync`]
+//! (effects of link and address events), [`lookup`] (table, rules and multipath lookups),
+//! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
+//! (precomputed forwarding results).
 
 mod addr;
 mod dst;
@@ -25,6 +26,7 @@ mod fxhash;
 mod get;
 mod link;
 mod lookup;
+mod neigh;
 mod nexthop;
 mod notify;
 mod route;
@@ -100,6 +102,8 @@ pub struct Fib {
     /// local route was added by a user, input source checks take the full path. Sticky.
     pub(crate) custom_rules4: bool,
     pub(crate) custom_local4: bool,
+    /// Neighbour and proxy entries (ARP/NDP), see [`neigh`].
+    pub(crate) neighs: neigh::Neighs,
     /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
     pub(crate) batching: bool,
 }
@@ -174,6 +178,7 @@ impl Fib {
             simple_gen: (u64::MAX, 0),
             custom_rules4: false,
             custom_local4: false,
+            neighs: neigh::Neighs::default(),
             batching: false,
         };
         for tb in [table::LOCAL, table::MAIN] {
@@ -381,6 +386,7 @@ impl Fib {
         let now_ready = l.oper_up();
         let carrier = l.carrier;
         if was_up && !now_up {
+            self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
         }
@@ -388,6 +394,7 @@ impl Fib {
             self.link_up4(idx);
         }
         if was_up && now_up && had_carrier && !carrier {
+            self.neigh_carrier_down(idx);
             self.sync_down4(idx, false, false);
         }
         if now_up && !had_carrier && carrier {
@@ -452,6 +459,7 @@ impl Fib {
         for a in addrs4.iter().rev() {
             self.del_ifaddr4(idx, a);
         }
+        self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
         // Next-hop objects through the link go, and the routes using them.
@@ -648,6 +656,10 @@ impl Fib {
                     ));
                 };
                 self.del_addr4_at(a.ifindex, pos);
+                // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
+                if self.links.get(a.ifindex).is_some_and(|l| l.v4.is_empty()) {
+                    self.neigh_ifdown(a.ifindex, Some(Family::Inet));
+                }
             }
             Some(IpAddr::V6(x)) => {
                 let Some(pos) = l
