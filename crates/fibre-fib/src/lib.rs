@@ -381,6 +381,7 @@ impl Fib {
         let now_ready = l.oper_up();
         let carrier = l.carrier;
         if was_up && !now_up {
+            self.nexthop_flush_dev(idx);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
         }
@@ -454,17 +455,7 @@ impl Fib {
         }
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
-        // Next-hop objects through the link go, and the routes using them.
-        let dead: Vec<u32> = self
-            .nhobjs
-            .by_id
-            .values()
-            .filter(|o| o.oif == idx)
-            .map(|o| o.id)
-            .collect();
-        for id in dead {
-            let _ = self.nexthop_del(id);
-        }
+        self.nexthop_flush_dev(idx);
         self.drop_nhs6(idx, true);
         self.links.remove(idx);
         self.after_state_change();
