@@ -1,8 +1,8 @@
 //! `fibre`, the command-line tool: iproute2's `ip` client side, run in-process against a
 //! [`fibre_fib::Fib`].
 //!
-//! Each object has its module (`link`, `addr`, `route`, `rule`, `nexthop`) that parses the words
-//! of a command into the model's rtnetlink-shaped request types with iproute2 6.1's client-side
+//! Each object has its module (`link`, `addr`, `route`, `rule`, `nexthop`, `neigh`) that parses
+//! the words of a command into the model's rtnetlink-shaped request types with iproute2 6.1's client-side
 //! defaults, calls the [`Fib`], and prints the answer as iproute2 6.1 prints it, in text or `-j`
 //! JSON ([`out`]). [`batch`] runs command files as `ip -batch` does; [`demo`] is `fibre demo`.
 //!
@@ -21,6 +21,7 @@ pub mod error;
 pub mod link;
 pub mod monitor;
 pub mod names;
+pub mod neigh;
 pub mod nexthop;
 pub mod online;
 pub mod out;
@@ -178,6 +179,9 @@ impl Cli {
             "stats",
             "help",
         ];
+        if obj == "clock" {
+            return clock(self, rest);
+        }
         // "route" is the common case and resolves to itself in the table's order.
         let found = if obj == "route" {
             Some("route")
@@ -190,6 +194,7 @@ impl Cli {
             Some("rule") => rule::run(self, rest),
             Some("link") => link::run(self, rest),
             Some("nexthop") => nexthop::run(self, rest),
+            Some("neighbor") | Some("neighbour") => neigh::run(self, rest),
             Some("help") => Err(CmdError::exit(255, usage_text())),
             Some(o) => Err(CmdError::fail(
                 1,
@@ -209,9 +214,27 @@ impl Cli {
     }
 }
 
+/// fibre's `clock advance SECONDS`: moves the offline clock (expiring routes and next-hop
+/// exceptions count time on it) and runs a GC pass. Offline the clock stands still otherwise.
+fn clock(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
+    const USAGE: &str = "Usage: fibre clock advance SECONDS\n";
+    let (Some(&"advance"), Some(v), None) = (words.first(), words.get(1), words.get(2)) else {
+        return Err(CmdError::usage(USAGE));
+    };
+    let secs: f64 = v
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s < 1e12)
+        .ok_or_else(|| CmdError::invarg("\"advance\" value is invalid\n", v))?;
+    cli.fib
+        .advance_clock((secs * 1000.0).round() as u64)
+        .map(|_| ())
+        .map_err(|e| CmdError::rtnl(&e))
+}
+
 /// fibre's own usage text.
 pub fn usage_text() -> String {
-    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\nwhere  OBJECT := { address | link | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
+    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre clock advance SECONDS\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
         .to_string()
 }
 

@@ -15,7 +15,7 @@
 
 use fibre_fib::types::*;
 use fibre_fib::Fib;
-use fibre_netlink::convert::{self, Request};
+use fibre_netlink::convert::{self, NeighDump, Request};
 use fibre_netlink::{Messages, Payload};
 use fibre_ring::{Client, ClientConfig};
 use std::cell::{Cell, RefCell};
@@ -57,7 +57,22 @@ pub fn choose(explicit: Option<&str>) -> Result<Backend, String> {
             return Ok(Backend::Remote(r));
         }
     }
-    Ok(Backend::from(Fib::default()))
+    Ok(Backend::from(offline_fib()))
+}
+
+/// The in-process FIB of offline runs: its clock stands still until `clock advance` moves
+/// it, so a batch's output never depends on how fast it ran.
+pub fn offline_fib() -> Fib {
+    let mut f = Fib::default();
+    f.set_clock(std::sync::Arc::new(fibre_fib::ManualClock::new(0)));
+    f
+}
+
+fn offline_only() -> RtError {
+    RtError::msg(
+        Errno::EOPNOTSUPP,
+        "fibre: exceptions and the clock are driven offline only",
+    )
 }
 
 /// A connection to fibred.
@@ -151,7 +166,10 @@ impl Remote {
         let bytes = convert::request_message(req, seq, 0).to_bytes();
         let single = matches!(
             req,
-            Request::GetLink(_) | Request::GetRoute(_) | Request::GetNexthop(_)
+            Request::GetLink(_)
+                | Request::GetRoute(_)
+                | Request::GetNexthop(_)
+                | Request::GetNeigh(_)
         );
         self.exchange_raw(&bytes, seq, single)
     }
@@ -205,6 +223,13 @@ fn as_rule(p: &Payload<'_>) -> Option<Rule> {
 fn as_nexthop(p: &Payload<'_>) -> Option<NexthopObj> {
     match p {
         Payload::Nexthop(m) => convert::nexthop_from(m).ok(),
+        _ => None,
+    }
+}
+
+fn as_neigh(p: &Payload<'_>) -> Option<Neighbour> {
+    match p {
+        Payload::Neighbour(m) => convert::neighbour_from(m).ok(),
         _ => None,
     }
 }
@@ -340,6 +365,107 @@ impl Backend {
         match self {
             Backend::Local(f) => f.nexthops(),
             Backend::Remote(r) => r.dump(Request::DumpNexthops, as_nexthop),
+        }
+    }
+
+    /// Next-hop exceptions as cached routes (`route show cache`). fibred does not dump them
+    /// (the kernel's cache dump has no request of its own): online this is empty.
+    pub fn exceptions(&self, family: Option<Family>) -> Vec<Route> {
+        match self {
+            Backend::Local(f) => f.exceptions(family),
+            Backend::Remote(_) => Vec::new(),
+        }
+    }
+
+    /// `route flush cache`.
+    pub fn flush_exceptions(&mut self, family: Option<Family>) -> Result<usize, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.flush_exceptions(family)),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// fibre's `route exception add DST mtu N`: what an ICMP "packet too big" does.
+    pub fn pmtu_update(
+        &mut self,
+        family: Family,
+        dst: std::net::IpAddr,
+        mtu: u32,
+    ) -> Result<fibre_fib::ExceptionOutcome, RtError> {
+        match self {
+            Backend::Local(f) => f.pmtu_update(family, dst, mtu).map_err(RtError::from),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// fibre's `route exception add DST via GW`: what an ICMP redirect does.
+    pub fn redirect(
+        &mut self,
+        family: Family,
+        dst: std::net::IpAddr,
+        gw: std::net::IpAddr,
+    ) -> Result<fibre_fib::ExceptionOutcome, RtError> {
+        match self {
+            Backend::Local(f) => f.redirect(family, dst, gw).map_err(RtError::from),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// fibre's `clock advance`: moves the offline clock forward by `ms` and runs a GC pass,
+    /// as the kernel's GC timer would. From then on the clock stands still until moved again.
+    pub fn advance_clock(&mut self, ms: u64) -> Result<fibre_fib::GcStats, RtError> {
+        match self {
+            Backend::Local(f) => {
+                let now = f.clock().now_ms();
+                f.set_clock(std::sync::Arc::new(fibre_fib::ManualClock::new(now + ms)));
+                Ok(f.expire())
+            }
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    pub fn neigh_new(&mut self, n: &Neighbour, flags: ReqFlags) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => f.neigh_new(n, flags),
+            Backend::Remote(r) => r.change(Request::NewNeigh(n.clone(), flags)),
+        }
+    }
+
+    pub fn neigh_del(&mut self, n: &Neighbour) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => f.neigh_del(n),
+            Backend::Remote(r) => r.change(Request::DelNeigh(n.clone())),
+        }
+    }
+
+    pub fn neigh_get(&self, n: &Neighbour) -> Result<Neighbour, RtError> {
+        match self {
+            Backend::Local(f) => f.neigh_get(n),
+            Backend::Remote(r) => {
+                let msgs = r.exchange(&Request::GetNeigh(n.clone()))?;
+                msgs.first()
+                    .and_then(|m| decode_one(m, &as_neigh))
+                    .ok_or_else(|| RtError::msg(Errno::EINVAL, "fibred sent no neighbour"))
+            }
+        }
+    }
+
+    /// Neighbours (or proxy entries) of `family`, of link `ifindex` when not 0.
+    pub fn neighbours(&self, family: Option<Family>, proxy: bool, ifindex: u32) -> Vec<Neighbour> {
+        match self {
+            Backend::Local(f) => f
+                .neighbours(family, proxy)
+                .into_iter()
+                .filter(|n| ifindex == 0 || n.ifindex == ifindex)
+                .collect(),
+            Backend::Remote(r) => {
+                let d = NeighDump {
+                    family,
+                    proxy,
+                    ifindex,
+                };
+                r.dump(Request::DumpNeighs(d), as_neigh)
+            }
         }
     }
 

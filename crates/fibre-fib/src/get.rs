@@ -254,6 +254,7 @@ impl Fib {
         }
         ans.rtype = res.rtype;
         self.classify_out4(&mut ans, d, n.oif);
+        self.exception_answer(&res, flow.dst, &mut ans);
         Ok(ans)
     }
 
@@ -481,6 +482,7 @@ impl Fib {
             ans.prefsrc = info.spec.prefsrc.or_else(|| {
                 crate::srcsel::select_v6(&self.links, Some(n.oif), &d6).map(IpAddr::V6)
             });
+            self.exception_answer(&res, flow.dst, &mut ans);
         }
         Ok(ans)
     }

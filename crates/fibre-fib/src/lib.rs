@@ -14,17 +14,21 @@
 //! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
 //! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
 //! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
-//! [`nexthop`] (next-hop objects), [`sync`] (effects of link and address events), [`lookup`]
-//! (table, rules and multipath lookups), [`get`] (answers to `route get`), [`srcsel`] (source
-//! address selection), [`dst`] (precomputed forwarding results).
+//! [`nexthop`] (next-hop objects), [`neigh`] (ARP/NDP neighbours and proxies), [`sync`]
+//! (effects of link and address events), [`lookup`] (table, rules and multipath lookups),
+//! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
+//! (precomputed forwarding results).
 
 mod addr;
 mod dst;
+pub mod exception;
+pub mod expiry;
 mod fibtable;
 mod fxhash;
 mod get;
 mod link;
 mod lookup;
+mod neigh;
 mod nexthop;
 mod notify;
 mod route;
@@ -36,11 +40,15 @@ mod sync;
 pub mod types;
 
 #[cfg(test)]
+mod expiry_tests;
+#[cfg(test)]
 mod tests;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub use dst::{Dst, LookupError};
+pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
+pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use rule::Flow;
 pub use types::*;
 
@@ -100,8 +108,16 @@ pub struct Fib {
     /// local route was added by a user, input source checks take the full path. Sticky.
     pub(crate) custom_rules4: bool,
     pub(crate) custom_local4: bool,
+    /// Neighbour and proxy entries (ARP/NDP), see [`neigh`].
+    pub(crate) neighs: neigh::Neighs,
     /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
     pub(crate) batching: bool,
+    /// Time for expiring routes and exceptions (see `expiry`).
+    pub(crate) clock: std::sync::Arc<dyn Clock>,
+    /// Deadlines of expiring route infos.
+    pub(crate) expiry: expiry::ExpiryQueue<expiry::InfoRef>,
+    /// Next-hop exceptions (PMTU, redirects).
+    pub(crate) exceptions: exception::Exceptions,
 }
 
 impl Default for Fib {
@@ -174,7 +190,11 @@ impl Fib {
             simple_gen: (u64::MAX, 0),
             custom_rules4: false,
             custom_local4: false,
+            neighs: neigh::Neighs::default(),
             batching: false,
+            clock: std::sync::Arc::new(SystemClock::new()),
+            expiry: Default::default(),
+            exceptions: Default::default(),
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -239,7 +259,9 @@ impl Fib {
         }
         let mut info = Info::new(spec, st);
         info.rebalance();
-        self.infos.insert(info)
+        let id = self.infos.insert(info);
+        self.track_expiry(id);
+        id
     }
 
     /// The shared info for `spec` (found or created).
@@ -382,13 +404,16 @@ impl Fib {
         let carrier = l.carrier;
         if was_up && !now_up {
             self.nexthop_flush_dev(idx);
+            self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
+            self.exceptions_dev_down(idx);
         }
         if !was_up && now_up {
             self.link_up4(idx);
         }
         if was_up && now_up && had_carrier && !carrier {
+            self.neigh_carrier_down(idx);
             self.sync_down4(idx, false, false);
         }
         if now_up && !had_carrier && carrier {
@@ -453,10 +478,12 @@ impl Fib {
         for a in addrs4.iter().rev() {
             self.del_ifaddr4(idx, a);
         }
+        self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
         self.nexthop_flush_dev(idx);
         self.drop_nhs6(idx, true);
+        self.exceptions_dev_down(idx);
         self.links.remove(idx);
         self.after_state_change();
         Ok(())
@@ -636,6 +663,10 @@ impl Fib {
                     return Err(RtError::new(Errno::EADDRNOTAVAIL));
                 };
                 self.del_addr4_at(a.ifindex, pos);
+                // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
+                if self.links.get(a.ifindex).is_some_and(|l| l.v4.is_empty()) {
+                    self.neigh_ifdown(a.ifindex, Some(Family::Inet));
+                }
             }
             Some(IpAddr::V6(x)) => {
                 let Some(pos) = l
@@ -742,6 +773,7 @@ impl Fib {
     }
 
     fn route_new_inner(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -776,6 +808,7 @@ impl Fib {
     }
 
     fn route_del_inner(&mut self, route: &Route) -> Result<(), RtError> {
+        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -787,7 +820,7 @@ impl Fib {
 
     /// Tables of `family` in the kernel's dump order: by id modulo the hash size (256), newest
     /// first within one bucket.
-    fn tables_in_order(&self, family: Family) -> Vec<&Table> {
+    pub(crate) fn tables_in_order(&self, family: Family) -> Vec<&Table> {
         let m = match family {
             Family::Inet => &self.t4,
             Family::Inet6 => &self.t6,
@@ -867,6 +900,10 @@ impl Fib {
         for (k, es) in t.range_from(start) {
             let skip = if Some(*k) == pos.key { pos.entry } else { 0 };
             for (i, e) in es.iter().enumerate().skip(skip) {
+                // Expired routes not reclaimed yet are gone for every reader.
+                if self.info_expired(e.info) {
+                    continue;
+                }
                 let entry = RouteEntry {
                     fib: self,
                     family: Family::Inet,
@@ -903,7 +940,10 @@ impl Fib {
                 key: k,
                 entry: e,
             };
-            if t.get(&k).is_some_and(|es| es.contains(&e)) && !emit(&entry) {
+            if t.get(&k).is_some_and(|es| es.contains(&e))
+                && !self.info_expired(e.info)
+                && !emit(&entry)
+            {
                 return true;
             }
             pos.entry += 1;
@@ -930,7 +970,9 @@ impl Fib {
         r.prefsrc = s.prefsrc;
         r.metrics = s.metrics.clone();
         r.nhid = s.nhid;
-        r.expires = s.expires;
+        r.expires = s
+            .expires
+            .map(|x| expiry::remaining_secs(x.at, self.now_ms()));
         r.src = e.src().map(|x| Prefix {
             addr: u128_ip(f, x.addr),
             len: x.len,

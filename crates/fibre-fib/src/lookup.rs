@@ -139,19 +139,23 @@ impl Fib {
         flow: &Flow,
         flags: LookupFlags,
         v6: bool,
-    ) -> TableResult {
+    ) -> Option<TableResult> {
         let Some((key, e)) = t.fast_lookup(flow.dst) else {
-            return TableResult::Continue;
+            return Some(TableResult::Continue);
         };
         let info = self.infos.get(e.info);
+        if info.spec.expires.is_some() && self.info_expired(e.info) {
+            // Expired, not yet reclaimed: the walk skips it and finds what lies below.
+            return None;
+        }
         let rtype = self.effective_type(info);
         if rtype == RouteType::Throw {
-            return TableResult::Continue;
+            return Some(TableResult::Continue);
         }
         if let Some(err) = LookupError::of_type(rtype) {
-            return TableResult::Reject(err);
+            return Some(TableResult::Reject(err));
         }
-        match first_good_nh(info, flow, flags, v6) {
+        Some(match first_good_nh(info, flow, flags, v6) {
             Some(nh) => TableResult::Found(Res {
                 table: t.id,
                 key,
@@ -160,12 +164,13 @@ impl Fib {
                 rtype,
             }),
             None => TableResult::Continue,
-        }
+        })
     }
 
     /// Recompiles the winners of every changed key (called before a mutation returns), and
     /// the compiled structures unless a batch defers that to its end ([`Fib::begin_batch`]).
     pub(crate) fn commit_fast(&mut self) {
+        self.reap_released();
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {
@@ -182,7 +187,9 @@ impl Fib {
     /// fib_table_lookup for IPv4.
     pub(crate) fn table_lookup4(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
         if Self::fast_applies(t, flow, false) {
-            return self.fast_table_lookup(t, flow, flags, false);
+            if let Some(r) = self.fast_table_lookup(t, flow, flags, false) {
+                return r;
+            }
         }
         for (key, entries) in t.lpm(flow.dst) {
             for e in entries {
@@ -191,6 +198,9 @@ impl Fib {
                 }
                 let info = self.infos.get(e.info);
                 if info.spec.scope < flow.scope {
+                    continue;
+                }
+                if info.spec.expires.is_some() && self.info_expired(e.info) {
                     continue;
                 }
                 let rtype = self.effective_type(info);
@@ -232,7 +242,9 @@ impl Fib {
     ///   each with its covering sources first and its source-less routes last.
     pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
         if Self::fast_applies(t, flow, true) {
-            return self.fast_table_lookup(t, flow, flags, true);
+            if let Some(r) = self.fast_table_lookup(t, flow, flags, true) {
+                return r;
+            }
         }
         // Whether the first node was found (fib6_node_lookup) and the walk is backtracking.
         let mut found = false;
@@ -287,6 +299,9 @@ impl Fib {
             let info = self.infos.get(e.info);
             if fallback.is_some() && info.spec.priority > fallback_metric {
                 break;
+            }
+            if info.spec.expires.is_some() && self.info_expired(e.info) {
+                continue;
             }
             // Under RT6_LOOKUP_F_IFACE a route on another device (reject routes sit on `lo`)
             // does not qualify.

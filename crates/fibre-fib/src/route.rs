@@ -43,7 +43,8 @@ pub(crate) struct InfoSpec {
     pub nhs: Vec<NhSpec>,
     pub nhid: Option<u32>,
     pub pref: Option<u8>,
-    pub expires: Option<u32>,
+    /// Deadline of an expiring route, with its prefix (see `expiry`).
+    pub expires: Option<crate::expiry::Expiry>,
 }
 
 /// Run-time state of one next hop.
@@ -66,6 +67,8 @@ pub(crate) struct Info {
     /// fib_info's RTNH_F_DEAD: every next hop is dead; the route is flushed.
     pub dead: bool,
     refs: u32,
+    /// Distinguishes the infos that use one slot in turn (set by `Infos::insert`).
+    pub serial: u64,
 }
 
 impl Info {
@@ -75,6 +78,7 @@ impl Info {
             nh,
             dead: false,
             refs: 0,
+            serial: 0,
         }
     }
 
@@ -169,6 +173,19 @@ pub(crate) struct Infos {
     /// How many infos were ever freed: an id remembered elsewhere still names the same info
     /// while this is unchanged.
     frees: u64,
+    /// Serials handed out so far.
+    serials: u64,
+    /// Infos freed since `take_released` was last called (their deadlines and exceptions
+    /// are forgotten by `Fib::reap_released`).
+    released: Vec<Released>,
+}
+
+/// A freed info, as the expiry queue and the exception table name it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Released {
+    pub id: u32,
+    pub serial: u64,
+    pub expires_at: Option<u64>,
 }
 
 impl Infos {
@@ -181,7 +198,9 @@ impl Infos {
     }
 
     /// Stores a new info (not yet referenced).
-    pub fn insert(&mut self, info: Info) -> u32 {
+    pub fn insert(&mut self, mut info: Info) -> u32 {
+        self.serials += 1;
+        info.serial = self.serials;
         let spec = info.spec.clone();
         let id = match self.free.pop() {
             Some(id) => {
@@ -218,6 +237,11 @@ impl Infos {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
+                self.released.push(Released {
+                    id,
+                    serial: i.serial,
+                    expires_at: i.spec.expires.map(|x| x.at),
+                });
             }
             self.free.push(id);
             self.frees += 1;
@@ -234,10 +258,28 @@ impl Infos {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
+                self.released.push(Released {
+                    id,
+                    serial: i.serial,
+                    expires_at: i.spec.expires.map(|x| x.at),
+                });
             }
             self.free.push(id);
             self.frees += 1;
         }
+    }
+
+    /// Whether slot `id` holds the info of that serial.
+    pub fn is_live(&self, id: u32, serial: u64) -> bool {
+        self.slots
+            .get(id as usize)
+            .and_then(|s| s.as_ref())
+            .is_some_and(|i| i.serial == serial)
+    }
+
+    /// The infos freed since the last call.
+    pub fn take_released(&mut self) -> Vec<Released> {
+        std::mem::take(&mut self.released)
     }
 
     #[inline]
