@@ -660,7 +660,10 @@ impl Fib {
                         && (a.prefixlen == 0 || b.prefixlen == a.prefixlen)
                         && a.prefixlen <= 32
                 }) else {
-                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                    return Err(RtError::msg(
+                        Errno::EADDRNOTAVAIL,
+                        "ipv4: Address not found",
+                    ));
                 };
                 self.del_addr4_at(a.ifindex, pos);
                 // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
@@ -674,7 +677,10 @@ impl Fib {
                     .iter()
                     .position(|b| b.addr == x && (a.prefixlen == 0 || b.prefixlen == a.prefixlen))
                 else {
-                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                    return Err(RtError::msg(
+                        Errno::EADDRNOTAVAIL,
+                        "ipv6: address not found",
+                    ));
                 };
                 let gone = self
                     .links

@@ -45,6 +45,9 @@ pub(crate) struct InfoSpec {
     pub pref: Option<u8>,
     /// Deadline of an expiring route, with its prefix (see `expiry`).
     pub expires: Option<crate::expiry::Expiry>,
+    /// IPv6 RTF_ANYCAST: an anycast route addrconf made for an address. A user's `anycast`
+    /// route lacks the flag, so answers through it keep its device instead of `lo`.
+    pub rtf_anycast: bool,
 }
 
 /// Run-time state of one next hop.

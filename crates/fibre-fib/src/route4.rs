@@ -289,6 +289,7 @@ impl Fib {
                 r.expires,
                 Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(32), 32),
             ),
+            rtf_anycast: false,
         };
         Ok((spec, states))
     }
