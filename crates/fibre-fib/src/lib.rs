@@ -403,6 +403,7 @@ impl Fib {
         let now_ready = l.oper_up();
         let carrier = l.carrier;
         if was_up && !now_up {
+            self.nexthop_flush_dev(idx);
             self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
@@ -480,17 +481,7 @@ impl Fib {
         self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
-        // Next-hop objects through the link go, and the routes using them.
-        let dead: Vec<u32> = self
-            .nhobjs
-            .by_id
-            .values()
-            .filter(|o| o.oif == idx)
-            .map(|o| o.id)
-            .collect();
-        for id in dead {
-            let _ = self.nexthop_del(id);
-        }
+        self.nexthop_flush_dev(idx);
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);
         self.links.remove(idx);

@@ -104,6 +104,7 @@ fn nexthop_replace_rechecks_ipv6_users() {
         group_type: 0,
         protocol: 0,
         flags: 0,
+        scope: 0,
     };
     f.nexthop_new(&obj(2, "2001:db8::2"), ReqFlags::ADD)
         .unwrap();
