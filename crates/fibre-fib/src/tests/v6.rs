@@ -177,3 +177,29 @@ fn route_get_never_reports_linkdown() {
         .iter()
         .any(|l| l == "2001:db8:5::/48 via 2001:db8::2 dev d0 metric 1024 linkdown"));
 }
+
+#[test]
+fn ipv6_source_routes_refuse_nexthop_objects() {
+    let (mut f, _, _) = two_links();
+    let mut r = rt("2001:db8:5::/48", None, 0);
+    r.src = Some(pfx("2001:db8:7::/48"));
+    r.nhid = Some(99);
+    r.table = 300;
+    // Kernel: `route add 2001:db8:5::/48 from 2001:db8:7::/48 nhid 99 table 300` -> "Error:
+    // Nexthops can not be used with source routing." even though id 99 does not exist, and
+    // table 300 is not created.
+    let e = f.route_new(&r, ReqFlags::ADD).unwrap_err();
+    assert_eq!(
+        (e.errno, e.extack.as_deref()),
+        (
+            Errno::EINVAL,
+            Some("Nexthops can not be used with source routing")
+        )
+    );
+    let mut d = Route::new(Family::Inet6, pfx("2001:db8:5::/48"));
+    d.table = 300;
+    assert_eq!(
+        f.route_del(&d).unwrap_err().extack.as_deref(),
+        Some("FIB table does not exist")
+    );
+}
