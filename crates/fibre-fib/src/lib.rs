@@ -380,6 +380,9 @@ impl Fib {
         let now_up = l.up;
         let now_ready = l.oper_up();
         let carrier = l.carrier;
+        if (was_up && !now_up) || (now_up && had_carrier && !carrier) {
+            self.nexthop_flush_dev(idx);
+        }
         if was_up && !now_up {
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);

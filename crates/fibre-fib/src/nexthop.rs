@@ -253,6 +253,21 @@ impl crate::Fib {
         Ok(())
     }
 
+    /// nexthop_flush_dev for NETDEV_DOWN and for carrier loss: the objects through `dev`
+    /// go (blackholes have no device), with the routes using them and their group slots.
+    pub(crate) fn nexthop_flush_dev(&mut self, dev: u32) {
+        let ids: Vec<u32> = self
+            .nhobjs
+            .by_id
+            .values()
+            .filter(|o| o.group.is_empty() && !o.blackhole && o.oif == dev)
+            .map(|o| o.id)
+            .collect();
+        for id in ids {
+            let _ = self.nexthop_remove(id);
+        }
+    }
+
     /// Rewrites the next hops of routes using objects (after an object changed).
     fn refresh_nh_users(&mut self) {
         let objs = self.nhobjs.clone();

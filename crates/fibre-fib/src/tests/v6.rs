@@ -203,3 +203,69 @@ fn ipv6_source_routes_refuse_nexthop_objects() {
         Some("FIB table does not exist")
     );
 }
+
+#[test]
+fn nexthop_objects_go_with_carrier_and_link() {
+    let (mut f, d0, d1) = two_links();
+    let obj = |id: u32, gw: &str, oif: u32| NexthopObj {
+        id,
+        family: Some(Family::of(&ip(gw))),
+        gateway: Some(ip(gw)),
+        oif,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+    };
+    f.nexthop_new(&obj(1, "10.0.0.2", d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(2, "10.9.0.2", d1), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(4, "2001:db8:9::2", d1), ReqFlags::ADD)
+        .unwrap();
+    let mut g = obj(6, "10.0.0.2", 0);
+    g.gateway = None;
+    g.group = vec![
+        GroupMember {
+            id: 1,
+            weight_minus_one: 0,
+        },
+        GroupMember {
+            id: 2,
+            weight_minus_one: 0,
+        },
+    ];
+    f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    let with_nh = |dst: &str, id: u32| {
+        let mut r = rt(dst, None, 0);
+        r.nhid = Some(id);
+        r.scope = scope::UNIVERSE;
+        r
+    };
+    f.route_new(&with_nh("10.6.0.0/16", 2), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(&with_nh("2001:db8:8::/48", 4), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(&with_nh("10.9.0.0/16", 6), ReqFlags::ADD)
+        .unwrap();
+    // Kernel: `link set d1 carrier off` removes the objects through d1 (2 and 4) with their
+    // routes; group 6 keeps member 1 and its route goes through d0 alone.
+    set_carrier(&mut f, d1, false);
+    let ids: Vec<u32> = f.nexthops().iter().map(|o| o.id).collect();
+    assert_eq!(ids, [1, 6]);
+    assert_eq!(f.nexthops()[1].group.len(), 1);
+    let users: Vec<String> = f
+        .routes(None)
+        .iter()
+        .filter(|r| r.nhid.is_some())
+        .map(|r| show(&f, r))
+        .collect();
+    assert_eq!(users, ["10.9.0.0/16 via 10.0.0.2 dev d0"]);
+    // `link set d0 down` then removes object 1; the emptied group and its route go too.
+    set_up(&mut f, d0, false);
+    assert!(f.nexthops().is_empty());
+    assert!(f.routes(None).iter().all(|r| r.nhid.is_none()));
+}
