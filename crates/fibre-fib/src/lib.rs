@@ -975,7 +975,8 @@ impl Fib {
             if info.dead {
                 r.flags |= nh_flags::DEAD;
             }
-            if info.nh.iter().all(|x| x.flags & nh_flags::LINKDOWN != 0) {
+            // IPv6 sibling groups carry no route-level flags (rt6_fill_node).
+            if info.linkdown && f == Family::Inet {
                 r.flags |= nh_flags::LINKDOWN;
             }
             r.multipath = (0..s.nhs.len()).map(nh_of).collect();

@@ -269,3 +269,39 @@ fn nexthop_objects_go_with_carrier_and_link() {
     assert!(f.nexthops().is_empty());
     assert!(f.routes(None).iter().all(|r| r.nhid.is_none()));
 }
+
+#[test]
+fn multipath_route_linkdown_flag_follows_device_events() {
+    let (mut f, d0, d1) = two_links();
+    let mut a = multipath6("10.5.0.0/16", &[("10.0.0.2", 1), ("10.9.0.2", 1)]);
+    a.scope = scope::UNIVERSE;
+    let mut b = multipath6("10.6.0.0/16", &[("10.0.0.2", 1), ("10.0.0.3", 1)]);
+    b.scope = scope::UNIVERSE;
+    f.route_new(&a, ReqFlags::ADD).unwrap();
+    f.route_new(&b, ReqFlags::ADD).unwrap();
+    f.route_new(
+        &multipath6(
+            "2001:db8:5::/48",
+            &[("2001:db8::2", 1), ("2001:db8:9::2", 1)],
+        ),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    set_carrier(&mut f, d0, false);
+    set_carrier(&mut f, d1, false);
+    // Kernel after `carrier off` on d0 then d1: every next hop is linkdown, but only the route
+    // whose next hops all went down in one event (10.6.0.0/16, both via d0) is flagged
+    // `linkdown` itself; IPv6 sibling groups never are.
+    let flagged: Vec<String> = f
+        .routes(None)
+        .iter()
+        .filter(|r| !r.multipath.is_empty() && r.flags & nh_flags::LINKDOWN != 0)
+        .map(|r| r.dst.addr.to_string())
+        .collect();
+    assert_eq!(flagged, ["10.6.0.0"]);
+    set_carrier(&mut f, d0, true);
+    assert!(f
+        .routes(None)
+        .iter()
+        .all(|r| r.flags & nh_flags::LINKDOWN == 0 || r.multipath.is_empty()));
+}
