@@ -1,8 +1,8 @@
 //! `fibre`, the command-line tool: iproute2's `ip` client side, run in-process against a
 //! [`fibre_fib::Fib`].
 //!
-//! Each object has its module (`link`, `addr`, `route`, `rule`, `nexthop`) that parses the words
-//! of a command into the model's rtnetlink-shaped request types with iproute2 6.1's client-side
+//! Each object has its module (`link`, `addr`, `route`, `rule`, `nexthop`, `neigh`) that parses
+//! the words of a command into the model's rtnetlink-shaped request types with iproute2 6.1's client-side
 //! defaults, calls the [`Fib`], and prints the answer as iproute2 6.1 prints it, in text or `-j`
 //! JSON ([`out`]). [`batch`] runs command files as `ip -batch` does; [`demo`] is `fibre demo`.
 //!
@@ -21,6 +21,7 @@ pub mod error;
 pub mod link;
 pub mod monitor;
 pub mod names;
+pub mod neigh;
 pub mod nexthop;
 pub mod online;
 pub mod out;
@@ -190,6 +191,7 @@ impl Cli {
             Some("rule") => rule::run(self, rest),
             Some("link") => link::run(self, rest),
             Some("nexthop") => nexthop::run(self, rest),
+            Some("neighbor") | Some("neighbour") => neigh::run(self, rest),
             Some("help") => Err(CmdError::exit(255, usage_text())),
             Some(o) => Err(CmdError::fail(
                 1,
@@ -211,7 +213,7 @@ impl Cli {
 
 /// fibre's own usage text.
 pub fn usage_text() -> String {
-    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\nwhere  OBJECT := { address | link | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
+    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
         .to_string()
 }
 

@@ -54,13 +54,16 @@ pub fn run(
     if joined.is_empty() {
         joined.extend_from_slice(groups::for_object("all").unwrap_or(&[]));
     }
-    let mut names = match crate::online::Remote::connect(socket) {
-        Ok(r) => names_of(&crate::online::Backend::Remote(r)),
+    // Kept to look up links the monitor has not seen, as iproute2's ll_index_to_name asks
+    // the kernel on a cache miss.
+    let lookup = match crate::online::Remote::connect(socket) {
+        Ok(r) => crate::online::Backend::Remote(r),
         Err(e) => {
             let _ = writeln!(stderr, "fibre: {e}");
             return 1;
         }
     };
+    let mut names = names_of(&lookup);
     let mut client = match SocketClient::connect(socket) {
         Ok(c) => c,
         Err(e) => {
@@ -96,6 +99,7 @@ pub fn run(
                     | mt::RTM_DELLINK
                     | mt::RTM_DELRULE
                     | mt::RTM_DELNEXTHOP
+                    | mt::RTM_DELNEIGH
             );
             let banner = |p: &mut Printer, b: &str| {
                 if banners {
@@ -153,6 +157,25 @@ pub fn run(
                     };
                     banner(&mut p, "[NEXTHOP]");
                     crate::nexthop::print_nexthop(&mut p, &n, &names, opts.details > 0);
+                }
+                Payload::Neighbour(m) => {
+                    let Ok(n) = convert::neighbour_from(m) else {
+                        continue;
+                    };
+                    if names.0.get(n.ifindex as usize).is_none_or(Option::is_none) {
+                        names = names_of(&lookup);
+                    }
+                    if banners {
+                        p.text("[NEIGH]");
+                    }
+                    crate::neigh::print_neigh(
+                        &mut p,
+                        &n,
+                        &names,
+                        &crate::neigh::Filter::default(),
+                        opts.stats,
+                        deleted,
+                    );
                 }
                 Payload::Error(e) if e.error == -105 => {
                     let _ = writeln!(

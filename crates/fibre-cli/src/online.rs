@@ -15,7 +15,7 @@
 
 use fibre_fib::types::*;
 use fibre_fib::Fib;
-use fibre_netlink::convert::{self, Request};
+use fibre_netlink::convert::{self, NeighDump, Request};
 use fibre_netlink::{Messages, Payload};
 use fibre_ring::{Client, ClientConfig};
 use std::cell::{Cell, RefCell};
@@ -151,7 +151,10 @@ impl Remote {
         let bytes = convert::request_message(req, seq, 0).to_bytes();
         let single = matches!(
             req,
-            Request::GetLink(_) | Request::GetRoute(_) | Request::GetNexthop(_)
+            Request::GetLink(_)
+                | Request::GetRoute(_)
+                | Request::GetNexthop(_)
+                | Request::GetNeigh(_)
         );
         self.exchange_raw(&bytes, seq, single)
     }
@@ -205,6 +208,13 @@ fn as_rule(p: &Payload<'_>) -> Option<Rule> {
 fn as_nexthop(p: &Payload<'_>) -> Option<NexthopObj> {
     match p {
         Payload::Nexthop(m) => convert::nexthop_from(m).ok(),
+        _ => None,
+    }
+}
+
+fn as_neigh(p: &Payload<'_>) -> Option<Neighbour> {
+    match p {
+        Payload::Neighbour(m) => convert::neighbour_from(m).ok(),
         _ => None,
     }
 }
@@ -340,6 +350,51 @@ impl Backend {
         match self {
             Backend::Local(f) => f.nexthops(),
             Backend::Remote(r) => r.dump(Request::DumpNexthops, as_nexthop),
+        }
+    }
+
+    pub fn neigh_new(&mut self, n: &Neighbour, flags: ReqFlags) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => f.neigh_new(n, flags),
+            Backend::Remote(r) => r.change(Request::NewNeigh(n.clone(), flags)),
+        }
+    }
+
+    pub fn neigh_del(&mut self, n: &Neighbour) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => f.neigh_del(n),
+            Backend::Remote(r) => r.change(Request::DelNeigh(n.clone())),
+        }
+    }
+
+    pub fn neigh_get(&self, n: &Neighbour) -> Result<Neighbour, RtError> {
+        match self {
+            Backend::Local(f) => f.neigh_get(n),
+            Backend::Remote(r) => {
+                let msgs = r.exchange(&Request::GetNeigh(n.clone()))?;
+                msgs.first()
+                    .and_then(|m| decode_one(m, &as_neigh))
+                    .ok_or_else(|| RtError::msg(Errno::EINVAL, "fibred sent no neighbour"))
+            }
+        }
+    }
+
+    /// Neighbours (or proxy entries) of `family`, of link `ifindex` when not 0.
+    pub fn neighbours(&self, family: Option<Family>, proxy: bool, ifindex: u32) -> Vec<Neighbour> {
+        match self {
+            Backend::Local(f) => f
+                .neighbours(family, proxy)
+                .into_iter()
+                .filter(|n| ifindex == 0 || n.ifindex == ifindex)
+                .collect(),
+            Backend::Remote(r) => {
+                let d = NeighDump {
+                    family,
+                    proxy,
+                    ifindex,
+                };
+                r.dump(Request::DumpNeighs(d), as_neigh)
+            }
         }
     }
 

@@ -14,9 +14,10 @@
 //! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
 //! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
 //! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
-//! [`nexthop`] (next-hop objects), [`sync`] (effects of link and address events), [`lookup`]
-//! (table, rules and multipath lookups), [`get`] (answers to `route get`), [`srcsel`] (source
-//! address selection), [`dst`] (precomputed forwarding results).
+//! [`nexthop`] (next-hop objects), [`neigh`] (ARP/NDP neighbours and proxies), [`sync`]
+//! (effects of link and address events), [`lookup`] (table, rules and multipath lookups),
+//! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
+//! (precomputed forwarding results).
 
 mod addr;
 mod dst;
@@ -25,6 +26,7 @@ mod fxhash;
 mod get;
 mod link;
 mod lookup;
+mod neigh;
 mod nexthop;
 mod notify;
 mod route;
@@ -100,6 +102,8 @@ pub struct Fib {
     /// local route was added by a user, input source checks take the full path. Sticky.
     pub(crate) custom_rules4: bool,
     pub(crate) custom_local4: bool,
+    /// Neighbour and proxy entries (ARP/NDP), see [`neigh`].
+    pub(crate) neighs: neigh::Neighs,
     /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
     pub(crate) batching: bool,
 }
@@ -174,6 +178,7 @@ impl Fib {
             simple_gen: (u64::MAX, 0),
             custom_rules4: false,
             custom_local4: false,
+            neighs: neigh::Neighs::default(),
             batching: false,
         };
         for tb in [table::LOCAL, table::MAIN] {
@@ -384,6 +389,7 @@ impl Fib {
             self.nexthop_flush_dev(idx);
         }
         if was_up && !now_up {
+            self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
         }
@@ -391,6 +397,7 @@ impl Fib {
             self.link_up4(idx);
         }
         if was_up && now_up && had_carrier && !carrier {
+            self.neigh_carrier_down(idx);
             self.sync_down4(idx, false, false);
         }
         if now_up && !had_carrier && carrier {
@@ -455,6 +462,7 @@ impl Fib {
         for a in addrs4.iter().rev() {
             self.del_ifaddr4(idx, a);
         }
+        self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
         // Next-hop objects through the link go, and the routes using them.
@@ -648,6 +656,10 @@ impl Fib {
                     return Err(RtError::new(Errno::EADDRNOTAVAIL));
                 };
                 self.del_addr4_at(a.ifindex, pos);
+                // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
+                if self.links.get(a.ifindex).is_some_and(|l| l.v4.is_empty()) {
+                    self.neigh_ifdown(a.ifindex, Some(Family::Inet));
+                }
             }
             Some(IpAddr::V6(x)) => {
                 let Some(pos) = l
@@ -904,7 +916,7 @@ impl Fib {
         pos: &mut RouteDumpPos,
         emit: &mut impl FnMut(&RouteEntry<'_>) -> bool,
     ) -> bool {
-        let order = pos.order6.get_or_insert_with(|| order6(t));
+        let order = pos.order6.get_or_insert_with(|| order6(&self.infos, t));
         while let Some(&(k, e)) = order.get(pos.entry) {
             // Entries removed since the order was taken are skipped; ids may have been
             // reused, so the entry must still be at its key.
@@ -1157,13 +1169,14 @@ impl RouteDumpPos {
 /// (source-specific routes, themselves children before parents), then the more specific
 /// prefixes, then the node's own routes (so source-less routes come after every more specific
 /// prefix, and source-specific ones before them).
-fn order6(t: &Table) -> Vec<(Key, Entry)> {
+fn order6(infos: &Infos, t: &Table) -> Vec<(Key, Entry)> {
     let mut out = Vec::new();
     let mut keys: Vec<Key> = t.iter().map(|(k, _)| *k).collect();
     keys.sort_by(|a, b| a.addr.cmp(&b.addr).then(a.len.cmp(&b.len)));
     let own = |k: &Key, out: &mut Vec<(Key, Entry)>| {
         if let Some(es) = t.get(k) {
-            out.extend(es.iter().filter(|e| e.src().is_none()).map(|e| (*k, *e)));
+            let own: Vec<&Entry> = es.iter().filter(|e| e.src().is_none()).collect();
+            out.extend(dumped6(infos, own).map(|e| (*k, *e)));
         }
     };
     let mut open: Vec<Key> = Vec::new();
@@ -1181,7 +1194,7 @@ fn order6(t: &Table) -> Vec<(Key, Entry)> {
                 let (x, y) = (a.src().unwrap_or(k), b.src().unwrap_or(k));
                 x.last(128).cmp(&y.last(128)).then(y.len.cmp(&x.len))
             });
-            out.extend(s.into_iter().map(|e| (k, *e)));
+            out.extend(dumped6(infos, s).map(|e| (k, *e)));
         }
         open.push(k);
     }
@@ -1189,4 +1202,23 @@ fn order6(t: &Table) -> Vec<(Key, Entry)> {
         own(&top, &mut out);
     }
     out
+}
+
+/// The entries of one IPv6 prefix the kernel's dump shows: after a sibling group it jumps to
+/// the group's last route, passing over the routes of the run added between its siblings
+/// (`Entry::hops_before`); they stay in the table, lookups see them.
+fn dumped6<'a>(infos: &'a Infos, es: Vec<&'a Entry>) -> impl Iterator<Item = &'a Entry> + 'a {
+    let mut group: Option<(Option<Key>, u32, usize)> = None;
+    es.into_iter().filter(move |e| {
+        let s = &infos.get(e.info).spec;
+        if let Some((src, metric, n)) = group {
+            if e.src() == src && s.priority == metric && (e.hops_before as usize) < n {
+                return false;
+            }
+        }
+        if s.nhs.len() > 1 && s.nhid.is_none() {
+            group = Some((e.src(), s.priority, s.nhs.len()));
+        }
+        true
+    })
 }

@@ -128,6 +128,11 @@ impl crate::Fib {
             return Err(einval("Invalid nexthop id"));
         }
         if !nh.group.is_empty() {
+            // rtm_to_nh_config: a group has no family of its own (`ip -6 nexthop add ...
+            // group` sends AF_INET6 and fails).
+            if nh.family.is_some() {
+                return Err(einval("Invalid family for group"));
+            }
             if nh.gateway.is_some() || nh.oif != 0 || nh.blackhole {
                 return Err(einval("Group can not have gateway, device or blackhole"));
             }

@@ -107,16 +107,31 @@ impl Info {
 }
 
 /// A route's position in a table: one per (prefix, tos, info) for IPv4, one per sibling
-/// group for IPv6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// group for IPv6. Two entries are equal when they are the same route (`hops_before` only
+/// says where the kernel's dump would show it).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Entry {
     pub tos: u8,
     /// IPv6 source prefix length; 0 = no source prefix.
     src_len: u8,
     pub info: u32,
+    /// IPv6: how many next hops of the sibling group of this entry's run (same metric, same
+    /// source) come before it in the kernel's leaf list. The kernel adds every route at the
+    /// end of its run and keeps a sibling group as separate routes, so an entry added between
+    /// two siblings sits between them there; its dump jumps from the group's first route to
+    /// its last, and such an entry is never dumped (see `Fib::dump6`).
+    pub hops_before: u8,
     /// IPv6 source prefix (`from`), masked, as four words (4-byte aligned keeps entries small).
     src_addr: [u32; 4],
 }
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Entry) -> bool {
+        (self.tos, self.src_len, self.info, self.src_addr) == (o.tos, o.src_len, o.info, o.src_addr)
+    }
+}
+
+impl Eq for Entry {}
 
 impl Entry {
     pub fn new(tos: u8, info: u32, src: Option<Key>) -> Entry {
@@ -129,6 +144,7 @@ impl Entry {
             tos,
             src_len,
             info,
+            hops_before: 0,
             src_addr: [w(0), w(1), w(2), w(3)],
         }
     }

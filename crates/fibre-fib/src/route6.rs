@@ -140,7 +140,7 @@ impl Fib {
         tb: u32,
         h: &NextHop,
         int: Internal6,
-    ) -> Result<(InfoSpec, NhState), RtError> {
+    ) -> Result<(InfoSpec, Vec<NhState>), RtError> {
         let mut nhs = Vec::new();
         let mut linkdown = false;
         if let Some(id) = r.nhid {
@@ -199,12 +199,17 @@ impl Fib {
             }),
             expires: r.expires,
         };
-        let st = NhState {
-            flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
-            scope: scope::LINK,
-            upper_bound: -1,
-            dst: self.dead_dst(&spec.nhs[0]),
-        };
+        // One state per next hop: a route through a group object has the group's members.
+        let st = spec
+            .nhs
+            .iter()
+            .map(|n| NhState {
+                flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
+                scope: scope::LINK,
+                upper_bound: -1,
+                dst: self.dead_dst(n),
+            })
+            .collect();
         Ok((spec, st))
     }
 
@@ -395,7 +400,7 @@ impl Fib {
         key: Key,
         src: Option<Key>,
         spec: InfoSpec,
-        st: NhState,
+        st: Vec<NhState>,
         flags: ReqFlags,
     ) -> Result<(), RtError> {
         let metric = spec.priority;
@@ -466,25 +471,52 @@ impl Fib {
             let mut mspec = oinfo.spec.clone();
             let mut mst = oinfo.nh.clone();
             mspec.nhs.push(new_nh);
-            mst.push(st);
+            mst.extend(st);
             let id = self.intern(mspec, mst);
             self.infos.hold(id);
             let t = self.t6.get_mut(&tb).expect("table of an existing entry");
             t.entries_mut(key)[i].info = id;
             self.infos.put(old);
         } else {
-            let id = self.intern(spec, vec![st]);
+            // Where the kernel's leaf list has the new route relative to the run's siblings
+            // (see `Entry::hops_before`): the run's entries, and its sibling group's size.
+            let run: Vec<usize> = (0..list.len())
+                .filter(|&j| {
+                    list[j].src() == src && self.infos.get(list[j].info).spec.priority == metric
+                })
+                .collect();
+            let group_hops = run
+                .iter()
+                .map(|&j| &self.infos.get(list[j].info).spec)
+                .find(|s| qual(s))
+                .map_or(0, |s| s.nhs.len().min(u8::MAX as usize) as u8);
+            let replaced_group = match (flags.replace, found) {
+                (true, Some(i)) => qual(&self.infos.get(list[i].info).spec),
+                _ => false,
+            };
+            let id = self.intern(spec, st);
             self.infos.hold(id);
             let t = self.table6_mut(tb);
             let l = t.entries_mut(key);
-            let e = Entry::new(0, id, src);
+            let mut e = Entry::new(0, id, src);
             match (flags.replace, found) {
                 (true, Some(i)) => {
                     let old = l[i].info;
+                    e.hops_before = l[i].hops_before;
                     l[i] = e;
+                    // A group replaced (its other siblings go) or formed by the new route:
+                    // the run's later entries now follow a group of at most the new route.
+                    if rt_ecmp || replaced_group {
+                        for &j in run.iter().filter(|&&j| j > i) {
+                            l[j].hops_before = rt_ecmp as u8;
+                        }
+                    }
                     self.infos.put(old);
                 }
-                _ => l.insert(ins.min(l.len()), e),
+                _ => {
+                    e.hops_before = group_hops;
+                    l.insert(ins.min(l.len()), e)
+                }
             }
         }
         self.route_changed(affects_gw);
@@ -604,7 +636,14 @@ impl Fib {
 
     /// Removes next hop `k` of the sibling group at `key[i]`.
     pub(crate) fn remove_sibling6(&mut self, tb: u32, key: Key, i: usize, k: usize) {
-        let old = self.t6[&tb].get(&key).expect("entry")[i].info;
+        let list = self.t6[&tb].get(&key).expect("entry");
+        let old = list[i].info;
+        let (metric, src) = (self.infos.get(old).spec.priority, list[i].src());
+        let run: Vec<usize> = (i + 1..list.len())
+            .filter(|&j| {
+                list[j].src() == src && self.infos.get(list[j].info).spec.priority == metric
+            })
+            .collect();
         let oinfo = self.infos.get(old);
         let mut spec = oinfo.spec.clone();
         let mut st = oinfo.nh.clone();
@@ -612,7 +651,24 @@ impl Fib {
         st.remove(k);
         let id = self.intern(spec, st);
         self.infos.hold(id);
-        self.t6.get_mut(&tb).expect("table").entries_mut(key)[i].info = id;
+        let l = self.t6.get_mut(&tb).expect("table").entries_mut(key);
+        l[i].info = id;
+        // The routes after the removed sibling in the kernel's leaf list have one sibling
+        // less before them; those that were between the first sibling and the second now
+        // come before the group, whose first route is the second one.
+        let mut last_before = None;
+        for &j in &run {
+            if l[j].hops_before as usize > k {
+                l[j].hops_before -= 1;
+                if l[j].hops_before == 0 {
+                    last_before = Some(j);
+                }
+            }
+        }
+        if let Some(j) = last_before {
+            let g = l.remove(i);
+            l.insert(j, g);
+        }
         self.infos.put(old);
         self.route_changed(true);
     }

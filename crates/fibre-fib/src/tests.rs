@@ -699,6 +699,7 @@ fn nexthop_objects_and_groups() {
         .unwrap();
     let mut g = obj(3, "10.0.0.2", 0);
     g.gateway = None;
+    g.family = None;
     g.group = vec![
         GroupMember {
             id: 1,
@@ -945,6 +946,86 @@ fn multipath_split_follows_weights() {
         };
         assert_eq!(f.lookup_output(Family::Inet, &flow).unwrap().oif, d0);
     }
+}
+
+#[test]
+fn ipv6_dump_skips_routes_between_siblings() {
+    let (mut f, _, d1) = two_links();
+    // Kernel (t6): add via ::2; append dev d1 (no gateway: a route of its own, after the
+    // first); append via 9::2 (a sibling of the first, at the end of the run). The dump jumps
+    // from the first sibling to the last and never shows the device route between them.
+    f.route_new(
+        &rt("2001:db8:1::/48", Some("2001:db8::2"), 0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.route_new(&rt("2001:db8:1::/48", None, d1), ReqFlags::APPEND)
+        .unwrap();
+    f.route_new(
+        &rt("2001:db8:1::/48", Some("2001:db8:9::2"), 0),
+        ReqFlags::APPEND,
+    )
+    .unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:1::/48 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 nexthop via 2001:db8:9::2 dev d1 weight 1"]
+    );
+    // `ip -6 route del 2001:db8:1::/48 via 2001:db8::2`: the device route is first again.
+    let mut d = rt("2001:db8:1::/48", Some("2001:db8::2"), 0);
+    d.protocol = 0;
+    f.route_del(&d).unwrap();
+    assert_eq!(
+        main_v6(&f),
+        [
+            "2001:db8:1::/48 dev d1 metric 1024",
+            "2001:db8:1::/48 via 2001:db8:9::2 dev d1 metric 1024"
+        ]
+    );
+}
+
+#[test]
+fn ipv6_route_through_a_group_object_has_every_member() {
+    let (mut f, d0, d1) = two_links();
+    let obj = |id: u32, gw: &str, oif: u32| NexthopObj {
+        id,
+        family: Some(Family::Inet6),
+        gateway: Some(ip(gw)),
+        oif,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+    };
+    f.nexthop_new(&obj(1, "2001:db8::2", d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(2, "2001:db8:9::2", d1), ReqFlags::ADD)
+        .unwrap();
+    let mut g = obj(3, "2001:db8::2", 0);
+    g.gateway = None;
+    g.group = [(1, 0), (2, 2)]
+        .iter()
+        .map(|&(id, weight_minus_one)| GroupMember {
+            id,
+            weight_minus_one,
+        })
+        .collect();
+    // Kernel: `ip -6 nexthop add id 3 group 1/2,3` -> "Error: Invalid family for group."
+    assert_eq!(
+        f.nexthop_new(&g, ReqFlags::ADD),
+        Err(RtError::msg(Errno::EINVAL, "Invalid family for group"))
+    );
+    g.family = None;
+    f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    let mut r = rt("2001:db8:5::/48", None, 0);
+    r.nhid = Some(3);
+    f.route_new(&r, ReqFlags::APPEND).unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:5::/48 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 nexthop via 2001:db8:9::2 dev d1 weight 3"]
+    );
 }
 
 fn del_addr(f: &mut Fib, idx: u32, a: &str) {

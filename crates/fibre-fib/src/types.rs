@@ -12,6 +12,9 @@
 
 use std::net::IpAddr;
 
+/// Neighbours (RTM_*NEIGH) are defined beside their table.
+pub use crate::neigh::{ntf, nud, NeighEvent, Neighbour};
+
 /// Address family (`AF_INET`, `AF_INET6`), with the kernel's numeric values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]

@@ -11,6 +11,8 @@
 //! Values are `u32` in `0..=MAX_VALUE`; lookups answer [`NO_ROUTE`] (batched) or `None` where no
 //! prefix covers the address. Prefixes with host bits set are stored with those bits cleared.
 
+mod dir16;
+mod huge;
 pub mod sync;
 mod trie;
 pub mod v4;
@@ -56,6 +58,17 @@ pub(crate) fn external(v: u32) -> u32 {
     } else {
         v
     }
+}
+
+/// True when the CPU has a `popcnt` instruction (x86_64 only: elsewhere `count_ones` compiles to
+/// the native instruction or its best substitute anyway). Lookups that count bits run a copy of
+/// themselves compiled for it; std caches the detection, so asking costs one load.
+#[inline(always)]
+pub(crate) fn has_popcnt() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("popcnt");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }
 
 /// Hints the CPU to bring `p`'s cache line closer; a no-op where there is no such hint.

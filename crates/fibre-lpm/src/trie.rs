@@ -1,5 +1,7 @@
 //! The engine shared by [`crate::v4::Lpm4`] and [`crate::v6::Lpm6`]: a Poptrie-style compressed
 //! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
+//! IPv4 lookups read the trie only for /16s holding routes longer than /24; the rest go through
+//! the index the trie mirrors its direct level into ([`crate::dir16`]).
 //!
 //! # Shape
 //! - A direct-pointing array indexed by the top `D` bits of the address. An entry is a final
@@ -33,11 +35,16 @@
 //!    lazy mode (batches, the `sync` writer) updates only record routes and mark nodes; `flush`
 //!    then recompiles each marked node once, top-down, and lookups are valid again.
 //!
+//! 4. Every write of a direct entry is reported to the trie's mirror `M` (`NoMirror` for IPv6;
+//!    for IPv4 the lookup index of [`crate::dir16`]), except during a bulk build, which loads
+//!    the mirror once at the end.
+//!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use crate::dir16::{Mirror, NoMirror, Quarter};
 use crate::LpmError;
 
 /// Internal encoding of "no route" in direct entries and leaves: the largest 31-bit value, so
@@ -56,7 +63,7 @@ const NO_SLOT: u32 = u32::MAX;
 const NO_NODE: u32 = u32::MAX;
 /// Bits consumed by one internal node: 6 gives 64 slots, one `u64` bitmap, one `popcnt`.
 pub(crate) const STRIDE: u32 = 6;
-const SLOTS: usize = 1 << STRIDE;
+pub(crate) const SLOTS: usize = 1 << STRIDE;
 /// Routes in a childless node from which an update patches its compiled leaves rather than
 /// repainting all its routes (below it, repainting is as cheap as the patch's searches).
 const PATCH_MIN_ROUTES: usize = 8;
@@ -215,9 +222,10 @@ pub struct Shape {
     pub leaves: usize,
 }
 
-/// The trie over key type `K` with a direct-pointing array of `2^D` entries.
+/// The trie over key type `K` with a direct-pointing array of `2^D` entries, reporting every
+/// change of a direct entry to its mirror `M` (IPv4's lookup index, see [`crate::dir16`]).
 #[derive(Clone, Debug)]
-pub(crate) struct Trie<K: Key, const D: u32> {
+pub(crate) struct Trie<K: Key, const D: u32, M: Mirror = NoMirror> {
     pub(crate) direct: Vec<u32>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) leaves: Vec<u32>,
@@ -235,6 +243,9 @@ pub(crate) struct Trie<K: Key, const D: u32> {
     dlen: Vec<u8>,
     short: HashMap<(K, u8), u32>,
     routes: usize,
+    pub(crate) mirror: M,
+    /// During a bulk build: direct-entry changes are not reported (see `compile_all`).
+    mirror_quiet: bool,
 }
 
 /// Free lists of a block arena: blocks of 1..=64 contiguous elements in one growable vector
@@ -293,13 +304,13 @@ pub(crate) enum Mode {
     Defer,
 }
 
-impl<K: Key, const D: u32> Default for Trie<K, D> {
+impl<K: Key, const D: u32, M: Mirror> Default for Trie<K, D, M> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: Key, const D: u32> Trie<K, D> {
+impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     pub(crate) fn new() -> Self {
         Trie {
             direct: vec![NONE; 1 << D],
@@ -316,6 +327,8 @@ impl<K: Key, const D: u32> Trie<K, D> {
             dlen: vec![0; 1 << D],
             short: HashMap::new(),
             routes: 0,
+            mirror: M::default(),
+            mirror_quiet: false,
         }
     }
 
@@ -349,6 +362,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
             + self.short.capacity() * (std::mem::size_of::<((K, u8), u32)>() + 1)
             + free(&self.node_arena)
             + free(&self.leaf_arena)
+            + self.mirror.memory_bytes()
     }
 
     /// Bytes the lookup path reads from: direct array, nodes, leaves and records.
@@ -764,6 +778,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
                     release(&mut self.node_arena, n, 1);
                     self.direct[s] = default;
                     self.dnode[s] = NO_NODE;
+                    self.mirror_changed(s, Quarter::Value(default));
                     break;
                 }
             }
@@ -776,6 +791,7 @@ impl<K: Key, const D: u32> Trie<K, D> {
         let n = self.dnode[s];
         if n == NO_NODE {
             self.direct[s] = value;
+            self.mirror_changed(s, Quarter::Value(value));
         } else if self.ctl[n as usize].default != value {
             if mode == Mode::Lazy {
                 self.mark_slot(s);
@@ -986,15 +1002,86 @@ impl<K: Key, const D: u32> Trie<K, D> {
         node.leafvec = leafvec;
         node.base0 = base0;
         if slot != NO_SLOT {
-            self.direct[slot as usize] = if !in_record {
-                NODE_FLAG | n
+            let (entry, quarter) = if !in_record {
+                (NODE_FLAG | n, Quarter::Node)
             } else if count == 1 {
-                runs[0]
+                (runs[0], Quarter::Value(runs[0]))
             } else {
                 let lines = record_lines(count) as u32;
-                NODE_FLAG | REC_FLAG | (lines - 1) << REC_LINES_SHIFT | base0
+                let rec = NODE_FLAG | REC_FLAG | (lines - 1) << REC_LINES_SHIFT | base0;
+                (rec, Quarter::Runs(slots, leafvec))
             };
+            self.direct[slot as usize] = entry;
+            self.mirror_changed(slot as usize, quarter);
         }
+    }
+
+    /// Tells the mirror that direct entry `s` now resolves as `q`, refilling the mirror's
+    /// group of `s` (the four direct entries from `s & !3`) when it asks.
+    #[inline(always)]
+    fn mirror_changed(&mut self, s: usize, q: Quarter<'_>) {
+        if !self.mirror_quiet && self.mirror.direct_changed(s, q) {
+            self.refill_mirror(s);
+        }
+    }
+
+    /// Loads the mirror with the group of four direct entries from `first`, as they are now
+    /// (after a bulk build, which kept the mirror quiet).
+    fn mirror_group(&mut self, first: usize) {
+        if !M::ACTIVE {
+            return;
+        }
+        let entries = &self.direct[first..first + 4];
+        if entries
+            .iter()
+            .all(|&d| d == entries[0] && d & NODE_FLAG == 0)
+        {
+            if entries[0] != NONE {
+                self.mirror.refill(first, [Quarter::Value(entries[0]); 4]);
+            }
+            return;
+        }
+        if entries
+            .iter()
+            .any(|&d| d & NODE_FLAG != 0 && d & REC_FLAG == 0)
+        {
+            for q in 0..4 {
+                let d = self.direct[first + q];
+                if d & NODE_FLAG != 0 && d & REC_FLAG == 0 {
+                    self.mirror.direct_changed(first + q, Quarter::Node);
+                }
+            }
+            return;
+        }
+        self.refill_mirror(first);
+    }
+
+    /// Reports the four direct entries of `s`'s group to the mirror, as they are now (every
+    /// change of them has been reported, so none of them is a node here).
+    #[cold]
+    fn refill_mirror(&mut self, s: usize) {
+        let first = s & !3;
+        let mut slots = [[0u32; SLOTS]; 4];
+        let mut runs = [0u64; 4];
+        for q in 0..4 {
+            let d = self.direct[first + q];
+            if d & NODE_FLAG != 0 && d & REC_FLAG != 0 {
+                let n = self.dnode[first + q];
+                slots[q] = self.expand(n);
+                runs[q] = self.nodes[n as usize].leafvec;
+            }
+        }
+        let quarters: [Quarter<'_>; 4] = std::array::from_fn(|q| {
+            let d = self.direct[first + q];
+            if d & NODE_FLAG == 0 {
+                Quarter::Value(d)
+            } else if d & REC_FLAG != 0 {
+                Quarter::Runs(&slots[q], runs[q])
+            } else {
+                Quarter::Node
+            }
+        });
+        self.mirror.refill(s, quarters);
     }
 
     /// Releases the storage of `count` leaves of `node`, kept in a record or a leaf block.
@@ -1110,6 +1197,9 @@ impl<K: Key, const D: u32> Trie<K, D> {
 
     /// Finishes a deferred build: direct values from the short routes, then every node once.
     fn compile_all(&mut self) {
+        // The mirror is loaded once at the end, each group of four direct entries at once,
+        // rather than told of every entry as it compiles.
+        self.mirror_quiet = true;
         let mut shorts: Vec<(K, u8, u32)> =
             self.short.iter().map(|(&(k, l), &v)| (k, l, v)).collect();
         shorts.sort_unstable_by_key(|&(k, l, _)| (l, k));
@@ -1127,6 +1217,10 @@ impl<K: Key, const D: u32> Trie<K, D> {
                 self.ctl[n as usize].default = value;
                 self.compile_subtree(n);
             }
+        }
+        self.mirror_quiet = false;
+        for first in (0..1usize << D).step_by(4) {
+            self.mirror_group(first);
         }
         // The arrays grew by doubling; a bulk-built table starts with exact ones.
         self.nodes.shrink_to_fit();

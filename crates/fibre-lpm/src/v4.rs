@@ -1,7 +1,9 @@
-//! IPv4 longest-prefix match: [`Lpm4`], a trie with an 18-bit direct-pointing array (1 MiB)
-//! and 6-bit nodes, so that a /19../24 route (most of an Internet table) resolves with one
-//! direct read, one node read and one leaf read.
+//! IPv4 longest-prefix match: [`Lpm4`], a trie with an 18-bit direct-pointing array and 6-bit
+//! nodes (the updatable, compiled structure), mirrored into a 16-bit lookup index
+//! ([`crate::dir16`]) that answers every address whose /16 holds no route longer than /24 with
+//! one read of a 256 KiB array and one line read. Other /16s are answered by the trie.
 
+use crate::dir16::Dir16;
 use crate::trie::{Trie, STRIDE};
 use crate::{LpmError, Shape};
 
@@ -13,8 +15,11 @@ const _: () = assert!(DIRECT_BITS + STRIDE == 24);
 /// IPv4 prefix -> `u32` value index. Single-threaded; share it through [`crate::sync`].
 #[derive(Clone, Debug, Default)]
 pub struct Lpm4 {
-    trie: Trie<u32, DIRECT_BITS>,
+    trie: Trie<u32, DIRECT_BITS, Dir16>,
 }
+
+/// Lookups a batch advances together: every lane's line is prefetched before any is read.
+const GROUP: usize = 64;
 
 impl Lpm4 {
     /// An empty table.
@@ -41,15 +46,89 @@ impl Lpm4 {
     /// The value of the longest prefix covering `addr`.
     #[inline]
     pub fn lookup(&self, addr: u32) -> Option<u32> {
-        let v = crate::external(self.trie.lookup(addr));
-        (v != crate::NO_ROUTE).then_some(v)
+        let v = if crate::has_popcnt() {
+            // SAFETY: the CPU has popcnt (checked just above).
+            unsafe { self.lookup_popcnt(addr) }
+        } else {
+            self.lookup_internal(addr)
+        };
+        (v != crate::trie::NONE).then_some(v)
+    }
+
+    /// `lookup` in the internal encoding (NONE for no route).
+    #[inline(always)]
+    fn lookup_internal(&self, addr: u32) -> u32 {
+        match self.trie.mirror.lookup(addr) {
+            Ok(v) => v,
+            Err(()) => self.trie_lookup(addr),
+        }
+    }
+
+    /// The lookup of an address whose /16 falls back to the trie (routes longer than /24).
+    #[cold]
+    #[inline(never)]
+    fn trie_lookup(&self, addr: u32) -> u32 {
+        self.trie.lookup(addr)
+    }
+
+    /// `lookup_internal` compiled with the popcnt instruction.
+    /// # Safety
+    /// The CPU must support popcnt.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn lookup_popcnt(&self, addr: u32) -> u32 {
+        self.lookup_internal(addr)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn lookup_popcnt(&self, addr: u32) -> u32 {
+        self.lookup_internal(addr)
     }
 
     /// Looks up every address of `addrs` into the same position of `out` ([`crate::NO_ROUTE`]
     /// where no prefix covers it), overlapping the memory accesses of independent lookups.
     /// Panics if the slices differ in length.
     pub fn lookup_batch(&self, addrs: &[u32], out: &mut [u32]) {
-        self.trie.lookup_batch(addrs, out)
+        assert_eq!(
+            addrs.len(),
+            out.len(),
+            "lookup_batch: addrs and out differ in length"
+        );
+        if crate::has_popcnt() {
+            // SAFETY: the CPU has popcnt (checked just above).
+            unsafe { self.batch_popcnt(addrs, out) }
+        } else {
+            self.batch_internal(addrs, out)
+        }
+    }
+
+    /// `batch_internal` compiled with the popcnt instruction.
+    /// # Safety
+    /// The CPU must support popcnt.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn batch_popcnt(&self, addrs: &[u32], out: &mut [u32]) {
+        self.batch_internal(addrs, out)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn batch_popcnt(&self, addrs: &[u32], out: &mut [u32]) {
+        self.batch_internal(addrs, out)
+    }
+
+    #[inline(always)]
+    fn batch_internal(&self, addrs: &[u32], out: &mut [u32]) {
+        for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            let mut fallback = self.trie.mirror.lookup_group(a, o);
+            while fallback != 0 {
+                let i = fallback.trailing_zeros() as usize;
+                fallback &= fallback - 1;
+                o[i] = self.trie_lookup(a[i]);
+            }
+            for v in o.iter_mut() {
+                *v = crate::external(*v);
+            }
+        }
     }
 
     /// Bytes held, control state included.
@@ -59,7 +138,14 @@ impl Lpm4 {
 
     /// Bytes of the arrays lookups read (direct array, nodes, leaves).
     pub fn lookup_bytes(&self) -> usize {
-        self.trie.lookup_bytes()
+        let m = &self.trie.mirror;
+        // The trie is read only for /16s that fall back to it.
+        m.lookup_bytes()
+            + if m.fallbacks > 0 {
+                self.trie.lookup_bytes()
+            } else {
+                0
+            }
     }
 
     /// Number of prefixes stored.
@@ -114,7 +200,7 @@ impl Lpm4 {
 
 /// Updates to a [`Lpm4`] compiled together when dropped (see [`Lpm4::batch`]).
 pub struct Batch<'a> {
-    trie: &'a mut Trie<u32, DIRECT_BITS>,
+    trie: &'a mut Trie<u32, DIRECT_BITS, Dir16>,
 }
 
 impl Batch<'_> {
@@ -137,5 +223,117 @@ impl Batch<'_> {
 impl Drop for Batch<'_> {
     fn drop(&mut self) {
         self.trie.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dir16::{CHUNK, CODES_SHIFT};
+
+    /// The /16 the tests fill: 10.1.0.0/16, under 10.0.0.0/8.
+    const CHUNK16: u32 = 0x0A01_0000;
+
+    /// Longest-prefix match over a route list, the naive way.
+    fn model(routes: &[(u32, u8, u32)], addr: u32) -> Option<u32> {
+        routes
+            .iter()
+            .filter(|&&(p, l, _)| l == 0 || (addr ^ p) >> (32 - u32::from(l)) == 0)
+            .max_by_key(|r| r.1)
+            .map(|r| r.2)
+    }
+
+    /// Every /24 of the test /16 (first, middle and last address) and the addresses around the
+    /// /16, single and batched, against the model.
+    fn check(t: &Lpm4, routes: &[(u32, u8, u32)]) {
+        let mut addrs: Vec<u32> = (0..256u32)
+            .flat_map(|s| [0, 0x80, 0xFF].map(|h| CHUNK16 | s << 8 | h))
+            .collect();
+        addrs.extend([CHUNK16 - 1, CHUNK16 + 0x1_0000]);
+        let mut out = vec![0; addrs.len()];
+        t.lookup_batch(&addrs, &mut out);
+        for (&a, &o) in addrs.iter().zip(&out) {
+            let want = model(routes, a);
+            assert_eq!(t.lookup(a), want, "single {a:#x}");
+            assert_eq!(o, want.unwrap_or(crate::NO_ROUTE), "batch {a:#x}");
+        }
+    }
+
+    fn chunk_entry(t: &Lpm4) -> u32 {
+        t.trie.mirror.top[(CHUNK16 >> 16) as usize]
+    }
+
+    /// Fills quarter 1 of the /16 with /24s one by one (through every run count, so every
+    /// quarter code and each change of code), then empties it again; the chunk must end as a
+    /// plain value once its 256 slots agree.
+    #[test]
+    fn quarter_codes_at_their_boundaries() {
+        let orders: [fn(u32) -> u32; 3] = [|k| k, |k| 63 - k, |k| k * 37 % 64];
+        for (o, order) in orders.iter().enumerate() {
+            let mut t = Lpm4::new();
+            let mut routes = vec![(0x0A00_0000, 8, 1000)];
+            t.insert(0x0A00_0000, 8, 1000).unwrap();
+            assert_eq!(chunk_entry(&t), 1000);
+            let mut codes_seen = [false; 3];
+            for k in 0..64 {
+                let prefix = CHUNK16 | (64 + order(k)) << 8;
+                // Neighbours sometimes share a value, so runs also merge.
+                let value = (k * 5 + o as u32) % 7;
+                t.insert(prefix, 24, value).unwrap();
+                routes.push((prefix, 24, value));
+                check(&t, &routes);
+                let e = chunk_entry(&t);
+                assert_ne!(e & CHUNK, 0);
+                codes_seen[((e >> (CODES_SHIFT + 2)) & 3) as usize] = true;
+            }
+            assert_eq!(codes_seen, [true; 3], "order {o}");
+            for k in 0..64 {
+                let prefix = CHUNK16 | (64 + order(k * 13 % 64)) << 8;
+                assert!(t.remove(prefix, 24).is_some());
+                routes.retain(|r| r.0 != prefix || r.1 != 24);
+                check(&t, &routes);
+            }
+            assert_eq!(chunk_entry(&t), 1000);
+        }
+    }
+
+    /// A route longer than /24 makes its /16 fall back to the trie; removing it lays the /16
+    /// out again, in every update mode.
+    #[test]
+    fn fallback_chunks_come_and_go() {
+        let mut routes = vec![
+            (CHUNK16 | 0x4000, 18, 1),
+            (CHUNK16 | 0x4100, 24, 2),
+            (CHUNK16 | 0xC000, 24, 3),
+        ];
+        let mut t = Lpm4::from_routes(routes.iter().copied()).unwrap();
+        check(&t, &routes);
+        let host = (CHUNK16 | 0x4101, 32, 4);
+        t.insert(host.0, host.1, host.2).unwrap();
+        routes.push(host);
+        assert_eq!(t.trie.mirror.fallbacks, 1);
+        check(&t, &routes);
+        let bulk = Lpm4::from_routes(routes.iter().copied()).unwrap();
+        assert_eq!(bulk.trie.mirror.fallbacks, 1);
+        check(&bulk, &routes);
+        {
+            let mut b = t.batch();
+            b.remove(host.0, host.1);
+            b.insert(CHUNK16 | 0x80, 25, 5).unwrap();
+        }
+        routes.pop();
+        routes.push((CHUNK16 | 0x80, 25, 5));
+        assert_eq!(t.trie.mirror.fallbacks, 1);
+        check(&t, &routes);
+        t.remove(CHUNK16 | 0x80, 25);
+        routes.pop();
+        assert_eq!(t.trie.mirror.fallbacks, 0);
+        assert_ne!(chunk_entry(&t) & CHUNK, 0);
+        check(&t, &routes);
+        for r in routes.drain(..) {
+            t.remove(r.0, r.1);
+        }
+        assert_eq!(chunk_entry(&t), crate::trie::NONE);
+        check(&t, &routes);
     }
 }

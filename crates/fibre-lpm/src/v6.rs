@@ -1,141 +1,1470 @@
-//! IPv6 longest-prefix match: [`Lpm6`], a trie with a 16-bit direct-pointing array and 6-bit
-//! nodes. Addresses are `u128` in network order (the first address byte is the most significant).
+//! IPv6 longest-prefix match: [`Lpm6`]. A 16-bit root table, then per /16 a B+-tree of *range
+//! nodes* searched with SIMD compares, in the spirit of PlanB (Zhang et al., NSDI 2026: LPM as a
+//! search over the boundaries of elementary intervals) but updated in place. Addresses are
+//! `u128` in network order (the first address byte is the most significant).
+//!
+//! # Structure
+//! - **Root**: 2^16 entries, one per /16. Announced space is a few dozen /16s of 2000::/3, so
+//!   the entries lookups touch stay in L1; an entry without routes below it is final.
+//! - **Buckets**: the prefixes inside a region (longer than its depth `d`) cut the region into
+//!   intervals, each with the value of the longest prefix covering it (leaf-pushed). A bucket
+//!   stores the interval boundaries as 32-bit *keys*: address bits `d..d+32`, exact for every
+//!   prefix up to /d+32 (all of the 2026 table is /48 or shorter). A bucket is a B+-tree of
+//!   128-byte nodes: one line of 15 sorted keys, one line of the 16 children (inner nodes) or
+//!   interval values (leaves). A node step is two AVX2 compares and a popcount (SSE2 without
+//!   AVX2, scalar off x86_64: same answers); inner nodes (about 1/15 of the nodes) stay cached,
+//!   so a lookup mostly misses on its leaf. On the 2026 table a lookup reads the root entry and
+//!   4-5 nodes.
+//! - **Batches** advance 64 lookups level by level, prefetching both lines of every lane's next
+//!   node before reading any, so dozens of cache misses are in flight at once.
+//! - **Tables**: a region holding a prefix too long for its key window (longer than /d+32) is a
+//!   256-entry table on the next 8 bits instead; its entries are regions again (values, buckets
+//!   or tables). So any prefix up to /128 is exact; the cost is paid only where such prefixes
+//!   are.
+//!
+//! A region's form is canonical: a value when no prefix is inside it, a table when one inside is
+//! too long for the window, a bucket otherwise. [`Lpm6::shape`] counts tables and buckets, which
+//! depend only on the set of prefixes, never on update order (tested). The node layout inside a
+//! bucket depends on its update history (B+-tree splits); lookups do not.
+//!
+//! # Invariants
+//! - Every table entry and bucket interval holds the value of the longest prefix covering it, so
+//!   a lookup is one walk down, never backtracking. Its cost depends on the table (the depth of
+//!   the walk at the address), never on traffic: nothing adapts to what is looked up.
+//! - Every endpoint of a prefix inside a bucket is a key of the bucket (a leaf key or an inner
+//!   separator); a leaf key that is no longer an endpoint is removed, a stale inner separator
+//!   may stay (its two sides then hold equal values).
+//! - Each table entry records its cover (value and length of the longest prefix containing it,
+//!   at most as long as the entry); each leaf interval records the length of the prefix its value
+//!   comes from, or 0 for the region's cover. Updates use these to touch only what a prefix
+//!   changes.
+//! - The control map `routes` holds exactly the stored prefixes (host bits cleared).
+//!
+//! # Update cost
+//! An update walks the prefix's path, then in a bucket inserts or removes at most two keys
+//! (B+-tree splits: O(height) nodes) and rewrites the intervals the prefix covers whose value it
+//! changes; a prefix ending at a table level rewrites the entries it covers and pushes its value
+//! into the buckets and tables below them that it now covers (leaf pushing: `::/0` touches every
+//! entry with no longer cover). The first prefix too long for a bucket's window turns the bucket
+//! into a table, and removing the last one turns the table back: those two rebuild that region
+//! from its prefixes once. Nothing is ever rebuilt whole. Nodes are split, never merged: a
+//! bucket keeps the nodes it grew until all its prefixes are gone (then it is freed whole), and
+//! a node split by in-order insertion is left full rather than half full (see `split`).
+//!
+//! # Who calls what
+//! Single-threaded: `&mut self` updates, `&self` lookups. Share it across threads through
+//! [`crate::sync`], whose writer applies every update to both of its copies.
 
-use crate::trie::Trie;
-use crate::{LpmError, Shape};
+use std::collections::BTreeMap;
 
-/// Bits resolved by the direct-pointing array. Announced IPv6 space sits in 2000::/3, so the
-/// first 16 bits spread a table over 8192 used entries (256 KiB for the whole array).
-const DIRECT_BITS: u32 = 20;
+use crate::{LpmError, Shape, MAX_VALUE};
+
+/// Bits resolved by the root table: 2^16 entries (256 KiB), one per /16.
+const ROOT_BITS: u32 = 16;
+/// Bits resolved by a table below the root: 256 entries (1 KiB). Tables only exist over
+/// prefixes longer than a bucket window, so their size hardly matters; 8 keeps them byte-aligned.
+const STRIDE: u32 = 8;
+const FANOUT: usize = 1 << STRIDE;
+/// Width of a bucket's keys: the address bits after the bucket's depth. 32-bit keys fit 16 to
+/// a cache line (two AVX2 compares) and cover /d..d+32: a /16 bucket holds prefixes to /48.
+const WINDOW_BITS: u32 = 32;
+/// Key slots per node: one 64-byte line of `u32`.
+const NODE_KEYS: usize = 16;
+/// Children (or intervals) per node: one 64-byte line of `u32` entries.
+const NODE_WAYS: usize = NODE_KEYS;
+/// Keys a node holds: one child more than keys must fit the second line.
+const MAX_KEYS: usize = NODE_WAYS - 1;
+/// Keys per leaf when a bucket is built from scratch: below the maximum, so that inserting
+/// into a freshly built bucket rarely splits at once.
+const BUILD_LEAF_KEYS: usize = 12;
+/// A key inserted among the last this many of a full node splits it at the key (see `split`):
+/// two, because a route adds its end key after its start key.
+const APPEND_TAIL: usize = 2;
+/// Lookups advanced together by `lookup_batch`: enough independent memory accesses in flight
+/// to cover L3 latency, few enough that lane state stays in L1.
+const BATCH: usize = 64;
+
+/// Internal "no route" value (values are `0..=MAX_VALUE`).
+const NONE: u32 = 0x7FFF_FFFF;
+/// Entry tag of a table: the low 30 bits are its index. Entries below it are values.
+const TABLE_TAG: u32 = 0x8000_0000;
+/// Entry tag of a node (a bucket's root, or an inner node's child).
+const NODE_TAG: u32 = 0xC000_0000;
+const INDEX_MASK: u32 = 0x3FFF_FFFF;
+/// Keys are stored with the top bit flipped so that a signed compare orders them as unsigned
+/// (SIMD has only signed 32-bit compares).
+const KEY_BIAS: u32 = 0x8000_0000;
+/// Padding for unused key slots, stored biased: `i32::MIN`, the biased form of key 0. Key 0 is
+/// the region's start, never a boundary, and no search key is below it, so padding is never
+/// counted.
+const KEY_PAD: u32 = KEY_BIAS;
+
+const _: () = assert!(MAX_VALUE < NONE);
+
+/// The longest route covering a region or entry: its value and `len + 1` (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cover {
+    val: u32,
+    rank: u8,
+}
+
+const NO_COVER: Cover = Cover { val: NONE, rank: 0 };
+
+/// A bucket node. `keys[..n]` are biased keys, ascending; `keys[n..]` are [`KEY_PAD`]. A search
+/// key with `c` keys above it goes to `ways[c]`: the ways are stored last-first, so the count
+/// indexes them without knowing `n`. In a leaf the ways are values, in an inner node they are
+/// `NODE_TAG` entries. Two lines, 128-byte aligned so that they form one adjacent-line pair.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(128))]
+struct Node {
+    keys: [u32; NODE_KEYS],
+    ways: [u32; NODE_WAYS],
+}
+
+/// A node unpacked for editing: keys unbiased and ways first-to-last, one slot of room to
+/// overflow before a split.
+#[derive(Clone, Copy)]
+struct Open {
+    n: usize,
+    keys: [u32; MAX_KEYS + 1],
+    ways: [u32; NODE_WAYS + 1],
+    /// Leaves only: per interval, the rank of the route its value comes from (0: the cover).
+    owner: [u8; NODE_WAYS + 1],
+}
+
+/// A route as the builder sees it: prefix (host bits clear), length, value.
+type Route = (u128, u8, u32);
+
+/// Where an entry lives: the root or a table (flat index `table * FANOUT + slot`).
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Root(usize),
+    Table(usize),
+}
 
 /// IPv6 prefix -> `u32` value index. Single-threaded; share it through [`crate::sync`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Lpm6 {
-    trie: Trie<u128, DIRECT_BITS>,
+    // Read by lookups.
+    root: Vec<u32>,
+    /// Tables of `FANOUT` entries, back to back.
+    tables: Vec<u32>,
+    nodes: Vec<Node>,
+    // Control state, read and written by updates only.
+    root_cover: Vec<Cover>,
+    table_cover: Vec<Cover>,
+    /// Per table: inside routes too long for a bucket at its depth (0 turns it into a bucket).
+    table_long: Vec<u32>,
+    /// Per node, in way order like `Node::ways`: for leaves, see `Open::owner`.
+    node_owner: Vec<[u8; NODE_WAYS]>,
+    free_tables: Vec<u32>,
+    free_nodes: Vec<u32>,
+    /// Regions compiled as buckets.
+    buckets: usize,
+    routes: BTreeMap<(u128, u8), u32>,
+    /// Routes per prefix length: lengths with none are skipped when looking for a cover.
+    per_len: [u32; 129],
+    /// The CPU has AVX2 (checked once, at construction).
+    avx2: bool,
+}
+
+impl Default for Lpm6 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `a` with all but its first `len` bits cleared.
+#[inline(always)]
+fn mask(a: u128, len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        a & (u128::MAX << (128 - u32::from(len)))
+    }
+}
+
+/// The last address of the prefix at `p` of length `len`.
+#[inline(always)]
+fn last(p: u128, len: u8) -> u128 {
+    p | u128::MAX.checked_shr(u32::from(len)).unwrap_or(0)
+}
+
+/// The key of address `a` in a bucket at depth `d`: address bits `d..d+32`, zero-padded past
+/// bit 127. A prefix of length `l` (d < l <= d+32, or any l past depth 96) spans
+/// `2^(d+32-l)` keys from the key of its first address, at every depth.
+#[inline(always)]
+fn window(a: u128, d: u32) -> u32 {
+    ((a << d) >> (128 - WINDOW_BITS)) as u32
+}
+
+/// Keys spanned by a prefix of length `l` inside a bucket at depth `d`.
+#[inline(always)]
+fn span(l: u8, d: u32) -> u64 {
+    1u64 << (d + WINDOW_BITS - u32::from(l))
+}
+
+/// A prefix of length `l` has exact keys in a bucket at depth `d`.
+#[inline(always)]
+fn fits(l: u8, d: u32) -> bool {
+    u32::from(l) <= d + WINDOW_BITS
+}
+
+/// The index of `a`'s entry in a table at depth `d` (d >= 16).
+#[inline(always)]
+fn slot_at(a: u128, d: u32) -> usize {
+    ((a >> (128 - STRIDE - d)) as usize) & (FANOUT - 1)
+}
+
+#[inline(always)]
+fn is_value(e: u32) -> bool {
+    e < TABLE_TAG
+}
+
+#[inline(always)]
+fn is_node(e: u32) -> bool {
+    e >= NODE_TAG
+}
+
+#[inline(always)]
+fn is_table(e: u32) -> bool {
+    !is_value(e) && !is_node(e)
+}
+
+#[inline(always)]
+fn index(e: u32) -> usize {
+    (e & INDEX_MASK) as usize
+}
+
+/// Number of keys above the biased search key `qb`, portable.
+#[inline(always)]
+fn count_above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline.
+        let q = unsafe { _mm_set1_epi32(qb) };
+        let p = keys.as_ptr().cast::<__m128i>();
+        let mut bits = 0u64;
+        for i in 0..NODE_KEYS / 4 {
+            // SAFETY: SSE2 is part of the x86_64 baseline; `Node` is 128-byte aligned, so each
+            // 16-byte load is aligned and inside `keys`.
+            let m = unsafe {
+                _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(
+                    _mm_load_si128(p.add(i)),
+                    q,
+                )))
+            };
+            bits |= (m as u64) << (4 * i);
+        }
+        bits.count_ones() as usize
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        keys.iter().filter(|&&k| k as i32 > qb).count()
+    }
+}
+
+/// As [`count_above_portable`], with AVX2 compares of eight keys each.
+///
+/// # Safety
+/// The CPU must support AVX2 and POPCNT.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
+unsafe fn count_above_avx2(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
+    use core::arch::x86_64::*;
+    let q = _mm256_set1_epi32(qb);
+    let p = keys.as_ptr().cast::<__m256i>();
+    let mut bits = 0u64;
+    for i in 0..NODE_KEYS / 8 {
+        // SAFETY: the caller guarantees AVX2; `Node` is 128-byte aligned, so each 32-byte load
+        // is aligned and inside `keys`.
+        let m = unsafe {
+            _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                _mm256_load_si256(p.add(i)),
+                q,
+            )))
+        };
+        bits |= (m as u64) << (8 * i);
+    }
+    bits.count_ones() as usize
+}
+
+impl Node {
+    /// The way a search for biased key `qb` takes.
+    #[inline(always)]
+    fn way<const AVX2: bool>(&self, qb: i32) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        let c = if AVX2 {
+            // SAFETY: `AVX2` is only true in code reached after run-time detection.
+            unsafe { count_above_avx2(&self.keys, qb) }
+        } else {
+            count_above_portable(&self.keys, qb)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let c = count_above_portable(&self.keys, qb);
+        // `c` <= MAX_KEYS: padding is never above a search key.
+        self.ways[c & (NODE_WAYS - 1)]
+    }
 }
 
 impl Lpm6 {
     /// An empty table.
     pub fn new() -> Self {
-        Lpm6 { trie: Trie::new() }
+        Lpm6 {
+            root: vec![NONE; 1 << ROOT_BITS],
+            tables: Vec::new(),
+            nodes: Vec::new(),
+            root_cover: vec![NO_COVER; 1 << ROOT_BITS],
+            table_cover: Vec::new(),
+            table_long: Vec::new(),
+            node_owner: Vec::new(),
+            free_tables: Vec::new(),
+            free_nodes: Vec::new(),
+            buckets: 0,
+            routes: BTreeMap::new(),
+            per_len: [0; 129],
+            avx2: detect_avx2(),
+        }
     }
 
     /// Maps `prefix/len` to `value` (host bits of `prefix` are ignored) and returns the value it
     /// replaced, if any.
     pub fn insert(&mut self, prefix: u128, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
-        self.trie.insert(prefix, len, value)
+        if len > 128 {
+            return Err(LpmError::InvalidLength(len));
+        }
+        if value > MAX_VALUE {
+            return Err(LpmError::ValueTooLarge(value));
+        }
+        let p = mask(prefix, len);
+        let old = self.routes.insert((p, len), value);
+        if old == Some(value) {
+            return Ok(old);
+        }
+        if old.is_none() {
+            self.per_len[usize::from(len)] += 1;
+        }
+        if let Err(e) = self.apply_insert(p, len, value, old.is_none()) {
+            // Out of index space: undo, so that the map and the compiled form agree.
+            match old {
+                Some(v) => self.routes.insert((p, len), v),
+                None => {
+                    self.per_len[usize::from(len)] -= 1;
+                    self.routes.remove(&(p, len))
+                }
+            };
+            return Err(e);
+        }
+        Ok(old)
     }
 
     /// Removes `prefix/len` and returns its value, if it was present.
     pub fn remove(&mut self, prefix: u128, len: u8) -> Option<u32> {
-        self.trie.remove(prefix, len)
+        if len > 128 {
+            return None;
+        }
+        let p = mask(prefix, len);
+        let v = self.routes.remove(&(p, len))?;
+        self.per_len[usize::from(len)] -= 1;
+        self.apply_remove(p, len);
+        Some(v)
     }
 
     /// The value stored for exactly `prefix/len`.
     pub fn get(&self, prefix: u128, len: u8) -> Option<u32> {
-        self.trie.get(prefix, len)
+        if len > 128 {
+            return None;
+        }
+        self.routes.get(&(mask(prefix, len), len)).copied()
     }
 
     /// The value of the longest prefix covering `addr`.
     #[inline]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
-        let v = crate::external(self.trie.lookup(addr));
-        (v != crate::NO_ROUTE).then_some(v)
+        let mut e = self.root[(addr >> (128 - ROOT_BITS)) as usize];
+        let mut k = (addr >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
+        if is_table(e) {
+            let mut d = ROOT_BITS;
+            while is_table(e) {
+                e = self.tables[index(e) * FANOUT + slot_at(addr, d)];
+                d += STRIDE;
+            }
+            k = window(addr, d);
+        }
+        if is_node(e) {
+            e = self.search(e, (k ^ KEY_BIAS) as i32);
+        }
+        (e != NONE).then_some(e)
+    }
+
+    /// Descends the bucket whose root entry is `e` with biased key `qb`.
+    #[inline(always)]
+    fn search(&self, mut e: u32, qb: i32) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` was set by run-time detection of AVX2 and POPCNT.
+            return unsafe { self.search_avx2(e, qb) };
+        }
+        while is_node(e) {
+            e = self.nodes[index(e)].way::<false>(qb);
+        }
+        e
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and POPCNT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn search_avx2(&self, mut e: u32, qb: i32) -> u32 {
+        while is_node(e) {
+            e = self.nodes[index(e)].way::<true>(qb);
+        }
+        e
     }
 
     /// Looks up every address of `addrs` into the same position of `out` ([`crate::NO_ROUTE`]
     /// where no prefix covers it), overlapping the memory accesses of independent lookups.
     /// Panics if the slices differ in length.
     pub fn lookup_batch(&self, addrs: &[u128], out: &mut [u32]) {
-        self.trie.lookup_batch(addrs, out)
+        assert_eq!(
+            addrs.len(),
+            out.len(),
+            "lookup_batch: addrs and out differ in length"
+        );
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` was set by run-time detection of AVX2 and POPCNT.
+            unsafe { self.lookup_batch_avx2(addrs, out) };
+            return;
+        }
+        for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            self.lookup_group::<false>(a, o);
+        }
     }
 
-    /// Bytes held, control state included.
+    /// # Safety
+    /// The CPU must support AVX2 and POPCNT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn lookup_batch_avx2(&self, addrs: &[u128], out: &mut [u32]) {
+        for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            self.lookup_group::<true>(a, o);
+        }
+    }
+
+    /// One group of `lookup_batch`. Each lane first reads its root entry (and walks tables,
+    /// rare: only over prefixes longer than a bucket window); lanes that reach a bucket then
+    /// descend it one level per pass, every lane's next node prefetched before any is read.
+    /// The active lanes are kept packed at the front of the lane arrays, so a pass is a
+    /// branch-free loop over exactly the lanes still searching.
+    #[inline(always)]
+    fn lookup_group<const AVX2: bool>(&self, addrs: &[u128], out: &mut [u32]) {
+        let n = addrs.len();
+        debug_assert!(n <= BATCH && out.len() == n);
+        // Per lane (indexed by position in `addrs`): biased search key and answer.
+        let mut key = [0i32; BATCH];
+        let mut res = [0u32; BATCH];
+        // Per active lane, packed at the front: its position and its next node.
+        let mut lane = [0u8; BATCH];
+        let mut cur = [0u32; BATCH];
+        let root = self.root.as_ptr();
+        let nodes = self.nodes.as_ptr();
+        for &a in addrs {
+            crate::prefetch(root.wrapping_add((a >> (128 - ROOT_BITS)) as usize));
+        }
+        let mut m = 0;
+        for (i, &a) in addrs.iter().enumerate() {
+            let mut e = self.root[(a >> (128 - ROOT_BITS)) as usize];
+            let mut k = (a >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
+            if is_table(e) {
+                let mut d = ROOT_BITS;
+                while is_table(e) {
+                    e = self.tables[index(e) * FANOUT + slot_at(a, d)];
+                    d += STRIDE;
+                }
+                k = window(a, d);
+            }
+            let i = i & (BATCH - 1);
+            res[i] = e;
+            key[i] = (k ^ KEY_BIAS) as i32;
+            let node = is_node(e);
+            lane[m] = i as u8;
+            cur[m] = if node { e & INDEX_MASK } else { 0 };
+            let at = nodes.wrapping_add(cur[m] as usize);
+            prefetch_node(at);
+            m += usize::from(node);
+        }
+        while m > 0 {
+            let mut next = 0;
+            for j in 0..m {
+                let i = usize::from(lane[j]) & (BATCH - 1);
+                // SAFETY: `cur[j]` is the index of a NODE entry (or 0 for a lane that stopped,
+                // which never gets here: it is not among the first `m`), and every NODE entry
+                // indexes an allocated node: nodes are only appended, freed ones reused.
+                let node = unsafe { &*nodes.add(cur[j] as usize) };
+                let e = node.way::<AVX2>(key[i]);
+                res[i] = e;
+                let more = is_node(e);
+                lane[next] = i as u8;
+                cur[next] = if more { e & INDEX_MASK } else { 0 };
+                let at = nodes.wrapping_add(cur[next] as usize);
+                prefetch_node(at);
+                next += usize::from(more);
+            }
+            m = next;
+        }
+        for (o, &r) in out.iter_mut().zip(&res) {
+            *o = crate::external(r);
+        }
+    }
+
+    /// Bytes held, control state included (the route map estimated at its B-tree node size).
     pub fn memory_bytes(&self) -> usize {
-        self.trie.memory_bytes()
+        /// A B-tree map entry: key, value and the node's share (nodes are ~2/3 full).
+        const ROUTE_BYTES: usize = (std::mem::size_of::<(u128, u8)>() + 4) * 3 / 2;
+        self.lookup_bytes()
+            + (self.root_cover.capacity() + self.table_cover.capacity())
+                * std::mem::size_of::<Cover>()
+            + self.table_long.capacity() * 4
+            + self.node_owner.capacity() * NODE_WAYS
+            + (self.free_tables.capacity() + self.free_nodes.capacity()) * 4
+            + self.routes.len() * ROUTE_BYTES
+            + std::mem::size_of::<Self>()
     }
 
-    /// Bytes of the arrays lookups read (direct array, nodes, leaves).
+    /// Bytes of the arrays lookups read (root, tables, nodes).
     pub fn lookup_bytes(&self) -> usize {
-        self.trie.lookup_bytes()
+        (self.root.capacity() + self.tables.capacity()) * 4
+            + self.nodes.capacity() * std::mem::size_of::<Node>()
     }
 
     /// Number of prefixes stored.
     pub fn len(&self) -> usize {
-        self.trie.len()
+        self.routes.len()
     }
 
     /// True when no prefix is stored.
     pub fn is_empty(&self) -> bool {
-        self.trie.len() == 0
+        self.routes.is_empty()
     }
 
-    /// Node and leaf counts, which depend only on the set of prefixes, not on update order.
+    /// Counts of tables (`nodes`) and buckets (`leaves`), which depend only on the set of
+    /// prefixes, not on update order.
     pub fn shape(&self) -> Shape {
-        self.trie.shape()
-    }
-
-    /// Starts a batch of updates: each node they touch is recompiled once, when the batch is
-    /// dropped, instead of once per update (a bulk load into a live table runs at bulk-build
-    /// speed). The batch borrows the table, so no lookup can see it half compiled.
-    pub fn batch(&mut self) -> Batch<'_> {
-        Batch {
-            trie: &mut self.trie,
+        Shape {
+            routes: self.routes.len(),
+            nodes: self.table_long.len() - self.free_tables.len(),
+            leaves: self.buckets,
         }
     }
 
-    /// Applies an update deferred: lookups are wrong until [`Self::flush`]. For the writer of
-    /// [`crate::sync`], which flushes before it publishes.
+    /// Starts a batch of updates, visible to lookups once the batch is dropped. The batch
+    /// borrows the table, so no lookup can run during it.
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch { lpm: self }
+    }
+
+    /// Applies an update for the writer of [`crate::sync`]. Updates compile at once here (each
+    /// is bounded, see the module comment), so [`Self::flush`] has nothing left to do.
     pub(crate) fn apply_deferred(
         &mut self,
         op: &crate::sync::Update<u128>,
     ) -> crate::sync::UpdateResult {
         match *op {
-            crate::sync::Update::Insert(p, l, v) => self.trie.insert_lazy(p, l, v),
-            crate::sync::Update::Remove(p, l) => Ok(self.trie.remove_lazy(p, l)),
+            crate::sync::Update::Insert(p, l, v) => self.insert(p, l, v),
+            crate::sync::Update::Remove(p, l) => Ok(self.remove(p, l)),
         }
     }
 
-    /// Compiles what deferred updates touched.
-    pub(crate) fn flush(&mut self) {
-        self.trie.flush()
-    }
+    /// Finishes deferred updates: none are deferred (see [`Self::apply_deferred`]).
+    pub(crate) fn flush(&mut self) {}
 
     /// Builds a table from `(prefix, len, value)` triples (a later duplicate replaces an earlier
-    /// one), compiling each node once: much faster than inserting one by one.
+    /// one), compiling each region once: much faster than inserting one by one.
     pub fn from_routes(
         routes: impl IntoIterator<Item = (u128, u8, u32)>,
     ) -> Result<Self, LpmError> {
-        Ok(Lpm6 {
-            trie: Trie::from_routes(routes)?,
-        })
+        let mut t = Lpm6::new();
+        for (p, l, v) in routes {
+            if l > 128 {
+                return Err(LpmError::InvalidLength(l));
+            }
+            if v > MAX_VALUE {
+                return Err(LpmError::ValueTooLarge(v));
+            }
+            t.routes.insert((mask(p, l), l), v);
+        }
+        for &(_, l) in t.routes.keys() {
+            t.per_len[usize::from(l)] += 1;
+        }
+        let cover = match t.routes.get(&(0, 0)) {
+            Some(&v) => Cover { val: v, rank: 1 },
+            None => NO_COVER,
+        };
+        let all: Vec<Route> = t
+            .routes
+            .iter()
+            .filter(|(&(_, l), _)| l > 0)
+            .map(|(&(p, l), &v)| (p, l, v))
+            .collect();
+        let (covers, entries) = t.compile_level(0, ROOT_BITS, 0, cover, &all)?;
+        t.root = entries;
+        t.root_cover = covers;
+        Ok(t)
+    }
+
+    // ---- building ----
+
+    /// Compiles the `2^bits` entries of a table at depth `d` over the region at `lo` whose
+    /// cover is `cover` and whose inside routes are `inside` (sorted by prefix, then length).
+    /// Returns each entry's cover and compiled form.
+    fn compile_level(
+        &mut self,
+        d: u32,
+        bits: u32,
+        lo: u128,
+        cover: Cover,
+        inside: &[Route],
+    ) -> Result<(Vec<Cover>, Vec<u32>), LpmError> {
+        let size = 1usize << bits;
+        let slot = |a: u128| ((a << d) >> (128 - bits)) as usize;
+        let mut covers = vec![cover; size];
+        // Routes ending at this level, painted shortest first so longer ones win.
+        let mut ending: Vec<&Route> = inside
+            .iter()
+            .filter(|r| u32::from(r.1) <= d + bits)
+            .collect();
+        ending.sort_by_key(|r| r.1);
+        for &&(p, l, v) in &ending {
+            let first = slot(p);
+            let count = 1usize << (d + bits - u32::from(l));
+            covers[first..first + count].fill(Cover {
+                val: v,
+                rank: l + 1,
+            });
+        }
+        let mut entries: Vec<u32> = covers.iter().map(|c| c.val).collect();
+        let deeper: Vec<Route> = inside
+            .iter()
+            .filter(|r| u32::from(r.1) > d + bits)
+            .copied()
+            .collect();
+        let mut rest = &deeper[..];
+        while let Some(&(p, _, _)) = rest.first() {
+            let s = slot(p);
+            let n = rest.iter().take_while(|r| slot(r.0) == s).count();
+            let child_lo = lo | ((s as u128) << (128 - d - bits));
+            entries[s] = self.build_region(d + bits, child_lo, covers[s], &rest[..n])?;
+            rest = &rest[n..];
+        }
+        Ok((covers, entries))
+    }
+
+    /// Compiles a region at depth `d` (its form: see the module comment) and returns its entry.
+    fn build_region(
+        &mut self,
+        d: u32,
+        lo: u128,
+        cover: Cover,
+        inside: &[Route],
+    ) -> Result<u32, LpmError> {
+        if inside.is_empty() {
+            return Ok(cover.val);
+        }
+        if inside.iter().all(|r| fits(r.1, d)) {
+            return self.build_bucket(d, cover, inside);
+        }
+        let t = self.alloc_table()?;
+        let (covers, entries) = self.compile_level(d, STRIDE, lo, cover, inside)?;
+        let at = t as usize * FANOUT;
+        self.tables[at..at + FANOUT].copy_from_slice(&entries);
+        self.table_cover[at..at + FANOUT].copy_from_slice(&covers);
+        self.table_long[t as usize] = inside.iter().filter(|r| !fits(r.1, d)).count() as u32;
+        Ok(TABLE_TAG | t)
+    }
+
+    /// Builds the bucket of a region at depth `d` whose inside routes (sorted, all fitting the
+    /// window) are `inside`, and returns its root entry.
+    fn build_bucket(&mut self, d: u32, cover: Cover, inside: &[Route]) -> Result<u32, LpmError> {
+        // Sweep the nested routes in order, emitting each elementary interval with the value
+        // of the innermost open route (or the cover).
+        let mut starts: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
+        let mut vals: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
+        let mut owners: Vec<u8> = Vec::with_capacity(2 * inside.len() + 1);
+        let mut emit = |from: u64, to: u64, val: u32, owner: u8| {
+            if from < to {
+                starts.push(from as u32);
+                vals.push(val);
+                owners.push(owner);
+            }
+        };
+        let mut cursor = 0u64;
+        // Open routes: (end key, value, rank), innermost last.
+        let mut open: Vec<(u64, u32, u8)> = Vec::new();
+        for &(p, l, v) in inside {
+            let s = u64::from(window(p, d));
+            while let Some(&(end, val, rank)) = open.last() {
+                if end > s {
+                    break;
+                }
+                emit(cursor, end, val, rank);
+                cursor = end;
+                open.pop();
+            }
+            let (val, owner) = open.last().map_or((cover.val, 0), |o| (o.1, o.2));
+            emit(cursor, s, val, owner);
+            cursor = s;
+            open.push((s + span(l, d), v, l + 1));
+        }
+        while let Some((end, val, rank)) = open.pop() {
+            emit(cursor, end, val, rank);
+            cursor = end;
+        }
+        emit(cursor, 1 << WINDOW_BITS, cover.val, 0);
+
+        // Pack leaves, then inner levels, bottom up: (lowest key, entry) per node.
+        let per_leaf = if starts.len() <= NODE_WAYS {
+            NODE_WAYS
+        } else {
+            BUILD_LEAF_KEYS + 1
+        };
+        let mut level: Vec<(u32, u32)> = Vec::with_capacity(starts.len() / per_leaf + 1);
+        for at in (0..starts.len()).step_by(per_leaf) {
+            let end = (at + per_leaf).min(starts.len());
+            let mut o = Open {
+                n: end - at - 1,
+                keys: [0; MAX_KEYS + 1],
+                ways: [NONE; NODE_WAYS + 1],
+                owner: [0; NODE_WAYS + 1],
+            };
+            o.keys[..o.n].copy_from_slice(&starts[at + 1..end]);
+            o.ways[..=o.n].copy_from_slice(&vals[at..end]);
+            o.owner[..=o.n].copy_from_slice(&owners[at..end]);
+            let id = self.alloc_node()?;
+            self.store(id, &o);
+            level.push((starts[at], NODE_TAG | id));
+        }
+        while level.len() > 1 {
+            let mut up = Vec::with_capacity(level.len() / NODE_WAYS + 1);
+            for group in level.chunks(NODE_WAYS) {
+                let mut o = Open {
+                    n: group.len() - 1,
+                    keys: [0; MAX_KEYS + 1],
+                    ways: [NONE; NODE_WAYS + 1],
+                    owner: [0; NODE_WAYS + 1],
+                };
+                for (j, &(k, e)) in group.iter().enumerate() {
+                    if j > 0 {
+                        o.keys[j - 1] = k;
+                    }
+                    o.ways[j] = e;
+                }
+                let id = self.alloc_node()?;
+                self.store(id, &o);
+                up.push((group[0].0, NODE_TAG | id));
+            }
+            level = up;
+        }
+        self.buckets += 1;
+        Ok(level[0].1)
+    }
+
+    fn alloc_table(&mut self) -> Result<u32, LpmError> {
+        if let Some(t) = self.free_tables.pop() {
+            return Ok(t);
+        }
+        let t = self.table_long.len() as u32;
+        if t > INDEX_MASK >> STRIDE {
+            return Err(LpmError::Full);
+        }
+        self.tables.resize(self.tables.len() + FANOUT, NONE);
+        self.table_cover
+            .resize(self.table_cover.len() + FANOUT, NO_COVER);
+        self.table_long.push(0);
+        Ok(t)
+    }
+
+    fn alloc_node(&mut self) -> Result<u32, LpmError> {
+        if let Some(id) = self.free_nodes.pop() {
+            return Ok(id);
+        }
+        let id = self.nodes.len() as u32;
+        if id > INDEX_MASK {
+            return Err(LpmError::Full);
+        }
+        self.nodes.push(Node {
+            keys: [KEY_PAD; NODE_KEYS],
+            ways: [NONE; NODE_WAYS],
+        });
+        self.node_owner.push([0; NODE_WAYS]);
+        Ok(id)
+    }
+
+    /// Returns the table or bucket behind `e` (and everything below it) to the free lists.
+    fn free_region(&mut self, e: u32) {
+        if is_node(e) {
+            self.free_nodes_below(index(e));
+            self.buckets -= 1;
+        } else if is_table(e) {
+            let t = index(e);
+            for s in t * FANOUT..(t + 1) * FANOUT {
+                self.free_region(self.tables[s]);
+            }
+            self.free_tables.push(t as u32);
+        }
+    }
+
+    fn free_nodes_below(&mut self, id: usize) {
+        let node = self.nodes[id];
+        if is_node(node.ways[0]) {
+            let n = node.keys.iter().filter(|&&k| k != KEY_PAD).count();
+            for &w in &node.ways[..=n] {
+                self.free_nodes_below(index(w));
+            }
+        }
+        self.free_nodes.push(id as u32);
+    }
+
+    // ---- nodes ----
+
+    fn open(&self, id: usize) -> Open {
+        let node = &self.nodes[id];
+        let owner = &self.node_owner[id];
+        let n = node.keys.iter().filter(|&&k| k != KEY_PAD).count();
+        let mut o = Open {
+            n,
+            keys: [0; MAX_KEYS + 1],
+            ways: [NONE; NODE_WAYS + 1],
+            owner: [0; NODE_WAYS + 1],
+        };
+        for j in 0..n {
+            o.keys[j] = node.keys[j] ^ KEY_BIAS;
+        }
+        for j in 0..=n {
+            o.ways[j] = node.ways[n - j];
+            o.owner[j] = owner[n - j];
+        }
+        o
+    }
+
+    /// Writes `o` (at most `MAX_KEYS` keys) into node `id`.
+    fn store(&mut self, id: u32, o: &Open) {
+        debug_assert!(o.n <= MAX_KEYS);
+        let mut node = Node {
+            keys: [KEY_PAD; NODE_KEYS],
+            ways: [NONE; NODE_WAYS],
+        };
+        let mut owner = [0u8; NODE_WAYS];
+        for j in 0..o.n {
+            node.keys[j] = o.keys[j] ^ KEY_BIAS;
+        }
+        for j in 0..=o.n {
+            node.ways[o.n - j] = o.ways[j];
+            owner[o.n - j] = o.owner[j];
+        }
+        self.nodes[id as usize] = node;
+        self.node_owner[id as usize] = owner;
+    }
+
+    /// Makes key `k` (0 < k < 2^32) a boundary of the bucket behind `slot`: the interval
+    /// containing it is split in two with the same value. Splits full nodes up the path.
+    fn bucket_add_key(&mut self, slot: Slot, k: u32) -> Result<(), LpmError> {
+        let mut path: Vec<(u32, usize)> = Vec::new();
+        let mut id = index(self.entry(slot)) as u32;
+        let mut o = loop {
+            let o = self.open(id as usize);
+            let pos = o.keys[..o.n].partition_point(|&x| x <= k);
+            if pos > 0 && o.keys[pos - 1] == k {
+                return Ok(());
+            }
+            if !is_node(o.ways[0]) {
+                break o;
+            }
+            path.push((id, pos));
+            id = index(o.ways[pos]) as u32;
+        };
+        let mut pos = o.keys[..o.n].partition_point(|&x| x <= k);
+        let (w, owner) = (o.ways[pos], o.owner[pos]);
+        insert_at(&mut o, pos, k, w, owner);
+        // Split upwards while the node overflows.
+        loop {
+            if o.n <= MAX_KEYS {
+                self.store(id, &o);
+                return Ok(());
+            }
+            let (left, sep, right) = split(&o, pos);
+            let new = self.alloc_node()?;
+            self.store(id, &left);
+            self.store(new, &right);
+            match path.pop() {
+                Some((parent, at)) => {
+                    o = self.open(parent as usize);
+                    insert_at(&mut o, at, sep, NODE_TAG | new, 0);
+                    id = parent;
+                    pos = at;
+                }
+                None => {
+                    let root = self.alloc_node()?;
+                    let mut r = Open {
+                        n: 1,
+                        keys: [0; MAX_KEYS + 1],
+                        ways: [NONE; NODE_WAYS + 1],
+                        owner: [0; NODE_WAYS + 1],
+                    };
+                    r.keys[0] = sep;
+                    r.ways[0] = NODE_TAG | id;
+                    r.ways[1] = NODE_TAG | new;
+                    self.store(root, &r);
+                    self.set_entry(slot, NODE_TAG | root);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Removes key `k` from the leaf holding it, merging its two intervals (which the caller
+    /// made equal). A key held as an inner separator stays: both its sides are equal.
+    fn bucket_drop_key(&mut self, slot: Slot, k: u32) {
+        let mut id = index(self.entry(slot));
+        loop {
+            let mut o = self.open(id);
+            let pos = o.keys[..o.n].partition_point(|&x| x <= k);
+            if is_node(o.ways[0]) {
+                if pos > 0 && o.keys[pos - 1] == k {
+                    return;
+                }
+                id = index(o.ways[pos]);
+                continue;
+            }
+            if pos > 0 && o.keys[pos - 1] == k {
+                debug_assert_eq!(o.ways[pos - 1], o.ways[pos]);
+                o.keys.copy_within(pos..o.n, pos - 1);
+                o.ways.copy_within(pos + 1..=o.n, pos);
+                o.owner.copy_within(pos + 1..=o.n, pos);
+                o.n -= 1;
+                self.store(id as u32, &o);
+            }
+            return;
+        }
+    }
+
+    /// Applies `f` to the value and owner of every leaf interval of node `id` (covering keys
+    /// `lo..hi`) that lies inside `a..b`. Intervals straddling `a` or `b` are left alone: the
+    /// callers made both ends boundaries.
+    fn bucket_update(
+        &mut self,
+        id: usize,
+        lo: u64,
+        hi: u64,
+        a: u64,
+        b: u64,
+        f: &mut impl FnMut(&mut u32, &mut u8),
+    ) {
+        let mut o = self.open(id);
+        let leaf = !is_node(o.ways[0]);
+        let mut changed = false;
+        for j in 0..=o.n {
+            let cs = if j == 0 { lo } else { u64::from(o.keys[j - 1]) };
+            let ce = if j == o.n { hi } else { u64::from(o.keys[j]) };
+            if ce <= a || cs >= b {
+                continue;
+            }
+            if leaf {
+                if cs >= a && ce <= b {
+                    f(&mut o.ways[j], &mut o.owner[j]);
+                    changed = true;
+                }
+            } else {
+                self.bucket_update(index(o.ways[j]), cs, ce, a, b, f);
+            }
+        }
+        if changed {
+            self.store(id as u32, &o);
+        }
+    }
+
+    // ---- slots ----
+
+    fn entry(&self, s: Slot) -> u32 {
+        match s {
+            Slot::Root(i) => self.root[i],
+            Slot::Table(i) => self.tables[i],
+        }
+    }
+
+    fn set_entry(&mut self, s: Slot, e: u32) {
+        match s {
+            Slot::Root(i) => self.root[i] = e,
+            Slot::Table(i) => self.tables[i] = e,
+        }
+    }
+
+    fn cover(&self, s: Slot) -> Cover {
+        match s {
+            Slot::Root(i) => self.root_cover[i],
+            Slot::Table(i) => self.table_cover[i],
+        }
+    }
+
+    fn set_cover(&mut self, s: Slot, c: Cover) {
+        match s {
+            Slot::Root(i) => self.root_cover[i] = c,
+            Slot::Table(i) => self.table_cover[i] = c,
+        }
+    }
+
+    /// The routes inside the region at depth `d` containing `p`, sorted.
+    fn inside(&self, d: u32, p: u128) -> Vec<Route> {
+        let lo = mask(p, d as u8);
+        self.routes
+            .range((lo, 0)..=(last(lo, d as u8), 128))
+            .filter(|(&(_, l), _)| u32::from(l) > d)
+            .map(|(&(p, l), &v)| (p, l, v))
+            .collect()
+    }
+
+    /// Whether any route lies inside the region at depth `d` containing `p`.
+    fn any_inside(&self, d: u32, p: u128) -> bool {
+        let lo = mask(p, d as u8);
+        self.routes
+            .range((lo, 0)..=(last(lo, d as u8), 128))
+            .any(|(&(_, l), _)| u32::from(l) > d)
+    }
+
+    /// Recompiles the region behind `slot` (depth `d`, containing `p`) from its routes.
+    fn rebuild_region(&mut self, slot: Slot, d: u32, p: u128) -> Result<(), LpmError> {
+        let inside = self.inside(d, p);
+        let old = self.entry(slot);
+        self.free_region(old);
+        let e = self.build_region(d, mask(p, d as u8), self.cover(slot), &inside);
+        // On failure the region answers its cover until the next successful update of it.
+        self.set_entry(slot, *e.as_ref().unwrap_or(&self.cover(slot).val));
+        e.map(drop)
+    }
+
+    // ---- updates ----
+
+    fn apply_insert(&mut self, p: u128, len: u8, v: u32, new: bool) -> Result<(), LpmError> {
+        let c = Cover {
+            val: v,
+            rank: len + 1,
+        };
+        let l = u32::from(len);
+        if l <= ROOT_BITS {
+            let first = (p >> (128 - ROOT_BITS)) as usize;
+            for i in first..first + (1 << (ROOT_BITS - l)) {
+                self.push_insert(Slot::Root(i), c);
+            }
+            return Ok(());
+        }
+        let mut slot = Slot::Root((p >> (128 - ROOT_BITS)) as usize);
+        let mut d = ROOT_BITS;
+        loop {
+            let e = self.entry(slot);
+            if is_value(e) {
+                return self.rebuild_region(slot, d, p);
+            }
+            if is_node(e) {
+                if !fits(len, d) {
+                    return self.rebuild_region(slot, d, p);
+                }
+                return self.bucket_insert(slot, d, p, len, c);
+            }
+            let t = index(e);
+            if new && !fits(len, d) {
+                self.table_long[t] += 1;
+            }
+            if l <= d + STRIDE {
+                let first = t * FANOUT + slot_at(p, d);
+                for i in first..first + (1 << (d + STRIDE - l)) {
+                    self.push_insert(Slot::Table(i), c);
+                }
+                return Ok(());
+            }
+            slot = Slot::Table(t * FANOUT + slot_at(p, d));
+            d += STRIDE;
+        }
+    }
+
+    /// Inserts (or revalues) route `p/len` -> `c` in the bucket behind `slot` (depth `d`).
+    fn bucket_insert(
+        &mut self,
+        slot: Slot,
+        d: u32,
+        p: u128,
+        len: u8,
+        c: Cover,
+    ) -> Result<(), LpmError> {
+        let a = u64::from(window(p, d));
+        let b = a + span(len, d);
+        if a > 0 {
+            self.bucket_add_key(slot, a as u32)?;
+        }
+        if b < 1 << WINDOW_BITS {
+            self.bucket_add_key(slot, b as u32)?;
+        }
+        let root = index(self.entry(slot));
+        self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |val, owner| {
+            if *owner <= c.rank {
+                *val = c.val;
+                *owner = c.rank;
+            }
+        });
+        Ok(())
+    }
+
+    /// Makes `c` the cover of `slot` if it is longer than (or replaces) the current one, and
+    /// pushes it into the compiled structure below.
+    fn push_insert(&mut self, slot: Slot, c: Cover) {
+        if self.cover(slot).rank > c.rank {
+            return;
+        }
+        self.set_cover(slot, c);
+        let e = self.entry(slot);
+        if is_value(e) {
+            self.set_entry(slot, c.val);
+        } else {
+            self.push_below(e, c, &|r| r <= c.rank);
+        }
+    }
+
+    /// Gives cover `c` to every entry below `e` whose cover rank `replaces` selects, and to every
+    /// bucket interval that shows its region's cover.
+    fn push_below(&mut self, e: u32, c: Cover, replaces: &impl Fn(u8) -> bool) {
+        if is_node(e) {
+            self.bucket_update(
+                index(e),
+                0,
+                1 << WINDOW_BITS,
+                0,
+                1 << WINDOW_BITS,
+                &mut |val, owner| {
+                    if *owner == 0 {
+                        *val = c.val;
+                    }
+                },
+            );
+            return;
+        }
+        let t = index(e);
+        for s in t * FANOUT..(t + 1) * FANOUT {
+            if !replaces(self.table_cover[s].rank) {
+                continue;
+            }
+            self.table_cover[s] = c;
+            let child = self.tables[s];
+            if is_value(child) {
+                self.tables[s] = c.val;
+            } else {
+                self.push_below(child, c, replaces);
+            }
+        }
+    }
+
+    /// The longest route covering `p` with a length in `min..len`, else `fallback`.
+    fn best_shorter(&self, p: u128, len: u8, min: u8, fallback: Cover) -> Cover {
+        for l in (min..len).rev() {
+            if self.per_len[usize::from(l)] == 0 {
+                continue;
+            }
+            if let Some(&v) = self.routes.get(&(mask(p, l), l)) {
+                return Cover {
+                    val: v,
+                    rank: l + 1,
+                };
+            }
+        }
+        fallback
+    }
+
+    fn apply_remove(&mut self, p: u128, len: u8) {
+        let rank = len + 1;
+        let l = u32::from(len);
+        if l <= ROOT_BITS {
+            let repl = self.best_shorter(p, len, 0, NO_COVER);
+            let first = (p >> (128 - ROOT_BITS)) as usize;
+            for i in first..first + (1 << (ROOT_BITS - l)) {
+                self.push_remove(Slot::Root(i), rank, repl);
+            }
+            return;
+        }
+        let mut slot = Slot::Root((p >> (128 - ROOT_BITS)) as usize);
+        let mut d = ROOT_BITS;
+        // The tables the walk passed through: the slot pointing at each, and its depth.
+        let mut path: Vec<(Slot, u32)> = Vec::new();
+        loop {
+            let e = self.entry(slot);
+            if is_node(e) {
+                self.bucket_remove(slot, d, p, len);
+                break;
+            }
+            debug_assert!(is_table(e), "a removed route was inside a value region");
+            let t = index(e);
+            if !fits(len, d) {
+                self.table_long[t] -= 1;
+            }
+            path.push((slot, d));
+            if l <= d + STRIDE {
+                let repl = self.best_shorter(p, len, d as u8 + 1, self.cover(slot));
+                let first = t * FANOUT + slot_at(p, d);
+                for i in first..first + (1 << (d + STRIDE - l)) {
+                    self.push_remove(Slot::Table(i), rank, repl);
+                }
+                break;
+            }
+            slot = Slot::Table(t * FANOUT + slot_at(p, d));
+            d += STRIDE;
+        }
+        // The shallowest table left with no route too long for a bucket becomes a bucket.
+        for (slot, d) in path {
+            if self.table_long[index(self.entry(slot))] == 0 {
+                // A bucket needs no more nodes than the table's subtree freed, as a rule; if
+                // the index space is exhausted the region answers its cover (see rebuild).
+                let _ = self.rebuild_region(slot, d, p);
+                break;
+            }
+        }
+    }
+
+    /// Removes route `p/len` (already gone from the map) from the bucket behind `slot`.
+    fn bucket_remove(&mut self, slot: Slot, d: u32, p: u128, len: u8) {
+        if !self.any_inside(d, p) {
+            let e = self.entry(slot);
+            self.free_region(e);
+            self.set_entry(slot, self.cover(slot).val);
+            return;
+        }
+        let rank = len + 1;
+        let repl = self.best_shorter(p, len, d as u8 + 1, self.cover(slot));
+        let owner = if u32::from(repl.rank) > d + 1 {
+            repl.rank
+        } else {
+            0
+        };
+        let a = u64::from(window(p, d));
+        let b = a + span(len, d);
+        let root = index(self.entry(slot));
+        self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |val, own| {
+            if *own == rank {
+                *val = repl.val;
+                *own = owner;
+            }
+        });
+        let lo = mask(p, d as u8);
+        if a > 0 && !self.is_endpoint(d, lo, p) {
+            self.bucket_drop_key(slot, a as u32);
+        }
+        if b < 1 << WINDOW_BITS {
+            let end = last(p, len) + 1;
+            if !self.is_endpoint(d, lo, end) {
+                self.bucket_drop_key(slot, b as u32);
+            }
+        }
+    }
+
+    /// Whether address `x` (inside the region at depth `d` starting at `lo`, not its start)
+    /// starts a route inside the region or follows the last address of one.
+    fn is_endpoint(&self, d: u32, lo: u128, x: u128) -> bool {
+        debug_assert!(x > lo);
+        let min = d as u8 + 1;
+        if self.routes.range((x, min)..=(x, 128)).next().is_some() {
+            return true;
+        }
+        let y = x - 1;
+        let first_len = (128 - y.trailing_ones()).max(u32::from(min)) as u8;
+        (first_len..=128)
+            .any(|l| self.per_len[usize::from(l)] > 0 && self.routes.contains_key(&(mask(y, l), l)))
+    }
+
+    /// Replaces `slot`'s cover of rank `rank` (a removed route) by `repl` and pushes it below.
+    fn push_remove(&mut self, slot: Slot, rank: u8, repl: Cover) {
+        if self.cover(slot).rank != rank {
+            return;
+        }
+        self.set_cover(slot, repl);
+        let e = self.entry(slot);
+        if is_value(e) {
+            self.set_entry(slot, repl.val);
+        } else {
+            self.push_below(e, repl, &|r| r == rank);
+        }
     }
 }
 
-/// Updates to a [`Lpm6`] compiled together when dropped (see [`Lpm6::batch`]).
+/// Prefetches every line of the node at `at` (any address: a prefetch never faults).
+#[inline(always)]
+fn prefetch_node(at: *const Node) {
+    for line in 0..std::mem::size_of::<Node>() / 64 {
+        crate::prefetch(at.cast::<u8>().wrapping_add(64 * line));
+    }
+}
+
+/// Inserts key `k` at `pos` of `o`, with the way (and owner) `w` after it.
+fn insert_at(o: &mut Open, pos: usize, k: u32, w: u32, owner: u8) {
+    o.keys.copy_within(pos..o.n, pos + 1);
+    o.keys[pos] = k;
+    o.ways.copy_within(pos + 1..=o.n, pos + 2);
+    o.ways[pos + 1] = w;
+    o.owner.copy_within(pos + 1..=o.n, pos + 2);
+    o.owner[pos + 1] = owner;
+    o.n += 1;
+}
+
+/// Splits an overflowing node, whose key at `pos` was just inserted, into two nodes and the
+/// key between them, which becomes the separator in the parent. In the middle, as a rule; but
+/// when the new key is one of the node's last two, the updates are likely appending in order
+/// (a table loaded in address order), so the left node keeps every key before the new one and
+/// ends full rather than half full.
+fn split(o: &Open, pos: usize) -> (Open, u32, Open) {
+    let m = if pos + APPEND_TAIL >= o.n {
+        pos
+    } else {
+        o.n / 2
+    };
+    let empty = Open {
+        n: 0,
+        keys: [0; MAX_KEYS + 1],
+        ways: [NONE; NODE_WAYS + 1],
+        owner: [0; NODE_WAYS + 1],
+    };
+    let mut left = empty;
+    left.n = m;
+    left.keys[..m].copy_from_slice(&o.keys[..m]);
+    left.ways[..=m].copy_from_slice(&o.ways[..=m]);
+    left.owner[..=m].copy_from_slice(&o.owner[..=m]);
+    let mut right = empty;
+    right.n = o.n - m - 1;
+    right.keys[..right.n].copy_from_slice(&o.keys[m + 1..o.n]);
+    right.ways[..=right.n].copy_from_slice(&o.ways[m + 1..=o.n]);
+    right.owner[..=right.n].copy_from_slice(&o.owner[m + 1..=o.n]);
+    (left, o.keys[m], right)
+}
+
+/// Whether the batch path may use AVX2 (with POPCNT, which every AVX2 CPU has).
+fn detect_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("popcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Updates to a [`Lpm6`] grouped under one borrow (see [`Lpm6::batch`]). Each update compiles
+/// at once (bounded, see the module comment); the borrow keeps lookups out until it ends.
 pub struct Batch<'a> {
-    trie: &'a mut Trie<u128, DIRECT_BITS>,
+    lpm: &'a mut Lpm6,
 }
 
 impl Batch<'_> {
-    /// As [`Lpm6::insert`]; visible to lookups once the batch is dropped.
+    /// As [`Lpm6::insert`].
     pub fn insert(&mut self, prefix: u128, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
-        self.trie.insert_lazy(prefix, len, value)
+        self.lpm.insert(prefix, len, value)
     }
 
-    /// As [`Lpm6::remove`]; visible to lookups once the batch is dropped.
+    /// As [`Lpm6::remove`].
     pub fn remove(&mut self, prefix: u128, len: u8) -> Option<u32> {
-        self.trie.remove_lazy(prefix, len)
+        self.lpm.remove(prefix, len)
     }
 
     /// The value stored for exactly `prefix/len`, updates of this batch included.
     pub fn get(&self, prefix: u128, len: u8) -> Option<u32> {
-        self.trie.get(prefix, len)
+        self.lpm.get(prefix, len)
     }
 }
 
-impl Drop for Batch<'_> {
-    fn drop(&mut self) {
-        self.trie.flush();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both node searches count the same keys for every probe around every boundary.
+    #[test]
+    fn node_searches_agree() {
+        let bounds = [1u32, 2, 0x7FFF_FFFF, 0x8000_0000, 0x8000_0001, u32::MAX];
+        let mut keys = [KEY_PAD; NODE_KEYS];
+        for (k, &b) in keys.iter_mut().zip(&bounds) {
+            *k = b ^ KEY_BIAS;
+        }
+        let node = Node {
+            keys,
+            ways: [0; NODE_WAYS],
+        };
+        for &b in &bounds {
+            for q in [b.wrapping_sub(1), b, b.wrapping_add(1), 0, u32::MAX] {
+                let want = bounds.iter().filter(|&&k| k > q).count();
+                let qb = (q ^ KEY_BIAS) as i32;
+                assert_eq!(count_above_portable(&node.keys, qb), want, "{q:#x}");
+                #[cfg(target_arch = "x86_64")]
+                if detect_avx2() {
+                    // SAFETY: AVX2 and POPCNT were detected.
+                    assert_eq!(unsafe { count_above_avx2(&node.keys, qb) }, want, "{q:#x}");
+                }
+            }
+        }
+    }
+
+    /// A region at the bottom of the address space (depth > 96) keys its bucket on the last
+    /// bits, padded.
+    #[test]
+    fn deep_regions() {
+        let mut t = Lpm6::new();
+        let base: u128 = 0x2001_0db8 << 96;
+        for i in 0..40u128 {
+            t.insert(base | i << 3, 125, i as u32).unwrap();
+        }
+        t.insert(base | 7, 128, 99).unwrap();
+        for i in 0..40u128 {
+            for h in 0..8 {
+                let a = base | i << 3 | h;
+                let want = if a == base | 7 { 99 } else { i as u32 };
+                assert_eq!(t.lookup(a), Some(want), "{a:#x}");
+            }
+        }
+        assert_eq!(t.lookup(base | 40 << 3), None);
+    }
+
+    /// Many prefixes in one /16 grow a bucket several levels deep by splits; lookups, single
+    /// and batched, agree with a bulk build of the same routes, and removing them all empties
+    /// the table.
+    #[test]
+    fn deep_bucket_by_splits() {
+        let base: u128 = 0x2a00_0000 << 96;
+        let routes: Vec<Route> = (0..5000u32)
+            .map(|i| {
+                (
+                    base | u128::from(i.wrapping_mul(2_654_435_761) >> 8) << 80,
+                    48,
+                    i % 7,
+                )
+            })
+            .chain((0..300u32).map(|i| (base | u128::from(i * 97) << 88, 40, 100 + i)))
+            .collect();
+        let mut inc = Lpm6::new();
+        for &(p, l, v) in &routes {
+            inc.insert(p, l, v).unwrap();
+        }
+        let bulk = Lpm6::from_routes(routes.iter().copied()).unwrap();
+        assert_eq!(inc.shape(), bulk.shape());
+        let probes: Vec<u128> = routes
+            .iter()
+            .flat_map(|&(p, l, _)| [p, last(p, l), last(p, l).wrapping_add(1), p.wrapping_sub(1)])
+            .collect();
+        let mut a = vec![0; probes.len()];
+        let mut b = vec![0; probes.len()];
+        inc.lookup_batch(&probes, &mut a);
+        bulk.lookup_batch(&probes, &mut b);
+        assert_eq!(a, b);
+        for (&x, &want) in probes.iter().zip(&b) {
+            assert_eq!(inc.lookup(x).unwrap_or(crate::NO_ROUTE), want, "{x:#x}");
+        }
+        for &(p, l, _) in &routes {
+            inc.remove(p, l);
+        }
+        assert_eq!(inc.shape(), Lpm6::new().shape());
+        assert!(inc.lookup(base).is_none());
     }
 }

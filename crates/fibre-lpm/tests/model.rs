@@ -158,28 +158,29 @@ macro_rules! family {
                     let mut ops = ops.into_iter().peekable();
                     for cut in cuts.iter().cycle() {
                         if ops.peek().is_none() { break; }
-                        let mut batch = batched.batch();
-                        for op in ops.by_ref().take(*cut) {
-                            match op {
-                                Op::Insert(p, l, v) => {
-                                    let want = model.insert(p, l, v);
-                                    prop_assert_eq!(batch.insert(p, l, v), Ok(want));
-                                    prop_assert_eq!(batch.get(p, l), Some(v));
-                                    single.insert(p, l, v).unwrap();
-                                }
-                                Op::RemoveExisting(i) => {
-                                    if model.routes.is_empty() { continue; }
-                                    let &(p, l) = model.routes.keys().nth(i % model.routes.len()).unwrap();
-                                    prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
-                                    single.remove(p, l);
-                                }
-                                Op::RemoveRandom(p, l) => {
-                                    prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
-                                    single.remove(p, l);
+                        {
+                            let mut batch = batched.batch();
+                            for op in ops.by_ref().take(*cut) {
+                                match op {
+                                    Op::Insert(p, l, v) => {
+                                        let want = model.insert(p, l, v);
+                                        prop_assert_eq!(batch.insert(p, l, v), Ok(want));
+                                        prop_assert_eq!(batch.get(p, l), Some(v));
+                                        single.insert(p, l, v).unwrap();
+                                    }
+                                    Op::RemoveExisting(i) => {
+                                        if model.routes.is_empty() { continue; }
+                                        let &(p, l) = model.routes.keys().nth(i % model.routes.len()).unwrap();
+                                        prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
+                                        single.remove(p, l);
+                                    }
+                                    Op::RemoveRandom(p, l) => {
+                                        prop_assert_eq!(batch.remove(p, l), model.remove(p, l));
+                                        single.remove(p, l);
+                                    }
                                 }
                             }
                         }
-                        drop(batch);
                         check(&batched, &model, &random)?;
                     }
                     check(&batched, &model, &probes(&model, &random))?;
@@ -322,3 +323,76 @@ family!(
     128,
     [0u8, 3, 15, 16, 17, 21, 22, 23, 28, 29, 32, 40, 47, 48, 52, 64, 100, 124, 125, 127, 128]
 );
+
+/// `Lpm6` buckets deep enough to split their nodes several times: hundreds of prefixes in two
+/// /16s (one bucket each, or a table once a prefix is longer than /48), inserted in random
+/// order, half removed, then all removed; against the model, a bulk build, and the empty table.
+mod v6_buckets {
+    use super::*;
+
+    const BASES: [u128; 2] = [0x2a00 << 112, 0x2a01 << 112];
+    /// Mostly the lengths of the real table, a few longer than a /16 bucket's window (/48),
+    /// and a few at or above the root's /16.
+    const LENS: [u8; 20] = [
+        0, 8, 16, 17, 20, 24, 29, 32, 32, 36, 40, 44, 47, 48, 48, 48, 48, 56, 64, 128,
+    ];
+    const BUCKET_CASES: u32 = if cfg!(debug_assertions) { 8 } else { 48 };
+
+    fn route() -> impl Strategy<Value = (u128, u8, u32)> {
+        (
+            0..BASES.len(),
+            any::<u128>(),
+            prop::sample::select(LENS.to_vec()),
+            0u32..50,
+        )
+            .prop_map(|(b, noise, len, v)| (v6::mask(BASES[b] | noise >> 16, len), len, v))
+    }
+
+    fn check(lpm: &Lpm6, model: &Model<u128>, probes: &[u128]) -> Result<(), TestCaseError> {
+        let mut out = vec![0u32; probes.len()];
+        lpm.lookup_batch(probes, &mut out);
+        for (&a, &b) in probes.iter().zip(&out) {
+            let want = model.lookup(a);
+            prop_assert_eq!(lpm.lookup(a), want, "lookup {:#x}", a);
+            prop_assert_eq!(b, want.unwrap_or(NO_ROUTE), "lookup_batch {:#x}", a);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(BUCKET_CASES))]
+
+        #[test]
+        fn deep_buckets(routes in prop::collection::vec(route(), 200..700),
+                        keep in prop::collection::vec(any::<bool>(), 700),
+                        random in prop::collection::vec(any::<u128>(), 64)) {
+            let mut lpm = Lpm6::new();
+            let mut model = Model::<u128>::default();
+            for &(p, l, v) in &routes {
+                prop_assert_eq!(lpm.insert(p, l, v), Ok(model.insert(p, l, v)));
+            }
+            let random: Vec<u128> = random.iter().map(|&r| BASES[(r & 1) as usize] | r >> 16).collect();
+            check(&lpm, &model, &v6::probes(&model, &random))?;
+            let bulk = Lpm6::from_routes(model.routes.iter().map(|(&(p, l), &v)| (p, l, v))).unwrap();
+            prop_assert_eq!(lpm.shape(), bulk.shape());
+            check(&bulk, &model, &v6::probes(&model, &random))?;
+
+            // Remove about half, in insertion order, then compare with a fresh build.
+            for (&(p, l, _), &k) in routes.iter().zip(&keep) {
+                if !k {
+                    prop_assert_eq!(lpm.remove(p, l), model.remove(p, l));
+                }
+            }
+            check(&lpm, &model, &v6::probes(&model, &random))?;
+            let rest = Lpm6::from_routes(model.routes.iter().map(|(&(p, l), &v)| (p, l, v))).unwrap();
+            prop_assert_eq!(lpm.shape(), rest.shape());
+
+            // And the rest, in reverse order: back to the empty table.
+            for &(p, l, _) in routes.iter().rev() {
+                prop_assert_eq!(lpm.remove(p, l), model.remove(p, l));
+            }
+            prop_assert_eq!(lpm.shape(), Lpm6::new().shape());
+            check(&lpm, &model, &random)?;
+        }
+    }
+}

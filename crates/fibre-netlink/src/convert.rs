@@ -15,6 +15,7 @@
 use crate::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessage};
 use crate::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
 use crate::message::{flags as nf, types as mt};
+use crate::neighbour::{NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage};
 use crate::nexthop::{GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage};
 use crate::nla::{Attr, Be16, Flag, Nest, NlStr};
 use crate::route::{
@@ -65,6 +66,20 @@ pub enum Request {
     DelNexthop(u32),
     GetNexthop(u32),
     DumpNexthops,
+    NewNeigh(Neighbour, ReqFlags),
+    DelNeigh(Neighbour),
+    /// RTM_GETNEIGH for one entry (NTF_PROXY in `flags` for a proxy entry).
+    GetNeigh(Neighbour),
+    DumpNeighs(NeighDump),
+}
+
+/// What an RTM_GETNEIGH dump asks for: a family (`None` = both), proxy entries instead of
+/// neighbours (NTF_PROXY in the header), and the NDA_IFINDEX filter (0 = every link).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NeighDump {
+    pub family: Option<Family>,
+    pub proxy: bool,
+    pub ifindex: u32,
 }
 
 /// Why a request cannot be converted: the kernel's errno and text, and the offset of the
@@ -229,6 +244,12 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
                 })
             }
         },
+        Payload::Neighbour(m) => match t {
+            mt::RTM_NEWNEIGH => Ok(Request::NewNeigh(neighbour_from(m)?, flags)),
+            mt::RTM_DELNEIGH => Ok(Request::DelNeigh(neighbour_from(m)?)),
+            _ if dump => Ok(Request::DumpNeighs(neigh_dump_from(m)?)),
+            _ => Ok(Request::GetNeigh(neigh_get_from(m)?)),
+        },
         // The legacy dump request: a bare `struct rtgenmsg` (one family byte).
         Payload::Other(body) if dump => {
             let fam = body.first().copied().unwrap_or(AF_UNSPEC);
@@ -238,6 +259,10 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
                 mt::RTM_GETROUTE => Ok(Request::DumpRoutes(dump_family(fam)?)),
                 mt::RTM_GETRULE => Ok(Request::DumpRules(dump_family(fam)?)),
                 mt::RTM_GETNEXTHOP => Ok(Request::DumpNexthops),
+                mt::RTM_GETNEIGH => Ok(Request::DumpNeighs(NeighDump {
+                    family: dump_family(fam)?,
+                    ..NeighDump::default()
+                })),
                 _ => Err(unsupported()),
             }
         }
@@ -1250,6 +1275,152 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Neighbours
+// ---------------------------------------------------------------------------------------------
+
+/// A neighbour message as the model reads it (`neigh_add` / `neigh_delete`): NDA_DST is
+/// required and must be of the message's family; NDA_LLADDR, NDA_PROTOCOL are taken, other
+/// attributes ignored.
+pub fn neighbour_from(m: &NeighbourMessage<'_>) -> Result<Neighbour, RequestError> {
+    let h = &m.header;
+    let Some(dst) = m.attributes.iter().find_map(|a| match a {
+        NeighbourAttr::Dst(ip) => Some(*ip),
+        _ => None,
+    }) else {
+        return Err(invalid("Network address not specified"));
+    };
+    let fam = family(h.family)?;
+    if Family::of(&dst) != fam {
+        return Err(invalid("Invalid network address"));
+    }
+    let mut n = Neighbour {
+        family: fam,
+        ifindex: u32::try_from(h.ifindex).unwrap_or(0),
+        dst,
+        lladdr: None,
+        state: h.state,
+        flags: h.flags,
+        kind: h.kind,
+        protocol: 0,
+        confirmed: 0,
+        refcnt: 0,
+    };
+    if h.ifindex < 0 {
+        return Err(RtError::new(Errno::ENODEV).into());
+    }
+    for a in &m.attributes {
+        match a {
+            NeighbourAttr::LinkLayerAddress(l) => n.lladdr = Some(l.to_vec()),
+            NeighbourAttr::Protocol(p) => n.protocol = *p,
+            NeighbourAttr::CacheInfo(ci) => {
+                n.confirmed = ci.confirmed;
+                n.refcnt = ci.refcnt;
+            }
+            _ => {}
+        }
+    }
+    Ok(n)
+}
+
+/// An RTM_GETNEIGH request for one entry, checked as the kernel's strict
+/// `neigh_valid_get_req` checks it.
+fn neigh_get_from(m: &NeighbourMessage<'_>) -> Result<Neighbour, RequestError> {
+    let h = &m.header;
+    if h.pad1 != 0 || h.pad2 != 0 || h.state != 0 || h.kind != 0 {
+        return Err(invalid("Invalid values in header for neighbor get request"));
+    }
+    if h.flags & !ntf::PROXY != 0 {
+        return Err(invalid("Invalid flags in header for neighbor get request"));
+    }
+    if m.attributes
+        .iter()
+        .any(|a| !matches!(a, NeighbourAttr::Dst(_)))
+    {
+        return Err(invalid("Unsupported attribute in neighbor get request"));
+    }
+    let fam = family(h.family)?;
+    if m.attributes
+        .iter()
+        .any(|a| matches!(a, NeighbourAttr::Dst(ip) if Family::of(ip) != fam))
+    {
+        return Err(invalid("Invalid network address in neighbor get request"));
+    }
+    neighbour_from(m)
+}
+
+/// An RTM_GETNEIGH dump request: family, NTF_PROXY and the NDA_IFINDEX filter.
+fn neigh_dump_from(m: &NeighbourMessage<'_>) -> Result<NeighDump, RequestError> {
+    let ifindex = m
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            NeighbourAttr::IfIndex(i) => Some(*i),
+            _ => None,
+        })
+        .unwrap_or(0);
+    Ok(NeighDump {
+        family: dump_family(m.header.family)?,
+        proxy: m.header.flags & ntf::PROXY != 0,
+        ifindex,
+    })
+}
+
+/// A neighbour as the kernel dumps and notifies it (`neigh_fill_info`): NDA_DST, NDA_LLADDR
+/// when the state is valid, NDA_PROBES, NDA_CACHEINFO, NDA_PROTOCOL when set; a proxy entry
+/// (`pneigh_fill_info`) has NDA_DST and NDA_PROTOCOL only. Of the cache information fibre
+/// has the confirmation age and the reference count; use and update ages are 0.
+pub fn neighbour_message(n: &Neighbour) -> NeighbourMessage<'_> {
+    let header = NeighbourHeader {
+        family: n.family as u8,
+        ifindex: n.ifindex as i32,
+        state: n.state,
+        flags: n.flags,
+        kind: n.kind,
+        ..NeighbourHeader::default()
+    };
+    let mut attrs = vec![NeighbourAttr::Dst(n.dst)];
+    if !n.is_proxy() {
+        attrs.extend(n.lladdr.as_deref().map(NeighbourAttr::LinkLayerAddress));
+        attrs.push(NeighbourAttr::Probes(0));
+        attrs.push(NeighbourAttr::CacheInfo(NeighbourCacheInfo {
+            confirmed: n.confirmed,
+            refcnt: n.refcnt,
+            ..NeighbourCacheInfo::default()
+        }));
+    }
+    if n.protocol != 0 {
+        attrs.push(NeighbourAttr::Protocol(n.protocol));
+    }
+    NeighbourMessage {
+        header,
+        attributes: attrs,
+    }
+}
+
+/// A neighbour request as iproute2's `ipneigh_modify` builds it: the header with state and
+/// flags, NDA_DST, NDA_LLADDR when given, NDA_PROTOCOL when given.
+fn neighbour_request(n: &Neighbour) -> NeighbourMessage<'_> {
+    let mut m = neighbour_message(n);
+    m.attributes = vec![NeighbourAttr::Dst(n.dst)];
+    m.attributes
+        .extend(n.lladdr.as_deref().map(NeighbourAttr::LinkLayerAddress));
+    if n.protocol != 0 {
+        m.attributes.push(NeighbourAttr::Protocol(n.protocol));
+    }
+    // Cache information is not something a client sets; it is carried only to keep
+    // `request(request_message(r)) == r` for requests that had it.
+    if n.confirmed != 0 || n.refcnt != 0 {
+        m.attributes
+            .push(NeighbourAttr::CacheInfo(NeighbourCacheInfo {
+                confirmed: n.confirmed,
+                refcnt: n.refcnt,
+                ..NeighbourCacheInfo::default()
+            }));
+    }
+    m
+}
+
+// ---------------------------------------------------------------------------------------------
 // Messages: headers, ACKs, errors, end of dump
 // ---------------------------------------------------------------------------------------------
 
@@ -1445,6 +1616,38 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 attributes: Vec::new(),
             };
             (mt::RTM_GETNEXTHOP, dump, Payload::Nexthop(m))
+        }
+        Request::NewNeigh(n, f) => (
+            mt::RTM_NEWNEIGH,
+            change(*f),
+            Payload::Neighbour(neighbour_request(n)),
+        ),
+        Request::DelNeigh(n) => (
+            mt::RTM_DELNEIGH,
+            change(ReqFlags::NONE),
+            Payload::Neighbour(neighbour_request(n)),
+        ),
+        Request::GetNeigh(n) => {
+            let mut m = neighbour_request(n);
+            m.header.state = 0;
+            m.attributes.retain(|a| matches!(a, NeighbourAttr::Dst(_)));
+            (mt::RTM_GETNEIGH, get, Payload::Neighbour(m))
+        }
+        Request::DumpNeighs(d) => {
+            let header = NeighbourHeader {
+                family: fam(&d.family),
+                flags: if d.proxy { ntf::PROXY } else { 0 },
+                ..NeighbourHeader::default()
+            };
+            let mut attributes = Vec::new();
+            if d.ifindex != 0 {
+                attributes.push(NeighbourAttr::IfIndex(d.ifindex));
+            }
+            (
+                mt::RTM_GETNEIGH,
+                dump,
+                Payload::Neighbour(NeighbourMessage { header, attributes }),
+            )
         }
     };
     message(t, flags, sequence, port, payload)

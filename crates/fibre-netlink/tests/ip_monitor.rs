@@ -32,8 +32,8 @@ fn monitor(path: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Re-encodes every object the model describes through the model; other messages (neighbours,
-/// the seg6 route, NLMSG_DONE) through the codec alone.
+/// Re-encodes every object the model describes through the model; other messages (the seg6
+/// route, NLMSG_DONE) through the codec alone.
 fn through_model(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in Messages::new(bytes) {
@@ -87,6 +87,16 @@ fn through_model(bytes: &[u8]) -> Vec<u8> {
                     h.sequence,
                     h.port,
                     Payload::Nexthop(convert::nexthop_message(&n)),
+                )
+                .to_bytes()
+            }),
+            Payload::Neighbour(m) => convert::neighbour_from(m).ok().map(|n| {
+                convert::message(
+                    h.message_type,
+                    h.flags,
+                    h.sequence,
+                    h.port,
+                    Payload::Neighbour(convert::neighbour_message(&n)),
                 )
                 .to_bytes()
             }),

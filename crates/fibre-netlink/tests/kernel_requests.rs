@@ -26,7 +26,9 @@ while off < len(data):
     print(err)
     off += (length + 3) & ~3
 for name, t, body in [("routes", 26, b"\0" * 12), ("rules", 34, b"\0" * 12),
-                      ("nexthops", 106, b"\0" * 8), ("addrs", 22, b"\0" * 8)]:
+                      ("nexthops", 106, b"\0" * 8), ("addrs", 22, b"\0" * 8),
+                      ("neighs", 30, b"\0" * 12),
+                      ("proxies", 30, struct.pack("=BxxxiHBB", 0, 0, 0, 0x08, 0))]:
     s.send(struct.pack("=IHHII", 16 + len(body), t, 0x301, 1, 0) + body)
     out = b""
     done = False
@@ -182,6 +184,15 @@ fn kernel_accepts_our_requests() {
         protocol: protocol::BOOT,
         ..Rule::new(Family::Inet, 100)
     };
+    let mut neigh = Neighbour::new(ip("192.0.2.20"), veth0);
+    neigh.lladdr = Some(vec![2, 0, 0, 0, 0, 0x20]);
+    neigh.flags = ntf::ROUTER;
+    neigh.protocol = protocol::STATIC;
+    let mut neigh6 = Neighbour::new(ip("2001:db8::20"), veth0);
+    neigh6.lladdr = Some(vec![2, 0, 0, 0, 0, 0x21]);
+    neigh6.state = nud::STALE;
+    let mut proxy = Neighbour::new(ip("192.0.2.30"), veth0);
+    proxy.flags = ntf::PROXY;
     let requests = vec![
         Request::NewAddr(addr.clone(), ReqFlags::ADD),
         Request::NewRoute(plain.clone(), ReqFlags::ADD),
@@ -190,6 +201,9 @@ fn kernel_accepts_our_requests() {
         Request::NewNexthop(nh.clone(), ReqFlags::ADD),
         Request::NewRoute(via_nh.clone(), ReqFlags::ADD),
         Request::NewRule(rule.clone(), ReqFlags::ADD),
+        Request::NewNeigh(neigh.clone(), ReqFlags::ADD),
+        Request::NewNeigh(neigh6.clone(), ReqFlags::ADD),
+        Request::NewNeigh(proxy.clone(), ReqFlags::ADD),
     ];
     let mut stream = Vec::new();
     for (seq, r) in requests.iter().enumerate() {
@@ -286,6 +300,35 @@ fn kernel_accepts_our_requests() {
     assert_eq!(
         (got.id, got.gateway, got.oif, got.protocol),
         (7, nh.gateway, veth0, protocol::BOOT)
+    );
+
+    let neigh_bytes = dump("neighs");
+    let neighs: Vec<Neighbour> = Messages::new(&neigh_bytes)
+        .filter_map(|r| match r.unwrap().1.payload {
+            Payload::Neighbour(m) => convert::neighbour_from(&m).ok(),
+            _ => None,
+        })
+        .collect();
+    for want in [&neigh, &neigh6] {
+        let got = neighs
+            .iter()
+            .find(|n| n.dst == want.dst)
+            .unwrap_or_else(|| panic!("{} not in the kernel's dump", want.dst));
+        assert_eq!(
+            (got.ifindex, &got.lladdr, got.state, got.flags, got.protocol),
+            (veth0, &want.lladdr, want.state, want.flags, want.protocol)
+        );
+    }
+    let proxy_bytes = dump("proxies");
+    let got: Neighbour = Messages::new(&proxy_bytes)
+        .find_map(|r| match r.unwrap().1.payload {
+            Payload::Neighbour(m) => convert::neighbour_from(&m).ok(),
+            _ => None,
+        })
+        .expect("proxy 192.0.2.30");
+    assert_eq!(
+        (got.dst, got.ifindex, got.flags),
+        (proxy.dst, veth0, ntf::PROXY)
     );
 
     let addr_bytes = dump("addrs");

@@ -8,6 +8,7 @@ use fibre_netlink::{convert, Messages, Payload};
 use netlink_packet_core::{NetlinkMessage as TheirMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::link::LinkAttribute;
+use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMetric, RouteVia};
 use netlink_packet_route::rule::RuleAttribute;
 use netlink_packet_route::RouteNetlinkMessage as Rtnl;
@@ -79,6 +80,16 @@ enum Facts {
         dst: Option<IpAddr>,
         iif: Option<String>,
         fwmark: Option<u32>,
+    },
+    Neigh {
+        family: u8,
+        ifindex: u32,
+        state: u16,
+        flags: u8,
+        kind: u8,
+        dst: Option<IpAddr>,
+        lladdr: Option<Vec<u8>>,
+        protocol: u8,
     },
 }
 
@@ -221,6 +232,30 @@ fn their_facts(m: &TheirMessage<Rtnl>) -> Option<Facts> {
                 _ => None,
             }),
         },
+        Rtnl::NewNeighbour(n) | Rtnl::DelNeighbour(n) => Facts::Neigh {
+            family: u8::from(n.header.family),
+            ifindex: n.header.ifindex,
+            state: u16::from(n.header.state),
+            flags: n.header.flags.bits(),
+            kind: u8::from(n.header.kind),
+            dst: n.attributes.iter().find_map(|a| match a {
+                NeighbourAttribute::Destination(NeighbourAddress::Inet(a)) => Some(IpAddr::V4(*a)),
+                NeighbourAttribute::Destination(NeighbourAddress::Inet6(a)) => Some(IpAddr::V6(*a)),
+                _ => None,
+            }),
+            lladdr: n.attributes.iter().find_map(|a| match a {
+                NeighbourAttribute::LinkLocalAddress(l) => Some(l.clone()),
+                _ => None,
+            }),
+            protocol: n
+                .attributes
+                .iter()
+                .find_map(|a| match a {
+                    NeighbourAttribute::Protocol(p) => Some(u8::from(*p)),
+                    _ => None,
+                })
+                .unwrap_or(0),
+        },
         _ => return None,
     })
 }
@@ -286,6 +321,19 @@ fn our_facts(bytes: &[u8]) -> Option<Facts> {
                 fwmark: r.fwmark,
             }
         }
+        Payload::Neighbour(n) => {
+            let n = convert::neighbour_from(n).unwrap();
+            Facts::Neigh {
+                family: n.family as u8,
+                ifindex: n.ifindex,
+                state: n.state,
+                flags: n.flags,
+                kind: n.kind,
+                dst: Some(n.dst),
+                lladdr: n.lladdr,
+                protocol: n.protocol,
+            }
+        }
         _ => return None,
     })
 }
@@ -306,6 +354,9 @@ fn model_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
         Payload::Rule(r) => Payload::Rule(convert::rule_message(Box::leak(Box::new(
             convert::rule_from(r).ok()?,
         )))),
+        Payload::Neighbour(n) => Payload::Neighbour(convert::neighbour_message(Box::leak(
+            Box::new(convert::neighbour_from(n).ok()?),
+        ))),
         _ => return None,
     };
     let h = msg.header;

@@ -246,6 +246,7 @@ enum Items {
     Routes(RouteDump),
     Rules(Vec<Rule>),
     Nexthops(Vec<NexthopObj>),
+    Neighs(Vec<Neighbour>),
 }
 
 impl Items {
@@ -256,6 +257,7 @@ impl Items {
             Items::Routes(_) => 0,
             Items::Rules(v) => v.len(),
             Items::Nexthops(v) => v.len(),
+            Items::Neighs(v) => v.len(),
         }
     }
 
@@ -271,6 +273,10 @@ impl Items {
             Items::Nexthops(v) => (
                 mt::RTM_NEWNEXTHOP,
                 Payload::Nexthop(convert::nexthop_message(&v[i])),
+            ),
+            Items::Neighs(v) => (
+                mt::RTM_NEWNEIGH,
+                Payload::Neighbour(convert::neighbour_message(&v[i])),
             ),
         };
         convert::message(t, nf::NLM_F_MULTI, seq, port, p).emit(out);
@@ -488,6 +494,24 @@ impl Notifier<'_> {
         self.push(g, t, 0, Payload::Rule(convert::rule_message(r)));
     }
 
+    /// Neighbour changes, stamped as the kernel stamps them: sequence 0, the requester's port
+    /// on RTM_NEWNEIGH, port 0 on RTM_DELNEIGH.
+    fn neighs(&mut self, events: &[NeighEvent]) {
+        for e in events {
+            let (t, port) = if e.deleted {
+                (mt::RTM_DELNEIGH, 0)
+            } else {
+                (mt::RTM_NEWNEIGH, self.origin.port)
+            };
+            let p = Payload::Neighbour(convert::neighbour_message(&e.neigh));
+            let bytes = convert::message(t, 0, 0, port, p).to_bytes();
+            self.out.push(Note {
+                group: groups::NEIGH,
+                bytes,
+            });
+        }
+    }
+
     fn nexthop(&mut self, t: u16, n: &NexthopObj) {
         self.push(
             groups::NEXTHOP,
@@ -514,12 +538,13 @@ impl Default for Engine {
 }
 
 /// Message types a reader thread answers from the published state ([`read_only`]).
-const READ_TYPES: [u16; 5] = [
+const READ_TYPES: [u16; 6] = [
     mt::RTM_GETLINK,
     mt::RTM_GETADDR,
     mt::RTM_GETROUTE,
     mt::RTM_GETRULE,
     mt::RTM_GETNEXTHOP,
+    mt::RTM_GETNEIGH,
 ];
 
 /// True when every message of `datagram` is a GET request (or dump) that [`handle_reads`]
@@ -635,6 +660,8 @@ fn is_read(req: &Request) -> bool {
             | Request::GetLink(_)
             | Request::GetRoute(_)
             | Request::GetNexthop(_)
+            | Request::DumpNeighs(_)
+            | Request::GetNeigh(_)
     )
 }
 
@@ -700,6 +727,23 @@ fn read(
                 out,
             );
         }
+        Request::DumpNeighs(d) => {
+            let v: Vec<Neighbour> = fib
+                .neighbours(d.family, d.proxy)
+                .into_iter()
+                .filter(|n| d.ifindex == 0 || n.ifindex == d.ifindex)
+                .collect();
+            dump(Items::Neighs(v), origin, out)
+        }
+        Request::GetNeigh(n) => {
+            let found = fib.neigh_get(&n)?;
+            get_reply(
+                mt::RTM_NEWNEIGH,
+                Payload::Neighbour(convert::neighbour_message(&found)),
+                origin,
+                out,
+            );
+        }
         _ => return Err(RtError::new(Errno::EOPNOTSUPP).into()),
     }
     Ok(())
@@ -708,7 +752,11 @@ fn read(
 impl Engine {
     /// A fresh state with `settings`, published.
     pub fn new(settings: Settings) -> Engine {
-        let view = FibWriter::new(settings);
+        let mut view = FibWriter::new(settings);
+        // Both copies record neighbour changes, for notifications (replayed into the other
+        // copy like any change).
+        let _ = view.apply(Change::RecordNeighEvents(true));
+        view.publish();
         let reader = view.reader();
         Engine {
             view,
@@ -801,9 +849,46 @@ impl Engine {
         match req {
             Request::NewRoute(r, f) => self.route_change(r, Some(f), origin, listening, out)?,
             Request::DelRoute(r) => self.route_change(r, None, origin, listening, out)?,
+            Request::NewNeigh(n, f) => {
+                self.neigh_change(Change::NewNeigh(n, f), origin, listening, out)?
+            }
+            Request::DelNeigh(n) => {
+                self.neigh_change(Change::DelNeigh(n), origin, listening, out)?
+            }
             other => self.object_change(other, origin, listening, out)?,
         }
         Ok(())
+    }
+
+    /// The neighbour changes a change recorded in the copy it was applied to. Events the
+    /// replay of earlier changes recorded in that copy were announced already (from the other
+    /// copy) and are dropped first.
+    fn apply_recording(&mut self, change: Change) -> (Result<(), RtError>, Vec<NeighEvent>) {
+        self.view.with_standby(Fib::take_neigh_events);
+        let r = self.view.apply(change);
+        (r, self.view.with_standby(Fib::take_neigh_events))
+    }
+
+    /// A neighbour add, change or delete, announced as the kernel announces it (a failed one
+    /// too can be: the kernel keeps the entry it created and announces flag changes made
+    /// before the failure).
+    fn neigh_change(
+        &mut self,
+        change: Change,
+        origin: Origin,
+        listening: u64,
+        out: &mut Outcome,
+    ) -> Result<(), RtError> {
+        let (r, events) = self.apply_recording(change);
+        out.changed |= r.is_ok() || !events.is_empty();
+        if groups::has(listening, groups::NEIGH) {
+            Notifier {
+                out: &mut out.notes,
+                origin,
+            }
+            .neighs(&events);
+        }
+        r
     }
 
     /// A route add or delete: the prefix it names is read before and after.
@@ -885,7 +970,8 @@ impl Engine {
             Request::DelNexthop(id) => Change::DelNexthop(id),
             _ => return Err(RtError::new(Errno::EOPNOTSUPP)),
         };
-        self.view.apply(change)?;
+        let (r, flushed) = self.apply_recording(change);
+        r?;
         out.changed = true;
         if listening == 0 {
             return Ok(());
@@ -912,6 +998,10 @@ impl Engine {
         // its addresses and routes are gone, as the kernel unwinds a device.
         if !link_del {
             links(&mut n);
+        }
+        // Neighbours a link or address event flushed, as its NETDEV_DOWN handlers announce.
+        if groups::has(listening, groups::NEIGH) {
+            n.neighs(&flushed);
         }
         if let (Some(b), Some(a)) = (&before.addrs, &after.addrs) {
             let (gone, added) = diff(b, a, |x, y| x == y);
@@ -985,6 +1075,17 @@ impl Engine {
         }
         for a in self.fib().addrs(None) {
             reqs.push(Request::NewAddr(a, ReqFlags::ADD));
+        }
+        // Neighbours with an address, and proxy entries; the types and derived addresses the
+        // kernel gives new entries come back from the links and addresses above.
+        for n in self
+            .fib()
+            .neighbours(None, false)
+            .into_iter()
+            .filter(|n| n.lladdr.is_some())
+            .chain(self.fib().neighbours(None, true))
+        {
+            reqs.push(Request::NewNeigh(n, ReqFlags::ADD));
         }
         for r in self.fib().rules(None) {
             reqs.push(Request::NewRule(r, ReqFlags::ADD));
@@ -1075,6 +1176,7 @@ type Everything = (
     Vec<Route>,
     Vec<Rule>,
     Vec<NexthopObj>,
+    Vec<Neighbour>,
 );
 
 /// Everything a dump shows, for comparing states.
@@ -1085,6 +1187,13 @@ fn everything(fib: &Fib) -> Everything {
         fib.routes(None),
         fib.rules(None),
         fib.nexthops(),
+        // A neighbour request that fails can leave the entry it created, in state NONE, as
+        // the kernel does; every other entry and every proxy entry must be unchanged.
+        fib.neighbours(None, false)
+            .into_iter()
+            .filter(|n| n.state != nud::NONE)
+            .chain(fib.neighbours(None, true))
+            .collect(),
     )
 }
 
@@ -1282,6 +1391,105 @@ mod tests {
             }
             assert!(got == want, "pieces of {limit} bytes");
         }
+    }
+
+    /// Neighbour notifications are stamped as the kernel stamps them: sequence 0, the
+    /// requester's port on RTM_NEWNEIGH and port 0 on RTM_DELNEIGH; a delete of a valid entry
+    /// announces its FAILED state first.
+    #[test]
+    fn neighbour_changes_are_announced_as_the_kernel_does() {
+        let mut e = Engine::default();
+        let mut ctx = ClientCtx {
+            port: 77,
+            groups: groups::bit(groups::NEIGH),
+        };
+        let eth0 = Link {
+            ifname: Some("eth0".into()),
+            kind: Some(LinkKind::Dummy),
+            ..Link::default()
+        };
+        let mut n = Neighbour::new("192.0.2.10".parse().unwrap(), 2);
+        n.lladdr = Some(vec![2, 0, 0, 0, 0, 0x10]);
+        let mut stream = Vec::new();
+        for (i, req) in [
+            Request::NewLink(eth0, ReqFlags::ADD),
+            Request::NewNeigh(n.clone(), ReqFlags::ADD),
+            Request::DelNeigh(n),
+        ]
+        .iter()
+        .enumerate()
+        {
+            convert::request_message(req, i as u32 + 1, 0).emit(&mut stream);
+        }
+        let mut out = Outcome::default();
+        let listening = ctx.groups;
+        e.handle(&stream, &mut ctx, listening, &mut out);
+        let seen: Vec<(u16, u32, u32, u16)> = out
+            .notes
+            .iter()
+            .filter(|n| n.group == groups::NEIGH)
+            .map(|n| {
+                let (m, _) = NetlinkMessage::parse(&n.bytes, 0).unwrap();
+                let Payload::Neighbour(nm) = &m.payload else {
+                    panic!("a neighbour message")
+                };
+                let h = m.header;
+                (h.message_type, h.sequence, h.port, nm.header.state)
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (mt::RTM_NEWNEIGH, 0, 77, nud::PERMANENT),
+                (mt::RTM_NEWNEIGH, 0, 77, nud::FAILED),
+                (mt::RTM_DELNEIGH, 0, 0, nud::FAILED),
+            ]
+        );
+    }
+
+    /// The state file keeps neighbours that have an address and proxy entries.
+    #[test]
+    fn saved_neighbours_are_restored() {
+        let mut e = Engine::default();
+        let eth0 = Link {
+            ifname: Some("eth0".into()),
+            kind: Some(LinkKind::Dummy),
+            flags: IFF_UP,
+            change: IFF_UP,
+            ..Link::default()
+        };
+        let mut n = Neighbour::new("192.0.2.10".parse().unwrap(), 2);
+        n.lladdr = Some(vec![2, 0, 0, 0, 0, 0x10]);
+        n.flags = ntf::ROUTER;
+        n.state = nud::STALE;
+        let mut p = Neighbour::new("2001:db8::1".parse().unwrap(), 2);
+        p.flags = ntf::PROXY;
+        let mut stream = Vec::new();
+        for (i, req) in [
+            Request::NewLink(eth0, ReqFlags::ADD),
+            Request::NewNeigh(n, ReqFlags::ADD),
+            Request::NewNeigh(p, ReqFlags::ADD),
+        ]
+        .iter()
+        .enumerate()
+        {
+            convert::request_message(req, i as u32 + 1, 0).emit(&mut stream);
+        }
+        e.handle(
+            &stream,
+            &mut ClientCtx::default(),
+            0,
+            &mut Outcome::default(),
+        );
+        let mut again = Engine::default();
+        assert_eq!(again.restore(&e.save()), 0);
+        for proxy in [false, true] {
+            assert_eq!(
+                again.fib().neighbours(None, proxy),
+                e.fib().neighbours(None, proxy)
+            );
+        }
+        assert_eq!(e.fib().neighbours(None, false).len(), 1);
     }
 
     #[test]

@@ -821,23 +821,69 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
     }
 }
 
+/// Senders on the datagram socket that joined multicast groups, at most this many; a
+/// membership request beyond it is refused (ENOSPC), so memberships cost bounded memory.
+const DGRAM_MEMBERS: usize = 256;
+
+/// A datagram sender that joined groups: its own client (groups, bounded note queue) and
+/// its address, where notifications are sent.
+struct DgramMember {
+    key: String,
+    to: UnixAddr,
+    client: Arc<Client>,
+}
+
+/// Whether `datagram` holds a membership request (fibre's FIBRE_MEMBERSHIP message).
+fn has_membership(datagram: &[u8]) -> bool {
+    fibre_netlink::Messages::new(datagram)
+        .map_while(Result::ok)
+        .any(|(_, m)| m.header.message_type == crate::engine::FIBRE_MEMBERSHIP)
+}
+
 /// The datagram socket: each datagram is answered to its sender's address. Unbound senders
-/// cannot be answered and are skipped. Memberships are not kept for datagram senders (they
-/// have no connection to tie them to); subscribe over the sequenced-packet socket.
+/// cannot be answered and are skipped. Senders share one anonymous client until one sends a
+/// membership request: it then gets a client of its own, kept by its address, and its
+/// notifications are sent to that address as the writer queues them (a send that fails for
+/// a reason other than a full queue ends the membership: the sender is gone).
 fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
-    let client = sh.new_client(None)?;
+    let shared = sh.new_client(None)?;
     let reader = sh.reader();
+    let mut members: Vec<DgramMember> = Vec::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut datagram = Vec::new();
     loop {
-        let mut fds = [
+        let mut fds = vec![
             sys::pollfd(fd.as_fd(), libc::POLLIN),
             sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
         ];
+        fds.extend(
+            members
+                .iter()
+                .map(|m| sys::pollfd(m.client.wake.fd(), libc::POLLIN)),
+        );
         sys::poll(&mut fds, -1)?;
         if fds[1].revents != 0 {
             return Ok(());
         }
+        let woken: Vec<bool> = fds[2..].iter().map(|p| p.revents != 0).collect();
+        members = std::mem::take(&mut members)
+            .into_iter()
+            .zip(woken.into_iter().chain(std::iter::repeat(false)))
+            .filter_map(|(m, woke)| {
+                if !woke {
+                    return Some(m);
+                }
+                m.client.wake.drain();
+                for note in m.client.take_notes() {
+                    match sys::send_to(fd.as_fd(), &note, &m.to, libc::MSG_DONTWAIT) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(_) => return None,
+                    }
+                }
+                Some(m)
+            })
+            .collect();
         if fds[0].revents == 0 {
             continue;
         }
@@ -851,8 +897,33 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
             continue;
         }
         let req: Box<[u8]> = buf[..n.min(buf.len())].into();
+        let key = from.describe();
+        let mut member = members.iter().position(|m| m.key == key);
+        if member.is_none() && has_membership(&req) {
+            if members.len() >= DGRAM_MEMBERS {
+                crate::log!(Level::Info, "datagram memberships full", to = key);
+                let e = fibre_netlink::convert::RequestError::from(fibre_fib::RtError::new(
+                    fibre_fib::Errno::ENOSPC,
+                ));
+                let answer = fibre_netlink::convert::ack(&req, Err(&e), false, 0).to_bytes();
+                send_patiently(&fd, &answer, &from);
+                continue;
+            }
+            members.push(DgramMember {
+                key,
+                to: from,
+                client: sh.new_client(None)?,
+            });
+            member = Some(members.len() - 1);
+        }
+        let client = member.map_or(&shared, |i| &members[i].client);
         let mut answers = Answers::new(DATAGRAM_BYTES);
-        answers.queue = sh.submit(&client, &reader, vec![req])?.into();
+        answers.queue = sh.submit(client, &reader, vec![req])?.into();
+        if let Some(i) = member {
+            if members[i].client.groups.load(Ordering::Relaxed) == 0 {
+                members.swap_remove(i);
+            }
+        }
         while answers.next_datagram(&mut datagram) {
             if !send_patiently(&fd, &datagram, &from) {
                 crate::log!(

@@ -41,7 +41,7 @@
 //! the reader's reads before the writer's writes. (The protocol of fibre-lpm's `sync`, whose
 //! copies are lookup tables; these are whole FIBs.)
 
-use fibre_fib::types::{Address, Link, NexthopObj, ReqFlags, Route, RtError, Rule};
+use fibre_fib::types::{Address, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule};
 use fibre_fib::{Fib, Settings};
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
@@ -61,6 +61,10 @@ pub enum Change {
     DelRule(Rule),
     NewNexthop(NexthopObj, ReqFlags),
     DelNexthop(u32),
+    NewNeigh(Neighbour, ReqFlags),
+    DelNeigh(Neighbour),
+    /// Turns the recording of neighbour events on or off ([`Fib::set_neigh_events`]).
+    RecordNeighEvents(bool),
 }
 
 impl Change {
@@ -77,6 +81,12 @@ impl Change {
             Change::DelRule(r) => fib.rule_del(r),
             Change::NewNexthop(n, f) => fib.nexthop_new(n, *f),
             Change::DelNexthop(id) => fib.nexthop_del(*id),
+            Change::NewNeigh(n, f) => fib.neigh_new(n, *f),
+            Change::DelNeigh(n) => fib.neigh_del(n),
+            Change::RecordNeighEvents(on) => {
+                fib.set_neigh_events(*on);
+                Ok(())
+            }
         }
     }
 }
