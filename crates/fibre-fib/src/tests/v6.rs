@@ -228,6 +228,7 @@ fn nexthop_objects_go_with_carrier_and_link() {
         .unwrap();
     let mut g = obj(6, "10.0.0.2", 0);
     g.gateway = None;
+    g.family = None;
     g.group = vec![
         GroupMember {
             id: 1,
