@@ -184,7 +184,14 @@ impl Fib {
         if Self::fast_applies(t, flow, false) {
             return self.fast_table_lookup(t, flow, flags, false);
         }
+        // The kernel's trie keeps every prefix with one network address in one leaf; a route
+        // through a next-hop object with no usable next hop ends the search of its leaf
+        // (fib_table_lookup's `goto miss`), shorter prefixes of that address included.
+        let mut missed_leaf: Option<u128> = None;
         for (key, entries) in t.lpm(flow.dst) {
+            if missed_leaf == Some(key.addr) {
+                continue;
+            }
             for e in entries {
                 if e.tos != 0 && e.tos != flow.tos {
                     continue;
@@ -211,6 +218,10 @@ impl Fib {
                         nh,
                         rtype,
                     });
+                }
+                if info.spec.nhid.is_some() {
+                    missed_leaf = Some(key.addr);
+                    break;
                 }
             }
         }

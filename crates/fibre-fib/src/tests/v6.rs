@@ -306,3 +306,47 @@ fn multipath_route_linkdown_flag_follows_device_events() {
         .iter()
         .all(|r| r.flags & nh_flags::LINKDOWN == 0 || r.multipath.is_empty()));
 }
+
+#[test]
+fn ipv4_next_hop_object_miss_ends_its_trie_leaf() {
+    let (mut f, d0, d1) = two_links();
+    let nh = NexthopObj {
+        id: 4,
+        family: Some(Family::Inet),
+        gateway: Some(ip("10.0.0.2")),
+        oif: d0,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+    };
+    f.nexthop_new(&nh, ReqFlags::ADD).unwrap();
+    let mut r = rt("192.168.0.0/24", None, 0);
+    r.nhid = Some(4);
+    r.scope = scope::UNIVERSE;
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    for (dst, gw) in [
+        ("192.168.0.0/20", "10.9.0.2"),
+        ("192.168.0.0/16", "10.9.0.3"),
+        ("192.0.0.0/8", "10.9.0.4"),
+    ] {
+        f.route_new(&rt(dst, Some(gw), 0), ReqFlags::ADD).unwrap();
+    }
+    // Kernel: `route get 192.168.0.1 oif d1` skips the /24 through object 4 (on d0), and with
+    // it the /20 and /16 that share its network address, answering via 10.9.0.4 (the /8).
+    let q = RouteQuery {
+        oif: Some(d1),
+        ..RouteQuery::to(ip("192.168.0.1"))
+    };
+    assert_eq!(
+        f.route_get(&q).unwrap().nexthop.gateway,
+        Some(ip("10.9.0.4"))
+    );
+    assert_eq!(
+        get(&f, "192.168.0.1").unwrap().nexthop.gateway,
+        Some(ip("10.0.0.2"))
+    );
+}
