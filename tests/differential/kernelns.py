@@ -11,6 +11,11 @@ on|off` exists. This kernel has no dummy driver, so `translate` rewrites the fil
   restores the carrier of NAME exactly as `carrier off|on` does on a dummy.
 - after `link set NAME ... up`, carrier changes and address adds, a helper line waits for the kernel's deferred
   link-watch work (see settle.sh), which a following command could otherwise overtake.
+- fibre's `clock advance SECONDS` (offline time for expiring routes and exceptions) becomes a
+  helper that sleeps that long and then forces the kernel's IPv6 GC pass
+  (net.ipv6.route.flush=1), as fibre runs its GC when the clock moves;
+- fibre's `route exception add DST mtu MTU` becomes a helper that makes the kernel receive an
+  ICMP "fragmentation needed" / ICMPv6 "packet too big" for DST (see icmp_inject.py).
 Helper lines are appended to the line they serve; `KernelRun` maps stderr back to the original
 line numbers, drops what helpers printed, and substitutes the original file name, so the kernel's
 answer reads as if `ip -batch` had been given the untranslated file.
@@ -69,7 +74,10 @@ _LINK_ADD = re.compile(r"^(\s*)link\s+add\s+(?:(?:dev|name)\s+)?(\S+)(.*)\stype\
 _CARRIER = re.compile(r"^\s*link\s+set\s+(?:dev\s+)?(\S+)\s+carrier\s+(on|off)\s*$")
 _LINK_UP = re.compile(r"^\s*link\s+set\s+(?:dev\s+)?(\S+)\s.*\bup\b")
 _ADDR_ADD = re.compile(r"^\s*(?:-[46]\s+)?addr(?:ess)?\s+(?:add|replace|change)\s.*\bdev\s+(\S+)")
+_CLOCK = re.compile(r"^\s*clock\s+advance\s+([0-9.]+)\s*$")
+_EXCEPTION = re.compile(r"^\s*(?:-[46]\s+)?route\s+exception\s+add\s+(\S+)\s+mtu\s+(\d+)\s*$")
 _SETTLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "settle.sh")
+_INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "icmp_inject.py")
 _FAILED = re.compile(r"^Command failed (.*):(\d+)$")
 
 _counter = 0
@@ -108,6 +116,16 @@ def translate(lines: list[str], ns: str, peer_ns: str) -> tuple[list[str], list[
             out.append(f"{indent}link add {name}{attrs} type veth peer name {name} netns {peer_ns}")
             origin.append(n)
             out.append(_in_peer(peer_ns, f"ip link set {name} up"))
+            origin.append(0)
+            continue
+        m = _CLOCK.match(body)
+        if m:
+            out.append(f'netns exec {ns} sh -c "sleep {m.group(1)}; sysctl -qw net.ipv6.route.flush=1"')
+            origin.append(0)
+            continue
+        m = _EXCEPTION.match(body)
+        if m:
+            out.append(f"netns exec {ns} python3 {_INJECT} {m.group(1)} {m.group(2)}")
             origin.append(0)
             continue
         m = _CARRIER.match(body)

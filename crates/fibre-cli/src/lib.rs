@@ -179,6 +179,9 @@ impl Cli {
             "stats",
             "help",
         ];
+        if obj == "clock" {
+            return clock(self, rest);
+        }
         // "route" is the common case and resolves to itself in the table's order.
         let found = if obj == "route" {
             Some("route")
@@ -211,9 +214,27 @@ impl Cli {
     }
 }
 
+/// fibre's `clock advance SECONDS`: moves the offline clock (expiring routes and next-hop
+/// exceptions count time on it) and runs a GC pass. Offline the clock stands still otherwise.
+fn clock(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
+    const USAGE: &str = "Usage: fibre clock advance SECONDS\n";
+    let (Some(&"advance"), Some(v), None) = (words.first(), words.get(1), words.get(2)) else {
+        return Err(CmdError::usage(USAGE));
+    };
+    let secs: f64 = v
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s < 1e12)
+        .ok_or_else(|| CmdError::invarg("\"advance\" value is invalid\n", v))?;
+    cli.fib
+        .advance_clock((secs * 1000.0).round() as u64)
+        .map(|_| ())
+        .map_err(|e| CmdError::rtnl(&e))
+}
+
 /// fibre's own usage text.
 pub fn usage_text() -> String {
-    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
+    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre clock advance SECONDS\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
         .to_string()
 }
 

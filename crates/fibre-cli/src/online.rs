@@ -57,7 +57,22 @@ pub fn choose(explicit: Option<&str>) -> Result<Backend, String> {
             return Ok(Backend::Remote(r));
         }
     }
-    Ok(Backend::from(Fib::default()))
+    Ok(Backend::from(offline_fib()))
+}
+
+/// The in-process FIB of offline runs: its clock stands still until `clock advance` moves
+/// it, so a batch's output never depends on how fast it ran.
+pub fn offline_fib() -> Fib {
+    let mut f = Fib::default();
+    f.set_clock(std::sync::Arc::new(fibre_fib::ManualClock::new(0)));
+    f
+}
+
+fn offline_only() -> RtError {
+    RtError::msg(
+        Errno::EOPNOTSUPP,
+        "fibre: exceptions and the clock are driven offline only",
+    )
 }
 
 /// A connection to fibred.
@@ -350,6 +365,62 @@ impl Backend {
         match self {
             Backend::Local(f) => f.nexthops(),
             Backend::Remote(r) => r.dump(Request::DumpNexthops, as_nexthop),
+        }
+    }
+
+    /// Next-hop exceptions as cached routes (`route show cache`). fibred does not dump them
+    /// (the kernel's cache dump has no request of its own): online this is empty.
+    pub fn exceptions(&self, family: Option<Family>) -> Vec<Route> {
+        match self {
+            Backend::Local(f) => f.exceptions(family),
+            Backend::Remote(_) => Vec::new(),
+        }
+    }
+
+    /// `route flush cache`.
+    pub fn flush_exceptions(&mut self, family: Option<Family>) -> Result<usize, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.flush_exceptions(family)),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// fibre's `route exception add DST mtu N`: what an ICMP "packet too big" does.
+    pub fn pmtu_update(
+        &mut self,
+        family: Family,
+        dst: std::net::IpAddr,
+        mtu: u32,
+    ) -> Result<fibre_fib::ExceptionOutcome, RtError> {
+        match self {
+            Backend::Local(f) => f.pmtu_update(family, dst, mtu).map_err(RtError::from),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// fibre's `route exception add DST via GW`: what an ICMP redirect does.
+    pub fn redirect(
+        &mut self,
+        family: Family,
+        dst: std::net::IpAddr,
+        gw: std::net::IpAddr,
+    ) -> Result<fibre_fib::ExceptionOutcome, RtError> {
+        match self {
+            Backend::Local(f) => f.redirect(family, dst, gw).map_err(RtError::from),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// fibre's `clock advance`: moves the offline clock forward by `ms` and runs a GC pass,
+    /// as the kernel's GC timer would. From then on the clock stands still until moved again.
+    pub fn advance_clock(&mut self, ms: u64) -> Result<fibre_fib::GcStats, RtError> {
+        match self {
+            Backend::Local(f) => {
+                let now = f.clock().now_ms();
+                f.set_clock(std::sync::Arc::new(fibre_fib::ManualClock::new(now + ms)));
+                Ok(f.expire())
+            }
+            Backend::Remote(_) => Err(offline_only()),
         }
     }
 

@@ -89,6 +89,9 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     if matches(verb, "flush") {
         return list(cli, rest, true);
     }
+    if verb == "exception" {
+        return exception(cli, rest);
+    }
     if matches(verb, "help") {
         return Err(CmdError::usage(USAGE));
     }
@@ -613,6 +616,42 @@ fn get(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// fibre's `route exception add DST { mtu MTU | via GATEWAY }`: the effect of an ICMP "packet
+/// too big" / "fragmentation needed" reporting MTU, or of a redirect to GATEWAY, for DST,
+/// without a data plane (how scenario files stand in for ICMP). Prints nothing; an event the
+/// kernel would ignore (an MTU not below the path's) is ignored silently too.
+fn exception(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
+    const USAGE_EXC: &str = "Usage: fibre route exception add ADDRESS { mtu MTU | via GATEWAY }\n";
+    let mut a = Args::new(words);
+    if a.peek() != Some("add") {
+        return Err(CmdError::usage(USAGE_EXC));
+    }
+    let dst_w = a.next_arg()?;
+    let dst = get_addr(dst_w, cli.opts.family)?;
+    let (Some(family), Some(addr)) = (dst.family, dst.addr) else {
+        return Err(CmdError::invarg("an address is expected\n", dst_w));
+    };
+    let what = a.next_arg()?;
+    let v = a.next_arg()?;
+    let r = if what == "mtu" {
+        let mtu = get_u32(v, 0).ok_or_else(|| CmdError::invarg("\"mtu\" value is invalid\n", v))?;
+        cli.fib.pmtu_update(family, addr, mtu)
+    } else if what == "via" {
+        let gw = get_addr(v, Some(family))?;
+        let Some(g) = gw.addr else {
+            return Err(CmdError::invarg("an address is expected\n", v));
+        };
+        cli.fib.redirect(family, addr, g)
+    } else {
+        return Err(CmdError::usage(USAGE_EXC));
+    };
+    a.advance();
+    if let Some(w) = a.peek() {
+        return Err(CmdError::invarg("unexpected argument\n", w));
+    }
+    r.map(|_| ()).map_err(|e| CmdError::rtnl(&e))
+}
+
 /// What a `route show` selector filters on (iproute2's `filter` in iproute.c).
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -922,7 +961,19 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
     if let Some(d) = od {
         f.oif = Some(cli.dev(d)?);
     }
-    let routes = cli.fib.routes(family);
+    if f.cloned && flush {
+        // `route flush cache`: every next-hop exception of the family goes at once.
+        return cli
+            .fib
+            .flush_exceptions(family)
+            .map(|_| ())
+            .map_err(|e| CmdError::rtnl(&e));
+    }
+    let routes = if f.cloned {
+        cli.fib.exceptions(family)
+    } else {
+        cli.fib.routes(family)
+    };
     if let (Some(fam), true) = (family, cli.strict_dump && f.tb != 0 && !f.cloned) {
         if !table_exists(cli, fam, f.tb, &routes) {
             // The kernel's strict dump of a table it never created: iproute2 has already

@@ -294,6 +294,16 @@ impl Table {
         })
     }
 
+    /// The prefix lengths that have keys, longest first.
+    pub fn lengths(&self) -> &[u8] {
+        &self.lens
+    }
+
+    /// How many keys of length `len` the table has.
+    pub fn key_count(&self, len: u8) -> u32 {
+        self.len_count[len as usize]
+    }
+
     /// Every key and its entries, in map order.
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &Entries)> {
         self.map.iter().map(|(k, s)| (k, &s.entries))

@@ -37,6 +37,9 @@ impl Flow {
     }
 }
 
+/// The protocol of an IPv4 `route get` without `ipproto`.
+const IPPROTO_UDP: u8 = 17;
+
 fn is_lbcast(a: u32) -> bool {
     a == u32::MAX
 }
@@ -65,7 +68,12 @@ impl Fib {
             tos: q.tos,
             mark: q.mark,
             uid: q.uid.unwrap_or(0),
-            proto: q.ipproto.unwrap_or(0),
+            // inet_rtm_getroute builds a UDP packet unless told otherwise; IPv6 leaves the
+            // protocol at 0.
+            proto: q.ipproto.unwrap_or(match q.family {
+                Family::Inet => IPPROTO_UDP,
+                Family::Inet6 => 0,
+            }),
             sport: q.sport.unwrap_or(0),
             dport: q.dport.unwrap_or(0),
             scope: scope::UNIVERSE,
@@ -254,6 +262,7 @@ impl Fib {
         }
         ans.rtype = res.rtype;
         self.classify_out4(&mut ans, d, n.oif);
+        self.exception_answer(&res, flow.dst, &mut ans);
         Ok(ans)
     }
 
@@ -262,7 +271,9 @@ impl Fib {
         if is_lbcast(d) || ans.rtype == RouteType::Broadcast {
             ans.rtype = RouteType::Broadcast;
             ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
-        } else if is_multicast4(d) {
+        } else if is_multicast4(d) || ans.rtype == RouteType::Multicast {
+            // A multicast route's type counts as a multicast destination's does; the group is
+            // not joined here, so RTCF_LOCAL stays off.
             ans.rtype = RouteType::Multicast;
             ans.flags |= rtcf::MULTICAST;
         } else if ans.rtype == RouteType::Unspec {
@@ -302,6 +313,10 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         }
         if is_lbcast(d) || (s == 0 && d == 0) {
+            // brd_input: a source other than 0.0.0.0 must pass the reverse-path check.
+            if s != 0 {
+                self.validate_source4(&flow, 0)?;
+            }
             ans.rtype = RouteType::Broadcast;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
             ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
@@ -322,14 +337,18 @@ impl Fib {
             }
         };
         let info = self.infos.get(res.entry.info);
+        // Answers from a route name its table (the merged trie counts as main).
         if res.rtype == RouteType::Broadcast {
+            self.validate_source4(&flow, 0)?;
+            ans.table = self.reported_table4(res.table);
             ans.rtype = RouteType::Broadcast;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
             ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
             return Ok(ans);
         }
         if res.rtype == RouteType::Local {
-            self.validate_source4(s, d, q.tos, 0, iif)?;
+            self.validate_source4(&flow, 0)?;
+            ans.table = self.reported_table4(res.table);
             ans.rtype = RouteType::Local;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
             ans.flags |= rtcf::LOCAL;
@@ -343,7 +362,7 @@ impl Fib {
         }
         self.select_multipath(&mut res, &flow);
         let n = &info.spec.nhs[res.nh];
-        if self.validate_source4(s, d, q.tos, n.oif, iif)? && n.oif == iif {
+        if self.validate_source4(&flow, n.oif)? && n.oif == iif {
             ans.flags |= rtcf::DOREDIRECT;
         }
         ans.table = self.reported_table4(res.table);
@@ -361,14 +380,8 @@ impl Fib {
     /// (`oif` is the output device of a forwarded packet, 0 for local delivery). `Ok(true)`
     /// when the source is directly connected through the input device (a redirect may be
     /// due).
-    fn validate_source4(
-        &self,
-        s: u32,
-        d: u32,
-        tos: u8,
-        oif: u32,
-        iif: u32,
-    ) -> Result<bool, RtError> {
+    fn validate_source4(&self, flow: &Flow, oif: u32) -> Result<bool, RtError> {
+        let (s, d, iif) = (flow.src as u32, flow.dst as u32, flow.iif);
         let rpf = self.settings().rp_filter;
         // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
         if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif {
@@ -384,11 +397,15 @@ impl Fib {
                 Ok(false)
             }
         };
+        // The reverse flow keeps the packet's protocol and swaps its ports.
         let rev = Flow {
             dst: s as u128,
             src: d as u128,
             iif: if oif != 0 { oif } else { LOOPBACK_IFINDEX },
-            tos,
+            tos: flow.tos,
+            proto: flow.proto,
+            sport: flow.dport,
+            dport: flow.sport,
             ..Flow::empty()
         };
         let Ok(res) = self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) else {
@@ -472,7 +489,8 @@ impl Fib {
         };
         // An answer built from a dst carries no next-hop flags (rt6_fill_node fills them for
         // FIB entries only), so never `linkdown`.
-        if matches!(res.rtype, RouteType::Local | RouteType::Anycast) {
+        // ip6_rt_get_dev_rcu: copies of RTF_LOCAL / RTF_ANYCAST routes live on `lo`.
+        if res.rtype == RouteType::Local || info.spec.rtf_anycast {
             ans.nexthop.oif = LOOPBACK_IFINDEX;
         }
         if input {
@@ -481,6 +499,7 @@ impl Fib {
             ans.prefsrc = info.spec.prefsrc.or_else(|| {
                 crate::srcsel::select_v6(&self.links, Some(n.oif), &d6).map(IpAddr::V6)
             });
+            self.exception_answer(&res, flow.dst, &mut ans);
         }
         Ok(ans)
     }

@@ -21,6 +21,8 @@
 
 mod addr;
 mod dst;
+pub mod exception;
+pub mod expiry;
 mod fibtable;
 mod fxhash;
 mod get;
@@ -38,11 +40,15 @@ mod sync;
 pub mod types;
 
 #[cfg(test)]
+mod expiry_tests;
+#[cfg(test)]
 mod tests;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub use dst::{Dst, LookupError};
+pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
+pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use rule::Flow;
 pub use types::*;
 
@@ -106,6 +112,12 @@ pub struct Fib {
     pub(crate) neighs: neigh::Neighs,
     /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
     pub(crate) batching: bool,
+    /// Time for expiring routes and exceptions (see `expiry`).
+    pub(crate) clock: std::sync::Arc<dyn Clock>,
+    /// Deadlines of expiring route infos.
+    pub(crate) expiry: expiry::ExpiryQueue<expiry::InfoRef>,
+    /// Next-hop exceptions (PMTU, redirects).
+    pub(crate) exceptions: exception::Exceptions,
 }
 
 impl Default for Fib {
@@ -180,6 +192,9 @@ impl Fib {
             custom_local4: false,
             neighs: neigh::Neighs::default(),
             batching: false,
+            clock: std::sync::Arc::new(SystemClock::new()),
+            expiry: Default::default(),
+            exceptions: Default::default(),
         };
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
@@ -244,7 +259,9 @@ impl Fib {
         }
         let mut info = Info::new(spec, st);
         info.rebalance();
-        self.infos.insert(info)
+        let id = self.infos.insert(info);
+        self.track_expiry(id);
+        id
     }
 
     /// The shared info for `spec` (found or created).
@@ -392,6 +409,7 @@ impl Fib {
             self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
+            self.exceptions_dev_down(idx);
         }
         if !was_up && now_up {
             self.link_up4(idx);
@@ -477,6 +495,7 @@ impl Fib {
             let _ = self.nexthop_del(id);
         }
         self.drop_nhs6(idx, true);
+        self.exceptions_dev_down(idx);
         self.links.remove(idx);
         self.after_state_change();
         Ok(())
@@ -653,7 +672,10 @@ impl Fib {
                         && (a.prefixlen == 0 || b.prefixlen == a.prefixlen)
                         && a.prefixlen <= 32
                 }) else {
-                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                    return Err(RtError::msg(
+                        Errno::EADDRNOTAVAIL,
+                        "ipv4: Address not found",
+                    ));
                 };
                 self.del_addr4_at(a.ifindex, pos);
                 // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
@@ -667,7 +689,10 @@ impl Fib {
                     .iter()
                     .position(|b| b.addr == x && (a.prefixlen == 0 || b.prefixlen == a.prefixlen))
                 else {
-                    return Err(RtError::new(Errno::EADDRNOTAVAIL));
+                    return Err(RtError::msg(
+                        Errno::EADDRNOTAVAIL,
+                        "ipv6: address not found",
+                    ));
                 };
                 let gone = self
                     .links
@@ -766,6 +791,7 @@ impl Fib {
     }
 
     fn route_new_inner(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -800,6 +826,7 @@ impl Fib {
     }
 
     fn route_del_inner(&mut self, route: &Route) -> Result<(), RtError> {
+        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
@@ -811,7 +838,7 @@ impl Fib {
 
     /// Tables of `family` in the kernel's dump order: by id modulo the hash size (256), newest
     /// first within one bucket.
-    fn tables_in_order(&self, family: Family) -> Vec<&Table> {
+    pub(crate) fn tables_in_order(&self, family: Family) -> Vec<&Table> {
         let m = match family {
             Family::Inet => &self.t4,
             Family::Inet6 => &self.t6,
@@ -891,6 +918,10 @@ impl Fib {
         for (k, es) in t.range_from(start) {
             let skip = if Some(*k) == pos.key { pos.entry } else { 0 };
             for (i, e) in es.iter().enumerate().skip(skip) {
+                // Expired routes not reclaimed yet are gone for every reader.
+                if self.info_expired(e.info) {
+                    continue;
+                }
                 let entry = RouteEntry {
                     fib: self,
                     family: Family::Inet,
@@ -927,7 +958,10 @@ impl Fib {
                 key: k,
                 entry: e,
             };
-            if t.get(&k).is_some_and(|es| es.contains(&e)) && !emit(&entry) {
+            if t.get(&k).is_some_and(|es| es.contains(&e))
+                && !self.info_expired(e.info)
+                && !emit(&entry)
+            {
                 return true;
             }
             pos.entry += 1;
@@ -954,7 +988,9 @@ impl Fib {
         r.prefsrc = s.prefsrc;
         r.metrics = s.metrics.clone();
         r.nhid = s.nhid;
-        r.expires = s.expires;
+        r.expires = s
+            .expires
+            .map(|x| expiry::remaining_secs(x.at, self.now_ms()));
         r.src = e.src().map(|x| Prefix {
             addr: u128_ip(f, x.addr),
             len: x.len,

@@ -9,6 +9,8 @@
 //!   "try the next rule" (EAGAIN).
 //! - Rules are walked in priority order; `goto` jumps to the first rule at or after its target
 //!   priority, `nop` continues, `suppress_prefixlength` rejects too-short results.
+//! - Until the first IPv4 rule is added, IPv4 tables local and main act as one table (the
+//!   kernel's merged trie), then default: see `merged4`.
 //! - No lookup allocates or builds a dst: results point at next-hop state built beforehand.
 
 use crate::dst::{Dst, LookupError};
@@ -16,8 +18,13 @@ use crate::fibtable::{Key, Table};
 use crate::nexthop::NhObjs;
 use crate::route::{Entry, Info, Infos};
 use crate::rule::{Flow, Rules};
-use crate::types::{nh_flags, scope, Family, RouteType, RuleAction};
+use crate::types::{nh_flags, scope, table, Family, RouteType, RuleAction};
 use crate::Fib;
+
+/// lo's 127.0.0.0/8, a local route every instance has: leaving it out of the merged-tables
+/// test (`merged4`) keeps ordinary lookups on the per-table path; what that gives up is a main
+/// route inside 127/8, which only martian destinations could match.
+const LOOPBACK_NET4: u32 = 0x7f00_0000;
 
 /// A lookup's outcome: which stored route and which of its next hops.
 #[derive(Debug, Clone, Copy)]
@@ -139,19 +146,23 @@ impl Fib {
         flow: &Flow,
         flags: LookupFlags,
         v6: bool,
-    ) -> TableResult {
+    ) -> Option<TableResult> {
         let Some((key, e)) = t.fast_lookup(flow.dst) else {
-            return TableResult::Continue;
+            return Some(TableResult::Continue);
         };
         let info = self.infos.get(e.info);
+        if info.spec.expires.is_some() && self.info_expired(e.info) {
+            // Expired, not yet reclaimed: the walk skips it and finds what lies below.
+            return None;
+        }
         let rtype = self.effective_type(info);
         if rtype == RouteType::Throw {
-            return TableResult::Continue;
+            return Some(TableResult::Continue);
         }
         if let Some(err) = LookupError::of_type(rtype) {
-            return TableResult::Reject(err);
+            return Some(TableResult::Reject(err));
         }
-        match first_good_nh(info, flow, flags, v6) {
+        Some(match first_good_nh(info, flow, flags, v6) {
             Some(nh) => TableResult::Found(Res {
                 table: t.id,
                 key,
@@ -160,12 +171,13 @@ impl Fib {
                 rtype,
             }),
             None => TableResult::Continue,
-        }
+        })
     }
 
     /// Recompiles the winners of every changed key (called before a mutation returns), and
     /// the compiled structures unless a batch defers that to its end ([`Fib::begin_batch`]).
     pub(crate) fn commit_fast(&mut self) {
+        self.reap_released();
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {
@@ -182,7 +194,9 @@ impl Fib {
     /// fib_table_lookup for IPv4.
     pub(crate) fn table_lookup4(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
         if Self::fast_applies(t, flow, false) {
-            return self.fast_table_lookup(t, flow, flags, false);
+            if let Some(r) = self.fast_table_lookup(t, flow, flags, false) {
+                return r;
+            }
         }
         // The kernel's trie keeps every prefix with one network address in one leaf; a route
         // through a next-hop object with no usable next hop ends the search of its leaf
@@ -193,31 +207,8 @@ impl Fib {
                 continue;
             }
             for e in entries {
-                if e.tos != 0 && e.tos != flow.tos {
-                    continue;
-                }
-                let info = self.infos.get(e.info);
-                if info.spec.scope < flow.scope {
-                    continue;
-                }
-                let rtype = self.effective_type(info);
-                if rtype == RouteType::Throw {
-                    return TableResult::Continue;
-                }
-                if let Some(err) = LookupError::of_type(rtype) {
-                    return TableResult::Reject(err);
-                }
-                if info.dead {
-                    continue;
-                }
-                if let Some(nh) = first_good_nh(info, flow, flags, false) {
-                    return TableResult::Found(Res {
-                        table: t.id,
-                        key,
-                        entry: *e,
-                        nh,
-                        rtype,
-                    });
+                if let Some(r) = self.entry_result4(t.id, key, e, flow, flags) {
+                    return r;
                 }
                 if info.spec.nhid.is_some() {
                     missed_leaf = Some(key.addr);
@@ -226,6 +217,114 @@ impl Fib {
             }
         }
         TableResult::Continue
+    }
+
+    /// What one IPv4 entry makes of `flow`: `None` when it is skipped (tos, scope, dead, no
+    /// usable next hop), else the table's outcome (a throw continues with the next rule).
+    #[inline]
+    fn entry_result4(
+        &self,
+        table: u32,
+        key: Key,
+        e: &Entry,
+        flow: &Flow,
+        flags: LookupFlags,
+    ) -> Option<TableResult> {
+        if e.tos != 0 && e.tos != flow.tos {
+            return None;
+        }
+        let info = self.infos.get(e.info);
+        if info.spec.scope < flow.scope {
+            return None;
+        }
+        if info.spec.expires.is_some() && self.info_expired(e.info) {
+            return None;
+        }
+        let rtype = self.effective_type(info);
+        if rtype == RouteType::Throw {
+            return Some(TableResult::Continue);
+        }
+        if let Some(err) = LookupError::of_type(rtype) {
+            return Some(TableResult::Reject(err));
+        }
+        if info.dead {
+            return None;
+        }
+        first_good_nh(info, flow, flags, false).map(|nh| {
+            TableResult::Found(Res {
+                table,
+                key,
+                entry: *e,
+                nh,
+                rtype,
+            })
+        })
+    }
+
+    /// Whether IPv4 lookups must walk tables local and main as one: until the first IPv4 rule
+    /// is added the kernel keeps both in one trie (fib_unmerge splits them), so a route of
+    /// main longer than a matching route of local wins. That differs from the rules' order
+    /// only when local holds prefixes shorter than /32 besides lo's 127.0.0.0/8.
+    fn merged4(&self) -> Option<(&Table, &Table)> {
+        if self.custom_rules4 {
+            return None;
+        }
+        let local = self.t4.get(&table::LOCAL)?;
+        let main = self.t4.get(&table::MAIN)?;
+        let lo_net = Key::new(u128::from(LOOPBACK_NET4), 8, 32);
+        let competes = local
+            .lengths()
+            .iter()
+            .any(|&l| l < 32 && !(l == 8 && local.key_count(8) == 1 && local.contains(&lo_net)));
+        competes.then_some((local, main))
+    }
+
+    /// The kernel's fib_lookup without custom rules over the merged local+main trie: the
+    /// longest prefix of either table (at equal prefixes local's entries first, as the trie
+    /// orders aliases by table id), then table default when that finds nothing or a throw.
+    fn merged_lookup4(
+        &self,
+        local: &Table,
+        main: &Table,
+        flow: &Flow,
+        flags: LookupFlags,
+    ) -> Result<Res, LookupError> {
+        let mut l = local.lpm(flow.dst).peekable();
+        let mut m = main.lpm(flow.dst).peekable();
+        let merged = loop {
+            let from_local = match (l.peek(), m.peek()) {
+                (Some((a, _)), Some((b, _))) => a.len >= b.len,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break TableResult::Continue,
+            };
+            let (tid, next) = if from_local {
+                (table::LOCAL, l.next())
+            } else {
+                (table::MAIN, m.next())
+            };
+            let Some((key, entries)) = next else {
+                break TableResult::Continue;
+            };
+            if let Some(r) = entries
+                .iter()
+                .find_map(|e| self.entry_result4(tid, key, e, flow, flags))
+            {
+                break r;
+            }
+        };
+        let outcome = match merged {
+            TableResult::Continue => match self.t4.get(&table::DEFAULT) {
+                Some(t) => self.table_lookup4(t, flow, flags),
+                None => TableResult::Continue,
+            },
+            r => r,
+        };
+        match outcome {
+            TableResult::Found(r) => Ok(r),
+            TableResult::Reject(e) => Err(e),
+            TableResult::Continue => Err(LookupError::NoRoute),
+        }
     }
 
     /// fib6_table_lookup: the kernel's walk of its destination trie and, below a destination
@@ -243,7 +342,9 @@ impl Fib {
     ///   each with its covering sources first and its source-less routes last.
     pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
         if Self::fast_applies(t, flow, true) {
-            return self.fast_table_lookup(t, flow, flags, true);
+            if let Some(r) = self.fast_table_lookup(t, flow, flags, true) {
+                return r;
+            }
         }
         // Whether the first node was found (fib6_node_lookup) and the walk is backtracking.
         let mut found = false;
@@ -298,6 +399,9 @@ impl Fib {
             let info = self.infos.get(e.info);
             if fallback.is_some() && info.spec.priority > fallback_metric {
                 break;
+            }
+            if info.spec.expires.is_some() && self.info_expired(e.info) {
+                continue;
             }
             // Under RT6_LOOKUP_F_IFACE a route on another device (reject routes sit on `lo`)
             // does not qualify.
@@ -369,6 +473,11 @@ impl Fib {
         flow: &Flow,
         flags: LookupFlags,
     ) -> Result<Res, LookupError> {
+        if family == Family::Inet {
+            if let Some((local, main)) = self.merged4() {
+                return self.merged_lookup4(local, main, flow, flags);
+            }
+        }
         let rules = self.rules.list(family);
         let bits = family.max_len();
         let mut i = 0;

@@ -43,7 +43,11 @@ pub(crate) struct InfoSpec {
     pub nhs: Vec<NhSpec>,
     pub nhid: Option<u32>,
     pub pref: Option<u8>,
-    pub expires: Option<u32>,
+    /// Deadline of an expiring route, with its prefix (see `expiry`).
+    pub expires: Option<crate::expiry::Expiry>,
+    /// IPv6 RTF_ANYCAST: an anycast route addrconf made for an address. A user's `anycast`
+    /// route lacks the flag, so answers through it keep its device instead of `lo`.
+    pub rtf_anycast: bool,
 }
 
 /// Run-time state of one next hop.
@@ -70,6 +74,8 @@ pub(crate) struct Info {
     /// get it); cleared when a next hop's carrier is back.
     pub linkdown: bool,
     refs: u32,
+    /// Distinguishes the infos that use one slot in turn (set by `Infos::insert`).
+    pub serial: u64,
 }
 
 impl Info {
@@ -80,6 +86,7 @@ impl Info {
             dead: false,
             linkdown: false,
             refs: 0,
+            serial: 0,
         }
     }
 
@@ -174,6 +181,19 @@ pub(crate) struct Infos {
     /// How many infos were ever freed: an id remembered elsewhere still names the same info
     /// while this is unchanged.
     frees: u64,
+    /// Serials handed out so far.
+    serials: u64,
+    /// Infos freed since `take_released` was last called (their deadlines and exceptions
+    /// are forgotten by `Fib::reap_released`).
+    released: Vec<Released>,
+}
+
+/// A freed info, as the expiry queue and the exception table name it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Released {
+    pub id: u32,
+    pub serial: u64,
+    pub expires_at: Option<u64>,
 }
 
 impl Infos {
@@ -186,7 +206,9 @@ impl Infos {
     }
 
     /// Stores a new info (not yet referenced).
-    pub fn insert(&mut self, info: Info) -> u32 {
+    pub fn insert(&mut self, mut info: Info) -> u32 {
+        self.serials += 1;
+        info.serial = self.serials;
         let spec = info.spec.clone();
         let id = match self.free.pop() {
             Some(id) => {
@@ -223,6 +245,11 @@ impl Infos {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
+                self.released.push(Released {
+                    id,
+                    serial: i.serial,
+                    expires_at: i.spec.expires.map(|x| x.at),
+                });
             }
             self.free.push(id);
             self.frees += 1;
@@ -239,10 +266,28 @@ impl Infos {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
+                self.released.push(Released {
+                    id,
+                    serial: i.serial,
+                    expires_at: i.spec.expires.map(|x| x.at),
+                });
             }
             self.free.push(id);
             self.frees += 1;
         }
+    }
+
+    /// Whether slot `id` holds the info of that serial.
+    pub fn is_live(&self, id: u32, serial: u64) -> bool {
+        self.slots
+            .get(id as usize)
+            .and_then(|s| s.as_ref())
+            .is_some_and(|i| i.serial == serial)
+    }
+
+    /// The infos freed since the last call.
+    pub fn take_released(&mut self) -> Vec<Released> {
+        std::mem::take(&mut self.released)
     }
 
     #[inline]

@@ -285,7 +285,11 @@ impl Fib {
             nhs,
             nhid: r.nhid,
             pref: None,
-            expires: r.expires,
+            expires: self.expiry_of(
+                r.expires,
+                Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(32), 32),
+            ),
+            rtf_anycast: false,
         };
         Ok((spec, states))
     }

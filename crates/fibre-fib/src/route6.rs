@@ -197,7 +197,11 @@ impl Fib {
             } else {
                 r.pref.unwrap_or(0)
             }),
-            expires: r.expires,
+            expires: self.expiry_of(
+                r.expires,
+                Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(128), 128),
+            ),
+            rtf_anycast: rtype == RouteType::Anycast && int.kernel,
         };
         // One state per next hop: a route through a group object has the group's members.
         let st = spec

@@ -1099,3 +1099,115 @@ fn last_v4_address_deletion_kills_next_hops_through_the_link() {
         ]
     );
 }
+
+#[test]
+fn local_and_main_compete_by_prefix_until_the_first_rule() {
+    // Kernel (the batch run in a namespace): with no rules added, table local and main are
+    // one trie, so main's 172.16.1.0/24 beats local's anycast 172.16.0.0/12; after
+    // `rule add`, rule 0 (lookup local) answers first.
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    let mut any = rt("172.16.0.0/12", None, d1);
+    any.rtype = RouteType::Anycast;
+    any.table = table::LOCAL;
+    f.route_new(&any, ReqFlags::ADD).unwrap();
+    f.route_new(&rt("172.16.1.0/24", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    let a = get(&f, "172.16.1.1").unwrap();
+    assert_eq!((a.rtype, a.nexthop.oif), (RouteType::Unicast, d0));
+    assert_eq!(a.nexthop.gateway, Some(ip("10.0.0.2")));
+    let a = get(&f, "172.16.2.1").unwrap();
+    assert_eq!(
+        (a.rtype, a.nexthop.oif, a.table),
+        (RouteType::Anycast, d1, table::MAIN)
+    );
+    f.rule_new(
+        &Rule {
+            priority: Some(100),
+            src: Some(pfx("192.0.2.0/24")),
+            ..Rule::new(Family::Inet, 100)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let a = get(&f, "172.16.1.1").unwrap();
+    assert_eq!(
+        (a.rtype, a.nexthop.oif, a.table),
+        (RouteType::Anycast, d1, table::LOCAL)
+    );
+}
+
+#[test]
+fn multicast_route_and_user_anycast6_answers() {
+    // Kernel: `route get` through a multicast-type route is flagged RTCF_MULTICAST (iproute2
+    // prints "rt_offload_failed" and "cache <mc>"); a user's IPv6 anycast route answers on
+    // its own device, not lo (no RTF_ANYCAST).
+    let (mut f, d0) = base();
+    let d1 = add_link(&mut f, "d1");
+    set_up(&mut f, d1, true);
+    let mut mc = rt("10.9.0.0/16", None, d0);
+    mc.rtype = RouteType::Multicast;
+    f.route_new(&mc, ReqFlags::ADD).unwrap();
+    let a = get(&f, "10.9.1.1").unwrap();
+    assert_eq!(a.rtype, RouteType::Multicast);
+    assert_eq!(a.flags & (rtcf::MULTICAST | rtcf::LOCAL), rtcf::MULTICAST);
+    let mut any = rt("2001:db8:5::/64", None, d1);
+    any.rtype = RouteType::Anycast;
+    any.table = table::LOCAL;
+    f.route_new(&any, ReqFlags::ADD).unwrap();
+    let a = get(&f, "2001:db8:5::1").unwrap();
+    assert_eq!((a.rtype, a.nexthop.oif), (RouteType::Anycast, d1));
+}
+
+#[test]
+fn input_answers_check_broadcast_sources_name_tables_and_default_to_udp() {
+    // Kernel: once rules exist, an input lookup to a broadcast route checks its source (a
+    // source inside an anycast route is martian: EINVAL); local answers name table local; and
+    // a `route get` without ipproto is a UDP packet, so `ipproto udp` rules catch it.
+    let (mut f, d0) = base();
+    let mut bc = rt("10.16.0.0/12", None, d0);
+    bc.rtype = RouteType::Broadcast;
+    bc.table = table::LOCAL;
+    f.route_new(&bc, ReqFlags::ADD).unwrap();
+    let mut any = rt("172.16.0.0/12", None, d0);
+    any.rtype = RouteType::Anycast;
+    any.table = table::LOCAL;
+    f.route_new(&any, ReqFlags::ADD).unwrap();
+    f.route_new(&rt("10.9.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    let input = |f: &Fib, dst: &str, src: &str| {
+        let mut q = RouteQuery::to(ip(dst));
+        q.src = Some(ip(src));
+        q.iif = Some(d0);
+        f.route_get(&q)
+    };
+    f.rule_new(
+        &Rule {
+            priority: Some(100),
+            dst: Some(pfx("10.9.0.0/16")),
+            ipproto: Some(17),
+            action: RuleAction::Unreachable,
+            ..Rule::new(Family::Inet, 0)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let e = input(&f, "10.16.1.1", "172.20.0.1").unwrap_err();
+    assert_eq!(e.errno, Errno::EINVAL);
+    let a = input(&f, "10.16.1.1", "10.9.0.5").unwrap();
+    assert_eq!(a.rtype, RouteType::Broadcast);
+    let a = input(&f, "10.0.0.1", "10.9.0.5").unwrap();
+    assert_eq!((a.rtype, a.table), (RouteType::Local, table::LOCAL));
+    assert_eq!(get(&f, "10.9.0.1").unwrap_err().errno, Errno::ENETUNREACH);
+    assert_eq!(
+        input(&f, "10.9.0.1", "10.0.0.5").unwrap_err().errno,
+        Errno::ENETUNREACH
+    );
+    let mut icmp = RouteQuery::to(ip("10.9.0.1"));
+    icmp.ipproto = Some(1);
+    assert_eq!(
+        f.route_get(&icmp).unwrap().nexthop.gateway,
+        Some(ip("10.0.0.2"))
+    );
+}
