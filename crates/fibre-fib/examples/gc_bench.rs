@@ -169,10 +169,7 @@ fn kernel_flush(n: u64) -> Result<f64, String> {
         for i in 0..n {
             batch.push_str(&format!("route add {}/64 dev v0\n", v6(i)));
         }
-        batch.push_str(&format!(
-            "route add {}/64 dev v0 expires 300\n",
-            v6(n + 1)
-        ));
+        batch.push_str(&format!("route add {}/64 dev v0 expires 300\n", v6(n + 1)));
         let path = std::env::temp_dir().join(format!("{NS}.batch"));
         std::fs::write(&path, batch).map_err(|e| e.to_string())?;
         let ok = sh(
@@ -316,8 +313,7 @@ fn main() {
     // fibre first, then the kernel: tearing down a namespace of 1M routes keeps the kernel
     // busy for seconds after `ip netns del` returns.
     let mut ok = flood();
-    let fibre: Vec<(u64, (f64, f64, f64))> =
-        sizes.iter().copied().zip(fibre_gc(&sizes)).collect();
+    let fibre: Vec<(u64, (f64, f64, f64))> = sizes.iter().copied().zip(fibre_gc(&sizes)).collect();
     let kernel_floor = if no_kernel {
         Err("--no-kernel".to_string())
     } else {

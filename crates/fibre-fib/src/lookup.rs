@@ -210,7 +210,12 @@ impl Fib {
                 if let Some(r) = self.entry_result4(t.id, key, e, flow, flags) {
                     return r;
                 }
-                if info.spec.nhid.is_some() {
+                let info = self.infos.get(e.info);
+                let considered = (e.tos == 0 || e.tos == flow.tos)
+                    && info.spec.scope >= flow.scope
+                    && !info.dead
+                    && !(info.spec.expires.is_some() && self.info_expired(e.info));
+                if considered && info.spec.nhid.is_some() {
                     missed_leaf = Some(key.addr);
                     break;
                 }
