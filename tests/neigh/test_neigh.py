@@ -292,3 +292,83 @@ def test_monitor_prints_what_ip_monitor_prints(fibred):  # noqa: F811
         os.unlink(path)
     assert len(kernel) > 10
     assert same_notifications(kernel, ours), "\n".join(["--- kernel"] + kernel + ["--- fibre"] + ours)
+
+
+def random_steps(seed: int, n: int) -> list[str]:
+    """`n` random neighbour commands over a small pool of addresses and two links, with link
+    and address events between them and a full `show` after every few: one step each."""
+    import random
+    rnd = random.Random(seed)
+    steps = ["link add d0 type dummy\nlink add d1 type dummy\nlink set lo up\n"
+             "link set d0 up\nlink set d1 up\naddr add 10.0.0.1/24 dev d0\n"]
+    addrs = [f"10.0.0.{i}" for i in range(2, 8)] + [f"2001:db8::{i}" for i in range(2, 5)]
+    states = ["permanent", "noarp", "reachable", "stale", "failed", "none"]
+    has_addr = False
+    for i in range(n):
+        r = rnd.random()
+        dev = rnd.choice(["d0", "d1"])
+        a = rnd.choice(addrs)
+        if r < 0.55:
+            verb = rnd.choice(["add", "add", "replace", "change"])
+            words = ["neigh", verb, a]
+            if rnd.random() < 0.8:
+                words += ["lladdr", f"02:00:00:00:00:{rnd.randrange(4):02x}"]
+            if rnd.random() < 0.6:
+                words += ["nud", rnd.choice(states)]
+            if rnd.random() < 0.2:
+                words.append("router")
+            if rnd.random() < 0.15:
+                words.append("extern_learn")
+            words += ["dev", dev]
+            step = " ".join(words)
+        elif r < 0.7:
+            step = f"neigh del {a} dev {dev}"
+        elif r < 0.78:
+            step = f"neigh {rnd.choice(['add', 'del'])} proxy {a} dev {dev}"
+        elif r < 0.86:
+            step = rnd.choice([f"link set {dev} down", f"link set {dev} up",
+                               f"link set {dev} carrier off", f"link set {dev} carrier on"])
+        elif r < 0.9:
+            step = f"addr {'del' if has_addr else 'add'} 10.0.1.1/24 dev d1"
+            has_addr = not has_addr
+        else:
+            # (No -s: the kernel's use ages grow with time, fibre's clock does not run.)
+            step = rnd.choice(["neigh show nud all", "neigh show proxy",
+                               "neigh show dev d0", "-j neigh show nud all"])
+        steps.append(step + "\n")
+        if i % 5 == 4:
+            steps.append("neigh show nud all\nneigh show proxy\n")
+    return steps
+
+
+def test_random_steps_agree_with_the_kernel_online(fibred):  # noqa: F811
+    """Random neighbour commands, link and address events (seeds from NEIGH_SEEDS, default
+    "1"; NEIGH_STEPS commands each, default 120), step by step against the kernel."""
+    need_kernel()
+    exe = binary("fibre")
+    if exe is None:
+        pytest.skip("fibre is not built")
+    seeds = [int(s) for s in os.environ.get("NEIGH_SEEDS", "1").split(",")]
+    n = int(os.environ.get("NEIGH_STEPS", "120"))
+    failures = []
+    for seed in seeds:
+        # Each seed on a fresh daemon state: delete what the previous seed made.
+        subprocess.run([exe, "-n", fibred, "link", "del", "d0"], capture_output=True)
+        subprocess.run([exe, "-n", fibred, "link", "del", "d1"], capture_output=True)
+        subprocess.run([exe, "-n", fibred, "link", "set", "lo", "down"], capture_output=True)
+        with kernelns.KernelNS("neighrnd") as ns:
+            for i, step in enumerate(random_steps(seed, n)):
+                opts, text = split_options(step)
+                k = ns.batch(text, "step.batch", options=opts)
+                path = write(text)
+                try:
+                    f = subprocess.run([exe, "-n", fibred, *opts, "-force", "-batch", path],
+                                       capture_output=True, text=True)
+                finally:
+                    os.unlink(path)
+                ferr = f.stderr.replace(path, "step.batch")
+                if (comparable(k.stdout), k.stderr, k.status) != (comparable(f.stdout), ferr, f.returncode):
+                    failures.append(f"seed {seed} step {i}: {step!r}\n--- kernel (status {k.status})\n"
+                                    f"{k.stdout}{k.stderr}--- fibre (status {f.returncode})\n{f.stdout}{ferr}")
+                    break
+    assert not failures, "\n".join(failures)

@@ -15,7 +15,7 @@ use crate::{Cli, CmdError, Names};
 use fibre_fib::{ntf, nud, Family, Neighbour, ReqFlags};
 use std::net::IpAddr;
 
-const USAGE: &str = "Usage: ip neigh { add | del | change | replace }\n                { ADDR [ lladdr LLADDR ] [ nud STATE ] proxy ADDR }\n                [ dev DEV ] [ router ] [ use ] [ managed ] [ extern_learn ]\n                [ protocol PROTO ]\n\n\tip neigh { show | flush } [ proxy ] [ to PREFIX ] [ dev DEV ] [ nud STATE ]\n\t\t\t\t  [ vrf NAME ] [ nomaster ]\n\tip neigh get { ADDR | proxy ADDR } dev DEV\n\nSTATE := { delay | failed | incomplete | noarp | none |\n           permanent | probe | reachable | stale }\n";
+const USAGE: &str = "Usage: fibre neigh { add | del | change | replace } { ADDR [ lladdr LLADDR ] [ nud STATE ] | proxy ADDR }\n                  [ dev DEV ] [ router ] [ use ] [ extern_learn ] [ protocol PROTO ]\n       fibre neigh { show | flush } [ proxy ] [ to PREFIX ] [ dev DEV ] [ nud STATE ] [ protocol PROTO ]\n       fibre neigh get { ADDR | proxy ADDR } dev DEV\nSTATE := { permanent | noarp | reachable | stale | none | incomplete | delay | probe | failed | all }\n";
 
 /// The state filter bit iproute2 uses for NUD_NONE entries (state 0 cannot be a mask bit).
 const FILTER_NONE: u32 = 0x100;

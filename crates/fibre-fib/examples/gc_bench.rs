@@ -254,7 +254,7 @@ fn flood() -> bool {
     let (clean, _) = flood_fib();
     let (mut f, clock) = flood_fib();
     let dsts: Vec<u128> = (0..PERMANENT)
-        .map(|i| u128::from(v6(i)) | 0x1234 + i as u128)
+        .map(|i| u128::from(v6(i)) | (0x1234 + i as u128))
         .collect();
     let t = Instant::now();
     for i in 0..EVENTS {

@@ -140,6 +140,11 @@ impl Fib {
         let d = flow.dst as u32;
         let s = flow.src as u32;
         if q.fibmatch {
+            // An input fibmatch routes the packet first (source checks included) and answers
+            // with the matched entry only when that succeeds.
+            if q.iif.is_some() {
+                self.input4(q, flow)?;
+            }
             let res = self.get_lookup(
                 Family::Inet,
                 q,

@@ -1195,6 +1195,12 @@ fn input_answers_check_broadcast_sources_name_tables_and_default_to_udp() {
     .unwrap();
     let e = input(&f, "10.16.1.1", "172.20.0.1").unwrap_err();
     assert_eq!(e.errno, Errno::EINVAL);
+    // An input fibmatch fails as the input lookup does.
+    let mut q = RouteQuery::to(ip("10.16.1.1"));
+    q.src = Some(ip("172.20.0.1"));
+    q.iif = Some(d0);
+    q.fibmatch = true;
+    assert_eq!(f.route_get(&q).unwrap_err().errno, Errno::EINVAL);
     let a = input(&f, "10.16.1.1", "10.9.0.5").unwrap();
     assert_eq!(a.rtype, RouteType::Broadcast);
     let a = input(&f, "10.0.0.1", "10.9.0.5").unwrap();

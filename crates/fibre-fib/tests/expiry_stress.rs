@@ -119,7 +119,7 @@ fn readers_agree_with_the_model_under_churn_expiry_and_gc() {
                         queue.remove(deadline_of(old), p);
                     }
                 }
-                let d = if rng.next() % 2 == 0 {
+                let d = if rng.next().is_multiple_of(2) {
                     0
                 } else {
                     now + 1 + rng.next() % 64

@@ -265,9 +265,8 @@ fn dump_socket(d: &Daemon) -> (f64, usize) {
     }
 }
 
-fn dump_ring(d: &Daemon) -> (f64, usize) {
-    let mut c =
-        fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).expect("ring");
+fn dump_ring(d: &Daemon, rx_frame: Option<u32>) -> (f64, usize) {
+    let mut c = fibre_ring::Client::connect(d.socket(), dump_config(rx_frame)).expect("ring");
     let req = dump_request();
     let t = Instant::now();
     let mut total = 0;
@@ -349,6 +348,26 @@ fn kernel(table: &[(Ipv4Addr, u8, u32)], dir: &Path, runs: usize) -> Option<(f64
     r
 }
 
+/// CPU seconds used by this process so far (every thread: the daemon's and the client's).
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one rusage we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// RX frames of the ring client that dumps: `--rx-frame BYTES` (default: fibre-ring's).
+fn dump_config(rx_frame: Option<u32>) -> fibre_ring::ClientConfig {
+    let mut c = fibre_ring::ClientConfig::default();
+    if let Some(f) = rx_frame {
+        c.rx =
+            fibre_ring::geometry::RingGeometry::for_frames(f, c.rx.frame_count).expect("geometry");
+    }
+    c
+}
+
 /// The median of some figures.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -358,12 +377,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let mut kernel_side = true;
     let mut runs = 3;
+    let mut rx_frame = None;
     let mut path = "/work/shared/data/rib-2026-06.tsv.gz".to_string();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--no-kernel" => kernel_side = false,
             "--runs" => runs = args.next().and_then(|r| r.parse().ok()).expect("--runs N"),
+            "--rx-frame" => rx_frame = args.next().and_then(|r| r.parse().ok()),
             _ => path = a,
         }
     }
@@ -383,25 +404,33 @@ fn main() {
     );
 
     let (mut ls, mut lr, mut ds, mut dr) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut cs, mut cr) = (Vec::new(), Vec::new());
+    let (mut cds, mut cdr) = (Vec::new(), Vec::new());
     let (mut ns, mut nr) = (0, 0);
     for i in 0..runs {
         let d = start(&dir, &format!("socket{i}"));
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_seconds());
         load_socket(&d, &grams, n);
         route_get_answers(&d, &table[n - 1]);
         ls.push(t.elapsed().as_secs_f64());
+        cs.push(cpu_seconds() - c);
         d.stop();
 
         let d = start(&dir, &format!("ring{i}"));
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_seconds());
         load_ring(&d, &grams, n);
         route_get_answers(&d, &table[n - 1]);
         lr.push(t.elapsed().as_secs_f64());
+        cr.push(cpu_seconds() - c);
         // Dumps of the same table, alternating.
+        let cpu = cpu_seconds();
         let (s, c) = dump_socket(&d);
+        cds.push(cpu_seconds() - cpu);
         ds.push(s);
         ns = c;
-        let (r, c) = dump_ring(&d);
+        let cpu = cpu_seconds();
+        let (r, c) = dump_ring(&d, rx_frame);
+        cdr.push(cpu_seconds() - cpu);
         dr.push(r);
         nr = c;
         d.stop();
@@ -415,16 +444,21 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 
     let (load_sock, load_ring_s) = (median(ls), median(lr));
+    let (dsa, dra) = (ds.clone(), dr.clone());
     let (ds, dr) = (median(ds), median(dr));
+    let (cpu_sock, cpu_ring) = (median(cs), median(cr));
     let rate = |secs: f64| n as f64 / secs / 1e6;
-    println!("load (until visible to lookups)   seconds   M routes/s");
+    let us = |secs: f64| secs / n as f64 * 1e6;
+    println!("load (until visible to lookups)   seconds   M routes/s   CPU us/route (all threads)");
     println!(
-        "  fibred over the socket          {load_sock:7.2}   {:6.3}",
-        rate(load_sock)
+        "  fibred over the socket          {load_sock:7.2}   {:6.3}       {:5.2}",
+        rate(load_sock),
+        us(cpu_sock)
     );
     println!(
-        "  fibred over the ring            {load_ring_s:7.2}   {:6.3}",
-        rate(load_ring_s)
+        "  fibred over the ring            {load_ring_s:7.2}   {:6.3}       {:5.2}",
+        rate(load_ring_s),
+        us(cpu_ring)
     );
     if let Some((kl, _, _)) = k {
         println!(
@@ -433,12 +467,25 @@ fn main() {
         );
         println!("  ring / kernel: {:.1}x", kl / load_ring_s);
     }
-    println!("dump of the table (IPv4)          seconds   routes");
-    println!("  fibred over the socket          {ds:7.3}   {ns}");
-    println!("  fibred over the ring            {dr:7.3}   {nr}");
+    let (cds, cdr) = (median(cds), median(cdr));
+    println!("dump of the table (IPv4)          seconds   routes    CPU ns/route (all threads)");
+    println!(
+        "  fibred over the socket          {ds:7.3}   {ns}   {:5.0}",
+        us(cds) * 1e3
+    );
+    println!(
+        "  fibred over the ring            {dr:7.3}   {nr}   {:5.0}",
+        us(cdr) * 1e3
+    );
     if let Some((_, ks, kn)) = k {
         println!("  kernel, ip -4 route save        {ks:7.3}   {kn}");
         println!("  ring / kernel: {:.1}x", ks / dr);
     }
-    println!("  ring / socket: {:.2}x", ds / dr);
+    println!("  ring / socket: {:.2}x (CPU: {:.2}x)", ds / dr, cds / cdr);
+    let each: Vec<String> = dsa
+        .iter()
+        .zip(&dra)
+        .map(|(s, r)| format!("{:.2}", s / r))
+        .collect();
+    println!("  ring / socket in each run: {}", each.join(" "));
 }
