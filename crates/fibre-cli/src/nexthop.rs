@@ -127,6 +127,7 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
         group_type: GROUP_MPATH,
         protocol: 0,
         flags: 0,
+        scope: 0,
     };
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
@@ -284,8 +285,7 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// iproute2's `print_nexthop`. The scope is the kernel's: link with a gateway, host for a
-/// device alone, universe otherwise.
+/// iproute2's `print_nexthop`.
 pub fn print_nexthop(p: &mut Printer, n: &NexthopObj, names: &Names, details: bool) {
     p.open_obj(None);
     p.num(Some("id"), "id ", n.id as i64, " ");
@@ -315,13 +315,7 @@ pub fn print_nexthop(p: &mut Printer, n: &NexthopObj, names: &Names, details: bo
     if n.oif != 0 {
         p.str(Some("dev"), "dev ", &names.get(n.oif), " ");
     }
-    let sc = if n.gateway.is_some() {
-        scope::LINK
-    } else if n.oif != 0 {
-        scope::HOST
-    } else {
-        scope::UNIVERSE
-    };
+    let sc = n.scope;
     if sc != scope::UNIVERSE || details {
         p.str(Some("scope"), "scope ", &scope_n2a(sc), " ");
     }
@@ -368,6 +362,7 @@ mod tests {
         // From `ip nexthop show` / `ip -j nexthop show` after the same adds (iproute2 6.1).
         let mut n = parse_str("id 1 via 10.0.0.2");
         n.oif = 2;
+        n.scope = scope::LINK;
         assert_eq!(show(&n, false), "id 1 via 10.0.0.2 dev d0 scope link \n");
         assert_eq!(
             show(&n, true),
@@ -400,6 +395,7 @@ mod tests {
         );
         let mut n = parse_str("id 2 via 10.1.0.2 onlink");
         n.oif = 3;
+        n.scope = scope::LINK;
         assert_eq!(
             show(&n, false),
             "id 2 via 10.1.0.2 dev d1 scope link onlink \n"

@@ -483,17 +483,7 @@ impl Fib {
         self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
-        // Next-hop objects through the link go, and the routes using them.
-        let dead: Vec<u32> = self
-            .nhobjs
-            .by_id
-            .values()
-            .filter(|o| o.oif == idx)
-            .map(|o| o.id)
-            .collect();
-        for id in dead {
-            let _ = self.nexthop_del(id);
-        }
+        self.nexthop_flush_dev(idx);
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);
         self.links.remove(idx);

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use crate::route::NhSpec;
 use crate::route4::einval;
-use crate::types::{nh_flags, Errno, NexthopObj, RtError};
+use crate::types::{nh_flags, scope, Errno, NexthopObj, RtError};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NhObjs {
@@ -40,8 +40,14 @@ impl NhObjs {
         }
     }
 
+    /// nexthop_is_blackhole: a blackhole object, or a group of one blackhole (a blackhole is
+    /// never beside other members).
     pub fn is_blackhole(&self, id: u32) -> bool {
-        self.by_id.get(&id).is_some_and(|o| o.blackhole)
+        self.by_id.get(&id).is_some_and(|o| {
+            o.blackhole
+                || (o.group.len() == 1
+                    && self.by_id.get(&o.group[0].id).is_some_and(|m| m.blackhole))
+        })
     }
 
     /// The next hops a route using `obj` gets (a group's members in order, with weights).
@@ -68,7 +74,11 @@ impl NhObjs {
                 let o = self.by_id.get(&m.id)?;
                 Some(NhSpec {
                     gw: o.gateway,
-                    oif: o.oif,
+                    oif: if o.blackhole {
+                        crate::link::LOOPBACK_IFINDEX
+                    } else {
+                        o.oif
+                    },
                     weight: m.weight_minus_one as u32 + 1,
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
                 })
@@ -76,40 +86,34 @@ impl NhObjs {
             .collect()
     }
 
-    /// Group validation (nh_check_attr_group).
+    /// Group validation (nh_check_attr_group), in the kernel's order: duplicates and missing
+    /// ids first, then what the members are. IPv4 and IPv6 members may share a group.
     pub fn check_group(&self, obj: &NexthopObj) -> Result<(), RtError> {
-        let mut fam = None;
         for (i, m) in obj.group.iter().enumerate() {
             if obj.group[..i].iter().any(|x| x.id == m.id) {
-                return Err(einval("Duplicate nexthop id in group"));
+                return Err(einval("Nexthop id can not be used twice in a group"));
             }
+        }
+        for m in &obj.group {
             let Some(o) = self.by_id.get(&m.id) else {
                 return Err(einval("Invalid nexthop id"));
             };
             if !o.group.is_empty() {
-                return Err(einval("Nested groups are not allowed"));
+                return Err(einval(
+                    "Hash-threshold group can not be a nexthop within a group",
+                ));
             }
             if o.blackhole && obj.group.len() > 1 {
                 return Err(einval(
                     "Blackhole nexthop can not be used in a group with more than 1 path",
                 ));
             }
-            let f = o.gateway.map(|g| matches!(g, IpAddr::V4(_)));
-            if let (Some(a), Some(b)) = (fam, f) {
-                if a != b {
-                    return Err(einval("Nexthop group members must have the same family"));
-                }
-            }
-            fam = fam.or(f);
         }
         Ok(())
     }
 
     pub fn remove(&mut self, id: u32) -> Result<NexthopObj, RtError> {
-        let o = self
-            .by_id
-            .remove(&id)
-            .ok_or(RtError::msg(Errno::ENOENT, "Nexthop id does not exist"))?;
+        let o = self.by_id.remove(&id).ok_or(RtError::new(Errno::ENOENT))?;
         for g in self.by_id.values_mut() {
             g.group.retain(|m| m.id != id);
         }
@@ -127,6 +131,7 @@ impl crate::Fib {
         if nh.id == 0 {
             return Err(einval("Invalid nexthop id"));
         }
+        let mut nh_scope = scope::UNIVERSE;
         if !nh.group.is_empty() {
             // rtm_to_nh_config: a group has no family of its own (`ip -6 nexthop add ...
             // group` sends AF_INET6 and fails).
@@ -140,7 +145,7 @@ impl crate::Fib {
         } else if nh.blackhole {
             if nh.gateway.is_some() || nh.oif != 0 || nh.onlink {
                 return Err(einval(
-                    "Blackhole attribute can not be used with gateway or oif",
+                    "Blackhole attribute can not be used with gateway, oif, encap or fdb",
                 ));
             }
         } else {
@@ -155,20 +160,18 @@ impl crate::Fib {
             if !l.up {
                 return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
             }
-            match nh.gateway {
-                Some(IpAddr::V4(g)) => {
+            nh_scope = match nh.gateway {
+                Some(IpAddr::V4(_)) => {
                     let spec = NhSpec {
                         gw: nh.gateway,
                         oif: nh.oif,
                         weight: 1,
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
                     };
-                    let _ = g;
-                    self.check_nh4(
-                        &spec,
-                        crate::types::table::MAIN,
-                        crate::types::scope::UNIVERSE,
-                    )?;
+                    // fib_check_nh: the scope of the route the gateway resolves through
+                    // (host for a local address).
+                    self.check_nh4(&spec, crate::types::table::MAIN, scope::UNIVERSE)?
+                        .scope
                 }
                 Some(IpAddr::V6(g)) => {
                     self.check_nh6_gw(
@@ -177,14 +180,25 @@ impl crate::Fib {
                         if nh.onlink { nh_flags::ONLINK } else { 0 },
                         crate::types::table::MAIN,
                     )?;
+                    scope::LINK
                 }
-                None => {}
-            }
+                None => scope::HOST,
+            };
         }
         let exists = self.nhobjs.by_id.contains_key(&nh.id);
-        if exists {
+        if let Some(old) = self.nhobjs.by_id.get(&nh.id) {
             if !flags.replace {
                 return Err(RtError::new(Errno::EEXIST));
+            }
+            // replace_nexthop: an object stays a group or a single next hop.
+            match (old.group.is_empty(), nh.group.is_empty()) {
+                (false, true) => {
+                    return Err(einval("Can not replace a nexthop group with a nexthop"))
+                }
+                (true, false) => {
+                    return Err(einval("Can not replace a nexthop with a nexthop group"))
+                }
+                _ => {}
             }
         } else if !flags.create {
             return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
@@ -194,6 +208,7 @@ impl crate::Fib {
         }
         let mut obj = nh.clone();
         obj.flags = 0;
+        obj.scope = nh_scope;
         self.nhobjs.by_id.insert(nh.id, obj);
         if exists {
             self.refresh_nh_users();
@@ -258,17 +273,17 @@ impl crate::Fib {
         Ok(())
     }
 
-    /// nexthop_flush_dev for NETDEV_DOWN and for carrier loss: the objects through `dev`
-    /// go (blackholes have no device), with the routes using them and their group slots.
+    /// nexthop_flush_dev: when a link goes down or away, the next-hop objects through it go,
+    /// and with them the routes using them (blackholes point at `lo` and stay).
     pub(crate) fn nexthop_flush_dev(&mut self, dev: u32) {
-        let ids: Vec<u32> = self
+        let dead: Vec<u32> = self
             .nhobjs
             .by_id
             .values()
-            .filter(|o| o.group.is_empty() && !o.blackhole && o.oif == dev)
+            .filter(|o| o.oif == dev && o.group.is_empty() && !o.blackhole)
             .map(|o| o.id)
             .collect();
-        for id in ids {
+        for id in dead {
             let _ = self.nexthop_remove(id);
         }
     }

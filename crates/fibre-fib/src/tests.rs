@@ -692,6 +692,7 @@ fn nexthop_objects_and_groups() {
         group_type: 0,
         protocol: 0,
         flags: 0,
+        scope: 0,
     };
     f.nexthop_new(&obj(1, "10.0.0.2", d0), ReqFlags::ADD)
         .unwrap();
@@ -998,6 +999,7 @@ fn ipv6_route_through_a_group_object_has_every_member() {
         group_type: 0,
         protocol: 0,
         flags: 0,
+        scope: 0,
     };
     f.nexthop_new(&obj(1, "2001:db8::2", d0), ReqFlags::ADD)
         .unwrap();
@@ -1216,4 +1218,96 @@ fn input_answers_check_broadcast_sources_name_tables_and_default_to_udp() {
         f.route_get(&icmp).unwrap().nexthop.gateway,
         Some(ip("10.0.0.2"))
     );
+}
+
+#[test]
+fn nexthop_object_scopes_groups_and_link_down() {
+    let (mut f, d0, _) = two_links();
+    let obj = |id: u32, gw: Option<&str>, oif: u32| NexthopObj {
+        id,
+        family: Some(Family::Inet),
+        gateway: gw.map(ip),
+        oif,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+        scope: 0,
+    };
+    let group = |id: u32, members: &[u32]| NexthopObj {
+        family: None,
+        group: members
+            .iter()
+            .map(|&id| GroupMember {
+                id,
+                weight_minus_one: 0,
+            })
+            .collect(),
+        ..obj(id, None, 0)
+    };
+    let scope_of = |f: &Fib, id: u32| f.nexthops().iter().find(|n| n.id == id).map(|n| n.scope);
+    // Kernel (fib_nexthops.sh ipv4_fcnal): a gateway on a connected subnet is scope link, a
+    // gateway that is a local address scope host, a device alone scope host.
+    f.nexthop_new(&obj(1, Some("10.0.0.2"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(2, Some("10.0.0.1"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(3, None, d0), ReqFlags::ADD).unwrap();
+    assert_eq!(scope_of(&f, 1), Some(scope::LINK));
+    assert_eq!(scope_of(&f, 2), Some(scope::HOST));
+    assert_eq!(scope_of(&f, 3), Some(scope::HOST));
+    let bh = NexthopObj {
+        blackhole: true,
+        family: None,
+        ..obj(4, None, 0)
+    };
+    f.nexthop_new(&bh, ReqFlags::ADD).unwrap();
+    // Group checks in the kernel's words; a group stays a group on replace.
+    let err = |f: &mut Fib, o: &NexthopObj, flags| f.nexthop_new(o, flags).unwrap_err().extack;
+    assert_eq!(
+        err(&mut f, &group(10, &[1, 1]), ReqFlags::ADD).as_deref(),
+        Some("Nexthop id can not be used twice in a group")
+    );
+    f.nexthop_new(&group(10, &[1, 2]), ReqFlags::ADD).unwrap();
+    assert_eq!(
+        err(&mut f, &group(11, &[10]), ReqFlags::ADD).as_deref(),
+        Some("Hash-threshold group can not be a nexthop within a group")
+    );
+    assert_eq!(
+        err(&mut f, &obj(10, Some("10.0.0.3"), d0), ReqFlags::REPLACE).as_deref(),
+        Some("Can not replace a nexthop group with a nexthop")
+    );
+    assert_eq!(
+        err(&mut f, &group(1, &[2]), ReqFlags::REPLACE).as_deref(),
+        Some("Can not replace a nexthop with a nexthop group")
+    );
+    // A route through a group of one blackhole is a blackhole route.
+    f.nexthop_new(&group(12, &[4]), ReqFlags::ADD).unwrap();
+    let mut r = rt("10.5.0.0/16", None, 0);
+    r.scope = scope::UNIVERSE;
+    r.nhid = Some(12);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    r.dst = pfx("10.6.0.0/16");
+    r.nhid = Some(10);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    assert_eq!(
+        dump(&f, Family::Inet)[..3],
+        [
+            "10.0.0.0/24 dev d0 proto kernel scope link src 10.0.0.1",
+            "blackhole 10.5.0.0/16 dev lo",
+            "10.6.0.0/16 nexthop via 10.0.0.2 dev d0 weight 1 nexthop via 10.0.0.1 dev d0 weight 1",
+        ]
+    );
+    // Link down removes the objects through the link (the blackhole stays), the groups left
+    // empty, and the routes using them; deleting a missing id is a bare ENOENT.
+    set_up(&mut f, d0, false);
+    let ids: Vec<u32> = f.nexthops().iter().map(|n| n.id).collect();
+    assert_eq!(ids, [4, 12]);
+    assert!(!dump(&f, Family::Inet)
+        .iter()
+        .any(|l| l.starts_with("10.6.")));
+    assert_eq!(f.nexthop_del(1), Err(RtError::new(Errno::ENOENT)));
 }

@@ -648,6 +648,9 @@ pub struct NexthopObj {
     pub protocol: u8,
     /// RTNH_F_* in answers (dead, linkdown).
     pub flags: u32,
+    /// The next hop's scope in answers (fib_nh_scope: link through a gateway, host for a
+    /// device alone or a gateway that is a local address); requests leave it 0.
+    pub scope: u8,
 }
 
 /// Route cache flags (RTCF_*) found in the upper bits of `rtm_flags` in `route get` answers;

@@ -1,4 +1,4 @@
-//! The engine shared by [`crate::v4::Lpm4`] and [`crate::v6::Lpm6`]: a Poptrie-style compressed
+//! IPv4's updatable structure behind [`crate::v4::Lpm4`]: a Poptrie-style compressed
 //! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
 //! IPv4 lookups read the trie only for /16s holding routes longer than /24; the rest go through
 //! the index the trie mirrors its direct level into ([`crate::dir16`]).
@@ -67,9 +67,6 @@ pub(crate) const SLOTS: usize = 1 << STRIDE;
 /// Routes in a childless node from which an update patches its compiled leaves rather than
 /// repainting all its routes (below it, repainting is as cheap as the patch's searches).
 const PATCH_MIN_ROUTES: usize = 8;
-/// Lookups advanced together by `lookup_batch`: enough independent reads in flight to cover
-/// memory latency, few enough that lane state stays in registers and L1 (and one `u64` mask).
-pub(crate) const BATCH: usize = 32;
 /// Node indices must leave bits 30 and 31 of a direct entry free.
 const MAX_NODES: usize = REC_FLAG as usize;
 /// Record lines are addressed by 27 bits of a direct entry.
@@ -408,100 +405,6 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             head[1 + (leafvec & (u64::MAX >> (63 - slot))).count_ones() as usize]
         } else {
             self.recs[line].0[slot % LINE_WORDS]
-        }
-    }
-
-    /// Looks up `keys` into `out` (external values), in groups of [`BATCH`] lookups that advance
-    /// one trie level at a time: every lane's next read is prefetched before any lane's read is
-    /// used, so up to `BATCH` memory accesses are in flight instead of one.
-    pub(crate) fn lookup_batch(&self, keys: &[K], out: &mut [u32]) {
-        assert_eq!(
-            keys.len(),
-            out.len(),
-            "lookup_batch: addrs and out differ in length"
-        );
-        for (k, o) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            self.lookup_group(k, o);
-        }
-    }
-
-    /// One group of `lookup_batch`. Lanes advance level by level without data-dependent
-    /// branches: each step computes both the child and the leaf index and selects one with
-    /// masks, so lanes that stop at different depths cost no branch mispredictions.
-    #[inline(always)]
-    fn lookup_group(&self, keys: &[K], out: &mut [u32]) {
-        let n = keys.len();
-        debug_assert!(n <= BATCH && out.len() == n);
-        let nodes = self.nodes.as_ptr();
-        let (nodes_at, leaves_at) = (nodes as usize, self.leaves.as_ptr() as usize);
-        let mut cur = [0u32; BATCH];
-        for (c, k) in cur.iter_mut().zip(keys) {
-            *c = k.top(D) as u32;
-            crate::prefetch(self.direct.as_ptr().wrapping_add(*c as usize));
-        }
-        // Bit i set: lane i's `cur` is a node index still to be read.
-        let mut at_node: u64 = 0;
-        // Bit i set: lane i's `cur` is a direct entry pointing to a record.
-        let mut at_rec: u64 = 0;
-        let recs = self.recs.as_ptr();
-        for i in 0..n {
-            let d = self.direct[cur[i] as usize];
-            // Final for value lanes; the others overwrite it.
-            out[i] = d;
-            cur[i] = d;
-            if d & NODE_FLAG == 0 {
-                continue;
-            }
-            if d & REC_FLAG != 0 {
-                at_rec |= 1 << i;
-                crate::prefetch(recs.wrapping_add(record_line(d, keys[i].chunk(D))));
-            } else {
-                at_node |= 1 << i;
-                cur[i] = d & !NODE_FLAG;
-                crate::prefetch(nodes.wrapping_add(cur[i] as usize));
-            }
-        }
-        // Bit i set: lane i's `cur` is a leaf index still to be read.
-        let mut at_leaf: u64 = 0;
-        let mut off = D;
-        while at_node != 0 {
-            let mut lanes = at_node;
-            while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                let node = &self.nodes[cur[i] as usize];
-                let slot = keys[i].chunk(off);
-                let below = (1u64 << slot) - 1;
-                let is_child = (node.vector >> slot & 1) as u32;
-                let child = node.base1.wrapping_add((node.vector & below).count_ones());
-                let leaf = node
-                    .base0
-                    .wrapping_add((node.leafvec & (below | 1 << slot)).count_ones())
-                    .wrapping_sub(1);
-                let mask = 0u32.wrapping_sub(is_child);
-                cur[i] = (child & mask) | (leaf & !mask);
-                let is_leaf = u64::from(is_child ^ 1);
-                at_node &= !(is_leaf << i);
-                at_leaf |= is_leaf << i;
-                let wide = 0usize.wrapping_sub(is_child as usize);
-                let child_at = nodes_at + child as usize * std::mem::size_of::<Node>();
-                let leaf_at = leaves_at + leaf as usize * 4;
-                crate::prefetch(((child_at & wide) | (leaf_at & !wide)) as *const u8);
-            }
-            off += STRIDE;
-        }
-        while at_rec != 0 {
-            let i = at_rec.trailing_zeros() as usize;
-            at_rec &= at_rec - 1;
-            out[i] = self.record_leaf(cur[i], keys[i].chunk(D));
-        }
-        while at_leaf != 0 {
-            let i = at_leaf.trailing_zeros() as usize;
-            at_leaf &= at_leaf - 1;
-            out[i] = self.leaves[cur[i] as usize];
-        }
-        for o in out.iter_mut() {
-            *o = crate::external(*o);
         }
     }
 

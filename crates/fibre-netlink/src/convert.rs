@@ -230,7 +230,14 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
             _ => Err(unsupported()),
         },
         Payload::Nexthop(m) => match t {
-            mt::RTM_NEWNEXTHOP => Ok(Request::NewNexthop(nexthop_from(m)?, flags)),
+            // The scope of an object is the model's to derive; a request's is not kept.
+            mt::RTM_NEWNEXTHOP => Ok(Request::NewNexthop(
+                NexthopObj {
+                    scope: 0,
+                    ..nexthop_from(m)?
+                },
+                flags,
+            )),
             _ if t == mt::RTM_GETNEXTHOP && dump => Ok(Request::DumpNexthops),
             _ => {
                 let nh = nexthop_from(m)?;
@@ -1177,6 +1184,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         group_type: 0,
         protocol: h.protocol,
         flags: h.flags,
+        scope: h.scope,
     };
     for (i, a) in m.attributes.iter().enumerate() {
         let at = |text: &str| RequestError {
@@ -1221,21 +1229,11 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
     Ok(nh)
 }
 
-/// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order). The scope,
-/// which the model does not hold, is the one the kernel derives: link for a gateway, host for
-/// an IPv4 device-only next hop, universe otherwise.
+/// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order).
 pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
-    let single = nh.group.is_empty() && !nh.blackhole;
-    let nh_scope = if single && nh.gateway.is_some() {
-        scope::LINK
-    } else if single && nh.oif != 0 && nh.family == Some(Family::Inet) {
-        scope::HOST
-    } else {
-        scope::UNIVERSE
-    };
     let header = NexthopHeader {
         family: nh.family.map_or(AF_UNSPEC, |f| f as u8),
-        scope: nh_scope,
+        scope: nh.scope,
         protocol: nh.protocol,
         flags: nh.flags | if nh.onlink { nh_flags::ONLINK } else { 0 },
         ..NexthopHeader::default()

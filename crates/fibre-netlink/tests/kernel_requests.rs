@@ -169,6 +169,7 @@ fn kernel_accepts_our_requests() {
         group_type: 0,
         protocol: protocol::BOOT,
         flags: 0,
+        scope: 0,
     };
     let mut via_nh = Route::new(Family::Inet, prefix("10.3.0.0/16"));
     via_nh.table = table::MAIN;

@@ -103,6 +103,7 @@ fn nexthop_replace_rechecks_ipv6_users() {
         group: vec![],
         group_type: 0,
         protocol: 0,
+        scope: 0,
         flags: 0,
     };
     f.nexthop_new(&obj(2, "2001:db8::2"), ReqFlags::ADD)
@@ -218,6 +219,7 @@ fn nexthop_objects_go_with_carrier_and_link() {
         group: vec![],
         group_type: 0,
         protocol: 0,
+        scope: 0,
         flags: 0,
     };
     f.nexthop_new(&obj(1, "10.0.0.2", d0), ReqFlags::ADD)
@@ -321,6 +323,7 @@ fn ipv4_next_hop_object_miss_ends_its_trie_leaf() {
         group: vec![],
         group_type: 0,
         protocol: 0,
+        scope: 0,
         flags: 0,
     };
     f.nexthop_new(&nh, ReqFlags::ADD).unwrap();
