@@ -402,8 +402,10 @@ impl Fib {
         let now_up = l.up;
         let now_ready = l.oper_up();
         let carrier = l.carrier;
-        if was_up && !now_up {
+        if (was_up && !now_up) || (now_up && had_carrier && !carrier) {
             self.nexthop_flush_dev(idx);
+        }
+        if was_up && !now_up {
             self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
             self.v6_link_down(idx);
@@ -1011,7 +1013,8 @@ impl Fib {
             if info.dead {
                 r.flags |= nh_flags::DEAD;
             }
-            if info.nh.iter().all(|x| x.flags & nh_flags::LINKDOWN != 0) {
+            // IPv6 sibling groups carry no route-level flags (rt6_fill_node).
+            if info.linkdown && f == Family::Inet {
                 r.flags |= nh_flags::LINKDOWN;
             }
             r.multipath = (0..s.nhs.len()).map(nh_of).collect();

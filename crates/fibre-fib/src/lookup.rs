@@ -198,10 +198,26 @@ impl Fib {
                 return r;
             }
         }
+        // The kernel's trie keeps every prefix with one network address in one leaf; a route
+        // through a next-hop object with no usable next hop ends the search of its leaf
+        // (fib_table_lookup's `goto miss`), shorter prefixes of that address included.
+        let mut missed_leaf: Option<u128> = None;
         for (key, entries) in t.lpm(flow.dst) {
+            if missed_leaf == Some(key.addr) {
+                continue;
+            }
             for e in entries {
                 if let Some(r) = self.entry_result4(t.id, key, e, flow, flags) {
                     return r;
+                }
+                let info = self.infos.get(e.info);
+                let considered = (e.tos == 0 || e.tos == flow.tos)
+                    && info.spec.scope >= flow.scope
+                    && !info.dead
+                    && !(info.spec.expires.is_some() && self.info_expired(e.info));
+                if considered && info.spec.nhid.is_some() {
+                    missed_leaf = Some(key.addr);
+                    break;
                 }
             }
         }

@@ -69,6 +69,10 @@ pub(crate) struct Info {
     pub nh: Vec<NhState>,
     /// fib_info's RTNH_F_DEAD: every next hop is dead; the route is flushed.
     pub dead: bool,
+    /// fib_info's RTNH_F_LINKDOWN (IPv4 shows it on multipath routes): one device event took
+    /// down every next hop that was still up (a route made with all of them linkdown does not
+    /// get it); cleared when a next hop's carrier is back.
+    pub linkdown: bool,
     refs: u32,
     /// Distinguishes the infos that use one slot in turn (set by `Infos::insert`).
     pub serial: u64,
@@ -80,6 +84,7 @@ impl Info {
             spec,
             nh,
             dead: false,
+            linkdown: false,
             refs: 0,
             serial: 0,
         }

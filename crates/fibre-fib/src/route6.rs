@@ -87,6 +87,10 @@ impl Fib {
             Some(s) if s.len > 0 => Some(Key::new(crate::ip_u128(s.addr), s.len, 128)),
             _ => None,
         };
+        // fib6_config_validate, before any table is made.
+        if r.nhid.is_some() && src.is_some() {
+            return Err(einval("Nexthops can not be used with source routing"));
+        }
         let tb = if r.table == 0 { table::MAIN } else { r.table };
         let key = Key::new(crate::ip_u128(r.dst.addr), r.dst.len, 128);
         let hops: Vec<NextHop> = if r.multipath.is_empty() {

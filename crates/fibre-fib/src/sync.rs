@@ -613,8 +613,9 @@ impl Fib {
                     break;
                 }
             }
-            if dead == n && down && !v6 {
-                info.dead = true;
+            if dead == n && !v6 {
+                info.linkdown = true;
+                info.dead |= down;
             }
             info.rebalance();
         }
@@ -674,6 +675,7 @@ impl Fib {
             }
             if changed {
                 info.dead = false;
+                info.linkdown &= !carrier;
                 info.rebalance();
             }
         }
