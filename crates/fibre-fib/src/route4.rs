@@ -221,11 +221,22 @@ impl Fib {
             if r.scope > scope::HOST {
                 return Err(einval("Invalid scope"));
             }
-            if r.nhid.is_some() {
-                if r.scope == scope::HOST {
+            if let Some(id) = r.nhid {
+                // The kernel checks a group's scope once, on its first member: members of
+                // one group share a scope.
+                let is_group = self.nhobjs.get(id).is_some_and(|o| !o.group.is_empty());
+                if r.scope == scope::HOST && is_group {
                     return Err(einval(
-                        "Route with host scope can not have a nexthop object",
+                        "Route with host scope can not have multiple nexthops",
                     ));
+                }
+                if let Some(first) = nhs.first() {
+                    if r.scope == scope::HOST && first.gw.is_some() {
+                        return Err(einval("Route with host scope can not have a gateway"));
+                    }
+                    if first.flags & nh_flags::ONLINK != 0 && r.scope >= scope::LINK {
+                        return Err(einval("Scope mismatch with nexthop"));
+                    }
                 }
                 for n in &nhs {
                     let l = self.links.get(n.oif);

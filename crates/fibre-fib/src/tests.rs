@@ -677,6 +677,64 @@ fn ipv4_append_prepend_replace_order() {
     );
 }
 
+/// Kernel 6.18, `ip route add P nhid N scope S`: host scope is refused for a gateway object
+/// ("can not have a gateway") and a group ("multiple nexthops") but accepted for a device-only
+/// object; an onlink object refuses scopes from link up ("Scope mismatch with nexthop").
+#[test]
+fn route_scope_against_nexthop_objects() {
+    let (mut f, d0, _) = two_links();
+    let obj = |id: u32, gw: Option<&str>, onlink: bool| NexthopObj {
+        id,
+        family: Some(Family::Inet),
+        gateway: gw.map(ip),
+        oif: d0,
+        blackhole: false,
+        onlink,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+        scope: 0,
+    };
+    f.nexthop_new(&obj(1, None, false), ReqFlags::ADD).unwrap();
+    f.nexthop_new(&obj(2, Some("10.0.0.2"), false), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&obj(3, Some("10.0.0.3"), true), ReqFlags::ADD)
+        .unwrap();
+    let mut g = obj(4, None, false);
+    g.family = None;
+    g.oif = 0;
+    g.group = vec![GroupMember {
+        id: 2,
+        weight_minus_one: 0,
+    }];
+    f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    let route = |p: &str, id: u32, sc: u8| {
+        let mut r = rt(p, None, 0);
+        r.nhid = Some(id);
+        r.scope = sc;
+        r
+    };
+    f.route_new(&route("10.40.0.1/32", 1, scope::HOST), ReqFlags::ADD)
+        .unwrap();
+    let err = |f: &mut Fib, r: &Route| f.route_new(r, ReqFlags::ADD).unwrap_err().extack;
+    assert_eq!(
+        err(&mut f, &route("10.40.0.2/32", 2, scope::HOST)).as_deref(),
+        Some("Route with host scope can not have a gateway")
+    );
+    assert_eq!(
+        err(&mut f, &route("10.40.0.3/32", 4, scope::HOST)).as_deref(),
+        Some("Route with host scope can not have multiple nexthops")
+    );
+    assert_eq!(
+        err(&mut f, &route("10.40.0.4/32", 3, scope::LINK)).as_deref(),
+        Some("Scope mismatch with nexthop")
+    );
+    f.route_new(&route("10.40.0.5/32", 3, scope::UNIVERSE), ReqFlags::ADD)
+        .unwrap();
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
