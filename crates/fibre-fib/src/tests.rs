@@ -105,6 +105,26 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
+/// `ip nexthop add id ID [via GW] dev OIF`: one next hop, of its gateway's family (IPv4 without
+/// one).
+fn nh_obj(id: u32, gw: Option<&str>, oif: u32) -> NexthopObj {
+    let gateway = gw.map(ip);
+    NexthopObj {
+        id,
+        family: Some(gateway.as_ref().map_or(Family::Inet, Family::of)),
+        gateway,
+        oif,
+        blackhole: false,
+        onlink: false,
+        fdb: false,
+        group: vec![],
+        group_type: 0,
+        protocol: 0,
+        flags: 0,
+        scope: 0,
+    }
+}
+
 fn pfx(s: &str) -> Prefix {
     let (a, l) = s.split_once('/').unwrap_or((s, ""));
     let addr = ip(a);
@@ -684,18 +704,8 @@ fn ipv4_append_prepend_replace_order() {
 fn route_scope_against_nexthop_objects() {
     let (mut f, d0, _) = two_links();
     let obj = |id: u32, gw: Option<&str>, onlink: bool| NexthopObj {
-        id,
-        family: Some(Family::Inet),
-        gateway: gw.map(ip),
-        oif: d0,
-        blackhole: false,
         onlink,
-        fdb: false,
-        group: vec![],
-        group_type: 0,
-        protocol: 0,
-        flags: 0,
-        scope: 0,
+        ..nh_obj(id, gw, d0)
     };
     f.nexthop_new(&obj(1, None, false), ReqFlags::ADD).unwrap();
     f.nexthop_new(&obj(2, Some("10.0.0.2"), false), ReqFlags::ADD)
@@ -738,20 +748,7 @@ fn route_scope_against_nexthop_objects() {
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
-    let obj = |id: u32, gw: &str, oif: u32| NexthopObj {
-        id,
-        family: Some(Family::Inet),
-        gateway: Some(ip(gw)),
-        oif,
-        blackhole: false,
-        onlink: false,
-        fdb: false,
-        group: vec![],
-        group_type: 0,
-        protocol: 0,
-        flags: 0,
-        scope: 0,
-    };
+    let obj = |id: u32, gw: &str, oif: u32| nh_obj(id, Some(gw), oif);
     f.nexthop_new(&obj(1, "10.0.0.2", d0), ReqFlags::ADD)
         .unwrap();
     f.nexthop_new(&obj(2, "10.9.0.2", d1), ReqFlags::ADD)
@@ -1045,20 +1042,7 @@ fn ipv6_dump_skips_routes_between_siblings() {
 #[test]
 fn ipv6_route_through_a_group_object_has_every_member() {
     let (mut f, d0, d1) = two_links();
-    let obj = |id: u32, gw: &str, oif: u32| NexthopObj {
-        id,
-        family: Some(Family::Inet6),
-        gateway: Some(ip(gw)),
-        oif,
-        blackhole: false,
-        onlink: false,
-        fdb: false,
-        group: vec![],
-        group_type: 0,
-        protocol: 0,
-        flags: 0,
-        scope: 0,
-    };
+    let obj = |id: u32, gw: &str, oif: u32| nh_obj(id, Some(gw), oif);
     f.nexthop_new(&obj(1, "2001:db8::2", d0), ReqFlags::ADD)
         .unwrap();
     f.nexthop_new(&obj(2, "2001:db8:9::2", d1), ReqFlags::ADD)

@@ -208,20 +208,7 @@ fn ipv6_source_routes_refuse_nexthop_objects() {
 #[test]
 fn nexthop_objects_go_with_carrier_and_link() {
     let (mut f, d0, d1) = two_links();
-    let obj = |id: u32, gw: &str, oif: u32| NexthopObj {
-        id,
-        family: Some(Family::of(&ip(gw))),
-        gateway: Some(ip(gw)),
-        oif,
-        blackhole: false,
-        onlink: false,
-        fdb: false,
-        group: vec![],
-        group_type: 0,
-        protocol: 0,
-        scope: 0,
-        flags: 0,
-    };
+    let obj = |id: u32, gw: &str, oif: u32| nh_obj(id, Some(gw), oif);
     f.nexthop_new(&obj(1, "10.0.0.2", d0), ReqFlags::ADD)
         .unwrap();
     f.nexthop_new(&obj(2, "10.9.0.2", d1), ReqFlags::ADD)
