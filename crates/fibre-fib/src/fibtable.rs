@@ -284,6 +284,37 @@ impl Table {
         }
     }
 
+    /// Whether the kernel's IPv6 radix tree (fib6_node) of this table has a node at `key`: the
+    /// root, a key with routes, or a branch point, i.e. a prefix that keys with routes extend
+    /// on both sides of its next bit (the tree is path-compressed: insertion splits a node
+    /// only where two keys diverge, and deletion removes routeless nodes with fewer than two
+    /// children). Replacing a missing route fails with an extack text only when no node exists.
+    pub fn has_radix_node(&self, key: &Key) -> bool {
+        if key.len == 0 || self.map.contains_key(key) {
+            return true;
+        }
+        if key.len >= self.bits {
+            return false;
+        }
+        let bit = 1u128 << (self.bits - 1 - key.len);
+        let lower_end = key.addr | (bit - 1);
+        // Keys at `key.addr` itself come longest first; those no longer than `key` do not
+        // extend it.
+        let lower = self
+            .map
+            .range(Key { addr: key.addr, len: u8::MAX }..)
+            .find(|(k, _)| k.addr != key.addr || k.len > key.len)
+            .is_some_and(|(k, _)| k.addr <= lower_end);
+        // Every key in the upper half has the bit set and so is longer than `key`.
+        let upper = key.addr | bit;
+        lower
+            && self
+                .map
+                .range(Key { addr: upper, len: u8::MAX }..)
+                .next()
+                .is_some_and(|(k, _)| k.addr <= key.last(self.bits))
+    }
+
     /// Keys matching `addr`, longest first, with their entries.
     #[inline]
     pub fn lpm(&self, addr: u128) -> impl Iterator<Item = (Key, &Entries)> + '_ {

@@ -462,10 +462,14 @@ impl Fib {
             found = fallback;
         }
         if flags.replace && found.is_none() && !flags.create {
-            return Err(RtError::msg(
-                Errno::ENOENT,
-                "Can not replace route - no match found",
-            ));
+            // fib6_add_1 gives the text when the tree has no node for the prefix;
+            // fib6_add_rt2node, on a node without a matching route, gives none.
+            let node = self.t6.get(&tb).is_some_and(|t| t.has_radix_node(&key));
+            return Err(if node {
+                RtError::new(Errno::ENOENT)
+            } else {
+                RtError::msg(Errno::ENOENT, "Can not replace route - no match found")
+            });
         }
         let affects_gw = true;
         if let (false, Some(i)) = (flags.replace, sibling) {
