@@ -302,7 +302,12 @@ impl Table {
         // extend it.
         let lower = self
             .map
-            .range(Key { addr: key.addr, len: u8::MAX }..)
+            .range(
+                Key {
+                    addr: key.addr,
+                    len: u8::MAX,
+                }..,
+            )
             .find(|(k, _)| k.addr != key.addr || k.len > key.len)
             .is_some_and(|(k, _)| k.addr <= lower_end);
         // Every key in the upper half has the bit set and so is longer than `key`.
@@ -310,7 +315,12 @@ impl Table {
         lower
             && self
                 .map
-                .range(Key { addr: upper, len: u8::MAX }..)
+                .range(
+                    Key {
+                        addr: upper,
+                        len: u8::MAX,
+                    }..,
+                )
                 .next()
                 .is_some_and(|(k, _)| k.addr <= key.last(self.bits))
     }

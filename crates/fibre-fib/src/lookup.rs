@@ -63,6 +63,11 @@ pub(crate) fn winner(
     let skip = |e: &Entry| if v6 { e.src().is_some() } else { e.tos != 0 };
     let special = entries.iter().filter(|e| skip(e)).count() as u32;
     let flow = Flow::empty();
+    if v6 {
+        let node = entries.iter().filter(|e| !skip(e));
+        let w = pick6(infos, nhobjs, node, &flow, LookupFlags::default(), |_| true);
+        return (w.map(|(e, _)| *e), special);
+    }
     for e in entries {
         if skip(e) {
             continue;
@@ -95,6 +100,64 @@ fn first_good_nh(info: &Info, flow: &Flow, flags: LookupFlags, v6: bool) -> Opti
         return Some(i);
     }
     None
+}
+
+/// rt6_select over one node's routes (in leaf order): the kernel scores each usable next
+/// hop (rt6_score_route: router preference above "on the flow's oif"; under
+/// RT6_LOOKUP_F_IFACE a next hop on another device does not qualify, and reject routes sit on
+/// `lo`) and keeps the first best score among the routes of the node's first metric; only
+/// when none of those qualifies does it score all the remaining routes, of every metric,
+/// together. `live` says whether a route may be used at all (not expired).
+fn pick6<'a>(
+    infos: &Infos,
+    nhobjs: &NhObjs,
+    node: impl Iterator<Item = &'a Entry>,
+    flow: &Flow,
+    flags: LookupFlags,
+    live: impl Fn(&Entry) -> bool,
+) -> Option<(&'a Entry, usize)> {
+    let mut first_metric = None;
+    let mut first_run = true;
+    // The best (score, route, next hop) so far.
+    let mut best: Option<(u8, &Entry, usize)> = None;
+    for e in node {
+        let info = infos.get(e.info);
+        let metric = *first_metric.get_or_insert(info.spec.priority);
+        if first_run && info.spec.priority != metric {
+            if best.is_some() {
+                break;
+            }
+            first_run = false;
+        }
+        if info.dead || !live(e) {
+            continue;
+        }
+        // A route through a blackhole object is taken as soon as it is reached; one through a
+        // group takes the first member that improves the score.
+        let object = info.spec.nhid.is_some();
+        if object && effective_type(nhobjs, info) == RouteType::Blackhole {
+            return Some((e, 0));
+        }
+        // IPV6_DECODE_PREF: low 1, medium 2, high 3.
+        let pref = (info.spec.pref.unwrap_or(0) ^ 2) & 3;
+        for (i, (n, st)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
+            if st.flags & nh_flags::DEAD != 0 {
+                continue;
+            }
+            let on_oif = flow.oif == 0 || n.oif == flow.oif;
+            if !on_oif && flags.strict_oif {
+                continue;
+            }
+            let score = (pref << 2) | if on_oif { 2 } else { 0 };
+            if best.is_none_or(|(b, _, _)| score > b) {
+                best = Some((score, e, i));
+                if object {
+                    break;
+                }
+            }
+        }
+    }
+    best.map(|(_, e, i)| (e, i))
 }
 
 /// The longest source prefix length below `below` among the source-specific entries that
@@ -382,9 +445,9 @@ impl Fib {
         TableResult::Continue
     }
 
-    /// rt6_select on one node: the routes of `key` with source prefix length `src` (None:
-    /// the source-less ones) that cover the flow's source. The lowest metric with a usable next
-    /// hop wins, preferring the flow's oif among equal metrics; None when no route is usable.
+    /// rt6_select on one node (see `pick6`): the routes of `key` with source prefix length
+    /// `src` (None: the source-less ones) that cover the flow's source. None when no route is
+    /// usable.
     fn select6(
         &self,
         t: &Table,
@@ -394,64 +457,28 @@ impl Fib {
         flow: &Flow,
         flags: LookupFlags,
     ) -> Option<TableResult> {
-        let mut fallback: Option<Res> = None;
-        let mut fallback_metric = u32::MAX;
-        for e in entries.iter().filter(|e| match (e.src(), src) {
+        let node = entries.iter().filter(|e| match (e.src(), src) {
             (None, None) => true,
             (Some(s), Some(sl)) => s.len == sl && s.contains(flow.src, 128),
             _ => false,
-        }) {
-            let info = self.infos.get(e.info);
-            if fallback.is_some() && info.spec.priority > fallback_metric {
-                break;
-            }
-            if info.spec.expires.is_some() && self.info_expired(e.info) {
-                continue;
-            }
-            // Under RT6_LOOKUP_F_IFACE a route on another device (reject routes sit on `lo`)
-            // does not qualify.
-            if flags.strict_oif && flow.oif != 0 && !info.spec.nhs.iter().any(|n| n.oif == flow.oif)
-            {
-                continue;
-            }
-            let rtype = self.effective_type(info);
-            if let Some(err) = LookupError::of_type(rtype) {
-                return Some(TableResult::Reject(err));
-            }
-            if rtype == RouteType::Throw {
-                return Some(TableResult::Continue);
-            }
-            if info.dead {
-                continue;
-            }
-            // Siblings are separate routes to the kernel: one on the flow's oif wins.
-            let on_oif = (flow.oif != 0)
-                .then(|| {
-                    info.spec
-                        .nhs
-                        .iter()
-                        .zip(&info.nh)
-                        .position(|(n, s)| n.oif == flow.oif && s.flags & nh_flags::DEAD == 0)
-                })
-                .flatten();
-            if let Some(nh) = on_oif.or_else(|| first_good_nh(info, flow, flags, true)) {
-                let res = Res {
-                    table: t.id,
-                    key,
-                    entry: *e,
-                    nh,
-                    rtype,
-                };
-                if flow.oif == 0 || info.spec.nhs[nh].oif == flow.oif {
-                    return Some(TableResult::Found(res));
-                }
-                if fallback.is_none() {
-                    fallback = Some(res);
-                    fallback_metric = info.spec.priority;
-                }
-            }
+        });
+        let live =
+            |e: &Entry| self.infos.get(e.info).spec.expires.is_none() || !self.info_expired(e.info);
+        let (e, nh) = pick6(&self.infos, &self.nhobjs, node, flow, flags, live)?;
+        let rtype = self.effective_type(self.infos.get(e.info));
+        if let Some(err) = LookupError::of_type(rtype) {
+            return Some(TableResult::Reject(err));
         }
-        fallback.map(TableResult::Found)
+        if rtype == RouteType::Throw {
+            return Some(TableResult::Continue);
+        }
+        Some(TableResult::Found(Res {
+            table: t.id,
+            key,
+            entry: *e,
+            nh,
+            rtype,
+        }))
     }
 
     pub(crate) fn effective_type(&self, info: &Info) -> RouteType {

@@ -22,10 +22,7 @@ fn ipv6_change_of_a_missing_route_names_the_missing_node() {
     ));
     let bare = Err(RtError::new(Errno::ENOENT));
     let change = |f: &mut Fib, dst: &str| f.route_new(&rt(dst, None, d0), ReqFlags::CHANGE);
-    let add = |f: &mut Fib, dst: &str| {
-        f.route_new(&rt6_metric(dst, d0, 5), ReqFlags::ADD)
-            .unwrap()
-    };
+    let add = |f: &mut Fib, dst: &str| f.route_new(&rt6_metric(dst, d0, 5), ReqFlags::ADD).unwrap();
     assert_eq!(change(&mut f, "2001:db8:1e00::/40"), text);
     add(&mut f, "2001:db8:1e00::/40");
     assert_eq!(change(&mut f, "2001:db8:1e00::/40"), bare);
@@ -50,4 +47,73 @@ fn ipv6_change_of_a_missing_route_names_the_missing_node() {
     };
     assert_eq!(f.route_new(&in100("::/0"), ReqFlags::CHANGE), bare);
     assert_eq!(f.route_new(&in100("2001:db8::/64"), ReqFlags::CHANGE), text);
+}
+
+/// rt6_select scores router preference above "on the flow's oif", keeps the best of the
+/// node's first metric, and only when none of those qualifies (here: under an oif, which
+/// makes the lookup strict) scores every later route together, so a high-preference route of
+/// metric 1024 beats one of metric 10. A gateway is checked with that lookup: one resolving
+/// to a route with a gateway is unreachable.
+#[test]
+fn ipv6_selection_scores_preference_across_metrics() {
+    let (mut f, d0, d1) = two_links();
+    let with = |dst: &str, via: Option<&str>, dev: u32, metric: u32, pref: u8| Route {
+        priority: Some(metric),
+        pref: Some(pref),
+        ..rt(dst, via, dev)
+    };
+    const HIGH: u8 = 1;
+    const LOW: u8 = 3;
+    for r in [
+        with("2001:db8:77::/48", None, d1, 1, 0),
+        with("2001:db8:77::/48", None, d0, 10, 0),
+        with("2001:db8:77::/48", Some("2001:db8::7"), d0, 1024, HIGH),
+    ] {
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    }
+    let q = |dst: &str, oif: Option<u32>| RouteQuery {
+        oif,
+        ..RouteQuery::to(ip(dst))
+    };
+    let a = f.route_get(&q("2001:db8:77::1", Some(d0))).unwrap();
+    assert_eq!((a.priority, a.nexthop.oif), (Some(1024), d0));
+    let a = f.route_get(&q("2001:db8:77::1", None)).unwrap();
+    assert_eq!((a.priority, a.nexthop.oif), (Some(1), d1));
+    assert_eq!(
+        f.route_new(
+            &rt("2001:db8:79::/48", Some("2001:db8:77::5"), d0),
+            ReqFlags::ADD
+        ),
+        Err(RtError::new(Errno::EHOSTUNREACH))
+    );
+    f.route_new(
+        &rt("2001:db8:79::/48", Some("2001:db8:77::5"), d1),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    // Within one metric the higher preference wins even when added last.
+    // (A second route on d0 of that metric is a duplicate whatever its preference.)
+    for (dev, pref, ok) in [(d0, 0, true), (d1, HIGH, true), (d0, LOW, false)] {
+        let r = with("2001:db8:78::/48", None, dev, 5, pref);
+        let res = f.route_new(&r, ReqFlags::APPEND);
+        assert_eq!(
+            res,
+            if ok {
+                Ok(())
+            } else {
+                Err(RtError::new(Errno::EEXIST))
+            }
+        );
+    }
+    assert_eq!(
+        f.route_get(&q("2001:db8:78::1", None)).unwrap().nexthop.oif,
+        d1
+    );
+    assert_eq!(
+        f.route_get(&q("2001:db8:78::1", Some(d0)))
+            .unwrap()
+            .nexthop
+            .oif,
+        d0
+    );
 }
