@@ -439,7 +439,7 @@ impl Fib {
     }
 
     fn get6(&self, q: &RouteQuery) -> Result<Route, RtError> {
-        let mut flow = self.query_flow(q);
+        let flow = self.query_flow(q);
         let IpAddr::V6(d6) = q.dst else {
             return Err(err(Errno::EINVAL));
         };
@@ -447,11 +447,10 @@ impl Fib {
         let need_strict =
             d6.is_multicast() || d6.is_loopback() || d6.segments()[0] & 0xffc0 == 0xfe80;
         let strict = need_strict || (!input && flow.oif != 0 && flow.src == 0);
-        if input {
-            // ip6_pol_route_input looks up with the input device in the oif's place.
-            flow.oif = flow.iif;
-        }
-        let lf = LookupFlags { strict_oif: strict };
+        let lf = LookupFlags {
+            strict_oif: strict,
+            iif_as_oif: input,
+        };
         let mut res = self
             .get_lookup(Family::Inet6, q, &flow, lf)
             .map_err(|e| err(e.errno()))?;

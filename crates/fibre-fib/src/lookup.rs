@@ -48,6 +48,9 @@ pub(crate) enum TableResult {
 pub(crate) struct LookupFlags {
     /// IPv6 RT6_LOOKUP_F_IFACE: next hops on another device than the flow's oif are unusable.
     pub strict_oif: bool,
+    /// IPv6 input (ip6_pol_route_input): the tables are searched with the input device in
+    /// the oif's place, while the rules see the flow's own oif (none).
+    pub iif_as_oif: bool,
 }
 
 /// What a plain flow (tos 0, no oif, universe scope, no source) stops at in one key's
@@ -494,6 +497,13 @@ impl Fib {
     ) -> TableResult {
         match family {
             Family::Inet => self.table_lookup4(t, flow, flags),
+            Family::Inet6 if flags.iif_as_oif => {
+                let flow = Flow {
+                    oif: flow.iif,
+                    ..*flow
+                };
+                self.table_lookup6(t, &flow, flags)
+            }
             Family::Inet6 => self.table_lookup6(t, flow, flags),
         }
     }

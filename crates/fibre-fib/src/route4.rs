@@ -335,7 +335,7 @@ impl Fib {
             dst: addr as u128,
             ..Flow::empty()
         };
-        match self.table_lookup4(t, &flow, LookupFlags { strict_oif: false }) {
+        match self.table_lookup4(t, &flow, LookupFlags::default()) {
             TableResult::Found(res) => res.rtype,
             TableResult::Reject(_) => self.rejected_type4(t, addr),
             TableResult::Continue => RouteType::Unicast,
@@ -439,7 +439,7 @@ impl Fib {
             scope: want_scope,
             ..Flow::empty()
         };
-        let lf = LookupFlags { strict_oif: false };
+        let lf = LookupFlags::default();
         let mut found = None;
         if tb != table::MAIN {
             if let Some(t) = self.t4.get(&tb) {

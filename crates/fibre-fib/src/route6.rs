@@ -327,7 +327,10 @@ impl Fib {
             iif: crate::link::LOOPBACK_IFINDEX,
             ..Flow::empty()
         };
-        let lf = LookupFlags { strict_oif: true };
+        let lf = LookupFlags {
+            strict_oif: true,
+            ..LookupFlags::default()
+        };
         let ok = |fib: &Fib, res: &crate::lookup::Res| {
             let info = fib.infos.get(res.entry.info);
             let n = &info.spec.nhs[res.nh];

@@ -117,3 +117,36 @@ fn ipv6_selection_scores_preference_across_metrics() {
         d0
     );
 }
+
+/// An IPv6 input lookup searches the tables with the input device as oif, but the rules see
+/// no oif: a rule selecting `oif d1` ignores a packet coming in on d1 and catches only output
+/// lookups through d1.
+#[test]
+fn ipv6_input_lookup_rules_see_no_oif() {
+    let (mut f, _, d1) = two_links();
+    f.rule_new(
+        &Rule {
+            priority: Some(1009),
+            src: Some(pfx("2001:db8:1e02:5100::/56")),
+            oifname: Some("d1".into()),
+            action: RuleAction::Prohibit,
+            ..Rule::new(Family::Inet6, 0)
+        },
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.route_new(&rt("2001:db8:22f6::/48", None, d1), ReqFlags::ADD)
+        .unwrap();
+    let q = |iif: Option<u32>, oif: Option<u32>| RouteQuery {
+        src: Some(ip("2001:db8:1e02:5100::1")),
+        iif,
+        oif,
+        ..RouteQuery::to(ip("2001:db8:22f6::1"))
+    };
+    assert_eq!(f.route_get(&q(Some(d1), None)).unwrap().nexthop.oif, d1);
+    assert_eq!(
+        f.route_get(&q(None, Some(d1))).unwrap_err().errno,
+        Errno::EACCES
+    );
+    assert_eq!(f.route_get(&q(None, None)).unwrap().nexthop.oif, d1);
+}
