@@ -103,6 +103,8 @@ class _Gen:
         # Routes added: (prefix with type and `from`, the whole spec after the verb, family, table,
         # attributes).
         self.added: list[tuple[str, str, bool, str, str]] = []
+        # IPv6 attributes by (prefix, table, metric), when route_modify is on (see `route`).
+        self.slot_attrs6: dict[tuple[str, str, int], str] = {}
         self.next_nh = 1
         self.nh_all: list[int] = []  # every next-hop id ever given
         self.nh_free: list[int] = []  # single objects no route or group uses yet
@@ -319,6 +321,17 @@ class _Gen:
             body = self.route_body(v6)
         if attrs is None:
             attrs = self.attrs(v6, table)
+        if v6 and self.on("route_modify"):
+            # Appended and prepended IPv6 gateway routes join the routes of their metric as
+            # multipath siblings; siblings whose attributes differ answer `route get` with the
+            # chosen sibling's own attributes (see the README). Every IPv6 command for one
+            # prefix, table and metric therefore carries the same attributes, whichever of
+            # them the kernel accepted.
+            words = attrs.split()
+            metric = int(words[words.index("metric") + 1]) if "metric" in words else 0
+            typed = head.split()[0] in ("blackhole", "unreachable", "prohibit", "throw", "local", "anycast")
+            prefix = head.split(maxsplit=1)[1] if typed else head
+            attrs = self.slot_attrs6.setdefault((prefix, table, metric or 1024), attrs)
         # iproute2 reads `nexthop` groups up to the end of the line: attributes go first.
         spec = " ".join(s for s in ((head, attrs, body) if body.startswith("nexthop") else (head, body, attrs)) if s)
         self.emit(f"route {verb} {spec}")

@@ -67,8 +67,16 @@ pub(crate) fn winner(
     let special = entries.iter().filter(|e| skip(e)).count() as u32;
     let flow = Flow::empty();
     if v6 {
-        let node = entries.iter().filter(|e| !skip(e));
-        let w = pick6(infos, nhobjs, node, &flow, LookupFlags::default(), |_| true);
+        let in_node = |e: &Entry| !skip(e);
+        let w = pick6(
+            infos,
+            nhobjs,
+            entries,
+            in_node,
+            &flow,
+            LookupFlags::default(),
+            |_| true,
+        );
         return (w.map(|(e, _)| *e), special);
     }
     for e in entries {
@@ -105,62 +113,147 @@ fn first_good_nh(info: &Info, flow: &Flow, flags: LookupFlags, v6: bool) -> Opti
     None
 }
 
-/// rt6_select over one node's routes (in leaf order): the kernel scores each usable next
-/// hop (rt6_score_route: router preference above "on the flow's oif"; under
-/// RT6_LOOKUP_F_IFACE a next hop on another device does not qualify, and reject routes sit on
-/// `lo`) and keeps the first best score among the routes of the node's first metric; only
-/// when none of those qualifies does it score all the remaining routes, of every metric,
-/// together. `live` says whether a route may be used at all (not expired).
+/// rt6_select over one node's routes: the kernel scores each usable next hop
+/// (rt6_score_route: router preference above "on the flow's oif"; under RT6_LOOKUP_F_IFACE a
+/// next hop on another device does not qualify, and reject routes sit on `lo`) and keeps the
+/// first best score among the routes of the node's first metric; only when none of those
+/// qualifies does it score all the remaining routes, of every metric, together.
+///
+/// The routes are taken in the kernel's leaf order, where a sibling group is separate routes:
+/// a route of the group's run added between two siblings (`Entry::hops_before`) is scored
+/// between them. `in_node` selects the node's entries, `live` says whether a route may be used
+/// at all (not expired).
 fn pick6<'a>(
     infos: &Infos,
     nhobjs: &NhObjs,
-    node: impl Iterator<Item = &'a Entry>,
+    entries: &'a [Entry],
+    in_node: impl Fn(&Entry) -> bool,
     flow: &Flow,
     flags: LookupFlags,
     live: impl Fn(&Entry) -> bool,
 ) -> Option<(&'a Entry, usize)> {
-    let mut first_metric = None;
-    let mut first_run = true;
-    // The best (score, route, next hop) so far.
-    let mut best: Option<(u8, &Entry, usize)> = None;
-    for e in node {
-        let info = infos.get(e.info);
-        let metric = *first_metric.get_or_insert(info.spec.priority);
-        if first_run && info.spec.priority != metric {
-            if best.is_some() {
-                break;
-            }
-            first_run = false;
-        }
-        if info.dead || !live(e) {
+    let mut sel = Select6 {
+        infos,
+        nhobjs,
+        flow,
+        flags,
+        first_metric: None,
+        first_run: true,
+        best: None,
+    };
+    // The sibling group of the run being walked: (metric, number of siblings).
+    let mut group: Option<(u32, usize)> = None;
+    for (i, e) in entries.iter().enumerate() {
+        if !in_node(e) {
             continue;
         }
-        // A route through a blackhole object is taken as soon as it is reached; one through a
-        // group takes the first member that improves the score.
+        let spec = &infos.get(e.info).spec;
+        let metric = spec.priority;
+        if let Some((m, n)) = group {
+            if m == metric && (e.hops_before as usize) < n {
+                // Scored with the group, between its siblings.
+                continue;
+            }
+        }
+        let n = spec.nhs.len();
+        if n < 2 || spec.nhid.is_some() {
+            match sel.visit(e, None, &live) {
+                Visit::Go => continue,
+                Visit::Stop => break,
+                Visit::Take => return Some((e, 0)),
+            }
+        }
+        group = Some((metric, n));
+        for h in 0..n {
+            let inside = entries[i + 1..].iter().filter(|x| {
+                in_node(x)
+                    && x.hops_before as usize == h
+                    && infos.get(x.info).spec.priority == metric
+            });
+            for x in inside {
+                match sel.visit(x, None, &live) {
+                    Visit::Go => {}
+                    Visit::Stop => return sel.best(),
+                    Visit::Take => return Some((x, 0)),
+                }
+            }
+            if let Visit::Stop = sel.visit(e, Some(h), &live) {
+                return sel.best();
+            }
+        }
+    }
+    sel.best()
+}
+
+/// What `Select6::visit` says about the walk.
+enum Visit {
+    Go,
+    /// The first metric's routes are done and one of them qualified.
+    Stop,
+    /// A route through a blackhole object: taken as soon as it is reached.
+    Take,
+}
+
+/// The state of an rt6_select walk (see `pick6`).
+struct Select6<'a, 'f> {
+    infos: &'f Infos,
+    nhobjs: &'f NhObjs,
+    flow: &'f Flow,
+    flags: LookupFlags,
+    first_metric: Option<u32>,
+    first_run: bool,
+    /// The best (score, route, next hop) so far.
+    best: Option<(u8, &'a Entry, usize)>,
+}
+
+impl<'a> Select6<'a, '_> {
+    fn best(&self) -> Option<(&'a Entry, usize)> {
+        self.best.map(|(_, e, i)| (e, i))
+    }
+
+    /// Scores next hop `only` of `e` (all of them when None).
+    fn visit(
+        &mut self,
+        e: &'a Entry,
+        only: Option<usize>,
+        live: &impl Fn(&Entry) -> bool,
+    ) -> Visit {
+        let info = self.infos.get(e.info);
+        let metric = *self.first_metric.get_or_insert(info.spec.priority);
+        if self.first_run && info.spec.priority != metric {
+            if self.best.is_some() {
+                return Visit::Stop;
+            }
+            self.first_run = false;
+        }
+        if info.dead || !live(e) {
+            return Visit::Go;
+        }
+        // A route through a group object takes the first member that improves the score.
         let object = info.spec.nhid.is_some();
-        if object && effective_type(nhobjs, info) == RouteType::Blackhole {
-            return Some((e, 0));
+        if object && effective_type(self.nhobjs, info) == RouteType::Blackhole {
+            return Visit::Take;
         }
         // IPV6_DECODE_PREF: low 1, medium 2, high 3.
         let pref = (info.spec.pref.unwrap_or(0) ^ 2) & 3;
         for (i, (n, st)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
-            if st.flags & nh_flags::DEAD != 0 {
+            if only.is_some_and(|h| h != i) || st.flags & nh_flags::DEAD != 0 {
                 continue;
             }
-            let on_oif = flow.oif == 0 || n.oif == flow.oif;
-            if !on_oif && flags.strict_oif {
+            let on_oif = self.flow.oif == 0 || n.oif == self.flow.oif;
+            if !on_oif && self.flags.strict_oif {
                 continue;
             }
             let score = (pref << 2) | if on_oif { 2 } else { 0 };
-            if best.is_none_or(|(b, _, _)| score > b) {
-                best = Some((score, e, i));
+            if self.best.is_none_or(|(b, _, _)| score > b) {
+                self.best = Some((score, e, i));
                 if object {
                     break;
                 }
             }
         }
+        Visit::Go
     }
-    best.map(|(_, e, i)| (e, i))
 }
 
 /// The longest source prefix length below `below` among the source-specific entries that
@@ -460,14 +553,22 @@ impl Fib {
         flow: &Flow,
         flags: LookupFlags,
     ) -> Option<TableResult> {
-        let node = entries.iter().filter(|e| match (e.src(), src) {
+        let in_node = |e: &Entry| match (e.src(), src) {
             (None, None) => true,
             (Some(s), Some(sl)) => s.len == sl && s.contains(flow.src, 128),
             _ => false,
-        });
+        };
         let live =
             |e: &Entry| self.infos.get(e.info).spec.expires.is_none() || !self.info_expired(e.info);
-        let (e, nh) = pick6(&self.infos, &self.nhobjs, node, flow, flags, live)?;
+        let (e, nh) = pick6(
+            &self.infos,
+            &self.nhobjs,
+            entries,
+            in_node,
+            flow,
+            flags,
+            live,
+        )?;
         let rtype = self.effective_type(self.infos.get(e.info));
         if let Some(err) = LookupError::of_type(rtype) {
             return Some(TableResult::Reject(err));

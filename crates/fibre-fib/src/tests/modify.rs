@@ -150,3 +150,41 @@ fn ipv6_input_lookup_rules_see_no_oif() {
     );
     assert_eq!(f.route_get(&q(None, None)).unwrap().nexthop.oif, d1);
 }
+
+/// A route appended to a run between two of its gateway siblings sits between them in the
+/// kernel's leaf list, and rt6_select meets it there: under `oif d0` the device route on d0
+/// comes before the sibling through d0, so it answers, and a gateway resolved through it is
+/// reachable.
+#[test]
+fn ipv6_selection_meets_routes_between_siblings_in_leaf_order() {
+    let (mut f, d0, d1) = two_links();
+    for (r, flags) in [
+        (
+            rt("2001:db8:70::/48", Some("2001:db8:9::2"), d1),
+            ReqFlags::ADD,
+        ),
+        (rt("2001:db8:70::/48", None, d0), ReqFlags::APPEND),
+        (
+            rt("2001:db8:70::/48", Some("2001:db8::2"), d0),
+            ReqFlags::APPEND,
+        ),
+    ] {
+        f.route_new(&r, flags).unwrap();
+    }
+    let q = |oif: u32| RouteQuery {
+        oif: Some(oif),
+        ..RouteQuery::to(ip("2001:db8:70::1"))
+    };
+    let a = f.route_get(&q(d0)).unwrap();
+    assert_eq!((a.nexthop.gateway, a.nexthop.oif), (None, d0));
+    let a = f.route_get(&q(d1)).unwrap();
+    assert_eq!(
+        (a.nexthop.gateway, a.nexthop.oif),
+        (Some(ip("2001:db8:9::2")), d1)
+    );
+    f.route_new(
+        &rt("2001:db8:71::/48", Some("2001:db8:70::5"), d0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+}
