@@ -14,29 +14,37 @@
 //!
 //! The top entry holds the block's first line and the four codes, so a lookup computes the line
 //! from the entry and the address alone (prefetchable), then finds the value in the line with at
-//! most one popcount. Quarters that hang a trie node with children (routes longer than /24) make
-//! their chunk a *fallback* chunk, answered by the trie itself.
+//! most one popcount. A quarter that hangs a trie node with children (routes longer than /24) is
+//! laid out as one run of the value `TRIE | n`, n the node: lookups that find it continue in the
+//! trie (one well-predicted branch on bit 31 of the answer).
+//!
+//! The lines are the only compiled form of the trie's childless /18 nodes (every node of a 2026
+//! table): the trie keeps their routes, not their leaves, and reads their slot values back from
+//! here ([`Mirror::slots`]) when it patches them.
 //!
 //! # Invariants
-//! - After every trie update (or flush), each quarter of a non-fallback chunk holds exactly the
-//!   64 slot values its trie direct entry resolves to: the trie reports every change of a direct
-//!   entry through [`Mirror::direct_changed`], and asks for a [`Mirror::refill`] of a chunk when
-//!   the chunk stops being a fallback (its lines were not maintained meanwhile).
-//! - A chunk is a value iff its 256 slots are equal and no quarter hangs a node (canonical: the
-//!   index depends on the route set, not on the order of updates; block placement does not).
+//! - After every trie update (or flush), each quarter holds exactly the 64 slot values its trie
+//!   direct entry resolves to, or `TRIE | n` for a node with children: the trie reports every
+//!   change of a direct entry through [`Mirror::direct_changed`] (a bulk build lays every chunk
+//!   out once through [`Mirror::refill`]).
+//! - A chunk is a value iff its 256 slots are equal and no quarter hangs a node with children
+//!   (canonical: the index depends on the route set, not on the order of updates; block
+//!   placement does not).
 //!
 //! Single-threaded like the trie; readers go through [`crate::sync`].
 
 use crate::huge::HugeVec;
-use crate::trie::{Line, SLOTS};
+use crate::trie::SLOTS;
 
 /// Bits of the address resolved by the top array.
 pub(crate) const TOP_BITS: u32 = 16;
 const TOP: usize = 1 << TOP_BITS;
 /// Top entry bit 31: a chunk, not a value (values are at most 2^31 - 1).
 pub(crate) const CHUNK: u32 = 0x8000_0000;
-/// Top entry bit 30 (with bit 31): answered by the trie.
-const FALLBACK: u32 = 0x4000_0000;
+/// Bit 31 of a slot value: not a value but `TRIE | n`, the trie node that answers the slot.
+pub(crate) const TRIE: u32 = 0x8000_0000;
+/// `u32`s in a line.
+const LINE_WORDS: usize = 16;
 /// Quarter codes, 2 bits each from bit 22 (quarter 0 lowest).
 pub(crate) const CODES_SHIFT: u32 = 22;
 /// The block's first line: 22 bits, so at most 2^22 lines (256 MiB) -- sixteen times the most a
@@ -50,6 +58,11 @@ const HALF_RUNS: usize = 15;
 /// Lines of the largest block (four flat quarters).
 const MAX_BLOCK: usize = 16;
 
+/// One cache line of a chunk's block (see the module comment for the three layouts).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [u32; LINE_WORDS]);
+
 /// A quarter as the trie reports it.
 #[derive(Clone, Copy)]
 pub(crate) enum Quarter<'a> {
@@ -57,38 +70,20 @@ pub(crate) enum Quarter<'a> {
     Value(u32),
     /// The 64 slot values and their run bitmap (bit 0 always set).
     Runs(&'a [u32; SLOTS], u64),
-    /// A trie node with children: the chunk falls back to the trie.
-    Node,
+    /// Trie node `n`, which has children, answers the quarter.
+    Node(u32),
 }
 
-/// Receives the trie's direct-entry changes. [`NoMirror`] (IPv6) ignores them; [`Dir16`]
-/// (IPv4) keeps its lookup index from them.
+/// Receives the trie's direct-entry changes and keeps the compiled form of its /18 nodes.
 pub(crate) trait Mirror: Clone + std::fmt::Debug + Default {
-    /// False for [`NoMirror`]: the trie skips the work of feeding it.
-    const ACTIVE: bool = true;
-    /// Direct entry `s` now resolves as `q`. Returns true when the trie must then call
-    /// [`Mirror::refill`] for the chunk of `s` with all its quarters.
-    fn direct_changed(&mut self, s: usize, q: Quarter<'_>) -> bool;
-    /// Reloads the chunk of `s` from its four quarters (`qs[i]` is quarter i).
+    /// Direct entry `s` now resolves as `q`.
+    fn direct_changed(&mut self, s: usize, q: Quarter<'_>);
+    /// Lays out the chunk of `s` afresh from its four quarters (`qs[i]` is quarter i).
     fn refill(&mut self, s: usize, qs: [Quarter<'_>; 4]);
+    /// The 64 slot values of direct entry `s`, as last reported (not for a `Node` quarter).
+    fn slots(&self, s: usize) -> [u32; SLOTS];
     /// Bytes held.
     fn memory_bytes(&self) -> usize;
-}
-
-/// The mirror of a trie that has no lookup index of its own.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct NoMirror;
-
-impl Mirror for NoMirror {
-    const ACTIVE: bool = false;
-    #[inline(always)]
-    fn direct_changed(&mut self, _: usize, _: Quarter<'_>) -> bool {
-        false
-    }
-    fn refill(&mut self, _: usize, _: [Quarter<'_>; 4]) {}
-    fn memory_bytes(&self) -> usize {
-        0
-    }
 }
 
 /// The 16-bit lookup index (see the module comment).
@@ -98,10 +93,6 @@ pub(crate) struct Dir16 {
     pub(crate) lines: HugeVec<Line>,
     /// free[n]: first lines of free blocks of n lines.
     free: Vec<Vec<u32>>,
-    /// Per chunk, bit q: quarter q hangs a trie node with children.
-    nodes: Vec<u8>,
-    /// Chunks answered by the trie.
-    pub(crate) fallbacks: usize,
 }
 
 impl Default for Dir16 {
@@ -113,8 +104,6 @@ impl Default for Dir16 {
                 .expect("TOP entries"),
             lines: HugeVec::new(),
             free: vec![Vec::new(); MAX_BLOCK + 1],
-            nodes: vec![0; TOP],
-            fallbacks: 0,
         }
     }
 }
@@ -186,20 +175,18 @@ fn in_line(line: &Line, c: u32, pos: u32) -> u32 {
 }
 
 impl Dir16 {
-    /// The value for `addr` if its chunk is not a fallback (internal encoding, NONE for none).
-    /// Branch-free but for fallbacks, so that a loop of lookups overlaps their memory reads.
+    /// The slot value for `addr`: a value in the internal encoding (NONE for none), or `TRIE |
+    /// n` when trie node n answers. Branch-free, so that a loop of lookups overlaps their
+    /// memory reads.
     #[inline(always)]
-    pub(crate) fn lookup(&self, addr: u32) -> Result<u32, ()> {
+    pub(crate) fn lookup(&self, addr: u32) -> u32 {
         let e = self.top[(addr >> (32 - TOP_BITS)) as usize];
-        if e & (CHUNK | FALLBACK) == CHUNK | FALLBACK {
-            return Err(());
-        }
         let chunk = e & CHUNK != 0;
         let (line, c, pos) = locate(e, addr);
         let p = self.line_or_zero(chunk, line);
         // SAFETY: see `line_or_zero`.
         let v = in_line(unsafe { &*p }, c, pos);
-        Ok(std::hint::select_unpredictable(chunk, v, e))
+        std::hint::select_unpredictable(chunk, v, e)
     }
 
     /// The address of line `line` when `chunk` (the line a chunk entry locates), else of
@@ -216,15 +203,14 @@ impl Dir16 {
 
     /// Batched `lookup` of up to 64 addresses: every lane's top entry is prefetched, then every
     /// lane's line located and prefetched, before any line is read; lanes take no
-    /// data-dependent branch. Fallback lanes are left to the caller: bit i of the result set
-    /// means `out[i]` must be looked up in the trie.
+    /// data-dependent branch. Lanes the trie answers are left to the caller: bit i of the
+    /// result set means `out[i]` must be looked up in the trie.
     #[inline(always)]
     pub(crate) fn lookup_group(&self, addrs: &[u32], out: &mut [u32]) -> u64 {
         let n = addrs.len();
         debug_assert!(n <= 64 && out.len() == n);
         let mut at = [0usize; 64];
         let mut info = [0u32; 64];
-        let mut fallback = 0u64;
         let top = &*self.top;
         for &a in addrs {
             crate::prefetch(&top[(a >> (32 - TOP_BITS)) as usize]);
@@ -233,10 +219,8 @@ impl Dir16 {
             let a = addrs[i];
             let e = top[(a >> (32 - TOP_BITS)) as usize];
             let (line, c, pos) = locate(e, a);
-            let kind = e & (CHUNK | FALLBACK);
-            let chunk = kind == CHUNK;
-            fallback |= u64::from(kind == CHUNK | FALLBACK) << i;
-            // Values and fallbacks read the zero line (an L1 hit) and keep their entry.
+            let chunk = e & CHUNK != 0;
+            // Values read the zero line (an L1 hit) and keep their entry.
             let p = self.line_or_zero(chunk, line);
             crate::prefetch(p);
             at[i] = p as usize;
@@ -244,14 +228,17 @@ impl Dir16 {
             info[i] = code << 8 | pos;
             out[i] = e;
         }
+        let mut trie = 0u64;
         for i in 0..n {
             // SAFETY: `at[i]` comes from `line_or_zero` under this borrow of `self`.
             let line = unsafe { &*(at[i] as *const Line) };
             let (c, pos) = (info[i] >> 8, info[i] & 63);
             let v = in_line(line, c & 3, pos);
-            out[i] = std::hint::select_unpredictable(c == 3, out[i], v);
+            let v = std::hint::select_unpredictable(c == 3, out[i], v);
+            trie |= u64::from(v >> 31) << i;
+            out[i] = v;
         }
-        fallback
+        trie
     }
 
     /// Bytes of what lookups read (top array and lines).
@@ -274,7 +261,7 @@ impl Dir16 {
 
     /// Frees the block of chunk entry `e`, if it has one.
     fn release(&mut self, e: u32) {
-        if e & (CHUNK | FALLBACK) == CHUNK {
+        if e & CHUNK != 0 {
             let codes = (e >> CODES_SHIFT) & 0xFF;
             let n = (0..4)
                 .map(|q| code_lines(codes >> (2 * q) & 3))
@@ -286,7 +273,12 @@ impl Dir16 {
     /// Writes quarter `q` in code `c` at line `at`.
     fn write_quarter(&mut self, at: usize, c: u32, q: Quarter<'_>) {
         match q {
-            Quarter::Value(v) => {
+            Quarter::Value(v) | Quarter::Node(v) => {
+                let v = if let Quarter::Node(_) = q {
+                    TRIE | v
+                } else {
+                    v
+                };
                 debug_assert_eq!(c, 0);
                 let l = &mut self.lines[at].0;
                 *l = [0; 16];
@@ -314,7 +306,6 @@ impl Dir16 {
                     }
                 }
             },
-            Quarter::Node => unreachable!("node quarters are never laid out"),
         }
     }
 
@@ -330,7 +321,7 @@ impl Dir16 {
         }
         let off = (OFFSETS[((e >> CODES_SHIFT) & 0xFF) as usize] >> (8 * q)) & 0xFF;
         let l = &self.lines[((e & BASE_MASK) + off) as usize].0;
-        (l[0] == 1 && l[1] == 0).then_some(l[2])
+        (l[0] == 1 && l[1] == 0 && l[2] & TRIE == 0).then_some(l[2])
     }
 
     /// Lays chunk `ch` out afresh from its four quarters (`None`: keep that quarter's lines from
@@ -354,7 +345,7 @@ impl Dir16 {
         let codes: [u32; 4] = std::array::from_fn(|q| match qs[q] {
             Some(Quarter::Value(_)) => 0,
             Some(Quarter::Runs(_, runs)) => code_for(runs),
-            Some(Quarter::Node) => unreachable!("node quarters are never laid out"),
+            Some(Quarter::Node(_)) => 0,
             None => Self::code_of(old, q),
         });
         let code_word = codes
@@ -393,45 +384,24 @@ fn fill_runs(dst: &mut [u32], slots: &[u32; SLOTS], from: usize, mut runs: u64) 
 }
 
 impl Mirror for Dir16 {
-    fn direct_changed(&mut self, s: usize, q: Quarter<'_>) -> bool {
+    fn direct_changed(&mut self, s: usize, q: Quarter<'_>) {
         let (ch, qi) = (s >> 2, s & 3);
-        let bit = 1u8 << qi;
         let e = self.top[ch];
-        if let Quarter::Node = q {
-            if self.nodes[ch] == 0 {
-                self.release(e);
-                self.top[ch] = CHUNK | FALLBACK;
-                self.fallbacks += 1;
-            }
-            self.nodes[ch] |= bit;
-            return false;
-        }
-        if self.nodes[ch] != 0 {
-            self.nodes[ch] &= !bit;
-            if self.nodes[ch] == 0 {
-                self.fallbacks -= 1;
-                // No lines to keep: the refill lays every quarter out.
-                self.top[ch] = crate::trie::NONE;
-                return true;
-            }
-            return false;
-        }
         if e & CHUNK == 0 {
             // A value chunk: the other quarters are that value.
             if let Quarter::Value(v) = q {
                 if v == e {
-                    return false;
+                    return;
                 }
             }
             let mut qs = [Some(Quarter::Value(e)); 4];
             qs[qi] = Some(q);
             self.write_block(ch, qs);
-            return false;
+            return;
         }
         let same_code = match q {
-            Quarter::Value(_) => Self::code_of(e, qi) == 0,
+            Quarter::Value(_) | Quarter::Node(_) => Self::code_of(e, qi) == 0,
             Quarter::Runs(_, runs) => code_for(runs) == Self::code_of(e, qi),
-            Quarter::Node => false,
         };
         let becomes_value = matches!(q, Quarter::Value(_))
             && (0..4)
@@ -445,18 +415,31 @@ impl Mirror for Dir16 {
             qs[qi] = Some(q);
             self.write_block(ch, qs);
         }
-        false
     }
 
     fn refill(&mut self, s: usize, qs: [Quarter<'_>; 4]) {
-        let ch = s >> 2;
-        debug_assert_eq!(self.nodes[ch], 0);
-        self.write_block(ch, qs.map(Some));
+        self.write_block(s >> 2, qs.map(Some));
+    }
+
+    fn slots(&self, s: usize) -> [u32; SLOTS] {
+        let (ch, q) = (s >> 2, s & 3);
+        let e = self.top[ch];
+        if e & CHUNK == 0 {
+            return [e; SLOTS];
+        }
+        let c = Self::code_of(e, q);
+        let off = (OFFSETS[((e >> CODES_SHIFT) & 0xFF) as usize] >> (8 * q)) & 0xFF;
+        let at = ((e & BASE_MASK) + off) as usize;
+        let mut slots = [0; SLOTS];
+        for (i, v) in slots.iter_mut().enumerate() {
+            let (line, pos) = (at + (i >> (6 - c)), (i as u32) & (63 >> c));
+            *v = in_line(&self.lines[line], c, pos);
+        }
+        slots
     }
 
     fn memory_bytes(&self) -> usize {
         TOP * 4
-            + self.nodes.capacity()
             + self.lines.capacity() * std::mem::size_of::<Line>()
             + self.free.iter().map(|f| f.capacity() * 4).sum::<usize>()
     }
