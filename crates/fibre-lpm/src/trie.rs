@@ -146,9 +146,8 @@ struct NodeCtl {
     dirty: bool,
     /// Lazy mode: some node below it is dirty.
     below: bool,
-    /// Routes ending inside this node as (code, value), sorted by code; code = 1 << l | bits for
-    /// a route of l = 1..=6 bits below the node, which orders them by length first.
-    routes: Vec<(u8, u32)>,
+    /// Routes ending inside this node.
+    routes: Routes,
 }
 
 impl Default for NodeCtl {
@@ -159,8 +158,94 @@ impl Default for NodeCtl {
             mirrored: false,
             dirty: false,
             below: false,
-            routes: Vec::new(),
+            routes: Routes::default(),
         }
+    }
+}
+
+/// The routes ending inside a node, by in-node code: code = 1 << l | bits for a route of
+/// l = 1..=6 bits below the node, which orders them by length first. A bitmap of the codes
+/// present and their values in code order (the value of code c at the rank of bit c): 4 bytes
+/// per route, where (code, value) pairs would take 8.
+#[derive(Clone, Debug, Default)]
+struct Routes {
+    codes: [u64; 2],
+    values: Vec<u32>,
+}
+
+/// A node's route values grow by at least this many, or a quarter of themselves: nodes hold
+/// 15 routes on average in a 2026 table, so doubling would leave a third of the space idle.
+const ROUTES_MIN_GROWTH: usize = 4;
+
+impl Routes {
+    fn has(&self, code: u8) -> bool {
+        self.codes[usize::from(code >> 6)] >> (code & 63) & 1 != 0
+    }
+
+    /// Routes with codes below `code` (`code <= 128`).
+    fn rank(&self, code: u32) -> usize {
+        let below = |w: u64, b: u32| (w & ((1u64 << b) - 1)).count_ones();
+        (match code >> 6 {
+            0 => below(self.codes[0], code),
+            1 => self.codes[0].count_ones() + below(self.codes[1], code & 63),
+            _ => self.codes[0].count_ones() + self.codes[1].count_ones(),
+        }) as usize
+    }
+
+    fn get(&self, code: u8) -> Option<u32> {
+        self.has(code)
+            .then(|| self.values[self.rank(u32::from(code))])
+    }
+
+    /// Maps `code` to `value`; returns the value it replaced.
+    fn set(&mut self, code: u8, value: u32) -> Option<u32> {
+        let i = self.rank(u32::from(code));
+        if self.has(code) {
+            return Some(std::mem::replace(&mut self.values[i], value));
+        }
+        if self.values.len() == self.values.capacity() {
+            self.values
+                .reserve_exact(ROUTES_MIN_GROWTH.max(self.values.len() / 4));
+        }
+        self.values.insert(i, value);
+        self.codes[usize::from(code >> 6)] |= 1 << (code & 63);
+        None
+    }
+
+    fn remove(&mut self, code: u8) -> Option<u32> {
+        if !self.has(code) {
+            return None;
+        }
+        self.codes[usize::from(code >> 6)] &= !(1 << (code & 63));
+        Some(self.values.remove(self.rank(u32::from(code))))
+    }
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// (code, value) of the routes with codes in `lo..hi`, in code order.
+    fn range(&self, lo: u32, hi: u32) -> impl Iterator<Item = (u8, u32)> + '_ {
+        let mut at = self.rank(lo);
+        (lo..hi).filter(|&c| self.has(c as u8)).map(move |c| {
+            at += 1;
+            (c as u8, self.values[at - 1])
+        })
+    }
+
+    /// (code, value) of every route, in code order.
+    fn iter(&self) -> impl Iterator<Item = (u8, u32)> + '_ {
+        let mut codes = self.codes;
+        self.values.iter().map(move |&v| {
+            let w = usize::from(codes[0] == 0);
+            let b = codes[w].trailing_zeros();
+            codes[w] &= codes[w] - 1;
+            ((64 * w as u32 + b) as u8, v)
+        })
     }
 }
 
@@ -309,7 +394,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             + self
                 .ctl
                 .iter()
-                .map(|c| c.routes.capacity() * 8)
+                .map(|c| c.routes.values.capacity() * 4)
                 .sum::<usize>()
             + self.short.capacity() * (std::mem::size_of::<((K, u8), u32)>() + 1)
             + free(&self.node_arena)
@@ -367,11 +452,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             off += STRIDE;
         }
         let code = route_code(key, off, len32);
-        let routes = &self.ctl[n as usize].routes;
-        routes
-            .binary_search_by_key(&code, |r| r.0)
-            .ok()
-            .map(|i| routes[i].1)
+        self.ctl[n as usize].routes.get(code)
     }
 
     fn check(&self, len: u8, value: u32) -> Result<(), LpmError> {
@@ -530,15 +611,10 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             off += STRIDE;
         }
         let code = route_code(key, off, len32);
-        let routes = &mut self.ctl[n as usize].routes;
-        let old = match routes.binary_search_by_key(&code, |r| r.0) {
-            Ok(i) => Some(std::mem::replace(&mut routes[i].1, value)),
-            Err(i) => {
-                routes.insert(i, (code, value));
-                self.routes += 1;
-                None
-            }
-        };
+        let old = self.ctl[n as usize].routes.set(code, value);
+        if old.is_none() {
+            self.routes += 1;
+        }
         if old != Some(value) {
             match mode {
                 Mode::Compile => self.recompute_route(n, code),
@@ -588,9 +664,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             off += STRIDE;
         }
         let code = route_code(key, off, len32);
-        let routes = &mut self.ctl[n as usize].routes;
-        let i = routes.binary_search_by_key(&code, |r| r.0).ok()?;
-        let (_, old) = routes.remove(i);
+        let old = self.ctl[n as usize].routes.remove(code)?;
         self.routes -= 1;
         if mode == Mode::Lazy {
             self.mark_slot(s);
@@ -768,7 +842,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     fn paint(&self, n: u32) -> [u32; SLOTS] {
         let ctl = &self.ctl[n as usize];
         let mut slots = [ctl.default; SLOTS];
-        for &(code, value) in &ctl.routes {
+        for (code, value) in ctl.routes.iter() {
             let l = 7 - code.leading_zeros(); // code < 128, so l = 1..=6
             let shift = STRIDE - l;
             let first = usize::from(code ^ (1 << l)) << shift;
@@ -873,21 +947,14 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         // The longest route covering all of the range (the route itself, if present).
         let base = (1..=l)
             .rev()
-            .find_map(|l2| {
-                let c2 = ((1 << l2) | bits >> (l - l2)) as u8;
-                routes
-                    .binary_search_by_key(&c2, |r| r.0)
-                    .ok()
-                    .map(|i| routes[i].1)
-            })
+            .find_map(|l2| routes.get(((1 << l2) | bits >> (l - l2)) as u8))
             .unwrap_or(ctl.default);
         slots[first..first + (1 << (STRIDE - l))].fill(base);
         // Longer routes inside the range, shortest first (codes of one length are contiguous).
         for l2 in l + 1..=STRIDE {
             let lo = (1u32 << l2) | bits << (l2 - l);
             let hi = lo + (1 << (l2 - l));
-            let start = routes.partition_point(|r| u32::from(r.0) < lo);
-            for &(c2, v) in routes[start..].iter().take_while(|r| u32::from(r.0) < hi) {
+            for (c2, v) in routes.range(lo, hi) {
                 let at = usize::from(c2 ^ (1 << l2)) << (STRIDE - l2);
                 slots[at..at + (1 << (STRIDE - l2))].fill(v);
             }
@@ -990,7 +1057,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     /// Compiles `n` and its subtree; returns `n`'s slot values.
     fn compile_subtree(&mut self, n: u32) -> [u32; SLOTS] {
         // Route lists grew while recorded; a bulk-built table keeps them exact.
-        self.ctl[n as usize].routes.shrink_to_fit();
+        self.ctl[n as usize].routes.values.shrink_to_fit();
         let slots = self.paint(n);
         self.write_leaves(n, &slots);
         let node = self.nodes[n as usize];
@@ -1025,4 +1092,35 @@ fn route_code<K: Key>(key: K, off: u32, len: u32) -> u8 {
 fn direct_range<K: Key, const D: u32>(key: K, len: u32) -> (usize, usize) {
     let start = if D == 0 { 0 } else { key.top(D) };
     (start, 1usize << (D - len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// `Routes` against a sorted map of codes to values.
+        #[test]
+        fn routes_match_a_sorted_map(ops in prop::collection::vec((2u8..128, any::<bool>(), 0u32..9), 1..300)) {
+            let mut r = Routes::default();
+            let mut model = BTreeMap::new();
+            for (code, insert, value) in ops {
+                if insert {
+                    prop_assert_eq!(r.set(code, value), model.insert(code, value));
+                } else {
+                    prop_assert_eq!(r.remove(code), model.remove(&code));
+                }
+                prop_assert_eq!(r.get(code), model.get(&code).copied());
+                prop_assert_eq!(r.len(), model.len());
+                let all: Vec<(u8, u32)> = model.iter().map(|(&c, &v)| (c, v)).collect();
+                prop_assert_eq!(r.iter().collect::<Vec<_>>(), all.clone());
+                let (lo, hi) = (u32::from(code) & !7, (u32::from(code) | 7) + 1);
+                let want: Vec<(u8, u32)> =
+                    all.into_iter().filter(|&(c, _)| (lo..hi).contains(&u32::from(c))).collect();
+                prop_assert_eq!(r.range(lo, hi).collect::<Vec<_>>(), want);
+            }
+        }
+    }
 }
