@@ -1,0 +1,561 @@
+//! Thin, safe wrappers over the Linux system calls fibre's daemon (fibred) and its ring
+//! transport (fibre-ring) make beyond std: AF_UNIX SOCK_SEQPACKET and SOCK_DGRAM sockets with
+//! SCM_RIGHTS and peer credentials, poll(2), eventfds, and delivery of termination signals to
+//! one thread (sigwait).
+//!
+//! Invariants: every wrapper checks its result and owns or borrows its descriptors through
+//! `OwnedFd`/`BorrowedFd`, so no descriptor leaks or is used after close; descriptors a peer
+//! passes with a message are taken into ownership (and closed when dropped), so a peer cannot
+//! make a receiver leak descriptors; sends never raise SIGPIPE (MSG_NOSIGNAL); EINTR is
+//! retried. Any thread may call any function.
+
+use std::ffi::OsStr;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Credentials of a peer process as the kernel reports them (SO_PEERCRED), so they cannot be
+/// forged by the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Credentials {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Most descriptors one control message may carry here (memfd and two eventfds).
+pub const MAX_FDS: usize = 3;
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// A Unix socket address: a path, or unnamed (an unbound client).
+#[derive(Clone, Copy)]
+pub struct UnixAddr {
+    addr: libc::sockaddr_un,
+    len: libc::socklen_t,
+}
+
+impl UnixAddr {
+    pub fn from_path(path: &Path) -> io::Result<UnixAddr> {
+        // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+        let mut addr: libc::sockaddr_un = unsafe { zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = OsStr::as_bytes(path.as_os_str());
+        if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "unix socket path too long or contains NUL",
+            ));
+        }
+        for (dst, src) in addr.sun_path.iter_mut().zip(bytes) {
+            *dst = *src as libc::c_char;
+        }
+        let len = size_of::<libc::sa_family_t>() + bytes.len() + 1;
+        Ok(UnixAddr {
+            addr,
+            len: len as libc::socklen_t,
+        })
+    }
+
+    /// True when the peer has an address replies can be sent to.
+    pub fn is_named(&self) -> bool {
+        self.len as usize > size_of::<libc::sa_family_t>()
+    }
+
+    /// The path or abstract name, for logs.
+    pub fn describe(&self) -> String {
+        let n = (self.len as usize).saturating_sub(size_of::<libc::sa_family_t>());
+        let raw: Vec<u8> = self.addr.sun_path[..n.min(self.addr.sun_path.len())]
+            .iter()
+            .map(|c| *c as u8)
+            .collect();
+        match raw.first() {
+            None => "(unnamed)".into(),
+            Some(0) => format!("@{}", String::from_utf8_lossy(&raw[1..])),
+            Some(_) => {
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                PathBuf::from(OsStr::from_bytes(&raw[..end]))
+                    .display()
+                    .to_string()
+            }
+        }
+    }
+}
+
+fn socket(kind: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: socket() takes no pointers; the returned descriptor is new and owned by us.
+    let fd = cvt(unsafe { libc::socket(libc::AF_UNIX, kind | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: fd was just returned by socket() and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn bind(fd: &OwnedFd, path: &Path) -> io::Result<()> {
+    let a = UnixAddr::from_path(path)?;
+    // SAFETY: a.addr is a valid sockaddr_un of length a.len; fd is a live socket.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&a.addr as *const libc::sockaddr_un).cast(),
+            a.len,
+        )
+    })?;
+    Ok(())
+}
+
+/// A listening SOCK_SEQPACKET socket bound to `path`.
+pub fn seqpacket_listen(path: &Path, backlog: i32) -> io::Result<OwnedFd> {
+    let fd = socket(libc::SOCK_SEQPACKET)?;
+    bind(&fd, path)?;
+    // SAFETY: fd is a live, bound socket.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
+    Ok(fd)
+}
+
+/// A SOCK_SEQPACKET socket connected to `path`.
+pub fn seqpacket_connect(path: &Path) -> io::Result<OwnedFd> {
+    let fd = socket(libc::SOCK_SEQPACKET)?;
+    let a = UnixAddr::from_path(path)?;
+    // SAFETY: a.addr is a valid sockaddr_un of length a.len; fd is a live socket.
+    cvt(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&a.addr as *const libc::sockaddr_un).cast(),
+            a.len,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// A SOCK_DGRAM socket bound to `path`.
+pub fn dgram_bind(path: &Path) -> io::Result<OwnedFd> {
+    let fd = socket(libc::SOCK_DGRAM)?;
+    bind(&fd, path)?;
+    Ok(fd)
+}
+
+/// Accepts one connection (blocking unless the listener is non-blocking).
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    loop {
+        // SAFETY: null address pointers are allowed; the listener is a live socket.
+        let ret = unsafe {
+            libc::accept4(
+                listener.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        match cvt(ret) {
+            // SAFETY: accept4 returned a new descriptor nobody else owns.
+            Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The kernel's record of who is at the other end of a connected socket.
+pub fn peer_credentials(fd: BorrowedFd<'_>) -> io::Result<Credentials> {
+    // SAFETY: ucred is plain old data.
+    let mut cred: libc::ucred = unsafe { zeroed() };
+    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred and len are valid for writes of the sizes given.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(Credentials {
+        pid: cred.pid as u32,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+pub fn set_nonblocking(fd: BorrowedFd<'_>, nonblocking: bool) -> io::Result<()> {
+    // SAFETY: fcntl on a live descriptor with integer arguments.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    let flags = if nonblocking {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) })?;
+    Ok(())
+}
+
+/// Bounds how long a blocking receive waits (used for the setup handshake, so a peer that
+/// connects and says nothing cannot hold the accepting thread).
+pub fn set_recv_timeout(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<()> {
+    let tv = match timeout {
+        Some(t) => libc::timeval {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_usec: t.subsec_micros() as libc::suseconds_t,
+        },
+        None => libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+    };
+    // SAFETY: tv is a valid timeval for the duration of the call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Sends one datagram, with `fds` attached as SCM_RIGHTS when non-empty. MSG_NOSIGNAL: a
+/// vanished peer is an error to handle, never a signal.
+pub fn send(
+    fd: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    assert!(fds.len() <= MAX_FDS);
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // Control buffer sized for MAX_FDS descriptors, u64-aligned as cmsghdr requires.
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain old data.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let data_len = (fds.len() * size_of::<RawFd>()) as u32;
+        // SAFETY: CMSG_SPACE is arithmetic.
+        let space = unsafe { libc::CMSG_SPACE(data_len) } as usize;
+        debug_assert!(space <= size_of::<[u64; 8]>());
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: msg_control points at cbuf, large enough for one cmsghdr with data_len bytes
+        // (checked above), so CMSG_FIRSTHDR is non-null and CMSG_DATA stays inside cbuf.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as _;
+            let data = libc::CMSG_DATA(cmsg) as *mut RawFd;
+            for (i, fd) in fds.iter().enumerate() {
+                data.add(i).write_unaligned(fd.as_raw_fd());
+            }
+        }
+    }
+    loop {
+        // SAFETY: msg points at iov/cbuf, which outlive the call; bytes is only read.
+        let ret = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, flags | libc::MSG_NOSIGNAL) };
+        match cvt_size(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Sends one datagram to `to` (a SOCK_DGRAM peer).
+pub fn send_to(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    to: &UnixAddr,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    loop {
+        // SAFETY: buf is valid for reads of its length; to.addr is a valid address of to.len.
+        let r = cvt_size(unsafe {
+            libc::sendto(
+                fd.as_raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                flags | libc::MSG_NOSIGNAL,
+                (&to.addr as *const libc::sockaddr_un).cast(),
+                to.len,
+            )
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// The size of the next datagram (0 at end of stream), without taking it.
+pub fn next_len(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<usize> {
+    loop {
+        // SAFETY: a zero-length read into a null-free empty buffer; MSG_TRUNC reports the size.
+        let r = cvt_size(unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                std::ptr::NonNull::<u8>::dangling().as_ptr().cast(),
+                0,
+                flags | libc::MSG_PEEK | libc::MSG_TRUNC,
+            )
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// One received datagram: its full length (which exceeds the buffer when truncated) and the
+/// descriptors that came with it.
+pub struct Received {
+    pub len: usize,
+    pub truncated: bool,
+    pub fds: Vec<OwnedFd>,
+}
+
+/// Receives one datagram into `buf`. Descriptors passed with it are taken into ownership (and
+/// closed when dropped), so a peer cannot make us leak descriptors by sending unwanted ones.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Result<Received> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain old data.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 8]>() as _;
+    let len = loop {
+        // SAFETY: msg points at iov (over buf) and cbuf, both valid for writes of the given sizes.
+        let ret = unsafe {
+            libc::recvmsg(
+                fd.as_raw_fd(),
+                &mut msg,
+                flags | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        match cvt_size(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => break other?,
+        }
+    };
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR/NXTHDR only walk
+    // inside that buffer, and SCM_RIGHTS data holds the descriptor numbers it installed for us.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                let n =
+                    ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / size_of::<RawFd>();
+                for i in 0..n {
+                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(Received {
+        len,
+        truncated: len > buf.len() || msg.msg_flags & libc::MSG_TRUNC != 0,
+        fds,
+    })
+}
+
+/// Receives one datagram and its sender's address.
+pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, UnixAddr)> {
+    loop {
+        // SAFETY: sockaddr_un is plain old data.
+        let mut addr: libc::sockaddr_un = unsafe { zeroed() };
+        let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        // SAFETY: buf, addr and len are valid for writes of the sizes given.
+        let r = cvt_size(unsafe {
+            libc::recvfrom(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_TRUNC,
+                (&mut addr as *mut libc::sockaddr_un).cast(),
+                &mut len,
+            )
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(n) => return Ok((n, UnixAddr { addr, len })),
+        }
+    }
+}
+
+/// A non-blocking, close-on-exec eventfd used as a doorbell.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers and returns a new descriptor.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+    // SAFETY: fd is new and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd's counter. A full counter (EAGAIN) already means "wake up".
+pub fn eventfd_signal(fd: BorrowedFd<'_>) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64.
+    unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+/// Resets an eventfd's counter so the next poll waits again.
+pub fn eventfd_drain(fd: BorrowedFd<'_>) {
+    let mut count: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live u64; the fd is non-blocking.
+    unsafe { libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+}
+
+/// An eventfd used as a level-triggered wake-up between threads.
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        eventfd().map(EventFd)
+    }
+
+    pub fn signal(&self) {
+        eventfd_signal(self.0.as_fd());
+    }
+
+    pub fn drain(&self) {
+        eventfd_drain(self.0.as_fd());
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+/// poll(2), retried on EINTR. `timeout` None waits without limit.
+pub fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as libc::c_int);
+    loop {
+        // SAFETY: fds is a valid, writable array of fds.len() pollfd structures.
+        let ret = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        match cvt(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other.map(|n| n as usize),
+        }
+    }
+}
+
+pub fn pollfd(fd: BorrowedFd<'_>, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    }
+}
+
+fn termination_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset before use.
+    let mut set: libc::sigset_t = unsafe { zeroed() };
+    // SAFETY: set is a valid sigset_t.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+    }
+    set
+}
+
+/// Blocks SIGTERM and SIGINT in the calling thread and in every thread it spawns afterwards,
+/// so that only [`wait_termination`] receives them.
+pub fn block_termination_signals() -> io::Result<()> {
+    let set = termination_set();
+    // SAFETY: set is a valid signal set; the old mask is not wanted.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    // SIGPIPE is never wanted: sends use MSG_NOSIGNAL, and stdout/stderr errors are handled.
+    // SAFETY: installing SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    Ok(())
+}
+
+/// Waits for SIGTERM or SIGINT (blocked beforehand) and returns its number.
+pub fn wait_termination() -> i32 {
+    let set = termination_set();
+    let mut sig: libc::c_int = 0;
+    loop {
+        // SAFETY: set and sig are valid; sigwait only writes sig.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            return sig;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+
+    #[test]
+    fn paths_too_long_or_with_nul_are_refused() {
+        let long = PathBuf::from("/".repeat(200));
+        assert!(UnixAddr::from_path(&long).is_err());
+        assert!(UnixAddr::from_path(Path::new("/tmp/a\0b")).is_err());
+        let a = UnixAddr::from_path(Path::new("/run/fibre/x.sock")).unwrap();
+        assert!(a.is_named());
+        assert_eq!(a.describe(), "/run/fibre/x.sock");
+    }
+
+    /// Descriptors sent with a datagram arrive owned, and the datagram's real length is
+    /// reported when the buffer is too small.
+    #[test]
+    fn descriptors_and_truncation_survive_a_round_trip() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let e = EventFd::new().unwrap();
+        send(a.as_fd(), b"hello", &[e.fd()], 0).unwrap();
+        let mut buf = [0u8; 3];
+        let got = recv(b.as_fd(), &mut buf, 0).unwrap();
+        assert_eq!((got.len, got.truncated, &buf), (5, true, b"hel"));
+        assert_eq!(got.fds.len(), 1);
+        // The received descriptor is the same eventfd: signalling it wakes a poll on ours.
+        eventfd_signal(got.fds[0].as_fd());
+        let mut fds = [pollfd(e.fd(), libc::POLLIN)];
+        assert_eq!(poll(&mut fds, Some(Duration::ZERO)).unwrap(), 1);
+        e.drain();
+        let mut fds = [pollfd(e.fd(), libc::POLLIN)];
+        assert_eq!(poll(&mut fds, Some(Duration::ZERO)).unwrap(), 0);
+    }
+
+    #[test]
+    fn peer_credentials_are_ours_on_a_local_pair() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let c = peer_credentials(a.as_fd()).unwrap();
+        assert_eq!(c.pid, std::process::id());
+        set_nonblocking(a.as_fd(), true).unwrap();
+        let e = recv(a.as_fd(), &mut [0u8; 4], 0).err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+}
