@@ -24,9 +24,11 @@
 //! the flow the data plane sends (no tos-specific entries in play, no oif, universe scope): it
 //! returns the key and entry the kernel's walk would stop at, as precomputed by `Fib`.
 
-use std::collections::BTreeMap;
+mod sorted;
 
 use smallvec::SmallVec;
+
+use sorted::SortedMap;
 
 use crate::route::Entry;
 
@@ -119,7 +121,7 @@ pub(crate) struct Table {
     pub seq: u64,
     /// Address width: 32 or 128.
     pub bits: u8,
-    map: BTreeMap<Key, Slot>,
+    map: SortedMap<Slot>,
     len_count: [u32; 129],
     lens: Vec<u8>,
     compiled: Compiled,
@@ -222,7 +224,7 @@ impl Table {
             id,
             seq,
             bits,
-            map: BTreeMap::new(),
+            map: SortedMap::default(),
             len_count: [0; 129],
             lens: Vec::new(),
             compiled: Compiled {
@@ -253,7 +255,7 @@ impl Table {
         if !self.all_dirty {
             self.dirty.push(key);
         }
-        let slot = self.map.entry(key).or_insert_with(|| {
+        let slot = self.map.get_or_insert_with(key, || {
             let l = key.len as usize;
             lc[l] += 1;
             if lc[l] == 1 {
@@ -311,7 +313,7 @@ impl Table {
 
     /// Keys from `start` on (in map order) and their entries.
     pub fn range_from(&self, start: Key) -> impl Iterator<Item = (&Key, &Entries)> {
-        self.map.range(start..).map(|(k, s)| (k, &s.entries))
+        self.map.range_from(start).map(|(k, s)| (k, &s.entries))
     }
 
     /// Every key and its entries, for a bulk change; marks the whole table dirty.
@@ -399,7 +401,7 @@ impl Table {
     ) -> R {
         let lc = &mut self.len_count;
         let lens = &mut self.lens;
-        let slot = self.map.entry(key).or_insert_with(|| {
+        let slot = self.map.get_or_insert_with(key, || {
             let l = key.len as usize;
             lc[l] += 1;
             if lc[l] == 1 {
