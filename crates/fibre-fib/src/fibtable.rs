@@ -134,7 +134,7 @@ pub(crate) struct Table {
 struct Compiled {
     fast: Fast,
     /// What each compiled value stands for: the key and the entry a plain flow stops at.
-    winners: Vec<(Key, Entry)>,
+    winners: Winners,
     free_winners: Vec<u32>,
     /// Entries the compiled answers skip: IPv4 entries with a tos (a flow with a tos must
     /// take the slow walk while there are any), IPv6 entries with a source prefix (every flow
@@ -143,6 +143,49 @@ struct Compiled {
     /// Updates of `fast` not applied yet, in order: a key and its new value, or `None` to
     /// remove it.
     pending: Vec<(Key, Option<u32>)>,
+}
+
+/// Winners per segment: 64 KiB of `(Key, Entry)`.
+const WINNER_SEGMENT: usize = 1024;
+
+/// The compiled values' meanings, indexed by value: a vector in fixed segments, so that
+/// growing to a full table's million winners never copies the ones already there (a
+/// doubling `Vec` would copy and re-fault tens of megabytes on the way).
+#[derive(Debug, Default)]
+struct Winners {
+    segments: Vec<Vec<(Key, Entry)>>,
+}
+
+impl Winners {
+    #[inline]
+    fn get(&self, i: u32) -> Option<(Key, Entry)> {
+        let i = i as usize;
+        self.segments
+            .get(i / WINNER_SEGMENT)?
+            .get(i % WINNER_SEGMENT)
+            .copied()
+    }
+
+    /// The winner `i`, which must have been pushed.
+    fn get_mut(&mut self, i: u32) -> &mut (Key, Entry) {
+        let i = i as usize;
+        &mut self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT]
+    }
+
+    /// Appends `w`; returns its index.
+    fn push(&mut self, w: (Key, Entry)) -> u32 {
+        if self
+            .segments
+            .last()
+            .is_none_or(|s| s.len() == WINNER_SEGMENT)
+        {
+            self.segments.push(Vec::with_capacity(WINNER_SEGMENT));
+        }
+        let n = self.segments.len() - 1;
+        let last = &mut self.segments[n];
+        last.push(w);
+        (n * WINNER_SEGMENT + last.len() - 1) as u32
+    }
 }
 
 impl Compiled {
@@ -159,18 +202,15 @@ impl Compiled {
             (Some(e), NO_SLOT) => {
                 let i = match self.free_winners.pop() {
                     Some(i) => {
-                        self.winners[i as usize] = (key, e);
+                        *self.winners.get_mut(i) = (key, e);
                         i
                     }
-                    None => {
-                        self.winners.push((key, e));
-                        (self.winners.len() - 1) as u32
-                    }
+                    None => self.winners.push((key, e)),
                 };
                 slot.fast = i;
                 self.pending.push((key, Some(i)));
             }
-            (Some(e), i) => self.winners[i as usize] = (key, e),
+            (Some(e), i) => *self.winners.get_mut(i) = (key, e),
         }
     }
 
@@ -229,7 +269,7 @@ impl Table {
             lens: Vec::new(),
             compiled: Compiled {
                 fast,
-                winners: Vec::new(),
+                winners: Winners::default(),
                 free_winners: Vec::new(),
                 special_entries: 0,
                 pending: Vec::new(),
@@ -431,6 +471,6 @@ impl Table {
             Fast::V4(l) => l.lookup(addr as u32),
             Fast::V6(l) => l.lookup(addr),
         }?;
-        self.compiled.winners.get(v as usize).copied()
+        self.compiled.winners.get(v)
     }
 }
