@@ -826,6 +826,64 @@ impl Engine {
         self.view.catch_up();
     }
 
+    /// How long until the next route or next-hop exception expires (zero when one is due
+    /// now); `None` when nothing expires. The writer's GC timer.
+    pub fn next_expiry(&self) -> Option<std::time::Duration> {
+        let fib = self.fib();
+        let at = fib.next_expiry()?;
+        Some(std::time::Duration::from_millis(
+            at.saturating_sub(fib.clock().now_ms()),
+        ))
+    }
+
+    /// A GC pass if anything is due: expired routes and exceptions are reclaimed, and each
+    /// route removed is announced with RTM_DELROUTE to `listening` groups, as the kernel's
+    /// fib6 GC announces the routes it ages out (lookups and dumps stopped showing them at
+    /// their deadline already). Inside a batch ([`Engine::begin`]) like any change.
+    pub fn expire(&mut self, listening: u64, out: &mut Outcome) {
+        let fib = self.fib();
+        let now = fib.clock().now_ms();
+        if fib.next_expiry().is_none_or(|at| at > now) {
+            return;
+        }
+        let mut watched: Vec<(Family, u32, Prefix)> = fib
+            .due_routes(now)
+            .into_iter()
+            .filter(|(f, _, _)| {
+                let g = match f {
+                    Family::Inet => groups::IPV4_ROUTE,
+                    Family::Inet6 => groups::IPV6_ROUTE,
+                };
+                groups::has(listening, g)
+            })
+            .collect();
+        // A prefix may hold several expiring routes; its before and after cover them all.
+        let mut seen = Vec::with_capacity(watched.len());
+        watched.retain(|w| {
+            let first = !seen.contains(w);
+            seen.push(*w);
+            first
+        });
+        let before: Vec<Vec<Route>> = watched
+            .iter()
+            .map(|&(f, t, p)| fib.routes_at(f, t, p))
+            .collect();
+        // A GC pass cannot fail.
+        let _ = self.view.apply(Change::Expire(now));
+        out.changed = true;
+        let mut n = Notifier {
+            out: &mut out.notes,
+            origin: Origin { seq: 0, port: 0 },
+        };
+        for (&(f, t, p), before) in watched.iter().zip(&before) {
+            let after = self.view.latest().routes_at(f, t, p);
+            let (gone, _) = diff(before, &after, same_route);
+            for g in &gone {
+                n.route(mt::RTM_DELROUTE, 0, g);
+            }
+        }
+    }
+
     /// Handles one datagram from a client; answers and notifications are appended to `out`.
     /// `listening` is the union of every client's groups.
     pub fn handle(
