@@ -243,14 +243,9 @@ impl Templates {
     }
 
     fn encode(e: &RouteEntry<'_>, seq: u32, port: u32, out: &mut Vec<u8>) {
-        convert::emit_route(
-            &e.route(),
-            mt::RTM_NEWROUTE,
-            nf::NLM_F_MULTI,
-            seq,
-            port,
-            out,
-        );
+        let mut r = e.route();
+        convert::as_reported(&mut r);
+        convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, seq, port, out);
     }
 }
 
@@ -513,7 +508,9 @@ impl Notifier<'_> {
             Family::Inet => groups::IPV4_ROUTE,
             Family::Inet6 => groups::IPV6_ROUTE,
         };
-        self.push(g, t, flags, Payload::Route(convert::route_message(r)));
+        let mut r = r.clone();
+        convert::as_reported(&mut r);
+        self.push(g, t, flags, Payload::Route(convert::route_message(&r)));
     }
 
     fn rule(&mut self, t: u16, r: &Rule) {
@@ -1454,7 +1451,8 @@ mod tests {
             .count();
         assert_eq!(failed, 0);
         let mut want = Vec::new();
-        for r in e.fib().routes(None) {
+        for mut r in e.fib().routes(None) {
+            convert::as_reported(&mut r);
             convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, 9, 0, &mut want);
             pad4(&mut want);
         }
