@@ -999,7 +999,13 @@ impl Fib {
             hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
             flags: s.nhs[i].flags | info.nh[i].flags,
         };
-        if s.nhs.len() == 1 {
+        // rt6_fill_node shows an IPv6 route through a group object as multipath, whatever
+        // the number of members; IPv4 (fib_dump_info) counts the group's next hops.
+        let v6_group = f == Family::Inet6
+            && s.nhid
+                .and_then(|id| self.nhobjs.get(id))
+                .is_some_and(|o| !o.group.is_empty());
+        if s.nhs.len() == 1 && !v6_group {
             let n = nh_of(0);
             r.flags |= n.flags;
             if !(reject && f == Family::Inet) {

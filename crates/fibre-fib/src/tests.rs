@@ -745,6 +745,91 @@ fn route_scope_against_nexthop_objects() {
         .unwrap();
 }
 
+/// Kernel 6.18, `ip nexthop show`: an IPv4 device-only object has host scope, an IPv6 one
+/// (`ip -6 nexthop add id N dev D`) link scope, like an IPv6 gateway object.
+#[test]
+fn nexthop_object_scope_by_family() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(1, None, d0), ReqFlags::ADD).unwrap();
+    let v6 = NexthopObj {
+        family: Some(Family::Inet6),
+        ..nh_obj(2, None, d0)
+    };
+    f.nexthop_new(&v6, ReqFlags::ADD).unwrap();
+    let scopes: Vec<(u32, u8)> = f.nexthops().iter().map(|o| (o.id, o.scope)).collect();
+    assert_eq!(scopes, vec![(1, scope::HOST), (2, scope::LINK)]);
+}
+
+/// Kernel 6.18: an IPv6 route through a group of one member shows that member as a
+/// `nexthop` line (an IPv4 route shows it as its gateway), and `route get ... fibmatch` lists a
+/// group's members in the group's order, whichever member the flow chose.
+#[test]
+fn ipv6_routes_through_groups_show_multipath() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(1, Some("2001:db8::2"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&nh_obj(2, Some("2001:db8::3"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&nh_obj(3, Some("10.0.0.2"), d0), ReqFlags::ADD)
+        .unwrap();
+    let group = |id: u32, members: &[(u32, u8)]| NexthopObj {
+        family: None,
+        group: members
+            .iter()
+            .map(|&(id, w)| GroupMember {
+                id,
+                weight_minus_one: w,
+            })
+            .collect(),
+        ..nh_obj(id, None, 0)
+    };
+    f.nexthop_new(&group(10, &[(1, 1)]), ReqFlags::ADD).unwrap();
+    f.nexthop_new(&group(11, &[(1, 0), (2, 2)]), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&group(12, &[(3, 0)]), ReqFlags::ADD).unwrap();
+    let via = |p: &str, id: u32| {
+        let mut r = rt(p, None, 0);
+        r.nhid = Some(id);
+        r.scope = scope::UNIVERSE;
+        r
+    };
+    for (p, id) in [
+        ("2001:db8:10::/64", 10),
+        ("2001:db8:11::/64", 11),
+        ("10.12.0.0/16", 12),
+    ] {
+        f.route_new(&via(p, id), ReqFlags::ADD).unwrap();
+    }
+    let shown = |f: &Fib, fam: Family| -> Vec<String> {
+        dump(f, fam)
+            .into_iter()
+            .filter(|l| l.starts_with("2001:db8:1") || l.starts_with("10.12."))
+            .collect()
+    };
+    assert_eq!(
+        shown(&f, Family::Inet),
+        vec!["10.12.0.0/16 via 10.0.0.2 dev d0".to_string()]
+    );
+    assert_eq!(
+        shown(&f, Family::Inet6),
+        vec![
+            "2001:db8:10::/64 metric 1024 nexthop via 2001:db8::2 dev d0 weight 2".to_string(),
+            "2001:db8:11::/64 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 \
+             nexthop via 2001:db8::3 dev d0 weight 3"
+                .to_string(),
+        ]
+    );
+    for n in 0..64u16 {
+        let mut q = RouteQuery::to(IpAddr::V6(std::net::Ipv6Addr::new(
+            0x2001, 0xdb8, 0x11, 0, 0, 0, 0, n,
+        )));
+        q.fibmatch = true;
+        let r = f.route_get(&q).unwrap();
+        let legs: Vec<_> = r.multipath.iter().map(|m| m.gateway).collect();
+        assert_eq!(legs, vec![Some(ip("2001:db8::2")), Some(ip("2001:db8::3"))]);
+    }
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
