@@ -472,6 +472,10 @@ impl Fib {
         if idx == link::LOOPBACK_IFINDEX {
             return Err(RtError::new(Errno::EOPNOTSUPP));
         }
+        // Closing the device comes first (NETDEV_DOWN before NETDEV_UNREGISTER): its next-hop
+        // objects go and leave their groups, so a route through a group keeps its other
+        // members; the device sweeps below never see those routes' next hops on it.
+        self.nexthop_flush_dev(idx);
         let addrs4: Vec<Addr4> = self
             .links
             .get_mut(idx)
@@ -483,7 +487,6 @@ impl Fib {
         self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
-        self.nexthop_flush_dev(idx);
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);
         self.links.remove(idx);

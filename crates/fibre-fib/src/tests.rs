@@ -830,6 +830,52 @@ fn ipv6_routes_through_groups_show_multipath() {
     }
 }
 
+/// Kernel 6.18: deleting a link removes its next-hop objects from their groups; routes
+/// through a group keep the members left (IPv4 and IPv6 alike).
+#[test]
+fn link_delete_keeps_routes_through_groups() {
+    let (mut f, d0, d1) = two_links();
+    for (id, gw, dev) in [
+        (1, "10.0.0.2", d0),
+        (2, "10.9.0.2", d1),
+        (3, "2001:db8::2", d0),
+        (4, "2001:db8:9::2", d1),
+    ] {
+        f.nexthop_new(&nh_obj(id, Some(gw), dev), ReqFlags::ADD)
+            .unwrap();
+    }
+    for (id, a, b) in [(10, 1, 2), (11, 3, 4)] {
+        let g = NexthopObj {
+            family: None,
+            group: [a, b]
+                .iter()
+                .map(|&id| GroupMember {
+                    id,
+                    weight_minus_one: 0,
+                })
+                .collect(),
+            ..nh_obj(id, None, 0)
+        };
+        f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    }
+    for (p, id) in [("10.40.0.0/16", 10), ("2001:db8:40::/64", 11)] {
+        let mut r = rt(p, None, 0);
+        r.nhid = Some(id);
+        r.scope = scope::UNIVERSE;
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    }
+    f.link_del(&Link {
+        ifindex: d1,
+        ..Default::default()
+    })
+    .unwrap();
+    let all = [dump(&f, Family::Inet), dump(&f, Family::Inet6)].concat();
+    assert!(all.contains(&"10.40.0.0/16 via 10.0.0.2 dev d0".to_string()));
+    assert!(all.contains(
+        &"2001:db8:40::/64 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1".to_string()
+    ));
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
