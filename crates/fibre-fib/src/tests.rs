@@ -876,6 +876,35 @@ fn link_delete_keeps_routes_through_groups() {
     ));
 }
 
+/// Kernel 6.18 (fib_tests.sh ipv4_rt_dsfield): a lookup's tos selects routes by its
+/// IPTOS_RT_MASK bits only (0x11 and 0x12 find the `tos 0x10` route, 0xe0 does not find the
+/// `tos 0xe0` one), and the answer carries the matched route's tos, not the query's.
+#[test]
+fn ipv4_lookup_tos_uses_the_routing_bits() {
+    let (mut f, _) = base();
+    for (tos, gw) in [(0x10, "10.0.0.2"), (0, "10.0.0.3"), (0xe0, "10.0.0.4")] {
+        let mut r = rt("10.50.0.0/24", Some(gw), 0);
+        r.tos = tos;
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    }
+    let get_tos = |tos: u8| {
+        let r = f
+            .route_get(&RouteQuery {
+                tos,
+                ..RouteQuery::to(ip("10.50.0.1"))
+            })
+            .unwrap();
+        (r.nexthop.gateway.unwrap().to_string(), r.tos)
+    };
+    let via = |g: &str, t: u8| (g.to_string(), t);
+    assert_eq!(get_tos(0x10), via("10.0.0.2", 0x10));
+    assert_eq!(get_tos(0x11), via("10.0.0.2", 0x10));
+    assert_eq!(get_tos(0x12), via("10.0.0.2", 0x10));
+    assert_eq!(get_tos(0x14), via("10.0.0.3", 0));
+    assert_eq!(get_tos(0xe0), via("10.0.0.3", 0));
+    assert_eq!(get_tos(0xe3), via("10.0.0.3", 0));
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
