@@ -576,12 +576,15 @@ impl Fib {
                             "ipv4: Address already assigned",
                         ));
                     }
-                    // A replace updates lifetimes, flags and the metric in place.
+                    // A replace updates lifetimes and the metric in place, moving the prefix
+                    // route to a new metric.
                     let old = l.v4[pos].clone();
                     l.v4[pos].valid_lft = new.valid_lft;
                     l.v4[pos].preferred_lft = new.preferred_lft;
                     l.v4[pos].metric = new.metric;
-                    let _ = old;
+                    if old.metric != new.metric {
+                        self.modify_prefix_metric4(a.ifindex, &old, new.metric);
+                    }
                     self.after_state_change();
                     return Ok(());
                 }
@@ -624,10 +627,19 @@ impl Fib {
                     preferred_lft: a.preferred_lft,
                 };
                 let lk = self.links.get_mut(a.ifindex).expect("checked");
-                if lk.v6.iter().any(|x| x.addr == l) {
+                if let Some(pos) = lk.v6.iter().position(|x| x.addr == l) {
                     if flags.excl || !flags.replace {
                         return Err(RtError::new(Errno::EEXIST));
                     }
+                    // inet6_addr_modify: lifetimes follow the request, the metric only when
+                    // one is given.
+                    let old = lk.v6[pos].clone();
+                    lk.v6[pos].valid_lft = new.valid_lft;
+                    lk.v6[pos].preferred_lft = new.preferred_lft;
+                    if new.metric != 0 {
+                        lk.v6[pos].metric = new.metric;
+                    }
+                    self.modify_prefix_metric6(a.ifindex, &old, new.metric);
                     self.after_state_change();
                     return Ok(());
                 }

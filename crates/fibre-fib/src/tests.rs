@@ -905,6 +905,59 @@ fn ipv4_lookup_tos_uses_the_routing_bits() {
     assert_eq!(get_tos(0xe3), via("10.0.0.3", 0));
 }
 
+/// Kernel 6.18 (fib_tests.sh ipv4_addr_metric / ipv6_addr_metric): `address change ...
+/// metric M` moves the address's prefix route to metric M; without a metric an IPv4 address
+/// goes back to metric 0 while an IPv6 one keeps its metric.
+#[test]
+fn address_change_moves_the_prefix_route_metric() {
+    let (mut f, d0) = base();
+    let addr = |a: &str, metric: Option<u32>| {
+        let p = pfx(a);
+        Address {
+            family: Family::of(&p.addr),
+            prefixlen: p.len,
+            flags: 0,
+            scope: 0,
+            ifindex: d0,
+            local: Some(p.addr),
+            address: Some(p.addr),
+            broadcast: None,
+            label: None,
+            metric,
+            valid_lft: None,
+            preferred_lft: None,
+        }
+    };
+    let prefix_routes = |f: &Fib| -> Vec<String> {
+        [dump(f, Family::Inet), dump(f, Family::Inet6)]
+            .concat()
+            .into_iter()
+            .filter(|l| l.starts_with("10.60.0.0/24") || l.starts_with("2001:db8:60::/64"))
+            .collect()
+    };
+    for a in ["10.60.0.1/24", "2001:db8:60::1/64"] {
+        f.addr_new(&addr(a, Some(50)), ReqFlags::ADD).unwrap();
+        f.addr_new(&addr(a, Some(259)), ReqFlags::CHANGE).unwrap();
+    }
+    assert_eq!(
+        prefix_routes(&f),
+        vec![
+            "10.60.0.0/24 dev d0 proto kernel scope link src 10.60.0.1 metric 259",
+            "2001:db8:60::/64 dev d0 proto kernel metric 259",
+        ]
+    );
+    for a in ["10.60.0.1/24", "2001:db8:60::1/64"] {
+        f.addr_new(&addr(a, None), ReqFlags::CHANGE).unwrap();
+    }
+    assert_eq!(
+        prefix_routes(&f),
+        vec![
+            "10.60.0.0/24 dev d0 proto kernel scope link src 10.60.0.1",
+            "2001:db8:60::/64 dev d0 proto kernel metric 259",
+        ]
+    );
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
