@@ -295,10 +295,10 @@ impl Dir16 {
     /// `write_block`), and the lines can neither move nor be freed under a shared borrow.
     #[inline(always)]
     fn line_or_zero(&self, chunk: bool, line: usize) -> *const Line {
-        let lines = self.lines.as_ptr() as usize;
+        let at = self.lines.as_ptr() as usize + line * std::mem::size_of::<Line>();
         let zero = &ZERO_LINE as *const Line as usize;
-        let keep = 0usize.wrapping_sub(usize::from(chunk));
-        (((lines + line * std::mem::size_of::<Line>()) & keep) | (zero & !keep)) as *const Line
+        // A conditional move: a branch here would be mispredicted on every other lookup.
+        std::hint::select_unpredictable(chunk, at, zero) as *const Line
     }
 
     /// Batched `lookup` of up to 64 addresses: every lane's top entry is prefetched, then every
