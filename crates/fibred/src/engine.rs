@@ -243,14 +243,9 @@ impl Templates {
     }
 
     fn encode(e: &RouteEntry<'_>, seq: u32, port: u32, out: &mut Vec<u8>) {
-        convert::emit_route(
-            &e.route(),
-            mt::RTM_NEWROUTE,
-            nf::NLM_F_MULTI,
-            seq,
-            port,
-            out,
-        );
+        let mut r = e.route();
+        convert::as_reported(&mut r);
+        convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, seq, port, out);
     }
 }
 
@@ -513,7 +508,9 @@ impl Notifier<'_> {
             Family::Inet => groups::IPV4_ROUTE,
             Family::Inet6 => groups::IPV6_ROUTE,
         };
-        self.push(g, t, flags, Payload::Route(convert::route_message(r)));
+        let mut r = r.clone();
+        convert::as_reported(&mut r);
+        self.push(g, t, flags, Payload::Route(convert::route_message(&r)));
     }
 
     fn rule(&mut self, t: u16, r: &Rule) {
@@ -824,6 +821,64 @@ impl Engine {
     /// Brings the unpublished copy up to date (see [`crate::view`]); for idle moments.
     pub fn catch_up(&mut self) {
         self.view.catch_up();
+    }
+
+    /// How long until the next route or next-hop exception expires (zero when one is due
+    /// now); `None` when nothing expires. The writer's GC timer.
+    pub fn next_expiry(&self) -> Option<std::time::Duration> {
+        let fib = self.fib();
+        let at = fib.next_expiry()?;
+        Some(std::time::Duration::from_millis(
+            at.saturating_sub(fib.clock().now_ms()),
+        ))
+    }
+
+    /// A GC pass if anything is due: expired routes and exceptions are reclaimed, and each
+    /// route removed is announced with RTM_DELROUTE to `listening` groups, as the kernel's
+    /// fib6 GC announces the routes it ages out (lookups and dumps stopped showing them at
+    /// their deadline already). Inside a batch ([`Engine::begin`]) like any change.
+    pub fn expire(&mut self, listening: u64, out: &mut Outcome) {
+        let fib = self.fib();
+        let now = fib.clock().now_ms();
+        if fib.next_expiry().is_none_or(|at| at > now) {
+            return;
+        }
+        let mut watched: Vec<(Family, u32, Prefix)> = fib
+            .due_routes(now)
+            .into_iter()
+            .filter(|(f, _, _)| {
+                let g = match f {
+                    Family::Inet => groups::IPV4_ROUTE,
+                    Family::Inet6 => groups::IPV6_ROUTE,
+                };
+                groups::has(listening, g)
+            })
+            .collect();
+        // A prefix may hold several expiring routes; its before and after cover them all.
+        let mut seen = Vec::with_capacity(watched.len());
+        watched.retain(|w| {
+            let first = !seen.contains(w);
+            seen.push(*w);
+            first
+        });
+        let before: Vec<Vec<Route>> = watched
+            .iter()
+            .map(|&(f, t, p)| fib.routes_at(f, t, p))
+            .collect();
+        // A GC pass cannot fail.
+        let _ = self.view.apply(Change::Expire(now));
+        out.changed = true;
+        let mut n = Notifier {
+            out: &mut out.notes,
+            origin: Origin { seq: 0, port: 0 },
+        };
+        for (&(f, t, p), before) in watched.iter().zip(&before) {
+            let after = self.view.latest().routes_at(f, t, p);
+            let (gone, _) = diff(before, &after, same_route);
+            for g in &gone {
+                n.route(mt::RTM_DELROUTE, 0, g);
+            }
+        }
     }
 
     /// Handles one datagram from a client; answers and notifications are appended to `out`.
@@ -1396,7 +1451,8 @@ mod tests {
             .count();
         assert_eq!(failed, 0);
         let mut want = Vec::new();
-        for r in e.fib().routes(None) {
+        for mut r in e.fib().routes(None) {
+            convert::as_reported(&mut r);
             convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, 9, 0, &mut want);
             pad4(&mut want);
         }
