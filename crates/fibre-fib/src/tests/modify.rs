@@ -188,3 +188,34 @@ fn ipv6_selection_meets_routes_between_siblings_in_leaf_order() {
     )
     .unwrap();
 }
+
+/// `route del ... nhid N` checks the id before the table: a missing object is "Nexthop id
+/// does not exist" even in a missing table, and an id with a device is refused as a next-hop
+/// specification.
+#[test]
+fn route_del_checks_the_nexthop_id_first() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(5, Some("10.0.0.2"), d0), ReqFlags::ADD)
+        .unwrap();
+    let del = |f: &mut Fib, dst: &str, id: u32, table: u32, dev: u32| {
+        f.route_del(&Route {
+            nhid: Some(id),
+            table,
+            ..rt(dst, None, dev)
+        })
+    };
+    let missing = Err(RtError::msg(Errno::EINVAL, "Nexthop id does not exist"));
+    assert_eq!(del(&mut f, "172.16.0.0/12", 55, 4242, 0), missing);
+    assert_eq!(del(&mut f, "2001:db8:5::/48", 55, 4242, 0), missing);
+    assert_eq!(
+        del(&mut f, "172.16.0.0/12", 5, 101, d0),
+        Err(RtError::msg(
+            Errno::EINVAL,
+            "Nexthop specification and nexthop id are mutually exclusive"
+        ))
+    );
+    assert_eq!(
+        del(&mut f, "172.16.0.0/12", 5, 4242, 0),
+        Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"))
+    );
+}
