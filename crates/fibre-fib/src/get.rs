@@ -318,9 +318,10 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         }
         if is_lbcast(d) || (s == 0 && d == 0) {
-            // brd_input: a source other than 0.0.0.0 must pass the reverse-path check.
+            // brd_input: a source other than 0.0.0.0 must pass the reverse-path check, which
+            // brd_input runs without the destination (the reverse flow has no source).
             if s != 0 {
-                self.validate_source4(&flow, 0)?;
+                self.validate_source4(&Flow { dst: 0, ..flow }, 0)?;
             }
             ans.rtype = RouteType::Broadcast;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
@@ -344,7 +345,7 @@ impl Fib {
         let info = self.infos.get(res.entry.info);
         // Answers from a route name its table (the merged trie counts as main).
         if res.rtype == RouteType::Broadcast {
-            self.validate_source4(&flow, 0)?;
+            self.validate_source4(&Flow { dst: 0, ..flow }, 0)?;
             ans.table = self.reported_table4(res.table);
             ans.rtype = RouteType::Broadcast;
             ans.nexthop.oif = LOOPBACK_IFINDEX;

@@ -202,6 +202,17 @@ impl crate::Fib {
                 }
                 _ => {}
             }
+            // replace_nexthop_single: a blackhole cannot become a path of a multipath group.
+            let in_multipath = self
+                .nhobjs
+                .by_id
+                .values()
+                .any(|g| g.group.len() > 1 && g.group.iter().any(|m| m.id == nh.id));
+            if nh.blackhole && in_multipath {
+                return Err(einval(
+                    "Blackhole nexthop can not be a member of a group with more than one path",
+                ));
+            }
         } else if !flags.create {
             return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
         }

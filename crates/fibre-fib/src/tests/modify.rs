@@ -219,3 +219,67 @@ fn route_del_checks_the_nexthop_id_first() {
         Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"))
     );
 }
+
+/// brd_input checks the source without the destination: the reverse lookup has no source
+/// address, so a rule `from <broadcast address>` does not apply to it, while the local path
+/// keeps the destination and a rule `from <local address>` does.
+#[test]
+fn broadcast_input_checks_the_source_without_the_destination() {
+    let (mut f, _, d1) = two_links();
+    let mut via = rt("172.31.0.0/16", Some("10.0.0.2"), 0);
+    via.table = 100;
+    f.route_new(&via, ReqFlags::ADD).unwrap();
+    let mut mc = rt("172.31.0.0/16", None, 2);
+    mc.rtype = RouteType::Multicast;
+    f.route_new(&mc, ReqFlags::ADD).unwrap();
+    for (prio, from) in [(100, "10.0.0.255"), (101, "10.0.0.1")] {
+        let r = Rule {
+            priority: Some(prio),
+            src: Some(pfx(from)),
+            ..Rule::new(Family::Inet, 100)
+        };
+        f.rule_new(&r, ReqFlags::ADD).unwrap();
+    }
+    let q = |dst: &str| RouteQuery {
+        src: Some(ip("172.31.0.5")),
+        iif: Some(d1),
+        ..RouteQuery::to(ip(dst))
+    };
+    assert_eq!(
+        f.route_get(&q("10.0.0.255")).unwrap_err().errno,
+        Errno::EINVAL
+    );
+    assert_eq!(f.route_get(&q("10.0.0.1")).unwrap().rtype, RouteType::Local);
+}
+
+/// A next-hop object in a group of several paths cannot be replaced by a blackhole.
+#[test]
+fn nexthop_replace_refuses_a_blackhole_in_a_multipath_group() {
+    let (mut f, d0, _) = two_links();
+    for id in [1, 2] {
+        f.nexthop_new(&nh_obj(id, Some("10.0.0.2"), d0), ReqFlags::ADD)
+            .unwrap();
+    }
+    let mut g = nh_obj(3, None, 0);
+    g.family = None;
+    g.group = [1, 2]
+        .map(|id| GroupMember {
+            id,
+            weight_minus_one: 0,
+        })
+        .to_vec();
+    f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    let hole = NexthopObj {
+        blackhole: true,
+        oif: 0,
+        gateway: None,
+        ..nh_obj(1, None, 0)
+    };
+    assert_eq!(
+        f.nexthop_new(&hole, ReqFlags::REPLACE),
+        Err(RtError::msg(
+            Errno::EINVAL,
+            "Blackhole nexthop can not be a member of a group with more than one path"
+        ))
+    );
+}
