@@ -560,6 +560,30 @@ impl Fib {
         }
     }
 
+    /// NETDEV_CHANGEMTU for IPv6 (rt6_mtu_change): a route through `dev` whose `mtu` metric
+    /// is set and not locked follows the device MTU down (a metric at or above the new MTU
+    /// becomes it) and up (a metric equal to the old device MTU becomes the new one). Routes
+    /// without the metric keep none (their dsts read the device MTU). IPv4 routes keep their
+    /// metrics: fib_sync_mtu only updates next-hop exceptions.
+    pub(crate) fn mtu_change6(&mut self, dev: u32, old: u32, new: u32) {
+        let lock = 1 << crate::exception::RTAX_MTU;
+        self.rewrite_infos(|s| {
+            let m = s.metrics.mtu?;
+            let follows = m >= new || m == old;
+            if s.family != Family::Inet6
+                || s.metrics.lock & lock != 0
+                || !follows
+                || m == new
+                || !s.nhs.iter().any(|n| n.oif == dev)
+            {
+                return None;
+            }
+            let mut s = s.clone();
+            s.metrics.mtu = Some(new);
+            Some(s)
+        });
+    }
+
     /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
     fn mark_siblings6_dead(&mut self, dev: u32) {

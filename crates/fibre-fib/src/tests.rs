@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use crate::*;
 
+mod attrs;
 mod v6;
 
 /// One route in `ip route show table all` style (the subset of fields we print).

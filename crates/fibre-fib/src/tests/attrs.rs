@@ -1,0 +1,153 @@
+//! Route metrics, carrier, IPv6 attributes and `route get` options, as in the parent module:
+//! commands replayed from a namespace experiment (kernel 6.18), expecting what the kernel showed.
+
+use super::*;
+
+#[test]
+fn output_fibmatch_routes_the_packet_first() {
+    // Kernel: an output fibmatch runs the whole output path before answering with the matched
+    // entry, so a source that is no local address fails as `route get` without fibmatch does
+    // (ENETUNREACH), and so does an oif that is down.
+    let (mut f, d0, d1) = two_links();
+    f.route_new(&rt("10.50.0.0/16", Some("10.0.0.2"), 0), ReqFlags::ADD)
+        .unwrap();
+    let q = |src: Option<&str>, oif: Option<u32>| RouteQuery {
+        src: src.map(ip),
+        oif,
+        fibmatch: true,
+        ..RouteQuery::to(ip("10.50.1.1"))
+    };
+    assert_eq!(
+        f.route_get(&q(Some("10.104.0.1"), None)).unwrap_err().errno,
+        Errno::ENETUNREACH
+    );
+    assert_eq!(
+        f.route_get(&q(Some("10.104.0.1"), Some(d1)))
+            .unwrap_err()
+            .errno,
+        Errno::ENETUNREACH
+    );
+    let a = f.route_get(&q(Some("10.9.0.1"), None)).unwrap();
+    assert_eq!((a.dst, a.nexthop.oif), (pfx("10.50.0.0/16"), d0));
+    // With an oif and no matching route the kernel makes an on-link route with no FIB entry.
+    let mut q2 = q(None, Some(d1));
+    q2.dst = ip("192.168.1.1");
+    assert_eq!(f.route_get(&q2).unwrap_err().errno, Errno::EHOSTUNREACH);
+    set_up(&mut f, d1, false);
+    assert_eq!(f.route_get(&q2).unwrap_err().errno, Errno::ENETUNREACH);
+}
+
+#[test]
+fn local_answers_report_the_matched_routes_tos() {
+    // Kernel: `ip route add local 192.168.0.0/16 tos 0x18 dev d0 table local`, then
+    // `ip route get 192.168.1.1 tos 0x18` answers `local 192.168.1.1 tos 0x18 dev lo table
+    // local ...`: rt_fill_info reports the entry's tos, for local routes as for unicast ones.
+    let (mut f, d0) = base();
+    let mut l = rt("192.168.0.0/16", None, d0);
+    l.rtype = RouteType::Local;
+    l.table = table::LOCAL;
+    l.scope = scope::HOST;
+    l.tos = 0x18;
+    f.route_new(&l, ReqFlags::ADD).unwrap();
+    let q = RouteQuery {
+        tos: 0x18,
+        ..RouteQuery::to(ip("192.168.1.1"))
+    };
+    let a = f.route_get(&q).unwrap();
+    assert_eq!((a.rtype, a.tos), (RouteType::Local, 0x18));
+    // The local address's own route has tos 0, whatever the query's.
+    let q = RouteQuery {
+        tos: 0x18,
+        ..RouteQuery::to(ip("10.0.0.1"))
+    };
+    let a = f.route_get(&q).unwrap();
+    assert_eq!((a.rtype, a.tos), (RouteType::Local, 0));
+}
+
+#[test]
+fn ipv6_mtu_metrics_follow_the_device_mtu() {
+    // Kernel (rt6_mtu_change): with d0 at mtu 1500, routes with `mtu 1400`, `mtu 1500`,
+    // `mtu 9000`, `mtu lock 1300` and none; `link set d0 mtu 1300` lowers 1400, 1500 and 9000
+    // to 1300; then `mtu 9000` raises the routes that followed (their metric is the old device
+    // MTU) to 9000, and the locked route keeps 1300 throughout. IPv4 metrics never change.
+    let (mut f, d0) = base();
+    let add = |f: &mut Fib, dst: &str, via: &str, mtu: Option<u32>, lock: bool| {
+        let mut r = rt(dst, Some(via), d0);
+        r.metrics.mtu = mtu;
+        if lock {
+            r.metrics.lock = 1 << crate::exception::RTAX_MTU;
+        }
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    };
+    add(&mut f, "2001:db8:1::/48", "2001:db8::2", Some(1400), false);
+    add(&mut f, "2001:db8:2::/48", "2001:db8::2", Some(1500), false);
+    add(&mut f, "2001:db8:3::/48", "2001:db8::2", Some(9000), false);
+    add(&mut f, "2001:db8:4::/48", "2001:db8::2", Some(1300), true);
+    add(&mut f, "2001:db8:5::/48", "2001:db8::2", None, false);
+    add(&mut f, "10.9.0.0/16", "10.0.0.2", Some(1400), false);
+    let mtus = |f: &Fib| -> Vec<Option<u32>> {
+        [
+            "2001:db8:1::1",
+            "2001:db8:2::1",
+            "2001:db8:3::1",
+            "2001:db8:4::1",
+            "2001:db8:5::1",
+            "10.9.0.1",
+        ]
+        .iter()
+        .map(|d| get(f, d).unwrap().metrics.mtu)
+        .collect()
+    };
+    let set_mtu = |f: &mut Fib, m: u32| {
+        f.link_new(
+            &Link {
+                ifindex: d0,
+                mtu: Some(m),
+                ..Link::default()
+            },
+            ReqFlags::NONE,
+        )
+        .unwrap();
+    };
+    // Setting the MTU it already has is no change.
+    set_mtu(&mut f, 1500);
+    assert_eq!(
+        mtus(&f),
+        [
+            Some(1400),
+            Some(1500),
+            Some(9000),
+            Some(1300),
+            None,
+            Some(1400)
+        ]
+    );
+    set_mtu(&mut f, 1300);
+    assert_eq!(
+        mtus(&f),
+        [
+            Some(1300),
+            Some(1300),
+            Some(1300),
+            Some(1300),
+            None,
+            Some(1400)
+        ]
+    );
+    set_mtu(&mut f, 9000);
+    assert_eq!(
+        mtus(&f),
+        [
+            Some(9000),
+            Some(9000),
+            Some(9000),
+            Some(1300),
+            None,
+            Some(1400)
+        ]
+    );
+    // A metric below the old device MTU stays when the device MTU grows.
+    add(&mut f, "2001:db8:6::/48", "2001:db8::2", Some(1400), false);
+    set_mtu(&mut f, 9001);
+    assert_eq!(get(&f, "2001:db8:6::1").unwrap().metrics.mtu, Some(1400));
+}
