@@ -508,15 +508,11 @@ impl Fib {
         }
     }
 
-    /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down).
+    /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down). The
+    /// addresses go without ipv6_del_addr, so routes elsewhere keep them as prefsrc.
     pub(crate) fn v6_link_down(&mut self, dev: u32) {
-        let addrs = self
-            .links
-            .get_mut(dev)
-            .map(|l| std::mem::take(&mut l.v6))
-            .unwrap_or_default();
-        for a in &addrs {
-            self.remove_prefsrc6(a.addr);
+        if let Some(l) = self.links.get_mut(dev) {
+            l.v6.clear();
         }
         self.drop_nhs6(dev, false);
     }

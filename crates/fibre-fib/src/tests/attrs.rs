@@ -151,3 +151,37 @@ fn ipv6_mtu_metrics_follow_the_device_mtu() {
     set_mtu(&mut f, 9001);
     assert_eq!(get(&f, "2001:db8:6::1").unwrap().metrics.mtu, Some(1400));
 }
+
+#[test]
+fn ipv6_prefsrc_survives_its_links_going_down_but_not_its_deletion() {
+    // Kernel: with 2001:db8:9::1 on d1, `ip -6 route add fd02::/64 dev d0 src 2001:db8:9::1`
+    // keeps its src when d1 goes down or is deleted (addrconf_ifdown drops the addresses
+    // without ipv6_del_addr), and `route get fd02::1` still answers with it; deleting the
+    // address itself clears it, on routes through any device.
+    let prefsrc_of = |f: &Fib, d: &str| get(f, d).unwrap().prefsrc;
+    let with_src = |dst: &str, dev: u32| {
+        let mut r = rt(dst, None, dev);
+        r.prefsrc = Some(ip("2001:db8:9::1"));
+        r
+    };
+    let (mut f, d0, d1) = two_links();
+    f.route_new(&with_src("fd02::/64", d0), ReqFlags::ADD)
+        .unwrap();
+    set_up(&mut f, d1, false);
+    assert_eq!(prefsrc_of(&f, "fd02::1"), Some(ip("2001:db8:9::1")));
+    f.link_del(&Link {
+        ifindex: d1,
+        ..Link::default()
+    })
+    .unwrap();
+    assert_eq!(prefsrc_of(&f, "fd02::1"), Some(ip("2001:db8:9::1")));
+
+    let (mut f, d0, d1) = two_links();
+    f.route_new(&with_src("fd02::/64", d0), ReqFlags::ADD)
+        .unwrap();
+    del_addr(&mut f, d1, "2001:db8:9::1/64");
+    assert_eq!(prefsrc_of(&f, "fd02::1"), Some(ip("2001:db8::1")));
+    let shown = f.routes(Some(Family::Inet6));
+    let r = shown.iter().find(|r| r.dst == pfx("fd02::/64")).unwrap();
+    assert_eq!(r.prefsrc, None);
+}
