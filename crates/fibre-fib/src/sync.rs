@@ -613,7 +613,9 @@ impl Fib {
                 continue;
             }
             let v6 = info.spec.family == Family::Inet6;
-            if v6 && matches!(info.spec.rtype, RouteType::Local | RouteType::Anycast) {
+            // fib6_ifdown skips RTF_LOCAL and RTF_ANYCAST routes (a user's `anycast` route
+            // lacks the flag).
+            if v6 && (info.spec.rtype == RouteType::Local || info.spec.rtf_anycast) {
                 continue;
             }
             let mut dead = 0;

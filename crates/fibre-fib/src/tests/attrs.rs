@@ -185,3 +185,56 @@ fn ipv6_prefsrc_survives_its_links_going_down_but_not_its_deletion() {
     let r = shown.iter().find(|r| r.dst == pfx("fd02::/64")).unwrap();
     assert_eq!(r.prefsrc, None);
 }
+
+#[test]
+fn ipv6_user_anycast_routes_go_linkdown_local_ones_never() {
+    // Kernel: RTF_LOCAL and RTF_ANYCAST routes are exempt from linkdown, at creation and on
+    // carrier loss; `ip -6 route add local ...` sets RTF_LOCAL but `ip -6 route add anycast
+    // ...` no RTF_ANYCAST (only addrconf's anycast routes have it). With carrier off:
+    //   anycast 2001:db8:2200::/40 dev d1 table local metric 1024 linkdown pref medium
+    //   local 2001:db8:2300::/40 dev d1 table local metric 1024 pref medium
+    let (mut f, _d0, d1) = two_links();
+    let typed = |dst: &str, t: RouteType| {
+        let mut r = rt(dst, None, d1);
+        r.rtype = t;
+        r.table = table::LOCAL;
+        r
+    };
+    let linkdown = |f: &Fib, dst: &str| {
+        let q = RouteQuery {
+            fibmatch: true,
+            ..RouteQuery::to(ip(dst))
+        };
+        f.route_get(&q).unwrap().flags & nh_flags::LINKDOWN != 0
+    };
+    f.route_new(
+        &typed("2001:db8:2200::/40", RouteType::Anycast),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.route_new(
+        &typed("2001:db8:2300::/40", RouteType::Local),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    set_carrier(&mut f, d1, false);
+    assert!(linkdown(&f, "2001:db8:2200::1"));
+    assert!(!linkdown(&f, "2001:db8:2300::1"));
+    // addrconf's anycast route of d1's subnet is exempt.
+    assert!(!linkdown(&f, "2001:db8:9::"));
+    f.route_new(
+        &typed("2001:db8:2500::/40", RouteType::Anycast),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    f.route_new(
+        &typed("2001:db8:2600::/40", RouteType::Local),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    assert!(linkdown(&f, "2001:db8:2500::1"));
+    assert!(!linkdown(&f, "2001:db8:2600::1"));
+    set_carrier(&mut f, d1, true);
+    assert!(!linkdown(&f, "2001:db8:2200::1"));
+    assert!(!linkdown(&f, "2001:db8:2500::1"));
+}
