@@ -6,37 +6,50 @@
 //! [`Dir16`] mirrors the 18-bit direct level of the IPv4 trie (`Trie<u32, 18, Dir16>`): each /16
 //! *chunk* is the trie's four direct entries ("quarters", 64 /24 slots each) side by side. A chunk
 //! whose 256 slots all hold one value is that value, in its top entry. Otherwise its quarters are
-//! laid out in one block of lines, quarter 0 first, each quarter in one of three codes:
+//! laid out in one block of lines, quarter 0 first, each quarter in one of four codes:
 //! - code 0, one line: the quarter's run bitmap (words 0-1; bit s: slot s starts a run of equal
 //!   values) and up to [`PACKED_RUNS`] run values from word 2;
 //! - code 1, two lines of 32 slots: each a run bitmap (word 0) and up to 15 run values from word 1;
-//! - code 2, four flat lines: the 64 slot values themselves.
+//! - code 2, four flat lines: the 64 slot values themselves;
+//! - code 3, no line of its own, for a quarter of one value (a third of a 2026 table's quarters):
+//!   the value is *hosted* in a spare word at the end of the first line of the block's first
+//!   code-0 or code-1 quarter (the host), words 15, 14, 13 for the chunk's first, second, third
+//!   code-3 quarter. The codes are a function of the four quarters ([`codes_for`]): single values
+//!   take code 3 as long as the host has room, else code 0 (a line holding one run).
 //!
 //! The top entry holds the block's first line and the four codes, so a lookup computes the line
-//! from the entry and the address alone (prefetchable), then finds the value in the line with at
-//! most one popcount. Quarters that hang a trie node with children (routes longer than /24) make
-//! their chunk a *fallback* chunk, answered by the trie itself.
+//! from the entry and the address alone (prefetchable, with one table read that the codes
+//! index: [`PLACES`]), then finds the value in the line with at most one popcount. A quarter that hangs a trie node with children (routes longer than /24) is
+//! laid out as one run of the value `TRIE | n`, n the node: lookups that find it continue in the
+//! trie (one well-predicted branch on bit 31 of the answer).
+//!
+//! The lines are the only compiled form of the trie's childless /18 nodes (every node of a 2026
+//! table): the trie keeps their routes, not their leaves, and reads their slot values back from
+//! here ([`Mirror::slots`]) when it patches them.
 //!
 //! # Invariants
-//! - After every trie update (or flush), each quarter of a non-fallback chunk holds exactly the
-//!   64 slot values its trie direct entry resolves to: the trie reports every change of a direct
-//!   entry through [`Mirror::direct_changed`], and asks for a [`Mirror::refill`] of a chunk when
-//!   the chunk stops being a fallback (its lines were not maintained meanwhile).
-//! - A chunk is a value iff its 256 slots are equal and no quarter hangs a node (canonical: the
-//!   index depends on the route set, not on the order of updates; block placement does not).
+//! - After every trie update (or flush), each quarter holds exactly the 64 slot values its trie
+//!   direct entry resolves to, or `TRIE | n` for a node with children: the trie reports every
+//!   change of a direct entry through [`Mirror::direct_changed`] (a bulk build lays every chunk
+//!   out once through [`Mirror::refill`]).
+//! - A chunk is a value iff its 256 slots are equal and no quarter hangs a node with children
+//!   (canonical: the index depends on the route set, not on the order of updates; block
+//!   placement does not).
 //!
 //! Single-threaded like the trie; readers go through [`crate::sync`].
 
 use crate::huge::HugeVec;
-use crate::trie::{Line, SLOTS};
+use crate::trie::SLOTS;
 
 /// Bits of the address resolved by the top array.
 pub(crate) const TOP_BITS: u32 = 16;
 const TOP: usize = 1 << TOP_BITS;
 /// Top entry bit 31: a chunk, not a value (values are at most 2^31 - 1).
 pub(crate) const CHUNK: u32 = 0x8000_0000;
-/// Top entry bit 30 (with bit 31): answered by the trie.
-const FALLBACK: u32 = 0x4000_0000;
+/// Bit 31 of a slot value: not a value but `TRIE | n`, the trie node that answers the slot.
+pub(crate) const TRIE: u32 = 0x8000_0000;
+/// `u32`s in a line.
+const LINE_WORDS: usize = 16;
 /// Quarter codes, 2 bits each from bit 22 (quarter 0 lowest).
 pub(crate) const CODES_SHIFT: u32 = 22;
 /// The block's first line: 22 bits, so at most 2^22 lines (256 MiB) -- sixteen times the most a
@@ -49,6 +62,14 @@ pub(crate) const PACKED_RUNS: usize = 14;
 const HALF_RUNS: usize = 15;
 /// Lines of the largest block (four flat quarters).
 const MAX_BLOCK: usize = 16;
+/// The word of a code-3 quarter's host line holding the chunk's first hosted value; the next
+/// ones are just below.
+const HOSTED_FIRST: u32 = 15;
+
+/// One cache line of a chunk's block (see the module comment for the three layouts).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [u32; LINE_WORDS]);
 
 /// A quarter as the trie reports it.
 #[derive(Clone, Copy)]
@@ -57,38 +78,20 @@ pub(crate) enum Quarter<'a> {
     Value(u32),
     /// The 64 slot values and their run bitmap (bit 0 always set).
     Runs(&'a [u32; SLOTS], u64),
-    /// A trie node with children: the chunk falls back to the trie.
-    Node,
+    /// Trie node `n`, which has children, answers the quarter.
+    Node(u32),
 }
 
-/// Receives the trie's direct-entry changes. [`NoMirror`] (IPv6) ignores them; [`Dir16`]
-/// (IPv4) keeps its lookup index from them.
+/// Receives the trie's direct-entry changes and keeps the compiled form of its /18 nodes.
 pub(crate) trait Mirror: Clone + std::fmt::Debug + Default {
-    /// False for [`NoMirror`]: the trie skips the work of feeding it.
-    const ACTIVE: bool = true;
-    /// Direct entry `s` now resolves as `q`. Returns true when the trie must then call
-    /// [`Mirror::refill`] for the chunk of `s` with all its quarters.
-    fn direct_changed(&mut self, s: usize, q: Quarter<'_>) -> bool;
-    /// Reloads the chunk of `s` from its four quarters (`qs[i]` is quarter i).
+    /// Direct entry `s` now resolves as `q`.
+    fn direct_changed(&mut self, s: usize, q: Quarter<'_>);
+    /// Lays out the chunk of `s` afresh from its four quarters (`qs[i]` is quarter i).
     fn refill(&mut self, s: usize, qs: [Quarter<'_>; 4]);
+    /// The 64 slot values of direct entry `s`, as last reported (not for a `Node` quarter).
+    fn slots(&self, s: usize) -> [u32; SLOTS];
     /// Bytes held.
     fn memory_bytes(&self) -> usize;
-}
-
-/// The mirror of a trie that has no lookup index of its own.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct NoMirror;
-
-impl Mirror for NoMirror {
-    const ACTIVE: bool = false;
-    #[inline(always)]
-    fn direct_changed(&mut self, _: usize, _: Quarter<'_>) -> bool {
-        false
-    }
-    fn refill(&mut self, _: usize, _: [Quarter<'_>; 4]) {}
-    fn memory_bytes(&self) -> usize {
-        0
-    }
 }
 
 /// The 16-bit lookup index (see the module comment).
@@ -98,10 +101,6 @@ pub(crate) struct Dir16 {
     pub(crate) lines: HugeVec<Line>,
     /// free[n]: first lines of free blocks of n lines.
     free: Vec<Vec<u32>>,
-    /// Per chunk, bit q: quarter q hangs a trie node with children.
-    nodes: Vec<u8>,
-    /// Chunks answered by the trie.
-    pub(crate) fallbacks: usize,
 }
 
 impl Default for Dir16 {
@@ -113,8 +112,6 @@ impl Default for Dir16 {
                 .expect("TOP entries"),
             lines: HugeVec::new(),
             free: vec![Vec::new(); MAX_BLOCK + 1],
-            nodes: vec![0; TOP],
-            fallbacks: 0,
         }
     }
 }
@@ -122,10 +119,10 @@ impl Default for Dir16 {
 /// Lines of a quarter in code `c`.
 #[inline(always)]
 fn code_lines(c: u32) -> usize {
-    1 << c
+    (1 << c) & 7
 }
 
-/// The code a quarter with run bitmap `runs` needs (see the module comment).
+/// The code a quarter with run bitmap `runs` (more than one run) needs.
 fn code_for(runs: u64) -> u32 {
     if runs.count_ones() as usize <= PACKED_RUNS {
         0
@@ -138,18 +135,87 @@ fn code_for(runs: u64) -> u32 {
     }
 }
 
-/// Offsets (in lines) of quarters 0..4 within a block, one byte each, for every 8-bit code
-/// word: a table so that a lookup needs no arithmetic over the other quarters' codes.
-static OFFSETS: [u32; 256] = {
+/// What a quarter asks of the layout: the code it takes on its own (3 for a single value) and
+/// the words of its first line it uses in that code, or in code 0 for a single value.
+#[derive(Clone, Copy, Debug)]
+struct Need {
+    code: u32,
+    used: u32,
+}
+
+/// The `Need` of a quarter as the trie reports it.
+fn need_of(q: Quarter<'_>) -> Need {
+    match q {
+        Quarter::Value(_) | Quarter::Node(_) => Need { code: 3, used: 3 },
+        Quarter::Runs(_, runs) => {
+            let code = code_for(runs);
+            let used = match code {
+                0 => 2 + runs.count_ones(),
+                1 => 1 + (runs as u32 | 1).count_ones(),
+                _ => LINE_WORDS as u32,
+            };
+            Need { code, used }
+        }
+    }
+}
+
+/// The host of a chunk in `codes`: its first code-0 or code-1 quarter.
+fn host(codes: [u32; 4]) -> Option<usize> {
+    (0..4).find(|&q| codes[q] < 2)
+}
+
+/// The codes of a chunk's quarters: each its own code, except single values beyond the host's
+/// room, which take code 0 -- the last ones first, or the first one when there is no host (it
+/// then becomes the host). A function of the quarters alone, so the layout is canonical.
+fn codes_for(needs: [Need; 4]) -> [u32; 4] {
+    let mut codes = needs.map(|n| n.code);
+    loop {
+        let hosted = codes.iter().filter(|&&c| c == 3).count() as u32;
+        if hosted == 0 {
+            return codes;
+        }
+        let demote = match host(codes) {
+            Some(h) if needs[h].used + hosted <= LINE_WORDS as u32 => return codes,
+            Some(_) => (0..4).rev().find(|&q| codes[q] == 3),
+            None => (0..4).find(|&q| codes[q] == 3),
+        };
+        codes[demote.expect("a hosted quarter")] = 0;
+    }
+}
+
+/// Where each quarter lives, for every 8-bit code word: one byte per quarter (quarter 0
+/// lowest), the line's offset within the block in the low nibble and, for code 3, the hosted
+/// word in the high nibble (the offset is then the host's). A table, so that a lookup needs no
+/// arithmetic over the other quarters' codes.
+static PLACES: [u32; 256] = {
     let mut t = [0u32; 256];
     let mut codes = 0;
     while codes < 256 {
-        let mut off = 0u32;
-        let mut packed = 0u32;
+        let mut off = [0u32; 4];
+        let mut at = 0u32;
+        let mut host = 4;
         let mut q = 0;
         while q < 4 {
-            packed |= off << (8 * q);
-            off += 1 << ((codes >> (2 * q)) & 3);
+            let c = (codes >> (2 * q)) & 3;
+            off[q] = at;
+            if c < 2 && host == 4 {
+                host = q;
+            }
+            at += ((1 << c) & 7) as u32;
+            q += 1;
+        }
+        let mut packed = 0u32;
+        let mut hosted = 0;
+        q = 0;
+        while q < 4 {
+            let byte = if (codes >> (2 * q)) & 3 == 3 {
+                let word = HOSTED_FIRST - hosted;
+                hosted += 1;
+                (if host < 4 { off[host] } else { 0 }) | word << 4
+            } else {
+                off[q]
+            };
+            packed |= byte << (8 * q);
             q += 1;
         }
         t[codes] = packed;
@@ -158,20 +224,25 @@ static OFFSETS: [u32; 256] = {
     t
 };
 
+/// Right shifts that turn a slot (0..64) into a line within its quarter, one nibble per code:
+/// 6 for code 0 (one line), 5 for code 1, 4 for code 2, 6 for code 3 (the host line).
+const LINE_SHIFTS: u32 = 0x6456;
+
 /// A line every non-chunk lane of a batch reads instead of a block line: branch-free lanes.
 static ZERO_LINE: Line = Line([0; 16]);
 
-/// Where a lookup of `addr` in chunk entry `e` finds its value: (line index, code, slot within
-/// the line's part of the quarter).
+/// Where a lookup of `addr` in chunk entry `e` finds its value: (line index, code, position:
+/// the slot within the line's part of the quarter, or the word for code 3).
 #[inline(always)]
 fn locate(e: u32, addr: u32) -> (usize, u32, u32) {
     let q = (addr >> 14) & 3;
     let codes = (e >> CODES_SHIFT) & 0xFF;
     let c = (codes >> (2 * q)) & 3;
-    let off = (OFFSETS[codes as usize] >> (8 * q)) & 0xFF;
+    let place = (PLACES[codes as usize] >> (8 * q)) & 0xFF;
     let slot = (addr >> 8) & 63;
-    let line = (e & BASE_MASK) + off + (slot >> (6 - c));
-    (line as usize, c, slot & (63 >> c))
+    let line = (e & BASE_MASK) + (place & 15) + (slot >> ((LINE_SHIFTS >> (4 * c)) & 15));
+    let pos = std::hint::select_unpredictable(c == 3, place >> 4, slot & (63 >> c));
+    (line as usize, c, pos)
 }
 
 /// The value at `pos` of a line in code `c`, without branches.
@@ -179,27 +250,43 @@ fn locate(e: u32, addr: u32) -> (usize, u32, u32) {
 fn in_line(line: &Line, c: u32, pos: u32) -> u32 {
     let w = u64::from(line.0[0]) | u64::from(line.0[1]) << 32;
     let rank = (w & (u64::MAX >> (63 - pos))).count_ones();
-    // Code 0: runs from word 2 (rank >= 1); code 1: from word 1; code 2: flat.
+    // Code 0: runs from word 2 (rank >= 1); code 1: from word 1; code 2: flat; code 3: the word.
     let packed = rank + u32::from(c == 0);
-    let idx = std::hint::select_unpredictable(c == 2, pos, packed);
+    let idx = std::hint::select_unpredictable(c >= 2, pos, packed);
     line.0[(idx & 15) as usize]
 }
 
+/// The raw slot value a single-value quarter lays out (`TRIE | n` for a node).
+fn raw(q: Quarter<'_>) -> Option<u32> {
+    match q {
+        Quarter::Value(v) => Some(v),
+        Quarter::Node(n) => Some(TRIE | n),
+        Quarter::Runs(..) => None,
+    }
+}
+
+/// The quarter a raw single value stands for.
+fn single_quarter<'a>(v: u32) -> Quarter<'a> {
+    if v & TRIE != 0 {
+        Quarter::Node(v & !TRIE)
+    } else {
+        Quarter::Value(v)
+    }
+}
+
 impl Dir16 {
-    /// The value for `addr` if its chunk is not a fallback (internal encoding, NONE for none).
-    /// Branch-free but for fallbacks, so that a loop of lookups overlaps their memory reads.
+    /// The slot value for `addr`: a value in the internal encoding (NONE for none), or `TRIE |
+    /// n` when trie node n answers. Branch-free, so that a loop of lookups overlaps their
+    /// memory reads.
     #[inline(always)]
-    pub(crate) fn lookup(&self, addr: u32) -> Result<u32, ()> {
+    pub(crate) fn lookup(&self, addr: u32) -> u32 {
         let e = self.top[(addr >> (32 - TOP_BITS)) as usize];
-        if e & (CHUNK | FALLBACK) == CHUNK | FALLBACK {
-            return Err(());
-        }
         let chunk = e & CHUNK != 0;
         let (line, c, pos) = locate(e, addr);
         let p = self.line_or_zero(chunk, line);
         // SAFETY: see `line_or_zero`.
         let v = in_line(unsafe { &*p }, c, pos);
-        Ok(std::hint::select_unpredictable(chunk, v, e))
+        std::hint::select_unpredictable(chunk, v, e)
     }
 
     /// The address of line `line` when `chunk` (the line a chunk entry locates), else of
@@ -216,15 +303,14 @@ impl Dir16 {
 
     /// Batched `lookup` of up to 64 addresses: every lane's top entry is prefetched, then every
     /// lane's line located and prefetched, before any line is read; lanes take no
-    /// data-dependent branch. Fallback lanes are left to the caller: bit i of the result set
-    /// means `out[i]` must be looked up in the trie.
+    /// data-dependent branch. Lanes the trie answers are left to the caller: bit i of the
+    /// result set means `out[i]` must be looked up in the trie.
     #[inline(always)]
     pub(crate) fn lookup_group(&self, addrs: &[u32], out: &mut [u32]) -> u64 {
         let n = addrs.len();
         debug_assert!(n <= 64 && out.len() == n);
         let mut at = [0usize; 64];
         let mut info = [0u32; 64];
-        let mut fallback = 0u64;
         let top = &*self.top;
         for &a in addrs {
             crate::prefetch(&top[(a >> (32 - TOP_BITS)) as usize]);
@@ -233,25 +319,27 @@ impl Dir16 {
             let a = addrs[i];
             let e = top[(a >> (32 - TOP_BITS)) as usize];
             let (line, c, pos) = locate(e, a);
-            let kind = e & (CHUNK | FALLBACK);
-            let chunk = kind == CHUNK;
-            fallback |= u64::from(kind == CHUNK | FALLBACK) << i;
-            // Values and fallbacks read the zero line (an L1 hit) and keep their entry.
+            let chunk = e & CHUNK != 0;
+            // Values read the zero line (an L1 hit) and keep their entry.
             let p = self.line_or_zero(chunk, line);
             crate::prefetch(p);
             at[i] = p as usize;
-            let code = if chunk { c } else { 3 };
+            // Code 4 marks a value lane.
+            let code = if chunk { c } else { 4 };
             info[i] = code << 8 | pos;
             out[i] = e;
         }
+        let mut trie = 0u64;
         for i in 0..n {
             // SAFETY: `at[i]` comes from `line_or_zero` under this borrow of `self`.
             let line = unsafe { &*(at[i] as *const Line) };
             let (c, pos) = (info[i] >> 8, info[i] & 63);
             let v = in_line(line, c & 3, pos);
-            out[i] = std::hint::select_unpredictable(c == 3, out[i], v);
+            let v = std::hint::select_unpredictable(c == 4, out[i], v);
+            trie |= u64::from(v >> 31) << i;
+            out[i] = v;
         }
-        fallback
+        trie
     }
 
     /// Bytes of what lookups read (top array and lines).
@@ -274,110 +362,146 @@ impl Dir16 {
 
     /// Frees the block of chunk entry `e`, if it has one.
     fn release(&mut self, e: u32) {
-        if e & (CHUNK | FALLBACK) == CHUNK {
-            let codes = (e >> CODES_SHIFT) & 0xFF;
-            let n = (0..4)
-                .map(|q| code_lines(codes >> (2 * q) & 3))
-                .sum::<usize>();
+        if e & CHUNK != 0 {
+            let n = Self::codes(e).iter().map(|&c| code_lines(c)).sum::<usize>();
             self.free[n].push(e & BASE_MASK);
         }
     }
 
-    /// Writes quarter `q` in code `c` at line `at`.
+    /// Writes quarter `q` in code `c` (not 3) at line `at`.
     fn write_quarter(&mut self, at: usize, c: u32, q: Quarter<'_>) {
-        match q {
-            Quarter::Value(v) => {
-                debug_assert_eq!(c, 0);
+        if let Some(v) = raw(q) {
+            debug_assert_eq!(c, 0);
+            let l = &mut self.lines[at].0;
+            *l = [0; 16];
+            l[0] = 1;
+            l[2] = v;
+            return;
+        }
+        let Quarter::Runs(slots, runs) = q else {
+            unreachable!("single values are handled above")
+        };
+        match c {
+            0 => {
                 let l = &mut self.lines[at].0;
-                *l = [0; 16];
-                l[0] = 1;
-                l[2] = v;
+                l[0] = runs as u32;
+                l[1] = (runs >> 32) as u32;
+                fill_runs(&mut l[2..], slots, 0, runs);
             }
-            Quarter::Runs(slots, runs) => match c {
-                0 => {
-                    let l = &mut self.lines[at].0;
-                    l[0] = runs as u32;
-                    l[1] = (runs >> 32) as u32;
-                    fill_runs(&mut l[2..], slots, 0, runs);
+            1 => {
+                for h in 0..2 {
+                    let bits = (runs >> (32 * h)) as u32 | 1;
+                    let l = &mut self.lines[at + h].0;
+                    l[0] = bits;
+                    fill_runs(&mut l[1..], slots, 32 * h, u64::from(bits));
                 }
-                1 => {
-                    for h in 0..2 {
-                        let bits = (runs >> (32 * h)) as u32 | 1;
-                        let l = &mut self.lines[at + h].0;
-                        l[0] = bits;
-                        fill_runs(&mut l[1..], slots, 32 * h, u64::from(bits));
-                    }
+            }
+            _ => {
+                for (i, part) in slots.chunks_exact(16).enumerate() {
+                    self.lines[at + i].0.copy_from_slice(part);
                 }
-                _ => {
-                    for (i, part) in slots.chunks_exact(16).enumerate() {
-                        self.lines[at + i].0.copy_from_slice(part);
-                    }
-                }
-            },
-            Quarter::Node => unreachable!("node quarters are never laid out"),
+            }
         }
     }
 
-    /// The code of quarter `q` as laid out now (`e` a chunk entry).
-    fn code_of(e: u32, q: usize) -> u32 {
-        (e >> (CODES_SHIFT + 2 * q as u32)) & 3
+    /// The four quarter codes of chunk entry `e`.
+    fn codes(e: u32) -> [u32; 4] {
+        std::array::from_fn(|q| (e >> (CODES_SHIFT + 2 * q as u32)) & 3)
+    }
+
+    /// Line and word (for code 3) of quarter `q` of chunk entry `e`.
+    fn place(e: u32, q: usize) -> (usize, usize) {
+        let place = (PLACES[((e >> CODES_SHIFT) & 0xFF) as usize] >> (8 * q)) & 0xFF;
+        (
+            ((e & BASE_MASK) + (place & 15)) as usize,
+            (place >> 4) as usize,
+        )
+    }
+
+    /// The raw value of quarter `q` of chunk entry `e` if it is a single value (`TRIE | n`
+    /// included).
+    fn single(&self, e: u32, q: usize) -> Option<u32> {
+        let (line, word) = Self::place(e, q);
+        let l = &self.lines[line].0;
+        match Self::codes(e)[q] {
+            3 => Some(l[word]),
+            0 => (l[0] == 1 && l[1] == 0).then_some(l[2]),
+            _ => None,
+        }
     }
 
     /// The value of quarter `q` of chunk entry `e` if it is uniform.
     fn uniform(&self, e: u32, q: usize) -> Option<u32> {
-        if Self::code_of(e, q) != 0 {
-            return None;
+        self.single(e, q).filter(|v| v & TRIE == 0)
+    }
+
+    /// The `Need` of quarter `q` of chunk entry `e` as laid out now.
+    fn need_at(&self, e: u32, q: usize) -> Need {
+        if self.single(e, q).is_some() {
+            return Need { code: 3, used: 3 };
         }
-        let off = (OFFSETS[((e >> CODES_SHIFT) & 0xFF) as usize] >> (8 * q)) & 0xFF;
-        let l = &self.lines[((e & BASE_MASK) + off) as usize].0;
-        (l[0] == 1 && l[1] == 0).then_some(l[2])
+        let c = Self::codes(e)[q];
+        let l = &self.lines[Self::place(e, q).0].0;
+        let used = match c {
+            0 => 2 + l[0].count_ones() + l[1].count_ones(),
+            1 => 1 + l[0].count_ones(),
+            _ => LINE_WORDS as u32,
+        };
+        Need { code: c, used }
     }
 
     /// Lays chunk `ch` out afresh from its four quarters (`None`: keep that quarter's lines from
     /// the current block), or makes it a value when all four are the same value.
     fn write_block(&mut self, ch: usize, qs: [Option<Quarter<'_>>; 4]) {
         let old = self.top[ch];
+        // Kept single values are laid out again: their code may change with the others'.
         let kept: [Option<u32>; 4] =
-            std::array::from_fn(|q| qs[q].is_none().then(|| self.uniform(old, q)).flatten());
-        let value_of = |q: usize| match qs[q] {
-            Some(Quarter::Value(v)) => Some(v),
-            Some(_) => None,
-            None => kept[q],
-        };
-        if let Some(v) = value_of(0) {
-            if (1..4).all(|q| value_of(q) == Some(v)) {
+            std::array::from_fn(|q| qs[q].is_none().then(|| self.single(old, q)).flatten());
+        let qs: [Option<Quarter<'_>>; 4] =
+            std::array::from_fn(|q| qs[q].or(kept[q].map(single_quarter)));
+        if let Some(Quarter::Value(v)) = qs[0] {
+            if qs[1..]
+                .iter()
+                .all(|q| matches!(q, Some(Quarter::Value(w)) if *w == v))
+            {
                 self.release(old);
                 self.top[ch] = v;
                 return;
             }
         }
-        let codes: [u32; 4] = std::array::from_fn(|q| match qs[q] {
-            Some(Quarter::Value(_)) => 0,
-            Some(Quarter::Runs(_, runs)) => code_for(runs),
-            Some(Quarter::Node) => unreachable!("node quarters are never laid out"),
-            None => Self::code_of(old, q),
+        let needs: [Need; 4] = std::array::from_fn(|q| match qs[q] {
+            Some(quarter) => need_of(quarter),
+            None => self.need_at(old, q),
         });
+        let codes = codes_for(needs);
         let code_word = codes
             .iter()
             .enumerate()
             .fold(0, |w, (q, &c)| w | c << (2 * q));
         let n: usize = codes.iter().map(|&c| code_lines(c)).sum();
         let at = self.alloc(n) as usize;
-        let mut line = at;
-        let old_offsets = OFFSETS[((old >> CODES_SHIFT) & 0xFF) as usize];
+        let e = CHUNK | code_word << CODES_SHIFT | at as u32;
         for q in 0..4 {
+            let (line, _) = Self::place(e, q);
             match qs[q] {
+                Some(_) if codes[q] == 3 => {}
                 Some(quarter) => self.write_quarter(line, codes[q], quarter),
                 None => {
-                    let from = ((old & BASE_MASK) + ((old_offsets >> (8 * q)) & 0xFF)) as usize;
+                    let (from, _) = Self::place(old, q);
                     self.lines
                         .copy_within(from..from + code_lines(codes[q]), line);
                 }
             }
-            line += code_lines(codes[q]);
+        }
+        // Hosted values last: the host's own write fills its line.
+        for q in 0..4 {
+            if codes[q] == 3 {
+                let (line, word) = Self::place(e, q);
+                self.lines[line].0[word] = qs[q].and_then(raw).expect("a single value");
+            }
         }
         self.release(old);
-        self.top[ch] = CHUNK | code_word << CODES_SHIFT | at as u32;
+        self.top[ch] = e;
     }
 }
 
@@ -393,71 +517,204 @@ fn fill_runs(dst: &mut [u32], slots: &[u32; SLOTS], from: usize, mut runs: u64) 
 }
 
 impl Mirror for Dir16 {
-    fn direct_changed(&mut self, s: usize, q: Quarter<'_>) -> bool {
+    fn direct_changed(&mut self, s: usize, q: Quarter<'_>) {
         let (ch, qi) = (s >> 2, s & 3);
-        let bit = 1u8 << qi;
         let e = self.top[ch];
-        if let Quarter::Node = q {
-            if self.nodes[ch] == 0 {
-                self.release(e);
-                self.top[ch] = CHUNK | FALLBACK;
-                self.fallbacks += 1;
-            }
-            self.nodes[ch] |= bit;
-            return false;
-        }
-        if self.nodes[ch] != 0 {
-            self.nodes[ch] &= !bit;
-            if self.nodes[ch] == 0 {
-                self.fallbacks -= 1;
-                // No lines to keep: the refill lays every quarter out.
-                self.top[ch] = crate::trie::NONE;
-                return true;
-            }
-            return false;
-        }
         if e & CHUNK == 0 {
             // A value chunk: the other quarters are that value.
             if let Quarter::Value(v) = q {
                 if v == e {
-                    return false;
+                    return;
                 }
             }
             let mut qs = [Some(Quarter::Value(e)); 4];
             qs[qi] = Some(q);
             self.write_block(ch, qs);
-            return false;
+            return;
         }
-        let same_code = match q {
-            Quarter::Value(_) => Self::code_of(e, qi) == 0,
-            Quarter::Runs(_, runs) => code_for(runs) == Self::code_of(e, qi),
-            Quarter::Node => false,
-        };
-        let becomes_value = matches!(q, Quarter::Value(_))
-            && (0..4)
+        let becomes_value = match q {
+            Quarter::Value(v) => (0..4)
                 .filter(|&o| o != qi)
-                .all(|o| self.uniform(e, o).is_some());
-        if same_code && !becomes_value {
-            let off = (OFFSETS[((e >> CODES_SHIFT) & 0xFF) as usize] >> (8 * qi)) & 0xFF;
-            self.write_quarter(((e & BASE_MASK) + off) as usize, Self::code_of(e, qi), q);
-        } else {
+                .all(|o| self.uniform(e, o) == Some(v)),
+            _ => false,
+        };
+        let codes = Self::codes(e);
+        let needs: [Need; 4] = std::array::from_fn(|o| {
+            if o == qi {
+                need_of(q)
+            } else {
+                self.need_at(e, o)
+            }
+        });
+        if becomes_value || codes_for(needs) != codes {
             let mut qs = [None; 4];
             qs[qi] = Some(q);
-            self.write_block(ch, qs);
+            return self.write_block(ch, qs);
         }
-        false
+        // Same layout: rewrite the quarter in place.
+        let (line, word) = Self::place(e, qi);
+        if codes[qi] == 3 {
+            self.lines[line].0[word] = raw(q).expect("a single value");
+            return;
+        }
+        let first = self.lines[line].0;
+        self.write_quarter(line, codes[qi], q);
+        // If this quarter hosts the others, its write cleared their words.
+        if host(codes) == Some(qi) {
+            for o in (0..4).filter(|&o| codes[o] == 3) {
+                let w = Self::place(e, o).1;
+                self.lines[line].0[w] = first[w];
+            }
+        }
     }
 
     fn refill(&mut self, s: usize, qs: [Quarter<'_>; 4]) {
-        let ch = s >> 2;
-        debug_assert_eq!(self.nodes[ch], 0);
-        self.write_block(ch, qs.map(Some));
+        self.write_block(s >> 2, qs.map(Some));
+    }
+
+    fn slots(&self, s: usize) -> [u32; SLOTS] {
+        let (ch, q) = (s >> 2, s & 3);
+        let e = self.top[ch];
+        if e & CHUNK == 0 {
+            return [e; SLOTS];
+        }
+        if let Some(v) = self.single(e, q) {
+            return [v; SLOTS];
+        }
+        let c = Self::codes(e)[q];
+        let (at, _) = Self::place(e, q);
+        let mut slots = [0; SLOTS];
+        for (i, v) in slots.iter_mut().enumerate() {
+            let (line, pos) = (at + (i >> (6 - c)), (i as u32) & (63 >> c));
+            *v = in_line(&self.lines[line], c, pos);
+        }
+        slots
     }
 
     fn memory_bytes(&self) -> usize {
         TOP * 4
-            + self.nodes.capacity()
             + self.lines.capacity() * std::mem::size_of::<Line>()
             + self.free.iter().map(|f| f.capacity() * 4).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The /16 the tests lay out.
+    const CH: usize = 0x0A01;
+
+    /// A quarter to report: a single value, a node, or runs drawn from `toggles` (bit i: slot
+    /// i + 1 starts a new run) over values `vals`.
+    #[derive(Clone, Debug)]
+    enum Q {
+        Value(u32),
+        Node(u32),
+        Runs(u64, Vec<u32>),
+    }
+
+    fn quarter() -> impl Strategy<Value = Q> {
+        prop_oneof![
+            3 => (0u32..3).prop_map(Q::Value),
+            1 => (0u32..3).prop_map(Q::Node),
+            // Few, some and many runs: codes 0, 1 and 2.
+            2 => (any::<u64>(), 0u32..3, prop::collection::vec(0u32..5, 64))
+                .prop_map(|(t, density, vals)| {
+                    let t = match density { 0 => t & t >> 7 & t >> 13, 1 => t & t >> 3, _ => t };
+                    Q::Runs(t, vals)
+                }),
+        ]
+    }
+
+    /// The slot values of `q`, and the quarter as the trie reports it.
+    fn expand(q: &Q) -> [u32; SLOTS] {
+        match q {
+            Q::Value(v) => [*v; SLOTS],
+            Q::Node(n) => [TRIE | n; SLOTS],
+            Q::Runs(t, vals) => {
+                let mut slots = [0; SLOTS];
+                let mut v = vals[0];
+                for (i, s) in slots.iter_mut().enumerate() {
+                    if i > 0 && t >> (i - 1) & 1 != 0 {
+                        // A new run: a value different from the previous one.
+                        v = (v + 1 + vals[i] % 4) % 5;
+                    }
+                    *s = v;
+                }
+                slots
+            }
+        }
+    }
+
+    fn report(slots: &[u32; SLOTS]) -> Quarter<'_> {
+        let runs = (0..SLOTS).fold(0u64, |m, s| {
+            m | u64::from(s == 0 || slots[s] != slots[s - 1]) << s
+        });
+        if runs == 1 {
+            single_quarter(slots[0])
+        } else {
+            Quarter::Runs(slots, runs)
+        }
+    }
+
+    fn check(d: &Dir16, model: &[[u32; SLOTS]; 4]) -> Result<(), TestCaseError> {
+        let addrs: Vec<u32> = (0..256u32)
+            .map(|s| (CH as u32) << 16 | s << 8 | 0x5A)
+            .collect();
+        let mut out = vec![0; 64];
+        for (g, group) in addrs.chunks(64).enumerate() {
+            d.lookup_group(group, &mut out);
+            for (i, &a) in group.iter().enumerate() {
+                let want = model[g][i];
+                prop_assert_eq!(d.lookup(a), want, "single {:#x}", a);
+                prop_assert_eq!(out[i], want, "batch {:#x}", a);
+            }
+        }
+        for (q, m) in model.iter().enumerate() {
+            prop_assert_eq!(&d.slots(CH << 2 | q)[..], &m[..]);
+        }
+        let uniform = model
+            .iter()
+            .all(|m| m.iter().all(|&v| v == model[0][0] && v & TRIE == 0));
+        prop_assert_eq!(d.top[CH] & CHUNK == 0, uniform);
+        Ok(())
+    }
+
+    proptest! {
+        /// Quarters changed one by one, and the same quarters laid out at once, answer every
+        /// slot as reported, single and batched, whatever codes and hosting they need.
+        #[test]
+        fn quarters_match_their_slots(ops in prop::collection::vec((0usize..4, quarter()), 1..60)) {
+            let mut d = Dir16::default();
+            let mut model = [[crate::trie::NONE; SLOTS]; 4];
+            for (qi, q) in &ops {
+                model[*qi] = expand(q);
+                d.direct_changed(CH << 2 | qi, report(&model[*qi]));
+                check(&d, &model)?;
+            }
+            let mut fresh = Dir16::default();
+            fresh.refill(CH << 2, std::array::from_fn(|q| report(&model[q])));
+            check(&fresh, &model)?;
+            prop_assert_eq!(fresh.top[CH] >> CODES_SHIFT, d.top[CH] >> CODES_SHIFT);
+        }
+    }
+
+    /// Every code word's places: code-3 quarters share the host's line at distinct words from
+    /// 15 down; the others follow each other.
+    #[test]
+    fn places_follow_the_codes() {
+        let codes = [2, 3, 0, 3];
+        let word = codes
+            .iter()
+            .enumerate()
+            .fold(0, |w, (q, &c)| w | c << (2 * q));
+        let p = PLACES[word as usize];
+        let byte = |q: usize| (p >> (8 * q)) & 0xFF;
+        assert_eq!(byte(0), 0);
+        assert_eq!(byte(2), 4);
+        assert_eq!(byte(1), 4 | 15 << 4);
+        assert_eq!(byte(3), 4 | 14 << 4);
     }
 }

@@ -17,6 +17,10 @@ pub(crate) const HUGE_PAGE: usize = 2 << 20;
 /// would cost more memory than the TLB misses it saves.
 pub(crate) const HUGE_MIN: usize = 1 << 20;
 
+/// A growing array's capacity grows by at least 1/GROWTH of itself: the lines of a full IPv4
+/// table are a few MiB, and doubling would leave up to as much again allocated and unused.
+pub(crate) const GROWTH: usize = 4;
+
 /// A `Vec`-like array of `Copy` elements (only what the lookup structures need: `resize`,
 /// slices, clone), huge-page backed from [`HUGE_MIN`] bytes on.
 pub(crate) struct HugeVec<T: Copy> {
@@ -30,16 +34,18 @@ unsafe impl<T: Copy + Send> Send for HugeVec<T> {}
 // SAFETY: shared access only hands out `&[T]`, as Vec<T> does.
 unsafe impl<T: Copy + Sync> Sync for HugeVec<T> {}
 
-/// The layout of an array of `cap` elements, and whether it is huge-page backed.
+/// The layout of an array of `cap` elements, and whether it is huge-page backed. A huge-page
+/// backed array is aligned to a huge page but not rounded up to whole ones: the kernel backs its
+/// whole 2 MiB regions with huge pages and the tail with ordinary pages, so it holds no more
+/// memory than its capacity.
 fn layout<T>(cap: usize) -> (Layout, bool) {
     let bytes = cap
         .checked_mul(std::mem::size_of::<T>())
         .expect("HugeVec capacity overflow");
     if bytes >= HUGE_MIN {
-        let rounded = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
         let align = HUGE_PAGE.max(std::mem::align_of::<T>());
         (
-            Layout::from_size_align(rounded, align).expect("HugeVec layout"),
+            Layout::from_size_align(bytes, align).expect("HugeVec layout"),
             true,
         )
     } else {
@@ -94,11 +100,12 @@ impl<T: Copy> HugeVec<T> {
         self.cap > 0 && std::mem::size_of::<T>() > 0 && layout::<T>(self.cap).1
     }
 
-    /// Grows (filling with `value`) or shrinks to `n` elements; capacity at least doubles when
-    /// it grows, as a Vec's does.
+    /// Grows (filling with `value`) or shrinks to `n` elements. Capacity grows by at least
+    /// [`GROWTH`]: amortised constant copying per element, with less memory idle at the end
+    /// of a load than a Vec's doubling.
     pub(crate) fn resize(&mut self, n: usize, value: T) {
         if n > self.cap {
-            self.reallocate(n.max(self.cap * 2).max(4));
+            self.reallocate(n.max(self.cap + self.cap / GROWTH).max(4));
         }
         for i in self.len..n {
             // SAFETY: i < n <= cap: inside the allocation; T: Copy, so nothing is dropped.

@@ -1,20 +1,22 @@
 //! IPv4's updatable structure behind [`crate::v4::Lpm4`]: a Poptrie-style compressed
 //! multiway trie (Asai and Ohara, SIGCOMM 2015) that is updated in place, one route at a time.
-//! IPv4 lookups read the trie only for /16s holding routes longer than /24; the rest go through
-//! the index the trie mirrors its direct level into ([`crate::dir16`]).
+//! IPv4 lookups read the trie only below /24 routes' nodes (routes longer than /24); the rest
+//! go through the index the trie mirrors its direct level into ([`crate::dir16`]).
 //!
 //! # Shape
 //! - A direct-pointing array indexed by the top `D` bits of the address. An entry is a final
-//!   value (bit 31 clear), a node (`NODE_FLAG | index`) or a leaf record (`NODE_FLAG | REC_FLAG
-//!   | size | line`).
+//!   value (bit 31 clear) or the node hanging there (`NODE_FLAG | index`).
 //! - Internal nodes each consume 6 more bits (64 slots). A node holds two bitmaps: `vector` marks
 //!   the slots that lead to a child node, `leafvec` marks the slots that start a run of equal
 //!   values among the remaining (leaf) slots. A node's children are contiguous in `nodes` from
 //!   `base1`, its distinct leaf runs contiguous in `leaves` from `base0`; a popcount of the bitmap
 //!   below the slot selects the child or the run. A lookup is one direct read, one node read per
 //!   6 bits below `D`, and one leaf read.
-//! - A childless node right below the direct array (every node of a 2026 IPv4 table) compiles
-//!   into its value or a line-aligned leaf record instead (see [`Line`]): one read fewer.
+//! - A childless node right below the direct array (every node of a 2026 IPv4 table) has no
+//!   leaves here: its compiled form is its quarter of the mirror's lines, which is also where
+//!   the trie reads its slot values back from ([`Mirror::slots`]). [`Trie::lookup`] is only
+//!   asked about addresses under direct entries that are values or nodes with children (what
+//!   the mirror answers `TRIE | n` for).
 //! - Values are leaf-pushed: every leaf holds the answer of the longest prefix covering it, so a
 //!   lookup never backtracks and its cost depends only on the depth of the trie where it ends.
 //!
@@ -23,8 +25,7 @@
 //! node's 6 bits (at most 126, sorted by their in-node code, i.e. by length then bits) and the
 //! node's default: the value of the longest route shorter than the node covering all of it.
 //! Routes no longer than `D` live in `short`, and `dlen` records for each direct entry the
-//! length (+1, 0 = none) of the short route that supplies its value; `dnode` names the node
-//! hanging from each direct entry whatever the entry compiled into.
+//! length (+1, 0 = none) of the short route that supplies its value.
 //! 1. A node exists iff some route longer than its depth lies below it; so the set of nodes and
 //!    every node's leaves are a function of the route set alone (canonical form: [`Shape`] does
 //!    not depend on the order of insertions and removals). Arena capacity and free lists do.
@@ -35,44 +36,32 @@
 //!    lazy mode (batches, the `sync` writer) updates only record routes and mark nodes; `flush`
 //!    then recompiles each marked node once, top-down, and lookups are valid again.
 //!
-//! 4. Every write of a direct entry is reported to the trie's mirror `M` (`NoMirror` for IPv6;
-//!    for IPv4 the lookup index of [`crate::dir16`]), except during a bulk build, which loads
-//!    the mirror once at the end.
+//! 4. Every change of what a direct entry resolves to is reported to the trie's mirror `M` (the
+//!    lookup index of [`crate::dir16`]); a bulk build lays each chunk of four entries out once.
 //!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use crate::dir16::{Mirror, NoMirror, Quarter};
+use crate::dir16::{Mirror, Quarter};
 use crate::LpmError;
 
 /// Internal encoding of "no route" in direct entries and leaves: the largest 31-bit value, so
 /// that bit 31 of a direct entry can flag a node. Mapped to [`crate::NO_ROUTE`] on the way out.
 pub(crate) const NONE: u32 = 0x7FFF_FFFF;
-/// Bit 31 of a direct entry: not a value. With bit 30 clear, the low 30 bits are a node index.
+/// Bit 31 of a direct entry: not a value but `NODE_FLAG | n`, the node hanging there.
 pub(crate) const NODE_FLAG: u32 = 0x8000_0000;
-/// Bit 30 of a direct entry with bit 31 set: a leaf record (see `Line`), with its size in lines
-/// minus one in bits 27..30 and its first line in bits 0..27.
-const REC_FLAG: u32 = 0x4000_0000;
-const REC_LINES_SHIFT: u32 = 27;
-const REC_LINE_MASK: u32 = (1 << REC_LINES_SHIFT) - 1;
 /// `NodeCtl::slot` of a node below the direct level.
 const NO_SLOT: u32 = u32::MAX;
-/// `Trie::dnode` entry of a direct entry without a node.
-const NO_NODE: u32 = u32::MAX;
 /// Bits consumed by one internal node: 6 gives 64 slots, one `u64` bitmap, one `popcnt`.
 pub(crate) const STRIDE: u32 = 6;
 pub(crate) const SLOTS: usize = 1 << STRIDE;
 /// Routes in a childless node from which an update patches its compiled leaves rather than
 /// repainting all its routes (below it, repainting is as cheap as the patch's searches).
 const PATCH_MIN_ROUTES: usize = 8;
-/// Node indices must leave bits 30 and 31 of a direct entry free.
-const MAX_NODES: usize = REC_FLAG as usize;
-/// Record lines are addressed by 27 bits of a direct entry.
-const MAX_REC_LINES: usize = 1 << REC_LINES_SHIFT;
-/// `u32`s in a record line.
-const LINE_WORDS: usize = 16;
+/// Node indices must leave bit 31 of a direct entry free.
+const MAX_NODES: usize = NODE_FLAG as usize;
 /// Leaf indices are `u32`.
 const MAX_LEAVES: usize = u32::MAX as usize;
 /// Free index space an insert demands before it starts: more than any single update can use
@@ -112,30 +101,6 @@ impl Key for u32 {
     }
 }
 
-impl Key for u128 {
-    const BITS: u32 = 128;
-    #[inline(always)]
-    fn masked(self, len: u32) -> Self {
-        if len == 0 {
-            0
-        } else {
-            self & (u128::MAX << (128 - len))
-        }
-    }
-    #[inline(always)]
-    fn top(self, d: u32) -> usize {
-        ((self >> 64) as u64 >> (64 - d)) as usize
-    }
-    #[inline(always)]
-    fn chunk(self, off: u32) -> usize {
-        if off <= 64 - STRIDE {
-            (((self >> 64) as u64) << off >> (64 - STRIDE)) as usize
-        } else {
-            ((self << off) >> (128 - STRIDE)) as usize
-        }
-    }
-}
-
 /// A compiled internal node (the only thing a lookup reads besides the direct array and leaves).
 #[derive(Clone, Copy, Default, Debug)]
 #[repr(C)]
@@ -167,16 +132,6 @@ impl Node {
     }
 }
 
-/// One cache line of a leaf record. A node right below the direct array that has no children
-/// compiles into a record instead of node + leaf block: one *packed* line (its leaf bitmap, low
-/// half first, then up to 14 leaf runs) or, with more runs, a *flat* record of its 64 slot
-/// values in 4 lines. A lookup then reads the direct entry and exactly one record line, which
-/// the direct entry alone locates (batches prefetch it), instead of three dependent lines. A
-/// node with a single leaf run compiles into its value, right in the direct entry.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(64))]
-pub(crate) struct Line(pub(crate) [u32; LINE_WORDS]);
-
 /// Control-plane state of a node: its own routes and the value it inherits.
 #[derive(Clone, Debug)]
 struct NodeCtl {
@@ -184,15 +139,15 @@ struct NodeCtl {
     default: u32,
     /// The direct entry this node hangs from, or NO_SLOT below the direct level.
     slot: u32,
-    /// Its leaves are in a record (`Trie::recs`) rather than a leaf block.
-    in_record: bool,
+    /// It hangs from the direct array and has no children: its compiled leaves are only in
+    /// the mirror, none in `leaves`.
+    mirrored: bool,
     /// Lazy mode: its compiled leaves are stale.
     dirty: bool,
     /// Lazy mode: some node below it is dirty.
     below: bool,
-    /// Routes ending inside this node as (code, value), sorted by code; code = 1 << l | bits for
-    /// a route of l = 1..=6 bits below the node, which orders them by length first.
-    routes: Vec<(u8, u32)>,
+    /// Routes ending inside this node.
+    routes: Routes,
 }
 
 impl Default for NodeCtl {
@@ -200,11 +155,97 @@ impl Default for NodeCtl {
         NodeCtl {
             default: NONE,
             slot: NO_SLOT,
-            in_record: false,
+            mirrored: false,
             dirty: false,
             below: false,
-            routes: Vec::new(),
+            routes: Routes::default(),
         }
+    }
+}
+
+/// The routes ending inside a node, by in-node code: code = 1 << l | bits for a route of
+/// l = 1..=6 bits below the node, which orders them by length first. A bitmap of the codes
+/// present and their values in code order (the value of code c at the rank of bit c): 4 bytes
+/// per route, where (code, value) pairs would take 8.
+#[derive(Clone, Debug, Default)]
+struct Routes {
+    codes: [u64; 2],
+    values: Vec<u32>,
+}
+
+/// A node's route values grow by at least this many, or a quarter of themselves: nodes hold
+/// 15 routes on average in a 2026 table, so doubling would leave a third of the space idle.
+const ROUTES_MIN_GROWTH: usize = 4;
+
+impl Routes {
+    fn has(&self, code: u8) -> bool {
+        self.codes[usize::from(code >> 6)] >> (code & 63) & 1 != 0
+    }
+
+    /// Routes with codes below `code` (`code <= 128`).
+    fn rank(&self, code: u32) -> usize {
+        let below = |w: u64, b: u32| (w & ((1u64 << b) - 1)).count_ones();
+        (match code >> 6 {
+            0 => below(self.codes[0], code),
+            1 => self.codes[0].count_ones() + below(self.codes[1], code & 63),
+            _ => self.codes[0].count_ones() + self.codes[1].count_ones(),
+        }) as usize
+    }
+
+    fn get(&self, code: u8) -> Option<u32> {
+        self.has(code)
+            .then(|| self.values[self.rank(u32::from(code))])
+    }
+
+    /// Maps `code` to `value`; returns the value it replaced.
+    fn set(&mut self, code: u8, value: u32) -> Option<u32> {
+        let i = self.rank(u32::from(code));
+        if self.has(code) {
+            return Some(std::mem::replace(&mut self.values[i], value));
+        }
+        if self.values.len() == self.values.capacity() {
+            self.values
+                .reserve_exact(ROUTES_MIN_GROWTH.max(self.values.len() / 4));
+        }
+        self.values.insert(i, value);
+        self.codes[usize::from(code >> 6)] |= 1 << (code & 63);
+        None
+    }
+
+    fn remove(&mut self, code: u8) -> Option<u32> {
+        if !self.has(code) {
+            return None;
+        }
+        self.codes[usize::from(code >> 6)] &= !(1 << (code & 63));
+        Some(self.values.remove(self.rank(u32::from(code))))
+    }
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// (code, value) of the routes with codes in `lo..hi`, in code order.
+    fn range(&self, lo: u32, hi: u32) -> impl Iterator<Item = (u8, u32)> + '_ {
+        let mut at = self.rank(lo);
+        (lo..hi).filter(|&c| self.has(c as u8)).map(move |c| {
+            at += 1;
+            (c as u8, self.values[at - 1])
+        })
+    }
+
+    /// (code, value) of every route, in code order.
+    fn iter(&self) -> impl Iterator<Item = (u8, u32)> + '_ {
+        let mut codes = self.codes;
+        self.values.iter().map(move |&v| {
+            let w = usize::from(codes[0] == 0);
+            let b = codes[w].trailing_zeros();
+            codes[w] &= codes[w] - 1;
+            ((64 * w as u32 + b) as u8, v)
+        })
     }
 }
 
@@ -222,17 +263,13 @@ pub struct Shape {
 /// The trie over key type `K` with a direct-pointing array of `2^D` entries, reporting every
 /// change of a direct entry to its mirror `M` (IPv4's lookup index, see [`crate::dir16`]).
 #[derive(Clone, Debug)]
-pub(crate) struct Trie<K: Key, const D: u32, M: Mirror = NoMirror> {
+pub(crate) struct Trie<K: Key, const D: u32, M: Mirror> {
     pub(crate) direct: Vec<u32>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) leaves: Vec<u32>,
     node_arena: ArenaMeta,
     leaf_arena: ArenaMeta,
-    pub(crate) recs: Vec<Line>,
-    rec_arena: ArenaMeta,
     ctl: Vec<NodeCtl>,
-    /// The node hanging from each direct entry (NO_NODE if none), whatever it compiled into.
-    dnode: Vec<u32>,
     /// Leaf runs over all nodes, however stored.
     leaf_total: usize,
     /// Lazy mode: direct entries whose node (if it still exists) is dirty or has dirty nodes below.
@@ -243,6 +280,12 @@ pub(crate) struct Trie<K: Key, const D: u32, M: Mirror = NoMirror> {
     pub(crate) mirror: M,
     /// During a bulk build: direct-entry changes are not reported (see `compile_all`).
     mirror_quiet: bool,
+}
+
+/// The node a direct entry `d` names, if it names one.
+#[inline(always)]
+fn node_of(d: u32) -> Option<u32> {
+    (d & NODE_FLAG != 0).then_some(d & !NODE_FLAG)
 }
 
 /// Free lists of a block arena: blocks of 1..=64 contiguous elements in one growable vector
@@ -279,6 +322,9 @@ fn alloc<T: Default + Clone>(
     }
     let at = items.len();
     assert!(at + n <= cap, "fibre-lpm arena index space exhausted");
+    if at + n > items.capacity() {
+        items.reserve_exact(n.max(items.capacity() / crate::huge::GROWTH));
+    }
     items.resize(at + n, T::default());
     at as u32
 }
@@ -315,10 +361,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             leaves: Vec::new(),
             node_arena: ArenaMeta::new(),
             leaf_arena: ArenaMeta::new(),
-            recs: Vec::new(),
-            rec_arena: ArenaMeta::new(),
             ctl: Vec::new(),
-            dnode: vec![NO_NODE; 1 << D],
             leaf_total: 0,
             dirty_slots: Vec::new(),
             dlen: vec![0; 1 << D],
@@ -344,9 +387,6 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     pub(crate) fn memory_bytes(&self) -> usize {
         let free = |m: &ArenaMeta| m.free.iter().map(|f| f.capacity() * 4).sum::<usize>();
         self.direct.capacity() * 4
-            + self.dnode.capacity() * 4
-            + self.recs.capacity() * std::mem::size_of::<Line>()
-            + free(&self.rec_arena)
             + self.dlen.capacity()
             + self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.leaves.capacity() * 4
@@ -354,7 +394,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             + self
                 .ctl
                 .iter()
-                .map(|c| c.routes.capacity() * 8)
+                .map(|c| c.routes.values.capacity() * 4)
                 .sum::<usize>()
             + self.short.capacity() * (std::mem::size_of::<((K, u8), u32)>() + 1)
             + free(&self.node_arena)
@@ -362,25 +402,30 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             + self.mirror.memory_bytes()
     }
 
-    /// Bytes the lookup path reads from: direct array, nodes, leaves and records.
+    /// True when some route is longer than `D + STRIDE` (some node has children, so its
+    /// subtree holds leaves in `leaves`).
+    pub(crate) fn has_deep_routes(&self) -> bool {
+        self.leaf_arena.live > 0
+    }
+
+    /// Bytes the lookup path reads from: direct array, nodes and leaves.
     pub(crate) fn lookup_bytes(&self) -> usize {
         self.direct.len() * 4
-            + self.recs.len() * std::mem::size_of::<Line>()
             + self.nodes.len() * std::mem::size_of::<Node>()
             + self.leaves.len() * 4
     }
 
     /// Longest-prefix match; returns the internal value (NONE when no route covers `key`).
+    /// Only for keys whose direct entry is a value or a node with children: a childless node
+    /// under the direct array is compiled in the mirror alone.
     #[inline(always)]
     pub(crate) fn lookup(&self, key: K) -> u32 {
         let d = self.direct[key.top(D)];
-        if d & NODE_FLAG == 0 {
+        let Some(n) = node_of(d) else {
             return d;
-        }
-        if d & REC_FLAG != 0 {
-            return self.record_leaf(d, key.chunk(D));
-        }
-        let mut node = &self.nodes[(d & !NODE_FLAG) as usize];
+        };
+        debug_assert!(!self.ctl[n as usize].mirrored);
+        let mut node = &self.nodes[n as usize];
         let mut off = D;
         loop {
             let slot = key.chunk(off);
@@ -394,41 +439,20 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         }
     }
 
-    /// The leaf for `slot` in the record a direct entry `d` points to.
-    #[inline(always)]
-    fn record_leaf(&self, d: u32, slot: usize) -> u32 {
-        let line = record_line(d, slot);
-        if d >> REC_LINES_SHIFT & 7 == 0 {
-            let head = &self.recs[line].0;
-            let leafvec = u64::from(head[0]) | u64::from(head[1]) << 32;
-            // Leaf i is word 2 + i; the run containing `slot` is popcount - 1.
-            head[1 + (leafvec & (u64::MAX >> (63 - slot))).count_ones() as usize]
-        } else {
-            self.recs[line].0[slot % LINE_WORDS]
-        }
-    }
-
     pub(crate) fn get(&self, key: K, len: u8) -> Option<u32> {
         let len32 = u32::from(len);
         let key = key.masked(len32);
         if len32 <= D {
             return self.short.get(&(key, len)).copied();
         }
-        let mut n = self.dnode[key.top(D)];
-        if n == NO_NODE {
-            return None;
-        }
+        let mut n = node_of(self.direct[key.top(D)])?;
         let mut off = D;
         while len32 > off + STRIDE {
             n = self.nodes[n as usize].child(key.chunk(off))?;
             off += STRIDE;
         }
         let code = route_code(key, off, len32);
-        let routes = &self.ctl[n as usize].routes;
-        routes
-            .binary_search_by_key(&code, |r| r.0)
-            .ok()
-            .map(|i| routes[i].1)
+        self.ctl[n as usize].routes.get(code)
     }
 
     fn check(&self, len: u8, value: u32) -> Result<(), LpmError> {
@@ -475,8 +499,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     pub(crate) fn flush(&mut self) {
         let mut slots = std::mem::take(&mut self.dirty_slots);
         for &s in &slots {
-            let n = self.dnode[s as usize];
-            if n != NO_NODE {
+            if let Some(n) = node_of(self.direct[s as usize]) {
                 self.flush_node(n, false);
             }
         }
@@ -519,7 +542,9 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
 
     /// Lazy mode: records that direct entry `s`'s node has something to recompile.
     fn mark_slot(&mut self, s: usize) {
-        let n = self.dnode[s];
+        let Some(n) = node_of(self.direct[s]) else {
+            return;
+        };
         let ctl = &self.ctl[n as usize];
         if !ctl.dirty && !ctl.below {
             self.dirty_slots.push(s as u32);
@@ -566,10 +591,9 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         }
         // Create the path down to the node that holds the route.
         let s = key.top(D);
-        let mut n = if self.dnode[s] != NO_NODE {
-            self.dnode[s]
-        } else {
-            self.new_direct_node(s, mode)
+        let mut n = match node_of(self.direct[s]) {
+            Some(n) => n,
+            None => self.new_direct_node(s, mode),
         };
         if mode == Mode::Lazy {
             self.mark_slot(s);
@@ -587,15 +611,10 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             off += STRIDE;
         }
         let code = route_code(key, off, len32);
-        let routes = &mut self.ctl[n as usize].routes;
-        let old = match routes.binary_search_by_key(&code, |r| r.0) {
-            Ok(i) => Some(std::mem::replace(&mut routes[i].1, value)),
-            Err(i) => {
-                routes.insert(i, (code, value));
-                self.routes += 1;
-                None
-            }
-        };
+        let old = self.ctl[n as usize].routes.set(code, value);
+        if old.is_none() {
+            self.routes += 1;
+        }
         if old != Some(value) {
             match mode {
                 Mode::Compile => self.recompute_route(n, code),
@@ -633,12 +652,9 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             return Some(old);
         }
         let s = key.top(D);
-        if self.dnode[s] == NO_NODE {
-            return None;
-        }
+        let mut n = node_of(self.direct[s])?;
         // path[i] = (node, slot in that node leading to path[i + 1]).
         let mut path: Vec<(u32, usize)> = Vec::with_capacity(24);
-        let mut n = self.dnode[s];
         let mut off = D;
         while len32 > off + STRIDE {
             let slot = key.chunk(off);
@@ -648,9 +664,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             off += STRIDE;
         }
         let code = route_code(key, off, len32);
-        let routes = &mut self.ctl[n as usize].routes;
-        let i = routes.binary_search_by_key(&code, |r| r.0).ok()?;
-        let (_, old) = routes.remove(i);
+        let old = self.ctl[n as usize].routes.remove(code)?;
         self.routes -= 1;
         if mode == Mode::Lazy {
             self.mark_slot(s);
@@ -680,7 +694,6 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
                     self.free_node_storage(n);
                     release(&mut self.node_arena, n, 1);
                     self.direct[s] = default;
-                    self.dnode[s] = NO_NODE;
                     self.mirror_changed(s, Quarter::Value(default));
                     break;
                 }
@@ -691,11 +704,12 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
 
     /// Sets the value a direct entry resolves to, pushing it into the node there if any.
     fn set_direct_value(&mut self, s: usize, value: u32, mode: Mode) {
-        let n = self.dnode[s];
-        if n == NO_NODE {
+        let Some(n) = node_of(self.direct[s]) else {
             self.direct[s] = value;
             self.mirror_changed(s, Quarter::Value(value));
-        } else if self.ctl[n as usize].default != value {
+            return;
+        };
+        if self.ctl[n as usize].default != value {
             if mode == Mode::Lazy {
                 self.mark_slot(s);
                 self.ctl[n as usize].dirty = true;
@@ -710,7 +724,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     /// A fresh node (its own block) under direct entry `s`, resolving to the entry's value.
     fn new_direct_node(&mut self, s: usize, mode: Mode) -> u32 {
         let n = alloc(&mut self.nodes, &mut self.node_arena, 1, MAX_NODES);
-        self.ctl.resize(self.nodes.len(), NodeCtl::default());
+        self.grow_ctl();
         self.nodes[n as usize] = Node::default();
         let default = self.direct[s];
         self.ctl[n as usize] = NodeCtl {
@@ -718,7 +732,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             slot: s as u32,
             ..NodeCtl::default()
         };
-        self.dnode[s] = n;
+        self.direct[s] = NODE_FLAG | n;
         if mode == Mode::Compile {
             self.write_leaves(n, &[default; SLOTS]);
         }
@@ -736,7 +750,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             NONE
         };
         let at = alloc(&mut self.nodes, &mut self.node_arena, count + 1, MAX_NODES);
-        self.ctl.resize(self.nodes.len(), NodeCtl::default());
+        self.grow_ctl();
         let (old, new) = (node.base1 as usize, at as usize);
         for i in 0..count {
             let dst = new + i + usize::from(i >= rank);
@@ -781,7 +795,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         self.free_node_storage((old + rank) as u32);
         let at = if count > 1 {
             let at = alloc(&mut self.nodes, &mut self.node_arena, count - 1, MAX_NODES);
-            self.ctl.resize(self.nodes.len(), NodeCtl::default());
+            self.grow_ctl();
             for i in (0..count).filter(|&i| i != rank) {
                 let dst = at as usize + i - usize::from(i > rank);
                 self.nodes[dst] = self.nodes[old + i];
@@ -803,12 +817,23 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         }
     }
 
+    /// Gives every node its control state (`ctl` follows `nodes`, with the same growth).
+    fn grow_ctl(&mut self) {
+        if self.nodes.len() > self.ctl.capacity() {
+            self.ctl
+                .reserve_exact(self.nodes.capacity() - self.ctl.len());
+        }
+        self.ctl.resize(self.nodes.len(), NodeCtl::default());
+    }
+
     /// Frees a node's leaves and control state (not its slot in the node arena).
     fn free_node_storage(&mut self, n: u32) {
         let node = self.nodes[n as usize];
         let count = node.leafvec.count_ones() as usize;
         self.leaf_total -= count;
-        self.release_leaves(&node, self.ctl[n as usize].in_record, count);
+        if !self.ctl[n as usize].mirrored {
+            release(&mut self.leaf_arena, node.base0, count);
+        }
         self.nodes[n as usize] = Node::default();
         self.ctl[n as usize] = NodeCtl::default();
     }
@@ -817,7 +842,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     fn paint(&self, n: u32) -> [u32; SLOTS] {
         let ctl = &self.ctl[n as usize];
         let mut slots = [ctl.default; SLOTS];
-        for &(code, value) in &ctl.routes {
+        for (code, value) in ctl.routes.iter() {
             let l = 7 - code.leading_zeros(); // code < 128, so l = 1..=6
             let shift = STRIDE - l;
             let first = usize::from(code ^ (1 << l)) << shift;
@@ -855,144 +880,52 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     fn write_runs(&mut self, n: u32, slots: &[u32; SLOTS], leafvec: u64) {
         let node = self.nodes[n as usize];
         debug_assert!(node.vector != 0 || leafvec == run_starts(slots, 0..SLOTS));
-        let mut runs = [0u32; SLOTS];
         let count = leafvec.count_ones() as usize;
-        let mut starts = leafvec;
-        for r in runs.iter_mut().take(count) {
-            *r = slots[starts.trailing_zeros() as usize];
-            starts &= starts - 1;
-        }
-        let runs = &runs[..count];
         let old = node.leafvec.count_ones() as usize;
         self.leaf_total = self.leaf_total + count - old;
         let ctl = &self.ctl[n as usize];
-        let (slot, was_record) = (ctl.slot, ctl.in_record);
-        let in_record = slot != NO_SLOT && node.vector == 0;
-        let same_size = if in_record {
-            record_lines(count) == record_lines(old)
-        } else {
-            count == old
-        };
+        let (slot, was_mirrored) = (ctl.slot, ctl.mirrored);
+        let mirrored = slot != NO_SLOT && node.vector == 0;
         let mut base0 = node.base0;
-        if in_record != was_record || !same_size {
-            self.release_leaves(&node, was_record, old);
-            base0 = 0;
-            if in_record && record_lines(count) > 0 {
-                base0 = alloc(
-                    &mut self.recs,
-                    &mut self.rec_arena,
-                    record_lines(count),
-                    MAX_REC_LINES,
-                );
-            } else if !in_record && count > 0 {
+        if !was_mirrored && (mirrored || count != old) {
+            release(&mut self.leaf_arena, node.base0, old);
+        }
+        if !mirrored {
+            if (was_mirrored || count != old) && count > 0 {
                 base0 = alloc(&mut self.leaves, &mut self.leaf_arena, count, MAX_LEAVES);
             }
-        }
-        if in_record && record_lines(count) == 1 {
-            let head = &mut self.recs[base0 as usize].0;
-            head[0] = leafvec as u32;
-            head[1] = (leafvec >> 32) as u32;
-            head[2..2 + count].copy_from_slice(runs);
-        } else if in_record && record_lines(count) == FLAT_LINES {
-            for (i, &v) in slots.iter().enumerate() {
-                self.recs[base0 as usize + i / LINE_WORDS].0[i % LINE_WORDS] = v;
+            let mut starts = leafvec;
+            for leaf in &mut self.leaves[base0 as usize..base0 as usize + count] {
+                *leaf = slots[starts.trailing_zeros() as usize];
+                starts &= starts - 1;
             }
-        } else if !in_record {
-            self.leaves[base0 as usize..base0 as usize + count].copy_from_slice(runs);
         }
-        self.ctl[n as usize].in_record = in_record;
+        self.ctl[n as usize].mirrored = mirrored;
         let node = &mut self.nodes[n as usize];
         node.leafvec = leafvec;
         node.base0 = base0;
         if slot != NO_SLOT {
-            let (entry, quarter) = if !in_record {
-                (NODE_FLAG | n, Quarter::Node)
-            } else if count == 1 {
-                (runs[0], Quarter::Value(runs[0]))
-            } else {
-                let lines = record_lines(count) as u32;
-                let rec = NODE_FLAG | REC_FLAG | (lines - 1) << REC_LINES_SHIFT | base0;
-                (rec, Quarter::Runs(slots, leafvec))
-            };
-            self.direct[slot as usize] = entry;
+            let quarter = Self::quarter(n, node, slots);
             self.mirror_changed(slot as usize, quarter);
         }
     }
 
-    /// Tells the mirror that direct entry `s` now resolves as `q`, refilling the mirror's
-    /// group of `s` (the four direct entries from `s & !3`) when it asks.
+    /// How the mirror lays out node `n` (under the direct array), compiled from `slots`.
+    fn quarter<'a>(n: u32, node: &Node, slots: &'a [u32; SLOTS]) -> Quarter<'a> {
+        if node.vector != 0 {
+            Quarter::Node(n)
+        } else if node.leafvec == 1 {
+            Quarter::Value(slots[0])
+        } else {
+            Quarter::Runs(slots, node.leafvec)
+        }
+    }
+
+    /// Tells the mirror that direct entry `s` now resolves as `q`.
     #[inline(always)]
     fn mirror_changed(&mut self, s: usize, q: Quarter<'_>) {
-        if !self.mirror_quiet && self.mirror.direct_changed(s, q) {
-            self.refill_mirror(s);
-        }
-    }
-
-    /// Loads the mirror with the group of four direct entries from `first`, as they are now
-    /// (after a bulk build, which kept the mirror quiet).
-    fn mirror_group(&mut self, first: usize) {
-        if !M::ACTIVE {
-            return;
-        }
-        let entries = &self.direct[first..first + 4];
-        if entries
-            .iter()
-            .all(|&d| d == entries[0] && d & NODE_FLAG == 0)
-        {
-            if entries[0] != NONE {
-                self.mirror.refill(first, [Quarter::Value(entries[0]); 4]);
-            }
-            return;
-        }
-        if entries
-            .iter()
-            .any(|&d| d & NODE_FLAG != 0 && d & REC_FLAG == 0)
-        {
-            for q in 0..4 {
-                let d = self.direct[first + q];
-                if d & NODE_FLAG != 0 && d & REC_FLAG == 0 {
-                    self.mirror.direct_changed(first + q, Quarter::Node);
-                }
-            }
-            return;
-        }
-        self.refill_mirror(first);
-    }
-
-    /// Reports the four direct entries of `s`'s group to the mirror, as they are now (every
-    /// change of them has been reported, so none of them is a node here).
-    #[cold]
-    fn refill_mirror(&mut self, s: usize) {
-        let first = s & !3;
-        let mut slots = [[0u32; SLOTS]; 4];
-        let mut runs = [0u64; 4];
-        for q in 0..4 {
-            let d = self.direct[first + q];
-            if d & NODE_FLAG != 0 && d & REC_FLAG != 0 {
-                let n = self.dnode[first + q];
-                slots[q] = self.expand(n);
-                runs[q] = self.nodes[n as usize].leafvec;
-            }
-        }
-        let quarters: [Quarter<'_>; 4] = std::array::from_fn(|q| {
-            let d = self.direct[first + q];
-            if d & NODE_FLAG == 0 {
-                Quarter::Value(d)
-            } else if d & REC_FLAG != 0 {
-                Quarter::Runs(&slots[q], runs[q])
-            } else {
-                Quarter::Node
-            }
-        });
-        self.mirror.refill(s, quarters);
-    }
-
-    /// Releases the storage of `count` leaves of `node`, kept in a record or a leaf block.
-    fn release_leaves(&mut self, node: &Node, in_record: bool, count: usize) {
-        if in_record {
-            release(&mut self.rec_arena, node.base0, record_lines(count));
-        } else {
-            release(&mut self.leaf_arena, node.base0, count);
+        if !self.mirror_quiet {
+            self.mirror.direct_changed(s, q);
         }
     }
 
@@ -1014,21 +947,14 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         // The longest route covering all of the range (the route itself, if present).
         let base = (1..=l)
             .rev()
-            .find_map(|l2| {
-                let c2 = ((1 << l2) | bits >> (l - l2)) as u8;
-                routes
-                    .binary_search_by_key(&c2, |r| r.0)
-                    .ok()
-                    .map(|i| routes[i].1)
-            })
+            .find_map(|l2| routes.get(((1 << l2) | bits >> (l - l2)) as u8))
             .unwrap_or(ctl.default);
         slots[first..first + (1 << (STRIDE - l))].fill(base);
         // Longer routes inside the range, shortest first (codes of one length are contiguous).
         for l2 in l + 1..=STRIDE {
             let lo = (1u32 << l2) | bits << (l2 - l);
             let hi = lo + (1 << (l2 - l));
-            let start = routes.partition_point(|r| u32::from(r.0) < lo);
-            for &(c2, v) in routes[start..].iter().take_while(|r| u32::from(r.0) < hi) {
+            for (c2, v) in routes.range(lo, hi) {
                 let at = usize::from(c2 ^ (1 << l2)) << (STRIDE - l2);
                 slots[at..at + (1 << (STRIDE - l2))].fill(v);
             }
@@ -1041,31 +967,17 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         self.write_runs(n, &slots, leafvec);
     }
 
-    /// The slot values of a childless node, read back from its compiled leaves.
+    /// The slot values of a childless node, read back from its compiled leaves (in the mirror
+    /// for a node under the direct array).
     fn expand(&self, n: u32) -> [u32; SLOTS] {
         let node = self.nodes[n as usize];
         let ctl = &self.ctl[n as usize];
-        let count = node.leafvec.count_ones() as usize;
-        if ctl.in_record && record_lines(count) == FLAT_LINES {
-            let mut slots = [0u32; SLOTS];
-            for (i, v) in slots.iter_mut().enumerate() {
-                *v = self.recs[node.base0 as usize + i / LINE_WORDS].0[i % LINE_WORDS];
-            }
-            return slots;
+        if ctl.mirrored {
+            return self.mirror.slots(ctl.slot as usize);
         }
-        let run = |i: usize| -> u32 {
-            if !ctl.in_record {
-                self.leaves[node.base0 as usize + i]
-            } else if count == 1 {
-                self.direct[ctl.slot as usize]
-            } else {
-                let word = 2 + i;
-                self.recs[node.base0 as usize + word / LINE_WORDS].0[word % LINE_WORDS]
-            }
-        };
         let mut slots = [0u32; SLOTS];
         let mut starts = node.leafvec;
-        let mut i = 0;
+        let mut leaf = node.base0 as usize;
         while starts != 0 {
             let from = starts.trailing_zeros() as usize;
             starts &= starts - 1;
@@ -1074,8 +986,8 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             } else {
                 starts.trailing_zeros() as usize
             };
-            slots[from..to].fill(run(i));
-            i += 1;
+            slots[from..to].fill(self.leaves[leaf]);
+            leaf += 1;
         }
         slots
     }
@@ -1098,10 +1010,10 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         }
     }
 
-    /// Finishes a deferred build: direct values from the short routes, then every node once.
+    /// Finishes a deferred build: direct values from the short routes, then every node once,
+    /// then each chunk of four direct entries into the mirror at once (rather than the mirror
+    /// told of every entry as it compiles).
     fn compile_all(&mut self) {
-        // The mirror is loaded once at the end, each group of four direct entries at once,
-        // rather than told of every entry as it compiles.
         self.mirror_quiet = true;
         let mut shorts: Vec<(K, u8, u32)> =
             self.short.iter().map(|(&(k, l), &v)| (k, l, v)).collect();
@@ -1112,29 +1024,40 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             values[start..start + count].fill(value);
             self.dlen[start..start + count].fill(len + 1);
         }
-        for (s, value) in values.into_iter().enumerate() {
-            let n = self.dnode[s];
-            if n == NO_NODE {
-                self.direct[s] = value;
-            } else {
-                self.ctl[n as usize].default = value;
-                self.compile_subtree(n);
+        let mut slots = [[0u32; SLOTS]; 4];
+        for first in (0..1usize << D).step_by(4) {
+            let mut any = false;
+            for (q, slots) in slots.iter_mut().enumerate() {
+                let s = first + q;
+                match node_of(self.direct[s]) {
+                    None => self.direct[s] = values[s],
+                    Some(n) => {
+                        self.ctl[n as usize].default = values[s];
+                        *slots = self.compile_subtree(n);
+                    }
+                }
+                any |= self.direct[s] != NONE;
+            }
+            if any {
+                let quarters: [Quarter<'_>; 4] =
+                    std::array::from_fn(|q| match node_of(self.direct[first + q]) {
+                        None => Quarter::Value(self.direct[first + q]),
+                        Some(n) => Self::quarter(n, &self.nodes[n as usize], &slots[q]),
+                    });
+                self.mirror.refill(first, quarters);
             }
         }
         self.mirror_quiet = false;
-        for first in (0..1usize << D).step_by(4) {
-            self.mirror_group(first);
-        }
-        // The arrays grew by doubling; a bulk-built table starts with exact ones.
+        // The arrays grew while routes were recorded; a bulk-built table starts with exact ones.
         self.nodes.shrink_to_fit();
         self.ctl.shrink_to_fit();
         self.leaves.shrink_to_fit();
-        self.recs.shrink_to_fit();
     }
 
-    fn compile_subtree(&mut self, n: u32) {
-        // Route lists grew by doubling while recorded; a bulk-built table keeps them exact.
-        self.ctl[n as usize].routes.shrink_to_fit();
+    /// Compiles `n` and its subtree; returns `n`'s slot values.
+    fn compile_subtree(&mut self, n: u32) -> [u32; SLOTS] {
+        // Route lists grew while recorded; a bulk-built table keeps them exact.
+        self.ctl[n as usize].routes.values.shrink_to_fit();
         let slots = self.paint(n);
         self.write_leaves(n, &slots);
         let node = self.nodes[n as usize];
@@ -1147,6 +1070,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             c += 1;
             vector &= vector - 1;
         }
+        slots
     }
 }
 
@@ -1156,34 +1080,6 @@ fn run_starts(slots: &[u32; SLOTS], range: std::ops::Range<usize>) -> u64 {
     range.fold(0, |m, s| {
         m | u64::from(s == 0 || slots[s] != slots[s.saturating_sub(1)]) << s
     })
-}
-
-/// Leaf runs that fit in a one-line record beside their bitmap.
-const PACKED_RUNS: usize = LINE_WORDS - 2;
-/// Lines of a flat record: the 64 slot values themselves, 16 per line.
-const FLAT_LINES: usize = SLOTS / LINE_WORDS;
-
-/// Lines of a record holding `count` leaf runs: none for a single run (the value lives in the
-/// direct entry itself), one packed line (bitmap + runs) up to `PACKED_RUNS`, else a flat record
-/// of every slot's value. Either way a lookup reads exactly one record line, and the direct
-/// entry alone says which.
-fn record_lines(count: usize) -> usize {
-    match count {
-        0 | 1 => 0,
-        2..=PACKED_RUNS => 1,
-        _ => FLAT_LINES,
-    }
-}
-
-/// The record line holding `slot` for a direct entry `d` that points to a record.
-#[inline(always)]
-fn record_line(d: u32, slot: usize) -> usize {
-    let line = (d & REC_LINE_MASK) as usize;
-    if d >> REC_LINES_SHIFT & 7 == 0 {
-        line
-    } else {
-        line + slot / LINE_WORDS
-    }
 }
 
 /// In-node code of a route of `len` bits whose node starts at bit `off`: 1 << l | top l bits.
@@ -1196,4 +1092,35 @@ fn route_code<K: Key>(key: K, off: u32, len: u32) -> u8 {
 fn direct_range<K: Key, const D: u32>(key: K, len: u32) -> (usize, usize) {
     let start = if D == 0 { 0 } else { key.top(D) };
     (start, 1usize << (D - len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// `Routes` against a sorted map of codes to values.
+        #[test]
+        fn routes_match_a_sorted_map(ops in prop::collection::vec((2u8..128, any::<bool>(), 0u32..9), 1..300)) {
+            let mut r = Routes::default();
+            let mut model = BTreeMap::new();
+            for (code, insert, value) in ops {
+                if insert {
+                    prop_assert_eq!(r.set(code, value), model.insert(code, value));
+                } else {
+                    prop_assert_eq!(r.remove(code), model.remove(&code));
+                }
+                prop_assert_eq!(r.get(code), model.get(&code).copied());
+                prop_assert_eq!(r.len(), model.len());
+                let all: Vec<(u8, u32)> = model.iter().map(|(&c, &v)| (c, v)).collect();
+                prop_assert_eq!(r.iter().collect::<Vec<_>>(), all.clone());
+                let (lo, hi) = (u32::from(code) & !7, (u32::from(code) | 7) + 1);
+                let want: Vec<(u8, u32)> =
+                    all.into_iter().filter(|&(c, _)| (lo..hi).contains(&u32::from(c))).collect();
+                prop_assert_eq!(r.range(lo, hi).collect::<Vec<_>>(), want);
+            }
+        }
+    }
 }

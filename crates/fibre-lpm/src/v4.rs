@@ -1,9 +1,14 @@
 //! IPv4 longest-prefix match: [`Lpm4`], a trie with an 18-bit direct-pointing array and 6-bit
-//! nodes (the updatable, compiled structure), mirrored into a 16-bit lookup index
-//! ([`crate::dir16`]) that answers every address whose /16 holds no route longer than /24 with
-//! one read of a 256 KiB array and one line read. Other /16s are answered by the trie.
+//! nodes (the updatable structure, which keeps the routes), mirrored into a 16-bit lookup index
+//! ([`crate::dir16`]) that answers every address not covered by a route longer than /24 with one
+//! read of a 256 KiB array and one line read. Addresses under /24s holding longer routes
+//! continue in the trie's nodes.
+//!
+//! On x86_64 the lookups count bits with `popcnt`: the repository's `.cargo/config.toml` makes it
+//! a compile-time feature, so a single lookup inlines into its caller with no feature check; a
+//! build without it checks once per call (per batch for batches) and runs a popcnt-compiled copy.
 
-use crate::dir16::Dir16;
+use crate::dir16::{Dir16, TRIE};
 use crate::trie::{Trie, STRIDE};
 use crate::{LpmError, Shape};
 
@@ -58,13 +63,14 @@ impl Lpm4 {
     /// `lookup` in the internal encoding (NONE for no route).
     #[inline(always)]
     fn lookup_internal(&self, addr: u32) -> u32 {
-        match self.trie.mirror.lookup(addr) {
-            Ok(v) => v,
-            Err(()) => self.trie_lookup(addr),
+        let v = self.trie.mirror.lookup(addr);
+        if v & TRIE != 0 {
+            return self.trie_lookup(addr);
         }
+        v
     }
 
-    /// The lookup of an address whose /16 falls back to the trie (routes longer than /24).
+    /// The lookup of an address the index hands to the trie (under a route longer than /24).
     #[cold]
     #[inline(never)]
     fn trie_lookup(&self, addr: u32) -> u32 {
@@ -119,10 +125,10 @@ impl Lpm4 {
     #[inline(always)]
     fn batch_internal(&self, addrs: &[u32], out: &mut [u32]) {
         for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-            let mut fallback = self.trie.mirror.lookup_group(a, o);
-            while fallback != 0 {
-                let i = fallback.trailing_zeros() as usize;
-                fallback &= fallback - 1;
+            let mut deep = self.trie.mirror.lookup_group(a, o);
+            while deep != 0 {
+                let i = deep.trailing_zeros() as usize;
+                deep &= deep - 1;
                 o[i] = self.trie_lookup(a[i]);
             }
             for v in o.iter_mut() {
@@ -138,10 +144,9 @@ impl Lpm4 {
 
     /// Bytes of the arrays lookups read (direct array, nodes, leaves).
     pub fn lookup_bytes(&self) -> usize {
-        let m = &self.trie.mirror;
-        // The trie is read only for /16s that fall back to it.
-        m.lookup_bytes()
-            + if m.fallbacks > 0 {
+        // The trie is read only under routes longer than /24.
+        self.trie.mirror.lookup_bytes()
+            + if self.trie.has_deep_routes() {
                 self.trie.lookup_bytes()
             } else {
                 0
@@ -297,10 +302,15 @@ mod tests {
         }
     }
 
-    /// A route longer than /24 makes its /16 fall back to the trie; removing it lays the /16
-    /// out again, in every update mode.
+    /// True when the index hands `addr` to the trie.
+    fn in_trie(t: &Lpm4, addr: u32) -> bool {
+        t.trie.mirror.lookup(addr) & TRIE != 0
+    }
+
+    /// A route longer than /24 makes its /18 quarter a trie marker (and only that quarter);
+    /// removing it lays the quarter out again, in every update mode.
     #[test]
-    fn fallback_chunks_come_and_go() {
+    fn deep_routes_come_and_go() {
         let mut routes = vec![
             (CHUNK16 | 0x4000, 18, 1),
             (CHUNK16 | 0x4100, 24, 2),
@@ -308,13 +318,16 @@ mod tests {
         ];
         let mut t = Lpm4::from_routes(routes.iter().copied()).unwrap();
         check(&t, &routes);
+        assert!(!t.trie.has_deep_routes());
         let host = (CHUNK16 | 0x4101, 32, 4);
         t.insert(host.0, host.1, host.2).unwrap();
         routes.push(host);
-        assert_eq!(t.trie.mirror.fallbacks, 1);
+        assert!(t.trie.has_deep_routes());
+        assert!(in_trie(&t, host.0) && in_trie(&t, CHUNK16 | 0x7FFF));
+        assert!(!in_trie(&t, CHUNK16 | 0x3FFF) && !in_trie(&t, CHUNK16 | 0xC000));
         check(&t, &routes);
         let bulk = Lpm4::from_routes(routes.iter().copied()).unwrap();
-        assert_eq!(bulk.trie.mirror.fallbacks, 1);
+        assert!(in_trie(&bulk, host.0) && !in_trie(&bulk, CHUNK16 | 0xC000));
         check(&bulk, &routes);
         {
             let mut b = t.batch();
@@ -323,11 +336,12 @@ mod tests {
         }
         routes.pop();
         routes.push((CHUNK16 | 0x80, 25, 5));
-        assert_eq!(t.trie.mirror.fallbacks, 1);
+        assert!(!in_trie(&t, host.0) && in_trie(&t, CHUNK16 | 0x80));
         check(&t, &routes);
         t.remove(CHUNK16 | 0x80, 25);
         routes.pop();
-        assert_eq!(t.trie.mirror.fallbacks, 0);
+        assert!(!t.trie.has_deep_routes());
+        assert!(!in_trie(&t, CHUNK16 | 0x80));
         assert_ne!(chunk_entry(&t) & CHUNK, 0);
         check(&t, &routes);
         for r in routes.drain(..) {

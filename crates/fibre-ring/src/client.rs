@@ -175,7 +175,7 @@ impl Client {
     pub fn connect(path: &Path, config: ClientConfig) -> Result<Client, ClientError> {
         config.rx.validate().map_err(ClientError::Geometry)?;
         config.tx.validate().map_err(ClientError::Geometry)?;
-        let sock = sys::connect(path)?;
+        let sock = sys::seqpacket_connect(path)?;
         let request = SetupRequest {
             rx: config.rx,
             tx: config.tx,

@@ -35,13 +35,13 @@ pub mod proto;
 mod ring;
 pub mod server;
 mod shm;
-mod sys;
+use fibre_sys as sys;
 
 pub use client::{Client, ClientConfig, ClientError, KeptFrame, Message};
+pub use fibre_sys::Credentials;
 pub use frame::{FrameStatus, Sender};
 pub use geometry::{GeometryError, RingGeometry};
 pub use server::{
     AcceptError, Dump, Handler, Limits, Listener, Overrun, Request, Responder, Session,
     SessionError, SessionStats, Via,
 };
-pub use sys::Credentials;

@@ -692,7 +692,7 @@ pub struct Listener {
 
 impl Listener {
     pub fn bind(path: &Path) -> io::Result<Listener> {
-        let fd = sys::listen(path, 128)?;
+        let fd = sys::seqpacket_listen(path, 128)?;
         Ok(Listener {
             fd,
             path: path.to_path_buf(),

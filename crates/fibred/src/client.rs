@@ -5,6 +5,7 @@ use crate::sys;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
+use std::time::Duration;
 
 pub struct SocketClient {
     fd: OwnedFd,
@@ -21,21 +22,22 @@ impl SocketClient {
 
     /// Sends one datagram (one or more netlink messages).
     pub fn send(&mut self, datagram: &[u8]) -> io::Result<()> {
-        sys::send(self.fd.as_fd(), datagram, 0).map(|_| ())
+        sys::send(self.fd.as_fd(), datagram, &[], 0).map(|_| ())
     }
 
     /// Receives one datagram, waiting for it; an empty slice means the daemon closed.
     pub fn recv(&mut self) -> io::Result<&[u8]> {
         let len = sys::next_len(self.fd.as_fd(), 0)?;
         self.buf.resize(len, 0);
-        let n = sys::recv(self.fd.as_fd(), &mut self.buf, 0)?;
-        Ok(&self.buf[..n])
+        let got = sys::recv(self.fd.as_fd(), &mut self.buf, 0)?;
+        Ok(&self.buf[..got.len.min(len)])
     }
 
-    /// Receives one datagram if one arrives within `timeout_ms`.
+    /// Receives one datagram if one arrives within `timeout_ms` (negative: no limit).
     pub fn recv_timeout(&mut self, timeout_ms: i32) -> io::Result<Option<&[u8]>> {
         let mut fds = [sys::pollfd(self.fd.as_fd(), libc::POLLIN)];
-        if sys::poll(&mut fds, timeout_ms)? == 0 {
+        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        if sys::poll(&mut fds, timeout)? == 0 {
             return Ok(None);
         }
         self.recv().map(Some)

@@ -19,7 +19,7 @@ pub mod engine;
 pub mod groups;
 pub mod log;
 pub mod server;
-mod sys;
+use fibre_sys as sys;
 pub mod view;
 
 pub use engine::Engine;

@@ -58,6 +58,9 @@ const SAVE_MAX_DELAY: Duration = Duration::from_secs(10);
 /// How long the datagram socket keeps trying to hand a dump datagram to a client whose queue
 /// is full before it gives up on that dump.
 const DGRAM_SEND_PATIENCE: Duration = Duration::from_secs(1);
+/// Connections the SOCK_SEQPACKET socket queues before the acceptor takes them; the kernel
+/// caps it at net.core.somaxconn.
+const LISTEN_BACKLOG: i32 = 128;
 
 /// What to serve and where.
 #[derive(Debug, Clone)]
@@ -378,7 +381,7 @@ impl Daemon {
             restore_state(&mut engine, path)?;
         }
         prepare_path(&config.socket)?;
-        let listener = sys::seqpacket_listen(&config.socket)?;
+        let listener = sys::seqpacket_listen(&config.socket, LISTEN_BACKLOG)?;
         let dgram = match &config.dgram {
             Some(p) => {
                 prepare_path(p)?;
@@ -493,7 +496,7 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
             sys::pollfd(listener.as_fd(), libc::POLLIN),
             sys::pollfd(shared.shutdown.fd(), libc::POLLIN),
         ];
-        if let Err(e) = sys::poll(&mut fds, -1) {
+        if let Err(e) = sys::poll(&mut fds, None) {
             crate::log!(Level::Error, "poll failed", error = e);
             return;
         }
@@ -514,7 +517,7 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
         let spawned = std::thread::Builder::new()
             .name("fibred-client".into())
             .spawn(move || {
-                let pid = sys::peer_pid(sock.as_fd()).ok();
+                let pid = sys::peer_credentials(sock.as_fd()).ok().map(|c| c.pid);
                 match serve_connection(sock, &sh, pid) {
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                         crate::log!(Level::Debug, "client left", pid = pid.unwrap_or(0))
@@ -549,7 +552,7 @@ fn try_recv(sock: &OwnedFd) -> io::Result<Option<Box<[u8]>>> {
         Err(e) => return Err(e),
     };
     let mut buf = vec![0u8; len].into_boxed_slice();
-    let n = sys::recv(sock.as_fd(), &mut buf, libc::MSG_DONTWAIT)?;
+    let n = sys::recv(sock.as_fd(), &mut buf, libc::MSG_DONTWAIT)?.len;
     if n < len {
         return Ok(Some(buf[..n].into()));
     }
@@ -558,7 +561,7 @@ fn try_recv(sock: &OwnedFd) -> io::Result<Option<Box<[u8]>>> {
 
 /// Waits for the first datagram, then serves the connection as a ring or as netlink.
 fn serve_connection(sock: OwnedFd, sh: &Shared, pid: Option<u32>) -> io::Result<()> {
-    sys::set_nonblocking(sock.as_fd())?;
+    sys::set_nonblocking(sock.as_fd(), true)?;
     let first = loop {
         if let Some(d) = try_recv(&sock)? {
             break d;
@@ -567,7 +570,7 @@ fn serve_connection(sock: OwnedFd, sh: &Shared, pid: Option<u32>) -> io::Result<
             sys::pollfd(sock.as_fd(), libc::POLLIN | libc::POLLRDHUP),
             sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
         ];
-        sys::poll(&mut fds, -1)?;
+        sys::poll(&mut fds, None)?;
         if fds[1].revents != 0 {
             return Ok(());
         }
@@ -671,7 +674,7 @@ fn serve_socket(
                     break;
                 }
             }
-            match sys::send(sock.as_fd(), &datagram, libc::MSG_DONTWAIT) {
+            match sys::send(sock.as_fd(), &datagram, &[], libc::MSG_DONTWAIT) {
                 Ok(_) => unsent = false,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     blocked = true;
@@ -713,7 +716,7 @@ fn serve_socket(
             sys::pollfd(client.wake.fd(), libc::POLLIN),
             sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
         ];
-        sys::poll(&mut fds, -1)?;
+        sys::poll(&mut fds, None)?;
         if fds[2].revents != 0 {
             return Ok(());
         }
@@ -807,7 +810,7 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
                 sys::pollfd(client.wake.fd(), libc::POLLIN),
                 sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
             ];
-            sys::poll(&mut fds, -1)?;
+            sys::poll(&mut fds, None)?;
             if fds[3].revents != 0 {
                 return Ok(());
             }
@@ -861,7 +864,7 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
                 .iter()
                 .map(|m| sys::pollfd(m.client.wake.fd(), libc::POLLIN)),
         );
-        sys::poll(&mut fds, -1)?;
+        sys::poll(&mut fds, None)?;
         if fds[1].revents != 0 {
             return Ok(());
         }

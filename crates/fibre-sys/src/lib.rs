@@ -1,13 +1,20 @@
-//! Thin, safe wrappers over the system calls the transport needs: AF_UNIX SOCK_SEQPACKET
-//! sockets with SCM_RIGHTS, peer credentials, eventfd and poll. Every wrapper owns or borrows
-//! its descriptors through `OwnedFd`/`BorrowedFd`, so no descriptor leaks or is used after close.
+//! Thin, safe wrappers over the Linux system calls fibre's daemon (fibred) and its ring
+//! transport (fibre-ring) make beyond std: AF_UNIX SOCK_SEQPACKET and SOCK_DGRAM sockets with
+//! SCM_RIGHTS and peer credentials, poll(2), eventfds, and delivery of termination signals to
+//! one thread (sigwait).
+//!
+//! Invariants: every wrapper checks its result and owns or borrows its descriptors through
+//! `OwnedFd`/`BorrowedFd`, so no descriptor leaks or is used after close; descriptors a peer
+//! passes with a message are taken into ownership (and closed when dropped), so a peer cannot
+//! make a receiver leak descriptors; sends never raise SIGPIPE (MSG_NOSIGNAL); EINTR is
+//! retried. Any thread may call any function.
 
 use std::ffi::OsStr;
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Credentials of a peer process as the kernel reports them (SO_PEERCRED), so they cannot be
@@ -38,61 +45,108 @@ fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
     }
 }
 
-fn sockaddr_un(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
-    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = OsStr::as_bytes(path.as_os_str());
-    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "unix socket path too long or contains NUL",
-        ));
-    }
-    for (dst, src) in addr.sun_path.iter_mut().zip(bytes) {
-        *dst = *src as libc::c_char;
-    }
-    let len = size_of::<libc::sa_family_t>() + bytes.len() + 1;
-    Ok((addr, len as libc::socklen_t))
+/// A Unix socket address: a path, or unnamed (an unbound client).
+#[derive(Clone, Copy)]
+pub struct UnixAddr {
+    addr: libc::sockaddr_un,
+    len: libc::socklen_t,
 }
 
-fn seqpacket_socket() -> io::Result<OwnedFd> {
+impl UnixAddr {
+    pub fn from_path(path: &Path) -> io::Result<UnixAddr> {
+        // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+        let mut addr: libc::sockaddr_un = unsafe { zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = OsStr::as_bytes(path.as_os_str());
+        if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "unix socket path too long or contains NUL",
+            ));
+        }
+        for (dst, src) in addr.sun_path.iter_mut().zip(bytes) {
+            *dst = *src as libc::c_char;
+        }
+        let len = size_of::<libc::sa_family_t>() + bytes.len() + 1;
+        Ok(UnixAddr {
+            addr,
+            len: len as libc::socklen_t,
+        })
+    }
+
+    /// True when the peer has an address replies can be sent to.
+    pub fn is_named(&self) -> bool {
+        self.len as usize > size_of::<libc::sa_family_t>()
+    }
+
+    /// The path or abstract name, for logs.
+    pub fn describe(&self) -> String {
+        let n = (self.len as usize).saturating_sub(size_of::<libc::sa_family_t>());
+        let raw: Vec<u8> = self.addr.sun_path[..n.min(self.addr.sun_path.len())]
+            .iter()
+            .map(|c| *c as u8)
+            .collect();
+        match raw.first() {
+            None => "(unnamed)".into(),
+            Some(0) => format!("@{}", String::from_utf8_lossy(&raw[1..])),
+            Some(_) => {
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                PathBuf::from(OsStr::from_bytes(&raw[..end]))
+                    .display()
+                    .to_string()
+            }
+        }
+    }
+}
+
+fn socket(kind: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: socket() takes no pointers; the returned descriptor is new and owned by us.
-    let fd =
-        cvt(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) })?;
+    let fd = cvt(unsafe { libc::socket(libc::AF_UNIX, kind | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: fd was just returned by socket() and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// A listening SOCK_SEQPACKET socket bound to `path`.
-pub fn listen(path: &Path, backlog: i32) -> io::Result<OwnedFd> {
-    let fd = seqpacket_socket()?;
-    let (addr, len) = sockaddr_un(path)?;
-    // SAFETY: addr is a valid sockaddr_un of length len, fd is a live socket.
+fn bind(fd: &OwnedFd, path: &Path) -> io::Result<()> {
+    let a = UnixAddr::from_path(path)?;
+    // SAFETY: a.addr is a valid sockaddr_un of length a.len; fd is a live socket.
     cvt(unsafe {
         libc::bind(
             fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
+            (&a.addr as *const libc::sockaddr_un).cast(),
+            a.len,
         )
     })?;
+    Ok(())
+}
+
+/// A listening SOCK_SEQPACKET socket bound to `path`.
+pub fn seqpacket_listen(path: &Path, backlog: i32) -> io::Result<OwnedFd> {
+    let fd = socket(libc::SOCK_SEQPACKET)?;
+    bind(&fd, path)?;
     // SAFETY: fd is a live, bound socket.
     cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
     Ok(fd)
 }
 
 /// A SOCK_SEQPACKET socket connected to `path`.
-pub fn connect(path: &Path) -> io::Result<OwnedFd> {
-    let fd = seqpacket_socket()?;
-    let (addr, len) = sockaddr_un(path)?;
-    // SAFETY: addr is a valid sockaddr_un of length len, fd is a live socket.
+pub fn seqpacket_connect(path: &Path) -> io::Result<OwnedFd> {
+    let fd = socket(libc::SOCK_SEQPACKET)?;
+    let a = UnixAddr::from_path(path)?;
+    // SAFETY: a.addr is a valid sockaddr_un of length a.len; fd is a live socket.
     cvt(unsafe {
         libc::connect(
             fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
+            (&a.addr as *const libc::sockaddr_un).cast(),
+            a.len,
         )
     })?;
+    Ok(fd)
+}
+
+/// A SOCK_DGRAM socket bound to `path`.
+pub fn dgram_bind(path: &Path) -> io::Result<OwnedFd> {
+    let fd = socket(libc::SOCK_DGRAM)?;
+    bind(&fd, path)?;
     Ok(fd)
 }
 
@@ -227,6 +281,51 @@ pub fn send(
     }
 }
 
+/// Sends one datagram to `to` (a SOCK_DGRAM peer).
+pub fn send_to(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    to: &UnixAddr,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    loop {
+        // SAFETY: buf is valid for reads of its length; to.addr is a valid address of to.len.
+        let r = cvt_size(unsafe {
+            libc::sendto(
+                fd.as_raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                flags | libc::MSG_NOSIGNAL,
+                (&to.addr as *const libc::sockaddr_un).cast(),
+                to.len,
+            )
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// The size of the next datagram (0 at end of stream), without taking it.
+pub fn next_len(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<usize> {
+    loop {
+        // SAFETY: a zero-length read into a null-free empty buffer; MSG_TRUNC reports the size.
+        let r = cvt_size(unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                std::ptr::NonNull::<u8>::dangling().as_ptr().cast(),
+                0,
+                flags | libc::MSG_PEEK | libc::MSG_TRUNC,
+            )
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
 /// One received datagram: its full length (which exceeds the buffer when truncated) and the
 /// descriptors that came with it.
 pub struct Received {
@@ -287,6 +386,31 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Resul
     })
 }
 
+/// Receives one datagram and its sender's address.
+pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, UnixAddr)> {
+    loop {
+        // SAFETY: sockaddr_un is plain old data.
+        let mut addr: libc::sockaddr_un = unsafe { zeroed() };
+        let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        // SAFETY: buf, addr and len are valid for writes of the sizes given.
+        let r = cvt_size(unsafe {
+            libc::recvfrom(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_TRUNC,
+                (&mut addr as *mut libc::sockaddr_un).cast(),
+                &mut len,
+            )
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(n) => return Ok((n, UnixAddr { addr, len })),
+        }
+    }
+}
+
 /// A non-blocking, close-on-exec eventfd used as a doorbell.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: eventfd takes no pointers and returns a new descriptor.
@@ -309,6 +433,27 @@ pub fn eventfd_drain(fd: BorrowedFd<'_>) {
     unsafe { libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
 }
 
+/// An eventfd used as a level-triggered wake-up between threads.
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        eventfd().map(EventFd)
+    }
+
+    pub fn signal(&self) {
+        eventfd_signal(self.0.as_fd());
+    }
+
+    pub fn drain(&self) {
+        eventfd_drain(self.0.as_fd());
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 /// poll(2), retried on EINTR. `timeout` None waits without limit.
 pub fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
     let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as libc::c_int);
@@ -327,5 +472,90 @@ pub fn pollfd(fd: BorrowedFd<'_>, events: libc::c_short) -> libc::pollfd {
         fd: fd.as_raw_fd(),
         events,
         revents: 0,
+    }
+}
+
+fn termination_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset before use.
+    let mut set: libc::sigset_t = unsafe { zeroed() };
+    // SAFETY: set is a valid sigset_t.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+    }
+    set
+}
+
+/// Blocks SIGTERM and SIGINT in the calling thread and in every thread it spawns afterwards,
+/// so that only [`wait_termination`] receives them.
+pub fn block_termination_signals() -> io::Result<()> {
+    let set = termination_set();
+    // SAFETY: set is a valid signal set; the old mask is not wanted.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    // SIGPIPE is never wanted: sends use MSG_NOSIGNAL, and stdout/stderr errors are handled.
+    // SAFETY: installing SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    Ok(())
+}
+
+/// Waits for SIGTERM or SIGINT (blocked beforehand) and returns its number.
+pub fn wait_termination() -> i32 {
+    let set = termination_set();
+    let mut sig: libc::c_int = 0;
+    loop {
+        // SAFETY: set and sig are valid; sigwait only writes sig.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            return sig;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+
+    #[test]
+    fn paths_too_long_or_with_nul_are_refused() {
+        let long = PathBuf::from("/".repeat(200));
+        assert!(UnixAddr::from_path(&long).is_err());
+        assert!(UnixAddr::from_path(Path::new("/tmp/a\0b")).is_err());
+        let a = UnixAddr::from_path(Path::new("/run/fibre/x.sock")).unwrap();
+        assert!(a.is_named());
+        assert_eq!(a.describe(), "/run/fibre/x.sock");
+    }
+
+    /// Descriptors sent with a datagram arrive owned, and the datagram's real length is
+    /// reported when the buffer is too small.
+    #[test]
+    fn descriptors_and_truncation_survive_a_round_trip() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let e = EventFd::new().unwrap();
+        send(a.as_fd(), b"hello", &[e.fd()], 0).unwrap();
+        let mut buf = [0u8; 3];
+        let got = recv(b.as_fd(), &mut buf, 0).unwrap();
+        assert_eq!((got.len, got.truncated, &buf), (5, true, b"hel"));
+        assert_eq!(got.fds.len(), 1);
+        // The received descriptor is the same eventfd: signalling it wakes a poll on ours.
+        eventfd_signal(got.fds[0].as_fd());
+        let mut fds = [pollfd(e.fd(), libc::POLLIN)];
+        assert_eq!(poll(&mut fds, Some(Duration::ZERO)).unwrap(), 1);
+        e.drain();
+        let mut fds = [pollfd(e.fd(), libc::POLLIN)];
+        assert_eq!(poll(&mut fds, Some(Duration::ZERO)).unwrap(), 0);
+    }
+
+    #[test]
+    fn peer_credentials_are_ours_on_a_local_pair() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let c = peer_credentials(a.as_fd()).unwrap();
+        assert_eq!(c.pid, std::process::id());
+        set_nonblocking(a.as_fd(), true).unwrap();
+        let e = recv(a.as_fd(), &mut [0u8; 4], 0).err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
     }
 }
