@@ -238,3 +238,44 @@ fn ipv6_user_anycast_routes_go_linkdown_local_ones_never() {
     assert!(!linkdown(&f, "2001:db8:2200::1"));
     assert!(!linkdown(&f, "2001:db8:2500::1"));
 }
+
+#[test]
+fn ipv6_blackhole_object_routes_match_whatever_the_oif() {
+    // Kernel: `ip -6 nexthop add id 8 blackhole`, `ip -6 route add 2001:db8:2800::/40 nhid 8
+    // metric 10` over `2001:db8:2000::/36 via 2001:db8::2 dev d0`: `route get 2001:db8:28f4::1
+    // oif d0` (strict device matching) is EINVAL, as without the oif: __find_rr_leaf takes a
+    // blackhole object before it looks at devices.
+    let (mut f, d0) = base();
+    let bh = NexthopObj {
+        blackhole: true,
+        family: Some(Family::Inet6),
+        ..nh_obj(8, None, 0)
+    };
+    f.nexthop_new(&bh, ReqFlags::ADD).unwrap();
+    let mut r = rt("2001:db8:2800::/40", None, 0);
+    r.nhid = Some(8);
+    r.priority = Some(10);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    f.route_new(
+        &rt("2001:db8:2000::/36", Some("2001:db8::2"), d0),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    let q = |dst: &str, fibmatch: bool| RouteQuery {
+        oif: Some(d0),
+        fibmatch,
+        ..RouteQuery::to(ip(dst))
+    };
+    for fm in [false, true] {
+        assert_eq!(
+            f.route_get(&q("2001:db8:28f4::1", fm)).unwrap_err().errno,
+            Errno::EINVAL
+        );
+    }
+    assert_eq!(
+        get(&f, "2001:db8:28f4::1").unwrap_err().errno,
+        Errno::EINVAL
+    );
+    let a = f.route_get(&q("2001:db8:2900::1", false)).unwrap();
+    assert_eq!(a.nexthop.gateway, Some(ip("2001:db8::2")));
+}
