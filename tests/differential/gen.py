@@ -173,6 +173,7 @@ class _Gen:
         self.events()
         self.dumps()
         self.flow_block_phase()
+        self.group_flow_block_phase()
         self.lookup_block(self.lookups - 2 * (self.lookups // 4) - sum(b["count"] for b in self.flow_blocks))
         self.dumps()
         if self.on("parse_error_tail"):
@@ -491,6 +492,41 @@ class _Gen:
                     self.emit(f"route get {dst} from {src} iif d1")
                 else:
                     self.emit(f"route get {dst}")
+            self.flow_blocks.append({"first": first, "last": len(self.out), "count": FLOW_BLOCK, "route": str(sub), "nexthops": hops})
+
+    def group_flow_block_phase(self) -> None:
+        """Routes in STABLE4/6 through next-hop groups of weighted objects on d0/d1, then
+        lookups spread over each (after any `route_multipath` blocks, on their own prefixes).
+        Only in the mixed file: `ip -6` cannot create a group. The objects are new, so no
+        route or group shares them, and no later command touches them."""
+        if not self.on("nexthop_groups") or self.v6only:
+            return
+        fams = ([False] if self.on("addr4") else []) + [True]
+        n_blocks = min(len(fams), self.lookups // (4 * FLOW_BLOCK))
+        for b, v6 in enumerate(fams[:n_blocks], start=MAX_FLOW_BLOCKS):
+            stable = STABLE6 if v6 else STABLE4
+            plen = 64 if v6 else 24
+            sub = ipaddress.ip_network((int(stable.network_address) + (b << (stable.max_prefixlen - plen)), plen))
+            hops = []
+            members = []
+            for k in range(self.r.randrange(2, 5)):
+                j = k % 2
+                # Link-local IPv6 gateways need no address on the link (addr6 may be off).
+                gw = f"fe80::{0xf00 + b * 8 + k:x}" if v6 else f"10.{100 + j}.0.{200 + b * 8 + k}"
+                w = self.r.randrange(1, 9)
+                nid = self.next_nh
+                self.next_nh += 1
+                self.emit(f"nexthop add id {nid} via {gw} dev d{j}")
+                hops.append({"gateway": gw, "dev": f"d{j}", "weight": w})
+                members.append(f"{nid},{w}")
+            gid = self.next_nh
+            self.next_nh += 1
+            self.emit(f"nexthop add id {gid} group {'/'.join(members)}")
+            self.emit(f"route add {sub} nhid {gid}")
+            first = len(self.out) + 1
+            hosts = max(2, min(sub.num_addresses - 2, 1 << 20))
+            for _ in range(FLOW_BLOCK):
+                self.emit(f"route get {sub.network_address + self.r.randrange(1, hosts)}")
             self.flow_blocks.append({"first": first, "last": len(self.out), "count": FLOW_BLOCK, "route": str(sub), "nexthops": hops})
 
     def lookup_target(self, v6: bool) -> str:

@@ -455,8 +455,8 @@ impl Fib {
                 .expect("result entry");
             let mut r = self.entry_route(Family::Inet6, res.table, res.key, e);
             // The kernel answers with the chosen sibling, then the others in their circular
-            // list order.
-            if res.nh < r.multipath.len() {
+            // list order; a group object's members keep the group's order.
+            if info.spec.nhid.is_none() && res.nh < r.multipath.len() {
                 r.multipath.rotate_left(res.nh);
             }
             r.iif = q.iif;

@@ -493,6 +493,10 @@ impl Fib {
         if idx == link::LOOPBACK_IFINDEX {
             return Err(RtError::new(Errno::EOPNOTSUPP));
         }
+        // Closing the device comes first (NETDEV_DOWN before NETDEV_UNREGISTER): its next-hop
+        // objects go and leave their groups, so a route through a group keeps its other
+        // members; the device sweeps below never see those routes' next hops on it.
+        self.nexthop_flush_dev(idx);
         let addrs4: Vec<Addr4> = self
             .links
             .get_mut(idx)
@@ -504,7 +508,6 @@ impl Fib {
         self.neigh_ifdown(idx, None);
         self.v6_link_down(idx);
         self.sync_down4(idx, true, true);
-        self.nexthop_flush_dev(idx);
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);
         self.links.remove(idx);
@@ -594,12 +597,15 @@ impl Fib {
                             "ipv4: Address already assigned",
                         ));
                     }
-                    // A replace updates lifetimes, flags and the metric in place.
+                    // A replace updates lifetimes and the metric in place, moving the prefix
+                    // route to a new metric.
                     let old = l.v4[pos].clone();
                     l.v4[pos].valid_lft = new.valid_lft;
                     l.v4[pos].preferred_lft = new.preferred_lft;
                     l.v4[pos].metric = new.metric;
-                    let _ = old;
+                    if old.metric != new.metric {
+                        self.modify_prefix_metric4(a.ifindex, &old, new.metric);
+                    }
                     self.after_state_change();
                     return Ok(());
                 }
@@ -642,10 +648,19 @@ impl Fib {
                     preferred_lft: a.preferred_lft,
                 };
                 let lk = self.links.get_mut(a.ifindex).expect("checked");
-                if lk.v6.iter().any(|x| x.addr == l) {
+                if let Some(pos) = lk.v6.iter().position(|x| x.addr == l) {
                     if flags.excl || !flags.replace {
                         return Err(RtError::new(Errno::EEXIST));
                     }
+                    // inet6_addr_modify: lifetimes follow the request, the metric only when
+                    // one is given.
+                    let old = lk.v6[pos].clone();
+                    lk.v6[pos].valid_lft = new.valid_lft;
+                    lk.v6[pos].preferred_lft = new.preferred_lft;
+                    if new.metric != 0 {
+                        lk.v6[pos].metric = new.metric;
+                    }
+                    self.modify_prefix_metric6(a.ifindex, &old, new.metric);
                     self.after_state_change();
                     return Ok(());
                 }
@@ -1027,7 +1042,13 @@ impl Fib {
             hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
             flags: s.nhs[i].flags | info.nh[i].flags,
         };
-        if s.nhs.len() == 1 {
+        // rt6_fill_node shows an IPv6 route through a group object as multipath, whatever
+        // the number of members; IPv4 (fib_dump_info) counts the group's next hops.
+        let v6_group = f == Family::Inet6
+            && s.nhid
+                .and_then(|id| self.nhobjs.get(id))
+                .is_some_and(|o| !o.group.is_empty());
+        if s.nhs.len() == 1 && !v6_group {
             let n = nh_of(0);
             r.flags |= n.flags;
             if !(reject && f == Family::Inet) {

@@ -26,6 +26,17 @@ use crate::Fib;
 /// route inside 127/8, which only martian destinations could match.
 const LOOPBACK_NET4: u32 = 0x7f00_0000;
 
+/// IPTOS_RT_MASK: the bits of a packet's IPv4 tos that select routes and rules (DSCP bits
+/// 2-4 of the old tos field). ECN bits and the class-selector bits are ignored, so a route
+/// with `tos 0xe0` is never chosen by a lookup.
+pub(crate) const IPTOS_RT_MASK: u8 = 0x1c;
+
+/// fib_dscp_masked_match: a route or rule `tos` against a flow's.
+#[inline]
+pub(crate) fn tos_matches(tos: u8, flow_tos: u8) -> bool {
+    tos == 0 || tos == flow_tos & IPTOS_RT_MASK
+}
+
 /// A lookup's outcome: which stored route and which of its next hops.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Res {
@@ -135,7 +146,7 @@ impl Fib {
         t.is_clean()
             && flow.oif == 0
             && flow.scope == scope::UNIVERSE
-            && (t.special_entries() == 0 || (!v6 && flow.tos == 0))
+            && (t.special_entries() == 0 || (!v6 && flow.tos & IPTOS_RT_MASK == 0))
     }
 
     /// The table's answer through its compiled structure.
@@ -211,7 +222,7 @@ impl Fib {
                     return r;
                 }
                 let info = self.infos.get(e.info);
-                let considered = (e.tos == 0 || e.tos == flow.tos)
+                let considered = tos_matches(e.tos, flow.tos)
                     && info.spec.scope >= flow.scope
                     && !info.dead
                     && !(info.spec.expires.is_some() && self.info_expired(e.info));
@@ -235,7 +246,7 @@ impl Fib {
         flow: &Flow,
         flags: LookupFlags,
     ) -> Option<TableResult> {
-        if e.tos != 0 && e.tos != flow.tos {
+        if !tos_matches(e.tos, flow.tos) {
             return None;
         }
         let info = self.infos.get(e.info);

@@ -182,6 +182,8 @@ impl crate::Fib {
                     )?;
                     scope::LINK
                 }
+                // An IPv6 next hop always has link scope; an IPv4 device-only one is host.
+                None if nh.family == Some(crate::types::Family::Inet6) => scope::LINK,
                 None => scope::HOST,
             };
         }

@@ -209,7 +209,14 @@ impl Rules {
                     return false;
                 }
             }
-            if rule.tos != 0 && rule.tos != flow.tos {
+            // IPv4 rules compare the routing bits of the tos (fib4_rule_match); IPv6 the
+            // whole traffic class.
+            let tos_ok = if bits == 32 {
+                crate::lookup::tos_matches(rule.tos, flow.tos)
+            } else {
+                rule.tos == 0 || rule.tos == flow.tos
+            };
+            if !tos_ok {
                 return false;
             }
             if let Some(p) = rule.ipproto {

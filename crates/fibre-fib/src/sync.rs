@@ -302,6 +302,60 @@ impl Fib {
         }
     }
 
+    /// fib_modify_prefix_metric: a replace that changes an IPv4 address's metric moves its
+    /// prefix route to the new metric (added first, then the old one deleted). Addresses
+    /// without a prefix route of their own (secondary, noprefixroute, a /32, a down link)
+    /// have nothing to move.
+    pub(crate) fn modify_prefix_metric4(&mut self, dev: u32, a: &Addr4, new_metric: u32) {
+        let up = self.links.get(dev).is_some_and(|l| l.up);
+        let prefix = a.prefix();
+        if !up
+            || a.is_secondary()
+            || a.flags & ifa_flags::NOPREFIXROUTE != 0
+            || prefix == 0
+            || (prefix == a.local && a.prefixlen == 32)
+        {
+            return;
+        }
+        let route = |metric: u32| {
+            kernel_route4(
+                RouteType::Unicast,
+                prefix,
+                a.prefixlen,
+                table::MAIN,
+                scope::LINK,
+                a.local,
+                dev,
+                metric,
+            )
+        };
+        let _ = self.route4_new(&route(new_metric), ReqFlags::APPEND);
+        let mut old = route(a.metric);
+        if a.metric == 0 {
+            old.priority = None;
+        }
+        let _ = self.route4_del(&old);
+    }
+
+    /// modify_prefix_route: a replace giving an IPv6 address a new metric moves its prefix
+    /// route to it (the new route first, then the old deleted); metric 0 keeps the old one.
+    pub(crate) fn modify_prefix_metric6(&mut self, dev: u32, a: &Addr6, new_metric: u32) {
+        let eff = |m: u32| if m != 0 { m } else { PRIO_ADDRCONF };
+        if new_metric == 0 || eff(new_metric) == eff(a.metric) {
+            return;
+        }
+        if a.flags & ifa_flags::NOPREFIXROUTE != 0 || !self.links.get(dev).is_some_and(|l| l.up) {
+            return;
+        }
+        let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+        let route = |metric: u32| {
+            kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric)
+        };
+        let int = Internal6 { kernel: true };
+        let _ = self.route6_new_internal(&route(new_metric), ReqFlags::PREPEND, int);
+        let _ = self.route6_del(&route(eff(a.metric)));
+    }
+
     /// Adds the routes of an IPv6 address whose link is ready (addrconf's NEWADDR work).
     pub(crate) fn add_ifaddr6(&mut self, dev: u32, a: &Addr6, with_prefix: bool) {
         let int = Internal6 { kernel: true };

@@ -748,6 +748,219 @@ fn route_scope_against_nexthop_objects() {
         .unwrap();
 }
 
+/// Kernel 6.18, `ip nexthop show`: an IPv4 device-only object has host scope, an IPv6 one
+/// (`ip -6 nexthop add id N dev D`) link scope, like an IPv6 gateway object.
+#[test]
+fn nexthop_object_scope_by_family() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(1, None, d0), ReqFlags::ADD).unwrap();
+    let v6 = NexthopObj {
+        family: Some(Family::Inet6),
+        ..nh_obj(2, None, d0)
+    };
+    f.nexthop_new(&v6, ReqFlags::ADD).unwrap();
+    let scopes: Vec<(u32, u8)> = f.nexthops().iter().map(|o| (o.id, o.scope)).collect();
+    assert_eq!(scopes, vec![(1, scope::HOST), (2, scope::LINK)]);
+}
+
+/// Kernel 6.18: an IPv6 route through a group of one member shows that member as a
+/// `nexthop` line (an IPv4 route shows it as its gateway), and `route get ... fibmatch` lists a
+/// group's members in the group's order, whichever member the flow chose.
+#[test]
+fn ipv6_routes_through_groups_show_multipath() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(1, Some("2001:db8::2"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&nh_obj(2, Some("2001:db8::3"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&nh_obj(3, Some("10.0.0.2"), d0), ReqFlags::ADD)
+        .unwrap();
+    let group = |id: u32, members: &[(u32, u8)]| NexthopObj {
+        family: None,
+        group: members
+            .iter()
+            .map(|&(id, w)| GroupMember {
+                id,
+                weight_minus_one: w,
+            })
+            .collect(),
+        ..nh_obj(id, None, 0)
+    };
+    f.nexthop_new(&group(10, &[(1, 1)]), ReqFlags::ADD).unwrap();
+    f.nexthop_new(&group(11, &[(1, 0), (2, 2)]), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&group(12, &[(3, 0)]), ReqFlags::ADD).unwrap();
+    let via = |p: &str, id: u32| {
+        let mut r = rt(p, None, 0);
+        r.nhid = Some(id);
+        r.scope = scope::UNIVERSE;
+        r
+    };
+    for (p, id) in [
+        ("2001:db8:10::/64", 10),
+        ("2001:db8:11::/64", 11),
+        ("10.12.0.0/16", 12),
+    ] {
+        f.route_new(&via(p, id), ReqFlags::ADD).unwrap();
+    }
+    let shown = |f: &Fib, fam: Family| -> Vec<String> {
+        dump(f, fam)
+            .into_iter()
+            .filter(|l| l.starts_with("2001:db8:1") || l.starts_with("10.12."))
+            .collect()
+    };
+    assert_eq!(
+        shown(&f, Family::Inet),
+        vec!["10.12.0.0/16 via 10.0.0.2 dev d0".to_string()]
+    );
+    assert_eq!(
+        shown(&f, Family::Inet6),
+        vec![
+            "2001:db8:10::/64 metric 1024 nexthop via 2001:db8::2 dev d0 weight 2".to_string(),
+            "2001:db8:11::/64 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 \
+             nexthop via 2001:db8::3 dev d0 weight 3"
+                .to_string(),
+        ]
+    );
+    for n in 0..64u16 {
+        let mut q = RouteQuery::to(IpAddr::V6(std::net::Ipv6Addr::new(
+            0x2001, 0xdb8, 0x11, 0, 0, 0, 0, n,
+        )));
+        q.fibmatch = true;
+        let r = f.route_get(&q).unwrap();
+        let legs: Vec<_> = r.multipath.iter().map(|m| m.gateway).collect();
+        assert_eq!(legs, vec![Some(ip("2001:db8::2")), Some(ip("2001:db8::3"))]);
+    }
+}
+
+/// Kernel 6.18: deleting a link removes its next-hop objects from their groups; routes
+/// through a group keep the members left (IPv4 and IPv6 alike).
+#[test]
+fn link_delete_keeps_routes_through_groups() {
+    let (mut f, d0, d1) = two_links();
+    for (id, gw, dev) in [
+        (1, "10.0.0.2", d0),
+        (2, "10.9.0.2", d1),
+        (3, "2001:db8::2", d0),
+        (4, "2001:db8:9::2", d1),
+    ] {
+        f.nexthop_new(&nh_obj(id, Some(gw), dev), ReqFlags::ADD)
+            .unwrap();
+    }
+    for (id, a, b) in [(10, 1, 2), (11, 3, 4)] {
+        let g = NexthopObj {
+            family: None,
+            group: [a, b]
+                .iter()
+                .map(|&id| GroupMember {
+                    id,
+                    weight_minus_one: 0,
+                })
+                .collect(),
+            ..nh_obj(id, None, 0)
+        };
+        f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+    }
+    for (p, id) in [("10.40.0.0/16", 10), ("2001:db8:40::/64", 11)] {
+        let mut r = rt(p, None, 0);
+        r.nhid = Some(id);
+        r.scope = scope::UNIVERSE;
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    }
+    f.link_del(&Link {
+        ifindex: d1,
+        ..Default::default()
+    })
+    .unwrap();
+    let all = [dump(&f, Family::Inet), dump(&f, Family::Inet6)].concat();
+    assert!(all.contains(&"10.40.0.0/16 via 10.0.0.2 dev d0".to_string()));
+    assert!(all.contains(
+        &"2001:db8:40::/64 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1".to_string()
+    ));
+}
+
+/// Kernel 6.18 (fib_tests.sh ipv4_rt_dsfield): a lookup's tos selects routes by its
+/// IPTOS_RT_MASK bits only (0x11 and 0x12 find the `tos 0x10` route, 0xe0 does not find the
+/// `tos 0xe0` one), and the answer carries the matched route's tos, not the query's.
+#[test]
+fn ipv4_lookup_tos_uses_the_routing_bits() {
+    let (mut f, _) = base();
+    for (tos, gw) in [(0x10, "10.0.0.2"), (0, "10.0.0.3"), (0xe0, "10.0.0.4")] {
+        let mut r = rt("10.50.0.0/24", Some(gw), 0);
+        r.tos = tos;
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    }
+    let get_tos = |tos: u8| {
+        let r = f
+            .route_get(&RouteQuery {
+                tos,
+                ..RouteQuery::to(ip("10.50.0.1"))
+            })
+            .unwrap();
+        (r.nexthop.gateway.unwrap().to_string(), r.tos)
+    };
+    let via = |g: &str, t: u8| (g.to_string(), t);
+    assert_eq!(get_tos(0x10), via("10.0.0.2", 0x10));
+    assert_eq!(get_tos(0x11), via("10.0.0.2", 0x10));
+    assert_eq!(get_tos(0x12), via("10.0.0.2", 0x10));
+    assert_eq!(get_tos(0x14), via("10.0.0.3", 0));
+    assert_eq!(get_tos(0xe0), via("10.0.0.3", 0));
+    assert_eq!(get_tos(0xe3), via("10.0.0.3", 0));
+}
+
+/// Kernel 6.18 (fib_tests.sh ipv4_addr_metric / ipv6_addr_metric): `address change ...
+/// metric M` moves the address's prefix route to metric M; without a metric an IPv4 address
+/// goes back to metric 0 while an IPv6 one keeps its metric.
+#[test]
+fn address_change_moves_the_prefix_route_metric() {
+    let (mut f, d0) = base();
+    let addr = |a: &str, metric: Option<u32>| {
+        let p = pfx(a);
+        Address {
+            family: Family::of(&p.addr),
+            prefixlen: p.len,
+            flags: 0,
+            scope: 0,
+            ifindex: d0,
+            local: Some(p.addr),
+            address: Some(p.addr),
+            broadcast: None,
+            label: None,
+            metric,
+            valid_lft: None,
+            preferred_lft: None,
+        }
+    };
+    let prefix_routes = |f: &Fib| -> Vec<String> {
+        [dump(f, Family::Inet), dump(f, Family::Inet6)]
+            .concat()
+            .into_iter()
+            .filter(|l| l.starts_with("10.60.0.0/24") || l.starts_with("2001:db8:60::/64"))
+            .collect()
+    };
+    for a in ["10.60.0.1/24", "2001:db8:60::1/64"] {
+        f.addr_new(&addr(a, Some(50)), ReqFlags::ADD).unwrap();
+        f.addr_new(&addr(a, Some(259)), ReqFlags::CHANGE).unwrap();
+    }
+    assert_eq!(
+        prefix_routes(&f),
+        vec![
+            "10.60.0.0/24 dev d0 proto kernel scope link src 10.60.0.1 metric 259",
+            "2001:db8:60::/64 dev d0 proto kernel metric 259",
+        ]
+    );
+    for a in ["10.60.0.1/24", "2001:db8:60::1/64"] {
+        f.addr_new(&addr(a, None), ReqFlags::CHANGE).unwrap();
+    }
+    assert_eq!(
+        prefix_routes(&f),
+        vec![
+            "10.60.0.0/24 dev d0 proto kernel scope link src 10.60.0.1",
+            "2001:db8:60::/64 dev d0 proto kernel metric 259",
+        ]
+    );
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
