@@ -445,17 +445,29 @@ impl Fib {
                 })
                 .count()
         });
+        // The subnet-router anycast address is counted per device (__ipv6_dev_ac_dec): it
+        // stays while another address of any prefix length has it too (2001:db8:5::1/64 and
+        // 2001:db8:5:c4::1/48 share 2001:db8:5::).
+        let anycast_users = self.links.get(dev).map_or(0, |l| {
+            l.v6.iter()
+                .filter(|b| {
+                    b.prefixlen < 127
+                        && u128::from(b.addr) & crate::fibtable::mask(b.prefixlen, 128)
+                            == u128::from(p)
+                })
+                .count()
+        });
+        if a.prefixlen < 127 && !p.is_unspecified() && anycast_users == 0 {
+            del(
+                self,
+                RouteType::Anycast,
+                p,
+                128,
+                table::LOCAL,
+                Some(LOCAL6_METRIC),
+            );
+        }
         if others == Some(0) {
-            if a.prefixlen < 127 && !p.is_unspecified() {
-                del(
-                    self,
-                    RouteType::Anycast,
-                    p,
-                    128,
-                    table::LOCAL,
-                    Some(LOCAL6_METRIC),
-                );
-            }
             if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let metric = if a.metric != 0 {
                     a.metric

@@ -279,3 +279,23 @@ fn ipv6_blackhole_object_routes_match_whatever_the_oif() {
     let a = f.route_get(&q("2001:db8:2900::1", false)).unwrap();
     assert_eq!(a.nexthop.gateway, Some(ip("2001:db8::2")));
 }
+
+#[test]
+fn ipv6_subnet_router_anycast_is_shared_between_addresses() {
+    // Kernel (forwarding on): 2001:db8:5::1/64 and 2001:db8:5:c4::1/48 both join the anycast
+    // address 2001:db8:5::; deleting the /64 keeps `anycast 2001:db8:5:: dev d0 table local`,
+    // deleting the /48 too removes it.
+    let (mut f, d0) = base();
+    add_addr(&mut f, d0, "2001:db8:5::1/64").unwrap();
+    add_addr(&mut f, d0, "2001:db8:5:c4::1/48").unwrap();
+    let anycast = |f: &Fib| {
+        f.routes(Some(Family::Inet6))
+            .iter()
+            .any(|r| r.rtype == RouteType::Anycast && r.dst == pfx("2001:db8:5::/128"))
+    };
+    assert!(anycast(&f));
+    del_addr(&mut f, d0, "2001:db8:5::1/64");
+    assert!(anycast(&f));
+    del_addr(&mut f, d0, "2001:db8:5:c4::1/48");
+    assert!(!anycast(&f));
+}
