@@ -243,10 +243,11 @@ impl FibWriter {
         // start now read the active one; `&mut self` makes this the only writer access.
         let fib = unsafe { &mut *self.shared.copies[i].get() };
         fib.begin_batch();
-        for c in self.log.drain(..) {
+        for c in &self.log {
             // The same result as on the other copy, which was equal.
             let _ = c.apply(fib);
         }
+        self.log.clear();
         fib.end_batch();
         self.stale = false;
     }
