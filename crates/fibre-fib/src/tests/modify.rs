@@ -283,3 +283,21 @@ fn nexthop_replace_refuses_a_blackhole_in_a_multipath_group() {
         ))
     );
 }
+
+/// Deleting `::/0 nhid N` passes over the tree root's null entry (it has no next-hop object)
+/// and finds nothing: ESRCH, where a filterless delete of ::/0 is ENOENT.
+#[test]
+fn ipv6_default_delete_by_nexthop_id_is_esrch() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(86, Some("2001:db8::2"), d0), ReqFlags::ADD)
+        .unwrap();
+    let del = |f: &mut Fib, nhid: Option<u32>| {
+        f.route_del(&Route {
+            nhid,
+            protocol: 0,
+            ..rt("::/0", None, 0)
+        })
+    };
+    assert_eq!(del(&mut f, Some(86)), Err(RtError::new(Errno::ESRCH)));
+    assert_eq!(del(&mut f, None), Err(RtError::new(Errno::ENOENT)));
+}
