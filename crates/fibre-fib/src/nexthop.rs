@@ -17,9 +17,27 @@ use crate::types::{nh_flags, scope, Errno, NexthopObj, RtError};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NhObjs {
     pub by_id: BTreeMap<u32, NexthopObj>,
+    /// The id last given to an object added with id 0 (the kernel's last_id_allocated): the
+    /// next such object gets the first free id after it.
+    last_auto_id: u32,
 }
 
 impl NhObjs {
+    /// nh_find_unused_id: the first free id after the last one given out, wrapping around
+    /// (None when every id is taken).
+    fn unused_id(&mut self) -> Option<u32> {
+        let start = self.last_auto_id;
+        loop {
+            self.last_auto_id = self.last_auto_id.wrapping_add(1);
+            if self.last_auto_id == start {
+                return None;
+            }
+            if self.last_auto_id != 0 && !self.by_id.contains_key(&self.last_auto_id) {
+                return Some(self.last_auto_id);
+            }
+        }
+    }
+
     pub fn get(&self, id: u32) -> Option<&NexthopObj> {
         self.by_id.get(&id)
     }
@@ -128,9 +146,6 @@ impl crate::Fib {
         nh: &NexthopObj,
         flags: crate::types::ReqFlags,
     ) -> Result<(), RtError> {
-        if nh.id == 0 {
-            return Err(einval("Invalid nexthop id"));
-        }
         let mut nh_scope = scope::UNIVERSE;
         if !nh.group.is_empty() {
             // rtm_to_nh_config: a group has no family of its own (`ip -6 nexthop add ...
@@ -187,6 +202,16 @@ impl crate::Fib {
                 None => scope::HOST,
             };
         }
+        // Id 0 asks for a free id, given once the object is known to be valid.
+        let mut nh = std::borrow::Cow::Borrowed(nh);
+        if nh.id == 0 {
+            let id = self
+                .nhobjs
+                .unused_id()
+                .ok_or_else(|| einval("No unused id"))?;
+            nh.to_mut().id = id;
+        }
+        let nh = nh.as_ref();
         let exists = self.nhobjs.by_id.contains_key(&nh.id);
         if let Some(old) = self.nhobjs.by_id.get(&nh.id) {
             if !flags.replace {

@@ -958,6 +958,27 @@ fn address_change_moves_the_prefix_route_metric() {
     );
 }
 
+/// Kernel 6.18 (fib_nexthops.sh basic): `nexthop add id 0 ...` gets the first free id after
+/// the last one given out that way, so a later `nexthop add id 1` finds 1 taken.
+#[test]
+fn nexthop_id_zero_gets_a_free_id() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(2, None, d0), ReqFlags::ADD).unwrap();
+    for _ in 0..2 {
+        f.nexthop_new(&nh_obj(0, None, d0), ReqFlags::ADD).unwrap();
+    }
+    let ids: Vec<u32> = f.nexthops().iter().map(|o| o.id).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    assert_eq!(
+        f.nexthop_new(&nh_obj(1, None, d0), ReqFlags::ADD),
+        Err(RtError::new(Errno::EEXIST))
+    );
+    f.nexthop_del(1).unwrap();
+    f.nexthop_new(&nh_obj(0, None, d0), ReqFlags::ADD).unwrap();
+    let ids: Vec<u32> = f.nexthops().iter().map(|o| o.id).collect();
+    assert_eq!(ids, vec![2, 3, 4]);
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
