@@ -60,7 +60,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::fibtable::Key;
-use crate::types::Family;
+use crate::types::{Family, Prefix};
 use crate::Fib;
 
 /// Milliseconds since an arbitrary origin; never decreases.
@@ -163,6 +163,14 @@ impl<T: Ord + Copy> ExpiryQueue<T> {
             Some(&(at, _)) if at <= now => self.set.pop_first(),
             _ => None,
         }
+    }
+
+    /// The items due at `now`, earliest first, left in the queue.
+    pub fn due(&self, now: u64) -> impl Iterator<Item = T> + '_ {
+        self.set
+            .iter()
+            .take_while(move |(at, _)| *at <= now)
+            .map(|(_, item)| *item)
     }
 
     pub fn len(&self) -> usize {
@@ -270,11 +278,17 @@ impl Fib {
     /// One GC pass: removes every route and up to [`GC_EXCEPTIONS_PER_PASS`] exceptions whose
     /// deadline has passed. Costs O(k log n) for k due items among n expiring ones.
     pub fn expire(&mut self) -> GcStats {
+        self.expire_at(self.now_ms())
+    }
+
+    /// A GC pass as of `now` on the clock (not after it): what [`Fib::expire`] does at that
+    /// moment. A daemon that keeps two copies of the state logs `now` with the pass, so that
+    /// replaying it later in the other copy reclaims exactly the same items.
+    pub fn expire_at(&mut self, now: u64) -> GcStats {
         let mut st = GcStats {
-            routes: self.expire_routes(),
+            routes: self.expire_routes_at(now),
             ..GcStats::default()
         };
-        let now = self.now_ms();
         let (done, left) = self.exceptions.expire(now, GC_EXCEPTIONS_PER_PASS);
         st.exceptions = done;
         st.more_due = left;
@@ -286,7 +300,36 @@ impl Fib {
 
     /// Removes every due route; the part of GC that mutations run first.
     pub(crate) fn expire_routes(&mut self) -> usize {
-        let now = self.now_ms();
+        // Every route change comes through here: a table load must not read the clock per
+        // route when nothing can expire.
+        if self.expiry.is_empty() {
+            return 0;
+        }
+        self.expire_routes_at(self.now_ms())
+    }
+
+    /// The routes a GC pass at `now` removes, not reclaimed yet: (family, table, prefix) of
+    /// each, in deadline order, a prefix once per expiring route info stored under it. For
+    /// announcing them (RTM_DELROUTE) before they go.
+    pub fn due_routes(&self, now: u64) -> Vec<(Family, u32, Prefix)> {
+        self.expiry
+            .due(now)
+            .filter(|(id, serial)| self.infos.is_live(*id, *serial))
+            .filter_map(|(id, _)| {
+                let spec = &self.infos.get(id).spec;
+                spec.expires.map(|x| {
+                    let addr = crate::u128_ip(spec.family, x.dst.addr);
+                    let dst = Prefix {
+                        addr,
+                        len: x.dst.len,
+                    };
+                    (spec.family, spec.table, dst)
+                })
+            })
+            .collect()
+    }
+
+    fn expire_routes_at(&mut self, now: u64) -> usize {
         let mut n = 0;
         while let Some((_, (id, serial))) = self.expiry.pop_due(now) {
             if !self.infos.is_live(id, serial) {

@@ -24,9 +24,11 @@
 //! the flow the data plane sends (no tos-specific entries in play, no oif, universe scope): it
 //! returns the key and entry the kernel's walk would stop at, as precomputed by `Fib`.
 
-use std::collections::BTreeMap;
+mod sorted;
 
 use smallvec::SmallVec;
+
+use sorted::SortedMap;
 
 use crate::route::Entry;
 
@@ -119,7 +121,7 @@ pub(crate) struct Table {
     pub seq: u64,
     /// Address width: 32 or 128.
     pub bits: u8,
-    map: BTreeMap<Key, Slot>,
+    map: SortedMap<Slot>,
     len_count: [u32; 129],
     lens: Vec<u8>,
     compiled: Compiled,
@@ -132,7 +134,7 @@ pub(crate) struct Table {
 struct Compiled {
     fast: Fast,
     /// What each compiled value stands for: the key and the entry a plain flow stops at.
-    winners: Vec<(Key, Entry)>,
+    winners: Winners,
     free_winners: Vec<u32>,
     /// Entries the compiled answers skip: IPv4 entries with a tos (a flow with a tos must
     /// take the slow walk while there are any), IPv6 entries with a source prefix (every flow
@@ -141,6 +143,49 @@ struct Compiled {
     /// Updates of `fast` not applied yet, in order: a key and its new value, or `None` to
     /// remove it.
     pending: Vec<(Key, Option<u32>)>,
+}
+
+/// Winners per segment: 64 KiB of `(Key, Entry)`.
+const WINNER_SEGMENT: usize = 1024;
+
+/// The compiled values' meanings, indexed by value: a vector in fixed segments, so that
+/// growing to a full table's million winners never copies the ones already there (a
+/// doubling `Vec` would copy and re-fault tens of megabytes on the way).
+#[derive(Debug, Default)]
+struct Winners {
+    segments: Vec<Vec<(Key, Entry)>>,
+}
+
+impl Winners {
+    #[inline]
+    fn get(&self, i: u32) -> Option<(Key, Entry)> {
+        let i = i as usize;
+        self.segments
+            .get(i / WINNER_SEGMENT)?
+            .get(i % WINNER_SEGMENT)
+            .copied()
+    }
+
+    /// The winner `i`, which must have been pushed.
+    fn get_mut(&mut self, i: u32) -> &mut (Key, Entry) {
+        let i = i as usize;
+        &mut self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT]
+    }
+
+    /// Appends `w`; returns its index.
+    fn push(&mut self, w: (Key, Entry)) -> u32 {
+        if self
+            .segments
+            .last()
+            .is_none_or(|s| s.len() == WINNER_SEGMENT)
+        {
+            self.segments.push(Vec::with_capacity(WINNER_SEGMENT));
+        }
+        let n = self.segments.len() - 1;
+        let last = &mut self.segments[n];
+        last.push(w);
+        (n * WINNER_SEGMENT + last.len() - 1) as u32
+    }
 }
 
 impl Compiled {
@@ -157,18 +202,15 @@ impl Compiled {
             (Some(e), NO_SLOT) => {
                 let i = match self.free_winners.pop() {
                     Some(i) => {
-                        self.winners[i as usize] = (key, e);
+                        *self.winners.get_mut(i) = (key, e);
                         i
                     }
-                    None => {
-                        self.winners.push((key, e));
-                        (self.winners.len() - 1) as u32
-                    }
+                    None => self.winners.push((key, e)),
                 };
                 slot.fast = i;
                 self.pending.push((key, Some(i)));
             }
-            (Some(e), i) => self.winners[i as usize] = (key, e),
+            (Some(e), i) => *self.winners.get_mut(i) = (key, e),
         }
     }
 
@@ -222,12 +264,12 @@ impl Table {
             id,
             seq,
             bits,
-            map: BTreeMap::new(),
+            map: SortedMap::default(),
             len_count: [0; 129],
             lens: Vec::new(),
             compiled: Compiled {
                 fast,
-                winners: Vec::new(),
+                winners: Winners::default(),
                 free_winners: Vec::new(),
                 special_entries: 0,
                 pending: Vec::new(),
@@ -253,7 +295,7 @@ impl Table {
         if !self.all_dirty {
             self.dirty.push(key);
         }
-        let slot = self.map.entry(key).or_insert_with(|| {
+        let slot = self.map.get_or_insert_with(key, || {
             let l = key.len as usize;
             lc[l] += 1;
             if lc[l] == 1 {
@@ -311,7 +353,7 @@ impl Table {
 
     /// Keys from `start` on (in map order) and their entries.
     pub fn range_from(&self, start: Key) -> impl Iterator<Item = (&Key, &Entries)> {
-        self.map.range(start..).map(|(k, s)| (k, &s.entries))
+        self.map.range_from(start).map(|(k, s)| (k, &s.entries))
     }
 
     /// Every key and its entries, for a bulk change; marks the whole table dirty.
@@ -399,7 +441,7 @@ impl Table {
     ) -> R {
         let lc = &mut self.len_count;
         let lens = &mut self.lens;
-        let slot = self.map.entry(key).or_insert_with(|| {
+        let slot = self.map.get_or_insert_with(key, || {
             let l = key.len as usize;
             lc[l] += 1;
             if lc[l] == 1 {
@@ -429,6 +471,6 @@ impl Table {
             Fast::V4(l) => l.lookup(addr as u32),
             Fast::V6(l) => l.lookup(addr),
         }?;
-        self.compiled.winners.get(v as usize).copied()
+        self.compiled.winners.get(v)
     }
 }

@@ -295,10 +295,10 @@ impl Dir16 {
     /// `write_block`), and the lines can neither move nor be freed under a shared borrow.
     #[inline(always)]
     fn line_or_zero(&self, chunk: bool, line: usize) -> *const Line {
-        let lines = self.lines.as_ptr() as usize;
+        let at = self.lines.as_ptr() as usize + line * std::mem::size_of::<Line>();
         let zero = &ZERO_LINE as *const Line as usize;
-        let keep = 0usize.wrapping_sub(usize::from(chunk));
-        (((lines + line * std::mem::size_of::<Line>()) & keep) | (zero & !keep)) as *const Line
+        // A conditional move: a branch here would be mispredicted on every other lookup.
+        std::hint::select_unpredictable(chunk, at, zero) as *const Line
     }
 
     /// Batched `lookup` of up to 64 addresses: every lane's top entry is prefetched, then every
@@ -505,6 +505,64 @@ impl Dir16 {
     }
 }
 
+impl Dir16 {
+    /// True when quarter `qi` of chunk entry `e` can take `q` in place, known without the
+    /// other quarters' needs: the common update of a quarter of runs that keeps its code, in a
+    /// chunk where no single value had to give up code 3 (so the host is the one its own code
+    /// makes), and which still leaves the host room for the hosted values.
+    fn keeps_layout(&self, e: u32, qi: usize, q: Quarter<'_>) -> bool {
+        let Quarter::Runs(_, runs) = q else {
+            return false;
+        };
+        let codes = Self::codes(e);
+        if codes[qi] == 3 || code_for(runs) != codes[qi] {
+            return false;
+        }
+        if (0..4).any(|o| codes[o] == 0 && self.single(e, o).is_some()) {
+            return false;
+        }
+        let hosted = codes.iter().filter(|&&c| c == 3).count() as u32;
+        host(codes) != Some(qi) || need_of(q).used + hosted <= LINE_WORDS as u32
+    }
+
+    /// Rewrites quarter `qi` of chunk entry `e` as `q`, in place (the layout stays).
+    fn rewrite(&mut self, e: u32, qi: usize, q: Quarter<'_>) {
+        let codes = Self::codes(e);
+        let (line, word) = Self::place(e, qi);
+        if codes[qi] == 3 {
+            self.lines[line].0[word] = raw(q).expect("a single value");
+            return;
+        }
+        let first = self.lines[line].0;
+        self.write_quarter(line, codes[qi], q);
+        // If this quarter hosts the others, its write cleared their words.
+        if host(codes) == Some(qi) {
+            for o in (0..4).filter(|&o| codes[o] == 3) {
+                let w = Self::place(e, o).1;
+                self.lines[line].0[w] = first[w];
+            }
+        }
+    }
+}
+
+/// Fills `dst` with runs: bit i of `runs` starts a run at `dst[i]`, the runs' values are
+/// `values` in order (`fill_runs` backwards).
+fn expand_runs(dst: &mut [u32], mut runs: u64, values: &[u32]) {
+    for &v in values {
+        if runs == 0 {
+            break;
+        }
+        let from = runs.trailing_zeros() as usize;
+        runs &= runs - 1;
+        let to = if runs == 0 {
+            dst.len()
+        } else {
+            runs.trailing_zeros() as usize
+        };
+        dst[from..to].fill(v);
+    }
+}
+
 /// Writes into `dst` the values of `slots[from..from + 64]` at the run starts `runs` (bit i:
 /// slot from + i).
 fn fill_runs(dst: &mut [u32], slots: &[u32; SLOTS], from: usize, mut runs: u64) {
@@ -539,6 +597,9 @@ impl Mirror for Dir16 {
             _ => false,
         };
         let codes = Self::codes(e);
+        if self.keeps_layout(e, qi, q) {
+            return self.rewrite(e, qi, q);
+        }
         let needs: [Need; 4] = std::array::from_fn(|o| {
             if o == qi {
                 need_of(q)
@@ -551,21 +612,7 @@ impl Mirror for Dir16 {
             qs[qi] = Some(q);
             return self.write_block(ch, qs);
         }
-        // Same layout: rewrite the quarter in place.
-        let (line, word) = Self::place(e, qi);
-        if codes[qi] == 3 {
-            self.lines[line].0[word] = raw(q).expect("a single value");
-            return;
-        }
-        let first = self.lines[line].0;
-        self.write_quarter(line, codes[qi], q);
-        // If this quarter hosts the others, its write cleared their words.
-        if host(codes) == Some(qi) {
-            for o in (0..4).filter(|&o| codes[o] == 3) {
-                let w = Self::place(e, o).1;
-                self.lines[line].0[w] = first[w];
-            }
-        }
+        self.rewrite(e, qi, q);
     }
 
     fn refill(&mut self, s: usize, qs: [Quarter<'_>; 4]) {
@@ -581,12 +628,24 @@ impl Mirror for Dir16 {
         if let Some(v) = self.single(e, q) {
             return [v; SLOTS];
         }
-        let c = Self::codes(e)[q];
         let (at, _) = Self::place(e, q);
         let mut slots = [0; SLOTS];
-        for (i, v) in slots.iter_mut().enumerate() {
-            let (line, pos) = (at + (i >> (6 - c)), (i as u32) & (63 >> c));
-            *v = in_line(&self.lines[line], c, pos);
+        match Self::codes(e)[q] {
+            0 => {
+                let l = &self.lines[at].0;
+                expand_runs(&mut slots, u64::from(l[0]) | u64::from(l[1]) << 32, &l[2..]);
+            }
+            1 => {
+                for (h, half) in slots.chunks_exact_mut(32).enumerate() {
+                    let l = &self.lines[at + h].0;
+                    expand_runs(half, u64::from(l[0]), &l[1..]);
+                }
+            }
+            _ => {
+                for (i, part) in slots.chunks_exact_mut(LINE_WORDS).enumerate() {
+                    part.copy_from_slice(&self.lines[at + i].0);
+                }
+            }
         }
         slots
     }
@@ -683,6 +742,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
         /// Quarters changed one by one, and the same quarters laid out at once, answer every
         /// slot as reported, single and batched, whatever codes and hosting they need.
         #[test]

@@ -5,8 +5,8 @@
 //! continue in the trie's nodes.
 //!
 //! On x86_64 the lookups count bits with `popcnt`: the repository's `.cargo/config.toml` makes it
-//! a compile-time feature, so a single lookup inlines into its caller with no feature check; a
-//! build without it checks once per call (per batch for batches) and runs a popcnt-compiled copy.
+//! a compile-time feature, so a single lookup inlines into its caller with no feature check (see
+//! `POPCNT_BUILT_IN`).
 
 use crate::dir16::{Dir16, TRIE};
 use crate::trie::{Trie, STRIDE};
@@ -22,6 +22,12 @@ const _: () = assert!(DIRECT_BITS + STRIDE == 24);
 pub struct Lpm4 {
     trie: Trie<u32, DIRECT_BITS, Dir16>,
 }
+
+/// True where the compiler may use popcnt anywhere (x86_64 builds with the repository's
+/// `.cargo/config.toml`) or where there is nothing to choose (other architectures): lookups then
+/// inline into their caller with no feature check. Otherwise they check once per call and run a
+/// popcnt-compiled copy, which cannot inline into code compiled without the feature.
+const POPCNT_BUILT_IN: bool = cfg!(any(not(target_arch = "x86_64"), target_feature = "popcnt"));
 
 /// Lookups a batch advances together: every lane's line is prefetched before any is read.
 const GROUP: usize = 64;
@@ -51,11 +57,11 @@ impl Lpm4 {
     /// The value of the longest prefix covering `addr`.
     #[inline]
     pub fn lookup(&self, addr: u32) -> Option<u32> {
-        let v = if crate::has_popcnt() {
+        let v = if POPCNT_BUILT_IN || !crate::has_popcnt() {
+            self.lookup_internal(addr)
+        } else {
             // SAFETY: the CPU has popcnt (checked just above).
             unsafe { self.lookup_popcnt(addr) }
-        } else {
-            self.lookup_internal(addr)
         };
         (v != crate::trie::NONE).then_some(v)
     }
@@ -100,11 +106,11 @@ impl Lpm4 {
             out.len(),
             "lookup_batch: addrs and out differ in length"
         );
-        if crate::has_popcnt() {
+        if POPCNT_BUILT_IN || !crate::has_popcnt() {
+            self.batch_internal(addrs, out)
+        } else {
             // SAFETY: the CPU has popcnt (checked just above).
             unsafe { self.batch_popcnt(addrs, out) }
-        } else {
-            self.batch_internal(addrs, out)
         }
     }
 

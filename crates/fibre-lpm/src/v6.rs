@@ -14,7 +14,7 @@
 //!   interval values (leaves). A node step is two AVX2 compares and a popcount (SSE2 without
 //!   AVX2, scalar off x86_64: same answers); inner nodes (about 1/15 of the nodes) stay cached,
 //!   so a lookup mostly misses on its leaf. On the 2026 table a lookup reads the root entry and
-//!   4-5 nodes.
+//!   3-4 nodes, 2 MiB in all.
 //! - **Batches** advance 64 lookups level by level, prefetching both lines of every lane's next
 //!   node before reading any, so dozens of cache misses are in flight at once.
 //! - **Tables**: a region holding a prefix too long for its key window (longer than /d+32) is a
@@ -31,25 +31,28 @@
 //! - Every table entry and bucket interval holds the value of the longest prefix covering it, so
 //!   a lookup is one walk down, never backtracking. Its cost depends on the table (the depth of
 //!   the walk at the address), never on traffic: nothing adapts to what is looked up.
-//! - A bucket's keys separate intervals that differ in value or owner (below): where two
-//!   neighbouring leaf intervals are equal in both, the key between them is dropped and they
-//!   merge (a stale inner separator may stay). Every key is the endpoint of some prefix inside
-//!   the bucket, but not every endpoint is a key: an update first makes its prefix's two
-//!   endpoints keys again, so that it only ever rewrites whole intervals, then merges at them.
-//!   On the 2026 table (next hop = origin AS mod 64) merging leaves 63% of the endpoints, so
-//!   lookups touch a third fewer leaves.
+//! - Neighbouring leaf intervals differ in value or owner (below): an update merges the ones
+//!   it leaves equal, dropping the key between them (a stale inner separator may stay). So a
+//!   key is an endpoint of some prefix inside the bucket, but an endpoint need not be a key: a
+//!   run of adjacent prefixes with one next hop is one interval. On the 2026 table (next hop =
+//!   origin AS mod 64) 40% of the endpoints remain keys; with a real router's few next hops,
+//!   fewer. Fewer keys mean fewer leaves, the part of the tree that lookups miss on.
 //! - Each table entry records its cover (value and length of the longest prefix containing it,
-//!   at most as long as the entry); each leaf interval records the length of the prefix its value
-//!   comes from, or 0 for the region's cover. Updates use these to touch only what a prefix
-//!   changes.
+//!   at most as long as the entry). Each leaf interval records its owner: whether its value is
+//!   the region's cover (`COVERED`, rewritten when the cover changes) or a route's inside the
+//!   region (`ROUTE`).
 //! - The control map `routes` holds exactly the stored prefixes (host bits cleared).
 //!
 //! # Update cost
-//! An update walks the prefix's path, then in a bucket inserts at most two keys (B+-tree
-//! splits: O(height) nodes), rewrites the intervals the prefix covers whose value it changes and
-//! merges at its two ends; a prefix ending at a table level rewrites the entries it covers and pushes its value
-//! into the buckets and tables below them that it now covers (leaf pushing: `::/0` touches every
-//! entry with no longer cover). The first prefix too long for a bucket's window turns the bucket
+//! An update walks the prefix's path. In a bucket it *repaints* the prefix's range from the
+//! route map: the prefix's value (or, on removal, that of the longest shorter prefix covering
+//! it, or the region's cover) under the routes nested in the prefix. It makes the boundaries
+//! of that picture keys (B+-tree splits: O(height) nodes each), rewrites the intervals between
+//! them and merges the neighbours left equal: O(log n) for a prefix with nothing nested (most
+//! of the table: /48s), O(k log n) for one with k prefixes nested in it. A prefix ending at a
+//! table level rewrites the entries it covers and pushes its value into the buckets and tables
+//! below them that it now covers (leaf pushing: `::/0` touches every entry with no longer
+//! cover). The first prefix too long for a bucket's window turns the bucket
 //! into a table, and removing the last one turns the table back: those two rebuild that region
 //! from its prefixes once. Nothing is ever rebuilt whole. Nodes are split, never merged: a
 //! bucket keeps the nodes it grew until all its prefixes are gone (then it is freed whole), and
@@ -87,6 +90,11 @@ const APPEND_TAIL: usize = 2;
 /// Lookups advanced together by `lookup_batch`: enough independent memory accesses in flight
 /// to cover L3 latency, few enough that lane state stays in L1.
 const BATCH: usize = 64;
+
+/// Owner of a bucket interval showing its region's cover (updated when the cover changes).
+const COVERED: u8 = 0;
+/// Owner of a bucket interval showing a route inside its region.
+const ROUTE: u8 = 1;
 
 /// Internal "no route" value (values are `0..=MAX_VALUE`).
 const NONE: u32 = 0x7FFF_FFFF;
@@ -132,7 +140,7 @@ struct Open {
     n: usize,
     keys: [u32; MAX_KEYS + 1],
     ways: [u32; NODE_WAYS + 1],
-    /// Leaves only: per interval, the rank of the route its value comes from (0: the cover).
+    /// Leaves only: per interval, its owner (`COVERED` or `ROUTE`).
     owner: [u8; NODE_WAYS + 1],
 }
 
@@ -692,42 +700,7 @@ impl Lpm6 {
     /// Builds the bucket of a region at depth `d` whose inside routes (sorted, all fitting the
     /// window) are `inside`, and returns its root entry.
     fn build_bucket(&mut self, d: u32, cover: Cover, inside: &[Route]) -> Result<u32, LpmError> {
-        // Sweep the nested routes in order, emitting each elementary interval with the value
-        // of the innermost open route (or the cover).
-        let mut starts: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
-        let mut vals: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
-        let mut owners: Vec<u8> = Vec::with_capacity(2 * inside.len() + 1);
-        // An interval equal (value and owner) to the one before extends it: see `merge_key`.
-        let mut emit = |from: u64, to: u64, val: u32, owner: u8| {
-            if from < to && (vals.last() != Some(&val) || owners.last() != Some(&owner)) {
-                starts.push(from as u32);
-                vals.push(val);
-                owners.push(owner);
-            }
-        };
-        let mut cursor = 0u64;
-        // Open routes: (end key, value, rank), innermost last.
-        let mut open: Vec<(u64, u32, u8)> = Vec::new();
-        for &(p, l, v) in inside {
-            let s = u64::from(window(p, d));
-            while let Some(&(end, val, rank)) = open.last() {
-                if end > s {
-                    break;
-                }
-                emit(cursor, end, val, rank);
-                cursor = end;
-                open.pop();
-            }
-            let (val, owner) = open.last().map_or((cover.val, 0), |o| (o.1, o.2));
-            emit(cursor, s, val, owner);
-            cursor = s;
-            open.push((s + span(l, d), v, l + 1));
-        }
-        while let Some((end, val, rank)) = open.pop() {
-            emit(cursor, end, val, rank);
-            cursor = end;
-        }
-        emit(cursor, 1 << WINDOW_BITS, cover.val, 0);
+        let (starts, vals, owners) = sweep(d, 0, 1 << WINDOW_BITS, (cover.val, COVERED), inside);
 
         // Pack leaves, then inner levels, bottom up: (lowest key, entry) per node.
         let per_leaf = if starts.len() <= NODE_WAYS {
@@ -929,35 +902,10 @@ impl Lpm6 {
         }
     }
 
-    /// Removes key `k` from the leaf holding it if its two intervals are equal (value and
-    /// owner), merging them. A key held as an inner separator stays.
-    fn merge_key(&mut self, slot: Slot, k: u32) {
-        let mut id = index(self.entry(slot));
-        loop {
-            let mut o = self.open(id);
-            let pos = o.keys[..o.n].partition_point(|&x| x <= k);
-            if is_node(o.ways[0]) {
-                if pos > 0 && o.keys[pos - 1] == k {
-                    return;
-                }
-                id = index(o.ways[pos]);
-                continue;
-            }
-            let found = pos > 0 && o.keys[pos - 1] == k;
-            if found && o.ways[pos - 1] == o.ways[pos] && o.owner[pos - 1] == o.owner[pos] {
-                o.keys.copy_within(pos..o.n, pos - 1);
-                o.ways.copy_within(pos + 1..=o.n, pos);
-                o.owner.copy_within(pos + 1..=o.n, pos);
-                o.n -= 1;
-                self.store(id as u32, &o);
-            }
-            return;
-        }
-    }
-
-    /// Applies `f` to the value and owner of every leaf interval of node `id` (covering keys
-    /// `lo..hi`) that lies inside `a..b`. Intervals straddling `a` or `b` are left alone: the
-    /// callers made both ends boundaries.
+    /// Applies `f` (given the interval's first key) to the value and owner of every leaf
+    /// interval of node `id` (covering keys `lo..hi`) that lies inside `a..b`, then merges the
+    /// neighbours left equal at leaf keys in `a..=b`. Intervals straddling `a` or `b` are left
+    /// alone: the callers made both ends boundaries.
     fn bucket_update(
         &mut self,
         id: usize,
@@ -965,7 +913,7 @@ impl Lpm6 {
         hi: u64,
         a: u64,
         b: u64,
-        f: &mut impl FnMut(&mut u32, &mut u8),
+        f: &mut impl FnMut(u64, &mut u32, &mut u8),
     ) {
         let mut o = self.open(id);
         let leaf = !is_node(o.ways[0]);
@@ -978,11 +926,28 @@ impl Lpm6 {
             }
             if leaf {
                 if cs >= a && ce <= b {
-                    f(&mut o.ways[j], &mut o.owner[j]);
+                    f(cs, &mut o.ways[j], &mut o.owner[j]);
                     changed = true;
                 }
             } else {
                 self.bucket_update(index(o.ways[j]), cs, ce, a, b, f);
+            }
+        }
+        if leaf {
+            // Key `j - 1` separates intervals `j - 1` and `j`.
+            let mut j = 1;
+            while j <= o.n {
+                let k = u64::from(o.keys[j - 1]);
+                let equal = o.ways[j - 1] == o.ways[j] && o.owner[j - 1] == o.owner[j];
+                if (a..=b).contains(&k) && equal {
+                    o.keys.copy_within(j..o.n, j - 1);
+                    o.ways.copy_within(j + 1..=o.n, j);
+                    o.owner.copy_within(j + 1..=o.n, j);
+                    o.n -= 1;
+                    changed = true;
+                } else {
+                    j += 1;
+                }
             }
         }
         if changed {
@@ -1102,34 +1067,44 @@ impl Lpm6 {
         len: u8,
         c: Cover,
     ) -> Result<(), LpmError> {
-        let a = u64::from(window(p, d));
-        let b = a + span(len, d);
-        if a > 0 {
-            self.bucket_add_key(slot, a as u32)?;
-        }
-        if b < 1 << WINDOW_BITS {
-            self.bucket_add_key(slot, b as u32)?;
-        }
-        let root = index(self.entry(slot));
-        self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |val, owner| {
-            if *owner <= c.rank {
-                *val = c.val;
-                *owner = c.rank;
-            }
-        });
-        self.merge_ends(slot, a, b);
-        Ok(())
+        self.paint(slot, d, p, len, (c.val, ROUTE))
     }
 
-    /// Merges the intervals on both sides of `a` and of `b` (the ends of an updated prefix)
-    /// where they became equal.
-    fn merge_ends(&mut self, slot: Slot, a: u64, b: u64) {
-        if a > 0 {
-            self.merge_key(slot, a as u32);
+    /// Rewrites the range of prefix `p/len` in the bucket behind `slot` (depth `d`) from the
+    /// route map: the background `base` (value and owner) under the routes nested in the
+    /// prefix. Makes the range's ends and inner boundaries keys, rewrites the intervals
+    /// between them, and merges the neighbours left equal.
+    fn paint(
+        &mut self,
+        slot: Slot,
+        d: u32,
+        p: u128,
+        len: u8,
+        base: (u32, u8),
+    ) -> Result<(), LpmError> {
+        let a = u64::from(window(p, d));
+        let b = a + span(len, d);
+        let nested: Vec<Route> = if len < 128 {
+            self.routes
+                .range((p, len + 1)..=(last(p, len), 128))
+                .map(|(&(q, l), &v)| (q, l, v))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (starts, vals, owners) = sweep(d, a, b, base, &nested);
+        for k in starts.iter().map(|&s| u64::from(s)).chain([b]) {
+            if k > 0 && k < 1 << WINDOW_BITS {
+                self.bucket_add_key(slot, k as u32)?;
+            }
         }
-        if b < 1 << WINDOW_BITS {
-            self.merge_key(slot, b as u32);
-        }
+        let root = index(self.entry(slot));
+        self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |start, val, owner| {
+            let i = starts.partition_point(|&s| u64::from(s) <= start) - 1;
+            *val = vals[i];
+            *owner = owners[i];
+        });
+        Ok(())
     }
 
     /// Makes `c` the cover of `slot` if it is longer than (or replaces) the current one, and
@@ -1157,7 +1132,7 @@ impl Lpm6 {
                 1 << WINDOW_BITS,
                 0,
                 1 << WINDOW_BITS,
-                &mut |val, owner| {
+                &mut |_, val, owner| {
                     if *owner == 0 {
                         *val = c.val;
                     }
@@ -1253,34 +1228,16 @@ impl Lpm6 {
             self.set_entry(slot, self.cover(slot).val);
             return;
         }
-        let rank = len + 1;
         let repl = self.best_shorter(p, len, d as u8 + 1, self.cover(slot));
         let owner = if u32::from(repl.rank) > d + 1 {
-            repl.rank
+            ROUTE
         } else {
-            0
+            COVERED
         };
-        let a = u64::from(window(p, d));
-        let b = a + span(len, d);
-        // The prefix's ends may have been merged away (see `merge_key`): make them keys again.
-        let ends = [a, b]
-            .into_iter()
-            .filter(|&k| k > 0 && k < 1 << WINDOW_BITS);
-        for k in ends {
-            if self.bucket_add_key(slot, k as u32).is_err() {
-                // Out of index space: the region answers its cover until rebuilt (see there).
-                let _ = self.rebuild_region(slot, d, p);
-                return;
-            }
+        if self.paint(slot, d, p, len, (repl.val, owner)).is_err() {
+            // Out of index space: the region answers its cover until rebuilt (see there).
+            let _ = self.rebuild_region(slot, d, p);
         }
-        let root = index(self.entry(slot));
-        self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |val, own| {
-            if *own == rank {
-                *val = repl.val;
-                *own = owner;
-            }
-        });
-        self.merge_ends(slot, a, b);
     }
 
     /// Replaces `slot`'s cover of rank `rank` (a removed route) by `repl` and pushes it below.
@@ -1304,6 +1261,52 @@ fn prefetch_node(at: *const Node) {
     for line in 0..std::mem::size_of::<Node>() / 64 {
         crate::prefetch(at.cast::<u8>().wrapping_add(64 * line));
     }
+}
+
+/// The intervals of keys `from..to` of a bucket at depth `d` where the routes `inside` (sorted,
+/// all within `from..to`) lie over a background `base` (value and owner): each interval's
+/// first key, value and owner ([`ROUTE`] under a route). Neighbours are never equal in both.
+fn sweep(
+    d: u32,
+    from: u64,
+    to: u64,
+    base: (u32, u8),
+    inside: &[Route],
+) -> (Vec<u32>, Vec<u32>, Vec<u8>) {
+    let mut starts: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
+    let mut vals: Vec<u32> = Vec::with_capacity(2 * inside.len() + 1);
+    let mut owners: Vec<u8> = Vec::with_capacity(2 * inside.len() + 1);
+    let mut emit = |from: u64, to: u64, val: u32, owner: u8| {
+        if from < to && (vals.last() != Some(&val) || owners.last() != Some(&owner)) {
+            starts.push(from as u32);
+            vals.push(val);
+            owners.push(owner);
+        }
+    };
+    let mut cursor = from;
+    // Open routes: (end key, value), innermost last.
+    let mut open: Vec<(u64, u32)> = Vec::new();
+    for &(p, l, v) in inside {
+        let s = u64::from(window(p, d));
+        while let Some(&(end, val)) = open.last() {
+            if end > s {
+                break;
+            }
+            emit(cursor, end, val, ROUTE);
+            cursor = end;
+            open.pop();
+        }
+        let (val, owner) = open.last().map_or(base, |o| (o.1, ROUTE));
+        emit(cursor, s, val, owner);
+        cursor = s;
+        open.push((s + span(l, d), v));
+    }
+    while let Some((end, val)) = open.pop() {
+        emit(cursor, end, val, ROUTE);
+        cursor = end;
+    }
+    emit(cursor, to, base.0, base.1);
+    (starts, vals, owners)
 }
 
 /// Inserts key `k` at `pos` of `o`, with the way (and owner) `w` after it.

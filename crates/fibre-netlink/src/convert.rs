@@ -824,6 +824,20 @@ fn cache_attr<'a>(r: &Route) -> Option<RouteAttr<'a>> {
     })
 }
 
+/// Puts a stored route in the shape the kernel reports it in dumps and notifications
+/// (`rt6_fill_node`): an IPv6 route always carries RTA_CACHEINFO, its remaining lifetime in
+/// `rta_expires` (zero when it does not expire), and never RTA_EXPIRES, which only requests
+/// carry. IPv4 routes, and answers to a `route get` (which have `cache` already), are left
+/// as they are.
+pub fn as_reported(r: &mut Route) {
+    if r.family == Family::Inet6 && r.cache.is_none() {
+        r.cache = Some(CacheInfo {
+            expires: r.expires.take(),
+            ..CacheInfo::default()
+        });
+    }
+}
+
 /// A route as the kernel dumps and notifies it (`fib_dump_info` / `rt6_fill_node` order). A
 /// route with `cache` set is the answer to a `route get`, in `rt_fill_info`'s order for IPv4.
 /// RTA_EXPIRES is emitted only for routes without `cache` (requests and fibre's own IPv4

@@ -243,14 +243,9 @@ impl Templates {
     }
 
     fn encode(e: &RouteEntry<'_>, seq: u32, port: u32, out: &mut Vec<u8>) {
-        convert::emit_route(
-            &e.route(),
-            mt::RTM_NEWROUTE,
-            nf::NLM_F_MULTI,
-            seq,
-            port,
-            out,
-        );
+        let mut r = e.route();
+        convert::as_reported(&mut r);
+        convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, seq, port, out);
     }
 }
 
@@ -513,7 +508,9 @@ impl Notifier<'_> {
             Family::Inet => groups::IPV4_ROUTE,
             Family::Inet6 => groups::IPV6_ROUTE,
         };
-        self.push(g, t, flags, Payload::Route(convert::route_message(r)));
+        let mut r = r.clone();
+        convert::as_reported(&mut r);
+        self.push(g, t, flags, Payload::Route(convert::route_message(&r)));
     }
 
     fn rule(&mut self, t: u16, r: &Rule) {
@@ -659,9 +656,27 @@ fn answer(
 ) {
     match result {
         Err(e) => out.message(&convert::ack(msg, Err(&e), false, port)),
-        Ok(()) if want_ack => out.message(&convert::ack(msg, Ok(()), false, port)),
+        Ok(()) if want_ack => emit_ack(msg, port, out.messages()),
         Ok(()) => {}
     }
+}
+
+/// Length of an ACK: a header, the error code and the echoed request header.
+const ACK_LEN: usize = 2 * NetlinkHeader::LEN + 4;
+
+/// Appends the ACK of `msg` (at least a header long), byte for byte what
+/// `convert::ack(msg, Ok(()), ..)` encodes, without building the message: a table load
+/// acknowledges every route.
+fn emit_ack(msg: &[u8], port: u32, out: &mut Vec<u8>) {
+    let mut a = [0u8; ACK_LEN];
+    a[0..4].copy_from_slice(&(ACK_LEN as u32).to_ne_bytes());
+    a[4..6].copy_from_slice(&mt::NLMSG_ERROR.to_ne_bytes());
+    a[6..8].copy_from_slice(&nf::NLM_F_CAPPED.to_ne_bytes());
+    // Sequence number of the request; port of the client's socket; error 0.
+    a[8..12].copy_from_slice(&msg[8..12]);
+    a[12..16].copy_from_slice(&port.to_ne_bytes());
+    a[20..].copy_from_slice(&msg[..NetlinkHeader::LEN]);
+    out.extend_from_slice(&a);
 }
 
 fn dump(items: Items, origin: Origin, out: &mut Outcome) {
@@ -824,6 +839,64 @@ impl Engine {
     /// Brings the unpublished copy up to date (see [`crate::view`]); for idle moments.
     pub fn catch_up(&mut self) {
         self.view.catch_up();
+    }
+
+    /// How long until the next route or next-hop exception expires (zero when one is due
+    /// now); `None` when nothing expires. The writer's GC timer.
+    pub fn next_expiry(&self) -> Option<std::time::Duration> {
+        let fib = self.fib();
+        let at = fib.next_expiry()?;
+        Some(std::time::Duration::from_millis(
+            at.saturating_sub(fib.clock().now_ms()),
+        ))
+    }
+
+    /// A GC pass if anything is due: expired routes and exceptions are reclaimed, and each
+    /// route removed is announced with RTM_DELROUTE to `listening` groups, as the kernel's
+    /// fib6 GC announces the routes it ages out (lookups and dumps stopped showing them at
+    /// their deadline already). Inside a batch ([`Engine::begin`]) like any change.
+    pub fn expire(&mut self, listening: u64, out: &mut Outcome) {
+        let fib = self.fib();
+        let now = fib.clock().now_ms();
+        if fib.next_expiry().is_none_or(|at| at > now) {
+            return;
+        }
+        let mut watched: Vec<(Family, u32, Prefix)> = fib
+            .due_routes(now)
+            .into_iter()
+            .filter(|(f, _, _)| {
+                let g = match f {
+                    Family::Inet => groups::IPV4_ROUTE,
+                    Family::Inet6 => groups::IPV6_ROUTE,
+                };
+                groups::has(listening, g)
+            })
+            .collect();
+        // A prefix may hold several expiring routes; its before and after cover them all.
+        let mut seen = Vec::with_capacity(watched.len());
+        watched.retain(|w| {
+            let first = !seen.contains(w);
+            seen.push(*w);
+            first
+        });
+        let before: Vec<Vec<Route>> = watched
+            .iter()
+            .map(|&(f, t, p)| fib.routes_at(f, t, p))
+            .collect();
+        // A GC pass cannot fail.
+        let _ = self.view.apply(Change::Expire(now));
+        out.changed = true;
+        let mut n = Notifier {
+            out: &mut out.notes,
+            origin: Origin { seq: 0, port: 0 },
+        };
+        for (&(f, t, p), before) in watched.iter().zip(&before) {
+            let after = self.view.latest().routes_at(f, t, p);
+            let (gone, _) = diff(before, &after, same_route);
+            for g in &gone {
+                n.route(mt::RTM_DELROUTE, 0, g);
+            }
+        }
     }
 
     /// Handles one datagram from a client; answers and notifications are appended to `out`.
@@ -1284,6 +1357,35 @@ pub fn check_datagram(datagram: &[u8]) {
 mod tests {
     use super::*;
 
+    /// The direct ACK is the general encoder's, for requests of any length and flags.
+    #[test]
+    fn direct_ack_is_the_encoded_ack() {
+        let mut r = Route::new(
+            Family::Inet,
+            Prefix {
+                addr: "10.2.0.0".parse().unwrap(),
+                len: 16,
+            },
+        );
+        r.nexthop.gateway = Some("10.1.2.3".parse().unwrap());
+        for (seq, req) in [
+            Request::NewRoute(r.clone(), ReqFlags::ADD),
+            Request::DelRoute(r),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut m = convert::request_message(req, 0xdead_0000 + seq as u32, 0);
+            m.header.flags |= nf::NLM_F_ACK;
+            let b = m.to_bytes();
+            let mut want = Vec::new();
+            convert::ack(&b, Ok(()), false, 77).emit(&mut want);
+            let mut got = Vec::new();
+            emit_ack(&b, 77, &mut got);
+            assert_eq!(got, want);
+        }
+    }
+
     /// Valid requests with bytes flipped, truncated and repeated: the fuzz property on a
     /// deterministic sample, so CI checks it on every run.
     #[test]
@@ -1396,7 +1498,8 @@ mod tests {
             .count();
         assert_eq!(failed, 0);
         let mut want = Vec::new();
-        for r in e.fib().routes(None) {
+        for mut r in e.fib().routes(None) {
+            convert::as_reported(&mut r);
             convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, 9, 0, &mut want);
             pad4(&mut want);
         }

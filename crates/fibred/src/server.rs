@@ -231,26 +231,77 @@ impl Shared {
     }
 }
 
-/// The writer thread: applies jobs in order, fans out notifications, keeps the state file.
+/// Sends each notification to the live clients that joined its group.
+fn fan_out(clients: &[Weak<Client>], notes: Vec<engine::Note>) {
+    if notes.is_empty() {
+        return;
+    }
+    let live: Vec<Arc<Client>> = clients.iter().filter_map(Weak::upgrade).collect();
+    for n in notes {
+        let bytes: Arc<[u8]> = n.bytes.into();
+        for c in live
+            .iter()
+            .filter(|c| crate::groups::has(c.groups.load(Ordering::Relaxed), n.group))
+        {
+            c.push_note(&bytes);
+        }
+    }
+}
+
+/// The writer's GC: reclaims what has expired, publishes, and announces the routes removed
+/// to every client listening. Returns whether the state changed. Runs when the earliest
+/// deadline passes and before every batch of requests, so a request never reclaims an
+/// expired route silently (mutations reclaim what is due before they act).
+fn collect_garbage(engine: &mut Engine, clients: &[Weak<Client>]) -> bool {
+    if engine.next_expiry().is_none_or(|d| !d.is_zero()) {
+        return false;
+    }
+    let listening = clients
+        .iter()
+        .filter_map(Weak::upgrade)
+        .fold(0, |m, c| m | c.groups.load(Ordering::Relaxed));
+    let mut out = Outcome::default();
+    engine.begin();
+    engine.expire(listening, &mut out);
+    engine.publish();
+    fan_out(clients, out.notes);
+    engine.catch_up();
+    out.changed
+}
+
+/// The writer thread: applies jobs in order, fans out notifications, runs GC when routes
+/// expire, keeps the state file.
 fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
     let mut first_unsaved: Option<Instant> = None;
     let mut last_change = Instant::now();
     loop {
-        let job = match (first_unsaved, &state) {
-            (Some(first), Some(path)) => {
-                let due = (last_change + SAVE_DEBOUNCE).min(first + SAVE_MAX_DELAY);
-                match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
-                    Ok(j) => j,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        save_state(&engine, path);
-                        first_unsaved = None;
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                }
+        if collect_garbage(&mut engine, &clients) {
+            last_change = Instant::now();
+            first_unsaved.get_or_insert(last_change);
+        }
+        let save_due = match (first_unsaved, &state) {
+            (Some(first), Some(_)) => {
+                Some((last_change + SAVE_DEBOUNCE).min(first + SAVE_MAX_DELAY))
             }
-            _ => match jobs.recv() {
+            _ => None,
+        };
+        let gc_due = engine.next_expiry().map(|d| Instant::now() + d);
+        let job = match save_due.into_iter().chain(gc_due).min() {
+            Some(due) => match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                Ok(j) => j,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let (Some(path), Some(s)) = (&state, save_due) {
+                        if s <= Instant::now() {
+                            save_state(&engine, path);
+                            first_unsaved = None;
+                        }
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            },
+            None => match jobs.recv() {
                 Ok(j) => j,
                 Err(_) => return,
             },
@@ -285,17 +336,7 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                 client.groups.store(ctx.groups, Ordering::Relaxed);
                 // The client may have gone; its answers then go nowhere.
                 let _ = answer.send(std::mem::take(&mut out.replies));
-                if !out.notes.is_empty() {
-                    let live: Vec<Arc<Client>> = clients.iter().filter_map(Weak::upgrade).collect();
-                    for n in out.notes {
-                        let bytes: Arc<[u8]> = n.bytes.into();
-                        for c in live.iter().filter(|c| {
-                            crate::groups::has(c.groups.load(Ordering::Relaxed), n.group)
-                        }) {
-                            c.push_note(&bytes);
-                        }
-                    }
-                }
+                fan_out(&clients, std::mem::take(&mut out.notes));
                 if out.changed {
                     last_change = Instant::now();
                     first_unsaved.get_or_insert(last_change);

@@ -65,6 +65,9 @@ pub enum Change {
     DelNeigh(Neighbour),
     /// Turns the recording of neighbour events on or off ([`Fib::set_neigh_events`]).
     RecordNeighEvents(bool),
+    /// A GC pass as of this time on the FIB's clock ([`Fib::expire_at`]): the same routes go
+    /// in both copies, however much later the replay runs.
+    Expire(u64),
 }
 
 impl Change {
@@ -85,6 +88,10 @@ impl Change {
             Change::DelNeigh(n) => fib.neigh_del(n),
             Change::RecordNeighEvents(on) => {
                 fib.set_neigh_events(*on);
+                Ok(())
+            }
+            Change::Expire(now) => {
+                fib.expire_at(*now);
                 Ok(())
             }
         }
@@ -236,10 +243,11 @@ impl FibWriter {
         // start now read the active one; `&mut self` makes this the only writer access.
         let fib = unsafe { &mut *self.shared.copies[i].get() };
         fib.begin_batch();
-        for c in self.log.drain(..) {
+        for c in &self.log {
             // The same result as on the other copy, which was equal.
             let _ = c.apply(fib);
         }
+        self.log.clear();
         fib.end_batch();
         self.stale = false;
     }

@@ -253,3 +253,126 @@ fn state_file_survives_a_restart() {
     assert_eq!(dump_routes(&mut c, 1), before);
     d.stop();
 }
+
+/// Expiring routes are reclaimed by the writer's timer, not at the next change: a monitor
+/// hears RTM_DELROUTE for each at its deadline with no request in between, as the kernel's
+/// fib6 GC announces aged-out routes, and the routes are gone from dumps.
+#[test]
+fn expired_routes_are_reclaimed_and_announced_on_time() {
+    let dir = tempdir("gc");
+    let d = start(&dir, None);
+    let mut mon = SocketClient::connect(d.socket()).unwrap();
+    let join = membership_request(MEMBERSHIP_ADD, groups::IPV6_ROUTE, 1);
+    assert_eq!(error_of(talk(&mut mon, &join).last().unwrap()).0, 0);
+    let mut c = SocketClient::connect(d.socket()).unwrap();
+    for (i, dst) in ["2001:db8:1::", "2001:db8:2::"].iter().enumerate() {
+        let mut r = Route::new(
+            Family::Inet6,
+            Prefix {
+                addr: dst.parse().unwrap(),
+                len: 48,
+            },
+        );
+        r.rtype = RouteType::Blackhole;
+        r.expires = Some(1 + i as u32);
+        let req = convert::request_message(&Request::NewRoute(r, ReqFlags::ADD), 10 + i as u32, 0)
+            .to_bytes();
+        let answer = talk(&mut c, &req);
+        assert_eq!(error_of(answer.last().unwrap()).0, 0);
+    }
+    let started = std::time::Instant::now();
+    let mut deleted = Vec::new();
+    while deleted.len() < 2 {
+        let Some(d) = mon.recv_timeout(5000).unwrap().map(<[u8]>::to_vec) else {
+            panic!("no RTM_DELROUTE within 5 s; got {deleted:?}");
+        };
+        for item in Messages::new(&d) {
+            let (_, m) = item.unwrap();
+            if m.header.message_type != mt::RTM_DELROUTE {
+                continue;
+            }
+            let Payload::Route(r) = m.payload else {
+                panic!("RTM_DELROUTE without a route")
+            };
+            let r = convert::route_from(&r).unwrap();
+            deleted.push((r.dst.addr.to_string(), started.elapsed()));
+        }
+    }
+    assert_eq!(deleted[0].0, "2001:db8:1::");
+    assert_eq!(deleted[1].0, "2001:db8:2::");
+    // At the deadline (the second one expires a second after the first), not much later.
+    assert!(
+        deleted[1].1 < std::time::Duration::from_millis(4000),
+        "{deleted:?}"
+    );
+    assert!(
+        deleted[1].1 >= std::time::Duration::from_millis(1500),
+        "{deleted:?}"
+    );
+    assert!(dump_routes(&mut c, 20)
+        .iter()
+        .all(|r| r.family != Family::Inet6 || r.dst.len != 48));
+    d.stop();
+}
+
+/// IPv6 routes are dumped as the kernel dumps them (`rt6_fill_node`): RTA_CACHEINFO on every
+/// route, the remaining lifetime in its `rta_expires` (clock ticks), never RTA_EXPIRES (what
+/// `ip monitor` and pyroute2 decode as the route's expiry).
+#[test]
+fn ipv6_routes_report_expiry_in_cacheinfo() {
+    use fibre_netlink::route::RouteAttr;
+    let dir = tempdir("cacheinfo");
+    let d = start(&dir, None);
+    let mut c = SocketClient::connect(d.socket()).unwrap();
+    for (i, (dst, expires)) in [("2001:db8:1::", Some(600)), ("2001:db8:2::", None)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = Route::new(
+            Family::Inet6,
+            Prefix {
+                addr: dst.parse().unwrap(),
+                len: 48,
+            },
+        );
+        r.rtype = RouteType::Blackhole;
+        r.expires = expires;
+        let req = convert::request_message(&Request::NewRoute(r, ReqFlags::ADD), 1 + i as u32, 0)
+            .to_bytes();
+        let answer = talk(&mut c, &req);
+        assert_eq!(error_of(answer.last().unwrap()).0, 0);
+    }
+    let req = convert::request_message(&Request::DumpRoutes(Some(Family::Inet6)), 5, 0).to_bytes();
+    let mut seen = 0;
+    for m in talk(&mut c, &req) {
+        let Payload::Route(r) = NetlinkMessage::parse(&m, 0).unwrap().0.payload else {
+            continue;
+        };
+        assert!(!r
+            .attributes
+            .iter()
+            .any(|a| matches!(a, RouteAttr::Expires(_))));
+        let ticks: Vec<i32> = r
+            .attributes
+            .iter()
+            .filter_map(|a| match a {
+                RouteAttr::CacheInfo(ci) => Some(ci.expires),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ticks.len(), 1, "one RTA_CACHEINFO per route: {r:?}");
+        if r.header.dst_len == 48 {
+            seen += 1;
+            let dst = convert::route_from(&r).unwrap().dst.addr.to_string();
+            if dst == "2001:db8:1::" {
+                assert!((59_000..=60_000).contains(&ticks[0]), "{ticks:?}");
+                let back = convert::route_from(&r).unwrap();
+                assert!(back.cache.unwrap().expires.is_some_and(|s| s > 590));
+            } else {
+                assert_eq!(ticks[0], 0);
+            }
+        }
+    }
+    assert_eq!(seen, 2);
+    d.stop();
+}
