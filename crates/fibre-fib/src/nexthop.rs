@@ -126,6 +126,27 @@ impl NhObjs {
                     "Blackhole nexthop can not be used in a group with more than 1 path",
                 ));
             }
+            if !obj.fdb && o.fdb {
+                return Err(einval("Non FDB nexthop group cannot have fdb nexthops"));
+            }
+        }
+        if obj.fdb {
+            // nh_check_attr_fdb_group: fdb members only, all of the first one's family.
+            let v6 = |o: &NexthopObj| {
+                o.family == Some(crate::types::Family::Inet6)
+                    || o.gateway.is_some_and(|g| g.is_ipv6())
+            };
+            let mut family = None;
+            for o in obj.group.iter().filter_map(|m| self.by_id.get(&m.id)) {
+                if !o.fdb {
+                    return Err(einval("FDB nexthop group can only have fdb nexthops"));
+                }
+                if *family.get_or_insert(v6(o)) != v6(o) {
+                    return Err(einval(
+                        "FDB nexthop group cannot have mixed family nexthops",
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -157,6 +178,15 @@ impl crate::Fib {
                 return Err(einval("Group can not have gateway, device or blackhole"));
             }
             self.nhobjs.check_group(nh)?;
+        } else if nh.fdb {
+            // An fdb next hop is a gateway for the bridge's FDB (VXLAN): no device, so no
+            // route check; link scope.
+            if nh.oif != 0 || nh.blackhole {
+                return Err(einval(
+                    "Fdb attribute can not be used with encap, oif or blackhole",
+                ));
+            }
+            nh_scope = scope::LINK;
         } else if nh.blackhole {
             if nh.gateway.is_some() || nh.oif != 0 || nh.onlink {
                 return Err(einval(
@@ -226,6 +256,14 @@ impl crate::Fib {
                     return Err(einval("Can not replace a nexthop with a nexthop group"))
                 }
                 _ => {}
+            }
+            let member = self
+                .nhobjs
+                .by_id
+                .values()
+                .any(|g| g.group.iter().any(|m| m.id == nh.id));
+            if old.fdb != nh.fdb && member {
+                return Err(einval("Cannot change nexthop FDB status while in a group"));
             }
         } else if !flags.create {
             return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
