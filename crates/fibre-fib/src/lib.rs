@@ -144,23 +144,6 @@ pub(crate) fn u128_ip(f: Family, v: u128) -> IpAddr {
 }
 
 /// Largest RTAX_MTU a route keeps: 65535 minus the 15 bytes ip_metrics_convert reserves.
-/// Keys a route dump's prefetching cursor runs ahead of the encoding one (see `dump4_from`):
-/// far enough to cover a memory access's latency behind the encoding of that many routes.
-const DUMP_PREFETCH: usize = 8;
-
-/// Asks the CPU to bring `p`'s cache line closer; a hint only, never a fault.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch has no architectural effect (it cannot fault, whatever the address),
-    // and SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 const MAX_ROUTE_MTU: u32 = 65535 - 15;
 /// Largest RTAX_ADVMSS: 65535 minus 40 bytes of IPv4 and TCP headers.
 const MAX_ROUTE_ADVMSS: u32 = 65535 - 40;
@@ -937,14 +920,7 @@ impl Fib {
         emit: &mut impl FnMut(&RouteEntry<'_>) -> bool,
     ) -> bool {
         let start = pos.key.unwrap_or(Key { addr: 0, len: 32 });
-        // The map's nodes are scattered over the heap and a dump touches each once: walking
-        // it is a cache miss per key. A second cursor runs DUMP_PREFETCH keys ahead and
-        // prefetches their entries, so those misses overlap the encoding of earlier routes.
-        let mut ahead = t.range_from(start).skip(DUMP_PREFETCH);
         for (k, es) in t.range_from(start) {
-            if let Some((_, next)) = ahead.next() {
-                prefetch(std::ptr::from_ref(next));
-            }
             let skip = if Some(*k) == pos.key { pos.entry } else { 0 };
             for (i, e) in es.iter().enumerate().skip(skip) {
                 // Expired routes not reclaimed yet are gone for every reader.
