@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use crate::*;
 
+mod attrs;
 mod v6;
 
 /// One route in `ip route show table all` style (the subset of fields we print).
@@ -549,7 +550,9 @@ mod lpm_model {
             }
             let a = fib_with(&routes, false);
             let b = fib_with(&shuffled, true);
-            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)) {
+            // 0.0.0.0 is answered without a FIB lookup (the output path makes a local route),
+            // so fibmatch has no entry to show for it.
+            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)).filter(|&&p| p != 0) {
                 let want = naive(&routes, p);
                 prop_assert_eq!(fibmatch(&a, p, 0), want);
                 prop_assert_eq!(fibmatch(&b, p, 0), want);
@@ -570,7 +573,7 @@ mod lpm_model {
                 f.route_del(&r).unwrap();
             }
             let kept: Vec<(u32, u8)> = kept.into_iter().map(|(_, r)| *r).collect();
-            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)) {
+            for &p in probes.iter().chain(routes.iter().map(|r| &r.0)).filter(|&&p| p != 0) {
                 prop_assert_eq!(fibmatch(&f, p, 0), naive(&kept, p));
             }
         }
