@@ -37,7 +37,7 @@ use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, 
 use crate::Fib;
 
 /// RTAX_MTU: the bit of the metrics lock mask that locks the MTU.
-const RTAX_MTU: u32 = 2;
+pub(crate) const RTAX_MTU: u32 = 2;
 /// IPv6's minimum link MTU (IPV6_MIN_MTU, RFC 8200): a "packet too big" reporting less is ignored.
 pub const IPV6_MIN_MTU: u32 = 1280;
 

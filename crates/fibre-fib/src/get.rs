@@ -137,45 +137,35 @@ impl Fib {
 
     fn get4(&self, q: &RouteQuery) -> Result<Route, RtError> {
         let flow = self.query_flow(q);
-        let d = flow.dst as u32;
-        let s = flow.src as u32;
         if q.fibmatch {
-            // An input fibmatch routes the packet first (source checks included) and answers
-            // with the matched entry only when that succeeds.
-            if q.iif.is_some() {
+            // fibmatch routes the packet first (source and device checks included) and answers
+            // with the FIB entry the lookup matched; a route made without one (the on-link
+            // fallback of an output with an oif) is EHOSTUNREACH.
+            let res = if q.iif.is_some() {
                 self.input4(q, flow)?;
-            }
-            let res = self.get_lookup(
-                Family::Inet,
-                q,
-                &Flow {
-                    oif: flow.oif,
-                    ..flow
-                },
-                LookupFlags::default(),
-            );
-            return match res {
-                Ok(res) => {
-                    let t = self.t4.get(&res.table).expect("result table exists");
-                    let e = t
-                        .get(&res.key)
-                        .and_then(|es| es.iter().find(|e| **e == res.entry))
-                        .expect("result entry");
-                    Ok(self.entry_route(Family::Inet, res.table, res.key, e))
-                }
-                // With an oif the kernel's output path falls back to an on-link route that
-                // has no FIB entry, which fibmatch reports as EHOSTUNREACH.
-                Err(_) if flow.oif != 0 => match self.links.get(flow.oif) {
-                    None => Err(err(Errno::ENODEV)),
-                    Some(l) if !l.up => Err(err(Errno::ENETUNREACH)),
-                    Some(_) => Err(err(Errno::EHOSTUNREACH)),
-                },
-                Err(e) => Err(err(e.errno())),
+                self.get_lookup(Family::Inet, q, &flow, LookupFlags::default())
+                    .map_err(|e| err(e.errno()))?
+            } else {
+                self.output4(q, flow)?.1.ok_or(err(Errno::EHOSTUNREACH))?
             };
+            let t = self.t4.get(&res.table).expect("result table exists");
+            let e = t
+                .get(&res.key)
+                .and_then(|es| es.iter().find(|e| **e == res.entry))
+                .expect("result entry");
+            return Ok(self.entry_route(Family::Inet, res.table, res.key, e));
         }
         if q.iif.is_some() {
             return self.input4(q, flow);
         }
+        self.output4(q, flow).map(|(ans, _)| ans)
+    }
+
+    /// ip_route_output_key_hash_rcu: the answer, and the FIB lookup result it came from (none
+    /// when the route was made without one).
+    fn output4(&self, q: &RouteQuery, flow: Flow) -> Result<(Route, Option<Res>), RtError> {
+        let d = flow.dst as u32;
+        let s = flow.src as u32;
         let mut ans = self.answer(q, Family::Inet);
         ans.uid = Some(q.uid.unwrap_or(0));
         ans.src = q.src.map(|a| Prefix { addr: a, len: 32 });
@@ -211,7 +201,7 @@ impl Fib {
             if s == 0 {
                 ans.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(a)));
             }
-            return Ok(ans);
+            return Ok((ans, None));
         }
         let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::default()) {
             Ok(r) => r,
@@ -226,13 +216,15 @@ impl Fib {
                                 .map(|a| IpAddr::V4(Ipv4Addr::from(a)));
                     }
                     self.classify_out4(&mut ans, d, flow.oif);
-                    return Ok(ans);
+                    return Ok((ans, None));
                 }
                 return Err(err(e.errno()));
             }
         };
         let info = self.infos.get(res.entry.info);
         ans.table = self.reported_table4(res.table);
+        // rt_fill_info reports the matched entry's tos (the flow's tos is never echoed).
+        ans.tos = res.entry.tos;
         if res.rtype == RouteType::Local {
             let saddr = if s != 0 {
                 s
@@ -249,13 +241,11 @@ impl Fib {
                 ans.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(saddr)));
             }
             ans.metrics = info.spec.metrics.clone();
-            return Ok(ans);
+            return Ok((ans, Some(res)));
         }
         self.select_multipath(&mut res, &flow);
         let dst = &info.nh[res.nh].dst;
         let n = &info.spec.nhs[res.nh];
-        ans.table = self.reported_table4(res.table);
-        ans.tos = res.entry.tos;
         ans.nexthop.oif = n.oif;
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
             ans.nexthop.gateway = n.gw;
@@ -268,7 +258,7 @@ impl Fib {
         ans.rtype = res.rtype;
         self.classify_out4(&mut ans, d, n.oif);
         self.exception_answer(&res, flow.dst, &mut ans);
-        Ok(ans)
+        Ok((ans, Some(res)))
     }
 
     /// __mkroute_output's type and flag adjustments.

@@ -376,6 +376,7 @@ impl Fib {
             }
         }
         let l = self.links.get_mut(idx).expect("checked above");
+        let old_mtu = l.mtu;
         if let Some(m) = link.mtu {
             l.mtu = m;
         }
@@ -423,6 +424,9 @@ impl Fib {
         }
         if now_ready && !was_ready {
             self.v6_link_ready(idx);
+        }
+        if let Some(m) = link.mtu.filter(|&m| m != old_mtu) {
+            self.mtu_change6(idx, old_mtu, m);
         }
         self.after_state_change();
         Ok(())
@@ -1124,6 +1128,10 @@ impl Fib {
     }
 
     fn nexthop_del_inner(&mut self, id: u32) -> Result<(), RtError> {
+        // nh_valid_get_del_req: id 0 names no object.
+        if id == 0 {
+            return Err(RtError::msg(Errno::EINVAL, "Invalid nexthop id"));
+        }
         self.nexthop_remove(id)
     }
 

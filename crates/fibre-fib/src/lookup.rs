@@ -420,8 +420,15 @@ impl Fib {
                 continue;
             }
             // Under RT6_LOOKUP_F_IFACE a route on another device (reject routes sit on `lo`)
-            // does not qualify.
-            if flags.strict_oif && flow.oif != 0 && !info.spec.nhs.iter().any(|n| n.oif == flow.oif)
+            // does not qualify; a route through a blackhole next-hop object matches before any
+            // device is looked at (__find_rr_leaf).
+            if flags.strict_oif
+                && flow.oif != 0
+                && !info.spec.nhs.iter().any(|n| n.oif == flow.oif)
+                && !info
+                    .spec
+                    .nhid
+                    .is_some_and(|id| self.nhobjs.is_blackhole(id))
             {
                 continue;
             }

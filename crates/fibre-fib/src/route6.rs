@@ -147,6 +147,9 @@ impl Fib {
             let Some(obj) = self.nhobjs.get(id) else {
                 return Err(einval("Nexthop id does not exist"));
             };
+            if obj.fdb {
+                return Err(einval("Route cannot point to a fdb nexthop"));
+            }
             if self.nhobjs.has_v4(obj) {
                 return Err(einval("IPv6 routes can not use an IPv4 nexthop"));
             }
@@ -256,7 +259,11 @@ impl Fib {
         if !l.up && !int.kernel {
             return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
         }
-        let linkdown = !matches!(r.rtype, RouteType::Local | RouteType::Anycast) && !l.carrier;
+        // fib6_nh_init: RTF_LOCAL and RTF_ANYCAST routes never start linkdown; a user's
+        // `anycast` route has no RTF_ANYCAST (only addrconf's do), so it does.
+        let rtf_local_or_anycast =
+            r.rtype == RouteType::Local || (r.rtype == RouteType::Anycast && int.kernel);
+        let linkdown = !rtf_local_or_anycast && !l.carrier;
         Ok((d, linkdown, gw))
     }
 

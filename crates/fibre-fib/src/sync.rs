@@ -445,17 +445,29 @@ impl Fib {
                 })
                 .count()
         });
+        // The subnet-router anycast address is counted per device (__ipv6_dev_ac_dec): it
+        // stays while another address of any prefix length has it too (2001:db8:5::1/64 and
+        // 2001:db8:5:c4::1/48 share 2001:db8:5::).
+        let anycast_users = self.links.get(dev).map_or(0, |l| {
+            l.v6.iter()
+                .filter(|b| {
+                    b.prefixlen < 127
+                        && u128::from(b.addr) & crate::fibtable::mask(b.prefixlen, 128)
+                            == u128::from(p)
+                })
+                .count()
+        });
+        if a.prefixlen < 127 && !p.is_unspecified() && anycast_users == 0 {
+            del(
+                self,
+                RouteType::Anycast,
+                p,
+                128,
+                table::LOCAL,
+                Some(LOCAL6_METRIC),
+            );
+        }
         if others == Some(0) {
-            if a.prefixlen < 127 && !p.is_unspecified() {
-                del(
-                    self,
-                    RouteType::Anycast,
-                    p,
-                    128,
-                    table::LOCAL,
-                    Some(LOCAL6_METRIC),
-                );
-            }
             if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let metric = if a.metric != 0 {
                     a.metric
@@ -562,15 +574,11 @@ impl Fib {
         }
     }
 
-    /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down).
+    /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down). The
+    /// addresses go without ipv6_del_addr, so routes elsewhere keep them as prefsrc.
     pub(crate) fn v6_link_down(&mut self, dev: u32) {
-        let addrs = self
-            .links
-            .get_mut(dev)
-            .map(|l| std::mem::take(&mut l.v6))
-            .unwrap_or_default();
-        for a in &addrs {
-            self.remove_prefsrc6(a.addr);
+        if let Some(l) = self.links.get_mut(dev) {
+            l.v6.clear();
         }
         self.drop_nhs6(dev, false);
     }
@@ -614,6 +622,30 @@ impl Fib {
         }
     }
 
+    /// NETDEV_CHANGEMTU for IPv6 (rt6_mtu_change): a route through `dev` whose `mtu` metric
+    /// is set and not locked follows the device MTU down (a metric at or above the new MTU
+    /// becomes it) and up (a metric equal to the old device MTU becomes the new one). Routes
+    /// without the metric keep none (their dsts read the device MTU). IPv4 routes keep their
+    /// metrics: fib_sync_mtu only updates next-hop exceptions.
+    pub(crate) fn mtu_change6(&mut self, dev: u32, old: u32, new: u32) {
+        let lock = 1 << crate::exception::RTAX_MTU;
+        self.rewrite_infos(|s| {
+            let m = s.metrics.mtu?;
+            let follows = m >= new || m == old;
+            if s.family != Family::Inet6
+                || s.metrics.lock & lock != 0
+                || !follows
+                || m == new
+                || !s.nhs.iter().any(|n| n.oif == dev)
+            {
+                return None;
+            }
+            let mut s = s.clone();
+            s.metrics.mtu = Some(new);
+            Some(s)
+        });
+    }
+
     /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
     fn mark_siblings6_dead(&mut self, dev: u32) {
@@ -647,7 +679,9 @@ impl Fib {
                 continue;
             }
             let v6 = info.spec.family == Family::Inet6;
-            if v6 && matches!(info.spec.rtype, RouteType::Local | RouteType::Anycast) {
+            // fib6_ifdown skips RTF_LOCAL and RTF_ANYCAST routes (a user's `anycast` route
+            // lacks the flag).
+            if v6 && (info.spec.rtype == RouteType::Local || info.spec.rtf_anycast) {
                 continue;
             }
             let mut dead = 0;
