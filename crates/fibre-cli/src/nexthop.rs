@@ -32,11 +32,17 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
             .map_err(|e| CmdError::rtnl(&e));
     }
     if matches(verb, "delete") {
-        let id = id_arg(rest)?;
+        // iproute2 sends whatever id it was given, or none: the kernel refuses both.
+        let Some(id) = id_arg(rest)? else {
+            let e = RtError::msg(Errno::EINVAL, "Nexthop id is missing");
+            return Err(CmdError::rtnl(&e));
+        };
         return cli.fib.nexthop_del(id).map_err(|e| CmdError::rtnl(&e));
     }
     if matches(verb, "get") {
-        let id = id_arg(rest)?;
+        let id = id_arg(rest)?
+            .filter(|&i| i != 0)
+            .ok_or_else(|| CmdError::usage(USAGE))?;
         return get(cli, id);
     }
     if matches(verb, "list") || matches(verb, "show") || matches(verb, "lst") {
@@ -54,8 +60,8 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     ))
 }
 
-/// `id N` of `get`/`del`.
-fn id_arg(words: &[&str]) -> Result<u32, CmdError> {
+/// `id N` of `get`/`del`, if given.
+fn id_arg(words: &[&str]) -> Result<Option<u32>, CmdError> {
     let mut a = Args::new(words);
     let mut id = None;
     while let Some(w) = a.peek() {
@@ -67,7 +73,7 @@ fn id_arg(words: &[&str]) -> Result<u32, CmdError> {
         }
         a.advance();
     }
-    id.filter(|&i| i != 0).ok_or_else(|| CmdError::usage(USAGE))
+    Ok(id)
 }
 
 /// RTM_GETNEXTHOP for one id, answered from the dump as the kernel answers it.
@@ -355,6 +361,23 @@ mod tests {
     fn parse_str(s: &str) -> NexthopObj {
         let w: Vec<&str> = s.split_whitespace().collect();
         parse(&mut Cli::new(Fib::default(), Options::default()), &w).unwrap()
+    }
+
+    /// Kernel 6.18 with iproute2 6.1: `nexthop del id 0` and `nexthop del` reach the kernel,
+    /// which refuses them (the batch goes on); `nexthop get id 0` is iproute2's usage error.
+    #[test]
+    fn delete_without_a_usable_id_is_the_kernels_error() {
+        let mut cli = Cli::new(Fib::default(), Options::default());
+        let fail = |m: &str| CmdError::fail(2, format!("Error: {m}.\n"));
+        assert_eq!(
+            run(&mut cli, &["del", "id", "0"]),
+            Err(fail("Invalid nexthop id"))
+        );
+        assert_eq!(run(&mut cli, &["del"]), Err(fail("Nexthop id is missing")));
+        assert!(matches!(
+            run(&mut cli, &["get", "id", "0"]),
+            Err(CmdError::Exit { status: 255, .. })
+        ));
     }
 
     #[test]

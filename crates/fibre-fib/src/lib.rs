@@ -1142,6 +1142,10 @@ impl Fib {
     }
 
     fn nexthop_del_inner(&mut self, id: u32) -> Result<(), RtError> {
+        // nh_valid_get_del_req: id 0 names no object.
+        if id == 0 {
+            return Err(RtError::msg(Errno::EINVAL, "Invalid nexthop id"));
+        }
         self.nexthop_remove(id)
     }
 

@@ -17,9 +17,27 @@ use crate::types::{nh_flags, scope, Errno, NexthopObj, RtError};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NhObjs {
     pub by_id: BTreeMap<u32, NexthopObj>,
+    /// The id last given to an object added with id 0 (the kernel's last_id_allocated): the
+    /// next such object gets the first free id after it.
+    last_auto_id: u32,
 }
 
 impl NhObjs {
+    /// nh_find_unused_id: the first free id after the last one given out, wrapping around
+    /// (None when every id is taken).
+    fn unused_id(&mut self) -> Option<u32> {
+        let start = self.last_auto_id;
+        loop {
+            self.last_auto_id = self.last_auto_id.wrapping_add(1);
+            if self.last_auto_id == start {
+                return None;
+            }
+            if self.last_auto_id != 0 && !self.by_id.contains_key(&self.last_auto_id) {
+                return Some(self.last_auto_id);
+            }
+        }
+    }
+
     pub fn get(&self, id: u32) -> Option<&NexthopObj> {
         self.by_id.get(&id)
     }
@@ -108,6 +126,27 @@ impl NhObjs {
                     "Blackhole nexthop can not be used in a group with more than 1 path",
                 ));
             }
+            if !obj.fdb && o.fdb {
+                return Err(einval("Non FDB nexthop group cannot have fdb nexthops"));
+            }
+        }
+        if obj.fdb {
+            // nh_check_attr_fdb_group: fdb members only, all of the first one's family.
+            let v6 = |o: &NexthopObj| {
+                o.family == Some(crate::types::Family::Inet6)
+                    || o.gateway.is_some_and(|g| g.is_ipv6())
+            };
+            let mut family = None;
+            for o in obj.group.iter().filter_map(|m| self.by_id.get(&m.id)) {
+                if !o.fdb {
+                    return Err(einval("FDB nexthop group can only have fdb nexthops"));
+                }
+                if *family.get_or_insert(v6(o)) != v6(o) {
+                    return Err(einval(
+                        "FDB nexthop group cannot have mixed family nexthops",
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -128,9 +167,6 @@ impl crate::Fib {
         nh: &NexthopObj,
         flags: crate::types::ReqFlags,
     ) -> Result<(), RtError> {
-        if nh.id == 0 {
-            return Err(einval("Invalid nexthop id"));
-        }
         let mut nh_scope = scope::UNIVERSE;
         if !nh.group.is_empty() {
             // rtm_to_nh_config: a group has no family of its own (`ip -6 nexthop add ...
@@ -142,6 +178,15 @@ impl crate::Fib {
                 return Err(einval("Group can not have gateway, device or blackhole"));
             }
             self.nhobjs.check_group(nh)?;
+        } else if nh.fdb {
+            // An fdb next hop is a gateway for the bridge's FDB (VXLAN): no device, so no
+            // route check; link scope.
+            if nh.oif != 0 || nh.blackhole {
+                return Err(einval(
+                    "Fdb attribute can not be used with encap, oif or blackhole",
+                ));
+            }
+            nh_scope = scope::LINK;
         } else if nh.blackhole {
             if nh.gateway.is_some() || nh.oif != 0 || nh.onlink {
                 return Err(einval(
@@ -187,6 +232,16 @@ impl crate::Fib {
                 None => scope::HOST,
             };
         }
+        // Id 0 asks for a free id, given once the object is known to be valid.
+        let mut nh = std::borrow::Cow::Borrowed(nh);
+        if nh.id == 0 {
+            let id = self
+                .nhobjs
+                .unused_id()
+                .ok_or_else(|| einval("No unused id"))?;
+            nh.to_mut().id = id;
+        }
+        let nh = nh.as_ref();
         let exists = self.nhobjs.by_id.contains_key(&nh.id);
         if let Some(old) = self.nhobjs.by_id.get(&nh.id) {
             if !flags.replace {
@@ -201,6 +256,14 @@ impl crate::Fib {
                     return Err(einval("Can not replace a nexthop with a nexthop group"))
                 }
                 _ => {}
+            }
+            let member = self
+                .nhobjs
+                .by_id
+                .values()
+                .any(|g| g.group.iter().any(|m| m.id == nh.id));
+            if old.fdb != nh.fdb && member {
+                return Err(einval("Cannot change nexthop FDB status while in a group"));
             }
             // replace_nexthop_single: a blackhole cannot become a path of a multipath group.
             let in_multipath = self

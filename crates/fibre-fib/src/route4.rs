@@ -211,6 +211,9 @@ impl Fib {
             let Some(obj) = self.nhobjs.get(id) else {
                 return Err(einval("Nexthop id does not exist"));
             };
+            if obj.fdb {
+                return Err(einval("Route cannot point to a fdb nexthop"));
+            }
             nhs = self.nhobjs.route_nhs(obj);
         } else if !r.multipath.is_empty() {
             for m in &r.multipath {

@@ -962,6 +962,104 @@ fn address_change_moves_the_prefix_route_metric() {
     );
 }
 
+/// Kernel 6.18 (fib_nexthops.sh basic): `nexthop add id 0 ...` gets the first free id after
+/// the last one given out that way, so a later `nexthop add id 1` finds 1 taken.
+#[test]
+fn nexthop_id_zero_gets_a_free_id() {
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(2, None, d0), ReqFlags::ADD).unwrap();
+    for _ in 0..2 {
+        f.nexthop_new(&nh_obj(0, None, d0), ReqFlags::ADD).unwrap();
+    }
+    let ids: Vec<u32> = f.nexthops().iter().map(|o| o.id).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    assert_eq!(
+        f.nexthop_new(&nh_obj(1, None, d0), ReqFlags::ADD),
+        Err(RtError::new(Errno::EEXIST))
+    );
+    f.nexthop_del(1).unwrap();
+    f.nexthop_new(&nh_obj(0, None, d0), ReqFlags::ADD).unwrap();
+    let ids: Vec<u32> = f.nexthops().iter().map(|o| o.id).collect();
+    assert_eq!(ids, vec![2, 3, 4]);
+}
+
+/// Kernel 6.18 (fib_nexthops.sh ipv4_fdb_grp_fcnal / ipv6_fdb_grp_fcnal): fdb objects have a
+/// gateway and no device (link scope), fdb groups hold fdb objects of one family, other groups
+/// none, routes refuse them, and a group member can not change its fdb status.
+#[test]
+fn fdb_nexthops_and_groups() {
+    let (mut f, d0, _) = two_links();
+    let fdb = |id: u32, gw: &str| NexthopObj {
+        fdb: true,
+        ..nh_obj(id, Some(gw), 0)
+    };
+    let group = |id: u32, members: &[u32], is_fdb: bool| NexthopObj {
+        family: None,
+        fdb: is_fdb,
+        group: members
+            .iter()
+            .map(|&id| GroupMember {
+                id,
+                weight_minus_one: 0,
+            })
+            .collect(),
+        ..nh_obj(id, None, 0)
+    };
+    let msg = |r: Result<(), RtError>| r.unwrap_err().extack;
+    for (id, gw) in [(1, "172.16.1.2"), (2, "172.16.1.3"), (3, "2001:db8::2")] {
+        f.nexthop_new(&fdb(id, gw), ReqFlags::ADD).unwrap();
+    }
+    f.nexthop_new(&nh_obj(4, Some("10.0.0.2"), d0), ReqFlags::ADD)
+        .unwrap();
+    assert_eq!(f.nexthops()[0].scope, scope::LINK);
+    let with_dev = NexthopObj {
+        oif: d0,
+        ..fdb(5, "10.0.0.3")
+    };
+    assert_eq!(
+        msg(f.nexthop_new(&with_dev, ReqFlags::ADD)).as_deref(),
+        Some("Fdb attribute can not be used with encap, oif or blackhole")
+    );
+    f.nexthop_new(&group(10, &[1, 2], true), ReqFlags::ADD)
+        .unwrap();
+    for (members, is_fdb, want) in [
+        (
+            &[1, 3][..],
+            true,
+            "FDB nexthop group cannot have mixed family nexthops",
+        ),
+        (
+            &[1, 4][..],
+            true,
+            "FDB nexthop group can only have fdb nexthops",
+        ),
+        (
+            &[1, 2][..],
+            false,
+            "Non FDB nexthop group cannot have fdb nexthops",
+        ),
+    ] {
+        let r = f.nexthop_new(&group(11, members, is_fdb), ReqFlags::ADD);
+        assert_eq!(msg(r).as_deref(), Some(want));
+    }
+    for id in [1, 10] {
+        let mut r = rt("172.16.101.0/24", None, 0);
+        r.nhid = Some(id);
+        r.scope = scope::UNIVERSE;
+        assert_eq!(
+            msg(f.route_new(&r, ReqFlags::ADD)).as_deref(),
+            Some("Route cannot point to a fdb nexthop")
+        );
+    }
+    let r = f.nexthop_new(&nh_obj(2, Some("10.0.0.9"), d0), ReqFlags::REPLACE);
+    assert_eq!(
+        msg(r).as_deref(),
+        Some("Cannot change nexthop FDB status while in a group")
+    );
+    f.nexthop_new(&fdb(4, "10.0.0.9"), ReqFlags::REPLACE)
+        .unwrap();
+}
+
 #[test]
 fn nexthop_objects_and_groups() {
     let (mut f, d0, d1) = two_links();
