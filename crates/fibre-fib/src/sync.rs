@@ -627,6 +627,10 @@ impl Fib {
     /// becomes it) and up (a metric equal to the old device MTU becomes the new one). Routes
     /// without the metric keep none (their dsts read the device MTU). IPv4 routes keep their
     /// metrics: fib_sync_mtu only updates next-hop exceptions.
+    ///
+    /// The kernel keeps metrics per sibling of a multipath route; fibre keeps one set per
+    /// route, that of the first sibling (the one the kernel's dump shows), so only a change of
+    /// the first sibling's device applies. Answers through another sibling can then differ.
     pub(crate) fn mtu_change6(&mut self, dev: u32, old: u32, new: u32) {
         let lock = 1 << crate::exception::RTAX_MTU;
         self.rewrite_infos(|s| {
@@ -637,6 +641,7 @@ impl Fib {
                 || !follows
                 || m == new
                 || !s.nhs.iter().any(|n| n.oif == dev)
+                || (s.nhid.is_none() && s.nhs.first().is_some_and(|n| n.oif != dev))
             {
                 return None;
             }

@@ -299,3 +299,49 @@ fn ipv6_subnet_router_anycast_is_shared_between_addresses() {
     del_addr(&mut f, d0, "2001:db8:5:c4::1/48");
     assert!(!anycast(&f));
 }
+
+#[test]
+fn ipv6_multipath_mtu_metric_follows_the_first_siblings_device() {
+    // Kernel: `ip -6 route add 2001:db8:7::/48 mtu 1400 nexthop via 2001:db8::2 dev d0 nexthop
+    // via 2001:db8:9::2 dev d1`; `link set d1 mtu 1280` changes only the second sibling, and
+    // the dump (first sibling) still shows mtu 1400; `link set d0 mtu 1280` then shows 1280.
+    let (mut f, d0, d1) = two_links();
+    let mut r = rt("2001:db8:7::/48", None, 0);
+    r.metrics.mtu = Some(1400);
+    r.multipath = vec![
+        NextHop {
+            gateway: Some(ip("2001:db8::2")),
+            oif: d0,
+            ..Default::default()
+        },
+        NextHop {
+            gateway: Some(ip("2001:db8:9::2")),
+            oif: d1,
+            ..Default::default()
+        },
+    ];
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let shown = |f: &Fib| {
+        f.routes(Some(Family::Inet6))
+            .into_iter()
+            .find(|r| r.dst == pfx("2001:db8:7::/48"))
+            .unwrap()
+            .metrics
+            .mtu
+    };
+    let set_mtu = |f: &mut Fib, dev: u32, m: u32| {
+        f.link_new(
+            &Link {
+                ifindex: dev,
+                mtu: Some(m),
+                ..Link::default()
+            },
+            ReqFlags::NONE,
+        )
+        .unwrap();
+    };
+    set_mtu(&mut f, d1, 1280);
+    assert_eq!(shown(&f), Some(1400));
+    set_mtu(&mut f, d0, 1280);
+    assert_eq!(shown(&f), Some(1280));
+}
