@@ -17,8 +17,12 @@
 //!    [`FibWriter::catch_up`] waits until every read that could have started on it has
 //!    finished, then replays the log into it. Both copies are then equal again.
 //!
-//! The FIB is deterministic (no randomised hashing, no clock in what these changes do), so
-//! replaying the same changes on an equal copy yields an equal copy, with the same results.
+//! The FIB is deterministic (no randomised hashing), so replaying the same changes on an
+//! equal copy yields an equal copy, with the same results. The one input from outside is the
+//! clock (a route's `expires` becomes a deadline; a change first drops the routes already due):
+//! each copy reads a [`CopyClock`] over one shared system clock, and the writer pins the
+//! standby copy's clock to the time it logged with the change while it applies or replays it,
+//! so a replay later on sees the time the first application saw.
 //!
 //! # Invariants
 //! - A reader sees exactly the state as of some publish, never a partial batch, never a mix
@@ -42,7 +46,7 @@
 //! copies are lookup tables; these are whole FIBs.)
 
 use fibre_fib::types::{Address, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule};
-use fibre_fib::{Fib, Settings};
+use fibre_fib::{Clock, Fib, Settings, SystemClock};
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
@@ -98,6 +102,44 @@ impl Change {
     }
 }
 
+/// The clock one copy reads: the daemon's system clock, except while the writer pins it to
+/// a logged time to apply or replay a change in that copy. Only the standby copy is ever
+/// pinned, and only while no reader can be in it, so readers always see the system time.
+#[derive(Debug)]
+struct CopyClock {
+    system: Arc<SystemClock>,
+    /// The pinned time in milliseconds, or [`CopyClock::FREE`].
+    pinned: AtomicU64,
+}
+
+impl CopyClock {
+    const FREE: u64 = u64::MAX;
+
+    fn new(system: Arc<SystemClock>) -> CopyClock {
+        CopyClock {
+            system,
+            pinned: AtomicU64::new(CopyClock::FREE),
+        }
+    }
+
+    /// Runs `f` with the clock reading `now`.
+    fn pinned_at<R>(&self, now: u64, f: impl FnOnce() -> R) -> R {
+        self.pinned.store(now, Ordering::Relaxed);
+        let r = f();
+        self.pinned.store(CopyClock::FREE, Ordering::Relaxed);
+        r
+    }
+}
+
+impl Clock for CopyClock {
+    fn now_ms(&self) -> u64 {
+        match self.pinned.load(Ordering::Relaxed) {
+            CopyClock::FREE => self.system.now_ms(),
+            t => t,
+        }
+    }
+}
+
 /// A reader's counter: odd while it is inside a read. Aligned to its own cache line (two, for
 /// the adjacent-line prefetcher) so readers on different cores never write the same line.
 #[repr(align(128))]
@@ -105,6 +147,8 @@ struct Counter(AtomicU64);
 
 struct Shared {
     copies: [UnsafeCell<Fib>; 2],
+    /// The clock each copy reads.
+    clocks: [Arc<CopyClock>; 2],
     /// Index of the copy readers use.
     active: AtomicUsize,
     /// Every live reader's counter; locked only to register, unregister and scan, never to
@@ -129,9 +173,12 @@ unsafe impl Send for Shared {}
 /// The single writer of the published state. Not `Clone`, not `Sync`.
 pub struct FibWriter {
     shared: Arc<Shared>,
-    /// Changes applied to the standby copy since the last publish; after a publish (while
-    /// `stale`), the changes the new standby copy still lacks.
-    log: Vec<Change>,
+    /// Changes applied to the standby copy since the last publish, each with the time it was
+    /// applied at; after a publish (while `stale`), the changes the new standby copy still
+    /// lacks.
+    log: Vec<(u64, Change)>,
+    /// The time every change is stamped with.
+    system: Arc<SystemClock>,
     /// The standby copy lacks `log` and may still have readers from before the last publish.
     stale: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -157,16 +204,25 @@ impl FibWriter {
     /// Publishes a fresh state with `settings` (both copies start as fresh FIBs, which are
     /// equal; any other starting state is reached by applying changes).
     pub fn new(settings: Settings) -> FibWriter {
+        let system = Arc::new(SystemClock::new());
+        let clocks = [
+            Arc::new(CopyClock::new(system.clone())),
+            Arc::new(CopyClock::new(system.clone())),
+        ];
+        let copy = |clock: &Arc<CopyClock>| {
+            let mut fib = Fib::new(settings.clone());
+            fib.set_clock(clock.clone());
+            UnsafeCell::new(fib)
+        };
         FibWriter {
             shared: Arc::new(Shared {
-                copies: [
-                    UnsafeCell::new(Fib::new(settings.clone())),
-                    UnsafeCell::new(Fib::new(settings)),
-                ],
+                copies: [copy(&clocks[0]), copy(&clocks[1])],
+                clocks,
                 active: AtomicUsize::new(0),
                 readers: Mutex::new(Vec::new()),
             }),
             log: Vec::new(),
+            system,
             stale: false,
             _not_sync: PhantomData,
         }
@@ -195,8 +251,11 @@ impl FibWriter {
 
     /// Applies `change` to the standby copy (made current first) and logs it.
     pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
-        let r = change.apply(self.standby_mut());
-        self.log.push(change);
+        let now = self.system.now_ms();
+        let clock = self.shared.clocks[self.standby_index()].clone();
+        let fib = self.standby_mut();
+        let r = clock.pinned_at(now, || change.apply(fib));
+        self.log.push((now, change));
         r
     }
 
@@ -242,10 +301,11 @@ impl FibWriter {
         // SAFETY: no reader is in the standby copy any more (waited above) and readers that
         // start now read the active one; `&mut self` makes this the only writer access.
         let fib = unsafe { &mut *self.shared.copies[i].get() };
+        let clock = &self.shared.clocks[i];
         fib.begin_batch();
-        for c in &self.log {
-            // The same result as on the other copy, which was equal.
-            let _ = c.apply(fib);
+        for (now, c) in &self.log {
+            // The same result as on the other copy, which was equal, at the same time.
+            let _ = clock.pinned_at(*now, || c.apply(fib));
         }
         self.log.clear();
         fib.end_batch();
@@ -445,6 +505,26 @@ mod tests {
             .map(|q| format!("{:?}", fib.route_get(q)))
             .collect();
         (marks, answers)
+    }
+
+    /// A change replayed into the other copy later on sees the time it was first applied at:
+    /// an expiring route gets the same deadline in both copies.
+    #[test]
+    fn a_replay_sees_the_time_of_the_first_application() {
+        let mut w = FibWriter::new(Settings::default());
+        for c in setup() {
+            w.apply(c).unwrap();
+        }
+        let mut r = route(v4(10, 7, 0, 0), 16, Some(v4(10, 128, 0, 2)));
+        r.expires = Some(100);
+        w.apply(Change::NewRoute(r, ReqFlags::ADD)).unwrap();
+        w.publish();
+        let deadline = w.reader().read().next_expiry();
+        assert!(deadline.is_some());
+        // Long enough for the system clock to move several milliseconds.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        w.catch_up();
+        assert_eq!(w.latest().next_expiry(), deadline);
     }
 
     /// Readers racing a writer that publishes batch after batch only ever see the state as of
