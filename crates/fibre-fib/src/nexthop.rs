@@ -280,7 +280,7 @@ impl crate::Fib {
             return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
         }
         if exists {
-            self.check_replace6(nh)?;
+            self.check_replace(nh)?;
         }
         let mut obj = nh.clone();
         obj.flags = 0;
@@ -293,9 +293,10 @@ impl crate::Fib {
         Ok(())
     }
 
-    /// replace_nexthop's fib6_check_nh_list: IPv6 routes using the object, directly or
-    /// through a group holding it, must be able to use its new definition.
-    fn check_replace6(&self, new: &NexthopObj) -> Result<(), RtError> {
+    /// replace_nexthop's fib_check_nh_list and fib6_check_nh_list: every route using the
+    /// object, directly or through a group holding it, must be able to use its new
+    /// definition, with the checks a route through it meets when it is added.
+    fn check_replace(&self, new: &NexthopObj) -> Result<(), RtError> {
         let id = new.id;
         let users: Vec<u32> = std::iter::once(id)
             .chain(
@@ -306,10 +307,26 @@ impl crate::Fib {
                     .map(|g| g.id),
             )
             .collect();
-        let used6 = self.infos.ids().into_iter().any(|i| {
+        let mut used6 = false;
+        for i in self.infos.ids() {
             let s = &self.infos.get(i).spec;
-            s.family == crate::types::Family::Inet6 && s.nhid.is_some_and(|n| users.contains(&n))
-        });
+            if !s.nhid.is_some_and(|n| users.contains(&n)) {
+                continue;
+            }
+            if s.family == crate::types::Family::Inet6 {
+                used6 = true;
+                continue;
+            }
+            if new.fdb {
+                return Err(einval("Route cannot point to a fdb nexthop"));
+            }
+            if s.scope == crate::types::scope::HOST && new.gateway.is_some() {
+                return Err(einval("Route with host scope can not have a gateway"));
+            }
+            if new.onlink && s.scope >= crate::types::scope::LINK {
+                return Err(einval("Scope mismatch with nexthop"));
+            }
+        }
         if used6 && self.nhobjs.has_v4(new) {
             return Err(einval("IPv6 routes can not use an IPv4 nexthop"));
         }
@@ -320,14 +337,7 @@ impl crate::Fib {
     /// that becomes empty).
     pub(crate) fn nexthop_remove(&mut self, id: u32) -> Result<(), RtError> {
         self.nhobjs.remove(id)?;
-        let empty: Vec<u32> = self
-            .nhobjs
-            .by_id
-            .values()
-            .filter(|o| o.group.is_empty() && !o.blackhole && o.oif == 0)
-            .map(|o| o.id)
-            .collect();
-        let _ = empty;
+        // Groups left without members (no gateway, device, blackhole or member) go too.
         let gone: std::collections::HashSet<u32> = std::iter::once(id)
             .chain(
                 self.nhobjs

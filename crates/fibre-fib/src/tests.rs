@@ -747,6 +747,21 @@ fn route_scope_against_nexthop_objects() {
     );
     f.route_new(&route("10.40.0.5/32", 3, scope::UNIVERSE), ReqFlags::ADD)
         .unwrap();
+    // Replacing an object meets the same checks for every route using it, directly or
+    // through a group (kernel: `nexthop replace id N via GW dev D` under a host-scope route
+    // is refused), and a refused replace leaves the object as it was.
+    let before = f.nexthops();
+    let refused = f
+        .nexthop_new(&obj(1, Some("10.0.0.9"), false), ReqFlags::REPLACE)
+        .unwrap_err();
+    assert_eq!(
+        refused.extack.as_deref(),
+        Some("Route with host scope can not have a gateway")
+    );
+    assert_eq!(f.nexthops(), before);
+    // The onlink object's only user has universe scope: replacing it is fine.
+    f.nexthop_new(&obj(3, Some("10.0.0.4"), true), ReqFlags::REPLACE)
+        .unwrap();
 }
 
 /// Kernel 6.18, `ip nexthop show`: an IPv4 device-only object has host scope, an IPv6 one
