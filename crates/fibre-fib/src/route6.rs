@@ -602,6 +602,10 @@ impl Fib {
         else {
             return Err(RtError::new(Errno::ESRCH));
         };
+        // fib6_locate descends into a source subtree only where the destination has one
+        // (some route there has a source prefix); elsewhere the `from` of a delete is ignored
+        // and the destination's plain routes match.
+        let src = src.filter(|_| list.iter().any(|e| e.src().is_some()));
         for (i, e) in list.iter().enumerate() {
             if e.src() != src {
                 continue;

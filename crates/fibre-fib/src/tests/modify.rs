@@ -301,3 +301,45 @@ fn ipv6_default_delete_by_nexthop_id_is_esrch() {
     assert_eq!(del(&mut f, Some(86)), Err(RtError::new(Errno::ESRCH)));
     assert_eq!(del(&mut f, None), Err(RtError::new(Errno::ENOENT)));
 }
+
+/// `ip -6 route del DST from SRC`: the source prefix selects a route only where the
+/// destination has source-specific routes; elsewhere the kernel ignores it and deletes the
+/// destination's plain route (also once the last source-specific route there is gone).
+#[test]
+fn ipv6_delete_ignores_from_without_source_routes() {
+    let (mut f, d0, _) = two_links();
+    let from = |dst: &str, src: Option<&str>| Route {
+        src: src.map(pfx),
+        ..rt(dst, None, d0)
+    };
+    let plain = |f: &Fib| {
+        main_v6(f)
+            .iter()
+            .filter(|r| r.contains("2001:db8:5::/48"))
+            .count()
+    };
+    f.route_new(&from("::/0", None), ReqFlags::ADD).unwrap();
+    assert!(main_v6(&f).iter().any(|r| r.starts_with("default")));
+    f.route_del(&from("::/0", Some("2001:db8:1aeb::/48")))
+        .unwrap();
+    assert!(!main_v6(&f).iter().any(|r| r.starts_with("default")));
+    f.route_new(&from("2001:db8:5::/48", None), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(
+        &from("2001:db8:5::/48", Some("2001:db8:9::/48")),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    assert_eq!(
+        f.route_del(&from("2001:db8:5::/48", Some("2001:db8:7::/48")))
+            .unwrap_err()
+            .errno,
+        Errno::ESRCH
+    );
+    f.route_del(&from("2001:db8:5::/48", Some("2001:db8:9::/48")))
+        .unwrap();
+    assert_eq!(plain(&f), 1);
+    f.route_del(&from("2001:db8:5::/48", Some("2001:db8:7::/48")))
+        .unwrap();
+    assert_eq!(plain(&f), 0);
+}
