@@ -14,6 +14,17 @@ use crate::route::NhSpec;
 use crate::route4::einval;
 use crate::types::{nh_flags, scope, Errno, NexthopObj, RtError};
 
+/// The scope of an IPv4 route's path through a next-hop object (the kernel's nhc_scope, which
+/// the reverse-path check of input routing reads): host for a device alone, link through a
+/// gateway.
+pub(crate) fn object_path_scope4(n: &NhSpec) -> u8 {
+    if n.gw.is_some() {
+        scope::LINK
+    } else {
+        scope::HOST
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NhObjs {
     pub by_id: BTreeMap<u32, NexthopObj>,

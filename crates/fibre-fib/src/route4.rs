@@ -300,7 +300,7 @@ impl Fib {
                     let linkdown = l.is_some_and(|l| !l.carrier);
                     states.push(NhState {
                         flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
-                        scope: scope::LINK,
+                        scope: crate::nexthop::object_path_scope4(n),
                         upper_bound: -1,
                         dst: self.dead_dst(n),
                     });

@@ -821,6 +821,11 @@ impl Fib {
                         })
                         .collect();
                 }
+                if spec.family == Family::Inet && spec.nhid.is_some() {
+                    for (state, n) in st.iter_mut().zip(&spec.nhs) {
+                        state.scope = crate::nexthop::object_path_scope4(n);
+                    }
+                }
                 let nid = self.intern(spec, st);
                 map.push((id, nid));
             }

@@ -343,3 +343,29 @@ fn ipv6_delete_ignores_from_without_source_routes() {
         .unwrap();
     assert_eq!(plain(&f), 0);
 }
+
+/// Kernel 6.18: an IPv4 input answer leaving by its input device carries `redirect` when the
+/// source's own route leaves there directly; through a device-only next-hop object it does
+/// (the path's scope is host), and no longer once the object is replaced by a gateway.
+#[test]
+fn input_redirect_through_a_device_only_object() {
+    let (mut f, d0) = base();
+    f.nexthop_new(&nh_obj(1, None, d0), ReqFlags::ADD).unwrap();
+    let default = Route {
+        nhid: Some(1),
+        ..rt("0.0.0.0/0", None, 0)
+    };
+    f.route_new(&default, ReqFlags::ADD).unwrap();
+    f.route_new(&rt("10.50.0.0/16", None, d0), ReqFlags::ADD)
+        .unwrap();
+    let q = RouteQuery {
+        src: Some(ip("10.99.0.5")),
+        iif: Some(d0),
+        ..RouteQuery::to(ip("10.50.0.1"))
+    };
+    let redirect = |f: &Fib| f.route_get(&q).unwrap().flags & rtcf::DOREDIRECT != 0;
+    assert!(redirect(&f));
+    f.nexthop_new(&nh_obj(1, Some("10.0.0.9"), d0), ReqFlags::REPLACE)
+        .unwrap();
+    assert!(!redirect(&f));
+}
