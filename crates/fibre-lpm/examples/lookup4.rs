@@ -9,6 +9,9 @@
 #[path = "../tests/common/rib.rs"]
 mod rib;
 
+mod common;
+use common::cpu_seconds;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -37,7 +40,7 @@ fn main() {
     let start = Instant::now();
     let mut pass_secs = Vec::new();
     while start.elapsed() < Duration::from_secs(secs) {
-        let cpu0 = thread_cpu_seconds();
+        let cpu0 = cpu_seconds();
         if batch {
             for (a, o) in addrs.chunks(BURST).zip(out.chunks_mut(BURST)) {
                 lpm.lookup_batch(a, o);
@@ -48,7 +51,7 @@ fn main() {
             }
         }
         black_box(&mut out);
-        pass_secs.push(thread_cpu_seconds() - cpu0);
+        pass_secs.push(cpu_seconds() - cpu0);
     }
     if let Ok(r) = std::fs::read_to_string("/proc/self/smaps_rollup") {
         if let Some(l) = r.lines().find(|l| l.starts_with("AnonHugePages")) {
@@ -67,23 +70,4 @@ fn main() {
         ADDRS as f64 / median / 1e6,
         100.0 * cpu / wall
     );
-}
-
-/// This thread's CPU time in seconds, to the nanosecond (`CLOCK_THREAD_CPUTIME_ID`).
-fn thread_cpu_seconds() -> f64 {
-    #[repr(C)]
-    struct Timespec {
-        sec: i64,
-        nsec: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    /// Linux's CLOCK_THREAD_CPUTIME_ID.
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut ts = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.sec as f64 + ts.nsec as f64 * 1e-9
 }

@@ -9,6 +9,9 @@
 #[path = "../tests/common/rib.rs"]
 mod rib;
 
+mod common;
+use common::cpu_seconds;
+
 use std::hint::black_box;
 
 use fibre_lpm::sync::UpdateResult;
@@ -29,27 +32,6 @@ const BURST: usize = 64;
 fn median(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[v.len() / 2], v[v.len() - 1])
-}
-
-/// This thread's CPU time in seconds. Rates are per CPU second, not per wall second, so that
-/// time slices lost to other processes on a shared machine do not count against the code.
-fn cpu_seconds() -> f64 {
-    #[repr(C)]
-    struct Timespec {
-        sec: i64,
-        nsec: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    /// Linux's CLOCK_THREAD_CPUTIME_ID.
-    const THREAD_CPUTIME: i32 = 3;
-    let mut ts = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec (two C longs on x86_64/aarch64 Linux) into the
-    // valid, exclusively borrowed `ts`.
-    let rc = unsafe { clock_gettime(THREAD_CPUTIME, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.sec as f64 + ts.nsec as f64 * 1e-9
 }
 
 fn mlps(n: usize, f: impl Fn() -> u32) -> (f64, f64) {
