@@ -109,6 +109,13 @@ class _Gen:
         self.nh_all: list[int] = []  # every next-hop id ever given
         self.nh_free: list[int] = []  # single objects no route or group uses yet
         self.group_free: list[int] = []  # groups no route uses yet
+        # Resilient groups: id -> bucket count. Those with a non-zero idle timer are never
+        # given to a route: a lookup marks its bucket busy, and which buckets the kernel's
+        # flow hash touched would then decide what a later change moves.
+        self.resilient: dict[int, int] = {}
+        # Those that routes may use: every replace of them keeps (or, where a replace creates
+        # the group anew after a deletion, sets) idle_timer 0.
+        self.res_idle0: set[int] = set()
         self.flow_blocks: list[dict] = []
 
     # -- helpers ---------------------------------------------------------------------------
@@ -362,13 +369,26 @@ class _Gen:
         else:
             nid, verb = self.next_nh, "add"
             self.next_nh += 1
+        if verb == "add" and self.on("nexthop_resilient") and self.resilient and self.chance(0.1):
+            self.resilient_change()
         if verb == "add" and self.on("nexthop_groups") and len(self.nh_free) >= 2 and self.chance(0.3):
             members = self.r.sample(self.nh_free, self.r.randrange(1, min(4, len(self.nh_free)) + 1))
             grp = "/".join(f"{m},{self.r.randrange(1, 5)}" if self.chance(0.6) else str(m) for m in members)
-            self.emit(f"nexthop add id {nid} group {grp}")
+            kind, idle = "", 0
+            if self.on("nexthop_resilient") and self.chance(0.5):
+                buckets = self.r.choice([1, 2, 3, 8, 16, 32, 64, 100, 128])
+                idle = self.r.choice([0, 0, 0, 30, 120])
+                kind = f" type resilient buckets {buckets}" + (f" idle_timer {idle}" if idle != 120 or self.chance(0.5) else "")
+                if self.chance(0.3):
+                    kind += f" unbalanced_timer {self.r.choice([0, 10, 300])}"
+                self.resilient[nid] = buckets
+                if not idle:
+                    self.res_idle0.add(nid)
+            self.emit(f"nexthop add id {nid} group {grp}{kind}")
             for m in members:
                 self.nh_free.remove(m)
-            self.group_free.append(nid)
+            if not idle:
+                self.group_free.append(nid)
         else:
             i = self.link()
             style = self.r.random()
@@ -386,6 +406,33 @@ class _Gen:
         self.nh_all.append(nid)
         if self.on("route_del") and self.chance(0.05):
             self.emit(f"nexthop del id {self.r.choice(self.nh_all)}")
+
+    def resilient_change(self) -> None:
+        """A replace of a resilient group (new members or weights, timers, or a refused change
+        of size or type), or a bucket query."""
+        gid = self.r.choice(sorted(self.resilient))
+        idle0 = " idle_timer 0" if gid in self.res_idle0 else ""
+        x = self.r.random()
+        if x < 0.55 and self.nh_free:
+            members = self.r.sample(self.nh_free, self.r.randrange(1, min(4, len(self.nh_free)) + 1))
+            grp = "/".join(f"{m},{self.r.randrange(1, 9)}" if self.chance(0.6) else str(m) for m in members)
+            extra = f" buckets {self.resilient[gid]}" if self.chance(0.3) else ""
+            if idle0 or self.chance(0.3):
+                extra += " idle_timer 0"
+            self.emit(f"nexthop replace id {gid} group {grp} type resilient{extra}")
+            for m in members:
+                self.nh_free.remove(m)
+        elif x < 0.65:
+            self.emit(f"nexthop replace id {gid} group {self.r.choice(self.nh_all)} type resilient buckets {self.resilient[gid] + 1}{idle0}")
+        elif x < 0.7:
+            self.emit(f"nexthop replace id {gid} group {self.r.choice(self.nh_all)}")
+        elif x < 0.75:
+            self.emit(f"nexthop add id {self.next_nh + 500} group {self.r.choice(self.nh_all)} type resilient")
+        elif x < 0.85:
+            self.emit(f"nexthop bucket show id {gid}")
+            self.emit("nexthop bucket show id 0")  # iproute2's selector persists: clear it
+        else:
+            self.emit(f"nexthop bucket get id {gid} index {self.r.randrange(self.resilient[gid] + 1)}")
 
     def take_nhid(self) -> int | None:
         """An unused next-hop object or group for a route, then marked used. The kernel caches
@@ -606,6 +653,8 @@ class _Gen:
             self.emit("rule show")
         if self.on("show_nexthops") and self.on("nexthop_objects"):
             self.emit("nexthop show")
+        if self.on("nexthop_resilient"):
+            self.emit("nexthop bucket show")
 
 
 def generate(seed: int, routes: int, lookups: int, features: set[str]) -> list[Run]:

@@ -47,7 +47,10 @@ FLOW_SLACK = 3
 # Fields of a `route get` answer that depend on which next hop of a multipath route was chosen.
 NEXTHOP_FIELDS = {"gateway", "via", "dev", "prefsrc", "flags", "nhid"}
 OUTPUT_VERBS = (("route", "get"), ("route", "show"), ("route", "list"), ("rule", "show"),
-                ("rule", "list"), ("nexthop", "show"), ("nexthop", "list"))
+                ("rule", "list"), ("nexthop", "show"), ("nexthop", "list"), ("nexthop", "bucket"))
+# How long a resilient group's bucket has been idle depends on when the command ran: masked.
+_IDLE_TEXT = re.compile(r"\bidle_time \S+")
+_IDLE_JSON = re.compile(r'"idle_time": ?[-0-9.e+]+')
 _FAILED = re.compile(r"^Command failed (.*):(\d+)$")
 
 
@@ -116,7 +119,7 @@ def error_blocks(stderr: str) -> tuple[dict[int, list[str]], list[str]]:
 
 def split_json(stdout: str, produced: list[int]) -> dict[int, object]:
     """{line: parsed JSON} for the output commands that produced output, in order."""
-    rows = [r for r in stdout.split("\n") if r.strip()]
+    rows = [_IDLE_JSON.sub('"idle_time":"*"', r) for r in stdout.split("\n") if r.strip()]
     out: dict[int, object] = {}
     for n, row in zip(produced, rows):
         try:
@@ -131,7 +134,7 @@ def split_json(stdout: str, produced: list[int]) -> dict[int, object]:
 def records(stdout: str) -> list[str]:
     """Text output as records: a line and its indented continuation lines."""
     recs: list[str] = []
-    for line in stdout.split("\n"):
+    for line in _IDLE_TEXT.sub("idle_time *", stdout).split("\n"):
         if not line:
             continue
         if line[0] in " \t" and recs:

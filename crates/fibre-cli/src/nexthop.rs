@@ -1,14 +1,17 @@
 //! `ip nexthop`: add/replace/del/show/get/flush, parsed as iproute2 6.1's `ipnh_modify` and
 //! printed as its `print_nexthop`.
 
-use crate::args::{get_addr, get_u32, matches, read_family, Args};
+use crate::args::{get_addr, get_u16, get_u32, matches, read_family, Args};
 use crate::names::{proto_a2n, proto_n2a, scope_n2a};
 use crate::out::Printer;
 use crate::route::print_rt_flags;
 use crate::{Cli, CmdError, Names};
-use fibre_fib::{nh_flags, scope, Errno, Family, GroupMember, NexthopObj, ReqFlags, RtError};
+use fibre_fib::{
+    nh_flags, scope, Errno, Family, GroupMember, NexthopBucket, NexthopObj, ReqFlags, ResGroup,
+    RtError,
+};
 
-const USAGE: &str = "Usage: fibre nexthop { list | flush } [ id ID ] [ dev DEV ] [ groups ] [ fdb ]\n       fibre nexthop { add | replace } id ID NH [ protocol ID ]\n       fibre nexthop { get | del } id ID\nNH := { group ID[,WEIGHT][/ID[,WEIGHT]]... [ type mpath ] | [ via ADDRESS ] [ dev DEV ] [ onlink ] | blackhole } [ fdb ]\n";
+const USAGE: &str = "Usage: fibre nexthop { list | flush } [ id ID ] [ dev DEV ] [ groups ] [ fdb ]\n       fibre nexthop { add | replace } id ID NH [ protocol ID ]\n       fibre nexthop { get | del } id ID\n       fibre nexthop bucket list [ id ID ] [ nhid ID ] [ dev DEV ]\n       fibre nexthop bucket get id ID index INDEX\nNH := { group ID[,WEIGHT][/ID[,WEIGHT]]... [ type { mpath | resilient [ buckets BUCKETS ]\n          [ idle_timer SECONDS ] [ unbalanced_timer SECONDS ] } ] |\n        [ via ADDRESS ] [ dev DEV ] [ onlink ] | blackhole } [ fdb ]\n";
 
 /// NHA_GROUP_TYPE values.
 const GROUP_MPATH: u16 = 0;
@@ -50,6 +53,9 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     }
     if matches(verb, "flush") {
         return list(cli, rest, true);
+    }
+    if matches(verb, "bucket") {
+        return bucket(cli, rest);
     }
     if matches(verb, "help") {
         return Err(CmdError::usage(USAGE));
@@ -119,6 +125,170 @@ fn group(s: &str) -> Result<Vec<GroupMember>, CmdError> {
     Ok(out)
 }
 
+/// iproute2's `parse_nh_group_type_res`, given the words from `resilient` on: the resilient
+/// arguments that follow and how many words they took. Any word after `resilient` makes
+/// iproute2 send the (possibly empty) NHA_RES_GROUP nest; the first word that is not a
+/// resilient argument ends them. Timers are given in seconds and sent in clock_t.
+fn res_args(words: &[&str]) -> Result<(Option<ResGroup>, usize), CmdError> {
+    if words.len() < 2 {
+        return Ok((None, 0));
+    }
+    let mut res = ResGroup::default();
+    let mut i = 1;
+    // UINT32_MAX / 100: a larger number of seconds would overflow clock_t.
+    let timer = |v: &str, what: &str| {
+        get_u32(v, 0)
+            .filter(|&t| t < u32::MAX / 100)
+            .map(|t| t * 100)
+            .ok_or_else(|| CmdError::invarg(what, v))
+    };
+    while let Some(&w) = words.get(i) {
+        let value = || words.get(i + 1).copied().ok_or_else(CmdError::incomplete);
+        match w {
+            "buckets" => {
+                let v = value()?;
+                res.buckets = Some(
+                    get_u16(v, 0).ok_or_else(|| CmdError::invarg("invalid buckets value", v))?,
+                );
+            }
+            "idle_timer" => res.idle_timer = Some(timer(value()?, "invalid idle timer value")?),
+            "unbalanced_timer" => {
+                res.unbalanced_timer = Some(timer(value()?, "invalid unbalanced timer value")?)
+            }
+            _ => break,
+        }
+        i += 2;
+    }
+    Ok((Some(res), i - 1))
+}
+
+/// `ip nexthop bucket { list | show | get } ...` (iproute2's `do_ipnh_bucket`).
+fn bucket(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
+    let Some((&verb, rest)) = words.split_first() else {
+        return bucket_list(cli, &[]);
+    };
+    if matches(verb, "list") || matches(verb, "show") || matches(verb, "lst") {
+        return bucket_list(cli, rest);
+    }
+    if matches(verb, "get") {
+        return bucket_get(cli, rest);
+    }
+    if matches(verb, "help") {
+        return Err(CmdError::usage(USAGE));
+    }
+    Err(CmdError::exit(
+        255,
+        format!("Command \"{verb}\" is unknown, try \"ip nexthop help\".\n"),
+    ))
+}
+
+/// `ip nexthop bucket list [dev D] [id N] [nhid N]`: a dump with iproute2's selector, which
+/// shares (and leaves set) the one of `ip nexthop show`.
+fn bucket_list(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
+    let mut a = Args::new(words);
+    while let Some(w) = a.peek() {
+        if matches(w, "dev") {
+            let v = a.next_arg()?;
+            cli.nh_filter.ifindex = cli
+                .ifindex(v)
+                .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?;
+        } else if w == "id" {
+            let v = a.next_arg()?;
+            cli.nh_filter.id =
+                get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?;
+        } else if w == "nhid" {
+            let v = a.next_arg()?;
+            cli.nh_filter.nhid =
+                get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?;
+        } else if matches(w, "help") {
+            return Err(CmdError::usage(USAGE));
+        } else {
+            return Err(CmdError::invarg("", w));
+        }
+        a.advance();
+    }
+    let f = cli.nh_filter.clone();
+    let found = cli.fib.nexthop_buckets(
+        (f.id != 0).then_some(f.id),
+        (f.nhid != 0).then_some(f.nhid),
+        f.ifindex,
+    );
+    // A failed dump prints what the kernel said (nothing for ENOENT) and "Dump terminated".
+    if found.is_err() && cli.opts.json {
+        // iproute2 has opened its JSON array when the error arrives.
+        cli.out.push(b'[');
+    }
+    let buckets = found.map_err(|e| {
+        let text = match e.extack {
+            Some(m) => format!("Error: {m}.\nDump terminated\n"),
+            None => "Dump terminated\n".to_string(),
+        };
+        CmdError::fail(2, text)
+    })?;
+    let mut p = cli.printer();
+    for b in &buckets {
+        print_bucket(&mut p, b);
+    }
+    cli.emit(p);
+    Ok(())
+}
+
+/// `ip nexthop bucket get id N index I`.
+fn bucket_get(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
+    let mut a = Args::new(words);
+    let (mut id, mut index) = (0, None);
+    while let Some(w) = a.peek() {
+        if w == "id" {
+            let v = a.next_arg()?;
+            id = get_u32(v, 0).ok_or_else(|| CmdError::invarg("invalid id value", v))?;
+        } else if w == "index" {
+            let v = a.next_arg()?;
+            index = Some(
+                get_u16(v, 0).ok_or_else(|| CmdError::invarg("invalid bucket index value", v))?,
+            );
+        } else {
+            return Err(CmdError::usage(USAGE));
+        }
+        a.advance();
+    }
+    let (Some(index), true) = (index, id != 0) else {
+        return Err(CmdError::usage(USAGE));
+    };
+    let b = cli
+        .fib
+        .nexthop_bucket(id, index)
+        .map_err(|e| CmdError::rtnl(&e))?;
+    let mut p = cli.printer();
+    print_bucket(&mut p, &b);
+    cli.emit(p);
+    Ok(())
+}
+
+/// iproute2's `print_nexthop_bucket`.
+pub fn print_bucket(p: &mut Printer, b: &NexthopBucket) {
+    p.open_obj(None);
+    p.num(Some("id"), "id ", b.id as i64, " ");
+    p.open_obj(Some("bucket"));
+    p.num(Some("index"), "index ", b.index as i64, " ");
+    p.float(
+        Some("idle_time"),
+        "idle_time ",
+        clock_t_secs(b.idle_time),
+        " ",
+    );
+    p.num(Some("nhid"), "nhid ", b.nhid as i64, " ");
+    p.close_obj();
+    print_rt_flags(p, 0);
+    p.text("\n");
+    p.close_obj();
+}
+
+/// iproute2's `__jiffies_to_tv` and `print_tv`: clock_t ticks as seconds.
+fn clock_t_secs(ticks: u64) -> f64 {
+    let usec = ticks * 10_000;
+    (usec / 1_000_000) as f64 + (usec % 1_000_000) as f64 / 1e6
+}
+
 /// Parses `ip nexthop add|replace` words.
 pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
     let mut nh = NexthopObj {
@@ -131,6 +301,7 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
         fdb: false,
         group: Vec::new(),
         group_type: GROUP_MPATH,
+        res: None,
         protocol: 0,
         flags: 0,
         scope: 0,
@@ -182,6 +353,13 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
                 "resilient" => GROUP_RES,
                 _ => return Err(CmdError::invarg("\"type\" value is invalid\n", v)),
             };
+            if nh.group_type == GROUP_RES {
+                let (res, used) = res_args(a.rest())?;
+                nh.res = res;
+                for _ in 0..used {
+                    a.advance();
+                }
+            }
         } else if matches(w, "protocol") {
             let v = a.next_arg()?;
             nh.protocol = proto_a2n(v)
@@ -206,6 +384,9 @@ pub struct Filter {
     fdb: bool,
     proto: u32,
     flushed: u32,
+    /// `ip nexthop bucket list id N` / `nhid N`.
+    id: u32,
+    nhid: u32,
 }
 
 impl Filter {
@@ -314,6 +495,24 @@ pub fn print_nexthop(p: &mut Printer, n: &NexthopObj, names: &Names, details: bo
         if n.group_type == GROUP_RES {
             p.str(Some("type"), "type ", "resilient", " ");
         }
+        if let Some(r) = n.res {
+            // print_nh_res_group
+            p.open_obj(Some("resilient_args"));
+            p.num(
+                Some("buckets"),
+                "buckets ",
+                r.buckets.unwrap_or(0) as i64,
+                " ",
+            );
+            for (key, v) in [
+                ("idle_timer", r.idle_timer.unwrap_or(0) as u64),
+                ("unbalanced_timer", r.unbalanced_timer.unwrap_or(0) as u64),
+                ("unbalanced_time", r.unbalanced_time),
+            ] {
+                p.float(Some(key), &format!("{key} "), clock_t_secs(v), " ");
+            }
+            p.close_obj();
+        }
     }
     if let Some(gw) = &n.gateway {
         p.str(Some("gateway"), "via ", &gw.to_string(), " ");
@@ -378,6 +577,75 @@ mod tests {
             run(&mut cli, &["get", "id", "0"]),
             Err(CmdError::Exit { status: 255, .. })
         ));
+    }
+
+    /// iproute2 6.1 with kernel 6.18: `nexthop add id 11 group 1,2/2/3 type resilient buckets
+    /// 16 idle_timer 60 unbalanced_timer 30`, then `nexthop show [-j]` and `nexthop bucket
+    /// show [-j]`.
+    #[test]
+    fn resilient_groups_parse_and_print_like_iproute2() {
+        let mut n = parse_str(
+            "id 11 group 1,2/2/3 type resilient buckets 16 idle_timer 60 unbalanced_timer 30",
+        );
+        assert_eq!(n.group_type, GROUP_RES);
+        assert_eq!(
+            n.res,
+            Some(ResGroup {
+                buckets: Some(16),
+                idle_timer: Some(6000),
+                unbalanced_timer: Some(3000),
+                unbalanced_time: 0,
+            })
+        );
+        // Nothing after `resilient`: no NHA_RES_GROUP; a word that is no resilient argument
+        // ends them and is parsed as usual.
+        assert_eq!(parse_str("id 4 group 1 type resilient").res, None);
+        let p = parse_str("id 4 group 1 type resilient protocol 99");
+        assert_eq!((p.res, p.protocol), (Some(ResGroup::default()), 99));
+        assert_eq!(
+            show(&n, false),
+            "id 11 group 1,2/2/3 type resilient buckets 16 idle_timer 60 unbalanced_timer 30 unbalanced_time 0 \n"
+        );
+        assert_eq!(
+            show(&n, true),
+            "[{\"id\":11,\"group\":[{\"id\":1,\"weight\":2},{\"id\":2},{\"id\":3}],\"type\":\"resilient\",\"resilient_args\":{\"buckets\":16,\"idle_timer\":60,\"unbalanced_timer\":30,\"unbalanced_time\":0},\"flags\":[]}]\n"
+        );
+        n.res = n.res.map(|r| ResGroup {
+            unbalanced_time: 9467,
+            ..r
+        });
+        assert!(show(&n, false).contains(" unbalanced_time 94.67 "));
+        let b = NexthopBucket {
+            id: 10,
+            index: 0,
+            nhid: 2,
+            idle_time: 4,
+            protocol: 0,
+        };
+        for (json, want) in [
+            (false, "id 10 index 0 idle_time 0.04 nhid 2 \n"),
+            (
+                true,
+                "[{\"id\":10,\"bucket\":{\"index\":0,\"idle_time\":0.04,\"nhid\":2},\"flags\":[]}]\n",
+            ),
+        ] {
+            let mut p = Printer::new(json, false);
+            print_bucket(&mut p, &b);
+            assert_eq!(String::from_utf8(p.finish()).unwrap(), want);
+        }
+        let mut cli = Cli::new(Fib::default(), Options::default());
+        let bad = |cli: &mut Cli, w: &str| {
+            let words: Vec<&str> = w.split_whitespace().collect();
+            parse(cli, &words).unwrap_err().message().to_string()
+        };
+        assert_eq!(
+            bad(&mut cli, "id 4 group 1 type resilient buckets 65536"),
+            "Error: argument \"65536\" is wrong: invalid buckets value\n"
+        );
+        assert_eq!(
+            bad(&mut cli, "id 4 group 1 type resilient idle_timer 42949672"),
+            "Error: argument \"42949672\" is wrong: invalid idle timer value\n"
+        );
     }
 
     #[test]

@@ -368,6 +368,28 @@ impl Backend {
         }
     }
 
+    /// The buckets of resilient groups (RTM_GETNEXTHOPBUCKET dump). fibred does not answer
+    /// bucket requests yet: online this is refused.
+    pub fn nexthop_buckets(
+        &self,
+        id: Option<u32>,
+        nhid: Option<u32>,
+        dev: u32,
+    ) -> Result<Vec<fibre_fib::NexthopBucket>, RtError> {
+        match self {
+            Backend::Local(f) => f.nexthop_buckets(id, nhid, dev),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// One bucket of a resilient group.
+    pub fn nexthop_bucket(&self, id: u32, index: u16) -> Result<fibre_fib::NexthopBucket, RtError> {
+        match self {
+            Backend::Local(f) => f.nexthop_bucket(id, index),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
     /// Next-hop exceptions as cached routes (`route show cache`). fibred does not dump them
     /// (the kernel's cache dump has no request of its own): online this is empty.
     pub fn exceptions(&self, family: Option<Family>) -> Vec<Route> {

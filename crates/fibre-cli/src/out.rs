@@ -207,6 +207,19 @@ impl Printer {
         }
     }
 
+    /// `print_float(PRINT_ANY, key, "PRE%gPOST", val)` (what `print_tv` prints times with).
+    pub fn float(&mut self, key: Option<&str>, pre: &str, val: f64, post: &str) {
+        if self.json.is_some() {
+            self.key(key);
+        } else {
+            self.buf.extend_from_slice(pre.as_bytes());
+        }
+        self.buf.extend_from_slice(fmt_g(val).as_bytes());
+        if self.json.is_none() {
+            self.buf.extend_from_slice(post.as_bytes());
+        }
+    }
+
     /// A string value in JSON mode only.
     pub fn jstr(&mut self, key: Option<&str>, val: &str) {
         if self.json.is_some() {
@@ -242,6 +255,30 @@ impl Printer {
         } else if val {
             self.buf.extend_from_slice(text.as_bytes());
         }
+    }
+}
+
+/// C's `%g`: six significant digits, trailing zeros dropped, exponent form below 1e-4 and
+/// from 1e6 on.
+pub fn fmt_g(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x == 0.0 { "0".into() } else { x.to_string() };
+    }
+    let sci = format!("{x:.5e}");
+    let (mant, exp) = sci.split_once('e').expect("exponent form");
+    let exp: i32 = exp.parse().expect("exponent");
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), exp.abs())
+    } else {
+        trim(&format!("{x:.*}", (5 - exp) as usize))
     }
 }
 
@@ -292,6 +329,24 @@ mod tests {
         sample(&mut p);
         let want = "[ {\n        \"dst\": \"203.0.113.0/24\",\n        \"metric\": 10,\n        \"flags\": [ ],\n        \"metrics\": [ {\n                \"mtu\": 1400,\n                \"advmss\": 1300\n            } ]\n    } ]\n";
         assert_eq!(String::from_utf8(p.finish()).unwrap(), want);
+    }
+
+    /// What C's printf("%g") prints for the same values.
+    #[test]
+    fn floats_print_as_c_g() {
+        for (x, s) in [
+            (0.0, "0"),
+            (0.04, "0.04"),
+            (120.0, "120"),
+            (94.67, "94.67"),
+            (123456.0, "123456"),
+            (1234567.0, "1.23457e+06"),
+            (42949671.0, "4.29497e+07"),
+            (0.00001, "1e-05"),
+            (0.5, "0.5"),
+        ] {
+            assert_eq!(fmt_g(x), s);
+        }
     }
 
     #[test]

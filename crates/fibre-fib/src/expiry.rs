@@ -289,6 +289,8 @@ impl Fib {
             routes: self.expire_routes_at(now),
             ..GcStats::default()
         };
+        // Resilient groups move the buckets whose idle or unbalanced timers ran out.
+        self.nhobjs.upkeep(now);
         let (done, left) = self.exceptions.expire(now, GC_EXCEPTIONS_PER_PASS);
         st.exceptions = done;
         st.more_due = left;

@@ -31,6 +31,7 @@ mod lookup;
 mod neigh;
 mod nexthop;
 mod notify;
+mod resilient;
 mod route;
 mod route4;
 mod route6;
@@ -1151,7 +1152,28 @@ impl Fib {
 
     /// RTM_GETNEXTHOP dump, in id order.
     pub fn nexthops(&self) -> Vec<NexthopObj> {
-        self.nhobjs.by_id.values().cloned().collect()
+        let now = self.now_ms();
+        self.nhobjs
+            .by_id
+            .values()
+            .map(|o| self.nhobjs.answer(o, now))
+            .collect()
+    }
+
+    /// RTM_GETNEXTHOPBUCKET dump: the buckets of resilient groups (of group `id` only, of
+    /// member `nhid` only, of members on device `dev` only, when given).
+    pub fn nexthop_buckets(
+        &self,
+        id: Option<u32>,
+        nhid: Option<u32>,
+        dev: u32,
+    ) -> Result<Vec<NexthopBucket>, RtError> {
+        self.nhobjs.buckets(id, nhid, dev, self.now_ms())
+    }
+
+    /// RTM_GETNEXTHOPBUCKET for bucket `index` of resilient group `id`.
+    pub fn nexthop_bucket(&self, id: u32, index: u16) -> Result<NexthopBucket, RtError> {
+        self.nhobjs.bucket(id, index, self.now_ms())
     }
 }
 

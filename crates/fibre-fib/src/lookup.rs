@@ -690,11 +690,28 @@ impl Fib {
         (h as u32) >> 1
     }
 
-    /// fib_select_multipath: the first live next hop whose upper bound is >= the hash.
+    /// fib_select_multipath: the first live next hop whose upper bound is >= the hash; through
+    /// a resilient group, the member in the hash's bucket (nexthop_select_path_res).
     pub(crate) fn select_multipath(&self, res: &mut Res, flow: &Flow) {
         let info = self.infos.get(res.entry.info);
         if info.nh.len() <= 1 || flow.oif != 0 {
             return;
+        }
+        if let Some(id) = info.spec.nhid {
+            if let Some(member) = self
+                .nhobjs
+                .select_res(id, Self::flow_hash(flow), self.now_ms())
+            {
+                // A route through a group has the group's members as its next hops, in order.
+                if let Some(i) = self
+                    .nhobjs
+                    .get(id)
+                    .and_then(|g| g.group.iter().position(|m| m.id == member))
+                {
+                    res.nh = i;
+                }
+                return;
+            }
         }
         let h = Self::flow_hash(flow) as i64;
         if let Some(i) = info

@@ -6,13 +6,20 @@
 //!   members share one family (blackholes cannot be members of multi-member groups).
 //! - Routes using an object copy its next hops into their info (so lookups never chase ids);
 //!   changing or deleting an object rewrites or removes those routes (`Fib::nexthop_*`).
+//! - A resilient group (group_type 1) has a bucket table in `res` (see `resilient`), regrouped
+//!   whenever its member list changes; a hash-threshold group has none.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use crate::fxhash::FxHashMap;
+use crate::resilient::{ResTable, DEFAULT_IDLE_TIMER};
 use crate::route::NhSpec;
 use crate::route4::einval;
-use crate::types::{nh_flags, scope, Errno, NexthopObj, RtError};
+use crate::types::{nh_flags, scope, Errno, NexthopBucket, NexthopObj, ResGroup, RtError};
+
+/// NEXTHOP_GRP_TYPE_RES
+pub(crate) const GROUP_RES: u16 = 1;
 
 /// The scope of an IPv4 route's path through a next-hop object (the kernel's nhc_scope, which
 /// the reverse-path check of input routing reads): host for a device alone, link through a
@@ -28,6 +35,8 @@ pub(crate) fn object_path_scope4(n: &NhSpec) -> u8 {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NhObjs {
     pub by_id: BTreeMap<u32, NexthopObj>,
+    /// Bucket tables of resilient groups, by group id.
+    pub res: FxHashMap<u32, ResTable>,
     /// The id last given to an object added with id 0 (the kernel's last_id_allocated): the
     /// next such object gets the first free id after it.
     last_auto_id: u32,
@@ -51,6 +60,34 @@ impl NhObjs {
 
     pub fn get(&self, id: u32) -> Option<&NexthopObj> {
         self.by_id.get(&id)
+    }
+
+    /// The member a resilient group `id` gives a flow hash (None for other objects).
+    pub fn select_res(&self, id: u32, hash: u32, now: u64) -> Option<u32> {
+        self.res.get(&id)?.select(hash, now)
+    }
+
+    /// The object as dumped: a resilient group with its parameters and current imbalance.
+    pub fn answer(&self, o: &NexthopObj, now: u64) -> NexthopObj {
+        let mut o = o.clone();
+        if let Some(t) = self.res.get(&o.id) {
+            o.res = Some(ResGroup {
+                buckets: Some(t.buckets.len() as u16),
+                idle_timer: Some(t.idle_timer),
+                unbalanced_timer: Some(t.unbalanced_timer),
+                unbalanced_time: t.unbalanced_time(now),
+            });
+        }
+        o
+    }
+
+    /// Runs the upkeep of every resilient group (the kernel's delayed work).
+    pub fn upkeep(&mut self, now: u64) {
+        for (id, t) in self.res.iter_mut() {
+            if let Some(g) = self.by_id.get(id) {
+                t.upkeep(&g.group, now);
+            }
+        }
     }
 
     /// nexthop_has_v4: the object (or a member of the group) is an IPv4 next hop.
@@ -128,9 +165,11 @@ impl NhObjs {
                 return Err(einval("Invalid nexthop id"));
             };
             if !o.group.is_empty() {
-                return Err(einval(
-                    "Hash-threshold group can not be a nexthop within a group",
-                ));
+                return Err(einval(if o.group_type == GROUP_RES {
+                    "Resilient group can not be a nexthop within a group"
+                } else {
+                    "Hash-threshold group can not be a nexthop within a group"
+                }));
             }
             if o.blackhole && obj.group.len() > 1 {
                 return Err(einval(
@@ -162,12 +201,92 @@ impl NhObjs {
         Ok(())
     }
 
-    pub fn remove(&mut self, id: u32) -> Result<NexthopObj, RtError> {
+    /// Removes an object: from the groups holding it (whose resilient tables regroup at
+    /// `now`), and its own table if it is a resilient group.
+    pub fn remove(&mut self, id: u32, now: u64) -> Result<NexthopObj, RtError> {
         let o = self.by_id.remove(&id).ok_or(RtError::new(Errno::ENOENT))?;
+        self.res.remove(&id);
         for g in self.by_id.values_mut() {
+            let before = g.group.len();
             g.group.retain(|m| m.id != id);
+            if g.group.len() != before && !g.group.is_empty() {
+                if let Some(t) = self.res.get_mut(&g.id) {
+                    t.regroup(&g.group, now);
+                }
+            }
         }
         Ok(o)
+    }
+
+    /// The buckets of resilient groups, in group id then bucket order (the kernel's bucket
+    /// dump): of group `id` only when given (ENOENT if it does not exist, EINVAL if it is not
+    /// a resilient group), holding member `nhid` only when given, of members on device `dev`
+    /// only when non-zero.
+    pub fn buckets(
+        &self,
+        id: Option<u32>,
+        nhid: Option<u32>,
+        dev: u32,
+        now: u64,
+    ) -> Result<Vec<NexthopBucket>, RtError> {
+        if let Some(id) = id {
+            self.res_group(id)?;
+        }
+        let mut out = Vec::new();
+        for g in self.by_id.values() {
+            if id.is_some_and(|i| i != g.id) {
+                continue;
+            }
+            let Some(t) = self.res.get(&g.id) else {
+                continue;
+            };
+            for (index, b) in t.buckets.iter().enumerate() {
+                let Some(member) = b.nh else { continue };
+                if nhid.is_some_and(|n| n != member) {
+                    continue;
+                }
+                if dev != 0 && self.by_id.get(&member).map_or(0, |m| m.oif) != dev {
+                    continue;
+                }
+                out.push(NexthopBucket {
+                    id: g.id,
+                    index: index as u16,
+                    nhid: member,
+                    idle_time: t.idle_time(b, now),
+                    protocol: g.protocol,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// RTM_GETNEXTHOPBUCKET: one bucket of a resilient group.
+    pub fn bucket(&self, id: u32, index: u16, now: u64) -> Result<NexthopBucket, RtError> {
+        let (g, t) = self.res_group(id)?;
+        let b = t
+            .buckets
+            .get(index as usize)
+            .ok_or_else(|| RtError::msg(Errno::ERANGE, "Bucket index out of bounds"))?;
+        Ok(NexthopBucket {
+            id,
+            index,
+            nhid: b.nh.unwrap_or(0),
+            idle_time: t.idle_time(b, now),
+            protocol: g.protocol,
+        })
+    }
+
+    /// nh_valid_dump_bucket_req / nh_res_table_get: the resilient group `id`.
+    fn res_group(&self, id: u32) -> Result<(&NexthopObj, &ResTable), RtError> {
+        let g = self.by_id.get(&id).ok_or(RtError::new(Errno::ENOENT))?;
+        if g.group.is_empty() {
+            return Err(einval("Not a nexthop group"));
+        }
+        let t = self
+            .res
+            .get(&id)
+            .ok_or_else(|| RtError::msg(Errno::EINVAL, "Nexthop group not of type resilient"))?;
+        Ok((g, t))
     }
 }
 
@@ -189,6 +308,10 @@ impl crate::Fib {
                 return Err(einval("Group can not have gateway, device or blackhole"));
             }
             self.nhobjs.check_group(nh)?;
+            // rtm_to_nh_config_grp_res
+            if nh.group_type == GROUP_RES && nh.res.and_then(|r| r.buckets) == Some(0) {
+                return Err(einval("Number of buckets needs to be non-0"));
+            }
         } else if nh.fdb {
             // An fdb next hop is a gateway for the bridge's FDB (VXLAN): no device, so no
             // route check; link scope.
@@ -290,12 +413,50 @@ impl crate::Fib {
         } else if !flags.create {
             return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
         }
+        let res = nh.res.unwrap_or_default();
         if exists {
             self.check_replace(nh)?;
+            // replace_nexthop_grp: the type stays, and so does a resilient group's size.
+            let old = &self.nhobjs.by_id[&nh.id];
+            if !old.group.is_empty() && old.group_type != nh.group_type {
+                return Err(einval(
+                    "Can not replace a nexthop group with one of a different type",
+                ));
+            }
+            if let (Some(t), Some(b)) = (self.nhobjs.res.get(&nh.id), res.buckets) {
+                if t.buckets.len() != b as usize {
+                    return Err(einval(
+                        "Can not change number of buckets of a resilient nexthop group",
+                    ));
+                }
+            }
+        } else if !nh.group.is_empty() && nh.group_type == GROUP_RES && res.buckets.is_none() {
+            // insert_nexthop: the size can be left out of a replace, not of a creation.
+            return Err(einval(
+                "Number of buckets not specified for nexthop group insertion",
+            ));
         }
         let mut obj = nh.clone();
         obj.flags = 0;
         obj.scope = nh_scope;
+        obj.res = None;
+        if !nh.group.is_empty() && nh.group_type == GROUP_RES {
+            let now = self.now_ms();
+            let t = self.nhobjs.res.entry(nh.id).or_insert_with(|| {
+                ResTable::new(
+                    res.buckets.unwrap_or(1),
+                    res.idle_timer.unwrap_or(DEFAULT_IDLE_TIMER),
+                    res.unbalanced_timer.unwrap_or(0),
+                )
+            });
+            if let Some(v) = res.idle_timer {
+                t.idle_timer = v;
+            }
+            if let Some(v) = res.unbalanced_timer {
+                t.unbalanced_timer = v;
+            }
+            t.regroup(&nh.group, now);
+        }
         self.nhobjs.by_id.insert(nh.id, obj);
         if exists {
             self.refresh_nh_users();
@@ -347,7 +508,8 @@ impl crate::Fib {
     /// RTM_DELNEXTHOP: the object goes, and every route using it (directly or via a group
     /// that becomes empty).
     pub(crate) fn nexthop_remove(&mut self, id: u32) -> Result<(), RtError> {
-        self.nhobjs.remove(id)?;
+        let now = self.now_ms();
+        self.nhobjs.remove(id, now)?;
         // Groups left without members (no gateway, device, blackhole or member) go too.
         let gone: std::collections::HashSet<u32> = std::iter::once(id)
             .chain(
@@ -362,7 +524,7 @@ impl crate::Fib {
             .collect();
         for g in &gone {
             if *g != id {
-                let _ = self.nhobjs.remove(*g);
+                let _ = self.nhobjs.remove(*g, now);
             }
         }
         self.flush_infos(|s| s.nhid.is_some_and(|n| gone.contains(&n)));

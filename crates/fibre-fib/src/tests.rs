@@ -9,6 +9,7 @@ use crate::*;
 
 mod attrs;
 mod modify;
+mod resilient;
 mod v6;
 
 /// One route in `ip route show table all` style (the subset of fields we print).
@@ -121,6 +122,7 @@ fn nh_obj(id: u32, gw: Option<&str>, oif: u32) -> NexthopObj {
         fdb: false,
         group: vec![],
         group_type: 0,
+        res: None,
         protocol: 0,
         flags: 0,
         scope: 0,
@@ -1605,6 +1607,7 @@ fn nexthop_object_scopes_groups_and_link_down() {
         fdb: false,
         group: vec![],
         group_type: 0,
+        res: None,
         protocol: 0,
         flags: 0,
         scope: 0,

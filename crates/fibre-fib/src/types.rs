@@ -632,6 +632,31 @@ pub struct GroupMember {
     pub weight_minus_one: u8,
 }
 
+/// A resilient group's parameters (NHA_RES_GROUP_*). Times are in clock_t (1/100 s), as
+/// netlink carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResGroup {
+    pub buckets: Option<u16>,
+    pub idle_timer: Option<u32>,
+    pub unbalanced_timer: Option<u32>,
+    /// Answers only: how long the group has been unbalanced.
+    pub unbalanced_time: u64,
+}
+
+/// One bucket of a resilient group (RTM_NEWNEXTHOPBUCKET).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NexthopBucket {
+    /// The group's id.
+    pub id: u32,
+    pub index: u16,
+    /// The member the bucket holds.
+    pub nhid: u32,
+    /// Time since the bucket was last used or moved, in clock_t.
+    pub idle_time: u64,
+    /// The group's protocol.
+    pub protocol: u8,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NexthopObj {
     pub id: u32,
@@ -645,6 +670,8 @@ pub struct NexthopObj {
     pub group: Vec<GroupMember>,
     /// NHA_GROUP_TYPE: 0 multipath, 1 resilient.
     pub group_type: u16,
+    /// NHA_RES_GROUP of a resilient group: in requests what was given, in answers all of it.
+    pub res: Option<ResGroup>,
     pub protocol: u8,
     /// RTNH_F_* in answers (dead, linkdown).
     pub flags: u32,

@@ -1196,6 +1196,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         fdb: false,
         group: Vec::new(),
         group_type: 0,
+        res: None,
         protocol: h.protocol,
         flags: h.flags,
         scope: h.scope,

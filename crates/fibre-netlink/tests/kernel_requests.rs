@@ -167,6 +167,7 @@ fn kernel_accepts_our_requests() {
         fdb: false,
         group: Vec::new(),
         group_type: 0,
+        res: None,
         protocol: protocol::BOOT,
         flags: 0,
         scope: 0,
