@@ -429,8 +429,11 @@ class _Gen:
         elif x < 0.75:
             self.emit(f"nexthop add id {self.next_nh + 500} group {self.r.choice(self.nh_all)} type resilient")
         elif x < 0.85:
-            self.emit(f"nexthop bucket show id {gid}")
-            self.emit("nexthop bucket show id 0")  # iproute2's selector persists: clear it
+            # (`bucket show id G` of a group that is gone or not resilient fails as a dump,
+            # which in JSON mode leaves a stray "[" before the next command's output; the
+            # member selector cannot fail.) iproute2's selector persists: cleared after.
+            self.emit(f"nexthop bucket show nhid {self.r.choice(self.nh_all)}")
+            self.emit("nexthop bucket show nhid 0")
         else:
             self.emit(f"nexthop bucket get id {gid} index {self.r.randrange(self.resilient[gid] + 1)}")
 
