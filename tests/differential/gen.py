@@ -171,7 +171,17 @@ class _Gen:
     # -- phases ----------------------------------------------------------------------------
     def build(self) -> str:
         self.emit("link set lo up")
+        dflt = self.on("link_conf") and self.chance(0.3)
+        if dflt:
+            # Links created after a write to `default` start from it.
+            self.emit(f"sysctl -q -w net.ipv4.conf.default.rp_filter={self.r.choice([1, 2])}")
         self.links()
+        if dflt:
+            # The flow blocks' input lookups come in on d1 from sources no route leads back
+            # to: d0 and d1 never filter (nor does `all`).
+            self.emit("sysctl -q -w net.ipv4.conf.d0.rp_filter=0")
+            self.emit("sysctl -q -w net.ipv4.conf.d1.rp_filter=0")
+        self.link_conf()
         self.addresses()
         n_cfg = self.routes
         self.config(n_cfg // 2)
@@ -200,6 +210,24 @@ class _Gen:
         if self.on("invalid"):
             self.emit("link add d0 type dummy")
             self.emit(f"link set d{self.nlinks + 3} up")
+
+    def link_conf(self) -> None:
+        """Per-link settings (class link_conf): reverse-path filtering of input lookups and
+        ignoring routes whose next hop lost its carrier, per link and for all."""
+        if not self.on("link_conf"):
+            return
+        for i in range(self.nlinks):
+            if i >= 2 and self.chance(0.3):
+                self.emit(f"sysctl -q -w net.ipv4.conf.d{i}.rp_filter={self.r.choice([0, 1, 2])}")
+            if self.chance(0.3) and not self.v6only:
+                self.emit(f"sysctl -q -w net.ipv4.conf.d{i}.ignore_routes_with_linkdown=1")
+            if self.chance(0.3):
+                self.emit(f"sysctl -q -w net.ipv6.conf.d{i}.ignore_routes_with_linkdown=1")
+        if self.chance(0.2) and not self.v6only:
+            self.emit("sysctl -q -w net.ipv4.conf.all.ignore_routes_with_linkdown=1")
+        if self.chance(0.15):
+            # Written through to every link and to `default` (addrconf_linkdown_change).
+            self.emit(f"sysctl -q -w net.ipv6.conf.all.ignore_routes_with_linkdown={self.r.choice([0, 1])}")
 
     def addresses(self) -> None:
         for i in range(self.nlinks):
@@ -249,6 +277,9 @@ class _Gen:
                 self.route(verb, v6=v6, head=head, table=table, attrs=attrs if same else None)
             elif k == "delete":
                 self.delete()
+            if self.on("link_conf") and self.chance(0.005):
+                dev = self.r.choice([f"d{i}" for i in sorted(self.links_alive) if i >= 2])
+                self.emit(f"sysctl -q -w net.ipv4.conf.{dev}.rp_filter={self.r.choice([0, 1, 2])}")
             if self.on("invalid") and self.chance(0.02):
                 self.invalid()
 

@@ -16,6 +16,8 @@ on|off` exists. This kernel has no dummy driver, so `translate` rewrites the fil
   (net.ipv6.route.flush=1), as fibre runs its GC when the clock moves;
 - fibre's `route exception add DST mtu MTU` becomes a helper that makes the kernel receive an
   ICMP "fragmentation needed" / ICMPv6 "packet too big" for DST (see icmp_inject.py).
+- fibre's `sysctl ARGS` (its per-link and global settings) becomes `netns exec NS sysctl ARGS`,
+  which sets the namespace's own sysctl of that name.
 Helper lines are appended to the line they serve; `KernelRun` maps stderr back to the original
 line numbers, drops what helpers printed, and substitutes the original file name, so the kernel's
 answer reads as if `ip -batch` had been given the untranslated file.
@@ -75,6 +77,7 @@ _CARRIER = re.compile(r"^\s*link\s+set\s+(?:dev\s+)?(\S+)\s+carrier\s+(on|off)\s
 _LINK_UP = re.compile(r"^\s*link\s+set\s+(?:dev\s+)?(\S+)\s.*\bup\b")
 _ADDR_ADD = re.compile(r"^\s*(?:-[46]\s+)?addr(?:ess)?\s+(?:add|replace|change)\s.*\bdev\s+(\S+)")
 _CLOCK = re.compile(r"^\s*clock\s+advance\s+([0-9.]+)\s*$")
+_SYSCTL = re.compile(r"^\s*sysctl\s+(.*\S)\s*$")
 _EXCEPTION = re.compile(r"^\s*(?:-[46]\s+)?route\s+exception\s+add\s+(\S+)\s+mtu\s+(\d+)\s*$")
 _SETTLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "settle.sh")
 _INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "icmp_inject.py")
@@ -117,6 +120,11 @@ def translate(lines: list[str], ns: str, peer_ns: str) -> tuple[list[str], list[
             origin.append(n)
             out.append(_in_peer(peer_ns, f"ip link set {name} up"))
             origin.append(0)
+            continue
+        m = _SYSCTL.match(body)
+        if m:
+            out.append(f"netns exec {ns} sysctl {m.group(1)}")
+            origin.append(n)
             continue
         m = _CLOCK.match(body)
         if m:

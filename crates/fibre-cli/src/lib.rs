@@ -28,6 +28,7 @@ pub mod out;
 pub mod route;
 pub mod rule;
 pub mod save;
+pub mod sysctl;
 
 use args::matches;
 pub use error::CmdError;
@@ -182,6 +183,9 @@ impl Cli {
         if obj == "clock" {
             return clock(self, rest);
         }
+        if obj == "sysctl" {
+            return sysctl::run(self, rest);
+        }
         // "route" is the common case and resolves to itself in the table's order.
         let found = if obj == "route" {
             Some("route")
@@ -234,7 +238,7 @@ fn clock(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
 
 /// fibre's own usage text.
 pub fn usage_text() -> String {
-    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre clock advance SECONDS\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
+    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre clock advance SECONDS\n       fibre sysctl [ -q ] [ -w ] KEY=VALUE | KEY\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
         .to_string()
 }
 

@@ -368,6 +368,32 @@ impl Backend {
         }
     }
 
+    /// `sysctl -w`: a setting of the kernel's meaning (offline only: fibred takes its
+    /// settings from its configuration).
+    pub fn set_conf(
+        &mut self,
+        target: fibre_fib::ConfTarget,
+        key: fibre_fib::ConfKey,
+        value: i32,
+    ) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => f.set_conf(target, key, value),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `sysctl KEY`.
+    pub fn conf(
+        &self,
+        target: fibre_fib::ConfTarget,
+        key: fibre_fib::ConfKey,
+    ) -> Result<i32, RtError> {
+        match self {
+            Backend::Local(f) => f.conf(target, key),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
     /// The buckets of resilient groups (RTM_GETNEXTHOPBUCKET dump). fibred does not answer
     /// bucket requests yet: online this is refused.
     pub fn nexthop_buckets(

@@ -143,7 +143,7 @@ impl Fib {
             // fallback of an output with an oif) is EHOSTUNREACH.
             let res = if q.iif.is_some() {
                 self.input4(q, flow)?;
-                self.get_lookup(Family::Inet, q, &flow, LookupFlags::default())
+                self.get_lookup(Family::Inet, q, &flow, LookupFlags::packet())
                     .map_err(|e| err(e.errno()))?
             } else {
                 self.output4(q, flow)?.1.ok_or(err(Errno::EHOSTUNREACH))?
@@ -203,7 +203,7 @@ impl Fib {
             }
             return Ok((ans, None));
         }
-        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::default()) {
+        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::packet()) {
             Ok(r) => r,
             Err(e) => {
                 if flow.oif != 0 {
@@ -257,6 +257,12 @@ impl Fib {
         }
         ans.rtype = res.rtype;
         self.classify_out4(&mut ans, d, n.oif);
+        if ans.rtype == RouteType::Multicast && res.key.len < 4 {
+            // __mkroute_output: a multicast answer from a route shorter than /4 (a default
+            // route, say) is made without the route's info: no gateway, no metrics.
+            ans.nexthop.gateway = None;
+            ans.metrics = Default::default();
+        }
         self.exception_answer(&res, flow.dst, &mut ans);
         Ok((ans, Some(res)))
     }
@@ -326,7 +332,7 @@ impl Fib {
         }
         let fwd = self.settings().ipv4_forwarding;
         let flow = Flow { oif: 0, ..flow };
-        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::default()) {
+        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::packet()) {
             Ok(r) => r,
             Err(e) => {
                 return Err(err(if fwd { e.errno() } else { Errno::EHOSTUNREACH }));
@@ -380,7 +386,8 @@ impl Fib {
     /// due).
     fn validate_source4(&self, flow: &Flow, oif: u32) -> Result<bool, RtError> {
         let (s, d, iif) = (flow.src as u32, flow.dst as u32, flow.iif);
-        let rpf = self.settings().rp_filter;
+        // IN_DEV_RPFILTER: the larger of conf.all and the input link's own setting.
+        let rpf = self.confs.rp_filter(self.settings().rp_filter, iif);
         // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
         if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif {
             if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
@@ -388,9 +395,12 @@ impl Fib {
             }
             return Ok(false);
         }
+        // A reverse-path failure is fib_validate_source's EXDEV, but since the kernel's input
+        // path returns drop reasons (6.13), `route get ... iif` answers every dropped input
+        // with EINVAL: so does fibre.
         let last_resort = || {
             if rpf != 0 {
-                Err(err(Errno::EXDEV))
+                Err(err(Errno::EINVAL))
             } else {
                 Ok(false)
             }
@@ -406,7 +416,7 @@ impl Fib {
             dport: flow.sport,
             ..Flow::empty()
         };
-        let Ok(res) = self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) else {
+        let Ok(res) = self.fib_lookup(Family::Inet, &rev, LookupFlags::packet()) else {
             return last_resort();
         };
         if res.rtype != RouteType::Unicast {
@@ -420,7 +430,7 @@ impl Fib {
             return last_resort();
         }
         if rpf == 1 {
-            return Err(err(Errno::EXDEV));
+            return Err(err(Errno::EINVAL));
         }
         let rev = Flow { oif: iif, ..rev };
         match self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) {
@@ -443,6 +453,7 @@ impl Fib {
         let lf = LookupFlags {
             strict_oif: strict,
             iif_as_oif: input,
+            linkdown_conf: true,
         };
         let mut res = self
             .get_lookup(Family::Inet6, q, &flow, lf)

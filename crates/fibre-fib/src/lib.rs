@@ -20,6 +20,7 @@
 //! (precomputed forwarding results).
 
 mod addr;
+mod conf;
 mod dst;
 pub mod exception;
 pub mod expiry;
@@ -47,6 +48,7 @@ mod tests;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+pub use conf::{ConfKey, ConfTarget};
 pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
@@ -70,8 +72,13 @@ pub struct Settings {
     pub ipv4_forwarding: bool,
     /// net.ipv6.conf.all.forwarding
     pub ipv6_forwarding: bool,
-    /// net.ipv4.conf.all.rp_filter: 0 off, 1 strict, 2 loose.
+    /// net.ipv4.conf.all.rp_filter: 0 off, 1 strict, 2 loose (each link has its own too:
+    /// see [`Fib::set_conf`]).
     pub rp_filter: u8,
+    /// net.ipv4.conf.all.ignore_routes_with_linkdown
+    pub ignore_routes_with_linkdown4: bool,
+    /// net.ipv6.conf.all.ignore_routes_with_linkdown
+    pub ignore_routes_with_linkdown6: bool,
 }
 
 impl Default for Settings {
@@ -80,6 +87,8 @@ impl Default for Settings {
             ipv4_forwarding: true,
             ipv6_forwarding: true,
             rp_filter: 0,
+            ignore_routes_with_linkdown4: false,
+            ignore_routes_with_linkdown6: false,
         }
     }
 }
@@ -119,6 +128,10 @@ pub struct Fib {
     pub(crate) expiry: expiry::ExpiryQueue<expiry::InfoRef>,
     /// Next-hop exceptions (PMTU, redirects).
     pub(crate) exceptions: exception::Exceptions,
+    /// Per-link settings (`conf`).
+    pub(crate) confs: conf::Confs,
+    /// Links whose LINKDOWN next hops packet lookups skip, IPv4 and IPv6 (from `confs`).
+    pub(crate) linkdown_ignored: [lookup::LinkdownIgnored; 2],
 }
 
 impl Default for Fib {
@@ -174,6 +187,7 @@ impl Fib {
     /// A state as a fresh network namespace has it: `lo` (down), the three default rules per
     /// family, empty tables.
     pub fn new(settings: Settings) -> Fib {
+        let settings_copy = settings.clone();
         let mut f = Fib {
             settings,
             links: Links::new(),
@@ -196,7 +210,11 @@ impl Fib {
             clock: std::sync::Arc::new(SystemClock::new()),
             expiry: Default::default(),
             exceptions: Default::default(),
+            confs: conf::Confs::new(&settings_copy),
+            linkdown_ignored: Default::default(),
         };
+        f.confs.link_added(link::LOOPBACK_IFINDEX);
+        f.refresh_linkdown_ignored();
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
             f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
@@ -259,7 +277,7 @@ impl Fib {
             s.dst = self.build_dst(&spec, i, s);
         }
         let mut info = Info::new(spec, st);
-        info.rebalance();
+        info.rebalance(&self.linkdown_ignored);
         let id = self.infos.insert(info);
         self.track_expiry(id);
         id
@@ -322,6 +340,8 @@ impl Fib {
                 } else {
                     self.links.alloc_index()
                 };
+                self.confs.link_added(idx);
+                self.refresh_linkdown_ignored();
                 self.links.insert(LinkState {
                     ifindex: idx,
                     name,
@@ -495,6 +515,8 @@ impl Fib {
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);
         self.links.remove(idx);
+        self.confs.link_removed(idx);
+        self.refresh_linkdown_ignored();
         self.after_state_change();
         Ok(())
     }
@@ -1027,11 +1049,20 @@ impl Fib {
             }
         }
         let reject = LookupError::of_type(s.rtype).is_some() || s.rtype == RouteType::Throw;
-        let nh_of = |i: usize| NextHop {
-            gateway: s.nhs[i].gw,
-            oif: s.nhs[i].oif,
-            hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
-            flags: s.nhs[i].flags | info.nh[i].flags,
+        // fib_nexthop_info: a LINKDOWN next hop on a link that ignores such routes is shown
+        // dead as well.
+        let ign = &self.linkdown_ignored[(f == Family::Inet6) as usize];
+        let nh_of = |i: usize| {
+            let mut flags = s.nhs[i].flags | info.nh[i].flags;
+            if ign.skips(lookup::LookupFlags::packet(), flags, s.nhs[i].oif) {
+                flags |= nh_flags::DEAD;
+            }
+            NextHop {
+                gateway: s.nhs[i].gw,
+                oif: s.nhs[i].oif,
+                hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
+                flags,
+            }
         };
         // rt6_fill_node shows an IPv6 route through a group object as multipath, whatever
         // the number of members; IPv4 (fib_dump_info) counts the group's next hops.

@@ -62,6 +62,49 @@ pub(crate) struct LookupFlags {
     /// IPv6 input (ip6_pol_route_input): the tables are searched with the input device in
     /// the oif's place, while the rules see the flow's own oif (none).
     pub iif_as_oif: bool,
+    /// A lookup for a packet (`route get`, forwarding, the first reverse-path lookup):
+    /// LINKDOWN next hops on links that ignore such routes are unusable. Left out (the
+    /// kernel's FIB_LOOKUP_IGNORE_LINKSTATE / RT6_LOOKUP_F_IGNORE_LINKSTATE) by gateway
+    /// validation and the loose reverse-path lookup.
+    pub linkdown_conf: bool,
+}
+
+impl LookupFlags {
+    /// The flags of a lookup for a packet.
+    pub(crate) fn packet() -> LookupFlags {
+        LookupFlags {
+            linkdown_conf: true,
+            ..LookupFlags::default()
+        }
+    }
+}
+
+/// The links whose LINKDOWN next hops a packet lookup skips (ignore_routes_with_linkdown, see
+/// `conf`), sorted; empty unless the setting is used anywhere.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LinkdownIgnored(Vec<u32>);
+
+/// The set a compiled structure is built with: compiled answers are used only while a
+/// family's set is empty (see `Fib::fast_applies`).
+static NONE_IGNORED: LinkdownIgnored = LinkdownIgnored(Vec::new());
+
+impl LinkdownIgnored {
+    pub fn new(sorted: Vec<u32>) -> LinkdownIgnored {
+        LinkdownIgnored(sorted)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether the next hop through `dev` in state `st` is unusable for a packet lookup.
+    #[inline]
+    pub fn skips(&self, flags: LookupFlags, st_flags: u32, dev: u32) -> bool {
+        flags.linkdown_conf
+            && st_flags & nh_flags::LINKDOWN != 0
+            && !self.0.is_empty()
+            && self.0.binary_search(&dev).is_ok()
+    }
 }
 
 /// What a plain flow (tos 0, no oif, universe scope, no source) stops at in one key's
@@ -82,6 +125,7 @@ pub(crate) fn winner(
         let w = pick6(
             infos,
             nhobjs,
+            &NONE_IGNORED,
             entries,
             in_node,
             &flow,
@@ -102,7 +146,7 @@ pub(crate) fn winner(
         if info.dead {
             continue;
         }
-        if first_good_nh(info, &flow, LookupFlags::default(), v6).is_some() {
+        if first_good_nh(info, &flow, LookupFlags::default(), v6, &NONE_IGNORED).is_some() {
             return (Some(*e), special);
         }
     }
@@ -111,9 +155,15 @@ pub(crate) fn winner(
 
 /// A usable next hop of `info` for `flow`, in next-hop order.
 #[inline]
-fn first_good_nh(info: &Info, flow: &Flow, flags: LookupFlags, v6: bool) -> Option<usize> {
+fn first_good_nh(
+    info: &Info,
+    flow: &Flow,
+    flags: LookupFlags,
+    v6: bool,
+    ign: &LinkdownIgnored,
+) -> Option<usize> {
     for (i, (spec, st)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
-        if st.flags & nh_flags::DEAD != 0 {
+        if st.flags & nh_flags::DEAD != 0 || ign.skips(flags, st.flags, spec.oif) {
             continue;
         }
         if flow.oif != 0 && flow.oif != spec.oif && (!v6 || flags.strict_oif) {
@@ -134,9 +184,11 @@ fn first_good_nh(info: &Info, flow: &Flow, flags: LookupFlags, v6: bool) -> Opti
 /// a route of the group's run added between two siblings (`Entry::hops_before`) is scored
 /// between them. `in_node` selects the node's entries, `live` says whether a route may be used
 /// at all (not expired).
+#[allow(clippy::too_many_arguments)]
 fn pick6<'a>(
     infos: &Infos,
     nhobjs: &NhObjs,
+    ign: &LinkdownIgnored,
     entries: &'a [Entry],
     in_node: impl Fn(&Entry) -> bool,
     flow: &Flow,
@@ -146,6 +198,7 @@ fn pick6<'a>(
     let mut sel = Select6 {
         infos,
         nhobjs,
+        ign,
         flow,
         flags,
         first_metric: None,
@@ -209,6 +262,7 @@ enum Visit {
 struct Select6<'a, 'f> {
     infos: &'f Infos,
     nhobjs: &'f NhObjs,
+    ign: &'f LinkdownIgnored,
     flow: &'f Flow,
     flags: LookupFlags,
     first_metric: Option<u32>,
@@ -248,7 +302,10 @@ impl<'a> Select6<'a, '_> {
         // IPV6_DECODE_PREF: low 1, medium 2, high 3.
         let pref = (info.spec.pref.unwrap_or(0) ^ 2) & 3;
         for (i, (n, st)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
-            if only.is_some_and(|h| h != i) || st.flags & nh_flags::DEAD != 0 {
+            if only.is_some_and(|h| h != i)
+                || st.flags & nh_flags::DEAD != 0
+                || self.ign.skips(self.flags, st.flags, n.oif)
+            {
                 continue;
             }
             let on_oif = self.flow.oif == 0 || n.oif == self.flow.oif;
@@ -332,7 +389,7 @@ impl Fib {
         if let Some(err) = LookupError::of_type(rtype) {
             return Some(TableResult::Reject(err));
         }
-        Some(match first_good_nh(info, flow, flags, v6) {
+        Some(match first_good_nh(info, flow, flags, v6, &NONE_IGNORED) {
             Some(nh) => TableResult::Found(Res {
                 table: t.id,
                 key,
@@ -363,7 +420,7 @@ impl Fib {
 
     /// fib_table_lookup for IPv4.
     pub(crate) fn table_lookup4(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
-        if Self::fast_applies(t, flow, false) {
+        if self.linkdown_ignored[0].is_empty() && Self::fast_applies(t, flow, false) {
             if let Some(r) = self.fast_table_lookup(t, flow, flags, false) {
                 return r;
             }
@@ -425,7 +482,7 @@ impl Fib {
         if info.dead {
             return None;
         }
-        first_good_nh(info, flow, flags, false).map(|nh| {
+        first_good_nh(info, flow, flags, false, &self.linkdown_ignored[0]).map(|nh| {
             TableResult::Found(Res {
                 table,
                 key,
@@ -516,7 +573,7 @@ impl Fib {
     ///   destination, then that destination's source-less routes, then the shorter destinations,
     ///   each with its covering sources first and its source-less routes last.
     pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
-        if Self::fast_applies(t, flow, true) {
+        if self.linkdown_ignored[1].is_empty() && Self::fast_applies(t, flow, true) {
             if let Some(r) = self.fast_table_lookup(t, flow, flags, true) {
                 return r;
             }
@@ -574,6 +631,7 @@ impl Fib {
         let (e, nh) = pick6(
             &self.infos,
             &self.nhobjs,
+            &self.linkdown_ignored[1],
             entries,
             in_node,
             flow,
@@ -730,7 +788,7 @@ impl Fib {
         if f.iif == 0 {
             f.iif = crate::link::LOOPBACK_IFINDEX;
         }
-        let mut res = self.fib_lookup(family, &f, LookupFlags::default())?;
+        let mut res = self.fib_lookup(family, &f, LookupFlags::packet())?;
         self.select_multipath(&mut res, &f);
         Ok(&self.infos.get(res.entry.info).nh[res.nh].dst)
     }

@@ -377,11 +377,31 @@ impl crate::Fib {
         }
         let nh = nh.as_ref();
         let exists = self.nhobjs.by_id.contains_key(&nh.id);
-        if let Some(old) = self.nhobjs.by_id.get(&nh.id) {
+        if exists {
             if !flags.replace {
                 return Err(RtError::new(Errno::EEXIST));
             }
-            // replace_nexthop: an object stays a group or a single next hop.
+        } else if !flags.create {
+            return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
+        }
+        let res = nh.res.unwrap_or_default();
+        if exists {
+            // replace_nexthop: the routes using the object (directly or through a group)
+            // must accept its new definition, then the object's own rules apply.
+            let in_multipath = self
+                .nhobjs
+                .by_id
+                .values()
+                .any(|g| g.group.len() > 1 && g.group.iter().any(|m| m.id == nh.id));
+            if nh.blackhole && in_multipath {
+                return Err(einval(
+                    "Blackhole nexthop can not be a member of a group with more than one path",
+                ));
+            }
+            self.check_replace(nh)?;
+            let old = &self.nhobjs.by_id[&nh.id];
+            // An object stays a group or a single next hop (replace_nexthop_grp /
+            // replace_nexthop_single).
             match (old.group.is_empty(), nh.group.is_empty()) {
                 (false, true) => {
                     return Err(einval("Can not replace a nexthop group with a nexthop"))
@@ -399,25 +419,7 @@ impl crate::Fib {
             if old.fdb != nh.fdb && member {
                 return Err(einval("Cannot change nexthop FDB status while in a group"));
             }
-            // replace_nexthop_single: a blackhole cannot become a path of a multipath group.
-            let in_multipath = self
-                .nhobjs
-                .by_id
-                .values()
-                .any(|g| g.group.len() > 1 && g.group.iter().any(|m| m.id == nh.id));
-            if nh.blackhole && in_multipath {
-                return Err(einval(
-                    "Blackhole nexthop can not be a member of a group with more than one path",
-                ));
-            }
-        } else if !flags.create {
-            return Err(RtError::msg(Errno::ENOENT, "Nexthop does not exist"));
-        }
-        let res = nh.res.unwrap_or_default();
-        if exists {
-            self.check_replace(nh)?;
             // replace_nexthop_grp: the type stays, and so does a resilient group's size.
-            let old = &self.nhobjs.by_id[&nh.id];
             if !old.group.is_empty() && old.group_type != nh.group_type {
                 return Err(einval(
                     "Can not replace a nexthop group with one of a different type",

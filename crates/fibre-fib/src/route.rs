@@ -90,19 +90,26 @@ impl Info {
         }
     }
 
-    /// Recomputes the hash-threshold bounds over the live next hops (fib_rebalance).
-    pub fn rebalance(&mut self) {
+    /// Recomputes the hash-threshold bounds over the live next hops (fib_rebalance,
+    /// rt6_multipath_rebalance): a next hop is out when dead, or LINKDOWN on a link that
+    /// ignores such routes at this moment (`ignored`: IPv4, IPv6).
+    pub fn rebalance(&mut self, ignored: &[crate::lookup::LinkdownIgnored; 2]) {
+        let ign = &ignored[(self.spec.family == Family::Inet6) as usize];
+        let out = |n: &NhSpec, s: &NhState| {
+            s.flags & crate::types::nh_flags::DEAD != 0
+                || ign.skips(crate::lookup::LookupFlags::packet(), s.flags, n.oif)
+        };
         let total: u64 = self
             .spec
             .nhs
             .iter()
             .zip(&self.nh)
-            .filter(|(_, s)| s.flags & crate::types::nh_flags::DEAD == 0)
+            .filter(|(n, s)| !out(n, s))
             .map(|(n, _)| n.weight as u64)
             .sum();
         let mut acc = 0u64;
         for (n, s) in self.spec.nhs.iter().zip(self.nh.iter_mut()) {
-            if s.flags & crate::types::nh_flags::DEAD != 0 || total == 0 {
+            if out(n, s) || total == 0 {
                 s.upper_bound = -1;
                 continue;
             }

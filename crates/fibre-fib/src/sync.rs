@@ -654,6 +654,7 @@ impl Fib {
     /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
     fn mark_siblings6_dead(&mut self, dev: u32) {
+        let ign = &self.linkdown_ignored;
         for info in self.infos.iter_mut() {
             let s = &info.spec;
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
@@ -667,7 +668,7 @@ impl Fib {
                     st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
                 }
             }
-            info.rebalance();
+            info.rebalance(ign);
         }
     }
 
@@ -675,6 +676,7 @@ impl Fib {
     /// flushes routes with every next hop dead; CHANGE (carrier loss) marks them linkdown;
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
     pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
+        let ign = &self.linkdown_ignored;
         for info in self.infos.iter_mut() {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
@@ -710,7 +712,7 @@ impl Fib {
                 info.linkdown = true;
                 info.dead |= down;
             }
-            info.rebalance();
+            info.rebalance(ign);
         }
         if down {
             self.flush_dead();
@@ -722,6 +724,7 @@ impl Fib {
     /// routes left without a live next hop are flushed. Routes through next-hop objects keep
     /// theirs: objects follow link events only.
     pub(crate) fn disable_ip4(&mut self, dev: u32) {
+        let ign = &self.linkdown_ignored;
         for info in self.infos.iter_mut() {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
@@ -741,7 +744,7 @@ impl Fib {
             if dead == info.nh.len() {
                 info.dead = true;
             }
-            info.rebalance();
+            info.rebalance(ign);
         }
         self.flush_dead();
     }
@@ -750,6 +753,7 @@ impl Fib {
     /// `dev` (LINKDOWN stays while the carrier is off).
     pub(crate) fn sync_up(&mut self, dev: u32) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
+        let ign = &self.linkdown_ignored;
         for info in self.infos.iter_mut() {
             // rt6_sync_up runs when the link becomes ready (up with carrier).
             if info.spec.family == Family::Inet6 && !carrier {
@@ -769,7 +773,7 @@ impl Fib {
             if changed {
                 info.dead = false;
                 info.linkdown &= !carrier;
-                info.rebalance();
+                info.rebalance(ign);
             }
         }
     }

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use crate::*;
 
 mod attrs;
+mod conf;
 mod modify;
 mod resilient;
 mod v6;

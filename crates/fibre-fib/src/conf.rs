@@ -1,0 +1,235 @@
+//! Per-link settings with the meaning of the kernel's `net.ipv4.conf.*` and `net.ipv6.conf.*`
+//! sysctls: reverse-path filtering and ignoring routes whose next hop has lost its carrier.
+//!
+//! The kernel's rules, which fibre follows:
+//! - IPv4 (`devinet`): each link has its own values, copied from `default` when the link is
+//!   created; a later write to `default` reaches every link whose value was never written on
+//!   its own (devinet_copy_dflt_conf). The effective `rp_filter` of an input link is
+//!   max(all, link) (IN_DEV_MAXCONF); `ignore_routes_with_linkdown` is all || link
+//!   (IN_DEV_ORCONF), read for the next hop's device.
+//! - IPv6 (`addrconf`): a link copies `default` when created and keeps its own value; a write
+//!   to `all` sets `default` and every link (addrconf_linkdown_change); the link's own value
+//!   is what lookups read.
+//! - Lookups skip a LINKDOWN next hop on a link that ignores such routes (fib_table_lookup,
+//!   find_match), and multipath bounds computed while it is so leave it out (fib_rebalance,
+//!   rt6_multipath_rebalance). A write changes neither the bounds nor any route by itself,
+//!   as in the kernel: the bounds follow at the next link event.
+//!
+//! Who calls what: `Fib::set_conf`/`Fib::conf` are the entry points; link creation and
+//! deletion keep `Confs::dev` in step; lookups read `Fib::linkdown_ignored`, the derived set of
+//! links whose LINKDOWN next hops are skipped, empty unless the feature is used.
+
+use crate::fxhash::FxHashMap;
+use crate::types::{Errno, Family, RtError};
+
+/// Which copy of a setting: `all`, `default`, or one link's (by ifindex).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfTarget {
+    All,
+    Default,
+    Dev(u32),
+}
+
+/// The settings fibre gives the kernel's meaning to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfKey {
+    /// net.ipv4.conf.X.forwarding (`all` only: fibre forwards on every link or none).
+    Forwarding4,
+    /// net.ipv6.conf.X.forwarding (`all` only).
+    Forwarding6,
+    /// net.ipv4.conf.X.rp_filter: 0 off, 1 strict, 2 loose.
+    RpFilter,
+    /// net.ipv4.conf.X.ignore_routes_with_linkdown
+    IgnoreLinkdown4,
+    /// net.ipv6.conf.X.ignore_routes_with_linkdown
+    IgnoreLinkdown6,
+}
+
+impl ConfKey {
+    /// The key's sysctl name (the last component) and family.
+    pub fn parse(family: Family, name: &str) -> Option<ConfKey> {
+        Some(match (family, name) {
+            (Family::Inet, "forwarding") => ConfKey::Forwarding4,
+            (Family::Inet6, "forwarding") => ConfKey::Forwarding6,
+            (Family::Inet, "rp_filter") => ConfKey::RpFilter,
+            (Family::Inet, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown4,
+            (Family::Inet6, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown6,
+            _ => return None,
+        })
+    }
+}
+
+/// One link's (or `default`'s) values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct DevConf {
+    rp_filter: i32,
+    ignore_linkdown4: i32,
+    ignore_linkdown6: i32,
+    /// IPv4 values written on this link itself (the kernel's cnf.state bits), which a write
+    /// to `default` no longer reaches.
+    rp_filter_set: bool,
+    ignore_linkdown4_set: bool,
+}
+
+/// Every link's settings and `default`; `all` lives in [`crate::Settings`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Confs {
+    default: DevConf,
+    dev: FxHashMap<u32, DevConf>,
+}
+
+impl Confs {
+    /// The state of a fresh instance with `all` as given: an IPv6 `all` is `default` too.
+    pub fn new(all: &crate::Settings) -> Confs {
+        let mut c = Confs::default();
+        c.default.ignore_linkdown6 = all.ignore_routes_with_linkdown6 as i32;
+        c
+    }
+
+    /// A new link starts from `default`.
+    pub fn link_added(&mut self, ifindex: u32) {
+        let c = DevConf {
+            rp_filter_set: false,
+            ignore_linkdown4_set: false,
+            ..self.default
+        };
+        self.dev.insert(ifindex, c);
+    }
+
+    pub fn link_removed(&mut self, ifindex: u32) {
+        self.dev.remove(&ifindex);
+    }
+
+    /// The effective rp_filter of input link `iif` given `all`.
+    pub fn rp_filter(&self, all: u8, iif: u32) -> u8 {
+        let dev = self.dev.get(&iif).map_or(0, |c| c.rp_filter);
+        (all as i32).max(dev).clamp(0, u8::MAX as i32) as u8
+    }
+
+    /// The links whose LINKDOWN next hops lookups skip, sorted, for `family`.
+    pub fn ignoring(&self, family: Family, all4: bool) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .dev
+            .iter()
+            .filter(|(_, c)| match family {
+                Family::Inet => all4 || c.ignore_linkdown4 != 0,
+                Family::Inet6 => c.ignore_linkdown6 != 0,
+            })
+            .map(|(&i, _)| i)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+impl crate::Fib {
+    /// Writes a setting, as `sysctl -w net.ipv{4,6}.conf.TARGET.KEY=VALUE` does. ENODEV for
+    /// a link that does not exist; EOPNOTSUPP for a forwarding setting other than `all`.
+    pub fn set_conf(
+        &mut self,
+        target: ConfTarget,
+        key: ConfKey,
+        value: i32,
+    ) -> Result<(), RtError> {
+        if let ConfTarget::Dev(i) = target {
+            if !self.confs.dev.contains_key(&i) {
+                return Err(RtError::new(Errno::ENODEV));
+            }
+        }
+        let mut s = self.settings().clone();
+        match (key, target) {
+            (ConfKey::Forwarding4, ConfTarget::All) => s.ipv4_forwarding = value != 0,
+            (ConfKey::Forwarding6, ConfTarget::All) => s.ipv6_forwarding = value != 0,
+            (ConfKey::Forwarding4 | ConfKey::Forwarding6, _) => {
+                return Err(RtError::msg(
+                    Errno::EOPNOTSUPP,
+                    "fibre forwards on every link or none: only conf.all.forwarding exists",
+                ))
+            }
+            (ConfKey::RpFilter, ConfTarget::All) => s.rp_filter = value.clamp(0, 255) as u8,
+            (ConfKey::IgnoreLinkdown4, ConfTarget::All) => {
+                s.ignore_routes_with_linkdown4 = value != 0
+            }
+            (ConfKey::IgnoreLinkdown6, ConfTarget::All) => {
+                // addrconf_linkdown_change: `all` is written through to `default` and to
+                // every link.
+                s.ignore_routes_with_linkdown6 = value != 0;
+                self.confs.default.ignore_linkdown6 = value;
+                for c in self.confs.dev.values_mut() {
+                    c.ignore_linkdown6 = value;
+                }
+            }
+            (ConfKey::RpFilter, ConfTarget::Default) => {
+                self.confs.default.rp_filter = value;
+                for c in self.confs.dev.values_mut().filter(|c| !c.rp_filter_set) {
+                    c.rp_filter = value;
+                }
+            }
+            (ConfKey::IgnoreLinkdown4, ConfTarget::Default) => {
+                self.confs.default.ignore_linkdown4 = value;
+                for c in self
+                    .confs
+                    .dev
+                    .values_mut()
+                    .filter(|c| !c.ignore_linkdown4_set)
+                {
+                    c.ignore_linkdown4 = value;
+                }
+            }
+            (ConfKey::IgnoreLinkdown6, ConfTarget::Default) => {
+                self.confs.default.ignore_linkdown6 = value
+            }
+            (key, ConfTarget::Dev(i)) => {
+                let c = self.confs.dev.get_mut(&i).expect("checked above");
+                match key {
+                    ConfKey::RpFilter => {
+                        c.rp_filter = value;
+                        c.rp_filter_set = true;
+                    }
+                    ConfKey::IgnoreLinkdown4 => {
+                        c.ignore_linkdown4 = value;
+                        c.ignore_linkdown4_set = true;
+                    }
+                    _ => c.ignore_linkdown6 = value,
+                }
+            }
+        }
+        self.set_settings(s);
+        self.refresh_linkdown_ignored();
+        Ok(())
+    }
+
+    /// Reads a setting (`sysctl net.ipv{4,6}.conf.TARGET.KEY`).
+    pub fn conf(&self, target: ConfTarget, key: ConfKey) -> Result<i32, RtError> {
+        let s = self.settings();
+        let c = match target {
+            ConfTarget::All => {
+                return Ok(match key {
+                    ConfKey::Forwarding4 => s.ipv4_forwarding as i32,
+                    ConfKey::Forwarding6 => s.ipv6_forwarding as i32,
+                    ConfKey::RpFilter => s.rp_filter as i32,
+                    ConfKey::IgnoreLinkdown4 => s.ignore_routes_with_linkdown4 as i32,
+                    ConfKey::IgnoreLinkdown6 => s.ignore_routes_with_linkdown6 as i32,
+                })
+            }
+            ConfTarget::Default => &self.confs.default,
+            ConfTarget::Dev(i) => self.confs.dev.get(&i).ok_or(RtError::new(Errno::ENODEV))?,
+        };
+        Ok(match key {
+            ConfKey::Forwarding4 => s.ipv4_forwarding as i32,
+            ConfKey::Forwarding6 => s.ipv6_forwarding as i32,
+            ConfKey::RpFilter => c.rp_filter,
+            ConfKey::IgnoreLinkdown4 => c.ignore_linkdown4,
+            ConfKey::IgnoreLinkdown6 => c.ignore_linkdown6,
+        })
+    }
+
+    /// Recomputes the per-family sets of links whose LINKDOWN next hops lookups skip.
+    pub(crate) fn refresh_linkdown_ignored(&mut self) {
+        let all4 = self.settings().ignore_routes_with_linkdown4;
+        self.linkdown_ignored = [
+            crate::lookup::LinkdownIgnored::new(self.confs.ignoring(Family::Inet, all4)),
+            crate::lookup::LinkdownIgnored::new(self.confs.ignoring(Family::Inet6, all4)),
+        ];
+    }
+}
