@@ -11,12 +11,20 @@
 //!   stores the interval boundaries as 32-bit *keys*: address bits `d..d+32`, exact for every
 //!   prefix up to /d+32 (all of the 2026 table is /48 or shorter). A bucket is a B+-tree of
 //!   128-byte nodes: one line of 15 sorted keys, one line of the 16 children (inner nodes) or
-//!   interval values (leaves). A node step is two AVX2 compares and a popcount (SSE2 without
-//!   AVX2, scalar off x86_64: same answers); inner nodes (about 1/15 of the nodes) stay cached,
-//!   so a lookup mostly misses on its leaf. On the 2026 table a lookup reads the root entry and
-//!   3-4 nodes, 2 MiB in all.
-//! - **Batches** advance 64 lookups level by level, prefetching both lines of every lane's next
-//!   node before reading any, so dozens of cache misses are in flight at once.
+//!   interval values (leaves). Updates edit these nodes; lookups read the bucket's *image*.
+//! - **Images**: per bucket, copies of its leaves, contiguous in key order, under a static,
+//!   pointer-free index of full 16-way *inner lines* (15 keys and the position of the line's
+//!   last child; children are consecutive), as PlanB lays out its tree. An inner step reads
+//!   one line and computes its child; a leaf step reads the leaf's two lines. A step is two
+//!   AVX2 compares and a popcount (SSE2 without AVX2, scalar off x86_64: same answers). On
+//!   the 2026 table a lookup reads the root entry, 1-3 inner lines and a leaf, 2.5 MiB in
+//!   all. A leaf edit is copied into the image at once (`node_pos`); a leaf split rebuilds
+//!   the bucket's inner lines and moves the leaves after the split (O(leaves / 16) lines plus
+//!   the moved leaves), in place while the image's ranges are large enough.
+//! - **Batches** advance 64 lookups level by level, prefetching every lane's next line before
+//!   reading any, so dozens of cache misses are in flight at once. Lanes are aligned on their
+//!   leaves (a lane in an image of `h` inner levels joins the passes `h` from the end), so the
+//!   last pass reads every lane's leaf and no pass branches on a lane's state.
 //! - **Tables**: a region holding a prefix too long for its key window (longer than /d+32) is a
 //!   256-entry table on the next 8 bits instead; its entries are regions again (values, buckets
 //!   or tables). So any prefix up to /128 is exact; the cost is paid only where such prefixes
@@ -25,7 +33,8 @@
 //! A region's form is canonical: a value when no prefix is inside it, a table when one inside is
 //! too long for the window, a bucket otherwise. [`Lpm6::shape`] counts tables and buckets, which
 //! depend only on the set of prefixes, never on update order (tested). The node layout inside a
-//! bucket depends on its update history (B+-tree splits); lookups do not.
+//! bucket depends on its update history (B+-tree splits); its image depends only on its leaves,
+//! and lookups on neither.
 //!
 //! # Invariants
 //! - Every table entry and bucket interval holds the value of the longest prefix covering it, so
@@ -42,6 +51,10 @@
 //!   the region's cover (`COVERED`, rewritten when the cover changes) or a route's inside the
 //!   region (`ROUTE`).
 //! - The control map `routes` holds exactly the stored prefixes (host bits cleared).
+//! - Lookups read only `look_root`, `look_tables`, `inner` and `leaves`. A lookup entry equals
+//!   its control entry (`root`, `tables`) except for a bucket, whose lookup entry names its
+//!   image; between updates every image's leaves equal its bucket's leaves, in key order
+//!   (`check_images`, tested).
 //!
 //! # Update cost
 //! An update walks the prefix's path. In a bucket it *repaints* the prefix's range from the
