@@ -631,18 +631,17 @@ impl Lpm6 {
     fn lookup_group<const AVX2: bool>(&self, addrs: &[u128], out: &mut [u32]) {
         let n = addrs.len();
         debug_assert!(n <= BATCH && out.len() == n);
-        // Per lane: biased search key, position in the image, answer.
+        // Per lane: biased search key, position in the image, inner levels left (0 for lanes
+        // not in an image), answer. The root entries need no prefetch: the announced part of
+        // the root (2000::/3) is 32 KiB.
         let mut key = [0i32; BATCH];
         let mut pos = [0u32; BATCH];
+        let mut left = [0u8; BATCH];
         let mut res = [0u32; BATCH];
-        // Per number of inner levels: the lanes in images of that height.
-        let mut height = [0u64; IMG_MAX_LEVELS + 1];
+        let mut in_image = 0u64;
         let root = self.look_root.as_ptr();
         let inner = self.inner.as_ptr();
         let leaves = self.leaves.as_ptr();
-        for &a in addrs {
-            crate::prefetch(root.wrapping_add((a >> (128 - ROOT_BITS)) as usize));
-        }
         for (i, &a) in addrs.iter().enumerate() {
             let mut e = self.look_root[(a >> (128 - ROOT_BITS)) as usize];
             let mut k = (a >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
@@ -661,7 +660,8 @@ impl Lpm6 {
             let levels = image_levels(e);
             let p = e & IMG_POS_MASK;
             pos[i] = p;
-            height[levels] |= u64::from(img) << i;
+            left[i] = if img { levels as u8 } else { 0 };
+            in_image |= u64::from(img) << i;
             // Lanes with an answer prefetch their root entry again: a line surely mapped.
             let at = if !img {
                 root.cast::<u8>()
@@ -673,13 +673,14 @@ impl Lpm6 {
             crate::prefetch(at);
             crate::prefetch(at.wrapping_add(64));
         }
-        let mut top = IMG_MAX_LEVELS;
-        while top > 0 && height[top] == 0 {
-            top -= 1;
-        }
-        let mut active = 0u64;
+        let top = usize::from(left.iter().copied().max().unwrap_or(0));
         for pass in 0..top {
-            active |= height[top - pass];
+            // The lanes with at least as many inner levels left as passes remain.
+            let remain = (top - pass) as u8;
+            let mut active = 0u64;
+            for (i, &l) in left.iter().enumerate() {
+                active |= u64::from(l >= remain) << i;
+            }
             let to_leaf = pass + 1 == top;
             let mut bits = active;
             while bits != 0 {
@@ -699,7 +700,7 @@ impl Lpm6 {
                 }
             }
         }
-        let mut bits = active | height[0];
+        let mut bits = in_image;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize & (BATCH - 1);
             bits &= bits - 1;
