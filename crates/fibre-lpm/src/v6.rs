@@ -1690,7 +1690,6 @@ fn sweep(
     (starts, vals, owners)
 }
 
-/// Inserts key `k` at `pos` of `o`, with the way (and owner) `w` after it.
 /// An image range of class `have` can hold what needs class `want` and is not more than about
 /// twice too large.
 fn fits_class(have: u8, want: u8) -> bool {
@@ -1723,6 +1722,7 @@ const EMPTY_NODE: Node = Node {
     ways: [NONE; NODE_WAYS],
 };
 
+/// Inserts key `k` at `pos` of `o`, with the way (and owner) `w` after it.
 fn insert_at(o: &mut Open, pos: usize, k: u32, w: u32, owner: u8) {
     o.keys.copy_within(pos..o.n, pos + 1);
     o.keys[pos] = k;
