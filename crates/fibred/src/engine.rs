@@ -1447,8 +1447,11 @@ pub fn check_datagram(datagram: &[u8]) {
     }
 }
 
+/// What an outcome says: every answer as bytes, and every notification with its group.
+type Said = (Vec<Vec<u8>>, Vec<(u32, Vec<u8>)>);
+
 /// Every answer of an outcome as bytes (dumps read to their end) and its notifications.
-fn drain(out: &mut Outcome) -> (Vec<Vec<u8>>, Vec<(u32, Vec<u8>)>) {
+fn drain(out: &mut Outcome) -> Said {
     let mut answers = Vec::new();
     for r in &mut out.replies {
         match r {
