@@ -14,7 +14,9 @@
 //! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
 //! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
 //! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
-//! [`nexthop`] (next-hop objects), [`neigh`] (ARP/NDP neighbours and proxies), [`sync`]
+//! [`nexthop`] (next-hop objects), [`resilient`] (resilient groups' bucket tables), [`conf`]
+//! (per-link settings: rp_filter, ignore_routes_with_linkdown), [`neigh`] (ARP/NDP neighbours
+//! and proxies), [`sync`]
 //! (effects of link and address events), [`lookup`] (table, rules and multipath lookups),
 //! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
 //! (precomputed forwarding results).
