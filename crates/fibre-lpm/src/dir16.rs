@@ -353,7 +353,8 @@ impl Dir16 {
     #[inline(always)]
     pub(crate) fn lookup_group(&self, addrs: &[u32], out: &mut [u32]) -> u64 {
         let n = addrs.len();
-        debug_assert!(n <= 64 && out.len() == n);
+        // Checked once here, so that no lane checks its indices.
+        assert!(n <= 64 && out.len() == n);
         // Where each lane reads its value: a line of a chunk, or, for a lane whose top entry
         // is a value, its own word of `vals` (with one word of padding for the 8-byte head
         // read), which the lane's step reads back at word 0.
@@ -388,7 +389,9 @@ impl Dir16 {
                 1 << 31,
             );
         }
-        let mut trie = 0u64;
+        // Bit 31 of any lane's value: some lane met a trie marker (one OR a lane; the lanes are
+        // found again below only then).
+        let mut any = 0u32;
         for i in 0..n {
             let p = at[i] as *const u32;
             let step = info[i];
@@ -401,10 +404,17 @@ impl Dir16 {
                 let bits = (w | flat) & (2u64 << (step & 63)).wrapping_sub(1);
                 *p.add(word(bits, step))
             };
-            trie |= u64::from(v >> 31) << i;
+            any |= v;
             out[i] = crate::external(v);
         }
-        trie
+        if any & TRIE == 0 {
+            return 0;
+        }
+        // `TRIE | n` is never `NO_ROUTE`: node indices stay far below 2^31 - 1 (the trie keeps
+        // `HEADROOM` of its index space free).
+        (0..n).fold(0, |m, i| {
+            m | u64::from(out[i] & TRIE != 0 && out[i] != crate::NO_ROUTE) << i
+        })
     }
 
     /// Bytes of what lookups read (top array and lines).
@@ -789,11 +799,17 @@ mod tests {
             .collect();
         let mut out = vec![0; 64];
         for (g, group) in addrs.chunks(64).enumerate() {
-            d.lookup_group(group, &mut out);
-            for (i, &a) in group.iter().enumerate() {
-                let want = model[g][i];
-                prop_assert_eq!(d.lookup(a), want, "single {:#x}", a);
-                prop_assert_eq!(out[i], crate::external(want), "batch {:#x}", a);
+            // Whole groups and a short one.
+            for len in [64, 13] {
+                let group = &group[..len];
+                let out = &mut out[..len];
+                let trie = d.lookup_group(group, out);
+                for (i, &a) in group.iter().enumerate() {
+                    let want = model[g][i];
+                    prop_assert_eq!(d.lookup(a), want, "single {:#x}", a);
+                    prop_assert_eq!(out[i], crate::external(want), "batch {:#x}", a);
+                    prop_assert_eq!(trie >> i & 1 != 0, want & TRIE != 0);
+                }
             }
         }
         for (q, m) in model.iter().enumerate() {
