@@ -493,9 +493,18 @@ impl Fib {
         if input {
             ans.prefsrc = info.spec.prefsrc;
         } else {
-            ans.prefsrc = info.spec.prefsrc.or_else(|| {
-                crate::srcsel::select_v6(&self.links, Some(n.oif), &d6).map(IpAddr::V6)
-            });
+            // ip6_route_get_saddr selects on the route's device (fib6_info_nh_dev): for a
+            // route through a group object that is the first member's, whichever member the
+            // flow took.
+            let dev = if info.spec.nhid.is_some() {
+                info.spec.nhs[0].oif
+            } else {
+                n.oif
+            };
+            ans.prefsrc = info
+                .spec
+                .prefsrc
+                .or_else(|| crate::srcsel::select_v6(&self.links, Some(dev), &d6).map(IpAddr::V6));
             self.exception_answer(&res, flow.dst, &mut ans);
         }
         Ok(ans)

@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use crate::fibtable::Key;
 use crate::lookup::{LookupFlags, TableResult};
-use crate::route::{Entry, InfoSpec, NhSpec, NhState};
+use crate::route::{Entry, InfoSpec, Infos, NhSpec, NhState};
 use crate::route4::einval;
 use crate::rule::Flow;
 use crate::types::{
@@ -606,10 +606,8 @@ impl Fib {
         // (some route there has a source prefix); elsewhere the `from` of a delete is ignored
         // and the destination's plain routes match.
         let src = src.filter(|_| list.iter().any(|e| e.src().is_some()));
-        for (i, e) in list.iter().enumerate() {
-            if e.src() != src {
-                continue;
-            }
+        for (i, hop) in leaf_order6(&self.infos, &list, src) {
+            let e = &list[i];
             let s = &self.infos.get(e.info).spec;
             if r.nhid.is_some() && s.nhid.is_some() && r.nhid != s.nhid {
                 continue;
@@ -627,7 +625,11 @@ impl Fib {
             if r.nhid.is_some() {
                 continue;
             }
-            for (k, n) in s.nhs.iter().enumerate() {
+            let hops = match hop {
+                Some(k) => k..k + 1,
+                None => 0..s.nhs.len(),
+            };
+            for (k, n) in s.nhs.iter().enumerate().take(hops.end).skip(hops.start) {
                 if r.nexthop.oif != 0 && n.oif != r.nexthop.oif {
                     continue;
                 }
@@ -703,6 +705,41 @@ impl Fib {
             crate::fibtable::Table::new(tb, 128, *seq)
         })
     }
+}
+
+/// The routes of one IPv6 prefix with source `src`, in the kernel's leaf-list order, where a
+/// sibling group is separate routes: (entry, None) for a route that is one entry, (entry,
+/// Some(hop)) for each next hop of a sibling group, with the routes of the group's run added
+/// between two siblings (`Entry::hops_before`) between them. Walks that stop at the first
+/// match (ip6_route_del) must take the routes in this order.
+fn leaf_order6(infos: &Infos, list: &[Entry], src: Option<Key>) -> Vec<(usize, Option<usize>)> {
+    let mut order = Vec::with_capacity(list.len());
+    let mut inside = vec![false; list.len()];
+    for (i, e) in list.iter().enumerate() {
+        if e.src() != src || inside[i] {
+            continue;
+        }
+        let s = &infos.get(e.info).spec;
+        let n = s.nhs.len();
+        if n < 2 || s.nhid.is_some() {
+            order.push((i, None));
+            continue;
+        }
+        for h in 0..n {
+            for j in i + 1..list.len() {
+                let x = &list[j];
+                if x.src() == src
+                    && x.hops_before as usize == h
+                    && infos.get(x.info).spec.priority == s.priority
+                {
+                    inside[j] = true;
+                    order.push((j, None));
+                }
+            }
+            order.push((i, Some(h)));
+        }
+    }
+    order
 }
 
 /// The types ip6_route_info_create turns into RTF_REJECT routes.

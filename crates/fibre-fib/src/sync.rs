@@ -599,7 +599,31 @@ impl Fib {
                     let Some(list) = self.t6.get(&tb).and_then(|t| t.get(&key)) else {
                         break;
                     };
+                    // NETDEV_DOWN's walk jumps from a live sibling group's first route to
+                    // its last: the routes added between its siblings are not visited.
+                    let mut passed = vec![false; list.len()];
+                    if !unregister {
+                        for (i, e) in list.iter().enumerate() {
+                            let info = self.infos.get(e.info);
+                            let (n, m) = (info.spec.nhs.len(), info.spec.priority);
+                            let live = info.nh.iter().any(|h| h.flags & nh_flags::DEAD == 0);
+                            if n < 2 || info.spec.nhid.is_some() || !live {
+                                continue;
+                            }
+                            for (j, x) in list.iter().enumerate().skip(i + 1) {
+                                if x.src() == e.src()
+                                    && (x.hops_before as usize) < n
+                                    && self.infos.get(x.info).spec.priority == m
+                                {
+                                    passed[j] = true;
+                                }
+                            }
+                        }
+                    }
                     let hit = list.iter().enumerate().find_map(|(i, e)| {
+                        if passed[i] {
+                            return None;
+                        }
                         let info = self.infos.get(e.info);
                         let s = &info.spec;
                         if !unregister && s.nhid.is_none() && s.nhs.len() > 1 {
@@ -901,6 +925,15 @@ impl Fib {
             return;
         }
         let e = list.remove(i);
+        let spec = &self.infos.get(e.info).spec;
+        if family == Family::Inet6 && spec.nhs.len() > 1 && spec.nhid.is_none() {
+            // The routes added between the group's siblings no longer have any before them.
+            for x in list.iter_mut() {
+                if x.src() == e.src() && self.infos.get(x.info).spec.priority == spec.priority {
+                    x.hops_before = 0;
+                }
+            }
+        }
         t.prune(&key);
         let affects = self.infos.get(e.info).spec.scope >= scope::LINK || family == Family::Inet6;
         self.infos.put(e.info);

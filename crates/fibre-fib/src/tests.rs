@@ -1400,6 +1400,16 @@ fn ipv6_route_through_a_group_object_has_every_member() {
         main_v6(&f),
         ["2001:db8:5::/48 metric 1024 nexthop via 2001:db8::2 dev d0 weight 1 nexthop via 2001:db8:9::2 dev d1 weight 3"]
     );
+    // Whichever member a flow takes, the answer's source is selected on the first member's
+    // device, as ip6_route_get_saddr does (fib6_info_nh_dev; checked against kernel 6.18).
+    let answers: Vec<Route> = (0..32u16)
+        .map(|i| {
+            let dst = Ipv6Addr::new(0x2001, 0xdb8, 5, 0, 0, 0, i, 1);
+            f.route_get(&RouteQuery::to(IpAddr::V6(dst))).unwrap()
+        })
+        .collect();
+    assert!(answers.iter().any(|a| a.nexthop.oif == d1));
+    assert!(answers.iter().all(|a| a.prefsrc == Some(ip("2001:db8::1"))));
 }
 
 fn del_addr(f: &mut Fib, idx: u32, a: &str) {

@@ -189,6 +189,52 @@ fn ipv6_selection_meets_routes_between_siblings_in_leaf_order() {
     .unwrap();
 }
 
+/// The kernel's walks meet a route added between two siblings where it sits in the leaf
+/// list: link down (NETDEV_DOWN) jumps from a live group's first sibling to its last and so
+/// never visits it, and `route del DST dev D`, which stops at the first match, finds it
+/// before the sibling through D (checked against kernel 6.18).
+#[test]
+fn ipv6_walks_meet_routes_between_siblings_in_leaf_order() {
+    let (mut f, d0, d1) = two_links();
+    for (r, flags) in [
+        (
+            rt("2001:db8:70::/48", Some("2001:db8:9::2"), d1),
+            ReqFlags::ADD,
+        ),
+        (rt("2001:db8:70::/48", None, d0), ReqFlags::APPEND),
+        (
+            rt("2001:db8:70::/48", Some("2001:db8::2"), d0),
+            ReqFlags::APPEND,
+        ),
+    ] {
+        f.route_new(&r, flags).unwrap();
+    }
+    let on_d0 = |f: &Fib| {
+        let a = f
+            .route_get(&RouteQuery {
+                oif: Some(d0),
+                ..RouteQuery::to(ip("2001:db8:70::1"))
+            })
+            .unwrap();
+        (a.nexthop.gateway, a.nexthop.oif)
+    };
+    set_up(&mut f, d0, false);
+    set_up(&mut f, d0, true);
+    assert_eq!(
+        on_d0(&f),
+        (None, d0),
+        "link down passed over the device route"
+    );
+    let mut d = rt("2001:db8:70::/48", None, d0);
+    d.protocol = 0;
+    f.route_del(&d).unwrap();
+    assert_eq!(
+        main_v6(&f),
+        ["2001:db8:70::/48 metric 1024 nexthop via 2001:db8:9::2 dev d1 weight 1 nexthop via 2001:db8::2 dev d0 weight 1"]
+    );
+    assert_eq!(on_d0(&f), (Some(ip("2001:db8::2")), d0));
+}
+
 /// `route del ... nhid N` checks the id before the table: a missing object is "Nexthop id
 /// does not exist" even in a missing table, and an id with a device is refused as a next-hop
 /// specification.
