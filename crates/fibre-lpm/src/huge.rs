@@ -7,6 +7,12 @@
 //! advised with `madvise(MADV_HUGEPAGE)` (the kernel's `transparent_hugepage` setting is often
 //! `madvise`). The advice is only a hint: when it fails, or on other systems, the array works
 //! the same on ordinary pages. Smaller arrays are ordinary allocations.
+//!
+//! On Linux a huge array is a mapping of its own, and it grows with `mremap`: in place when
+//! the address space after it is free, else by moving its pages to a larger aligned place.
+//! Either way nothing is copied and no page is faulted in again. Growing by copying (what an
+//! allocator's realloc does with aligned memory) would copy and zero the array's whole
+//! history: a table load grows the lines of `dir16` a few dozen times, to tens of MiB.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -68,6 +74,109 @@ fn advise_huge(p: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge(_: *mut u8, _: usize) {}
 
+/// The memory of huge arrays: on Linux, a private anonymous mapping per array.
+#[cfg(target_os = "linux")]
+mod region {
+    use super::HUGE_PAGE;
+
+    extern "C" {
+        fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
+        fn munmap(addr: *mut u8, len: usize) -> i32;
+        fn mremap(old: *mut u8, old_len: usize, new_len: usize, flags: i32, ...) -> *mut u8;
+    }
+    const PROT_NONE: i32 = 0;
+    const PROT_READ: i32 = 1;
+    const PROT_WRITE: i32 = 2;
+    const MAP_PRIVATE: i32 = 0x02;
+    const MAP_ANONYMOUS: i32 = 0x20;
+    const MAP_NORESERVE: i32 = 0x4000;
+    const MREMAP_MAYMOVE: i32 = 1;
+    const MREMAP_FIXED: i32 = 2;
+    const MAP_FAILED: *mut u8 = !0usize as *mut u8;
+
+    /// Address space for a `len`-byte mapping and its alignment: `(start, aligned)`, where
+    /// `aligned` is the first huge-page boundary from `start`; the span is `len + HUGE_PAGE`.
+    fn reserve(len: usize, prot: i32, flags: i32) -> Option<(*mut u8, *mut u8)> {
+        // SAFETY: a fresh anonymous mapping at an address of the kernel's choice: no memory
+        // of ours is touched.
+        let p = unsafe { mmap(std::ptr::null_mut(), len + HUGE_PAGE, prot, flags, -1, 0) };
+        if p == MAP_FAILED {
+            return None;
+        }
+        let skip = (HUGE_PAGE - p as usize % HUGE_PAGE) % HUGE_PAGE;
+        Some((p, p.wrapping_add(skip)))
+    }
+
+    /// Unmaps what lies around `[aligned, aligned + len)` in a span made by [`reserve`].
+    fn trim(start: *mut u8, aligned: *mut u8, len: usize) {
+        let head = aligned as usize - start as usize;
+        let tail = HUGE_PAGE - head;
+        // SAFETY: both pieces lie in the span `reserve` mapped, outside `[aligned, aligned +
+        // len)`; nothing of ours is in them.
+        unsafe {
+            if head > 0 {
+                munmap(start, head);
+            }
+            if tail > 0 {
+                munmap(aligned.wrapping_add(len), tail);
+            }
+        }
+    }
+
+    /// A fresh zeroed mapping of `len` bytes (a multiple of the page size) at a huge-page
+    /// boundary.
+    pub(super) fn map(len: usize) -> Option<*mut u8> {
+        let (start, aligned) = reserve(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS)?;
+        trim(start, aligned, len);
+        Some(aligned)
+    }
+
+    /// Grows the mapping `p` of `old` bytes to `new` (multiples of the page size) keeping its
+    /// contents: in place if it can, else moved to a huge-page boundary. `p` is invalid
+    /// afterwards unless it is what comes back; on failure the mapping is unchanged.
+    ///
+    /// # Safety
+    /// `p` must be a mapping made by [`map`] or [`grow`] of exactly `old` bytes, with no
+    /// reference into it alive.
+    pub(super) unsafe fn grow(p: *mut u8, old: usize, new: usize) -> Option<*mut u8> {
+        // SAFETY: the caller's mapping; without MREMAP_MAYMOVE it stays where it is.
+        let q = unsafe { mremap(p, old, new, 0) };
+        if q != MAP_FAILED {
+            return Some(q);
+        }
+        // Address space to move to, aligned; the move replaces the part of it it covers.
+        let (start, aligned) =
+            reserve(new, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)?;
+        // SAFETY: the caller's mapping moved (pages and all) over address space reserved
+        // above, which holds nothing of ours.
+        let q = unsafe { mremap(p, old, new, MREMAP_MAYMOVE | MREMAP_FIXED, aligned) };
+        if q == MAP_FAILED {
+            // SAFETY: the reservation made above, still whole.
+            unsafe { munmap(start, new + HUGE_PAGE) };
+            return None;
+        }
+        trim(start, aligned, new);
+        Some(q)
+    }
+
+    /// Unmaps a mapping made by [`map`] or [`grow`].
+    ///
+    /// # Safety
+    /// As for [`grow`].
+    pub(super) unsafe fn unmap(p: *mut u8, len: usize) {
+        // SAFETY: the caller's mapping, no longer referenced.
+        unsafe { munmap(p, len) };
+    }
+}
+
+/// The bytes of address space a huge array of `cap` elements maps: whole pages.
+#[cfg(target_os = "linux")]
+fn mapped_len<T>(cap: usize) -> usize {
+    /// Base page size (as `HUGE_PAGE` assumes).
+    const PAGE: usize = 4096;
+    (cap * std::mem::size_of::<T>()).next_multiple_of(PAGE)
+}
+
 impl<T: Copy> HugeVec<T> {
     pub(crate) fn new() -> Self {
         HugeVec {
@@ -114,7 +223,7 @@ impl<T: Copy> HugeVec<T> {
         self.len = n;
     }
 
-    /// Moves the elements to a fresh allocation of `cap >= len` elements.
+    /// Moves the elements to an allocation of `cap >= len` elements.
     fn reallocate(&mut self, cap: usize) {
         debug_assert!(cap >= self.len);
         assert!(
@@ -122,6 +231,33 @@ impl<T: Copy> HugeVec<T> {
             "HugeVec of zero-sized elements"
         );
         let (new_layout, huge) = layout::<T>(cap);
+        #[cfg(target_os = "linux")]
+        if huge {
+            let len = mapped_len::<T>(cap);
+            let old_huge = self.cap > 0 && layout::<T>(self.cap).1;
+            let p = if old_huge {
+                // SAFETY: a huge array's memory is its mapping of `mapped_len(cap)` bytes
+                // (made below), and `&mut self` means nothing refers into it.
+                unsafe { region::grow(self.ptr.as_ptr().cast(), mapped_len::<T>(self.cap), len) }
+            } else {
+                region::map(len)
+            };
+            let Some(p) = p.and_then(|p| NonNull::new(p.cast::<T>())) else {
+                alloc::handle_alloc_error(new_layout)
+            };
+            advise_huge(p.as_ptr().cast(), len);
+            if self.cap > 0 && !old_huge {
+                // SAFETY: the old allocation holds `len` elements and is an ordinary one of
+                // `layout::<T>(self.cap)`; the new mapping is distinct and large enough.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), p.as_ptr(), self.len);
+                    alloc::dealloc(self.ptr.as_ptr().cast(), layout::<T>(self.cap).0);
+                }
+            }
+            self.ptr = p;
+            self.cap = cap;
+            return;
+        }
         // SAFETY: the layout has a non-zero size (cap >= 4, T not zero-sized).
         let p = unsafe { alloc::alloc(new_layout) };
         let Some(p) = NonNull::new(p.cast::<T>()) else {
@@ -161,10 +297,20 @@ impl<T: Copy> std::ops::DerefMut for HugeVec<T> {
 
 impl<T: Copy> Drop for HugeVec<T> {
     fn drop(&mut self) {
-        if self.cap > 0 {
-            // SAFETY: allocated in `reallocate` with exactly this layout; elements need no drop.
-            unsafe { alloc::dealloc(self.ptr.as_ptr().cast(), layout::<T>(self.cap).0) };
+        if self.cap == 0 {
+            return;
         }
+        let (layout, huge) = layout::<T>(self.cap);
+        #[cfg(target_os = "linux")]
+        if huge {
+            // SAFETY: a huge array's memory is its own mapping (see `reallocate`), of this
+            // length; elements need no drop.
+            unsafe { region::unmap(self.ptr.as_ptr().cast(), mapped_len::<T>(self.cap)) };
+            return;
+        }
+        let _ = huge;
+        // SAFETY: allocated in `reallocate` with exactly this layout; elements need no drop.
+        unsafe { alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
     }
 }
 
@@ -222,6 +368,30 @@ mod tests {
         assert!(v.is_huge());
         v.resize(3, 0);
         assert_eq!(&v[..], &model[..3]);
+    }
+
+    /// Growth from huge to huge (in place or moved by mremap) keeps the contents and the
+    /// alignment, with another mapping in the way half of the time.
+    #[test]
+    fn huge_growth_keeps_contents_and_alignment() {
+        let mut v: HugeVec<u64> = HugeVec::from_elem(3, HUGE_MIN / 8);
+        let mut blockers = Vec::new();
+        for step in 0..30u64 {
+            let n = v.len() + 40_000 + step as usize * 1000;
+            v.resize(n, step);
+            let last = v.len() - 1;
+            v[last] = !step;
+            assert_eq!(v.as_ptr() as usize % HUGE_PAGE, 0);
+            assert!(v[..HUGE_MIN / 8].iter().all(|&x| x == 3));
+            assert_eq!(v[last], !step);
+            if step % 2 == 0 {
+                // Something mapped right after, so the next growth may have to move.
+                blockers.push(HugeVec::from_elem(step as u8, HUGE_MIN));
+            }
+        }
+        let c = v.clone();
+        drop(v);
+        assert!(c[..HUGE_MIN / 8].iter().all(|&x| x == 3));
     }
 
     #[test]

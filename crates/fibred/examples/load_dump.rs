@@ -201,7 +201,9 @@ fn load_socket(d: &Daemon, grams: &[Vec<u8>], n: usize) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-fn load_ring(d: &Daemon, grams: &[Vec<u8>], n: usize) -> f64 {
+/// Loads over a ring; returns the seconds it took and the client, still connected (so that
+/// the daemon's thread for it can still be accounted for).
+fn load_ring(d: &Daemon, grams: &[Vec<u8>], n: usize) -> (f64, fibre_ring::Client) {
     let mut c =
         fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).expect("ring");
     let t = Instant::now();
@@ -218,7 +220,7 @@ fn load_ring(d: &Daemon, grams: &[Vec<u8>], n: usize) -> f64 {
     })
     .unwrap();
     assert_eq!(errs, 0, "every route was accepted");
-    t.elapsed().as_secs_f64()
+    (t.elapsed().as_secs_f64(), c)
 }
 
 fn dump_request() -> Vec<u8> {
@@ -358,6 +360,52 @@ fn cpu_seconds() -> f64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
+/// CPU seconds each live thread of this process has run, by thread id, with its name (from
+/// /proc/self/task/*/schedstat, nanoseconds on the CPU).
+fn thread_cpu() -> Vec<(u32, String, f64)> {
+    let mut v = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return v;
+    };
+    for e in dir.flatten() {
+        let p = e.path();
+        let (Some(tid), Ok(stat), Ok(comm)) = (
+            e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()),
+            std::fs::read_to_string(p.join("schedstat")),
+            std::fs::read_to_string(p.join("comm")),
+        ) else {
+            continue;
+        };
+        let ns: f64 = stat
+            .split_whitespace()
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0.0);
+        v.push((tid, comm.trim().to_string(), ns * 1e-9));
+    }
+    v
+}
+
+/// CPU seconds per thread name between two [`thread_cpu`] snapshots.
+fn thread_cpu_delta(
+    before: &[(u32, String, f64)],
+    after: &[(u32, String, f64)],
+) -> Vec<(String, f64)> {
+    let mut by_name: Vec<(String, f64)> = Vec::new();
+    for (tid, name, t) in after {
+        let t0 = before
+            .iter()
+            .find(|(b, _, _)| b == tid)
+            .map_or(0.0, |b| b.2);
+        match by_name.iter_mut().find(|(n, _)| n == name) {
+            Some(e) => e.1 += t - t0,
+            None => by_name.push((name.clone(), t - t0)),
+        }
+    }
+    by_name.retain(|(_, t)| *t > 0.0005);
+    by_name
+}
+
 /// RX frames of the ring client that dumps: `--rx-frame BYTES` (default: fibre-ring's).
 fn dump_config(rx_frame: Option<u32>) -> fibre_ring::ClientConfig {
     let mut c = fibre_ring::ClientConfig::default();
@@ -452,6 +500,7 @@ fn main() {
     let (mut cs, mut cr) = (Vec::new(), Vec::new());
     let (mut cds, mut cdr) = (Vec::new(), Vec::new());
     let (mut ns, mut nr) = (0, 0);
+    let mut ring_threads = Vec::new();
     for i in 0..runs {
         let d = start(&dir, &format!("socket{i}"));
         let (t, c) = (Instant::now(), cpu_seconds());
@@ -462,11 +511,14 @@ fn main() {
         d.stop();
 
         let d = start(&dir, &format!("ring{i}"));
+        let threads = thread_cpu();
         let (t, c) = (Instant::now(), cpu_seconds());
-        load_ring(&d, &grams, n);
+        let (_, client) = load_ring(&d, &grams, n);
         route_get_answers(&d, &table[n - 1]);
         lr.push(t.elapsed().as_secs_f64());
         cr.push(cpu_seconds() - c);
+        ring_threads.push(thread_cpu_delta(&threads, &thread_cpu()));
+        drop(client);
         // Dumps of the same table, alternating.
         let cpu = cpu_seconds();
         let (s, c) = dump_socket(&d);
@@ -488,7 +540,7 @@ fn main() {
     };
     let _ = std::fs::remove_dir_all(&dir);
 
-    let (load_sock, load_ring_s) = (median(ls), median(lr));
+    let (load_sock, load_ring_s) = (median(ls), median(lr.clone()));
     let (dsa, dra) = (ds.clone(), dr.clone());
     let (ds, dr) = (median(ds), median(dr));
     let (cpu_sock, cpu_ring) = (median(cs), median(cr));
@@ -504,6 +556,25 @@ fn main() {
         "  fibred over the ring            {load_ring_s:7.2}   {:6.3}       {:5.2}",
         rate(load_ring_s),
         us(cpu_ring)
+    );
+    // The threads' shares of the ring load, in the median run.
+    let mid = ring_threads
+        .iter()
+        .zip(&lr)
+        .min_by(|a, b| {
+            (a.1 - load_ring_s)
+                .abs()
+                .total_cmp(&(b.1 - load_ring_s).abs())
+        })
+        .map(|(t, _)| t.clone())
+        .unwrap_or_default();
+    let shares: Vec<String> = mid
+        .iter()
+        .map(|(name, t)| format!("{name} {:.2}", us(*t)))
+        .collect();
+    println!(
+        "    ring load CPU us/route by thread: {}",
+        shares.join(", ")
     );
     if let Some((kl, _, _)) = k {
         println!(

@@ -121,13 +121,27 @@ pub struct Outcome {
     pub notes: Vec<Note>,
     /// The state changed (for the state file).
     pub changed: bool,
+    /// Bytes the first buffer of messages is made for (see [`Outcome::for_requests`]).
+    first_capacity: usize,
 }
 
 impl Outcome {
+    /// An outcome for answering `bytes` of requests. A table load is answered with an ACK
+    /// per request, each smaller than its request: one buffer of that size takes every ACK of
+    /// the batch without growing (a growing buffer copies and faults in every ACK again).
+    pub fn for_requests(bytes: usize) -> Outcome {
+        Outcome {
+            first_capacity: bytes,
+            ..Outcome::default()
+        }
+    }
+
     /// The buffer the next complete message goes into.
     fn messages(&mut self) -> &mut Vec<u8> {
         if !matches!(self.replies.last(), Some(Reply::Messages(_))) {
-            self.replies.push(Reply::Messages(Vec::new()));
+            let capacity = std::mem::take(&mut self.first_capacity);
+            self.replies
+                .push(Reply::Messages(Vec::with_capacity(capacity)));
         }
         match self.replies.last_mut() {
             Some(Reply::Messages(b)) => b,
@@ -601,10 +615,48 @@ pub fn read_only(datagram: &[u8]) -> bool {
 /// calling thread: what [`Engine::handle`] would answer after the last publish.
 pub fn handle_reads(reader: &FibReader, datagram: &[u8], client: &ClientCtx, out: &mut Outcome) {
     each_message(datagram, |msg| {
-        process(msg, client.port, out, |req, origin, out| {
+        process(msg, None, client.port, out, |req, origin, out| {
             read(&reader.read(), reader, req, origin, out)
         })
     });
+}
+
+/// A datagram of requests whose route changes were read ahead, off the writer thread: a
+/// client thread reads the next batch while the writer applies the previous one.
+/// [`Engine::handle_prepared`] answers it exactly as [`Engine::handle`] answers its bytes:
+/// reading a route change is a function of the message's bytes alone
+/// (`convert::route_request`), so reading it earlier, elsewhere, changes nothing.
+pub struct Prepared {
+    bytes: Box<[u8]>,
+    /// What `convert::route_request` makes of each message, in order, for the messages
+    /// [`Engine::handle`] hands to it (requests of types from NLMSG_MIN_TYPE on); `None` for
+    /// the others.
+    routes: Vec<Option<Result<Request, RequestError>>>,
+}
+
+impl Prepared {
+    /// Reads the route changes of `bytes`.
+    pub fn new(bytes: Box<[u8]>) -> Prepared {
+        let mut routes = Vec::new();
+        each_message(&bytes, |msg| {
+            let flags = u16::from_ne_bytes([msg[6], msg[7]]);
+            let t = u16::from_ne_bytes([msg[4], msg[5]]);
+            let parsed = (t >= 0x10 && flags & nf::NLM_F_REQUEST != 0)
+                .then(|| convert::route_request(msg))
+                .flatten();
+            routes.push(parsed);
+        });
+        // A datagram with no route change needs no list.
+        if routes.iter().all(Option::is_none) {
+            routes = Vec::new();
+        }
+        Prepared { bytes, routes }
+    }
+
+    /// The datagram's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 /// Calls `f` with every message of a datagram, as the kernel's `netlink_rcv_skb` walks it.
@@ -625,10 +677,12 @@ fn each_message(datagram: &[u8], mut f: impl FnMut(&[u8])) {
     }
 }
 
-/// Parses and converts one request message, hands it to `apply`, and answers: the error, or
-/// the ACK when NLM_F_ACK asks for one.
+/// Parses and converts one request message (unless `read` holds what
+/// `convert::route_request` made of it already), hands it to `apply`, and answers: the error,
+/// or the ACK when NLM_F_ACK asks for one.
 fn process(
     msg: &[u8],
+    read: Option<Result<Request, RequestError>>,
     port: u32,
     out: &mut Outcome,
     apply: impl FnOnce(Request, Origin, &mut Outcome) -> Result<(), RequestError>,
@@ -639,10 +693,12 @@ fn process(
         port,
     };
     // Route changes (table loads) are read straight from the bytes.
-    let request = convert::route_request(msg).unwrap_or_else(|| {
-        let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
-        convert::request(&parsed)
-    });
+    let request = read
+        .or_else(|| convert::route_request(msg))
+        .unwrap_or_else(|| {
+            let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
+            convert::request(&parsed)
+        });
     let result = request.and_then(|req| apply(req, origin, out));
     answer(msg, result, want_ack, port, out);
 }
@@ -908,10 +964,32 @@ impl Engine {
         listening: u64,
         out: &mut Outcome,
     ) {
-        each_message(datagram, |msg| self.one(msg, client, listening, out));
+        each_message(datagram, |msg| self.one(msg, None, client, listening, out));
     }
 
-    fn one(&mut self, msg: &[u8], client: &mut ClientCtx, listening: u64, out: &mut Outcome) {
+    /// [`Engine::handle`] of a datagram whose route changes were read ahead.
+    pub fn handle_prepared(
+        &mut self,
+        datagram: Prepared,
+        client: &mut ClientCtx,
+        listening: u64,
+        out: &mut Outcome,
+    ) {
+        let mut read = datagram.routes.into_iter();
+        each_message(&datagram.bytes, |msg| {
+            let r = read.next().flatten();
+            self.one(msg, r, client, listening, out)
+        });
+    }
+
+    fn one(
+        &mut self,
+        msg: &[u8],
+        read: Option<Result<Request, RequestError>>,
+        client: &mut ClientCtx,
+        listening: u64,
+        out: &mut Outcome,
+    ) {
         let port = client.port;
         let flags = u16::from_ne_bytes([msg[6], msg[7]]);
         let t = u16::from_ne_bytes([msg[4], msg[5]]);
@@ -926,7 +1004,7 @@ impl Engine {
             answer(msg, Ok(()), want_ack, port, out);
             return;
         }
-        process(msg, port, out, |req, origin, out| {
+        process(msg, read, port, out, |req, origin, out| {
             self.apply(req, origin, listening, out)
         });
     }
@@ -1301,8 +1379,9 @@ fn everything(fib: &Fib) -> Everything {
 }
 
 /// The engine's robustness property, for the fuzzer and the tests: on a small configured
-/// state, handling `datagram` never panics, every dump it starts encodes to NLMSG_DONE, and
-/// if no request in it succeeded the state is unchanged. Panics when the property fails.
+/// state, handling `datagram` never panics, every dump it starts encodes to NLMSG_DONE, if no
+/// request in it succeeded the state is unchanged, and the datagram read ahead ([`Prepared`])
+/// gets the same answers, notifications and state. Panics when the property fails.
 pub fn check_datagram(datagram: &[u8]) {
     let mut e = Engine::default();
     let mut setup = ClientCtx::default();
@@ -1334,23 +1413,64 @@ pub fn check_datagram(datagram: &[u8]) {
     }
     e.handle(&stream, &mut setup, 0, &mut ignored);
     let before = everything(e.fib());
+    // The same datagram read ahead (as the daemon's client threads do) on an equal engine.
+    let mut ahead = Engine::default();
+    ahead.handle(
+        &stream,
+        &mut ClientCtx::default(),
+        0,
+        &mut Outcome::default(),
+    );
     let mut ctx = ClientCtx::default();
     let mut out = Outcome::default();
     e.handle(datagram, &mut ctx, u64::MAX, &mut out);
-    for r in &mut out.replies {
-        if let Reply::Dump(d) = r {
-            let mut buf = Vec::new();
-            while d.fill(&mut buf, 16 << 10) {
-                buf.clear();
-            }
-        }
-    }
+    let mut ahead_ctx = ClientCtx::default();
+    let mut ahead_out = Outcome::default();
+    ahead.handle_prepared(
+        Prepared::new(datagram.into()),
+        &mut ahead_ctx,
+        u64::MAX,
+        &mut ahead_out,
+    );
+    let answers = drain(&mut out);
+    assert!(
+        answers == drain(&mut ahead_out),
+        "a datagram read ahead is answered as its bytes are"
+    );
+    assert!(everything(e.fib()) == everything(ahead.fib()));
+    assert_eq!(ctx.groups, ahead_ctx.groups);
     if !out.changed {
         assert!(
             everything(e.fib()) == before,
             "a datagram with no success changed the state"
         );
     }
+}
+
+/// What an outcome says: every answer as bytes, and every notification with its group.
+type Said = (Vec<Vec<u8>>, Vec<(u32, Vec<u8>)>);
+
+/// Every answer of an outcome as bytes (dumps read to their end) and its notifications.
+fn drain(out: &mut Outcome) -> Said {
+    let mut answers = Vec::new();
+    for r in &mut out.replies {
+        match r {
+            Reply::Messages(m) => answers.push(m.clone()),
+            Reply::Dump(d) => {
+                let mut buf = Vec::new();
+                while d.fill(&mut buf, 16 << 10) {
+                    answers.push(std::mem::take(&mut buf));
+                }
+                answers.push(buf);
+            }
+        }
+    }
+    let notes = out
+        .notes
+        .iter()
+        .map(|n| (n.group, n.bytes.clone()))
+        .collect();
+    (answers, notes)
 }
 
 #[cfg(test)]

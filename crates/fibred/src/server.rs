@@ -25,7 +25,7 @@
 //!   ring sessions (fibre-ring); every other connection speaks netlink datagrams directly.
 //! - Shutdown: one eventfd, never drained, that every poll watches.
 
-use crate::engine::{self, fit, ClientCtx, DumpStream, Engine, Outcome, Reply};
+use crate::engine::{self, fit, ClientCtx, DumpStream, Engine, Outcome, Prepared, Reply};
 use crate::log::Level;
 use crate::sys::{self, EventFd, UnixAddr};
 use crate::view::FibReader;
@@ -164,7 +164,7 @@ enum Job {
     Register(Arc<Client>),
     Requests {
         client: Arc<Client>,
-        datagrams: Vec<Box<[u8]>>,
+        datagrams: Vec<Prepared>,
         answer: mpsc::Sender<Vec<Reply>>,
     },
     Shutdown(mpsc::Sender<()>),
@@ -201,7 +201,9 @@ impl Shared {
 
     /// Answers datagrams: on the calling thread from the published state when they only
     /// read, else by handing them to the writer and waiting for its answers (which it gives
-    /// after publishing, so later reads see those changes).
+    /// after publishing, so later reads see those changes). Route changes are read here
+    /// ([`Prepared`]), so that the writer spends its time applying them: while it applies
+    /// one client's batch, that client's thread reads the next.
     fn submit(
         &self,
         client: &Arc<Client>,
@@ -223,7 +225,7 @@ impl Shared {
         self.jobs
             .send(Job::Requests {
                 client: client.clone(),
-                datagrams,
+                datagrams: datagrams.into_iter().map(Prepared::new).collect(),
                 answer: tx,
             })
             .map_err(|_| io::Error::other("writer stopped"))?;
@@ -325,11 +327,12 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                     port: client.port,
                     groups: client.groups.load(Ordering::Relaxed),
                 };
-                let mut out = Outcome::default();
+                let mut out =
+                    Outcome::for_requests(datagrams.iter().map(|d| d.bytes().len()).sum());
                 engine.begin();
-                for d in &datagrams {
+                for d in datagrams {
                     let listening = others | ctx.groups;
-                    engine.handle(d, &mut ctx, listening, &mut out);
+                    engine.handle_prepared(d, &mut ctx, listening, &mut out);
                 }
                 // Visible to every reader before anybody hears of it.
                 engine.publish();

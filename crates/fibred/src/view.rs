@@ -20,9 +20,12 @@
 //! The FIB is deterministic (no randomised hashing), so replaying the same changes on an
 //! equal copy yields an equal copy, with the same results. The one input from outside is the
 //! clock (a route's `expires` becomes a deadline; a change first drops the routes already due):
-//! each copy reads a [`CopyClock`] over one shared system clock, and the writer pins the
-//! standby copy's clock to the time it logged with the change while it applies or replays it,
-//! so a replay later on sees the time the first application saw.
+//! each copy reads a [`CopyClock`] over one shared system clock. While the writer applies a
+//! change, the standby copy's clock reads the system clock once, at the change's first read,
+//! and keeps that time for the rest of the change; the writer logs it with the change and pins
+//! the clock to it while it replays the change, so a replay later on sees the time the first
+//! application saw. A change that never reads the clock (a route without `expires` while
+//! nothing expires: a table load) costs no clock read at all.
 //!
 //! # Invariants
 //! - A reader sees exactly the state as of some publish, never a partial batch, never a mix
@@ -102,18 +105,22 @@ impl Change {
     }
 }
 
-/// The clock one copy reads: the daemon's system clock, except while the writer pins it to
-/// a logged time to apply or replay a change in that copy. Only the standby copy is ever
-/// pinned, and only while no reader can be in it, so readers always see the system time.
+/// The clock one copy reads: the daemon's system clock, except while the writer applies or
+/// replays a change in that copy, when it holds one time for the whole change. Only the
+/// standby copy is ever pinned, and only while no reader can be in it, so readers always see
+/// the system time.
 #[derive(Debug)]
 struct CopyClock {
     system: Arc<SystemClock>,
-    /// The pinned time in milliseconds, or [`CopyClock::FREE`].
+    /// The pinned time in milliseconds, [`CopyClock::FREE`], or [`CopyClock::AT_FIRST_READ`].
     pinned: AtomicU64,
 }
 
 impl CopyClock {
+    /// Not pinned: every read is the system time.
     const FREE: u64 = u64::MAX;
+    /// Pinned to whatever the first read finds (which then pins it to that time).
+    const AT_FIRST_READ: u64 = u64::MAX - 1;
 
     fn new(system: Arc<SystemClock>) -> CopyClock {
         CopyClock {
@@ -122,12 +129,19 @@ impl CopyClock {
         }
     }
 
-    /// Runs `f` with the clock reading `now`.
-    fn pinned_at<R>(&self, now: u64, f: impl FnOnce() -> R) -> R {
-        self.pinned.store(now, Ordering::Relaxed);
+    /// Runs `f` with the clock reading `now`, or (`None`) the system time of its first read.
+    /// Returns what `f` returned and the time it read, if it read any.
+    fn pinned_at<R>(&self, now: Option<u64>, f: impl FnOnce() -> R) -> (R, Option<u64>) {
+        self.pinned
+            .store(now.unwrap_or(CopyClock::AT_FIRST_READ), Ordering::Relaxed);
         let r = f();
+        // Only the writer touches a pinned clock: a load and a store, not a swap.
+        let read = match self.pinned.load(Ordering::Relaxed) {
+            CopyClock::AT_FIRST_READ => None,
+            t => Some(t),
+        };
         self.pinned.store(CopyClock::FREE, Ordering::Relaxed);
-        r
+        (r, read)
     }
 }
 
@@ -135,6 +149,11 @@ impl Clock for CopyClock {
     fn now_ms(&self) -> u64 {
         match self.pinned.load(Ordering::Relaxed) {
             CopyClock::FREE => self.system.now_ms(),
+            CopyClock::AT_FIRST_READ => {
+                let t = self.system.now_ms();
+                self.pinned.store(t, Ordering::Relaxed);
+                t
+            }
             t => t,
         }
     }
@@ -173,12 +192,10 @@ unsafe impl Send for Shared {}
 /// The single writer of the published state. Not `Clone`, not `Sync`.
 pub struct FibWriter {
     shared: Arc<Shared>,
-    /// Changes applied to the standby copy since the last publish, each with the time it was
-    /// applied at; after a publish (while `stale`), the changes the new standby copy still
-    /// lacks.
-    log: Vec<(u64, Change)>,
-    /// The time every change is stamped with.
-    system: Arc<SystemClock>,
+    /// Changes applied to the standby copy since the last publish, each with the time its
+    /// application read (`None`: it read none); after a publish (while `stale`), the changes
+    /// the new standby copy still lacks.
+    log: Vec<(Option<u64>, Change)>,
     /// The standby copy lacks `log` and may still have readers from before the last publish.
     stale: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -222,7 +239,6 @@ impl FibWriter {
                 readers: Mutex::new(Vec::new()),
             }),
             log: Vec::new(),
-            system,
             stale: false,
             _not_sync: PhantomData,
         }
@@ -251,11 +267,16 @@ impl FibWriter {
 
     /// Applies `change` to the standby copy (made current first) and logs it.
     pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
-        let now = self.system.now_ms();
-        let clock = self.shared.clocks[self.standby_index()].clone();
-        let fib = self.standby_mut();
-        let r = clock.pinned_at(now, || change.apply(fib));
-        self.log.push((now, change));
+        self.catch_up();
+        let i = self.standby_index();
+        // SAFETY: `catch_up` waited until no reader can be in the standby copy, and readers
+        // that start now read the active one; `&mut self` makes this the only writer access.
+        let fib = unsafe { &mut *self.shared.copies[i].get() };
+        // Logged first and applied from the log: a change can be a few hundred bytes.
+        self.log.push((None, change));
+        let (read, logged) = self.log.last_mut().expect("pushed above");
+        let (r, now) = self.shared.clocks[i].pinned_at(None, || logged.apply(fib));
+        *read = now;
         r
     }
 
@@ -304,7 +325,8 @@ impl FibWriter {
         let clock = &self.shared.clocks[i];
         fib.begin_batch();
         for (now, c) in &self.log {
-            // The same result as on the other copy, which was equal, at the same time.
+            // The same result as on the other copy, which was equal, at the same time (a
+            // change that read no time then reads none now: it takes the same path).
             let _ = clock.pinned_at(*now, || c.apply(fib));
         }
         self.log.clear();
