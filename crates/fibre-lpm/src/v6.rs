@@ -1401,18 +1401,22 @@ impl Lpm6 {
     fn rebuild_region(&mut self, slot: Slot, d: u32, p: u128) -> Result<(), LpmError> {
         let inside = self.inside(d, p);
         self.free_region(slot);
-        let built = self
-            .build_region(d, mask(p, d as u8), self.cover(slot), &inside)
-            .and_then(|e| {
-                self.set_entry(slot, e);
-                self.refresh(slot)
-            });
-        if built.is_err() {
-            // The region answers its cover until the next successful update of it.
+        // On failure the region answers its cover until the next successful update of it.
+        let cover = self.cover(slot).val;
+        let e = match self.build_region(d, mask(p, d as u8), self.cover(slot), &inside) {
+            Ok(e) => e,
+            Err(err) => {
+                self.set_entry(slot, cover);
+                return Err(err);
+            }
+        };
+        self.set_entry(slot, e);
+        if let Err(err) = self.refresh(slot) {
             self.free_region(slot);
-            self.set_entry(slot, self.cover(slot).val);
+            self.set_entry(slot, cover);
+            return Err(err);
         }
-        built
+        Ok(())
     }
 
     // ---- updates ----
