@@ -116,6 +116,7 @@ class _Gen:
         # Those that routes may use: every replace of them keeps (or, where a replace creates
         # the group anew after a deletion, sets) idle_timer 0.
         self.res_idle0: set[int] = set()
+        self.fdb_ids: list[int] = []  # fdb next hops (no route can use them)
         self.flow_blocks: list[dict] = []
 
     # -- helpers ---------------------------------------------------------------------------
@@ -195,6 +196,17 @@ class _Gen:
         self.group_flow_block_phase()
         self.lookup_block(self.lookups - 2 * (self.lookups // 4) - sum(b["count"] for b in self.flow_blocks))
         self.dumps()
+        if self.on("nexthop_filters") and self.on("nexthop_objects"):
+            # iproute2 keeps each selector for the rest of the batch: the last dumps.
+            # A bucket dump after `fdb` or `groups` is refused (its policy has neither).
+            for dev in ("lo", f"d{self.r.randrange(2)}"):
+                self.emit(f"nexthop show dev {dev}")
+                if self.on("nexthop_resilient"):
+                    self.emit("nexthop bucket show")
+            self.emit("nexthop show fdb")
+            if self.on("nexthop_resilient"):
+                self.emit("nexthop bucket show")
+            self.emit("nexthop show groups")
         if self.on("parse_error_tail"):
             self.emit(self.r.choice(["route add 10.0.0.0/8 via", "rule add pref x table 5", "route get"]))
         return "\n".join(self.out) + "\n"
@@ -402,6 +414,16 @@ class _Gen:
             self.next_nh += 1
         if verb == "add" and self.on("nexthop_resilient") and self.resilient and self.chance(0.1):
             self.resilient_change()
+        if verb == "add" and self.on("nexthop_filters") and self.chance(0.1):
+            # An fdb next hop (a VXLAN FDB gateway: no device), or a group of them.
+            if len(self.fdb_ids) >= 2 and self.chance(0.3) and not self.v6only:
+                self.emit(f"nexthop add id {nid} group {'/'.join(map(str, self.r.sample(self.fdb_ids, 2)))} fdb")
+            else:
+                gw = self.gw6(0).replace("fe80", "2001:db8") if v6 else self.gw4(self.link())
+                self.emit(f"nexthop add id {nid} via {gw} fdb")
+                self.fdb_ids.append(nid)
+            self.nh_all.append(nid)
+            return
         if verb == "add" and self.on("nexthop_groups") and len(self.nh_free) >= 2 and self.chance(0.3):
             members = self.r.sample(self.nh_free, self.r.randrange(1, min(4, len(self.nh_free)) + 1))
             grp = "/".join(f"{m},{self.r.randrange(1, 5)}" if self.chance(0.6) else str(m) for m in members)

@@ -208,11 +208,17 @@ fn bucket_list(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
         a.advance();
     }
     let f = cli.nh_filter.clone();
-    let found = cli.fib.nexthop_buckets(
-        (f.id != 0).then_some(f.id),
-        (f.nhid != 0).then_some(f.nhid),
-        f.ifindex,
-    );
+    let found = if f.groups || f.fdb {
+        // The selectors persist, and the bucket dump's policy has no NHA_GROUPS or NHA_FDB:
+        // the kernel refuses the request (EINVAL, no message).
+        Err(RtError::new(Errno::EINVAL))
+    } else {
+        cli.fib.nexthop_buckets(
+            (f.id != 0).then_some(f.id),
+            (f.nhid != 0).then_some(f.nhid),
+            f.ifindex,
+        )
+    };
     // A failed dump prints what the kernel said (nothing for ENOENT) and "Dump terminated".
     if found.is_err() && cli.opts.json {
         // iproute2 has opened its JSON array when the error arrives.
@@ -221,7 +227,8 @@ fn bucket_list(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     let buckets = found.map_err(|e| {
         let text = match e.extack {
             Some(m) => format!("Error: {m}.\nDump terminated\n"),
-            None => "Dump terminated\n".to_string(),
+            None if e.errno == Errno::ENOENT => "Dump terminated\n".to_string(),
+            None => format!("{}Dump terminated\n", crate::error::rtnl_text(&e)),
         };
         CmdError::fail(2, text)
     })?;
@@ -381,6 +388,8 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
 pub struct Filter {
     ifindex: u32,
     groups: bool,
+    /// `fdb`: sent as NHA_FDB, which selects nothing in a next-hop dump but makes the kernel
+    /// refuse a later bucket dump (as `groups` does).
     fdb: bool,
     proto: u32,
     flushed: u32,
@@ -390,13 +399,26 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// The kernel's nh_dump_filtered (6.18): `groups` keeps groups only; a device or a
+    /// family keeps single next hops only, of that family, on that device (a blackhole is on
+    /// `lo`, an fdb next hop on none). The `fdb` selector iproute2 sends filters nothing.
     fn selects(&self, n: &NexthopObj, family: Option<Family>) -> bool {
-        (self.ifindex == 0 || n.oif == self.ifindex)
-            && (!self.groups || !n.group.is_empty())
-            && (!self.fdb || n.fdb)
-            && (family.is_none() || n.family == family)
+        if self.groups && n.group.is_empty() {
+            return false;
+        }
+        if self.ifindex == 0 && family.is_none() {
+            return true;
+        }
+        if !n.group.is_empty() || (family.is_some() && n.family != family) {
+            return false;
+        }
+        let dev = if n.blackhole { LOOPBACK_IFINDEX } else { n.oif };
+        self.ifindex == 0 || dev == self.ifindex
     }
 }
+
+/// The loopback device's ifindex, where the kernel puts blackhole next hops.
+const LOOPBACK_IFINDEX: u32 = 1;
 
 /// `ip nexthop show|flush [dev D] [groups] [fdb] [protocol P] [id N]`.
 fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
@@ -646,6 +668,61 @@ mod tests {
             bad(&mut cli, "id 4 group 1 type resilient idle_timer 42949672"),
             "Error: argument \"42949672\" is wrong: invalid idle timer value\n"
         );
+    }
+
+    /// Kernel 6.18 with iproute2 6.1: which objects `nexthop show` selects with `dev`,
+    /// `-4`/`-6`, `groups` and `fdb` (each a separate `ip` command).
+    #[test]
+    fn show_selectors_filter_as_the_kernels_dump() {
+        let setup = [
+            "link set lo up",
+            "link add d0 type dummy",
+            "link add d1 type dummy",
+            "link set d0 up",
+            "link set d1 up",
+            "address add 10.0.0.1/24 dev d0",
+            "nexthop add id 1 via 10.0.0.2 dev d0",
+            "nexthop add id 3 dev d1",
+            "nexthop add id 4 blackhole",
+            "-6 nexthop add id 6 blackhole",
+            "nexthop add id 7 via 10.0.0.9 fdb",
+            "nexthop add id 9 group 7 fdb",
+            "nexthop add id 20 group 1/3",
+        ];
+        let ids = |cmd: &str| -> Vec<u32> {
+            let mut cli = Cli::new(Fib::default(), Options::default());
+            for line in setup {
+                let mut w: Vec<&str> = line.split_whitespace().collect();
+                cli.opts.family = (w[0] == "-6").then_some(Family::Inet6);
+                if w[0] == "-6" {
+                    w.remove(0);
+                }
+                cli.exec(&w).unwrap();
+            }
+            let mut w: Vec<&str> = cmd.split_whitespace().collect();
+            cli.opts.family = match w[0] {
+                "-6" => Some(Family::Inet6),
+                "-4" => Some(Family::Inet),
+                _ => None,
+            };
+            if cli.opts.family.is_some() {
+                w.remove(0);
+            }
+            cli.out.clear();
+            cli.exec(&w).unwrap();
+            String::from_utf8(std::mem::take(&mut cli.out))
+                .unwrap()
+                .lines()
+                .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+                .collect()
+        };
+        assert_eq!(ids("nexthop show dev lo"), [4, 6]);
+        assert_eq!(ids("nexthop show dev d1"), [3]);
+        assert_eq!(ids("nexthop show groups"), [9, 20]);
+        assert_eq!(ids("nexthop show fdb"), [1, 3, 4, 6, 7, 9, 20]);
+        assert_eq!(ids("-6 nexthop show"), [6]);
+        assert_eq!(ids("-4 nexthop show"), [1, 3, 4, 7]);
+        assert_eq!(ids("-6 nexthop show groups"), Vec::<u32>::new());
     }
 
     #[test]

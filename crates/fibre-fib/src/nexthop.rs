@@ -245,7 +245,15 @@ impl NhObjs {
                 if nhid.is_some_and(|n| n != member) {
                     continue;
                 }
-                if dev != 0 && self.by_id.get(&member).map_or(0, |m| m.oif) != dev {
+                // A blackhole member is on `lo`.
+                let on = |m: &NexthopObj| {
+                    if m.blackhole {
+                        crate::link::LOOPBACK_IFINDEX
+                    } else {
+                        m.oif
+                    }
+                };
+                if dev != 0 && self.by_id.get(&member).map_or(0, on) != dev {
                     continue;
                 }
                 out.push(NexthopBucket {
