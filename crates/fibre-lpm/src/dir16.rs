@@ -18,10 +18,12 @@
 //!   take code 3 as long as the host has room, else code 0 (a line holding one run).
 //!
 //! The top entry holds the block's first line and the four codes, so a lookup computes the line
-//! from the entry and the address alone (prefetchable, with one table read that the codes
-//! index: [`PLACES`]), then finds the value in the line with at most one popcount. A quarter that hangs a trie node with children (routes longer than /24) is
-//! laid out as one run of the value `TRIE | n`, n the node: lookups that find it continue in the
-//! trie (one well-predicted branch on bit 31 of the answer).
+//! from the entry and the address alone (prefetchable, with one read of a 4 KiB table that the
+//! codes and the quarter index: [`STEPS`]), then finds the value in the line with one popcount
+//! and one formula for every code (the step's bias and flat bit absorb the differences), without
+//! branches. A quarter that hangs a trie node with children (routes longer than /24) is laid out
+//! as one run of the value `TRIE | n`, n the node: lookups that find it continue in the trie (one
+//! well-predicted branch on bit 31 of the answer).
 //!
 //! The lines are the only compiled form of the trie's childless /18 nodes (every node of a 2026
 //! table): the trie keeps their routes, not their leaves, and reads their slot values back from
@@ -224,36 +226,78 @@ static PLACES: [u32; 256] = {
     t
 };
 
-/// Right shifts that turn a slot (0..64) into a line within its quarter, one nibble per code:
-/// 6 for code 0 (one line), 5 for code 1, 4 for code 2, 6 for code 3 (the host line).
-const LINE_SHIFTS: u32 = 0x6456;
+/// How a lookup finds a slot's value, for every (8-bit code word, quarter) pair: index
+/// `codes << 2 | q`. A table, so that a lookup does no arithmetic over the quarters' codes and
+/// reads one word of it beside the line. Each entry packs:
+/// - bits 0-3: the quarter's line offset within the block (the host's for code 3);
+/// - bits 4-6: the right shift turning a slot (0..64) into a line within the quarter (6 for
+///   codes 0 and 3, 5 for code 1, 4 for code 2);
+/// - bits 8-13: the mask turning a slot into its position within that line (63, 31, 15; 0 for
+///   code 3, whose position is always the host's bit 0, always set);
+/// - bits 16-19: the value's word in the line is `rank + bias - 1`, with rank the count of run
+///   starts at or before the position (code 0: runs from word 2, bias 2; code 1: from word 1,
+///   bias 1; code 2: rank is position + 1, bias 0; code 3: rank is 1, bias the hosted word);
+/// - bit 31: the line is flat (code 2): every position counts as a run start.
+static STEPS: [u32; 1024] = {
+    let mut t = [0u32; 1024];
+    let mut k = 0;
+    while k < 1024 {
+        let (codes, q) = (k >> 2, k & 3);
+        let c = (codes >> (2 * q)) & 3;
+        let place = (PLACES[codes] >> (8 * q)) & 0xFF;
+        let (shift, mask, bias, flat) = match c {
+            0 => (6, 63, 2, 0),
+            1 => (5, 31, 1, 0),
+            2 => (4, 15, 0, 1),
+            _ => (6, 0, place >> 4, 0),
+        };
+        t[k] = (place & 15) | shift << 4 | mask << 8 | bias << 16 | flat << 31;
+        k += 1;
+    }
+    t
+};
 
 /// A line every non-chunk lane of a batch reads instead of a block line: branch-free lanes.
 static ZERO_LINE: Line = Line([0; 16]);
 
-/// Where a lookup of `addr` in chunk entry `e` finds its value: (line index, code, position:
-/// the slot within the line's part of the quarter, or the word for code 3).
+/// Where a lookup of `addr` in chunk entry `e` finds its value: the line index (within the
+/// lines, meaningful for a chunk entry only) and the `STEPS` entry and slot to pass to
+/// [`in_line`].
 #[inline(always)]
 fn locate(e: u32, addr: u32) -> (usize, u32, u32) {
-    let q = (addr >> 14) & 3;
-    let codes = (e >> CODES_SHIFT) & 0xFF;
-    let c = (codes >> (2 * q)) & 3;
-    let place = (PLACES[codes as usize] >> (8 * q)) & 0xFF;
+    let k = ((e >> (CODES_SHIFT - 2)) & 0x3FC) | ((addr >> 14) & 3);
+    let step = STEPS[k as usize];
     let slot = (addr >> 8) & 63;
-    let line = (e & BASE_MASK) + (place & 15) + (slot >> ((LINE_SHIFTS >> (4 * c)) & 15));
-    let pos = std::hint::select_unpredictable(c == 3, place >> 4, slot & (63 >> c));
-    (line as usize, c, pos)
+    let line = (e & BASE_MASK) + (step & 15) + (slot >> ((step >> 4) & 7));
+    (line as usize, step, slot)
 }
 
-/// The value at `pos` of a line in code `c`, without branches.
+/// The run-start bits that count towards slot `slot`'s word in a line whose first two words
+/// are `w`, for `STEPS` entry `step` (see `STEPS` for the formula).
 #[inline(always)]
-fn in_line(line: &Line, c: u32, pos: u32) -> u32 {
-    let w = u64::from(line.0[0]) | u64::from(line.0[1]) << 32;
-    let rank = (w & (u64::MAX >> (63 - pos))).count_ones();
-    // Code 0: runs from word 2 (rank >= 1); code 1: from word 1; code 2: flat; code 3: the word.
-    let packed = rank + u32::from(c == 0);
-    let idx = std::hint::select_unpredictable(c >= 2, pos, packed);
-    line.0[(idx & 15) as usize]
+fn rank_bits(w: u64, step: u32, slot: u32) -> u64 {
+    let pos = slot & (step >> 8);
+    // All ones for a flat line: its position counts itself and every word before it.
+    let flat = ((step as i32) >> 31) as i64 as u64;
+    (w | flat) & (2u64 << pos).wrapping_sub(1)
+}
+
+/// The word of the line holding the value, from the `rank_bits` and the `STEPS` entry.
+#[inline(always)]
+fn word(bits: u64, step: u32) -> usize {
+    ((bits.count_ones() + (step >> 16)).wrapping_sub(1) & 15) as usize
+}
+
+/// The first two words of a line as one bitmap (the run bitmap of codes 0 and 1).
+#[inline(always)]
+fn head(line: &Line) -> u64 {
+    u64::from(line.0[0]) | u64::from(line.0[1]) << 32
+}
+
+/// The value of `slot` in a line, located by `STEPS` entry `step`, without branches.
+#[inline(always)]
+fn in_line(line: &Line, step: u32, slot: u32) -> u32 {
+    line.0[word(rank_bits(head(line), step, slot), step)]
 }
 
 /// The raw slot value a single-value quarter lays out (`TRIE | n` for a node).
@@ -282,10 +326,10 @@ impl Dir16 {
     pub(crate) fn lookup(&self, addr: u32) -> u32 {
         let e = self.top[(addr >> (32 - TOP_BITS)) as usize];
         let chunk = e & CHUNK != 0;
-        let (line, c, pos) = locate(e, addr);
+        let (line, step, slot) = locate(e, addr);
         let p = self.line_or_zero(chunk, line);
         // SAFETY: see `line_or_zero`.
-        let v = in_line(unsafe { &*p }, c, pos);
+        let v = in_line(unsafe { &*p }, step, slot);
         std::hint::select_unpredictable(chunk, v, e)
     }
 
@@ -301,45 +345,76 @@ impl Dir16 {
         std::hint::select_unpredictable(chunk, at, zero) as *const Line
     }
 
-    /// Batched `lookup` of up to 64 addresses: every lane's top entry is prefetched, then every
-    /// lane's line located and prefetched, before any line is read; lanes take no
-    /// data-dependent branch. Lanes the trie answers are left to the caller: bit i of the
-    /// result set means `out[i]` must be looked up in the trie.
+    /// Batched `lookup` of up to 64 addresses, answering in the external encoding
+    /// ([`crate::NO_ROUTE`] for none): every lane's top entry is prefetched, then every lane's
+    /// line located and prefetched, before any line is read; lanes take no data-dependent
+    /// branch. Lanes the trie answers are left to the caller: bit i of the result set means
+    /// `out[i]` must be looked up in the trie.
     #[inline(always)]
     pub(crate) fn lookup_group(&self, addrs: &[u32], out: &mut [u32]) -> u64 {
         let n = addrs.len();
-        debug_assert!(n <= 64 && out.len() == n);
+        // Checked once here, so that no lane checks its indices.
+        assert!(n <= 64 && out.len() == n);
+        // Where each lane reads its value: a line of a chunk, or, for a lane whose top entry
+        // is a value, its own word of `vals` (with one word of padding for the 8-byte head
+        // read), which the lane's step reads back at word 0.
         let mut at = [0usize; 64];
+        let mut vals = [0u32; 65];
+        // Each lane's `STEPS` entry with the slot's position in bits 0-5 in place of the line
+        // offset and shift, which stage two has used.
         let mut info = [0u32; 64];
         let top = &*self.top;
         for &a in addrs {
             crate::prefetch(&top[(a >> (32 - TOP_BITS)) as usize]);
         }
+        let lines = self.lines.as_ptr() as usize;
         for i in 0..n {
             let a = addrs[i];
             let e = top[(a >> (32 - TOP_BITS)) as usize];
-            let (line, c, pos) = locate(e, a);
+            let (line, step, slot) = locate(e, a);
             let chunk = e & CHUNK != 0;
-            // Values read the zero line (an L1 hit) and keep their entry.
-            let p = self.line_or_zero(chunk, line);
-            crate::prefetch(p);
-            at[i] = p as usize;
-            // Code 4 marks a value lane.
-            let code = if chunk { c } else { 4 };
-            info[i] = code << 8 | pos;
-            out[i] = e;
+            vals[i] = e;
+            let own = &vals[i] as *const u32 as usize;
+            let p = std::hint::select_unpredictable(
+                chunk,
+                lines + line * std::mem::size_of::<Line>(),
+                own,
+            );
+            crate::prefetch(p as *const Line);
+            at[i] = p;
+            // A value lane: flat, position 0, bias 0, so word 0.
+            info[i] = std::hint::select_unpredictable(
+                chunk,
+                (step & 0xFFFF_0000) | (slot & (step >> 8) & 63),
+                1 << 31,
+            );
         }
-        let mut trie = 0u64;
+        // Bit 31 of any lane's value: some lane met a trie marker (one OR a lane; the lanes are
+        // found again below only then).
+        let mut any = 0u32;
         for i in 0..n {
-            // SAFETY: `at[i]` comes from `line_or_zero` under this borrow of `self`.
-            let line = unsafe { &*(at[i] as *const Line) };
-            let (c, pos) = (info[i] >> 8, info[i] & 63);
-            let v = in_line(line, c & 3, pos);
-            let v = std::hint::select_unpredictable(c == 4, out[i], v);
-            trie |= u64::from(v >> 31) << i;
-            out[i] = v;
+            let p = at[i] as *const u32;
+            let step = info[i];
+            // SAFETY: `p` is a line of this chunk's live block inside `self.lines` (see
+            // `line_or_zero`), or `&vals[i]`; either has 8 readable bytes at `p`, and the word
+            // read is one of the line's 16, or word 0 for `vals[i]` (bias 0 and rank 1).
+            let v = unsafe {
+                let w = p.cast::<u64>().read_unaligned();
+                let flat = ((step as i32) >> 31) as i64 as u64;
+                let bits = (w | flat) & (2u64 << (step & 63)).wrapping_sub(1);
+                *p.add(word(bits, step))
+            };
+            any |= v;
+            out[i] = crate::external(v);
         }
-        trie
+        if any & TRIE == 0 {
+            return 0;
+        }
+        // `TRIE | n` is never `NO_ROUTE`: node indices stay far below 2^31 - 1 (the trie keeps
+        // `HEADROOM` of its index space free).
+        (0..n).fold(0, |m, i| {
+            m | u64::from(out[i] & TRIE != 0 && out[i] != crate::NO_ROUTE) << i
+        })
     }
 
     /// Bytes of what lookups read (top array and lines).
@@ -724,11 +799,17 @@ mod tests {
             .collect();
         let mut out = vec![0; 64];
         for (g, group) in addrs.chunks(64).enumerate() {
-            d.lookup_group(group, &mut out);
-            for (i, &a) in group.iter().enumerate() {
-                let want = model[g][i];
-                prop_assert_eq!(d.lookup(a), want, "single {:#x}", a);
-                prop_assert_eq!(out[i], want, "batch {:#x}", a);
+            // Whole groups and a short one.
+            for len in [64, 13] {
+                let group = &group[..len];
+                let out = &mut out[..len];
+                let trie = d.lookup_group(group, out);
+                for (i, &a) in group.iter().enumerate() {
+                    let want = model[g][i];
+                    prop_assert_eq!(d.lookup(a), want, "single {:#x}", a);
+                    prop_assert_eq!(out[i], crate::external(want), "batch {:#x}", a);
+                    prop_assert_eq!(trie >> i & 1 != 0, want & TRIE != 0);
+                }
             }
         }
         for (q, m) in model.iter().enumerate() {

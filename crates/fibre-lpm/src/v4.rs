@@ -135,10 +135,7 @@ impl Lpm4 {
             while deep != 0 {
                 let i = deep.trailing_zeros() as usize;
                 deep &= deep - 1;
-                o[i] = self.trie_lookup(a[i]);
-            }
-            for v in o.iter_mut() {
-                *v = crate::external(*v);
+                o[i] = crate::external(self.trie_lookup(a[i]));
             }
         }
     }

@@ -11,12 +11,20 @@
 //!   stores the interval boundaries as 32-bit *keys*: address bits `d..d+32`, exact for every
 //!   prefix up to /d+32 (all of the 2026 table is /48 or shorter). A bucket is a B+-tree of
 //!   128-byte nodes: one line of 15 sorted keys, one line of the 16 children (inner nodes) or
-//!   interval values (leaves). A node step is two AVX2 compares and a popcount (SSE2 without
-//!   AVX2, scalar off x86_64: same answers); inner nodes (about 1/15 of the nodes) stay cached,
-//!   so a lookup mostly misses on its leaf. On the 2026 table a lookup reads the root entry and
-//!   3-4 nodes, 2 MiB in all.
-//! - **Batches** advance 64 lookups level by level, prefetching both lines of every lane's next
-//!   node before reading any, so dozens of cache misses are in flight at once.
+//!   interval values (leaves). Updates edit these nodes; lookups read the bucket's *image*.
+//! - **Images**: per bucket, copies of its leaves, contiguous in key order, under a static,
+//!   pointer-free index of full 16-way *inner lines* (15 keys and the position of the line's
+//!   last child; children are consecutive), as PlanB lays out its tree. An inner step reads
+//!   one line and computes its child; a leaf step reads the leaf's two lines. A step is two
+//!   AVX2 compares and a popcount (SSE2 without AVX2, scalar off x86_64: same answers). On
+//!   the 2026 table a lookup reads the root entry, 1-3 inner lines and a leaf, 2.5 MiB in
+//!   all. A leaf edit is copied into the image at once (`node_pos`); a leaf split rebuilds
+//!   the bucket's inner lines and moves the leaves after the split (O(leaves / 16) lines plus
+//!   the moved leaves), in place while the image's ranges are large enough.
+//! - **Batches** advance 64 lookups level by level, prefetching every lane's next line before
+//!   reading any, so dozens of cache misses are in flight at once. Lanes are aligned on their
+//!   leaves (a lane in an image of `h` inner levels joins the passes `h` from the end), so the
+//!   last pass reads every lane's leaf and no pass branches on a lane's state.
 //! - **Tables**: a region holding a prefix too long for its key window (longer than /d+32) is a
 //!   256-entry table on the next 8 bits instead; its entries are regions again (values, buckets
 //!   or tables). So any prefix up to /128 is exact; the cost is paid only where such prefixes
@@ -25,7 +33,8 @@
 //! A region's form is canonical: a value when no prefix is inside it, a table when one inside is
 //! too long for the window, a bucket otherwise. [`Lpm6::shape`] counts tables and buckets, which
 //! depend only on the set of prefixes, never on update order (tested). The node layout inside a
-//! bucket depends on its update history (B+-tree splits); lookups do not.
+//! bucket depends on its update history (B+-tree splits); its image depends only on its leaves,
+//! and lookups on neither.
 //!
 //! # Invariants
 //! - Every table entry and bucket interval holds the value of the longest prefix covering it, so
@@ -42,6 +51,10 @@
 //!   the region's cover (`COVERED`, rewritten when the cover changes) or a route's inside the
 //!   region (`ROUTE`).
 //! - The control map `routes` holds exactly the stored prefixes (host bits cleared).
+//! - Lookups read only `look_root`, `look_tables`, `inner` and `leaves`. A lookup entry equals
+//!   its control entry (`root`, `tables`) except for a bucket, whose lookup entry names its
+//!   image; between updates every image's leaves equal its bucket's leaves, in key order
+//!   (`check_images`, tested).
 //!
 //! # Update cost
 //! An update walks the prefix's path. In a bucket it *repaints* the prefix's range from the
@@ -62,7 +75,7 @@
 //! Single-threaded: `&mut self` updates, `&self` lookups. Share it across threads through
 //! [`crate::sync`], whose writer applies every update to both of its copies.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::{LpmError, Shape, MAX_VALUE};
 
@@ -110,6 +123,21 @@ const KEY_BIAS: u32 = 0x8000_0000;
 /// the region's start, never a boundary, and no search key is below it, so padding is never
 /// counted.
 const KEY_PAD: u32 = KEY_BIAS;
+/// Lookup entry of a bucket's image: `IMG_TAG | levels << IMG_LEVELS_SHIFT | position`, the
+/// position of its top inner line, or of its one leaf when it has no inner level.
+const IMG_TAG: u32 = 0xC000_0000;
+const IMG_LEVELS_SHIFT: u32 = 27;
+/// Positions in the image arrays: 2^27 lines (8 GiB) or leaves.
+const IMG_POS_MASK: u32 = (1 << IMG_LEVELS_SHIFT) - 1;
+/// Inner levels an image entry can say: 16^7 leaves, far beyond any address space's intervals.
+const IMG_MAX_LEVELS: usize = 7;
+/// Slot of an inner line holding the position of its last child; the other 15 are keys.
+const LINE_LAST: usize = NODE_KEYS - 1;
+const LINE_KEYS_MASK: u32 = (1 << LINE_LAST) - 1;
+/// `Lpm6::node_pos` of a node that is not a leaf in an image.
+const NO_POS: u32 = u32::MAX;
+/// `Image` class of an absent range (a bucket of one leaf has no inner lines).
+const NO_CLASS: u8 = u8::MAX;
 
 const _: () = assert!(MAX_VALUE < NONE);
 
@@ -131,6 +159,26 @@ const NO_COVER: Cover = Cover { val: NONE, rank: 0 };
 struct Node {
     keys: [u32; NODE_KEYS],
     ways: [u32; NODE_WAYS],
+}
+
+/// An inner line of a bucket's image: up to 15 biased keys, ascending, padded with
+/// [`KEY_PAD`], and in slot [`LINE_LAST`] the position of the line's last child. Its children
+/// are consecutive (lines of the next level, or leaves), so a search key with `c` keys above it
+/// goes to `last - c`: an inner step reads one line and no pointer.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Line {
+    w: [u32; NODE_KEYS],
+}
+
+/// Where a bucket's image lives: a range of `Lpm6::inner` and one of `Lpm6::leaves`, by start
+/// and size class.
+#[derive(Clone, Copy, Debug)]
+struct Image {
+    inner: u32,
+    inner_class: u8,
+    leaves: u32,
+    leaf_class: u8,
 }
 
 /// A node unpacked for editing: keys unbiased and ways first-to-last, one slot of room to
@@ -158,11 +206,26 @@ enum Slot {
 #[derive(Clone, Debug)]
 pub struct Lpm6 {
     // Read by lookups.
+    /// The root's lookup entries: as `root`, but a bucket's entry is its image's.
+    look_root: Vec<u32>,
+    /// The tables' lookup entries, as `look_root`.
+    look_tables: Vec<u32>,
+    /// Inner lines of the buckets' images.
+    inner: Vec<Line>,
+    /// Leaves of the buckets' images: copies of the buckets' leaf nodes, in key order.
+    leaves: Vec<Node>,
+    // Control state, read and written by updates only.
     root: Vec<u32>,
     /// Tables of `FANOUT` entries, back to back.
     tables: Vec<u32>,
+    /// The buckets' B+-tree nodes, which updates edit; lookups read their images.
     nodes: Vec<Node>,
-    // Control state, read and written by updates only.
+    /// Per node: its copy's position in `leaves`, or `NO_POS`.
+    node_pos: Vec<u32>,
+    /// Per bucket (by `slot_key` of its slot): its image's ranges.
+    images: HashMap<u64, Image>,
+    inner_pool: Pool,
+    leaf_pool: Pool,
     root_cover: Vec<Cover>,
     table_cover: Vec<Cover>,
     /// Per table: inside routes too long for a bucket at its depth (0 turns it into a bucket).
@@ -243,81 +306,161 @@ fn is_table(e: u32) -> bool {
     !is_value(e) && !is_node(e)
 }
 
+/// A lookup entry is a bucket's image.
+#[inline(always)]
+fn is_image(e: u32) -> bool {
+    e >= IMG_TAG
+}
+
+/// Inner levels of the image of lookup entry `e` (garbage, but at most `IMG_MAX_LEVELS`, for
+/// other entries).
+#[inline(always)]
+fn image_levels(e: u32) -> usize {
+    ((e >> IMG_LEVELS_SHIFT) as usize) & IMG_MAX_LEVELS
+}
+
 #[inline(always)]
 fn index(e: u32) -> usize {
     (e & INDEX_MASK) as usize
 }
 
-/// Number of keys above the biased search key `qb`, portable.
+/// The key slots above the biased search key `qb` (bit `i` for slot `i`), portable.
 #[inline(always)]
-fn count_above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
+fn above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::*;
         // SAFETY: SSE2 is part of the x86_64 baseline.
         let q = unsafe { _mm_set1_epi32(qb) };
         let p = keys.as_ptr().cast::<__m128i>();
-        let mut bits = 0u64;
+        let mut bits = 0u32;
         for i in 0..NODE_KEYS / 4 {
-            // SAFETY: SSE2 is part of the x86_64 baseline; `Node` is 128-byte aligned, so each
-            // 16-byte load is aligned and inside `keys`.
+            // SAFETY: SSE2 is part of the x86_64 baseline; keys are 64-byte aligned (`Node`,
+            // `Line`), so each 16-byte load is aligned and inside `keys`.
             let m = unsafe {
                 _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(
                     _mm_load_si128(p.add(i)),
                     q,
                 )))
             };
-            bits |= (m as u64) << (4 * i);
+            bits |= (m as u32) << (4 * i);
         }
-        bits.count_ones() as usize
+        bits
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        keys.iter().filter(|&&k| k as i32 > qb).count()
+        let mut bits = 0;
+        for (i, &k) in keys.iter().enumerate() {
+            bits |= u32::from(k as i32 > qb) << i;
+        }
+        bits
     }
 }
 
-/// As [`count_above_portable`], with AVX2 compares of eight keys each.
+/// As [`above_portable`], with AVX2 compares of eight keys each.
 ///
 /// # Safety
 /// The CPU must support AVX2 and POPCNT.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
 #[inline]
-unsafe fn count_above_avx2(keys: &[u32; NODE_KEYS], qb: i32) -> usize {
+unsafe fn above_avx2(keys: &[u32; NODE_KEYS], qb: i32) -> u32 {
     use core::arch::x86_64::*;
     let q = _mm256_set1_epi32(qb);
     let p = keys.as_ptr().cast::<__m256i>();
-    let mut bits = 0u64;
+    let mut bits = 0u32;
     for i in 0..NODE_KEYS / 8 {
-        // SAFETY: the caller guarantees AVX2; `Node` is 128-byte aligned, so each 32-byte load
-        // is aligned and inside `keys`.
+        // SAFETY: the caller guarantees AVX2; keys are 64-byte aligned (`Node`, `Line`), so
+        // each 32-byte load is aligned and inside `keys`.
         let m = unsafe {
             _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
                 _mm256_load_si256(p.add(i)),
                 q,
             )))
         };
-        bits |= (m as u64) << (8 * i);
+        bits |= (m as u32) << (8 * i);
     }
-    bits.count_ones() as usize
+    bits
+}
+
+/// The key slots of `keys` above biased search key `qb`, with AVX2 compares when `AVX2`.
+#[inline(always)]
+fn above<const AVX2: bool>(keys: &[u32; NODE_KEYS], qb: i32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: `AVX2` is only true in code reached after run-time detection.
+        return unsafe { above_avx2(keys, qb) };
+    }
+    above_portable(keys, qb)
 }
 
 impl Node {
-    /// The way a search for biased key `qb` takes.
+    /// The way a search for biased key `qb` takes (a leaf's value, in the image).
     #[inline(always)]
     fn way<const AVX2: bool>(&self, qb: i32) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        let c = if AVX2 {
-            // SAFETY: `AVX2` is only true in code reached after run-time detection.
-            unsafe { count_above_avx2(&self.keys, qb) }
-        } else {
-            count_above_portable(&self.keys, qb)
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let c = count_above_portable(&self.keys, qb);
-        // `c` <= MAX_KEYS: padding is never above a search key.
+        // At most MAX_KEYS slots count: padding is never above a search key.
+        let c = above::<AVX2>(&self.keys, qb).count_ones() as usize;
         self.ways[c & (NODE_WAYS - 1)]
+    }
+}
+
+impl Line {
+    /// The position of the child a search for biased key `qb` takes.
+    #[inline(always)]
+    fn child<const AVX2: bool>(&self, qb: i32) -> u32 {
+        let c = (above::<AVX2>(&self.w, qb) & LINE_KEYS_MASK).count_ones();
+        self.w[LINE_LAST].wrapping_sub(c)
+    }
+}
+
+/// Ranges of an image array reused by size class: class `k` holds `class_cap(k)` items, and
+/// capacities grow by at most 1.25x per class, so a range wastes under a fifth of itself.
+#[derive(Clone, Debug, Default)]
+struct Pool {
+    /// Items in the array (used and free ranges).
+    len: usize,
+    /// Per class: starts of free ranges.
+    free: Vec<Vec<u32>>,
+}
+
+/// Items a range of class `k` holds: 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, ...
+fn class_cap(k: u8) -> usize {
+    (4 + usize::from(k & 3)) << (k / 4)
+}
+
+/// The smallest class holding `n` items.
+fn class_of(n: usize) -> u8 {
+    let mut k = 0;
+    while class_cap(k) < n {
+        k += 1;
+    }
+    k
+}
+
+impl Pool {
+    /// A range of class `k`: its start. The caller grows its array to `self.len`.
+    fn alloc(&mut self, k: u8) -> Result<u32, LpmError> {
+        if let Some(start) = self.free.get_mut(usize::from(k)).and_then(Vec::pop) {
+            return Ok(start);
+        }
+        let start = self.len;
+        if start + class_cap(k) > IMG_POS_MASK as usize + 1 {
+            return Err(LpmError::Full);
+        }
+        self.len += class_cap(k);
+        Ok(start as u32)
+    }
+
+    fn release(&mut self, start: u32, k: u8) {
+        let k = usize::from(k);
+        if self.free.len() <= k {
+            self.free.resize(k + 1, Vec::new());
+        }
+        self.free[k].push(start);
+    }
+
+    fn bytes(&self) -> usize {
+        self.free.iter().map(|f| f.capacity() * 4).sum()
     }
 }
 
@@ -325,9 +468,17 @@ impl Lpm6 {
     /// An empty table.
     pub fn new() -> Self {
         Lpm6 {
+            look_root: vec![NONE; 1 << ROOT_BITS],
+            look_tables: Vec::new(),
+            inner: Vec::new(),
+            leaves: Vec::new(),
             root: vec![NONE; 1 << ROOT_BITS],
             tables: Vec::new(),
             nodes: Vec::new(),
+            node_pos: Vec::new(),
+            images: HashMap::new(),
+            inner_pool: Pool::default(),
+            leaf_pool: Pool::default(),
             root_cover: vec![NO_COVER; 1 << ROOT_BITS],
             table_cover: Vec::new(),
             table_long: Vec::new(),
@@ -395,45 +546,48 @@ impl Lpm6 {
     /// The value of the longest prefix covering `addr`.
     #[inline]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
-        let mut e = self.root[(addr >> (128 - ROOT_BITS)) as usize];
+        let mut e = self.look_root[(addr >> (128 - ROOT_BITS)) as usize];
         let mut k = (addr >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
         if is_table(e) {
             let mut d = ROOT_BITS;
             while is_table(e) {
-                e = self.tables[index(e) * FANOUT + slot_at(addr, d)];
+                e = self.look_tables[index(e) * FANOUT + slot_at(addr, d)];
                 d += STRIDE;
             }
             k = window(addr, d);
         }
-        if is_node(e) {
+        if is_image(e) {
             e = self.search(e, (k ^ KEY_BIAS) as i32);
         }
         (e != NONE).then_some(e)
     }
 
-    /// Descends the bucket whose root entry is `e` with biased key `qb`.
+    /// Searches the image whose lookup entry is `e` with biased key `qb`.
     #[inline(always)]
-    fn search(&self, mut e: u32, qb: i32) -> u32 {
+    fn search(&self, e: u32, qb: i32) -> u32 {
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: `avx2` was set by run-time detection of AVX2 and POPCNT.
             return unsafe { self.search_avx2(e, qb) };
         }
-        while is_node(e) {
-            e = self.nodes[index(e)].way::<false>(qb);
-        }
-        e
+        self.search_with::<false>(e, qb)
     }
 
     /// # Safety
     /// The CPU must support AVX2 and POPCNT.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,popcnt")]
-    unsafe fn search_avx2(&self, mut e: u32, qb: i32) -> u32 {
-        while is_node(e) {
-            e = self.nodes[index(e)].way::<true>(qb);
+    unsafe fn search_avx2(&self, e: u32, qb: i32) -> u32 {
+        self.search_with::<true>(e, qb)
+    }
+
+    #[inline(always)]
+    fn search_with<const AVX2: bool>(&self, e: u32, qb: i32) -> u32 {
+        let mut pos = e & IMG_POS_MASK;
+        for _ in 0..image_levels(e) {
+            pos = self.inner[pos as usize].child::<AVX2>(qb);
         }
-        e
+        self.leaves[pos as usize].way::<AVX2>(qb)
     }
 
     /// Looks up every address of `addrs` into the same position of `out` ([`crate::NO_ROUTE`]
@@ -467,33 +621,34 @@ impl Lpm6 {
     }
 
     /// One group of `lookup_batch`. Each lane first reads its root entry (and walks tables,
-    /// rare: only over prefixes longer than a bucket window); lanes that reach a bucket then
-    /// descend it one level per pass, every lane's next node prefetched before any is read.
-    /// The active lanes are kept packed at the front of the lane arrays, so a pass is a
-    /// branch-free loop over exactly the lanes still searching.
+    /// rare: only over prefixes longer than a bucket window). Lanes that reach a bucket then
+    /// descend its image one level per pass, every lane's next line prefetched before any is
+    /// read. Images differ in height, so lanes are aligned on their leaves: a pass steps the
+    /// lanes with at least as many levels left as passes remain, and the last pass reads every
+    /// lane's leaf. Lanes are sets of bits, so a pass touches only its own lanes and no lane
+    /// state moves.
     #[inline(always)]
     fn lookup_group<const AVX2: bool>(&self, addrs: &[u128], out: &mut [u32]) {
         let n = addrs.len();
         debug_assert!(n <= BATCH && out.len() == n);
-        // Per lane (indexed by position in `addrs`): biased search key and answer.
+        // Per lane: biased search key, position in the image, inner levels left (0 for lanes
+        // not in an image), answer. The root entries need no prefetch: the announced part of
+        // the root (2000::/3) is 32 KiB.
         let mut key = [0i32; BATCH];
+        let mut pos = [0u32; BATCH];
+        let mut left = [0u8; BATCH];
         let mut res = [0u32; BATCH];
-        // Per active lane, packed at the front: its position and its next node.
-        let mut lane = [0u8; BATCH];
-        let mut cur = [0u32; BATCH];
-        let root = self.root.as_ptr();
-        let nodes = self.nodes.as_ptr();
-        for &a in addrs {
-            crate::prefetch(root.wrapping_add((a >> (128 - ROOT_BITS)) as usize));
-        }
-        let mut m = 0;
+        let mut in_image = 0u64;
+        let root = self.look_root.as_ptr();
+        let inner = self.inner.as_ptr();
+        let leaves = self.leaves.as_ptr();
         for (i, &a) in addrs.iter().enumerate() {
-            let mut e = self.root[(a >> (128 - ROOT_BITS)) as usize];
+            let mut e = self.look_root[(a >> (128 - ROOT_BITS)) as usize];
             let mut k = (a >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
             if is_table(e) {
                 let mut d = ROOT_BITS;
                 while is_table(e) {
-                    e = self.tables[index(e) * FANOUT + slot_at(a, d)];
+                    e = self.look_tables[index(e) * FANOUT + slot_at(a, d)];
                     d += STRIDE;
                 }
                 k = window(a, d);
@@ -501,31 +656,56 @@ impl Lpm6 {
             let i = i & (BATCH - 1);
             res[i] = e;
             key[i] = (k ^ KEY_BIAS) as i32;
-            let node = is_node(e);
-            lane[m] = i as u8;
-            cur[m] = if node { e & INDEX_MASK } else { 0 };
-            let at = nodes.wrapping_add(cur[m] as usize);
-            prefetch_node(at);
-            m += usize::from(node);
+            let img = is_image(e);
+            let levels = image_levels(e);
+            let p = e & IMG_POS_MASK;
+            pos[i] = p;
+            left[i] = if img { levels as u8 } else { 0 };
+            in_image |= u64::from(img) << i;
+            // Lanes with an answer prefetch their root entry again: a line surely mapped.
+            let at = if !img {
+                root.cast::<u8>()
+            } else if levels > 0 {
+                inner.wrapping_add(p as usize).cast::<u8>()
+            } else {
+                leaves.wrapping_add(p as usize).cast::<u8>()
+            };
+            crate::prefetch(at);
+            crate::prefetch(at.wrapping_add(64));
         }
-        while m > 0 {
-            let mut next = 0;
-            for j in 0..m {
-                let i = usize::from(lane[j]) & (BATCH - 1);
-                // SAFETY: `cur[j]` is the index of a NODE entry (or 0 for a lane that stopped,
-                // which never gets here: it is not among the first `m`), and every NODE entry
-                // indexes an allocated node: nodes are only appended, freed ones reused.
-                let node = unsafe { &*nodes.add(cur[j] as usize) };
-                let e = node.way::<AVX2>(key[i]);
-                res[i] = e;
-                let more = is_node(e);
-                lane[next] = i as u8;
-                cur[next] = if more { e & INDEX_MASK } else { 0 };
-                let at = nodes.wrapping_add(cur[next] as usize);
-                prefetch_node(at);
-                next += usize::from(more);
+        let top = usize::from(left.iter().copied().max().unwrap_or(0));
+        for pass in 0..top {
+            // The lanes with at least as many inner levels left as passes remain.
+            let remain = (top - pass) as u8;
+            let mut active = 0u64;
+            for (i, &l) in left.iter().enumerate() {
+                active |= u64::from(l >= remain) << i;
             }
-            m = next;
+            let to_leaf = pass + 1 == top;
+            let mut bits = active;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize & (BATCH - 1);
+                bits &= bits - 1;
+                // SAFETY: lane `i` has an inner level left, so `pos[i]` is the position of an
+                // inner line of its image: images only point inside their own ranges, and the
+                // ranges lie inside `inner` and `leaves` (see `build_image`).
+                let p = unsafe { (*inner.add(pos[i] as usize)).child::<AVX2>(key[i]) };
+                pos[i] = p;
+                if to_leaf {
+                    let at = leaves.wrapping_add(p as usize).cast::<u8>();
+                    crate::prefetch(at);
+                    crate::prefetch(at.wrapping_add(64));
+                } else {
+                    crate::prefetch(inner.wrapping_add(p as usize));
+                }
+            }
+        }
+        let mut bits = in_image;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize & (BATCH - 1);
+            bits &= bits - 1;
+            // SAFETY: lane `i` has no inner level left, so `pos[i]` is a leaf of its image.
+            res[i] = unsafe { (*leaves.add(pos[i] as usize)).way::<AVX2>(key[i]) };
         }
         for (o, &r) in out.iter_mut().zip(&res) {
             *o = crate::external(r);
@@ -536,7 +716,14 @@ impl Lpm6 {
     pub fn memory_bytes(&self) -> usize {
         /// A B-tree map entry: key, value and the node's share (nodes are ~2/3 full).
         const ROUTE_BYTES: usize = (std::mem::size_of::<(u128, u8)>() + 4) * 3 / 2;
+        /// A hash map entry: key, value and control byte, at the map's 7/8 load.
+        const IMAGE_BYTES: usize = (8 + std::mem::size_of::<Image>() + 1) * 8 / 7;
         self.lookup_bytes()
+            + (self.root.capacity() + self.tables.capacity() + self.node_pos.capacity()) * 4
+            + self.nodes.capacity() * std::mem::size_of::<Node>()
+            + self.images.capacity() * IMAGE_BYTES
+            + self.inner_pool.bytes()
+            + self.leaf_pool.bytes()
             + (self.root_cover.capacity() + self.table_cover.capacity())
                 * std::mem::size_of::<Cover>()
             + self.table_long.capacity() * 4
@@ -546,10 +733,11 @@ impl Lpm6 {
             + std::mem::size_of::<Self>()
     }
 
-    /// Bytes of the arrays lookups read (root, tables, nodes).
+    /// Bytes of the arrays lookups read (root, tables, the buckets' images).
     pub fn lookup_bytes(&self) -> usize {
-        (self.root.capacity() + self.tables.capacity()) * 4
-            + self.nodes.capacity() * std::mem::size_of::<Node>()
+        (self.look_root.capacity() + self.look_tables.capacity()) * 4
+            + self.inner.capacity() * std::mem::size_of::<Line>()
+            + self.leaves.capacity() * std::mem::size_of::<Node>()
     }
 
     /// Number of prefixes stored.
@@ -624,6 +812,9 @@ impl Lpm6 {
         let (covers, entries) = t.compile_level(0, ROOT_BITS, 0, cover, &all)?;
         t.root = entries;
         t.root_cover = covers;
+        for i in 0..1 << ROOT_BITS {
+            t.refresh(Slot::Root(i))?;
+        }
         Ok(t)
     }
 
@@ -758,6 +949,7 @@ impl Lpm6 {
             return Err(LpmError::Full);
         }
         self.tables.resize(self.tables.len() + FANOUT, NONE);
+        self.look_tables.resize(self.tables.len(), NONE);
         self.table_cover
             .resize(self.table_cover.len() + FANOUT, NO_COVER);
         self.table_long.push(0);
@@ -766,29 +958,31 @@ impl Lpm6 {
 
     fn alloc_node(&mut self) -> Result<u32, LpmError> {
         if let Some(id) = self.free_nodes.pop() {
+            self.node_pos[id as usize] = NO_POS;
             return Ok(id);
         }
         let id = self.nodes.len() as u32;
         if id > INDEX_MASK {
             return Err(LpmError::Full);
         }
-        self.nodes.push(Node {
-            keys: [KEY_PAD; NODE_KEYS],
-            ways: [NONE; NODE_WAYS],
-        });
+        self.nodes.push(EMPTY_NODE);
         self.node_owner.push([0; NODE_WAYS]);
+        self.node_pos.push(NO_POS);
         Ok(id)
     }
 
-    /// Returns the table or bucket behind `e` (and everything below it) to the free lists.
-    fn free_region(&mut self, e: u32) {
+    /// Returns the table or bucket behind `slot` (and everything below it) to the free lists;
+    /// the caller gives the slot a new entry.
+    fn free_region(&mut self, slot: Slot) {
+        let e = self.entry(slot);
         if is_node(e) {
             self.free_nodes_below(index(e));
+            self.free_image(slot);
             self.buckets -= 1;
         } else if is_table(e) {
             let t = index(e);
             for s in t * FANOUT..(t + 1) * FANOUT {
-                self.free_region(self.tables[s]);
+                self.free_region(Slot::Table(s));
             }
             self.free_tables.push(t as u32);
         }
@@ -844,18 +1038,25 @@ impl Lpm6 {
         }
         self.nodes[id as usize] = node;
         self.node_owner[id as usize] = owner;
+        // A leaf in an image is copied there at once (a split leaf's new half is not in one
+        // until the split's caller rebuilds the image).
+        let at = self.node_pos[id as usize];
+        if at != NO_POS {
+            self.leaves[at as usize] = node;
+        }
     }
 
     /// Makes key `k` (0 < k < 2^32) a boundary of the bucket behind `slot`: the interval
-    /// containing it is split in two with the same value. Splits full nodes up the path.
-    fn bucket_add_key(&mut self, slot: Slot, k: u32) -> Result<(), LpmError> {
+    /// containing it is split in two with the same value. Splits full nodes up the path, and
+    /// says whether it did: the bucket's image must then be rebuilt.
+    fn bucket_add_key(&mut self, slot: Slot, k: u32) -> Result<bool, LpmError> {
         let mut path: Vec<(u32, usize)> = Vec::new();
         let mut id = index(self.entry(slot)) as u32;
         let mut o = loop {
             let o = self.open(id as usize);
             let pos = o.keys[..o.n].partition_point(|&x| x <= k);
             if pos > 0 && o.keys[pos - 1] == k {
-                return Ok(());
+                return Ok(false);
             }
             if !is_node(o.ways[0]) {
                 break o;
@@ -866,12 +1067,14 @@ impl Lpm6 {
         let mut pos = o.keys[..o.n].partition_point(|&x| x <= k);
         let (w, owner) = (o.ways[pos], o.owner[pos]);
         insert_at(&mut o, pos, k, w, owner);
+        let mut grew = false;
         // Split upwards while the node overflows.
         loop {
             if o.n <= MAX_KEYS {
                 self.store(id, &o);
-                return Ok(());
+                return Ok(grew);
             }
+            grew = true;
             let (left, sep, right) = split(&o, pos);
             let new = self.alloc_node()?;
             self.store(id, &left);
@@ -896,7 +1099,7 @@ impl Lpm6 {
                     r.ways[1] = NODE_TAG | new;
                     self.store(root, &r);
                     self.set_entry(slot, NODE_TAG | root);
-                    return Ok(());
+                    return Ok(true);
                 }
             }
         }
@@ -964,10 +1167,186 @@ impl Lpm6 {
         }
     }
 
+    /// Sets the control entry of `s`, and its lookup entry unless `e` is a bucket's root (whose
+    /// lookup entry is its image's: see `build_image`).
     fn set_entry(&mut self, s: Slot, e: u32) {
         match s {
             Slot::Root(i) => self.root[i] = e,
             Slot::Table(i) => self.tables[i] = e,
+        }
+        if !is_node(e) {
+            self.set_look(s, e);
+        }
+    }
+
+    fn set_look(&mut self, s: Slot, e: u32) {
+        match s {
+            Slot::Root(i) => self.look_root[i] = e,
+            Slot::Table(i) => self.look_tables[i] = e,
+        }
+    }
+
+    /// Brings the lookup entries of the region behind `s` in line with its control entries,
+    /// building the images of the buckets in it.
+    fn refresh(&mut self, s: Slot) -> Result<(), LpmError> {
+        let e = self.entry(s);
+        if is_node(e) {
+            return self.build_image(s);
+        }
+        self.set_look(s, e);
+        if is_table(e) {
+            let t = index(e);
+            for i in t * FANOUT..(t + 1) * FANOUT {
+                self.refresh(Slot::Table(i))?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- images ----
+
+    /// (Re)builds the image of the bucket behind `s` from its leaves and points the lookup
+    /// entry at it. The image keeps its ranges while they are large enough (readers never see
+    /// this copy while it is written: see [`crate::sync`]).
+    fn build_image(&mut self, s: Slot) -> Result<(), LpmError> {
+        let mut ids = Vec::new();
+        let mut firsts = Vec::new();
+        // The tree is balanced: its depth is that of its first leaf.
+        let root = index(self.entry(s));
+        let mut depth = 0;
+        let mut id = root;
+        while is_node(self.nodes[id].ways[0]) {
+            let n = self.nodes[id]
+                .keys
+                .iter()
+                .filter(|&&k| k != KEY_PAD)
+                .count();
+            id = index(self.nodes[id].ways[n]);
+            depth += 1;
+        }
+        self.collect_leaves(root, depth, 0, &mut ids, &mut firsts);
+        // Nodes per level, leaves first.
+        let mut sizes = vec![ids.len()];
+        while let Some(&n @ 2..) = sizes.last() {
+            sizes.push(n.div_ceil(NODE_WAYS));
+        }
+        let levels = sizes.len() - 1;
+        if levels > IMG_MAX_LEVELS {
+            return Err(LpmError::Full);
+        }
+        let lines: usize = sizes[1..].iter().sum();
+        let want = |n: usize| if n == 0 { NO_CLASS } else { class_of(n) };
+        let (inner_class, leaf_class) = (want(lines), want(ids.len()));
+        let key = slot_key(s);
+        let img = match self.images.get(&key).copied() {
+            // Reused unless too small, or more than about twice too large.
+            Some(im)
+                if fits_class(im.inner_class, inner_class)
+                    && fits_class(im.leaf_class, leaf_class) =>
+            {
+                im
+            }
+            old => {
+                if let Some(im) = old {
+                    self.release_image(im);
+                }
+                let inner = if lines == 0 {
+                    0
+                } else {
+                    self.inner_pool.alloc(inner_class)?
+                };
+                let leaves = self.leaf_pool.alloc(leaf_class)?;
+                grow(
+                    &mut self.inner,
+                    self.inner_pool.len,
+                    Line {
+                        w: [KEY_PAD; NODE_KEYS],
+                    },
+                );
+                grow(&mut self.leaves, self.leaf_pool.len, EMPTY_NODE);
+                Image {
+                    inner,
+                    inner_class,
+                    leaves,
+                    leaf_class,
+                }
+            }
+        };
+        self.images.insert(key, img);
+        for (r, &id) in ids.iter().enumerate() {
+            // A leaf already at its place is up to date there (`store` patches it).
+            let at = img.leaves as usize + r;
+            if self.node_pos[id as usize] != at as u32 {
+                self.leaves[at] = self.nodes[id as usize];
+                self.node_pos[id as usize] = at as u32;
+            }
+        }
+        // Inner levels top first: level `l` (1..=levels) starts at `base[l]`, leaves at
+        // `base[0]`; node `i` of level `l` has children `16i..16i+15` of level `l - 1`.
+        let mut base = vec![img.leaves as usize; levels + 1];
+        let mut at = img.inner as usize;
+        for l in (1..=levels).rev() {
+            base[l] = at;
+            at += sizes[l];
+        }
+        let mut span = 1; // leaves under one node of level `l - 1`
+        for l in 1..=levels {
+            for i in 0..sizes[l] {
+                let first = NODE_WAYS * i;
+                let last = (first + NODE_WAYS - 1).min(sizes[l - 1] - 1);
+                let mut w = [KEY_PAD; NODE_KEYS];
+                for (j, c) in (first + 1..=last).enumerate() {
+                    w[j] = firsts[c * span] ^ KEY_BIAS;
+                }
+                w[LINE_LAST] = (base[l - 1] + last) as u32;
+                self.inner[base[l] + i] = Line { w };
+            }
+            span *= NODE_WAYS;
+        }
+        let top = if levels == 0 { img.leaves } else { img.inner };
+        self.set_look(s, IMG_TAG | (levels as u32) << IMG_LEVELS_SHIFT | top);
+        Ok(())
+    }
+
+    /// Appends the leaves under node `id`, `depth` levels above them, whose range starts at
+    /// key `lo`, to `ids`, in key order, and the first key of each to `firsts`. Reads no leaf.
+    fn collect_leaves(
+        &self,
+        id: usize,
+        depth: u32,
+        lo: u32,
+        ids: &mut Vec<u32>,
+        firsts: &mut Vec<u32>,
+    ) {
+        if depth == 0 {
+            ids.push(id as u32);
+            firsts.push(lo);
+            return;
+        }
+        let node = &self.nodes[id];
+        let n = node.keys.iter().filter(|&&k| k != KEY_PAD).count();
+        for j in 0..=n {
+            let start = if j == 0 {
+                lo
+            } else {
+                node.keys[j - 1] ^ KEY_BIAS
+            };
+            // Ways are stored last-first.
+            self.collect_leaves(index(node.ways[n - j]), depth - 1, start, ids, firsts);
+        }
+    }
+
+    fn release_image(&mut self, im: Image) {
+        if im.inner_class != NO_CLASS {
+            self.inner_pool.release(im.inner, im.inner_class);
+        }
+        self.leaf_pool.release(im.leaves, im.leaf_class);
+    }
+
+    /// Frees the image of the bucket behind `s`, if it has one.
+    fn free_image(&mut self, s: Slot) {
+        if let Some(im) = self.images.remove(&slot_key(s)) {
+            self.release_image(im);
         }
     }
 
@@ -1006,12 +1385,19 @@ impl Lpm6 {
     /// Recompiles the region behind `slot` (depth `d`, containing `p`) from its routes.
     fn rebuild_region(&mut self, slot: Slot, d: u32, p: u128) -> Result<(), LpmError> {
         let inside = self.inside(d, p);
-        let old = self.entry(slot);
-        self.free_region(old);
-        let e = self.build_region(d, mask(p, d as u8), self.cover(slot), &inside);
-        // On failure the region answers its cover until the next successful update of it.
-        self.set_entry(slot, *e.as_ref().unwrap_or(&self.cover(slot).val));
-        e.map(drop)
+        self.free_region(slot);
+        let built = self
+            .build_region(d, mask(p, d as u8), self.cover(slot), &inside)
+            .and_then(|e| {
+                self.set_entry(slot, e);
+                self.refresh(slot)
+            });
+        if built.is_err() {
+            // The region answers its cover until the next successful update of it.
+            self.free_region(slot);
+            self.set_entry(slot, self.cover(slot).val);
+        }
+        built
     }
 
     // ---- updates ----
@@ -1093,10 +1479,14 @@ impl Lpm6 {
             Vec::new()
         };
         let (starts, vals, owners) = sweep(d, a, b, base, &nested);
+        let mut split = false;
         for k in starts.iter().map(|&s| u64::from(s)).chain([b]) {
             if k > 0 && k < 1 << WINDOW_BITS {
-                self.bucket_add_key(slot, k as u32)?;
+                split |= self.bucket_add_key(slot, k as u32)?;
             }
+        }
+        if split {
+            self.build_image(slot)?;
         }
         let root = index(self.entry(slot));
         self.bucket_update(root, 0, 1 << WINDOW_BITS, a, b, &mut |start, val, owner| {
@@ -1148,7 +1538,7 @@ impl Lpm6 {
             self.table_cover[s] = c;
             let child = self.tables[s];
             if is_value(child) {
-                self.tables[s] = c.val;
+                self.set_entry(Slot::Table(s), c.val);
             } else {
                 self.push_below(child, c, replaces);
             }
@@ -1223,8 +1613,7 @@ impl Lpm6 {
     /// Removes route `p/len` (already gone from the map) from the bucket behind `slot`.
     fn bucket_remove(&mut self, slot: Slot, d: u32, p: u128, len: u8) {
         if !self.any_inside(d, p) {
-            let e = self.entry(slot);
-            self.free_region(e);
+            self.free_region(slot);
             self.set_entry(slot, self.cover(slot).val);
             return;
         }
@@ -1252,14 +1641,6 @@ impl Lpm6 {
         } else {
             self.push_below(e, repl, &|r| r == rank);
         }
-    }
-}
-
-/// Prefetches every line of the node at `at` (any address: a prefetch never faults).
-#[inline(always)]
-fn prefetch_node(at: *const Node) {
-    for line in 0..std::mem::size_of::<Node>() / 64 {
-        crate::prefetch(at.cast::<u8>().wrapping_add(64 * line));
     }
 }
 
@@ -1308,6 +1689,38 @@ fn sweep(
     emit(cursor, to, base.0, base.1);
     (starts, vals, owners)
 }
+
+/// An image range of class `have` can hold what needs class `want` and is not more than about
+/// twice too large.
+fn fits_class(have: u8, want: u8) -> bool {
+    if have == NO_CLASS || want == NO_CLASS {
+        return have == want;
+    }
+    have >= want && have <= want + 4
+}
+
+/// Lengthens `v` to `len` items, reserving an eighth more rather than doubling: image arrays
+/// are lookup memory.
+fn grow<T: Copy>(v: &mut Vec<T>, len: usize, fill: T) {
+    if len > v.capacity() {
+        v.reserve_exact((len - v.len()).max(v.len() / 8));
+    }
+    v.resize(len, fill);
+}
+
+/// The key of slot `s` in `Lpm6::images`.
+fn slot_key(s: Slot) -> u64 {
+    match s {
+        Slot::Root(i) => i as u64,
+        Slot::Table(i) => 1 << 40 | i as u64,
+    }
+}
+
+/// A node with no keys (a fresh node, or an unused leaf of an image range).
+const EMPTY_NODE: Node = Node {
+    keys: [KEY_PAD; NODE_KEYS],
+    ways: [NONE; NODE_WAYS],
+};
 
 /// Inserts key `k` at `pos` of `o`, with the way (and owner) `w` after it.
 fn insert_at(o: &mut Open, pos: usize, k: u32, w: u32, owner: u8) {
@@ -1403,13 +1816,17 @@ mod tests {
         };
         for &b in &bounds {
             for q in [b.wrapping_sub(1), b, b.wrapping_add(1), 0, u32::MAX] {
-                let want = bounds.iter().filter(|&&k| k > q).count();
+                let want: u32 = bounds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &k)| u32::from(k > q) << i)
+                    .sum();
                 let qb = (q ^ KEY_BIAS) as i32;
-                assert_eq!(count_above_portable(&node.keys, qb), want, "{q:#x}");
+                assert_eq!(above_portable(&node.keys, qb), want, "{q:#x}");
                 #[cfg(target_arch = "x86_64")]
                 if detect_avx2() {
                     // SAFETY: AVX2 and POPCNT were detected.
-                    assert_eq!(unsafe { count_above_avx2(&node.keys, qb) }, want, "{q:#x}");
+                    assert_eq!(unsafe { above_avx2(&node.keys, qb) }, want, "{q:#x}");
                 }
             }
         }
@@ -1489,6 +1906,8 @@ mod tests {
         }
         let bulk = Lpm6::from_routes(routes.iter().copied()).unwrap();
         assert_eq!(inc.shape(), bulk.shape());
+        inc.check_images();
+        bulk.check_images();
         let probes: Vec<u128> = routes
             .iter()
             .flat_map(|&(p, l, _)| [p, last(p, l), last(p, l).wrapping_add(1), p.wrapping_sub(1)])
@@ -1501,10 +1920,120 @@ mod tests {
         for (&x, &want) in probes.iter().zip(&b) {
             assert_eq!(inc.lookup(x).unwrap_or(crate::NO_ROUTE), want, "{x:#x}");
         }
-        for &(p, l, _) in &routes {
+        for (i, &(p, l, _)) in routes.iter().enumerate() {
             inc.remove(p, l);
+            if i % 97 == 0 {
+                inc.check_images();
+            }
         }
         assert_eq!(inc.shape(), Lpm6::new().shape());
         assert!(inc.lookup(base).is_none());
+        assert!(inc.images.is_empty());
+    }
+
+    /// Churn in two /16s (random inserts, revaluations and removals, shallow and deep
+    /// prefixes) keeps every image equal to its bucket after every update: images grow,
+    /// move to larger ranges, reuse freed ones and are freed with their buckets.
+    #[test]
+    fn images_follow_churn() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut t = Lpm6::new();
+        let mut live: Vec<(u128, u8)> = Vec::new();
+        for step in 0..6000 {
+            let r = rnd();
+            if r % 3 == 0 && !live.is_empty() {
+                let (p, l) = live.swap_remove((r >> 8) as usize % live.len());
+                t.remove(p, l);
+            } else {
+                let base: u128 = if r & 16 == 0 { 0x2a00 } else { 0x2001 };
+                let l = [20u8, 32, 40, 44, 48, 56][(r >> 5) as usize % 6];
+                let p = mask(base << 112 | u128::from(rnd() >> 34) << 82, l);
+                if t.insert(p, l, (r >> 40) as u32 % 5).unwrap().is_none() {
+                    live.push((p, l));
+                }
+            }
+            if step % 7 == 0 {
+                t.check_images();
+            }
+        }
+        let bulk = Lpm6::from_routes(t.routes.iter().map(|(&(p, l), &v)| (p, l, v))).unwrap();
+        let probes: Vec<u128> = live.iter().flat_map(|&(p, l)| [p, last(p, l)]).collect();
+        let mut a = vec![0; probes.len()];
+        let mut b = vec![0; probes.len()];
+        t.lookup_batch(&probes, &mut a);
+        bulk.lookup_batch(&probes, &mut b);
+        assert_eq!(a, b);
+    }
+
+    impl Lpm6 {
+        /// Checks every bucket's image against the bucket: its leaves are copies of the bucket's,
+        /// consecutive and in key order, and a search of the image at every leaf boundary (and one
+        /// below it) answers what a search of the bucket's own nodes does.
+        fn check_images(&self) {
+            let slots = (0..1 << ROOT_BITS)
+                .map(Slot::Root)
+                .chain((0..self.tables.len()).map(Slot::Table));
+            let mut buckets = 0;
+            for s in slots {
+                let e = self.entry(s);
+                let look = match s {
+                    Slot::Root(i) => self.look_root[i],
+                    Slot::Table(i) => self.look_tables[i],
+                };
+                if !is_node(e) {
+                    if !(is_table(e) && self.free_tables.contains(&(index(e) as u32))) {
+                        assert_eq!(look, e, "{s:?}");
+                    }
+                    continue;
+                }
+                if let Slot::Table(i) = s {
+                    if self.free_tables.contains(&((i / FANOUT) as u32)) {
+                        continue;
+                    }
+                }
+                buckets += 1;
+                assert!(is_image(look), "{s:?}");
+                let im = self.images[&slot_key(s)];
+                let root = index(e);
+                let mut depth = 0;
+                let mut id = root;
+                while is_node(self.nodes[id].ways[0]) {
+                    let n = self.nodes[id]
+                        .keys
+                        .iter()
+                        .filter(|&&k| k != KEY_PAD)
+                        .count();
+                    id = index(self.nodes[id].ways[n]);
+                    depth += 1;
+                }
+                let (mut ids, mut firsts) = (Vec::new(), Vec::new());
+                self.collect_leaves(root, depth, 0, &mut ids, &mut firsts);
+                assert!(ids.len() <= class_cap(im.leaf_class));
+                for (r, &id) in ids.iter().enumerate() {
+                    let at = im.leaves as usize + r;
+                    assert_eq!(self.node_pos[id as usize], at as u32);
+                    assert_eq!(self.leaves[at].keys, self.nodes[id as usize].keys);
+                    assert_eq!(self.leaves[at].ways, self.nodes[id as usize].ways);
+                }
+                for &f in &firsts {
+                    for k in [f, f.wrapping_sub(1)] {
+                        let qb = (k ^ KEY_BIAS) as i32;
+                        let mut w = e;
+                        while is_node(w) {
+                            w = self.nodes[index(w)].way::<false>(qb);
+                        }
+                        assert_eq!(self.search_with::<false>(look, qb), w, "{s:?} key {k:#x}");
+                    }
+                }
+            }
+            assert_eq!(buckets, self.images.len());
+            assert_eq!(buckets, self.buckets);
+        }
     }
 }
