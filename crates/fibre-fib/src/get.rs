@@ -257,7 +257,15 @@ impl Fib {
         }
         ans.rtype = res.rtype;
         self.classify_out4(&mut ans, d, n.oif);
-        self.exception_answer(&res, flow.dst, &mut ans);
+        if is_lbcast(d) || (ans.rtype == RouteType::Multicast && res.key.len < 4) {
+            // __mkroute_output leaves the route's fib_info out of a limited broadcast and of a
+            // multicast answered by a route shorter than /4 (a default route): no gateway, no
+            // metrics, no exception.
+            ans.nexthop.gateway = None;
+            ans.metrics = Default::default();
+        } else {
+            self.exception_answer(&res, flow.dst, &mut ans);
+        }
         Ok((ans, Some(res)))
     }
 

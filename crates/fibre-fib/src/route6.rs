@@ -474,7 +474,10 @@ impl Fib {
         if flags.replace && found.is_none() && !flags.create {
             // fib6_add_1 gives the text when the tree has no node for the prefix;
             // fib6_add_rt2node, on a node without a matching route, gives none.
-            let node = self.t6.get(&tb).is_some_and(|t| t.has_radix_node(&key));
+            // A source route is looked for twice: its destination in the table's tree, then
+            // its source in that node's source subtree.
+            let node = self.t6.get(&tb).is_some_and(|t| t.has_radix_node(&key))
+                && src.is_none_or(|s| src_node_exists(list.iter().filter_map(Entry::src), s));
             return Err(if node {
                 RtError::new(Errno::ENOENT)
             } else {
@@ -740,6 +743,19 @@ fn leaf_order6(infos: &Infos, list: &[Entry], src: Option<Key>) -> Vec<(usize, O
         }
     }
     order
+}
+
+/// Whether a prefix's source subtree, holding the source prefixes `srcs`, has a node for `key`:
+/// one of them, or the branching point of two of them (the radix tree keeps no other node).
+fn src_node_exists(srcs: impl Iterator<Item = Key> + Clone, key: Key) -> bool {
+    if key.len >= 128 {
+        return srcs.clone().any(|s| s == key);
+    }
+    let bit = 1u128 << (127 - key.len);
+    let below = |s: &Key| s.len > key.len && key.contains(s.addr, 128);
+    srcs.clone().any(|s| s == key)
+        || (srcs.clone().any(|s| below(&s) && s.addr & bit == 0)
+            && srcs.clone().any(|s| below(&s) && s.addr & bit != 0))
 }
 
 /// The types ip6_route_info_create turns into RTF_REJECT routes.

@@ -257,7 +257,8 @@ static STEPS: [u32; 1024] = {
     t
 };
 
-/// A line every non-chunk lane of a batch reads instead of a block line: branch-free lanes.
+/// The line a single lookup of a value entry reads instead of a block line, so that it takes
+/// no branch (a batch's value lanes read their own entry back instead).
 static ZERO_LINE: Line = Line([0; 16]);
 
 /// Where a lookup of `addr` in chunk entry `e` finds its value: the line index (within the

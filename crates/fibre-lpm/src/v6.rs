@@ -1052,17 +1052,21 @@ impl Lpm6 {
     fn bucket_add_key(&mut self, slot: Slot, k: u32) -> Result<bool, LpmError> {
         let mut path: Vec<(u32, usize)> = Vec::new();
         let mut id = index(self.entry(slot)) as u32;
+        // Inner nodes are searched in place; only the leaf is opened for editing.
+        let kb = (k ^ KEY_BIAS) as i32;
         let mut o = loop {
-            let o = self.open(id as usize);
-            let pos = o.keys[..o.n].partition_point(|&x| x <= k);
-            if pos > 0 && o.keys[pos - 1] == k {
+            let node = &self.nodes[id as usize];
+            let n = key_count(node);
+            let pos = n - above_portable(&node.keys, kb).count_ones() as usize;
+            if pos > 0 && node.keys[pos - 1] == k ^ KEY_BIAS {
                 return Ok(false);
             }
-            if !is_node(o.ways[0]) {
-                break o;
+            if !is_node(node.ways[0]) {
+                break self.open(id as usize);
             }
             path.push((id, pos));
-            id = index(o.ways[pos]) as u32;
+            // Ways are stored last-first.
+            id = index(node.ways[n - pos]) as u32;
         };
         let mut pos = o.keys[..o.n].partition_point(|&x| x <= k);
         let (w, owner) = (o.ways[pos], o.owner[pos]);
@@ -1118,39 +1122,50 @@ impl Lpm6 {
         b: u64,
         f: &mut impl FnMut(u64, &mut u32, &mut u8),
     ) {
+        let node = self.nodes[id];
+        if is_node(node.ways[0]) {
+            // An inner node: recurse into the children overlapping `a..b`, read in place.
+            let n = key_count(&node);
+            for j in 0..=n {
+                let cs = if j == 0 {
+                    lo
+                } else {
+                    u64::from(node.keys[j - 1] ^ KEY_BIAS)
+                };
+                let ce = if j == n {
+                    hi
+                } else {
+                    u64::from(node.keys[j] ^ KEY_BIAS)
+                };
+                if ce > a && cs < b {
+                    self.bucket_update(index(node.ways[n - j]), cs, ce, a, b, f);
+                }
+            }
+            return;
+        }
         let mut o = self.open(id);
-        let leaf = !is_node(o.ways[0]);
         let mut changed = false;
         for j in 0..=o.n {
             let cs = if j == 0 { lo } else { u64::from(o.keys[j - 1]) };
             let ce = if j == o.n { hi } else { u64::from(o.keys[j]) };
-            if ce <= a || cs >= b {
-                continue;
-            }
-            if leaf {
-                if cs >= a && ce <= b {
-                    f(cs, &mut o.ways[j], &mut o.owner[j]);
-                    changed = true;
-                }
-            } else {
-                self.bucket_update(index(o.ways[j]), cs, ce, a, b, f);
+            if cs >= a && ce <= b {
+                f(cs, &mut o.ways[j], &mut o.owner[j]);
+                changed = true;
             }
         }
-        if leaf {
-            // Key `j - 1` separates intervals `j - 1` and `j`.
-            let mut j = 1;
-            while j <= o.n {
-                let k = u64::from(o.keys[j - 1]);
-                let equal = o.ways[j - 1] == o.ways[j] && o.owner[j - 1] == o.owner[j];
-                if (a..=b).contains(&k) && equal {
-                    o.keys.copy_within(j..o.n, j - 1);
-                    o.ways.copy_within(j + 1..=o.n, j);
-                    o.owner.copy_within(j + 1..=o.n, j);
-                    o.n -= 1;
-                    changed = true;
-                } else {
-                    j += 1;
-                }
+        // Key `j - 1` separates intervals `j - 1` and `j`.
+        let mut j = 1;
+        while j <= o.n {
+            let k = u64::from(o.keys[j - 1]);
+            let equal = o.ways[j - 1] == o.ways[j] && o.owner[j - 1] == o.owner[j];
+            if (a..=b).contains(&k) && equal {
+                o.keys.copy_within(j..o.n, j - 1);
+                o.ways.copy_within(j + 1..=o.n, j);
+                o.owner.copy_within(j + 1..=o.n, j);
+                o.n -= 1;
+                changed = true;
+            } else {
+                j += 1;
             }
         }
         if changed {
@@ -1706,6 +1721,13 @@ fn grow<T: Copy>(v: &mut Vec<T>, len: usize, fill: T) {
         v.reserve_exact((len - v.len()).max(v.len() / 8));
     }
     v.resize(len, fill);
+}
+
+/// Number of keys in `node` (the slots that are not padding).
+#[inline]
+fn key_count(node: &Node) -> usize {
+    // Every real key is above the padding (key 0 is never stored).
+    above_portable(&node.keys, KEY_PAD as i32).count_ones() as usize
 }
 
 /// The key of slot `s` in `Lpm6::images`.

@@ -345,3 +345,41 @@ fn ipv6_multipath_mtu_metric_follows_the_first_siblings_device() {
     set_mtu(&mut f, d0, 1280);
     assert_eq!(shown(&f), Some(1280));
 }
+
+/// A limited broadcast, and a multicast destination answered by a route shorter than /4 (the
+/// default route, or a multicast route /3), are answered without the route's gateway and
+/// metrics; a multicast route of /4 or longer, a route to a multicast group and a broadcast
+/// route keep theirs (kernel 6.18).
+#[test]
+fn broadcast_and_short_multicast_answers_leave_the_route_out() {
+    let (mut f, d0, _) = two_links();
+    let with_mtu = |dst: &str, via: Option<&str>, rtype: RouteType| {
+        let mut r = rt(dst, via, d0);
+        r.rtype = rtype;
+        r.metrics.mtu = Some(1250);
+        r
+    };
+    for r in [
+        with_mtu("0.0.0.0/0", Some("10.0.0.2"), RouteType::Unicast),
+        with_mtu("255.0.0.0/8", Some("10.0.0.2"), RouteType::Unicast),
+        with_mtu("96.0.0.0/3", None, RouteType::Multicast),
+        with_mtu("80.0.0.0/4", None, RouteType::Multicast),
+        with_mtu("225.0.0.0/8", Some("10.0.0.3"), RouteType::Unicast),
+        with_mtu("101.0.0.0/8", None, RouteType::Broadcast),
+    ] {
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    }
+    let get = |dst: &str| {
+        let a = f.route_get(&RouteQuery::to(ip(dst))).expect(dst);
+        (a.rtype, a.nexthop.gateway, a.metrics.mtu)
+    };
+    assert_eq!(get("255.255.255.255"), (RouteType::Broadcast, None, None));
+    assert_eq!(get("224.1.1.1"), (RouteType::Multicast, None, None));
+    assert_eq!(get("97.1.1.1"), (RouteType::Multicast, None, None));
+    assert_eq!(get("81.1.1.1"), (RouteType::Multicast, None, Some(1250)));
+    assert_eq!(
+        get("225.1.1.1"),
+        (RouteType::Multicast, Some(ip("10.0.0.3")), Some(1250))
+    );
+    assert_eq!(get("101.1.1.1"), (RouteType::Broadcast, None, Some(1250)));
+}

@@ -49,6 +49,34 @@ fn ipv6_change_of_a_missing_route_names_the_missing_node() {
     assert_eq!(f.route_new(&in100("2001:db8::/64"), ReqFlags::CHANGE), text);
 }
 
+/// A source route is looked for in its destination's source subtree too: the text when that
+/// subtree has no node for the source (or the destination has none), a bare ENOENT when it
+/// has one (a source prefix of other routes, a branch point of two).
+#[test]
+fn ipv6_change_of_a_missing_source_route_names_the_missing_node() {
+    let (mut f, d0, _) = two_links();
+    let text = Err(RtError::msg(
+        Errno::ENOENT,
+        "Can not replace route - no match found",
+    ));
+    let bare = Err(RtError::new(Errno::ENOENT));
+    let from = |dst: &str, src: &str| Route {
+        src: Some(pfx(src)),
+        ..rt(dst, None, d0)
+    };
+    for s in ["2001:db8::/64", "2001:db8:1::/64"] {
+        f.route_new(&from("::/0", s), ReqFlags::ADD).unwrap();
+    }
+    let change = |f: &mut Fib, dst: &str, src: &str| f.route_new(&from(dst, src), ReqFlags::CHANGE);
+    assert_eq!(change(&mut f, "::/0", "2001:db8:2::/64"), text);
+    assert_eq!(change(&mut f, "::/0", "2001:db8::/47"), bare);
+    assert_eq!(change(&mut f, "::/0", "2001:db8::/48"), text);
+    assert_eq!(change(&mut f, "2001:db8:5::/64", "2001:db8::/64"), text);
+    f.route_new(&rt("2001:db8:5::/64", None, d0), ReqFlags::ADD)
+        .unwrap();
+    assert_eq!(change(&mut f, "2001:db8:5::/64", "2001:db8::/64"), text);
+}
+
 /// rt6_select scores router preference above "on the flow's oif", keeps the best of the
 /// node's first metric, and only when none of those qualifies (here: under an oif, which
 /// makes the lookup strict) scores every later route together, so a high-preference route of
