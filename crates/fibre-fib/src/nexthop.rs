@@ -125,6 +125,7 @@ impl NhObjs {
                     oif: crate::link::LOOPBACK_IFINDEX,
                     weight: 1,
                     flags: 0,
+                    mtu: None,
                 }];
             }
             return vec![NhSpec {
@@ -132,6 +133,7 @@ impl NhObjs {
                 oif: obj.oif,
                 weight: 1,
                 flags: if obj.onlink { nh_flags::ONLINK } else { 0 },
+                mtu: None,
             }];
         }
         obj.group
@@ -147,6 +149,7 @@ impl NhObjs {
                     },
                     weight: m.weight_minus_one as u32 + 1,
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
+                    mtu: None,
                 })
             })
             .collect()
@@ -354,6 +357,7 @@ impl crate::Fib {
                         oif: nh.oif,
                         weight: 1,
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
+                        mtu: None,
                     };
                     // fib_check_nh: the scope of the route the gateway resolves through
                     // (host for a local address).
