@@ -468,6 +468,7 @@ impl Fib {
             // list order; a group object's members keep the group's order.
             if info.spec.nhid.is_none() && res.nh < r.multipath.len() {
                 r.multipath.rotate_left(res.nh);
+                r.metrics.mtu = info.spec.mtu_of(res.nh);
             }
             r.iif = q.iif;
             return Ok(r);
@@ -486,6 +487,7 @@ impl Fib {
         ans.pref = info.spec.pref.or(Some(0));
         ans.rtype = res.rtype;
         ans.metrics = info.spec.metrics.clone();
+        ans.metrics.mtu = info.spec.mtu_of(res.nh);
         ans.nexthop = NextHop {
             gateway: n.gw,
             oif: n.oif,

@@ -383,3 +383,57 @@ fn broadcast_and_short_multicast_answers_leave_the_route_out() {
     );
     assert_eq!(get("101.1.1.1"), (RouteType::Broadcast, None, Some(1250)));
 }
+
+/// Each sibling of an IPv6 multipath route keeps its own metrics: a device MTU change moves
+/// the `mtu` of the siblings through that device only. An answer through a sibling carries
+/// its `mtu`, the dump the first sibling's, and a fibmatch the chosen sibling's (kernel 6.18).
+#[test]
+fn ipv6_siblings_keep_their_own_mtu() {
+    let (mut f, d0, d1) = two_links();
+    let mut r = rt("2001:db8:70::/48", Some("2001:db8::2"), d0);
+    r.metrics.mtu = Some(1400);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let mut s = rt("2001:db8:70::/48", Some("2001:db8:9::2"), d1);
+    s.metrics.mtu = Some(1400);
+    f.route_new(&s, ReqFlags::APPEND).unwrap();
+    let set_mtu = |f: &mut Fib, dev: u32, m: u32| {
+        let l = Link {
+            ifindex: dev,
+            mtu: Some(m),
+            ..Link::default()
+        };
+        f.link_new(&l, ReqFlags::NONE).unwrap();
+    };
+    let via = |f: &Fib, oif: u32, fibmatch: bool| {
+        let q = RouteQuery {
+            oif: Some(oif),
+            fibmatch,
+            ..RouteQuery::to(ip("2001:db8:70::1"))
+        };
+        f.route_get(&q).unwrap().metrics.mtu
+    };
+    set_mtu(&mut f, d1, 1280);
+    assert_eq!(
+        (via(&f, d1, false), via(&f, d0, false)),
+        (Some(1280), Some(1400))
+    );
+    assert_eq!(via(&f, d1, true), Some(1280));
+    let dumped = |f: &Fib| -> Vec<(Option<u32>, usize)> {
+        f.routes(Some(Family::Inet6))
+            .iter()
+            .filter(|r| r.dst == pfx("2001:db8:70::/48"))
+            .map(|r| (r.metrics.mtu, r.multipath.len()))
+            .collect()
+    };
+    assert_eq!(dumped(&f), [(Some(1400), 2)]);
+    set_mtu(&mut f, d0, 1300);
+    assert_eq!(
+        (via(&f, d1, false), via(&f, d0, false)),
+        (Some(1280), Some(1300))
+    );
+    let mut d = rt("2001:db8:70::/48", Some("2001:db8::2"), d0);
+    d.protocol = 0;
+    f.route_del(&d).unwrap();
+    set_mtu(&mut f, d1, 1500);
+    assert_eq!(dumped(&f), [(Some(1500), 0)]);
+}
