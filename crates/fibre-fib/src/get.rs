@@ -257,7 +257,15 @@ impl Fib {
         }
         ans.rtype = res.rtype;
         self.classify_out4(&mut ans, d, n.oif);
-        self.exception_answer(&res, flow.dst, &mut ans);
+        if is_lbcast(d) || (ans.rtype == RouteType::Multicast && res.key.len < 4) {
+            // __mkroute_output leaves the route's fib_info out of a limited broadcast and of a
+            // multicast answered by a route shorter than /4 (a default route): no gateway, no
+            // metrics, no exception.
+            ans.nexthop.gateway = None;
+            ans.metrics = Default::default();
+        } else {
+            self.exception_answer(&res, flow.dst, &mut ans);
+        }
         Ok((ans, Some(res)))
     }
 
@@ -460,6 +468,7 @@ impl Fib {
             // list order; a group object's members keep the group's order.
             if info.spec.nhid.is_none() && res.nh < r.multipath.len() {
                 r.multipath.rotate_left(res.nh);
+                r.metrics.mtu = info.spec.mtu_of(res.nh);
             }
             r.iif = q.iif;
             return Ok(r);
@@ -478,6 +487,7 @@ impl Fib {
         ans.pref = info.spec.pref.or(Some(0));
         ans.rtype = res.rtype;
         ans.metrics = info.spec.metrics.clone();
+        ans.metrics.mtu = info.spec.mtu_of(res.nh);
         ans.nexthop = NextHop {
             gateway: n.gw,
             oif: n.oif,

@@ -88,6 +88,7 @@ impl NhObjs {
                     oif: crate::link::LOOPBACK_IFINDEX,
                     weight: 1,
                     flags: 0,
+                    mtu: None,
                 }];
             }
             return vec![NhSpec {
@@ -95,6 +96,7 @@ impl NhObjs {
                 oif: obj.oif,
                 weight: 1,
                 flags: if obj.onlink { nh_flags::ONLINK } else { 0 },
+                mtu: None,
             }];
         }
         obj.group
@@ -110,6 +112,7 @@ impl NhObjs {
                     },
                     weight: m.weight_minus_one as u32 + 1,
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
+                    mtu: None,
                 })
             })
             .collect()
@@ -223,6 +226,7 @@ impl crate::Fib {
                         oif: nh.oif,
                         weight: 1,
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
+                        mtu: None,
                     };
                     // fib_check_nh: the scope of the route the gateway resolves through
                     // (host for a local address).

@@ -26,6 +26,11 @@ pub(crate) struct NhSpec {
     pub weight: u32,
     /// Configured RTNH_F_* flags (ONLINK); never DEAD or LINKDOWN.
     pub flags: u32,
+    /// An IPv6 route given by its own next hops: this sibling's `mtu` metric. The kernel keeps
+    /// each sibling's metrics apart, and a device MTU change moves only those of the siblings
+    /// through it (rt6_mtu_change); the route's `metrics.mtu` is its first sibling's. None for
+    /// IPv4 and for routes through objects, whose `metrics.mtu` is the route's.
+    pub mtu: Option<u32>,
 }
 
 /// Everything that makes two routes "the same route info" for the kernel.
@@ -48,6 +53,24 @@ pub(crate) struct InfoSpec {
     /// IPv6 RTF_ANYCAST: an anycast route addrconf made for an address. A user's `anycast`
     /// route lacks the flag, so answers through it keep its device instead of `lo`.
     pub rtf_anycast: bool,
+}
+
+impl InfoSpec {
+    /// Whether each next hop carries its own `mtu` metric (see `NhSpec::mtu`).
+    #[inline]
+    pub fn mtu_per_hop(&self) -> bool {
+        self.family == Family::Inet6 && self.nhid.is_none()
+    }
+
+    /// The `mtu` metric of next hop `i`.
+    #[inline]
+    pub fn mtu_of(&self, i: usize) -> Option<u32> {
+        if self.mtu_per_hop() {
+            self.nhs.get(i).and_then(|n| n.mtu)
+        } else {
+            self.metrics.mtu
+        }
+    }
 }
 
 /// Run-time state of one next hop.

@@ -227,6 +227,7 @@ impl Fib {
                     oif: m.oif,
                     weight: m.hops as u32 + 1,
                     flags: (r.flags & !0xff) | m.flags,
+                    mtu: None,
                 });
             }
             if r.nexthop.oif != 0 && nhs[0].oif != r.nexthop.oif {
@@ -243,6 +244,7 @@ impl Fib {
                 oif: r.nexthop.oif,
                 weight: 1,
                 flags: r.flags | r.nexthop.flags,
+                mtu: None,
             });
         }
         for n in &mut nhs {

@@ -162,6 +162,7 @@ impl Fib {
                 oif,
                 weight: h.hops as u32 + 1,
                 flags: h.flags & nh_flags::ONLINK,
+                mtu: r.metrics.mtu,
             });
         }
         if let Some(ps) = r.prefsrc {
@@ -677,6 +678,9 @@ impl Fib {
         let mut st = oinfo.nh.clone();
         spec.nhs.remove(k);
         st.remove(k);
+        if spec.mtu_per_hop() {
+            spec.metrics.mtu = spec.nhs.first().and_then(|n| n.mtu);
+        }
         let id = self.intern(spec, st);
         self.infos.hold(id);
         let l = self.t6.get_mut(&tb).expect("table").entries_mut(key);

@@ -652,25 +652,32 @@ impl Fib {
     /// without the metric keep none (their dsts read the device MTU). IPv4 routes keep their
     /// metrics: fib_sync_mtu only updates next-hop exceptions.
     ///
-    /// The kernel keeps metrics per sibling of a multipath route; fibre keeps one set per
-    /// route, that of the first sibling (the one the kernel's dump shows), so only a change of
-    /// the first sibling's device applies. Answers through another sibling can then differ.
+    /// Each sibling of a multipath route has its own metrics: only those of the siblings
+    /// through `dev` move (`NhSpec::mtu`). A route through an object moves when any of the
+    /// object's next hops is on `dev`.
     pub(crate) fn mtu_change6(&mut self, dev: u32, old: u32, new: u32) {
         let lock = 1 << crate::exception::RTAX_MTU;
+        let moves = |m: Option<u32>| m.filter(|&m| (m >= new || m == old) && m != new).is_some();
         self.rewrite_infos(|s| {
-            let m = s.metrics.mtu?;
-            let follows = m >= new || m == old;
-            if s.family != Family::Inet6
-                || s.metrics.lock & lock != 0
-                || !follows
-                || m == new
-                || !s.nhs.iter().any(|n| n.oif == dev)
-                || (s.nhid.is_none() && s.nhs.first().is_some_and(|n| n.oif != dev))
-            {
+            if s.family != Family::Inet6 || s.metrics.lock & lock != 0 {
+                return None;
+            }
+            if !s.mtu_per_hop() {
+                if !moves(s.metrics.mtu) || !s.nhs.iter().any(|n| n.oif == dev) {
+                    return None;
+                }
+                let mut s = s.clone();
+                s.metrics.mtu = Some(new);
+                return Some(s);
+            }
+            if !s.nhs.iter().any(|n| n.oif == dev && moves(n.mtu)) {
                 return None;
             }
             let mut s = s.clone();
-            s.metrics.mtu = Some(new);
+            for n in s.nhs.iter_mut().filter(|n| n.oif == dev && moves(n.mtu)) {
+                n.mtu = Some(new);
+            }
+            s.metrics.mtu = s.nhs[0].mtu;
             Some(s)
         });
     }
@@ -944,10 +951,7 @@ impl Fib {
     pub(crate) fn build_dst(&self, spec: &InfoSpec, i: usize, st: &NhState) -> Dst {
         let n: &NhSpec = &spec.nhs[i];
         let link = self.links.get(n.oif);
-        let mtu = spec
-            .metrics
-            .mtu
-            .unwrap_or_else(|| link.map_or(0, |l| l.mtu));
+        let mtu = spec.mtu_of(i).unwrap_or_else(|| link.map_or(0, |l| l.mtu));
         let prefsrc = spec.prefsrc.or_else(|| match spec.family {
             Family::Inet => {
                 let gw = match n.gw {

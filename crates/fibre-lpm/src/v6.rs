@@ -1401,18 +1401,22 @@ impl Lpm6 {
     fn rebuild_region(&mut self, slot: Slot, d: u32, p: u128) -> Result<(), LpmError> {
         let inside = self.inside(d, p);
         self.free_region(slot);
-        let built = self
-            .build_region(d, mask(p, d as u8), self.cover(slot), &inside)
-            .and_then(|e| {
-                self.set_entry(slot, e);
-                self.refresh(slot)
-            });
-        if built.is_err() {
-            // The region answers its cover until the next successful update of it.
+        // On failure the region answers its cover until the next successful update of it.
+        let cover = self.cover(slot).val;
+        let e = match self.build_region(d, mask(p, d as u8), self.cover(slot), &inside) {
+            Ok(e) => e,
+            Err(err) => {
+                self.set_entry(slot, cover);
+                return Err(err);
+            }
+        };
+        self.set_entry(slot, e);
+        if let Err(err) = self.refresh(slot) {
             self.free_region(slot);
-            self.set_entry(slot, self.cover(slot).val);
+            self.set_entry(slot, cover);
+            return Err(err);
         }
-        built
+        Ok(())
     }
 
     // ---- updates ----
@@ -1823,6 +1827,7 @@ impl Batch<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// Both node searches count the same keys for every probe around every boundary.
     #[test]
@@ -1951,6 +1956,64 @@ mod tests {
         assert_eq!(inc.shape(), Lpm6::new().shape());
         assert!(inc.lookup(base).is_none());
         assert!(inc.images.is_empty());
+    }
+
+    /// An update of the proptest below: a prefix in one of three /16s (its bits below the
+    /// /16 drawn from few patterns, so routes nest, touch and repeat), or a removal.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u128, u8, u32),
+        Remove(u128, u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let prefix = (
+            0..3u128,
+            any::<u64>(),
+            prop::sample::select(vec![17u8, 24, 32, 33, 40, 47, 48, 52, 64]),
+        )
+            .prop_map(|(r, bits, l)| {
+                // Few distinct high bits, so that prefixes cluster into shared leaves.
+                let bits = u128::from(bits & 0x0000_0F0F_FFFF_FFFF);
+                (mask((0x2a00 + r) << 112 | bits << 48, l), l)
+            });
+        prop_oneof![
+            3 => (prefix.clone(), 0..4u32).prop_map(|((p, l), v)| Op::Insert(p, l, v)),
+            1 => prefix.prop_map(|(p, l)| Op::Remove(p, l)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// After every update, every image equals its bucket (`check_images`), and lookups
+        /// at every route's ends, single and batched, equal a bulk build's.
+        #[test]
+        fn images_equal_their_buckets(ops in prop::collection::vec(op(), 1..1200)) {
+            let mut t = Lpm6::new();
+            for op in &ops {
+                match *op {
+                    Op::Insert(p, l, v) => drop(t.insert(p, l, v).unwrap()),
+                    Op::Remove(p, l) => drop(t.remove(p, l)),
+                }
+                t.check_images();
+            }
+            let bulk = Lpm6::from_routes(t.routes.iter().map(|(&(p, l), &v)| (p, l, v))).unwrap();
+            bulk.check_images();
+            let probes: Vec<u128> = t
+                .routes
+                .keys()
+                .flat_map(|&(p, l)| [p, last(p, l), p.wrapping_sub(1), last(p, l).wrapping_add(1)])
+                .collect();
+            let mut a = vec![0; probes.len()];
+            let mut b = vec![0; probes.len()];
+            t.lookup_batch(&probes, &mut a);
+            bulk.lookup_batch(&probes, &mut b);
+            prop_assert_eq!(&a, &b);
+            for (&x, &want) in probes.iter().zip(&b) {
+                prop_assert_eq!(t.lookup(x).unwrap_or(crate::NO_ROUTE), want);
+            }
+        }
     }
 
     /// Churn in two /16s (random inserts, revaluations and removals, shallow and deep

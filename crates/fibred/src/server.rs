@@ -15,8 +15,11 @@
 //!   answered by the client's own thread from the published state, without the writer; since
 //!   the writer publishes before it answers, a client always reads its own changes.
 //! - A client thread submits a batch of the datagrams it has read and waits for their answers
-//!   before reading more, so the daemon holds at most one batch of answers per client. Dumps
-//!   are snapshots encoded a datagram (or ring frame) at a time while the client reads.
+//!   before reading more, so the daemon holds at most one batch of answers per client. A ring
+//!   client's thread reads (and parses) one batch ahead while the writer applies the previous
+//!   one ([`RING_PIPELINE`]); its answers are still written in order, each batch's into an
+//!   idle output, and a batch that only reads waits for the changes before it. Dumps are
+//!   snapshots encoded a datagram (or ring frame) at a time while the client reads.
 //! - Notifications go into a per-client queue bounded by [`NOTE_QUEUE_BYTES`]; when it is full
 //!   further notifications are dropped and the client gets one NLMSG_ERROR with -ENOBUFS and
 //!   sequence 0 once there is room, as the kernel reports ENOBUFS from recvmsg for an
@@ -166,6 +169,9 @@ enum Job {
         client: Arc<Client>,
         datagrams: Vec<Prepared>,
         answer: mpsc::Sender<Vec<Reply>>,
+        /// Signal the client's `wake` once the answers are sent (for a thread that polls
+        /// instead of waiting on `answer`).
+        wake: bool,
     },
     Shutdown(mpsc::Sender<()>),
 }
@@ -210,27 +216,50 @@ impl Shared {
         reader: &FibReader,
         datagrams: Vec<Box<[u8]>>,
     ) -> io::Result<Vec<Reply>> {
-        if datagrams.iter().all(|d| engine::read_only(d)) {
-            let ctx = ClientCtx {
-                port: client.port,
-                groups: 0,
-            };
-            let mut out = Outcome::default();
-            for d in &datagrams {
-                engine::handle_reads(reader, d, &ctx, &mut out);
-            }
-            return Ok(out.replies);
+        if all_read_only(&datagrams) {
+            return Ok(answer_reads(client, reader, &datagrams));
         }
+        self.send_requests(client, datagrams, false)?
+            .recv()
+            .map_err(|_| io::Error::other("writer stopped"))
+    }
+
+    /// Hands datagrams to the writer (their route changes read here first); the answers come
+    /// on the returned channel, after the writer published their changes.
+    fn send_requests(
+        &self,
+        client: &Arc<Client>,
+        datagrams: Vec<Box<[u8]>>,
+        wake: bool,
+    ) -> io::Result<mpsc::Receiver<Vec<Reply>>> {
         let (tx, rx) = mpsc::channel();
         self.jobs
             .send(Job::Requests {
                 client: client.clone(),
                 datagrams: datagrams.into_iter().map(Prepared::new).collect(),
                 answer: tx,
+                wake,
             })
             .map_err(|_| io::Error::other("writer stopped"))?;
-        rx.recv().map_err(|_| io::Error::other("writer stopped"))
+        Ok(rx)
     }
+}
+
+fn all_read_only(datagrams: &[Box<[u8]>]) -> bool {
+    datagrams.iter().all(|d| engine::read_only(d))
+}
+
+/// Answers datagrams that only read, from the published state, on the calling thread.
+fn answer_reads(client: &Client, reader: &FibReader, datagrams: &[Box<[u8]>]) -> Vec<Reply> {
+    let ctx = ClientCtx {
+        port: client.port,
+        groups: 0,
+    };
+    let mut out = Outcome::default();
+    for d in datagrams {
+        engine::handle_reads(reader, d, &ctx, &mut out);
+    }
+    out.replies
 }
 
 /// Sends each notification to the live clients that joined its group.
@@ -317,6 +346,7 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                 client,
                 datagrams,
                 answer,
+                wake,
             } => {
                 let others: u64 = clients
                     .iter()
@@ -339,6 +369,9 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                 client.groups.store(ctx.groups, Ordering::Relaxed);
                 // The client may have gone; its answers then go nowhere.
                 let _ = answer.send(std::mem::take(&mut out.replies));
+                if wake {
+                    client.wake.signal();
+                }
                 fan_out(&clients, std::mem::take(&mut out.notes));
                 if out.changed {
                     last_change = Instant::now();
@@ -795,23 +828,86 @@ impl fibre_ring::Dump for RingDump {
     }
 }
 
+/// Batches a ring client can have at the writer at once: the writer applies one while the
+/// client's thread reads (and parses) the next, so the writer does not wait for it between
+/// batches. Answers still go out in order, each batch's into an idle output, so the daemon
+/// holds at most one batch of answers per client, as with one batch at a time.
+const RING_PIPELINE: usize = 2;
+
+/// Writes a batch's answers into the ring: messages into frames, dumps to be pulled as the
+/// client frees frames.
+fn write_answers(s: &mut Session, replies: Vec<Reply>) {
+    let mut out = s.responder();
+    let frame = out.frame_capacity();
+    let mut dumps = VecDeque::new();
+    for r in replies {
+        match r {
+            Reply::Messages(m) => {
+                let mut rest = &m[..];
+                while !rest.is_empty() {
+                    let n = fit(rest, frame);
+                    // An overrun is the client's: it asked for more than it reads.
+                    let _ = out.reply(&rest[..n]);
+                    rest = &rest[n..];
+                }
+            }
+            Reply::Dump(d) => dumps.push_back(d),
+        }
+    }
+    if !dumps.is_empty() {
+        // No dump is active: answers are written into an idle output only.
+        let _ = out.dump(Box::new(RingDump { dumps, frame }));
+    }
+}
+
 fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<()> {
     let disconnected = |e: fibre_ring::SessionError| match e {
         fibre_ring::SessionError::Disconnected => Ok(()),
         fibre_ring::SessionError::Io(e) => Err(e),
     };
+    let stopped = || io::Error::other("writer stopped");
     let reader = sh.reader();
+    // Batches at the writer, oldest first; their answers are written in this order.
+    let mut at_writer: VecDeque<mpsc::Receiver<Vec<Reply>>> = VecDeque::new();
+    // A batch that only reads, taken while changes before it were at the writer: it is
+    // answered from the published state once they are (then they are published).
+    let mut held: Option<Vec<Box<[u8]>>> = None;
     loop {
         let mut progressed = match s.pump() {
             Ok(p) => p,
             Err(e) => return disconnected(e),
         };
+        while s.output_idle() {
+            let Some(answers) = at_writer.front() else {
+                break;
+            };
+            match answers.try_recv() {
+                Ok(replies) => {
+                    at_writer.pop_front();
+                    write_answers(&mut s, replies);
+                    progressed = true;
+                }
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => return Err(stopped()),
+            }
+        }
         if s.output_idle() {
+            // Notifications of the changes answered so far (and possibly of the batch at
+            // the writer, which the kernel too announces before it acknowledges).
             for n in client.take_notes() {
                 // A full ring drops the notification, as a full socket buffer does.
                 let _ = s.responder().reply(&n);
                 progressed = true;
             }
+        }
+        if s.output_idle() && at_writer.is_empty() {
+            if let Some(batch) = held.take() {
+                write_answers(&mut s, answer_reads(client, &reader, &batch));
+                progressed = true;
+            }
+        }
+        let can_take = s.output_idle() && held.is_none() && at_writer.len() < RING_PIPELINE;
+        if can_take {
             let mut batch: Vec<Box<[u8]>> = Vec::new();
             while batch.len() < BATCH_DATAGRAMS {
                 match s.next_request() {
@@ -822,48 +918,47 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
             }
             if !batch.is_empty() {
                 progressed = true;
-                let replies = sh.submit(client, &reader, batch)?;
-                let mut out = s.responder();
-                let frame = out.frame_capacity();
-                let mut dumps = VecDeque::new();
-                for r in replies {
-                    match r {
-                        Reply::Messages(m) => {
-                            let mut rest = &m[..];
-                            while !rest.is_empty() {
-                                let n = fit(rest, frame);
-                                // An overrun is the client's: it asked for more than it reads.
-                                let _ = out.reply(&rest[..n]);
-                                rest = &rest[n..];
-                            }
-                        }
-                        Reply::Dump(d) => dumps.push_back(d),
-                    }
-                }
-                if !dumps.is_empty() {
-                    // No dump is active: output was idle when the batch was taken.
-                    let _ = out.dump(Box::new(RingDump { dumps, frame }));
+                if !all_read_only(&batch) {
+                    at_writer.push_back(sh.send_requests(client, batch, true)?);
+                } else if at_writer.is_empty() {
+                    write_answers(&mut s, answer_reads(client, &reader, &batch));
+                } else {
+                    held = Some(batch);
                 }
             }
         }
-        if !progressed && s.prepare_to_sleep() {
-            let ring = s.poll_fds();
-            let mut fds = [
-                ring[0],
-                ring[1],
-                sys::pollfd(client.wake.fd(), libc::POLLIN),
-                sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
-            ];
-            sys::poll(&mut fds, None)?;
-            if fds[3].revents != 0 {
-                return Ok(());
+        if progressed {
+            continue;
+        }
+        // Asleep until the writer answers (it signals `wake`), a notification, shutdown, or
+        // (when the ring has something to do for this thread) the client's doorbell.
+        let ring = if can_take || !s.output_idle() {
+            if !s.prepare_to_sleep() {
+                continue;
             }
-            if fds[2].revents != 0 {
-                client.wake.drain();
-            }
-            if let Err(e) = s.after_wake(&[fds[0], fds[1]]) {
-                return disconnected(e);
-            }
+            s.poll_fds()
+        } else {
+            // Waiting only for the writer: the ring's doorbell is not armed, but a hang-up
+            // of the socket still ends the session.
+            let mut fds = s.poll_fds();
+            fds[0].events = 0;
+            fds
+        };
+        let mut fds = [
+            ring[0],
+            ring[1],
+            sys::pollfd(client.wake.fd(), libc::POLLIN),
+            sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
+        ];
+        sys::poll(&mut fds, None)?;
+        if fds[3].revents != 0 {
+            return Ok(());
+        }
+        if fds[2].revents != 0 {
+            client.wake.drain();
+        }
+        if let Err(e) = s.after_wake(&[fds[0], fds[1]]) {
+            return disconnected(e);
         }
     }
 }

@@ -165,6 +165,69 @@ fn ring_clients_are_served_and_notified() {
     d.stop();
 }
 
+/// A ring client streaming changes and reads of what it just changed: the daemon reads
+/// batches ahead of the writer, yet every answer comes back in order and every read sees the
+/// change sent before it (read-only batches wait for the changes before them).
+#[test]
+fn ring_answers_stay_in_order_and_reads_see_earlier_changes() {
+    let dir = tempdir("ring-order");
+    let d = start(&dir, None);
+    let mut ring =
+        fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).unwrap();
+    const PAIRS: u32 = 3000;
+    /// After every this many pairs, a run of gets only (batches that only read, taken while
+    /// changes before them are at the writer).
+    const BLOCK: u32 = 100;
+    let prefix = |i: u32| format!("10.{}.{}.0", (i / 256) % 256, i % 256);
+    let get = |i: u32, seq: u32| {
+        let q = Request::GetRoute(RouteQuery::to(prefix(i).parse().unwrap()));
+        convert::request_message(&q, seq, 0).to_bytes()
+    };
+    // Requests, and whether each answer is an ACK (else a get's answer).
+    let (mut reqs, mut acked) = (Vec::new(), Vec::new());
+    for i in 0..PAIRS {
+        let add = Request::NewRoute(route(&prefix(i), 24), ReqFlags::ADD);
+        let mut m = convert::request_message(&add, reqs.len() as u32 + 1, 0);
+        m.header.flags |= fibre_netlink::message::flags::NLM_F_ACK;
+        reqs.push(m.to_bytes());
+        acked.push(true);
+        reqs.push(get(i, reqs.len() as u32 + 1));
+        acked.push(false);
+        if i % BLOCK == BLOCK - 1 {
+            for j in 0..2 * BLOCK {
+                reqs.push(get(i - j % BLOCK, reqs.len() as u32 + 1));
+                acked.push(false);
+            }
+        }
+    }
+    let mut next_seq = 1;
+    ring.transact(reqs.iter().map(Vec::as_slice), |m| {
+        for item in Messages::new(m.bytes) {
+            let (_, msg) = item.unwrap();
+            assert_eq!(msg.header.sequence, next_seq, "answers in request order");
+            if acked[next_seq as usize - 1] {
+                assert!(matches!(msg.payload, Payload::Error(ref e) if e.error == 0));
+            } else {
+                // A route get that finds the blackhole route answers EINVAL, as the kernel's
+                // does; without the route it would be ENETUNREACH.
+                assert!(
+                    matches!(msg.payload, Payload::Error(ref e) if e.error == -22),
+                    "the get of seq {next_seq} sees the route added before it: {:?}",
+                    msg.payload
+                );
+            }
+            next_seq += 1;
+        }
+        if next_seq as usize > reqs.len() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    d.stop();
+}
+
 #[test]
 fn a_monitor_that_never_reads_costs_bounded_memory_and_learns_of_the_loss() {
     let dir = tempdir("slow");

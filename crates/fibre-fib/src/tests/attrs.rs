@@ -345,3 +345,95 @@ fn ipv6_multipath_mtu_metric_follows_the_first_siblings_device() {
     set_mtu(&mut f, d0, 1280);
     assert_eq!(shown(&f), Some(1280));
 }
+
+/// A limited broadcast, and a multicast destination answered by a route shorter than /4 (the
+/// default route, or a multicast route /3), are answered without the route's gateway and
+/// metrics; a multicast route of /4 or longer, a route to a multicast group and a broadcast
+/// route keep theirs (kernel 6.18).
+#[test]
+fn broadcast_and_short_multicast_answers_leave_the_route_out() {
+    let (mut f, d0, _) = two_links();
+    let with_mtu = |dst: &str, via: Option<&str>, rtype: RouteType| {
+        let mut r = rt(dst, via, d0);
+        r.rtype = rtype;
+        r.metrics.mtu = Some(1250);
+        r
+    };
+    for r in [
+        with_mtu("0.0.0.0/0", Some("10.0.0.2"), RouteType::Unicast),
+        with_mtu("255.0.0.0/8", Some("10.0.0.2"), RouteType::Unicast),
+        with_mtu("96.0.0.0/3", None, RouteType::Multicast),
+        with_mtu("80.0.0.0/4", None, RouteType::Multicast),
+        with_mtu("225.0.0.0/8", Some("10.0.0.3"), RouteType::Unicast),
+        with_mtu("101.0.0.0/8", None, RouteType::Broadcast),
+    ] {
+        f.route_new(&r, ReqFlags::ADD).unwrap();
+    }
+    let get = |dst: &str| {
+        let a = f.route_get(&RouteQuery::to(ip(dst))).expect(dst);
+        (a.rtype, a.nexthop.gateway, a.metrics.mtu)
+    };
+    assert_eq!(get("255.255.255.255"), (RouteType::Broadcast, None, None));
+    assert_eq!(get("224.1.1.1"), (RouteType::Multicast, None, None));
+    assert_eq!(get("97.1.1.1"), (RouteType::Multicast, None, None));
+    assert_eq!(get("81.1.1.1"), (RouteType::Multicast, None, Some(1250)));
+    assert_eq!(
+        get("225.1.1.1"),
+        (RouteType::Multicast, Some(ip("10.0.0.3")), Some(1250))
+    );
+    assert_eq!(get("101.1.1.1"), (RouteType::Broadcast, None, Some(1250)));
+}
+
+/// Each sibling of an IPv6 multipath route keeps its own metrics: a device MTU change moves
+/// the `mtu` of the siblings through that device only. An answer through a sibling carries
+/// its `mtu`, the dump the first sibling's, and a fibmatch the chosen sibling's (kernel 6.18).
+#[test]
+fn ipv6_siblings_keep_their_own_mtu() {
+    let (mut f, d0, d1) = two_links();
+    let mut r = rt("2001:db8:70::/48", Some("2001:db8::2"), d0);
+    r.metrics.mtu = Some(1400);
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let mut s = rt("2001:db8:70::/48", Some("2001:db8:9::2"), d1);
+    s.metrics.mtu = Some(1400);
+    f.route_new(&s, ReqFlags::APPEND).unwrap();
+    let set_mtu = |f: &mut Fib, dev: u32, m: u32| {
+        let l = Link {
+            ifindex: dev,
+            mtu: Some(m),
+            ..Link::default()
+        };
+        f.link_new(&l, ReqFlags::NONE).unwrap();
+    };
+    let via = |f: &Fib, oif: u32, fibmatch: bool| {
+        let q = RouteQuery {
+            oif: Some(oif),
+            fibmatch,
+            ..RouteQuery::to(ip("2001:db8:70::1"))
+        };
+        f.route_get(&q).unwrap().metrics.mtu
+    };
+    set_mtu(&mut f, d1, 1280);
+    assert_eq!(
+        (via(&f, d1, false), via(&f, d0, false)),
+        (Some(1280), Some(1400))
+    );
+    assert_eq!(via(&f, d1, true), Some(1280));
+    let dumped = |f: &Fib| -> Vec<(Option<u32>, usize)> {
+        f.routes(Some(Family::Inet6))
+            .iter()
+            .filter(|r| r.dst == pfx("2001:db8:70::/48"))
+            .map(|r| (r.metrics.mtu, r.multipath.len()))
+            .collect()
+    };
+    assert_eq!(dumped(&f), [(Some(1400), 2)]);
+    set_mtu(&mut f, d0, 1300);
+    assert_eq!(
+        (via(&f, d1, false), via(&f, d0, false)),
+        (Some(1280), Some(1300))
+    );
+    let mut d = rt("2001:db8:70::/48", Some("2001:db8::2"), d0);
+    d.protocol = 0;
+    f.route_del(&d).unwrap();
+    set_mtu(&mut f, d1, 1500);
+    assert_eq!(dumped(&f), [(Some(1500), 0)]);
+}
