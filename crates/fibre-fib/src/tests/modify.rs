@@ -179,26 +179,27 @@ fn ipv6_input_lookup_rules_see_no_oif() {
     assert_eq!(f.route_get(&q(None, None)).unwrap().nexthop.oif, d1);
 }
 
+/// `two_links` with 2001:db8:70::/48 via 2001:db8:9::2 dev d1, then appended a route
+/// through d0 without a gateway, then a sibling via 2001:db8::2 dev d0: in the kernel's leaf
+/// list the device route sits between the two siblings.
+fn route_between_siblings() -> (Fib, u32, u32) {
+    let (mut f, d0, d1) = two_links();
+    let dst = "2001:db8:70::/48";
+    f.route_new(&rt(dst, Some("2001:db8:9::2"), d1), ReqFlags::ADD)
+        .unwrap();
+    f.route_new(&rt(dst, None, d0), ReqFlags::APPEND).unwrap();
+    f.route_new(&rt(dst, Some("2001:db8::2"), d0), ReqFlags::APPEND)
+        .unwrap();
+    (f, d0, d1)
+}
+
 /// A route appended to a run between two of its gateway siblings sits between them in the
 /// kernel's leaf list, and rt6_select meets it there: under `oif d0` the device route on d0
 /// comes before the sibling through d0, so it answers, and a gateway resolved through it is
 /// reachable.
 #[test]
 fn ipv6_selection_meets_routes_between_siblings_in_leaf_order() {
-    let (mut f, d0, d1) = two_links();
-    for (r, flags) in [
-        (
-            rt("2001:db8:70::/48", Some("2001:db8:9::2"), d1),
-            ReqFlags::ADD,
-        ),
-        (rt("2001:db8:70::/48", None, d0), ReqFlags::APPEND),
-        (
-            rt("2001:db8:70::/48", Some("2001:db8::2"), d0),
-            ReqFlags::APPEND,
-        ),
-    ] {
-        f.route_new(&r, flags).unwrap();
-    }
+    let (mut f, d0, d1) = route_between_siblings();
     let q = |oif: u32| RouteQuery {
         oif: Some(oif),
         ..RouteQuery::to(ip("2001:db8:70::1"))
@@ -223,20 +224,7 @@ fn ipv6_selection_meets_routes_between_siblings_in_leaf_order() {
 /// before the sibling through D (checked against kernel 6.18).
 #[test]
 fn ipv6_walks_meet_routes_between_siblings_in_leaf_order() {
-    let (mut f, d0, d1) = two_links();
-    for (r, flags) in [
-        (
-            rt("2001:db8:70::/48", Some("2001:db8:9::2"), d1),
-            ReqFlags::ADD,
-        ),
-        (rt("2001:db8:70::/48", None, d0), ReqFlags::APPEND),
-        (
-            rt("2001:db8:70::/48", Some("2001:db8::2"), d0),
-            ReqFlags::APPEND,
-        ),
-    ] {
-        f.route_new(&r, flags).unwrap();
-    }
+    let (mut f, d0, d1) = route_between_siblings();
     let on_d0 = |f: &Fib| {
         let a = f
             .route_get(&RouteQuery {
