@@ -219,7 +219,8 @@ def field_diff(a: object, b: object, path: str = "", who: str = "fibre") -> list
 def nexthop_only(a: object, b: object) -> bool:
     """True when two route get answers differ only in next-hop-dependent fields. The `redirect`
     cache flag is one: an input lookup sets it when the chosen next hop leaves through the
-    input device."""
+    input device. So are an IPv6 answer's metrics: each sibling of an IPv6 multipath route has
+    its own (a device MTU change moves the `mtu` of the siblings through that device only)."""
     if not (isinstance(a, list) and isinstance(b, list) and len(a) == len(b) == 1):
         return False
     x, y = a[0], b[0]
@@ -231,7 +232,8 @@ def nexthop_only(a: object, b: object) -> bool:
         return [f for f in v if f != "redirect"] if k == "cache" and isinstance(v, list) else v
 
     keys = set(x) | set(y)
-    return all(field(x, k) == field(y, k) for k in keys - NEXTHOP_FIELDS)
+    per_hop = NEXTHOP_FIELDS | ({"metrics"} if ":" in str(x.get("dst", "")) else set())
+    return all(field(x, k) == field(y, k) for k in keys - per_hop)
 
 
 def _is_rotation(a: list, b: list) -> bool:
