@@ -57,13 +57,7 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     if matches(verb, "bucket") {
         return bucket(cli, rest);
     }
-    if matches(verb, "help") {
-        return Err(CmdError::usage(USAGE));
-    }
-    Err(CmdError::exit(
-        255,
-        format!("Command \"{verb}\" is unknown, try \"ip nexthop help\".\n"),
-    ))
+    help_or_unknown(verb)
 }
 
 /// `id N` of `get`/`del`, if given.
@@ -173,13 +167,7 @@ fn bucket(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     if matches(verb, "get") {
         return bucket_get(cli, rest);
     }
-    if matches(verb, "help") {
-        return Err(CmdError::usage(USAGE));
-    }
-    Err(CmdError::exit(
-        255,
-        format!("Command \"{verb}\" is unknown, try \"ip nexthop help\".\n"),
-    ))
+    help_or_unknown(verb)
 }
 
 /// `ip nexthop bucket list [dev D] [id N] [nhid N]`: a dump with iproute2's selector, which
@@ -559,6 +547,17 @@ pub fn print_nexthop(p: &mut Printer, n: &NexthopObj, names: &Names, details: bo
     }
     p.text("\n");
     p.close_obj();
+}
+
+/// `help`, or iproute2's answer to an unknown verb of `ip nexthop`.
+fn help_or_unknown(verb: &str) -> Result<(), CmdError> {
+    if matches(verb, "help") {
+        return Err(CmdError::usage(USAGE));
+    }
+    Err(CmdError::exit(
+        255,
+        format!("Command \"{verb}\" is unknown, try \"ip nexthop help\".\n"),
+    ))
 }
 
 #[cfg(test)]

@@ -1220,14 +1220,9 @@ impl Lpm6 {
 
     // ---- images ----
 
-    /// (Re)builds the image of the bucket behind `s` from its leaves and points the lookup
-    /// entry at it. The image keeps its ranges while they are large enough (readers never see
-    /// this copy while it is written: see [`crate::sync`]).
-    fn build_image(&mut self, s: Slot) -> Result<(), LpmError> {
-        let mut ids = Vec::new();
-        let mut firsts = Vec::new();
-        // The tree is balanced: its depth is that of its first leaf.
-        let root = index(self.entry(s));
+    /// The depth of the tree under node `root`: that of its last way's path down, as every
+    /// leaf of the balanced tree sits at the same depth.
+    fn depth(&self, root: usize) -> u32 {
         let mut depth = 0;
         let mut id = root;
         while is_node(self.nodes[id].ways[0]) {
@@ -1239,6 +1234,17 @@ impl Lpm6 {
             id = index(self.nodes[id].ways[n]);
             depth += 1;
         }
+        depth
+    }
+
+    /// (Re)builds the image of the bucket behind `s` from its leaves and points the lookup
+    /// entry at it. The image keeps its ranges while they are large enough (readers never see
+    /// this copy while it is written: see [`crate::sync`]).
+    fn build_image(&mut self, s: Slot) -> Result<(), LpmError> {
+        let mut ids = Vec::new();
+        let mut firsts = Vec::new();
+        let root = index(self.entry(s));
+        let depth = self.depth(root);
         self.collect_leaves(root, depth, 0, &mut ids, &mut firsts);
         // Nodes per level, leaves first.
         let mut sizes = vec![ids.len()];
@@ -2086,17 +2092,7 @@ mod tests {
                 assert!(is_image(look), "{s:?}");
                 let im = self.images[&slot_key(s)];
                 let root = index(e);
-                let mut depth = 0;
-                let mut id = root;
-                while is_node(self.nodes[id].ways[0]) {
-                    let n = self.nodes[id]
-                        .keys
-                        .iter()
-                        .filter(|&&k| k != KEY_PAD)
-                        .count();
-                    id = index(self.nodes[id].ways[n]);
-                    depth += 1;
-                }
+                let depth = self.depth(root);
                 let (mut ids, mut firsts) = (Vec::new(), Vec::new());
                 self.collect_leaves(root, depth, 0, &mut ids, &mut firsts);
                 assert!(ids.len() <= class_cap(im.leaf_class));
