@@ -493,6 +493,14 @@ impl crate::Fib {
                     .map(|g| g.id),
             )
             .collect();
+        // fib_check_nexthop checks a group's scope on its first member (members of one group
+        // share a scope).
+        let group = !new.group.is_empty();
+        let first = if group {
+            new.group.first().and_then(|m| self.nhobjs.get(m.id))
+        } else {
+            Some(new)
+        };
         let mut used6 = false;
         for i in self.infos.ids() {
             let s = &self.infos.get(i).spec;
@@ -506,10 +514,17 @@ impl crate::Fib {
             if new.fdb {
                 return Err(einval("Route cannot point to a fdb nexthop"));
             }
-            if s.scope == crate::types::scope::HOST && new.gateway.is_some() {
+            let host = s.scope == crate::types::scope::HOST;
+            if host && group {
+                return Err(einval(
+                    "Route with host scope can not have multiple nexthops",
+                ));
+            }
+            let Some(first) = first else { continue };
+            if host && first.gateway.is_some() {
                 return Err(einval("Route with host scope can not have a gateway"));
             }
-            if new.onlink && s.scope >= crate::types::scope::LINK {
+            if first.onlink && s.scope >= crate::types::scope::LINK {
                 return Err(einval("Scope mismatch with nexthop"));
             }
         }

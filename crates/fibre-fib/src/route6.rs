@@ -147,11 +147,12 @@ impl Fib {
             let Some(obj) = self.nhobjs.get(id) else {
                 return Err(einval("Nexthop id does not exist"));
             };
-            if obj.fdb {
-                return Err(einval("Route cannot point to a fdb nexthop"));
-            }
+            // fib6_check_nexthop: the family first, then fdb.
             if self.nhobjs.has_v4(obj) {
                 return Err(einval("IPv6 routes can not use an IPv4 nexthop"));
+            }
+            if obj.fdb {
+                return Err(einval("Route cannot point to a fdb nexthop"));
             }
             nhs = self.nhobjs.route_nhs(obj);
         } else {

@@ -198,3 +198,39 @@ fn lookups_use_the_bucket_and_keep_busy_flows_in_place() {
     let shown = f.nexthops().into_iter().find(|n| n.id == 10).unwrap();
     assert_eq!(shown.res.unwrap().unbalanced_time, 0);
 }
+
+/// A replace checks the routes using the group before the group's own rules: a group whose
+/// first member is onlink cannot serve a route of scope link ("Scope mismatch"), even where
+/// the new size would be refused as well. An IPv6 route through an IPv4 fdb object or group
+/// is refused for the family before the fdb (fib6_check_nexthop; kernel 6.18).
+#[test]
+fn replace_and_route_checks_come_in_the_kernels_order() {
+    let (mut f, d0, _) = objects();
+    let onlink = NexthopObj {
+        onlink: true,
+        ..nh_obj(4, Some("10.0.0.3"), d0)
+    };
+    f.nexthop_new(&onlink, ReqFlags::ADD).unwrap();
+    f.nexthop_new(&group(10, &[(1, 1)], buckets(8)), ReqFlags::ADD)
+        .unwrap();
+    let mut r = rt("10.5.0.0/16", None, 0);
+    r.nhid = Some(10);
+    r.scope = scope::LINK;
+    f.route_new(&r, ReqFlags::ADD).unwrap();
+    let e = f
+        .nexthop_new(&group(10, &[(4, 1)], buckets(16)), ReqFlags::REPLACE)
+        .unwrap_err();
+    assert_eq!(e.extack.as_deref(), Some("Scope mismatch with nexthop"));
+    let fdb = NexthopObj {
+        fdb: true,
+        ..nh_obj(20, Some("10.0.0.9"), 0)
+    };
+    f.nexthop_new(&fdb, ReqFlags::ADD).unwrap();
+    let mut r6 = rt("2001:db8:5::/48", None, 0);
+    r6.nhid = Some(20);
+    let e = f.route_new(&r6, ReqFlags::ADD).unwrap_err();
+    assert_eq!(
+        e.extack.as_deref(),
+        Some("IPv6 routes can not use an IPv4 nexthop")
+    );
+}
