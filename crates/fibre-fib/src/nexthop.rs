@@ -155,14 +155,20 @@ impl NhObjs {
             .collect()
     }
 
-    /// Group validation (nh_check_attr_group), in the kernel's order: duplicates and missing
-    /// ids first, then what the members are. IPv4 and IPv6 members may share a group.
+    /// Group validation (nh_check_attr_group), in the kernel's order: duplicates first, then
+    /// member by member whether it exists, what it is (valid_group_nh), and whether it fits
+    /// the group's fdb kind (an fdb group: fdb members of one family). IPv4 and IPv6 members
+    /// may share a group.
     pub fn check_group(&self, obj: &NexthopObj) -> Result<(), RtError> {
         for (i, m) in obj.group.iter().enumerate() {
             if obj.group[..i].iter().any(|x| x.id == m.id) {
                 return Err(einval("Nexthop id can not be used twice in a group"));
             }
         }
+        let v6 = |o: &NexthopObj| {
+            o.family == Some(crate::types::Family::Inet6) || o.gateway.is_some_and(|g| g.is_ipv6())
+        };
+        let mut family = None;
         for m in &obj.group {
             let Some(o) = self.by_id.get(&m.id) else {
                 return Err(einval("Invalid nexthop id"));
@@ -179,18 +185,7 @@ impl NhObjs {
                     "Blackhole nexthop can not be used in a group with more than 1 path",
                 ));
             }
-            if !obj.fdb && o.fdb {
-                return Err(einval("Non FDB nexthop group cannot have fdb nexthops"));
-            }
-        }
-        if obj.fdb {
-            // nh_check_attr_fdb_group: fdb members only, all of the first one's family.
-            let v6 = |o: &NexthopObj| {
-                o.family == Some(crate::types::Family::Inet6)
-                    || o.gateway.is_some_and(|g| g.is_ipv6())
-            };
-            let mut family = None;
-            for o in obj.group.iter().filter_map(|m| self.by_id.get(&m.id)) {
+            if obj.fdb {
                 if !o.fdb {
                     return Err(einval("FDB nexthop group can only have fdb nexthops"));
                 }
@@ -199,6 +194,8 @@ impl NhObjs {
                         "FDB nexthop group cannot have mixed family nexthops",
                     ));
                 }
+            } else if o.fdb {
+                return Err(einval("Non FDB nexthop group cannot have fdb nexthops"));
             }
         }
         Ok(())
@@ -337,6 +334,20 @@ impl crate::Fib {
                 return Err(einval(
                     "Blackhole attribute can not be used with gateway, oif, encap or fdb",
                 ));
+            }
+            // A blackhole is on `lo`, checked as any device (fib_check_nh_nongw for IPv4,
+            // fib6_nh_init for IPv6).
+            if !self
+                .links
+                .get(crate::link::LOOPBACK_IFINDEX)
+                .is_some_and(|l| l.up)
+            {
+                let text = if nh.family == Some(crate::types::Family::Inet6) {
+                    "Nexthop device is not up"
+                } else {
+                    "Device for nexthop is not up"
+                };
+                return Err(RtError::msg(Errno::ENETDOWN, text));
             }
         } else {
             if nh.oif == 0 {

@@ -431,3 +431,44 @@ fn input_redirect_through_a_device_only_object() {
         .unwrap();
     assert!(!redirect(&f));
 }
+
+/// Group members are checked one by one, each fully (exists, not a group, no blackhole in a
+/// multipath group, fits the group's fdb kind) before the next; a blackhole object needs `lo`
+/// up (kernel 6.18).
+#[test]
+fn group_members_are_checked_in_turn_and_blackholes_need_lo() {
+    let mut f = Fib::default();
+    let black = NexthopObj {
+        blackhole: true,
+        ..nh_obj(3, None, 0)
+    };
+    let e = f.nexthop_new(&black, ReqFlags::ADD).unwrap_err();
+    assert_eq!(
+        (e.errno, e.extack.as_deref()),
+        (Errno::ENETDOWN, Some("Device for nexthop is not up"))
+    );
+    let (mut f, d0, _) = two_links();
+    f.nexthop_new(&nh_obj(1, Some("10.0.0.2"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(&black, ReqFlags::ADD).unwrap();
+    let group = |id: u32, members: &[u32], fdb: bool| NexthopObj {
+        family: None,
+        fdb,
+        group: members
+            .iter()
+            .map(|&id| GroupMember {
+                id,
+                weight_minus_one: 0,
+            })
+            .collect(),
+        ..nh_obj(id, None, 0)
+    };
+    let err = |f: &mut Fib, g: NexthopObj| f.nexthop_new(&g, ReqFlags::ADD).unwrap_err().extack;
+    let not_fdb = Some("FDB nexthop group can only have fdb nexthops".to_string());
+    assert_eq!(err(&mut f, group(10, &[1, 99], true)), not_fdb);
+    assert_eq!(err(&mut f, group(11, &[1, 3], true)), not_fdb);
+    assert_eq!(
+        err(&mut f, group(12, &[99, 1], true)).as_deref(),
+        Some("Invalid nexthop id")
+    );
+}
