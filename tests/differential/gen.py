@@ -440,7 +440,9 @@ class _Gen:
             self.emit(f"nexthop add id {nid} group {grp}{kind}")
             for m in members:
                 self.nh_free.remove(m)
-            if not idle:
+            # A deliberate duplicate that the kernel accepts (its id was deleted since) is
+            # not handed to a route: routes sharing an id report each other (see take_nhid).
+            if not idle and nid == self.next_nh - 1:
                 self.group_free.append(nid)
         else:
             i = self.link()
