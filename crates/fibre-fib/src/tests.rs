@@ -130,6 +130,22 @@ fn nh_obj(id: u32, gw: Option<&str>, oif: u32) -> NexthopObj {
     }
 }
 
+/// `ip nexthop add id ID group M1/M2/... [fdb]`: members of weight 1.
+fn group_obj(id: u32, members: &[u32], fdb: bool) -> NexthopObj {
+    NexthopObj {
+        family: None,
+        fdb,
+        group: members
+            .iter()
+            .map(|&id| GroupMember {
+                id,
+                weight_minus_one: 0,
+            })
+            .collect(),
+        ..nh_obj(id, None, 0)
+    }
+}
+
 fn pfx(s: &str) -> Prefix {
     let (a, l) = s.split_once('/').unwrap_or((s, ""));
     let addr = ip(a);
@@ -1011,18 +1027,7 @@ fn fdb_nexthops_and_groups() {
         fdb: true,
         ..nh_obj(id, Some(gw), 0)
     };
-    let group = |id: u32, members: &[u32], is_fdb: bool| NexthopObj {
-        family: None,
-        fdb: is_fdb,
-        group: members
-            .iter()
-            .map(|&id| GroupMember {
-                id,
-                weight_minus_one: 0,
-            })
-            .collect(),
-        ..nh_obj(id, None, 0)
-    };
+    let group = group_obj;
     let msg = |r: Result<(), RtError>| r.unwrap_err().extack;
     for (id, gw) in [(1, "172.16.1.2"), (2, "172.16.1.3"), (3, "2001:db8::2")] {
         f.nexthop_new(&fdb(id, gw), ReqFlags::ADD).unwrap();

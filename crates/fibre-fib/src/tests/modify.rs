@@ -451,18 +451,7 @@ fn group_members_are_checked_in_turn_and_blackholes_need_lo() {
     f.nexthop_new(&nh_obj(1, Some("10.0.0.2"), d0), ReqFlags::ADD)
         .unwrap();
     f.nexthop_new(&black, ReqFlags::ADD).unwrap();
-    let group = |id: u32, members: &[u32], fdb: bool| NexthopObj {
-        family: None,
-        fdb,
-        group: members
-            .iter()
-            .map(|&id| GroupMember {
-                id,
-                weight_minus_one: 0,
-            })
-            .collect(),
-        ..nh_obj(id, None, 0)
-    };
+    let group = group_obj;
     let err = |f: &mut Fib, g: NexthopObj| f.nexthop_new(&g, ReqFlags::ADD).unwrap_err().extack;
     let not_fdb = Some("FDB nexthop group can only have fdb nexthops".to_string());
     assert_eq!(err(&mut f, group(10, &[1, 99], true)), not_fdb);
