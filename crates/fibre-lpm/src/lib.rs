@@ -1,9 +1,11 @@
 //! Longest-prefix-match structures for fibre's forwarding plane: an index from IPv4 and IPv6
 //! prefixes to `u32` values (the routing core's own route or next-hop ids).
 //!
-//! - [`v4::Lpm4`] and [`v6::Lpm6`]: compiled, Poptrie-style tries (see the `trie` module) with
-//!   single and batched lookups. Lookup cost depends only on the table (the depth of the trie at
-//!   the address), never on the traffic: there is no cache.
+//! - [`v4::Lpm4`]: a 16-bit top array over packed index lines, backed by a Poptrie-style trie
+//!   (the `dir16` and `trie` modules). [`v6::Lpm6`]: per-/16 B+-trees over interval boundaries,
+//!   read through pointer-free images of them (the `v6` module). Both have single and batched
+//!   lookups whose cost depends only on the table (the depth of the structure at the address),
+//!   never on the traffic: there is no cache.
 //! - [`sync`]: the concurrency layer. One [`sync::Writer`] (the control plane) updates and
 //!   publishes; any number of [`sync::Reader`] handles look up lock-free and wait-free, never
 //!   blocked by the writer and never seeing a half-applied update.
