@@ -176,10 +176,7 @@ fn bucket_list(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
         if matches(w, "dev") {
-            let v = a.next_arg()?;
-            cli.nh_filter.ifindex = cli
-                .ifindex(v)
-                .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?;
+            cli.nh_filter.ifindex = filter_dev(cli, a.next_arg()?)?;
         } else if w == "id" {
             let v = a.next_arg()?;
             cli.nh_filter.id =
@@ -400,13 +397,20 @@ impl Filter {
         if !n.group.is_empty() || (family.is_some() && n.family != family) {
             return false;
         }
-        let dev = if n.blackhole { LOOPBACK_IFINDEX } else { n.oif };
+        let dev = if n.blackhole {
+            fibre_fib::LOOPBACK_IFINDEX
+        } else {
+            n.oif
+        };
         self.ifindex == 0 || dev == self.ifindex
     }
 }
 
-/// The loopback device's ifindex, where the kernel puts blackhole next hops.
-const LOOPBACK_IFINDEX: u32 = 1;
+/// The device of a `dev D` selector.
+fn filter_dev(cli: &mut Cli, v: &str) -> Result<u32, CmdError> {
+    cli.ifindex(v)
+        .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))
+}
 
 /// `ip nexthop show|flush [dev D] [groups] [fdb] [protocol P] [id N]`.
 fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
@@ -414,10 +418,7 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
         if matches(w, "dev") {
-            let v = a.next_arg()?;
-            cli.nh_filter.ifindex = cli
-                .ifindex(v)
-                .ok_or_else(|| CmdError::invarg("Device does not exist\n", v))?;
+            cli.nh_filter.ifindex = filter_dev(cli, a.next_arg()?)?;
         } else if matches(w, "groups") {
             cli.nh_filter.groups = true;
         } else if w == "id" {

@@ -54,6 +54,7 @@ pub use conf::{ConfKey, ConfTarget};
 pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
+pub use link::LOOPBACK_IFINDEX;
 pub use rule::Flow;
 pub use types::*;
 

@@ -26,7 +26,9 @@ pub(crate) const MIN_MTU: u32 = 68;
 pub(crate) const MAX_MTU: u32 = 65535;
 /// Default transmit queue length (DEFAULT_TX_QUEUE_LEN).
 pub(crate) const DEFAULT_TXQLEN: u32 = 1000;
-pub(crate) const LOOPBACK_IFINDEX: u32 = 1;
+/// The ifindex of `lo`, which exists from the start as in the kernel; blackhole next hops are
+/// on it.
+pub const LOOPBACK_IFINDEX: u32 = 1;
 
 #[derive(Debug, Clone)]
 pub(crate) struct LinkState {

@@ -727,19 +727,14 @@ fn leaf_order6(infos: &Infos, list: &[Entry], src: Option<Key>) -> Vec<(usize, O
         if e.src() != src || inside[i] {
             continue;
         }
-        let s = &infos.get(e.info).spec;
-        let n = s.nhs.len();
-        if n < 2 || s.nhid.is_some() {
+        let n = infos.get(e.info).spec.nhs.len();
+        if sibling_hops(infos, e).is_none() {
             order.push((i, None));
             continue;
         }
         for h in 0..n {
-            for j in i + 1..list.len() {
-                let x = &list[j];
-                if x.src() == src
-                    && x.hops_before as usize == h
-                    && infos.get(x.info).spec.priority == s.priority
-                {
+            for (j, x) in list.iter().enumerate().skip(i + 1) {
+                if between_siblings(infos, e, x) == Some(h) {
                     inside[j] = true;
                     order.push((j, None));
                 }
@@ -748,6 +743,24 @@ fn leaf_order6(infos: &Infos, list: &[Entry], src: Option<Key>) -> Vec<(usize, O
         }
     }
     order
+}
+
+/// The number of siblings of `e` when it stands for an IPv6 sibling group (two or more next
+/// hops of its own, not an object).
+fn sibling_hops(infos: &Infos, e: &Entry) -> Option<usize> {
+    let s = &infos.get(e.info).spec;
+    (s.nhs.len() >= 2 && s.nhid.is_none()).then_some(s.nhs.len())
+}
+
+/// Where `x`, an entry after the sibling group `group` in a prefix's list, sits among the
+/// group's siblings in the kernel's leaf list: after that many of them (`Entry::hops_before`),
+/// or None when it is not in the group's run or comes after its last sibling.
+pub(crate) fn between_siblings(infos: &Infos, group: &Entry, x: &Entry) -> Option<usize> {
+    let n = sibling_hops(infos, group)?;
+    let h = x.hops_before as usize;
+    let same_run = x.src() == group.src()
+        && infos.get(x.info).spec.priority == infos.get(group.info).spec.priority;
+    (same_run && h < n).then_some(h)
 }
 
 /// Whether a prefix's source subtree, holding the source prefixes `srcs`, has a node for `key`:

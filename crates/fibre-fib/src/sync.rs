@@ -24,7 +24,7 @@ use crate::dst::Dst;
 use crate::fibtable::Key;
 use crate::link::LOOPBACK_IFINDEX;
 use crate::route::{InfoSpec, NhSpec, NhState};
-use crate::route6::{Internal6, PRIO_ADDRCONF};
+use crate::route6::{between_siblings, Internal6, PRIO_ADDRCONF};
 use crate::types::{
     ifa_flags, nh_flags, protocol, scope, table, Family, Prefix, ReqFlags, Route, RouteType,
 };
@@ -605,16 +605,11 @@ impl Fib {
                     if !unregister {
                         for (i, e) in list.iter().enumerate() {
                             let info = self.infos.get(e.info);
-                            let (n, m) = (info.spec.nhs.len(), info.spec.priority);
-                            let live = info.nh.iter().any(|h| h.flags & nh_flags::DEAD == 0);
-                            if n < 2 || info.spec.nhid.is_some() || !live {
+                            if !info.nh.iter().any(|h| h.flags & nh_flags::DEAD == 0) {
                                 continue;
                             }
                             for (j, x) in list.iter().enumerate().skip(i + 1) {
-                                if x.src() == e.src()
-                                    && (x.hops_before as usize) < n
-                                    && self.infos.get(x.info).spec.priority == m
-                                {
+                                if between_siblings(&self.infos, e, x).is_some() {
                                     passed[j] = true;
                                 }
                             }

@@ -1613,32 +1613,8 @@ fn input_answers_check_broadcast_sources_name_tables_and_default_to_udp() {
 #[test]
 fn nexthop_object_scopes_groups_and_link_down() {
     let (mut f, d0, _) = two_links();
-    let obj = |id: u32, gw: Option<&str>, oif: u32| NexthopObj {
-        id,
-        family: Some(Family::Inet),
-        gateway: gw.map(ip),
-        oif,
-        blackhole: false,
-        onlink: false,
-        fdb: false,
-        group: vec![],
-        group_type: 0,
-        res: None,
-        protocol: 0,
-        flags: 0,
-        scope: 0,
-    };
-    let group = |id: u32, members: &[u32]| NexthopObj {
-        family: None,
-        group: members
-            .iter()
-            .map(|&id| GroupMember {
-                id,
-                weight_minus_one: 0,
-            })
-            .collect(),
-        ..obj(id, None, 0)
-    };
+    let obj = nh_obj;
+    let group = |id: u32, members: &[u32]| group_obj(id, members, false);
     let scope_of = |f: &Fib, id: u32| f.nexthops().iter().find(|n| n.id == id).map(|n| n.scope);
     // Kernel (fib_nexthops.sh ipv4_fcnal): a gateway on a connected subnet is scope link, a
     // gateway that is a local address scope host, a device alone scope host.
