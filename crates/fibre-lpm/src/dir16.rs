@@ -372,11 +372,104 @@ fn single_quarter<'a>(v: u32) -> Quarter<'a> {
 #[inline(always)]
 fn bzhi(head: u64, n: u32) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: only reached from code compiled with the bmi2 target feature (`lookup_group`'s
-    // `BMI2`), which the caller checked the CPU has.
+    // SAFETY: only reached from `lookup_group` with `BMI2`, whose caller promises bmi2.
     return unsafe { core::arch::x86_64::_bzhi_u64(head, n) };
     #[cfg(not(target_arch = "x86_64"))]
     return Lane::low_bits(head, n);
+}
+
+/// The x86-64-v3 (avx2) form of a batch's locating pass.
+#[cfg(target_arch = "x86_64")]
+mod v3 {
+    use super::{BASE_MASK, CODES_SHIFT, PLACES, TOP_BITS};
+    use core::arch::x86_64::*;
+
+    /// Locates lanes `addrs[0..8]` as the scalar pass of `Dir16::lookup_group` does, eight at a
+    /// time: writes each lane's value base to `at[0..8]` and bit count to `cnt[0..8]`, and
+    /// prefetches the bases' lines. Computes each lane's `LANES` row from its code instead of
+    /// reading it: with c the quarter's code and `place` its `PLACES` byte, the base is the
+    /// quarter's line (`place & 15`) plus `((s << sh) & gm) + add`, sh, gm and add picked from
+    /// constants by c (code 3 adds its hosted word, `place >> 4`), and the count is `s + 1`
+    /// for codes 0 and 1, else 0.
+    /// # Safety
+    /// The CPU must have avx2; `top` must be the 2^16-entry top array, `lines` the lines' start,
+    /// `addrs` 8 readable addresses, `at` and `cnt` 8 writable elements.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(super) unsafe fn locate8(
+        top: *const u32,
+        lines: usize,
+        addrs: *const u32,
+        at: *mut usize,
+        cnt: *mut u32,
+    ) {
+        let k = _mm256_set1_epi32;
+        // SAFETY: the caller's contract; every gather index is below its table's length (top
+        // index < 2^16, code word < 256).
+        unsafe {
+            let a = _mm256_loadu_si256(addrs.cast());
+            let t = _mm256_srli_epi32::<{ 32 - TOP_BITS as i32 }>(a);
+            let e = _mm256_i32gather_epi32::<4>(top.cast(), t);
+            let codes = _mm256_and_si256(_mm256_srli_epi32::<{ CODES_SHIFT as i32 }>(e), k(0xFF));
+            let q = _mm256_and_si256(_mm256_srli_epi32::<14>(a), k(3));
+            let c = _mm256_and_si256(_mm256_srlv_epi32(codes, _mm256_add_epi32(q, q)), k(3));
+            let places = _mm256_i32gather_epi32::<4>(PLACES.as_ptr().cast(), codes);
+            let place = _mm256_and_si256(
+                _mm256_srlv_epi32(places, _mm256_slli_epi32::<3>(q)),
+                k(0xFF),
+            );
+            let s = _mm256_and_si256(_mm256_srli_epi32::<8>(a), k(63));
+            // Byte c of each constant is code c's sh, gm and add.
+            let c8 = _mm256_slli_epi32::<3>(c);
+            let pick = |bytes: i32| _mm256_and_si256(_mm256_srlv_epi32(k(bytes), c8), k(0xFF));
+            let sh = pick(0x0002_0100);
+            let gm = pick(0x00FF_4000);
+            let hosted = _mm256_and_si256(
+                _mm256_cmpeq_epi32(c, k(3)),
+                _mm256_slli_epi32::<2>(_mm256_srli_epi32::<4>(place)),
+            );
+            let g = _mm256_add_epi32(
+                _mm256_and_si256(_mm256_sllv_epi32(s, sh), gm),
+                _mm256_add_epi32(pick(0x0000_0004), hosted),
+            );
+            let line = _mm256_add_epi32(
+                _mm256_and_si256(e, k(BASE_MASK as i32)),
+                _mm256_and_si256(place, k(15)),
+            );
+            let off = _mm256_add_epi32(_mm256_slli_epi32::<6>(line), g);
+            let chunk = _mm256_srai_epi32::<31>(e);
+            let n = _mm256_and_si256(
+                _mm256_and_si256(_mm256_add_epi32(s, k(1)), _mm256_cmpgt_epi32(k(2), c)),
+                chunk,
+            );
+            _mm256_storeu_si256(cnt.cast(), n);
+            // Bases as pointers: into the lines for chunk lanes, the lane's own top entry else.
+            let own = _mm256_slli_epi32::<2>(t);
+            let wide = |v: __m256i, half: bool| {
+                _mm256_cvtepu32_epi64(if half {
+                    _mm256_extracti128_si256::<1>(v)
+                } else {
+                    _mm256_castsi256_si128(v)
+                })
+            };
+            for (h, half) in [false, true].into_iter().enumerate() {
+                let in_lines = _mm256_add_epi64(wide(off, half), _mm256_set1_epi64x(lines as i64));
+                let in_top = _mm256_add_epi64(wide(own, half), _mm256_set1_epi64x(top as i64));
+                let mask = _mm256_cvtepi32_epi64(if half {
+                    _mm256_extracti128_si256::<1>(chunk)
+                } else {
+                    _mm256_castsi256_si128(chunk)
+                });
+                _mm256_storeu_si256(
+                    at.add(4 * h).cast(),
+                    _mm256_blendv_epi8(in_top, in_lines, mask),
+                );
+            }
+            for j in 0..8 {
+                crate::prefetch(*at.add(j) as *const u8);
+            }
+        }
+    }
 }
 
 /// The value `r` words after the value's base at address `base`, with `r` the count of the bits
@@ -425,12 +518,20 @@ impl Dir16 {
     /// ([`crate::NO_ROUTE`] for none): every lane's top entry is prefetched, then every lane's
     /// value base located and its line prefetched, before any line is read; lanes take no
     /// data-dependent branch. A lane whose top entry is a value reads that entry back as its
-    /// value (base: the entry, no bit counted). `BMI2`: count the head's bits with `bzhi`
-    /// (only from a function compiled with the `bmi2` target feature). Lanes the trie answers
+    /// value (base: the entry, no bit counted). `BMI2`: locate eight lanes at a time with
+    /// avx2 and count the head's bits with `bzhi`. Lanes the trie answers
     /// are left to the caller: bit i of the result set means `out[i]` must be looked up in the
     /// trie.
+    ///
+    /// # Safety
+    /// With `BMI2`, the CPU must have avx2 and bmi2 (and the caller is best compiled with
+    /// them, so that their instructions inline).
     #[inline(always)]
-    pub(crate) fn lookup_group<const BMI2: bool>(&self, addrs: &[u32], out: &mut [u32]) -> u64 {
+    pub(crate) unsafe fn lookup_group<const BMI2: bool>(
+        &self,
+        addrs: &[u32],
+        out: &mut [u32],
+    ) -> u64 {
         let n = addrs.len();
         // Checked once here, so that no lane checks its indices.
         assert!(n <= 64 && out.len() == n);
@@ -443,7 +544,25 @@ impl Dir16 {
             crate::prefetch(&top[(a >> (32 - TOP_BITS)) as usize]);
         }
         let lines = self.lines.as_ptr() as usize;
-        for i in 0..n {
+        let mut first = 0;
+        #[cfg(target_arch = "x86_64")]
+        if BMI2 {
+            while first + 8 <= n {
+                // SAFETY: the CPU has avx2 (this function's contract); lanes first..first + 8
+                // are below n, inside `addrs`, `at` and `cnt`.
+                unsafe {
+                    v3::locate8(
+                        top.0.as_ptr(),
+                        lines,
+                        addrs.as_ptr().add(first),
+                        at.as_mut_ptr().add(first).cast(),
+                        cnt.as_mut_ptr().add(first).cast(),
+                    )
+                };
+                first += 8;
+            }
+        }
+        for i in first..n {
             let a = addrs[i];
             let t = (a >> (32 - TOP_BITS)) as usize;
             let e = top[t];
@@ -871,25 +990,53 @@ mod tests {
         }
     }
 
+    /// Batched lookups of `addrs` (whole groups and short ones), portable and, where the CPU
+    /// has it, x86-64-v3, against `want`.
+    fn check_batches(d: &Dir16, addrs: &[u32], want: &[u32]) -> Result<(), TestCaseError> {
+        let mut out = vec![0; 64];
+        #[cfg(target_arch = "x86_64")]
+        let v3 = crate::has_x86_v3();
+        #[cfg(not(target_arch = "x86_64"))]
+        let v3 = false;
+        for (group, want) in addrs.chunks(64).zip(want.chunks(64)) {
+            for len in [group.len(), 13] {
+                let (group, out) = (&group[..len], &mut out[..len]);
+                for fast in [false, v3] {
+                    // SAFETY: the portable form has no requirement; the v3 form runs only
+                    // where the CPU has it.
+                    let trie = unsafe {
+                        if fast {
+                            d.lookup_group::<true>(group, out)
+                        } else {
+                            d.lookup_group::<false>(group, out)
+                        }
+                    };
+                    for (i, &a) in group.iter().enumerate() {
+                        prop_assert_eq!(out[i], crate::external(want[i]), "batch {:#x}", a);
+                        prop_assert_eq!(trie >> i & 1 != 0, want[i] & TRIE != 0);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check(d: &Dir16, model: &[[u32; SLOTS]; 4]) -> Result<(), TestCaseError> {
         let addrs: Vec<u32> = (0..256u32)
             .map(|s| (CH as u32) << 16 | s << 8 | 0x5A)
             .collect();
-        let mut out = vec![0; 64];
-        for (g, group) in addrs.chunks(64).enumerate() {
-            // Whole groups and a short one.
-            for len in [64, 13] {
-                let group = &group[..len];
-                let out = &mut out[..len];
-                let trie = d.lookup_group::<false>(group, out);
-                for (i, &a) in group.iter().enumerate() {
-                    let want = model[g][i];
-                    prop_assert_eq!(d.lookup(a), want, "single {:#x}", a);
-                    prop_assert_eq!(out[i], crate::external(want), "batch {:#x}", a);
-                    prop_assert_eq!(trie >> i & 1 != 0, want & TRIE != 0);
-                }
-            }
+        let want: Vec<u32> = model.iter().flatten().copied().collect();
+        for (&a, &w) in addrs.iter().zip(&want) {
+            prop_assert_eq!(d.lookup(a), w, "single {:#x}", a);
         }
+        check_batches(d, &addrs, &want)?;
+        // Lanes of a value entry (the next /16, empty) between the chunk's.
+        let (mixed, want): (Vec<u32>, Vec<u32>) = addrs
+            .iter()
+            .zip(&want)
+            .flat_map(|(&a, &w)| [(a, w), (a + (1 << 16), crate::trie::NONE)])
+            .unzip();
+        check_batches(d, &mixed, &want)?;
         for (q, m) in model.iter().enumerate() {
             prop_assert_eq!(&d.slots(CH << 2 | q)[..], &m[..]);
         }

@@ -144,11 +144,13 @@ impl Lpm4 {
         self.batch_internal::<true>(addrs, out)
     }
 
-    /// The batch; `BMI2`: compiled with the bmi2 target feature (see `Dir16::lookup_group`).
+    /// The batch; `BMI2` only from `batch_v3` (see `Dir16::lookup_group`).
     #[inline(always)]
     fn batch_internal<const BMI2: bool>(&self, addrs: &[u32], out: &mut [u32]) {
         for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-            let mut deep = self.trie.mirror.lookup_group::<BMI2>(a, o);
+            // SAFETY: `BMI2` is true only in `batch_v3`, whose caller checked the CPU has
+            // avx2 and bmi2.
+            let mut deep = unsafe { self.trie.mirror.lookup_group::<BMI2>(a, o) };
             while deep != 0 {
                 let i = deep.trailing_zeros() as usize;
                 deep &= deep - 1;
