@@ -1,5 +1,5 @@
 //! A steady IPv4 lookup loop on the real 2026 table, for profilers (`perf stat`, `perf record`):
-//!   cargo run --release -p fibre-lpm --example lookup4 -- [single|batch] [inside|random|hot] [SECONDS]
+//!   cargo run --release -p fibre-lpm --example lookup4 -- [single|batch] [inside|random|hot] [SECONDS] [bulk|insert]
 //! Builds the table, draws 2^22 addresses (inside table prefixes, uniform, or inside the table's
 //! first `HOT` prefixes: lines that stay in L1/L2, so that the rate is the instructions' and not
 //! the memory's), then loops over
@@ -33,7 +33,16 @@ fn main() {
     let set = args.get(1).map(String::as_str).unwrap_or("inside");
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
     let Some(rib) = rib::load() else { return };
-    let lpm = Lpm4::from_routes(rib.v4.iter().copied()).expect("bulk build");
+    // Built at once, or route by route (as fibre-bench loads it).
+    let lpm = if args.get(3).map(String::as_str) == Some("insert") {
+        let mut lpm = Lpm4::new();
+        for &(p, l, v) in &rib.v4 {
+            lpm.insert(p, l, v).expect("insert");
+        }
+        lpm
+    } else {
+        Lpm4::from_routes(rib.v4.iter().copied()).expect("bulk build")
+    };
     let mut rng = Rng(0xF1B2E);
     let addrs: Vec<u32> = match set {
         "random" => (0..ADDRS).map(|_| rng.next() as u32).collect(),
