@@ -27,6 +27,15 @@
 //! application saw. A change that never reads the clock (a route without `expires` while
 //! nothing expires: a table load) costs no clock read at all.
 //!
+//! # Route changes read ahead
+//! A table load is route changes that a client thread read ahead of the writer
+//! ([`crate::engine::Prepared`]): a list of requests per datagram. The writer hands the whole
+//! list to the log ([`FibWriter::keep`]) and applies each route change where it lies
+//! ([`FibWriter::apply_read_ahead`]); the log names it by its place and the replay applies it
+//! from there. A route (a few hundred bytes) is thus never moved on the writer. A kept list
+//! lives until the replay that follows the next publish has applied it, and the newest one
+//! beyond that, since the engine may still be applying the rest of it.
+//!
 //! # Invariants
 //! - A reader sees exactly the state as of some publish, never a partial batch, never a mix
 //!   of the two copies within one [`FibGuard`].
@@ -48,9 +57,13 @@
 //! the reader's reads before the writer's writes. (The protocol of fibre-lpm's `sync`, whose
 //! copies are lookup tables; these are whole FIBs.)
 
-use fibre_fib::types::{Address, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule};
+use fibre_fib::types::{
+    Address, Errno, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule,
+};
 use fibre_fib::{Clock, Fib, Settings, SystemClock};
+use fibre_netlink::convert::{Request, RequestError};
 use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -103,6 +116,33 @@ impl Change {
             }
         }
     }
+}
+
+/// What a client thread read of a datagram's messages, in order (see
+/// [`crate::engine::Prepared`]): the route changes, parsed.
+pub type ReadAhead = Vec<Option<Result<Request, RequestError>>>;
+
+/// The route change a read-ahead request makes: the route and, for an add, its flags.
+fn route_change(req: &Option<Result<Request, RequestError>>) -> Option<(&Route, Option<ReqFlags>)> {
+    match req {
+        Some(Ok(Request::NewRoute(r, f))) => Some((r, Some(*f))),
+        Some(Ok(Request::DelRoute(r))) => Some((r, None)),
+        _ => None,
+    }
+}
+
+fn apply_route_change(r: &Route, new: Option<ReqFlags>, fib: &mut Fib) -> Result<(), RtError> {
+    match new {
+        Some(f) => fib.route_new(r, f),
+        None => fib.route_del(r),
+    }
+}
+
+/// One entry of the log.
+enum Logged {
+    Change(Change),
+    /// The route change at index `.1` of the kept read-ahead list numbered `.0`.
+    ReadAhead(u64, u32),
 }
 
 /// The clock one copy reads: the daemon's system clock, except while the writer applies or
@@ -195,7 +235,11 @@ pub struct FibWriter {
     /// Changes applied to the standby copy since the last publish, each with the time its
     /// application read (`None`: it read none); after a publish (while `stale`), the changes
     /// the new standby copy still lacks.
-    log: Vec<(Option<u64>, Change)>,
+    log: Vec<(Option<u64>, Logged)>,
+    /// Read-ahead lists whose route changes the log names, oldest first; the first is
+    /// numbered `kept_base`.
+    kept: VecDeque<ReadAhead>,
+    kept_base: u64,
     /// The standby copy lacks `log` and may still have readers from before the last publish.
     stale: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -239,6 +283,8 @@ impl FibWriter {
                 readers: Mutex::new(Vec::new()),
             }),
             log: Vec::new(),
+            kept: VecDeque::new(),
+            kept_base: 0,
             stale: false,
             _not_sync: PhantomData,
         }
@@ -268,14 +314,68 @@ impl FibWriter {
     /// Applies `change` to the standby copy (made current first) and logs it.
     pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
         self.catch_up();
-        let i = self.standby_index();
-        // SAFETY: `catch_up` waited until no reader can be in the standby copy, and readers
-        // that start now read the active one; `&mut self` makes this the only writer access.
-        let fib = unsafe { &mut *self.shared.copies[i].get() };
         // Logged first and applied from the log: a change can be a few hundred bytes.
-        self.log.push((None, change));
-        let (read, logged) = self.log.last_mut().expect("pushed above");
-        let (r, now) = self.shared.clocks[i].pinned_at(None, || logged.apply(fib));
+        self.log.push((None, Logged::Change(change)));
+        self.apply_last()
+    }
+
+    /// Keeps a read-ahead list for [`FibWriter::apply_read_ahead`] (the standby copy is made
+    /// current first); returns its number.
+    pub fn keep(&mut self, list: ReadAhead) -> u64 {
+        self.catch_up();
+        self.kept.push_back(list);
+        self.kept_base + self.kept.len() as u64 - 1
+    }
+
+    /// The route change at `at` of the kept list `list`: the route and, for an add, its
+    /// flags; `None` when that request is no route change (or was taken).
+    pub fn read_ahead(&self, list: u64, at: usize) -> Option<(&Route, Option<ReqFlags>)> {
+        let l = self
+            .kept
+            .get(usize::try_from(list.checked_sub(self.kept_base)?).ok()?)?;
+        route_change(l.get(at)?)
+    }
+
+    /// Takes the request at `at` of the kept list `list` out of it, for a request that is no
+    /// route change ([`FibWriter::read_ahead`] is `None`) and is handled like any other.
+    pub fn take_read_ahead(
+        &mut self,
+        list: u64,
+        at: usize,
+    ) -> Option<Result<Request, RequestError>> {
+        let i = usize::try_from(list.checked_sub(self.kept_base)?).ok()?;
+        let slot = self.kept.get_mut(i)?.get_mut(at)?;
+        // A route change stays: the log may name it.
+        if route_change(slot).is_some() {
+            return None;
+        }
+        slot.take()
+    }
+
+    /// Applies the route change at `at` of the kept list `list` to the standby copy where it
+    /// lies, and logs its place. EINVAL (nothing applied, nothing logged) when that request
+    /// is no route change: callers check with [`FibWriter::read_ahead`] first.
+    pub fn apply_read_ahead(&mut self, list: u64, at: usize) -> Result<(), RtError> {
+        self.catch_up();
+        let (Some(_), Ok(at32)) = (self.read_ahead(list, at), u32::try_from(at)) else {
+            return Err(RtError::new(Errno::EINVAL));
+        };
+        self.log.push((None, Logged::ReadAhead(list, at32)));
+        self.apply_last()
+    }
+
+    /// Applies the last entry of the log to the standby copy, which is current, and records
+    /// the time it read.
+    fn apply_last(&mut self) -> Result<(), RtError> {
+        let i = self.standby_index();
+        // SAFETY: the callers brought the standby copy up to date (`catch_up`), which waited
+        // until no reader can be in it, and readers that start now read the active one;
+        // `&mut self` makes this the only writer access.
+        let fib = unsafe { &mut *self.shared.copies[i].get() };
+        let (kept, base) = (&self.kept, self.kept_base);
+        let (read, logged) = self.log.last_mut().expect("the callers pushed an entry");
+        let (r, now) =
+            self.shared.clocks[i].pinned_at(None, || apply_logged(logged, kept, base, fib));
         *read = now;
         r
     }
@@ -327,9 +427,14 @@ impl FibWriter {
         for (now, c) in &self.log {
             // The same result as on the other copy, which was equal, at the same time (a
             // change that read no time then reads none now: it takes the same path).
-            let _ = clock.pinned_at(*now, || c.apply(fib));
+            let _ = clock.pinned_at(*now, || apply_logged(c, &self.kept, self.kept_base, fib));
         }
         self.log.clear();
+        // Every kept list is applied to both copies now; the newest may still be in use.
+        while self.kept.len() > 1 {
+            self.kept.pop_front();
+            self.kept_base += 1;
+        }
         fib.end_batch();
         self.stale = false;
     }
@@ -356,6 +461,32 @@ impl FibWriter {
                 } else {
                     std::thread::yield_now();
                 }
+            }
+        }
+    }
+}
+
+/// Applies a log entry to `fib`; `kept` are the writer's kept read-ahead lists, the first
+/// numbered `base`.
+fn apply_logged(
+    logged: &Logged,
+    kept: &VecDeque<ReadAhead>,
+    base: u64,
+    fib: &mut Fib,
+) -> Result<(), RtError> {
+    match logged {
+        Logged::Change(c) => c.apply(fib),
+        Logged::ReadAhead(list, at) => {
+            let change = list
+                .checked_sub(base)
+                .and_then(|l| usize::try_from(l).ok())
+                .and_then(|l| kept.get(l)?.get(*at as usize))
+                .and_then(route_change);
+            match change {
+                Some((r, new)) => apply_route_change(r, new, fib),
+                // `apply_read_ahead` logs route changes only, and they stay in their list
+                // until both copies have them.
+                None => Err(RtError::new(Errno::EINVAL)),
             }
         }
     }
