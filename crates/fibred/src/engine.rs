@@ -771,7 +771,9 @@ fn is_read(req: &Request) -> bool {
 
 /// The route a change names: a request of the general path, or one read ahead and kept
 /// in the log (list number and index, see [`crate::view::FibWriter::keep`]). The flags are
-/// those of an add; `None` deletes.
+/// those of an add; `None` deletes. Lives for one call on the stack; boxing the route would
+/// allocate for every change of the general path.
+#[allow(clippy::large_enum_variant)]
 enum RouteChange {
     Owned(Route, Option<ReqFlags>),
     ReadAhead(u64, usize),
