@@ -138,9 +138,12 @@ fn apply_route_change(r: &Route, new: Option<ReqFlags>, fib: &mut Fib) -> Result
     }
 }
 
-/// One entry of the log.
+/// One entry of the log (a few words: a read-ahead route change is a place, any other
+/// change is in `FibWriter::changes`).
+#[derive(Clone, Copy)]
 enum Logged {
-    Change(Change),
+    /// The change at this index of `FibWriter::changes`.
+    Change(u32),
     /// The route change at index `.1` of the kept read-ahead list numbered `.0`.
     ReadAhead(u64, u32),
 }
@@ -236,6 +239,8 @@ pub struct FibWriter {
     /// application read (`None`: it read none); after a publish (while `stale`), the changes
     /// the new standby copy still lacks.
     log: Vec<(Option<u64>, Logged)>,
+    /// The changes `Logged::Change` entries name, in order.
+    changes: Vec<Change>,
     /// Read-ahead lists whose route changes the log names, oldest first; the first is
     /// numbered `kept_base`.
     kept: VecDeque<ReadAhead>,
@@ -283,6 +288,7 @@ impl FibWriter {
                 readers: Mutex::new(Vec::new()),
             }),
             log: Vec::new(),
+            changes: Vec::new(),
             kept: VecDeque::new(),
             kept_base: 0,
             stale: false,
@@ -314,9 +320,12 @@ impl FibWriter {
     /// Applies `change` to the standby copy (made current first) and logs it.
     pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
         self.catch_up();
-        // Logged first and applied from the log: a change can be a few hundred bytes.
-        self.log.push((None, Logged::Change(change)));
-        self.apply_last()
+        // Stored first and applied from there: a change can be a few hundred bytes.
+        let Ok(i) = u32::try_from(self.changes.len()) else {
+            return Err(RtError::new(Errno::ENOBUFS));
+        };
+        self.changes.push(change);
+        self.log_and_apply(Logged::Change(i))
     }
 
     /// Keeps a read-ahead list for [`FibWriter::apply_read_ahead`] (the standby copy is made
@@ -360,23 +369,24 @@ impl FibWriter {
         let (Some(_), Ok(at32)) = (self.read_ahead(list, at), u32::try_from(at)) else {
             return Err(RtError::new(Errno::EINVAL));
         };
-        self.log.push((None, Logged::ReadAhead(list, at32)));
-        self.apply_last()
+        self.log_and_apply(Logged::ReadAhead(list, at32))
     }
 
-    /// Applies the last entry of the log to the standby copy, which is current, and records
-    /// the time it read.
-    fn apply_last(&mut self) -> Result<(), RtError> {
+    /// Applies the change `logged` names to the standby copy, which is current, and logs it
+    /// with the time it read.
+    fn log_and_apply(&mut self, logged: Logged) -> Result<(), RtError> {
         let i = self.standby_index();
         // SAFETY: the callers brought the standby copy up to date (`catch_up`), which waited
         // until no reader can be in it, and readers that start now read the active one;
         // `&mut self` makes this the only writer access.
         let fib = unsafe { &mut *self.shared.copies[i].get() };
-        let (kept, base) = (&self.kept, self.kept_base);
-        let (read, logged) = self.log.last_mut().expect("the callers pushed an entry");
-        let (r, now) =
-            self.shared.clocks[i].pinned_at(None, || apply_logged(logged, kept, base, fib));
-        *read = now;
+        let from = Sources {
+            changes: &self.changes,
+            kept: &self.kept,
+            kept_base: self.kept_base,
+        };
+        let (r, now) = self.shared.clocks[i].pinned_at(None, || from.apply(logged, fib));
+        self.log.push((now, logged));
         r
     }
 
@@ -424,12 +434,18 @@ impl FibWriter {
         let fib = unsafe { &mut *self.shared.copies[i].get() };
         let clock = &self.shared.clocks[i];
         fib.begin_batch();
-        for (now, c) in &self.log {
+        let from = Sources {
+            changes: &self.changes,
+            kept: &self.kept,
+            kept_base: self.kept_base,
+        };
+        for &(now, c) in &self.log {
             // The same result as on the other copy, which was equal, at the same time (a
             // change that read no time then reads none now: it takes the same path).
-            let _ = clock.pinned_at(*now, || apply_logged(c, &self.kept, self.kept_base, fib));
+            let _ = clock.pinned_at(now, || from.apply(c, fib));
         }
         self.log.clear();
+        self.changes.clear();
         // Every kept list is applied to both copies now; the newest may still be in use.
         while self.kept.len() > 1 {
             self.kept.pop_front();
@@ -466,27 +482,34 @@ impl FibWriter {
     }
 }
 
-/// Applies a log entry to `fib`; `kept` are the writer's kept read-ahead lists, the first
-/// numbered `base`.
-fn apply_logged(
-    logged: &Logged,
-    kept: &VecDeque<ReadAhead>,
-    base: u64,
-    fib: &mut Fib,
-) -> Result<(), RtError> {
-    match logged {
-        Logged::Change(c) => c.apply(fib),
-        Logged::ReadAhead(list, at) => {
-            let change = list
-                .checked_sub(base)
-                .and_then(|l| usize::try_from(l).ok())
-                .and_then(|l| kept.get(l)?.get(*at as usize))
-                .and_then(route_change);
-            match change {
-                Some((r, new)) => apply_route_change(r, new, fib),
-                // `apply_read_ahead` logs route changes only, and they stay in their list
-                // until both copies have them.
+/// Where the log's entries are: the writer's changes and kept read-ahead lists.
+struct Sources<'a> {
+    changes: &'a [Change],
+    kept: &'a VecDeque<ReadAhead>,
+    /// The number of the first kept list.
+    kept_base: u64,
+}
+
+impl Sources<'_> {
+    /// Applies the change a log entry names to `fib`.
+    fn apply(&self, logged: Logged, fib: &mut Fib) -> Result<(), RtError> {
+        match logged {
+            Logged::Change(i) => match self.changes.get(i as usize) {
+                Some(c) => c.apply(fib),
                 None => Err(RtError::new(Errno::EINVAL)),
+            },
+            Logged::ReadAhead(list, at) => {
+                let change = list
+                    .checked_sub(self.kept_base)
+                    .and_then(|l| usize::try_from(l).ok())
+                    .and_then(|l| self.kept.get(l)?.get(at as usize))
+                    .and_then(route_change);
+                match change {
+                    Some((r, new)) => apply_route_change(r, new, fib),
+                    // `apply_read_ahead` logs route changes only, and they stay in their
+                    // list until both copies have them.
+                    None => Err(RtError::new(Errno::EINVAL)),
+                }
             }
         }
     }
