@@ -127,6 +127,8 @@ pub(crate) struct Table {
     compiled: Compiled,
     dirty: Vec<Key>,
     all_dirty: bool,
+    /// IPv6: the kernel's leaf of each destination node with source routes (`leaf6`).
+    pub src_leaves: crate::leaf6::SrcLeaves,
 }
 
 /// The compiled side of a table.
@@ -276,6 +278,7 @@ impl Table {
             },
             dirty: Vec::new(),
             all_dirty: false,
+            src_leaves: Default::default(),
         }
     }
 

@@ -1,0 +1,259 @@
+//! The leaf the kernel's IPv6 radix tree keeps on a destination node that has source-specific
+//! routes and no source-less one, and the lookups it changes.
+//!
+//! The kernel's `fib6_node` names its key through a route: the node's `leaf`. A node whose
+//! routes all have a source (they live in its source subtree) has no route of its own in the
+//! destination tree, so its leaf is some route: the source route last added there, or, after
+//! the node lost its last source-less route (fib6_repair_tree) or the route it pointed to
+//! (fib6_purge_rt), a route *borrowed* from a child node (fib6_find_prefix: the left child's
+//! leaf, else the right child's, else a route of its own source subtree). The first search of
+//! a lookup (fib6_node_lookup) tests the destination against the leaf's prefix, not the
+//! node's: a destination inside the node but outside the borrowed route's prefix passes over
+//! the node and its source routes. Backtracking (fib6_backtrack) does not test it.
+//!
+//! What decides the leaf is the tree's history, so it is kept per node ([`SrcLeaf`], in the
+//! table), and updated as the kernel updates it:
+//! - a source route added at a node without source-less routes becomes its leaf (fib6_add_1
+//!   empties the leaf of a node it meets exactly, and fib6_add fills an empty one with the
+//!   route being added);
+//! - a route refused after the search met such a node (a duplicate, a `change` that matches
+//!   nothing), and the loss of the node's last source-less route, make it borrow anew
+//!   (fib6_add's error path, fib6_repair_tree);
+//! - so does the deletion of the route it points to (fib6_purge_rt).
+//!
+//! A route is named by its node, its source prefix and its metric ([`LeafRef`]): two routes
+//! with all three equal differ only in next hops, and a leaf's prefix is all a lookup reads.
+//! A branch node (a routeless node where keys diverge) is taken to hold what it would borrow
+//! now; the kernel gives a new branch node the leaf of the node it splits from.
+//!
+//! Called by the single writer only: [`attempt`] after every IPv6 route add, replace or change
+//! that reached the table, [`sync`] before the table's changes are committed.
+
+use std::collections::BTreeMap;
+
+use crate::fibtable::{Key, Table};
+use crate::route::{Entry, Infos};
+
+/// A route, as a leaf names it: its destination node, source prefix and metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LeafRef {
+    pub node: Key,
+    pub src: Option<Key>,
+    pub metric: u32,
+}
+
+/// The kernel's state of one destination node that has source-specific routes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SrcLeaf {
+    /// Whether the node also has source-less routes (RTN_RTINFO): its leaf is then its first.
+    pub rtinfo: bool,
+    /// The node's leaf while it has no source-less route.
+    pub leaf: LeafRef,
+}
+
+/// The source-route nodes of one IPv6 table.
+pub(crate) type SrcLeaves = BTreeMap<Key, SrcLeaf>;
+
+/// What a route add, replace or change did at its node, for [`attempt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Added.
+    Added,
+    /// Refused after the tree search met the destination node (a duplicate, a `change` that
+    /// matches no route or no source node).
+    Refused,
+    /// Refused before the tree was searched, or where the table has no node for it.
+    Untouched,
+}
+
+/// Whether the first search of a lookup for `dst` passes over `key`, a node whose entries
+/// have sources and no source-less route, because its leaf is a borrowed route whose prefix
+/// does not cover `dst`.
+pub(crate) fn passes_over(t: &Table, key: Key, dst: u128) -> bool {
+    t.src_leaves
+        .get(&key)
+        .is_some_and(|s| !s.rtinfo && s.leaf.node != key && !s.leaf.node.contains(dst, 128))
+}
+
+/// Records what a route add, replace or change with source `src` and metric `metric` did to
+/// the leaf of node `key` of table `t`.
+pub(crate) fn attempt(
+    t: &mut Table,
+    infos: &Infos,
+    key: Key,
+    src: Option<Key>,
+    metric: u32,
+    outcome: Outcome,
+) {
+    if key.len == 0 || outcome == Outcome::Untouched {
+        return;
+    }
+    let Some(entries) = t.get(&key) else { return };
+    let rtinfo = entries.iter().any(|e| e.src().is_none());
+    let has_src = entries.iter().any(|e| e.src().is_some());
+    match (src, outcome) {
+        (Some(s), Outcome::Added) if has_src => {
+            let own = LeafRef {
+                node: key,
+                src: Some(s),
+                metric,
+            };
+            let e = t.src_leaves.entry(key).or_insert(SrcLeaf { rtinfo, leaf: own });
+            if !rtinfo {
+                e.leaf = own;
+            }
+        }
+        (_, Outcome::Refused) if has_src && !rtinfo => {
+            let leaf = find_prefix(t, infos, key);
+            if let Some(e) = t.src_leaves.get_mut(&key) {
+                e.leaf = leaf;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Brings every source-route node of `t` up to date with its entries: a node that lost its
+/// last source-less route, or whose leaf route is gone, borrows anew; a node without source
+/// routes is forgotten.
+pub(crate) fn sync(t: &mut Table, infos: &Infos) {
+    if t.src_leaves.is_empty() {
+        return;
+    }
+    let keys: Vec<Key> = t.src_leaves.keys().copied().collect();
+    for key in keys {
+        let (has_src, rtinfo) = match t.get(&key) {
+            Some(es) => (
+                es.iter().any(|e| e.src().is_some()),
+                es.iter().any(|e| e.src().is_none()),
+            ),
+            None => (false, false),
+        };
+        if !has_src {
+            t.src_leaves.remove(&key);
+            continue;
+        }
+        let s = t.src_leaves[&key];
+        let reborrow = !rtinfo && (s.rtinfo || !exists(t, infos, s.leaf));
+        let leaf = if reborrow {
+            find_prefix(t, infos, key)
+        } else {
+            s.leaf
+        };
+        t.src_leaves.insert(key, SrcLeaf { rtinfo, leaf });
+    }
+}
+
+fn metric(infos: &Infos, e: &Entry) -> u32 {
+    infos.get(e.info).spec.priority
+}
+
+/// Whether the route `r` names is still in the table.
+fn exists(t: &Table, infos: &Infos, r: LeafRef) -> bool {
+    t.get(&r.node).is_some_and(|es| {
+        es.iter()
+            .any(|e| e.src() == r.src && metric(infos, e) == r.metric)
+    })
+}
+
+/// fib6_find_prefix for node `key`: the leaf of its left child, else of its right child, else
+/// one of its own source routes.
+fn find_prefix(t: &Table, infos: &Infos, key: Key) -> LeafRef {
+    for half in halves(key) {
+        if let Some(child) = topmost(t, half) {
+            return leaf_of(t, infos, child);
+        }
+    }
+    let own = t
+        .get(&key)
+        .and_then(|es| es.iter().find(|e| e.src().is_some()).copied());
+    LeafRef {
+        node: key,
+        src: own.and_then(|e| e.src()),
+        metric: own.map_or(0, |e| metric(infos, &e)),
+    }
+}
+
+/// The leaf of node `n`: its first source-less route, its recorded leaf, or for a branch node
+/// what it would borrow.
+fn leaf_of(t: &Table, infos: &Infos, n: Key) -> LeafRef {
+    match t.get(&n) {
+        Some(es) => {
+            if let Some(e) = es.iter().find(|e| e.src().is_none()) {
+                return LeafRef {
+                    node: n,
+                    src: None,
+                    metric: metric(infos, e),
+                };
+            }
+            match t.src_leaves.get(&n) {
+                Some(s) => s.leaf,
+                None => find_prefix(t, infos, n),
+            }
+        }
+        None => find_prefix(t, infos, n),
+    }
+}
+
+/// The two halves of `key` (its prefixes one bit longer), left (bit clear) first.
+fn halves(key: Key) -> [Key; 2] {
+    let bit = 1u128 << (127 - key.len);
+    [
+        Key {
+            addr: key.addr,
+            len: key.len + 1,
+        },
+        Key {
+            addr: key.addr | bit,
+            len: key.len + 1,
+        },
+    ]
+}
+
+/// Whether any key of the table lies within `p` (`p` itself included).
+fn any_within(t: &Table, p: Key) -> bool {
+    t.range_from(Key {
+        addr: p.addr,
+        len: u8::MAX,
+    })
+    .find(|(k, _)| k.addr != p.addr || k.len >= p.len)
+    .is_some_and(|(k, _)| k.addr <= p.last(128))
+}
+
+/// The radix tree's topmost node within `p`: the shortest key covering every key within `p`,
+/// or the branch point where those keys diverge. None when `p` holds no key.
+fn topmost(t: &Table, p: Key) -> Option<Key> {
+    if !any_within(t, p) {
+        return None;
+    }
+    let mut q = p;
+    loop {
+        if t.contains(&q) || q.len == 128 {
+            return Some(q);
+        }
+        let [l, r] = halves(q);
+        match (any_within(t, l), any_within(t, r)) {
+            (true, true) => return Some(q),
+            (true, false) => q = l,
+            _ => q = r,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(s: &str) -> Key {
+        let (a, l) = s.split_once('/').expect("prefix");
+        let a: std::net::Ipv6Addr = a.parse().expect("address");
+        Key::new(u128::from(a), l.parse().expect("length"), 128)
+    }
+
+    #[test]
+    fn halves_split_on_the_next_bit() {
+        let [l, r] = halves(k("2001:db8::/32"));
+        assert_eq!(l, k("2001:db8::/33"));
+        assert_eq!(r, k("2001:db8:8000::/33"));
+    }
+}
