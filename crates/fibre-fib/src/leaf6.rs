@@ -11,23 +11,26 @@
 //! node's: a destination inside the node but outside the borrowed route's prefix passes over
 //! the node and its source routes. Backtracking (fib6_backtrack) does not test it.
 //!
-//! What decides the leaf is the tree's history, so it is kept per node ([`SrcLeaf`], in the
-//! table), and updated as the kernel updates it:
+//! What decides a leaf is the tree's history, so it is kept, per node, from the moment the
+//! table's first source route is added (before that no lookup reads one): for destination
+//! nodes with source routes ([`SrcLeaf`]) and for branch nodes (routeless nodes where keys
+//! diverge, whose leaves such nodes borrow). Each changes as the kernel changes it:
 //! - a source route added at a node without source-less routes becomes its leaf (fib6_add_1
 //!   empties the leaf of a node it meets exactly, and fib6_add fills an empty one with the
 //!   route being added);
+//! - a new branch node takes the leaf of the node it splits from (fib6_add_1);
 //! - a route refused after the search met such a node (a duplicate, a `change` that matches
-//!   nothing), and the loss of the node's last source-less route, make it borrow anew
-//!   (fib6_add's error path, fib6_repair_tree);
-//! - so does the deletion of the route it points to (fib6_purge_rt).
+//!   nothing), the loss of a node's last source-less route or of a branch node's child, make
+//!   the node borrow anew (fib6_add's error path, fib6_repair_tree);
+//! - so does the deletion of the route a node points to (fib6_purge_rt).
 //!
 //! A route is named by its node, its source prefix and its metric ([`LeafRef`]): two routes
 //! with all three equal differ only in next hops, and a leaf's prefix is all a lookup reads.
-//! A branch node (a routeless node where keys diverge) is taken to hold what it would borrow
-//! now; the kernel gives a new branch node the leaf of the node it splits from.
+//! A branch node made before tracking began is taken to hold what it would borrow now.
 //!
-//! Called by the single writer only: [`attempt`] after every IPv6 route add, replace or change
-//! that reached the table, [`sync`] before the table's changes are committed.
+//! Called by the single writer only: the table notes which keys appear, change and vanish
+//! ([`Leaves::note`]); [`attempt`] follows every IPv6 route add, replace or change that reached
+//! the table; [`sync`] replays the notes before the table's changes are committed.
 
 use std::collections::BTreeMap;
 
@@ -51,8 +54,33 @@ pub(crate) struct SrcLeaf {
     pub leaf: LeafRef,
 }
 
-/// The source-route nodes of one IPv6 table.
-pub(crate) type SrcLeaves = BTreeMap<Key, SrcLeaf>;
+/// What happened to a key of the table, as [`Leaves::note`] records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyEvent {
+    Inserted,
+    Changed,
+    Removed,
+}
+
+/// The leaves of one IPv6 table that lookups can read, and the key changes not yet applied.
+#[derive(Debug, Default)]
+pub(crate) struct Leaves {
+    /// Whether the table has had a source route (until then nothing is tracked).
+    track: bool,
+    src: BTreeMap<Key, SrcLeaf>,
+    branch: BTreeMap<Key, LeafRef>,
+    log: Vec<(Key, KeyEvent)>,
+}
+
+impl Leaves {
+    /// Records a change of `key` for the next [`sync`].
+    #[inline]
+    pub fn note(&mut self, key: Key, ev: KeyEvent) {
+        if self.track {
+            self.log.push((key, ev));
+        }
+    }
+}
 
 /// What a route add, replace or change did at its node, for [`attempt`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +98,8 @@ pub(crate) enum Outcome {
 /// have sources and no source-less route, because its leaf is a borrowed route whose prefix
 /// does not cover `dst`.
 pub(crate) fn passes_over(t: &Table, key: Key, dst: u128) -> bool {
-    t.src_leaves
+    t.leaves
+        .src
         .get(&key)
         .is_some_and(|s| !s.rtinfo && s.leaf.node != key && !s.leaf.node.contains(dst, 128))
 }
@@ -88,7 +117,22 @@ pub(crate) fn attempt(
     if key.len == 0 || outcome == Outcome::Untouched {
         return;
     }
-    let Some(entries) = t.get(&key) else { return };
+    if src.is_some() && outcome == Outcome::Added {
+        t.leaves.track = true;
+    }
+    if !t.leaves.track {
+        return;
+    }
+    // Key changes of this request first, so the node's place in the tree is current.
+    sync(t, infos);
+    let Some(entries) = t.get(&key) else {
+        // A branch node met by a refused `change`: repaired.
+        if outcome == Outcome::Refused && is_branch(t, key) {
+            let leaf = find_prefix(t, infos, key);
+            t.leaves.branch.insert(key, leaf);
+        }
+        return;
+    };
     let rtinfo = entries.iter().any(|e| e.src().is_none());
     let has_src = entries.iter().any(|e| e.src().is_some());
     match (src, outcome) {
@@ -98,14 +142,14 @@ pub(crate) fn attempt(
                 src: Some(s),
                 metric,
             };
-            let e = t.src_leaves.entry(key).or_insert(SrcLeaf { rtinfo, leaf: own });
+            let e = t.leaves.src.entry(key).or_insert(SrcLeaf { rtinfo, leaf: own });
             if !rtinfo {
                 e.leaf = own;
             }
         }
         (_, Outcome::Refused) if has_src && !rtinfo => {
             let leaf = find_prefix(t, infos, key);
-            if let Some(e) = t.src_leaves.get_mut(&key) {
+            if let Some(e) = t.leaves.src.get_mut(&key) {
                 e.leaf = leaf;
             }
         }
@@ -113,15 +157,41 @@ pub(crate) fn attempt(
     }
 }
 
-/// Brings every source-route node of `t` up to date with its entries: a node that lost its
-/// last source-less route, or whose leaf route is gone, borrows anew; a node without source
-/// routes is forgotten.
+/// Applies the noted key changes of `t` to its leaves, in order: a new key may split a branch
+/// node off, a vanished one repairs the nodes above it; then every node whose leaf route is
+/// gone (on the paths of the changed keys) borrows anew, and every source-route node that lost
+/// its last source-less route too.
 pub(crate) fn sync(t: &mut Table, infos: &Infos) {
-    if t.src_leaves.is_empty() {
+    if !t.leaves.track {
         return;
     }
-    let keys: Vec<Key> = t.src_leaves.keys().copied().collect();
-    for key in keys {
+    let log = std::mem::take(&mut t.leaves.log);
+    for &(key, ev) in &log {
+        match ev {
+            KeyEvent::Inserted => inserted(t, infos, key),
+            KeyEvent::Removed => removed(t, infos, key),
+            KeyEvent::Changed => {}
+        }
+    }
+    // Children before parents: a node that borrows anew reads its children's current leaves.
+    let mut nodes: Vec<Key> = t.leaves.src.keys().copied().collect();
+    for &(key, _) in &log {
+        nodes.extend((0..=key.len).map(|len| prefix(key, len)).filter(|p| t.leaves.branch.contains_key(p)));
+    }
+    nodes.sort_unstable_by(|a, b| b.len.cmp(&a.len).then(a.addr.cmp(&b.addr)));
+    nodes.dedup();
+    for key in nodes {
+        if let Some(&leaf) = t.leaves.branch.get(&key) {
+            // fib6_purge_rt.
+            if t.contains(&key) {
+                t.leaves.branch.remove(&key);
+            } else if !exists(t, infos, leaf) {
+                let leaf = find_prefix(t, infos, key);
+                t.leaves.branch.insert(key, leaf);
+            }
+            continue;
+        }
+        let Some(&s) = t.leaves.src.get(&key) else { continue };
         let (has_src, rtinfo) = match t.get(&key) {
             Some(es) => (
                 es.iter().any(|e| e.src().is_some()),
@@ -130,17 +200,107 @@ pub(crate) fn sync(t: &mut Table, infos: &Infos) {
             None => (false, false),
         };
         if !has_src {
-            t.src_leaves.remove(&key);
+            t.leaves.src.remove(&key);
             continue;
         }
-        let s = t.src_leaves[&key];
+        // The loss of the last source-less route (fib6_repair_tree), or of the leaf route.
         let reborrow = !rtinfo && (s.rtinfo || !exists(t, infos, s.leaf));
         let leaf = if reborrow {
             find_prefix(t, infos, key)
         } else {
             s.leaf
         };
-        t.src_leaves.insert(key, SrcLeaf { rtinfo, leaf });
+        t.leaves.src.insert(key, SrcLeaf { rtinfo, leaf });
+    }
+}
+
+/// The prefix of `key` of length `len`.
+fn prefix(key: Key, len: u8) -> Key {
+    Key::new(key.addr, len, 128)
+}
+
+/// The half of `p` (one bit longer) that holds `key`, and the other.
+fn sides(p: Key, key: Key) -> (Key, Key) {
+    let [l, r] = halves(p);
+    if l.contains(key.addr, 128) {
+        (l, r)
+    } else {
+        (r, l)
+    }
+}
+
+/// Whether `p`, not a key, is a branch node: keys lie on both sides of its next bit.
+fn is_branch(t: &Table, p: Key) -> bool {
+    p.len < 128 && {
+        let [l, r] = halves(p);
+        any_within(t, l) && any_within(t, r)
+    }
+}
+
+/// A new key: the branch node it splits off, if any, takes the leaf of the node it splits
+/// from. A branch node that becomes a key loses its leaf.
+fn inserted(t: &mut Table, infos: &Infos, key: Key) {
+    if t.leaves.branch.remove(&key).is_some() || key.len == 0 || !t.contains(&key) {
+        return;
+    }
+    for len in (0..key.len).rev() {
+        let p = prefix(key, len);
+        if t.contains(&p) || t.leaves.branch.contains_key(&p) {
+            return;
+        }
+        let (mine, other) = sides(p, key);
+        if let Some(from) = topmost(t, other) {
+            // Keys already on this side besides the new one: `p` was a branch node before.
+            let before = t
+                .range_from(Key {
+                    addr: mine.addr,
+                    len: u8::MAX,
+                })
+                .filter(|(k, _)| k.addr != mine.addr || k.len >= mine.len)
+                .take_while(|(k, _)| k.addr <= mine.last(128))
+                .any(|(k, _)| *k != key);
+            if !before {
+                let leaf = leaf_of(t, infos, from);
+                t.leaves.branch.insert(p, leaf);
+            }
+            return;
+        }
+    }
+}
+
+/// A vanished key: a node with two children stays as a branch node and borrows anew;
+/// otherwise the node goes, and so does a branch node above left with one child; the first
+/// branch node above that keeps two children borrows anew (fib6_repair_tree).
+fn removed(t: &mut Table, infos: &Infos, key: Key) {
+    if key.len == 0 || t.contains(&key) {
+        return;
+    }
+    if is_branch(t, key) {
+        let leaf = find_prefix(t, infos, key);
+        t.leaves.branch.insert(key, leaf);
+        return;
+    }
+    t.leaves.branch.remove(&key);
+    let [l, r] = halves(key);
+    // Whether the node above loses a child (it does when the vanished node had none).
+    let mut loses = !(any_within(t, l) || any_within(t, r));
+    for len in (0..key.len).rev() {
+        let p = prefix(key, len);
+        if t.contains(&p) {
+            return;
+        }
+        let (mine, other) = sides(p, key);
+        if !any_within(t, other) && !t.leaves.branch.contains_key(&p) {
+            continue;
+        }
+        if loses && !any_within(t, mine) {
+            t.leaves.branch.remove(&p);
+            loses = false;
+            continue;
+        }
+        let leaf = find_prefix(t, infos, p);
+        t.leaves.branch.insert(p, leaf);
+        return;
     }
 }
 
@@ -186,12 +346,15 @@ fn leaf_of(t: &Table, infos: &Infos, n: Key) -> LeafRef {
                     metric: metric(infos, e),
                 };
             }
-            match t.src_leaves.get(&n) {
+            match t.leaves.src.get(&n) {
                 Some(s) => s.leaf,
                 None => find_prefix(t, infos, n),
             }
         }
-        None => find_prefix(t, infos, n),
+        None => match t.leaves.branch.get(&n) {
+            Some(&leaf) => leaf,
+            None => find_prefix(t, infos, n),
+        },
     }
 }
 
