@@ -69,6 +69,8 @@ pub(crate) struct Leaves {
     track: bool,
     src: BTreeMap<Key, SrcLeaf>,
     branch: BTreeMap<Key, LeafRef>,
+    /// How many nodes of either map have each prefix length: the lengths a path probes.
+    lens: Vec<u32>,
     log: Vec<(Key, KeyEvent)>,
 }
 
@@ -79,6 +81,51 @@ impl Leaves {
         if self.track {
             self.log.push((key, ev));
         }
+    }
+
+    fn count(&mut self, len: u8, up: bool) {
+        if self.lens.is_empty() {
+            self.lens = vec![0; 129];
+        }
+        if up {
+            self.lens[len as usize] += 1;
+        } else {
+            self.lens[len as usize] -= 1;
+        }
+    }
+
+    fn set_src(&mut self, key: Key, s: SrcLeaf) {
+        if self.src.insert(key, s).is_none() {
+            self.count(key.len, true);
+        }
+    }
+
+    fn del_src(&mut self, key: Key) {
+        if self.src.remove(&key).is_some() {
+            self.count(key.len, false);
+        }
+    }
+
+    fn set_branch(&mut self, key: Key, leaf: LeafRef) {
+        if self.branch.insert(key, leaf).is_none() {
+            self.count(key.len, true);
+        }
+    }
+
+    fn del_branch(&mut self, key: Key) -> bool {
+        let had = self.branch.remove(&key).is_some();
+        if had {
+            self.count(key.len, false);
+        }
+        had
+    }
+
+    /// The tracked nodes on the path from the root to `key`, `key` included.
+    fn on_path(&self, key: Key) -> impl Iterator<Item = Key> + '_ {
+        (0..=key.len)
+            .filter(|&l| self.lens.get(l as usize).is_some_and(|&c| c > 0))
+            .map(move |l| prefix(key, l))
+            .filter(|p| self.src.contains_key(p) || self.branch.contains_key(p))
     }
 }
 
@@ -129,7 +176,7 @@ pub(crate) fn attempt(
         // A branch node met by a refused `change`: repaired.
         if outcome == Outcome::Refused && is_branch(t, key) {
             let leaf = find_prefix(t, infos, key);
-            t.leaves.branch.insert(key, leaf);
+            t.leaves.set_branch(key, leaf);
         }
         return;
     };
@@ -142,10 +189,16 @@ pub(crate) fn attempt(
                 src: Some(s),
                 metric,
             };
-            let e = t.leaves.src.entry(key).or_insert(SrcLeaf { rtinfo, leaf: own });
+            let mut e = t
+                .leaves
+                .src
+                .get(&key)
+                .copied()
+                .unwrap_or(SrcLeaf { rtinfo, leaf: own });
             if !rtinfo {
                 e.leaf = own;
             }
+            t.leaves.set_src(key, e);
         }
         (_, Outcome::Refused) if has_src && !rtinfo => {
             let leaf = find_prefix(t, infos, key);
@@ -174,24 +227,27 @@ pub(crate) fn sync(t: &mut Table, infos: &Infos) {
         }
     }
     // Children before parents: a node that borrows anew reads its children's current leaves.
-    let mut nodes: Vec<Key> = t.leaves.src.keys().copied().collect();
-    for &(key, _) in &log {
-        nodes.extend((0..=key.len).map(|len| prefix(key, len)).filter(|p| t.leaves.branch.contains_key(p)));
-    }
+    // Only nodes on the paths of changed keys can have lost a route or a child.
+    let mut changed: Vec<Key> = log.iter().map(|&(k, _)| k).collect();
+    changed.sort_unstable();
+    changed.dedup();
+    let mut nodes: Vec<Key> = changed.iter().flat_map(|&k| t.leaves.on_path(k)).collect();
     nodes.sort_unstable_by(|a, b| b.len.cmp(&a.len).then(a.addr.cmp(&b.addr)));
     nodes.dedup();
     for key in nodes {
         if let Some(&leaf) = t.leaves.branch.get(&key) {
             // fib6_purge_rt.
             if t.contains(&key) {
-                t.leaves.branch.remove(&key);
+                t.leaves.del_branch(key);
             } else if !exists(t, infos, leaf) {
                 let leaf = find_prefix(t, infos, key);
-                t.leaves.branch.insert(key, leaf);
+                t.leaves.set_branch(key, leaf);
             }
             continue;
         }
-        let Some(&s) = t.leaves.src.get(&key) else { continue };
+        let Some(&s) = t.leaves.src.get(&key) else {
+            continue;
+        };
         let (has_src, rtinfo) = match t.get(&key) {
             Some(es) => (
                 es.iter().any(|e| e.src().is_some()),
@@ -200,7 +256,7 @@ pub(crate) fn sync(t: &mut Table, infos: &Infos) {
             None => (false, false),
         };
         if !has_src {
-            t.leaves.src.remove(&key);
+            t.leaves.del_src(key);
             continue;
         }
         // The loss of the last source-less route (fib6_repair_tree), or of the leaf route.
@@ -210,7 +266,7 @@ pub(crate) fn sync(t: &mut Table, infos: &Infos) {
         } else {
             s.leaf
         };
-        t.leaves.src.insert(key, SrcLeaf { rtinfo, leaf });
+        t.leaves.set_src(key, SrcLeaf { rtinfo, leaf });
     }
 }
 
@@ -240,7 +296,7 @@ fn is_branch(t: &Table, p: Key) -> bool {
 /// A new key: the branch node it splits off, if any, takes the leaf of the node it splits
 /// from. A branch node that becomes a key loses its leaf.
 fn inserted(t: &mut Table, infos: &Infos, key: Key) {
-    if t.leaves.branch.remove(&key).is_some() || key.len == 0 || !t.contains(&key) {
+    if t.leaves.del_branch(key) || key.len == 0 || !t.contains(&key) {
         return;
     }
     for len in (0..key.len).rev() {
@@ -261,7 +317,7 @@ fn inserted(t: &mut Table, infos: &Infos, key: Key) {
                 .any(|(k, _)| *k != key);
             if !before {
                 let leaf = leaf_of(t, infos, from);
-                t.leaves.branch.insert(p, leaf);
+                t.leaves.set_branch(p, leaf);
             }
             return;
         }
@@ -277,10 +333,10 @@ fn removed(t: &mut Table, infos: &Infos, key: Key) {
     }
     if is_branch(t, key) {
         let leaf = find_prefix(t, infos, key);
-        t.leaves.branch.insert(key, leaf);
+        t.leaves.set_branch(key, leaf);
         return;
     }
-    t.leaves.branch.remove(&key);
+    t.leaves.del_branch(key);
     let [l, r] = halves(key);
     // Whether the node above loses a child (it does when the vanished node had none).
     let mut loses = !(any_within(t, l) || any_within(t, r));
@@ -294,12 +350,12 @@ fn removed(t: &mut Table, infos: &Infos, key: Key) {
             continue;
         }
         if loses && !any_within(t, mine) {
-            t.leaves.branch.remove(&p);
+            t.leaves.del_branch(p);
             loses = false;
             continue;
         }
         let leaf = find_prefix(t, infos, p);
-        t.leaves.branch.insert(p, leaf);
+        t.leaves.set_branch(p, leaf);
         return;
     }
 }

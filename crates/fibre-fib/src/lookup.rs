@@ -586,7 +586,10 @@ impl Fib {
         for (key, entries) in t.lpm(flow.dst) {
             let subtree = entries.iter().any(|e| e.src().is_some());
             let best_src = longest_src_below(entries, flow.src, u8::MAX);
-            if !found && subtree && (best_src.is_none() || crate::leaf6::passes_over(t, key, flow.dst)) {
+            if !found
+                && subtree
+                && (best_src.is_none() || crate::leaf6::passes_over(t, key, flow.dst))
+            {
                 continue;
             }
             found = true;
