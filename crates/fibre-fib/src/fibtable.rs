@@ -30,6 +30,7 @@ use smallvec::SmallVec;
 
 use sorted::SortedMap;
 
+use crate::leaf6::KeyEvent;
 use crate::route::Entry;
 
 /// The entries of one key: almost always one, kept inline (no allocation per prefix).
@@ -127,6 +128,8 @@ pub(crate) struct Table {
     compiled: Compiled,
     dirty: Vec<Key>,
     all_dirty: bool,
+    /// IPv6: the kernel's radix-tree leaves where lookups can see them (`leaf6`).
+    pub leaves: crate::leaf6::Leaves,
 }
 
 /// The compiled side of a table.
@@ -276,6 +279,7 @@ impl Table {
             },
             dirty: Vec::new(),
             all_dirty: false,
+            leaves: Default::default(),
         }
     }
 
@@ -295,7 +299,10 @@ impl Table {
         if !self.all_dirty {
             self.dirty.push(key);
         }
+        let leaves = &mut self.leaves;
+        leaves.note(key, KeyEvent::Changed);
         let slot = self.map.get_or_insert_with(key, || {
+            leaves.note(key, KeyEvent::Inserted);
             let l = key.len as usize;
             lc[l] += 1;
             if lc[l] == 1 {
@@ -318,6 +325,7 @@ impl Table {
                 self.compiled.special_entries -= s.special;
                 self.compiled.drop(key, s.fast);
             }
+            self.leaves.note(*key, KeyEvent::Removed);
             let l = key.len as usize;
             self.len_count[l] -= 1;
             if self.len_count[l] == 0 {

@@ -29,6 +29,7 @@ pub mod expiry;
 mod fibtable;
 mod fxhash;
 mod get;
+mod leaf6;
 mod link;
 mod lookup;
 mod neigh;

@@ -409,6 +409,7 @@ impl Fib {
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {
                 if !t.is_clean() {
+                    crate::leaf6::sync(t, infos);
                     t.commit(|es| winner(infos, nhobjs, family, es));
                     if !self.batching {
                         t.flush_compiled();
@@ -567,7 +568,9 @@ impl Fib {
     /// - The first node: the longest destination whose routes are source-less, or that has
     ///   source-specific routes of which one covers the flow's source (then the longest such
     ///   source). A destination with source-specific routes none of which covers the source is
-    ///   passed over, its source-less routes with it. When nothing is found the table root
+    ///   passed over, its source-less routes with it; so is a destination with only
+    ///   source-specific routes whose leaf is a borrowed route not covering the flow's
+    ///   destination (`leaf6`). When nothing is found the table root
     ///   (`::/0` without source) is the node, so source-less default routes are never shadowed.
     /// - Backtracking from a node without a usable route: shorter covering sources of the same
     ///   destination, then that destination's source-less routes, then the shorter destinations,
@@ -583,7 +586,10 @@ impl Fib {
         for (key, entries) in t.lpm(flow.dst) {
             let subtree = entries.iter().any(|e| e.src().is_some());
             let best_src = longest_src_below(entries, flow.src, u8::MAX);
-            if !found && subtree && best_src.is_none() {
+            if !found
+                && subtree
+                && (best_src.is_none() || crate::leaf6::passes_over(t, key, flow.dst))
+            {
                 continue;
             }
             found = true;

@@ -13,6 +13,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use crate::fibtable::Key;
+use crate::leaf6;
 use crate::lookup::{LookupFlags, TableResult};
 use crate::route::{Entry, InfoSpec, Infos, NhSpec, NhState};
 use crate::route4::einval;
@@ -116,10 +117,22 @@ impl Fib {
             built.push(self.create_info6(r, tb, h, int)?);
         }
         let snapshot = self.snapshot6(tb, key);
+        let metric = built.first().map_or(0, |(s, _)| s.priority);
         let mut fl = flags;
         for (spec, st) in built {
             if let Err(e) = self.insert6_one(tb, key, src, spec, st, fl) {
                 self.restore6(tb, key, snapshot);
+                // A `change` that finds no node for its destination gives an extack text
+                // (see `insert6_one`); one that finds no source node gives it too.
+                let outcome = match (e.errno, &e.extack) {
+                    (Errno::EEXIST, _) | (Errno::ENOENT, None) => leaf6::Outcome::Refused,
+                    (Errno::ENOENT, Some(_)) if self.t6[&tb].has_radix_node(&key) => {
+                        leaf6::Outcome::Refused
+                    }
+                    _ => leaf6::Outcome::Untouched,
+                };
+                let t = self.t6.get_mut(&tb).expect("table made above");
+                leaf6::attempt(t, &self.infos, key, src, metric, outcome);
                 return Err(e);
             }
             // After the first sibling, the rest are added to it (ip6_route_multipath_add).
@@ -131,6 +144,8 @@ impl Fib {
             };
         }
         self.release_snapshot(snapshot);
+        let t = self.t6.get_mut(&tb).expect("table made above");
+        leaf6::attempt(t, &self.infos, key, src, metric, leaf6::Outcome::Added);
         Ok(())
     }
 
