@@ -16,7 +16,7 @@ use crate::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessag
 use crate::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
 use crate::message::{flags as nf, types as mt};
 use crate::neighbour::{NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage};
-use crate::nexthop::{GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage};
+use crate::nexthop::{GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage, ResGroupAttr};
 use crate::nla::{Attr, Be16, Flag, Nest, NlStr};
 use crate::route::{
     MetricAttr, NextHopHeader, RouteAttr, RouteCacheInfo, RouteHeader, RouteMessage, RouteNextHop,
@@ -1201,6 +1201,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         flags: h.flags,
         scope: h.scope,
     };
+    let mut res = None;
     for (i, a) in m.attributes.iter().enumerate() {
         let at = |text: &str| RequestError {
             error: RtError::msg(Errno::EINVAL, text),
@@ -1236,13 +1237,48 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                     offset: Some(nexthop_attr_offset(m, i)),
                 })
             }
-            NexthopAttr::ResGroup(_) | NexthopAttr::Other(_) => {
-                return Err(at("Unknown attribute type"))
+            NexthopAttr::ResGroup(n) => res = Some((i, n)),
+            NexthopAttr::Other(_) => return Err(at("Unknown attribute type")),
+        }
+    }
+    // The parameters count only for a resilient group (rtm_to_nh_config_grp_res); another
+    // group refuses them (nh_check_attr_group), a single next hop ignores them.
+    if let (Some((i, n)), false) = (res, nh.group.is_empty()) {
+        if nh.group_type != GROUP_TYPE_RES {
+            return Err(RequestError {
+                error: RtError::msg(
+                    Errno::EINVAL,
+                    "No other attributes expected in nexthop group",
+                ),
+                offset: None,
+            });
+        }
+        let mut r = ResGroup::default();
+        for a in &n.attrs {
+            match a {
+                ResGroupAttr::Buckets(v) => r.buckets = Some(*v),
+                ResGroupAttr::IdleTimer(v) => r.idle_timer = Some(*v),
+                ResGroupAttr::UnbalancedTimer(v) => r.unbalanced_timer = Some(*v),
+                // An answer's; the model refuses it in a request.
+                ResGroupAttr::UnbalancedTime(v) => r.unbalanced_time = Some(*v),
+                ResGroupAttr::Other(_) => {
+                    return Err(RequestError {
+                        error: RtError::msg(Errno::EINVAL, "Unknown attribute type"),
+                        offset: Some(nexthop_attr_offset(m, i)),
+                    })
+                }
             }
         }
+        nh.res = Some(r);
     }
     Ok(nh)
 }
+
+/// NEXTHOP_GRP_TYPE_RES.
+const GROUP_TYPE_RES: u16 = 1;
+
+/// NHA_OP_FLAGS in answers: the group's `struct nexthop_grp` reserved fields are zero.
+const NHA_OP_FLAG_RESP_GRP_RESVD_0: u32 = 1 << 31;
 
 /// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order).
 pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
@@ -1270,6 +1306,23 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
             })
             .collect();
         a.push(NexthopAttr::Group(entries));
+    }
+    if let Some(r) = nh.res.filter(|_| nh.group_type == GROUP_TYPE_RES) {
+        // nla_put_nh_group_res: an answer carries all four; a request what it was given.
+        let mut n = Vec::with_capacity(4);
+        n.extend(r.buckets.map(ResGroupAttr::Buckets));
+        n.extend(r.idle_timer.map(ResGroupAttr::IdleTimer));
+        n.extend(r.unbalanced_timer.map(ResGroupAttr::UnbalancedTimer));
+        n.extend(r.unbalanced_time.map(ResGroupAttr::UnbalancedTime));
+        // The kernel emits and requires this nest with NLA_F_NESTED (nla_nest_start).
+        a.push(NexthopAttr::ResGroup(Nest {
+            flagged: true,
+            attrs: n,
+        }));
+    }
+    if !nh.group.is_empty() {
+        // The kernel (6.13 on) marks every group it reports: reserved fields are zero.
+        a.push(NexthopAttr::OpFlags(NHA_OP_FLAG_RESP_GRP_RESVD_0));
     }
     if nh.blackhole {
         a.push(NexthopAttr::Blackhole(Flag));
@@ -1615,6 +1668,9 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
             // The kernel rejects a scope in requests ("Invalid values in ancillary header").
             let mut m = nexthop_message(nh);
             m.header.scope = scope::UNIVERSE;
+            // Answers only: the request policy has no NHA_OP_FLAGS.
+            m.attributes
+                .retain(|a| !matches!(a, NexthopAttr::OpFlags(_)));
             (mt::RTM_NEWNEXTHOP, change(*f), Payload::Nexthop(m))
         }
         Request::DelNexthop(id) => (

@@ -172,6 +172,24 @@ fn kernel_accepts_our_requests() {
         flags: 0,
         scope: 0,
     };
+    let res = NexthopObj {
+        id: 8,
+        family: None,
+        gateway: None,
+        oif: 0,
+        group: vec![GroupMember {
+            id: 7,
+            weight_minus_one: 0,
+        }],
+        group_type: 1,
+        res: Some(ResGroup {
+            buckets: Some(8),
+            idle_timer: Some(6000),
+            unbalanced_timer: Some(300),
+            unbalanced_time: None,
+        }),
+        ..nh.clone()
+    };
     let mut via_nh = Route::new(Family::Inet, prefix("10.3.0.0/16"));
     via_nh.table = table::MAIN;
     via_nh.protocol = protocol::BOOT;
@@ -201,6 +219,7 @@ fn kernel_accepts_our_requests() {
         Request::NewRoute(multi.clone(), ReqFlags::ADD),
         Request::NewRoute(black.clone(), ReqFlags::ADD),
         Request::NewNexthop(nh.clone(), ReqFlags::ADD),
+        Request::NewNexthop(res.clone(), ReqFlags::ADD),
         Request::NewRoute(via_nh.clone(), ReqFlags::ADD),
         Request::NewRule(rule.clone(), ReqFlags::ADD),
         Request::NewNeigh(neigh.clone(), ReqFlags::ADD),
@@ -293,15 +312,36 @@ fn kernel_accepts_our_requests() {
     );
 
     let nh_bytes = dump("nexthops");
-    let got: NexthopObj = Messages::new(&nh_bytes)
-        .find_map(|r| match r.unwrap().1.payload {
-            Payload::Nexthop(m) => convert::nexthop_from(&m).ok(),
+    let nhs: Vec<NexthopObj> = Messages::new(&nh_bytes)
+        .filter_map(|r| match r.unwrap().1.payload {
+            Payload::Nexthop(m) => Some(convert::nexthop_from(&m).unwrap()),
             _ => None,
         })
-        .expect("next hop 7");
+        .collect();
+    let got = nhs.iter().find(|n| n.id == 7).expect("next hop 7");
     assert_eq!(
         (got.id, got.gateway, got.oif, got.protocol),
         (7, nh.gateway, veth0, protocol::BOOT)
+    );
+    // The resilient group comes back with its parameters and its imbalance (none).
+    let got = nhs.iter().find(|n| n.id == 8).expect("next hop 8");
+    let mut want = res.res.unwrap();
+    want.unbalanced_time = Some(0);
+    assert_eq!((got.group_type, got.res), (1, Some(want)));
+    // And fibre emits the group as the kernel did, byte for byte.
+    let kernel_msg = Messages::new(&nh_bytes)
+        .map(|r| r.unwrap())
+        .find(|(_, m)| matches!(&m.payload, Payload::Nexthop(n) if convert::nexthop_from(n).is_ok_and(|o| o.id == 8)))
+        .expect("next hop 8");
+    let Payload::Nexthop(km) = &kernel_msg.1.payload else {
+        unreachable!()
+    };
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    convert::nexthop_message(got).emit(&mut ours);
+    km.emit(&mut theirs);
+    assert_eq!(
+        ours, theirs,
+        "next hop 8 as fibre emits it vs the kernel's dump"
     );
 
     let neigh_bytes = dump("neighs");

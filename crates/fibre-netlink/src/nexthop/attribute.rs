@@ -1,7 +1,7 @@
 //! NHA_* attributes of a next-hop object message.
 
-use super::GroupEntry;
-use crate::nla::{attributes, Flag, NestedBytes};
+use super::{GroupEntry, ResGroupAttr};
+use crate::nla::{attributes, Flag, Nest, NestedBytes};
 use std::net::IpAddr;
 
 /// NHA_* attribute numbers.
@@ -39,8 +39,8 @@ attributes! {
         Groups(Flag) = NHA::GROUPS,
         Master(u32) = NHA::MASTER,
         Fdb(Flag) = NHA::FDB,
-        /// Resilient-group parameters, undecoded.
-        ResGroup(NestedBytes<'a>) = NHA::RES_GROUP,
+        /// Resilient-group parameters.
+        ResGroup(Nest<ResGroupAttr<'a>>) = NHA::RES_GROUP,
         OpFlags(u32) = NHA::OP_FLAGS,
     }
 }
