@@ -16,7 +16,9 @@ use crate::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessag
 use crate::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
 use crate::message::{flags as nf, types as mt};
 use crate::neighbour::{NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage};
-use crate::nexthop::{GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage, ResGroupAttr};
+use crate::nexthop::{
+    GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage, ResBucketAttr, ResGroupAttr,
+};
 use crate::nla::{Attr, Be16, Flag, Nest, NlStr};
 use crate::route::{
     MetricAttr, NextHopHeader, RouteAttr, RouteCacheInfo, RouteHeader, RouteMessage, RouteNextHop,
@@ -1238,7 +1240,9 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                 })
             }
             NexthopAttr::ResGroup(n) => res = Some((i, n)),
-            NexthopAttr::Other(_) => return Err(at("Unknown attribute type")),
+            NexthopAttr::ResBucket(_) | NexthopAttr::Other(_) => {
+                return Err(at("Unknown attribute type"))
+            }
         }
     }
     // The parameters count only for a resilient group (rtm_to_nh_config_grp_res); another
@@ -1276,6 +1280,59 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
 
 /// NEXTHOP_GRP_TYPE_RES.
 const GROUP_TYPE_RES: u16 = 1;
+
+/// One bucket of a resilient group as the kernel dumps and notifies it (nh_fill_res_bucket).
+pub fn bucket_message(b: &NexthopBucket) -> NexthopMessage<'static> {
+    NexthopMessage {
+        header: NexthopHeader {
+            family: AF_UNSPEC,
+            protocol: b.protocol,
+            ..NexthopHeader::default()
+        },
+        attributes: vec![
+            NexthopAttr::Id(b.id),
+            NexthopAttr::ResBucket(Nest {
+                flagged: true,
+                attrs: vec![
+                    ResBucketAttr::Index(b.index),
+                    ResBucketAttr::NhId(b.nhid),
+                    ResBucketAttr::IdleTime(b.idle_time),
+                ],
+            }),
+        ],
+    }
+}
+
+/// A bucket message (RTM_NEWNEXTHOPBUCKET) as the model reads it; None without a group id or
+/// a bucket index.
+pub fn bucket_from(m: &NexthopMessage<'_>) -> Option<NexthopBucket> {
+    let mut b = NexthopBucket {
+        id: 0,
+        index: 0,
+        nhid: 0,
+        idle_time: 0,
+        protocol: m.header.protocol,
+    };
+    let mut index = None;
+    for a in &m.attributes {
+        match a {
+            NexthopAttr::Id(v) => b.id = *v,
+            NexthopAttr::ResBucket(n) => {
+                for x in &n.attrs {
+                    match x {
+                        ResBucketAttr::Index(v) => index = Some(*v),
+                        ResBucketAttr::IdleTime(v) => b.idle_time = *v,
+                        ResBucketAttr::NhId(v) => b.nhid = *v,
+                        ResBucketAttr::Other(_) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    b.index = index?;
+    (b.id != 0).then_some(b)
+}
 
 /// NHA_OP_FLAGS in answers: the group's `struct nexthop_grp` reserved fields are zero.
 const NHA_OP_FLAG_RESP_GRP_RESVD_0: u32 = 1 << 31;

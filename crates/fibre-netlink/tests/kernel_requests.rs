@@ -26,7 +26,8 @@ while off < len(data):
     print(err)
     off += (length + 3) & ~3
 for name, t, body in [("routes", 26, b"\0" * 12), ("rules", 34, b"\0" * 12),
-                      ("nexthops", 106, b"\0" * 8), ("addrs", 22, b"\0" * 8),
+                      ("nexthops", 106, b"\0" * 8), ("buckets", 118, b"\0" * 8),
+                      ("addrs", 22, b"\0" * 8),
                       ("neighs", 30, b"\0" * 12),
                       ("proxies", 30, struct.pack("=BxxxiHBB", 0, 0, 0, 0x08, 0))]:
     s.send(struct.pack("=IHHII", 16 + len(body), t, 0x301, 1, 0) + body)
@@ -343,6 +344,31 @@ fn kernel_accepts_our_requests() {
         ours, theirs,
         "next hop 8 as fibre emits it vs the kernel's dump"
     );
+
+    // Its eight buckets, all holding next hop 7, each as fibre emits it.
+    let bucket_bytes = dump("buckets");
+    let mut seen = 0;
+    for r in Messages::new(&bucket_bytes) {
+        let (_, m) = r.unwrap();
+        let Payload::Nexthop(km) = &m.payload else {
+            continue;
+        };
+        assert_eq!(
+            m.header.message_type,
+            fibre_netlink::message::types::RTM_NEWNEXTHOPBUCKET
+        );
+        let b = convert::bucket_from(km).expect("a bucket");
+        assert_eq!((b.id, b.index, b.nhid), (8, seen, 7));
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        convert::bucket_message(&b).emit(&mut ours);
+        km.emit(&mut theirs);
+        assert_eq!(
+            ours, theirs,
+            "bucket {seen} as fibre emits it vs the kernel's dump"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 8);
 
     let neigh_bytes = dump("neighs");
     let neighs: Vec<Neighbour> = Messages::new(&neigh_bytes)

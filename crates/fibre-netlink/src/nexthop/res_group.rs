@@ -1,4 +1,5 @@
-//! NHA_RES_GROUP: the nested NHA_RES_GROUP_* parameters of a resilient next-hop group.
+//! NHA_RES_GROUP and NHA_RES_BUCKET: the nested parameters of a resilient next-hop group, and
+//! one of its buckets (RTM_*NEXTHOPBUCKET).
 
 use crate::nla::attributes;
 
@@ -22,5 +23,24 @@ attributes! {
         UnbalancedTimer(u32) = NHA_RES_GROUP::UNBALANCED_TIMER,
         /// Answers only: how long the group has been unbalanced.
         UnbalancedTime(u64) = NHA_RES_GROUP::UNBALANCED_TIME,
+    }
+}
+
+/// NHA_RES_BUCKET_* attribute numbers.
+#[allow(non_snake_case)]
+pub mod NHA_RES_BUCKET {
+    pub const INDEX: u16 = 1;
+    pub const IDLE_TIME: u16 = 2;
+    pub const NH_ID: u16 = 3;
+}
+
+attributes! {
+    /// An NHA_RES_BUCKET_* attribute.
+    pub enum ResBucketAttr<'a> {
+        Index(u16) = NHA_RES_BUCKET::INDEX,
+        /// Time since the bucket was last used or moved, in clock_t.
+        IdleTime(u64) = NHA_RES_BUCKET::IDLE_TIME,
+        /// The member the bucket holds.
+        NhId(u32) = NHA_RES_BUCKET::NH_ID,
     }
 }
