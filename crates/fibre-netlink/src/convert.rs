@@ -68,11 +68,24 @@ pub enum Request {
     DelNexthop(u32),
     GetNexthop(u32),
     DumpNexthops,
+    /// RTM_GETNEXTHOPBUCKET for one bucket: the group's id and the bucket's index.
+    GetBucket(u32, u16),
+    DumpBuckets(BucketDump),
     NewNeigh(Neighbour, ReqFlags),
     DelNeigh(Neighbour),
     /// RTM_GETNEIGH for one entry (NTF_PROXY in `flags` for a proxy entry).
     GetNeigh(Neighbour),
     DumpNeighs(NeighDump),
+}
+
+/// What an RTM_GETNEXTHOPBUCKET dump asks for: buckets of group `id` only (NHA_ID), holding
+/// member `nhid` only (NHA_RES_BUCKET_NH_ID), of members on device `dev` only (NHA_OIF; 0 =
+/// every device).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BucketDump {
+    pub id: Option<u32>,
+    pub nhid: Option<u32>,
+    pub dev: u32,
 }
 
 /// What an RTM_GETNEIGH dump asks for: a family (`None` = both), proxy entries instead of
@@ -241,6 +254,8 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
                 flags,
             )),
             _ if t == mt::RTM_GETNEXTHOP && dump => Ok(Request::DumpNexthops),
+            mt::RTM_GETNEXTHOPBUCKET => bucket_request(m, dump),
+            mt::RTM_NEWNEXTHOPBUCKET | mt::RTM_DELNEXTHOPBUCKET => Err(unsupported()),
             _ => {
                 let nh = nexthop_from(m)?;
                 if nh.id == 0 {
@@ -1281,6 +1296,40 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
 /// NEXTHOP_GRP_TYPE_RES.
 const GROUP_TYPE_RES: u16 = 1;
 
+/// An RTM_GETNEXTHOPBUCKET request (nh_valid_get_bucket_req, nh_valid_dump_bucket_req).
+fn bucket_request(m: &NexthopMessage<'_>, dump: bool) -> Result<Request, RequestError> {
+    let mut id = None;
+    let mut index = None;
+    let mut f = BucketDump::default();
+    for a in &m.attributes {
+        match a {
+            NexthopAttr::Id(v) => id = Some(*v),
+            NexthopAttr::Oif(v) => f.dev = *v,
+            NexthopAttr::ResBucket(n) => {
+                for x in &n.attrs {
+                    match x {
+                        ResBucketAttr::Index(v) => index = Some(*v),
+                        ResBucketAttr::NhId(v) => f.nhid = Some(*v),
+                        ResBucketAttr::IdleTime(_) | ResBucketAttr::Other(_) => {
+                            return Err(invalid("Unknown attribute type"))
+                        }
+                    }
+                }
+            }
+            _ => return Err(invalid("Unknown attribute type")),
+        }
+    }
+    if dump {
+        f.id = id;
+        return Ok(Request::DumpBuckets(f));
+    }
+    match (id, index) {
+        (None | Some(0), _) => Err(invalid("Nexthop id can not be 0")),
+        (_, None) => Err(invalid("Bucket index is missing")),
+        (Some(id), Some(index)) => Ok(Request::GetBucket(id, index)),
+    }
+}
+
 /// One bucket of a resilient group as the kernel dumps and notifies it (nh_fill_res_bucket).
 pub fn bucket_message(b: &NexthopBucket) -> NexthopMessage<'static> {
     NexthopMessage {
@@ -1742,6 +1791,37 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 attributes: Vec::new(),
             };
             (mt::RTM_GETNEXTHOP, dump, Payload::Nexthop(m))
+        }
+        Request::GetBucket(id, index) => {
+            let m = NexthopMessage {
+                header: NexthopHeader::default(),
+                attributes: vec![
+                    NexthopAttr::Id(*id),
+                    NexthopAttr::ResBucket(Nest {
+                        flagged: true,
+                        attrs: vec![ResBucketAttr::Index(*index)],
+                    }),
+                ],
+            };
+            (mt::RTM_GETNEXTHOPBUCKET, get, Payload::Nexthop(m))
+        }
+        Request::DumpBuckets(f) => {
+            let mut attributes = Vec::new();
+            attributes.extend(f.id.map(NexthopAttr::Id));
+            if f.dev != 0 {
+                attributes.push(NexthopAttr::Oif(f.dev));
+            }
+            if let Some(n) = f.nhid {
+                attributes.push(NexthopAttr::ResBucket(Nest {
+                    flagged: true,
+                    attrs: vec![ResBucketAttr::NhId(n)],
+                }));
+            }
+            let m = NexthopMessage {
+                header: NexthopHeader::default(),
+                attributes,
+            };
+            (mt::RTM_GETNEXTHOPBUCKET, dump, Payload::Nexthop(m))
         }
         Request::NewNeigh(n, f) => (
             mt::RTM_NEWNEIGH,
