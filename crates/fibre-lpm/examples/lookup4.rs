@@ -1,6 +1,8 @@
 //! A steady IPv4 lookup loop on the real 2026 table, for profilers (`perf stat`, `perf record`):
-//!   cargo run --release -p fibre-lpm --example lookup4 -- [single|batch] [inside|random] [SECONDS]
-//! Builds the table, draws 2^22 addresses (inside table prefixes, or uniform), then loops over
+//!   cargo run --release -p fibre-lpm --example lookup4 -- [single|batch] [inside|random|hot] [SECONDS] [bulk|insert]
+//! Builds the table, draws 2^22 addresses (inside table prefixes, uniform, or inside the table's
+//! first `HOT` prefixes: lines that stay in L1/L2, so that the rate is the instructions' and not
+//! the memory's), then loops over
 //! them for SECONDS (default 10) of wall time and prints the median rate per CPU second of the
 //! passes (thread CPU time, so that a shared machine's other processes are not counted) and how
 //! much of the process is backed by huge pages. The side-by-side comparison with DPDK lives
@@ -20,21 +22,32 @@ use rib::Rng;
 
 /// Addresses per pass: far more than the caches hold.
 const ADDRS: usize = 1 << 22;
+/// Prefixes the `hot` addresses are drawn inside.
+const HOT: usize = 500;
 /// Burst size of batched lookups (DPDK's bulk figures use 64 too).
 const BURST: usize = 64;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let batch = args.first().map(String::as_str) == Some("batch");
-    let inside = args.get(1).map(String::as_str) != Some("random");
+    let set = args.get(1).map(String::as_str).unwrap_or("inside");
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
     let Some(rib) = rib::load() else { return };
-    let lpm = Lpm4::from_routes(rib.v4.iter().copied()).expect("bulk build");
-    let mut rng = Rng(0xF1B2E);
-    let addrs: Vec<u32> = if inside {
-        rib::v4_hits(&rib.v4, ADDRS, &mut rng)
+    // Built at once, or route by route (as fibre-bench loads it).
+    let lpm = if args.get(3).map(String::as_str) == Some("insert") {
+        let mut lpm = Lpm4::new();
+        for &(p, l, v) in &rib.v4 {
+            lpm.insert(p, l, v).expect("insert");
+        }
+        lpm
     } else {
-        (0..ADDRS).map(|_| rng.next() as u32).collect()
+        Lpm4::from_routes(rib.v4.iter().copied()).expect("bulk build")
+    };
+    let mut rng = Rng(0xF1B2E);
+    let addrs: Vec<u32> = match set {
+        "random" => (0..ADDRS).map(|_| rng.next() as u32).collect(),
+        "hot" => rib::v4_hits(&rib.v4[..HOT], ADDRS, &mut rng),
+        _ => rib::v4_hits(&rib.v4, ADDRS, &mut rng),
     };
     let mut out = vec![0u32; ADDRS];
     let start = Instant::now();
@@ -65,7 +78,7 @@ fn main() {
     println!(
         "{} {} {} passes, median {:.1} Mlps per CPU second (process got {:.0}% of a CPU)",
         if batch { "batch" } else { "single" },
-        if inside { "inside" } else { "random" },
+        set,
         pass_secs.len(),
         ADDRS as f64 / median / 1e6,
         100.0 * cpu / wall

@@ -9,7 +9,9 @@
 //! laid out in one block of lines, quarter 0 first, each quarter in one of four codes:
 //! - code 0, one line: the quarter's run bitmap (words 0-1; bit s: slot s starts a run of equal
 //!   values) and up to [`PACKED_RUNS`] run values from word 2;
-//! - code 1, two lines of 32 slots: each a run bitmap (word 0) and up to 15 run values from word 1;
+//! - code 1, two lines of 32 slots: the first a run bitmap (word 0) and up to 15 run values from
+//!   word 1, the second a 1 (word 0), its run bitmap (word 1) and up to 14 run values from word 2
+//!   (so that one bit count over the line's first 64 bits serves both halves);
 //! - code 2, four flat lines: the 64 slot values themselves;
 //! - code 3, no line of its own, for a quarter of one value (a third of a 2026 table's quarters):
 //!   the value is *hosted* in a spare word at the end of the first line of the block's first
@@ -17,11 +19,11 @@
 //!   code-3 quarter. The codes are a function of the four quarters ([`codes_for`]): single values
 //!   take code 3 as long as the host has room, else code 0 (a line holding one run).
 //!
-//! The top entry holds the block's first line and the four codes, so a lookup computes the line
-//! from the entry and the address alone (prefetchable, with one read of a 4 KiB table that the
-//! codes and the quarter index: [`STEPS`]), then finds the value in the line with one popcount
-//! and one formula for every code (the step's bias and flat bit absorb the differences), without
-//! branches. A quarter that hangs a trie node with children (routes longer than /24) is laid out
+//! The top entry holds the block's first line and the four codes, so a lookup computes where in
+//! which line its value's count starts from the entry and the address alone (prefetchable, with
+//! one read of a 16 KiB table indexed by the codes and the quarter: [`LANES`]), then counts
+//! the run bits up to its slot and reads the value that many words further, with one formula
+//! for every code (a flat line or a hosted value counts no bit), without branches. A quarter that hangs a trie node with children (routes longer than /24) is laid out
 //! as one run of the value `TRIE | n`, n the node: lookups that find it continue in the trie (one
 //! well-predicted branch on bit 31 of the answer).
 //!
@@ -60,8 +62,9 @@ const BASE_MASK: u32 = (1 << CODES_SHIFT) - 1;
 const MAX_LINES: usize = 1 << CODES_SHIFT;
 /// Run values beside a 64-bit bitmap in a code-0 line.
 pub(crate) const PACKED_RUNS: usize = 14;
-/// Run values beside a 32-bit bitmap in a code-1 line.
-const HALF_RUNS: usize = 15;
+/// Run values beside a 32-bit bitmap in the first line of a code-1 quarter (words 1-15), and in
+/// its second line (words 2-15: word 0 is 1 there, see [`LANES`]).
+const HALF_RUNS: [usize; 2] = [15, 14];
 /// Lines of the largest block (four flat quarters).
 const MAX_BLOCK: usize = 16;
 /// The word of a code-3 quarter's host line holding the chunk's first hosted value; the next
@@ -99,7 +102,7 @@ pub(crate) trait Mirror: Clone + std::fmt::Debug + Default {
 /// The 16-bit lookup index (see the module comment).
 #[derive(Clone, Debug)]
 pub(crate) struct Dir16 {
-    pub(crate) top: Box<[u32; TOP]>,
+    pub(crate) top: Box<Top>,
     pub(crate) lines: HugeVec<Line>,
     /// free[n]: first lines of free blocks of n lines.
     free: Vec<Vec<u32>>,
@@ -108,10 +111,7 @@ pub(crate) struct Dir16 {
 impl Default for Dir16 {
     fn default() -> Self {
         Dir16 {
-            top: vec![crate::trie::NONE; TOP]
-                .into_boxed_slice()
-                .try_into()
-                .expect("TOP entries"),
+            top: Box::new(Top([crate::trie::NONE; TOP])),
             lines: HugeVec::new(),
             free: vec![Vec::new(); MAX_BLOCK + 1],
         }
@@ -128,8 +128,8 @@ fn code_lines(c: u32) -> usize {
 fn code_for(runs: u64) -> u32 {
     if runs.count_ones() as usize <= PACKED_RUNS {
         0
-    } else if (runs as u32 | 1).count_ones() as usize <= HALF_RUNS
-        && ((runs >> 32) as u32 | 1).count_ones() as usize <= HALF_RUNS
+    } else if (runs as u32 | 1).count_ones() as usize <= HALF_RUNS[0]
+        && ((runs >> 32) as u32 | 1).count_ones() as usize <= HALF_RUNS[1]
     {
         1
     } else {
@@ -228,77 +228,126 @@ static PLACES: [u32; 256] = {
 
 /// How a lookup finds a slot's value, for every (8-bit code word, quarter) pair: index
 /// `codes << 2 | q`. A table, so that a lookup does no arithmetic over the quarters' codes and
-/// reads one word of it beside the line. Each entry packs:
-/// - bits 0-3: the quarter's line offset within the block (the host's for code 3);
-/// - bits 4-6: the right shift turning a slot (0..64) into a line within the quarter (6 for
-///   codes 0 and 3, 5 for code 1, 4 for code 2);
-/// - bits 8-13: the mask turning a slot into its position within that line (63, 31, 15; 0 for
-///   code 3, whose position is always the host's bit 0, always set);
-/// - bits 16-19: the value's word in the line is `rank + bias - 1`, with rank the count of run
-///   starts at or before the position (code 0: runs from word 2, bias 2; code 1: from word 1,
-///   bias 1; code 2: rank is position + 1, bias 0; code 3: rank is 1, bias the hosted word);
-/// - bit 31: the line is flat (code 2): every position counts as a run start.
-static STEPS: [u32; 1024] = {
-    let mut t = [0u32; 1024];
+/// takes no branch on them. With `s` the slot (0..64), the value's *base* is at byte
+/// `((s * mul) & gm) + off` of the block, and the value is `r` words after its base, `r` the
+/// count of set bits among the first `n = (s + 1) & nm` bits of the base line's first two words
+/// (the run bitmap; see [`Lane::count`]):
+/// - code 0: base at word 1 of the quarter's line, n = s + 1 (r >= 1: runs from word 2);
+/// - code 1: base at the start of the half's line (`(s * 2) & 64`), n = s + 1: the first line's
+///   bitmap is its word 0 (runs from word 1); the second line's word 0 is 1 and its bitmap word
+///   1, so that `r` counts one more there, where runs start at word 2;
+/// - code 2: base at the slot's own word (`s * 4`), n = 0;
+/// - code 3: base at the hosted word of the host's line, n = 0.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+struct Lane {
+    mul: u32,
+    gm: u32,
+    off: u32,
+    /// All ones where the run bitmap counts (codes 0 and 1), else 0.
+    nm: u32,
+}
+
+static LANES: [Lane; 1024] = {
+    let mut t = [Lane {
+        mul: 0,
+        gm: 0,
+        off: 0,
+        nm: 0,
+    }; 1024];
     let mut k = 0;
     while k < 1024 {
         let (codes, q) = (k >> 2, k & 3);
-        let c = (codes >> (2 * q)) & 3;
         let place = (PLACES[codes] >> (8 * q)) & 0xFF;
-        let (shift, mask, bias, flat) = match c {
-            0 => (6, 63, 2, 0),
-            1 => (5, 31, 1, 0),
-            2 => (4, 15, 0, 1),
-            _ => (6, 0, place >> 4, 0),
+        let line = (place & 15) * LINE_BYTES as u32;
+        t[k] = match (codes >> (2 * q)) & 3 {
+            0 => Lane {
+                mul: 0,
+                gm: 0,
+                off: line + 4,
+                nm: u32::MAX,
+            },
+            1 => Lane {
+                mul: 2,
+                gm: LINE_BYTES as u32,
+                off: line,
+                nm: u32::MAX,
+            },
+            2 => Lane {
+                mul: 4,
+                gm: 0xFF,
+                off: line,
+                nm: 0,
+            },
+            _ => Lane {
+                mul: 0,
+                gm: 0,
+                off: line + 4 * (place >> 4),
+                nm: 0,
+            },
         };
-        t[k] = (place & 15) | shift << 4 | mask << 8 | bias << 16 | flat << 31;
         k += 1;
     }
     t
 };
 
+/// Bytes in a line.
+const LINE_BYTES: usize = std::mem::size_of::<Line>();
+
+impl Lane {
+    /// The lane of `addr` under chunk entry `e` (bounded nonsense for a value entry).
+    #[inline(always)]
+    fn of(e: u32, addr: u32) -> &'static Lane {
+        let k = ((e >> (CODES_SHIFT - 2)) & 0x3FC) | ((addr >> 14) & 3);
+        &LANES[k as usize]
+    }
+
+    /// The byte offset within the lines of the value's base for slot `s` under chunk entry `e`.
+    #[inline(always)]
+    fn base(&self, e: u32, s: u32) -> usize {
+        (e & BASE_MASK) as usize * LINE_BYTES + (((s * self.mul) & self.gm) + self.off) as usize
+    }
+
+    /// How many run-bitmap bits count for slot `s` (`n` in the table's comment).
+    #[inline(always)]
+    fn n(&self, s: u32) -> u32 {
+        (s + 1) & self.nm
+    }
+
+    /// Bits `0..n` of `head` (`n <= 64`), shifted to the top, portably.
+    #[inline(always)]
+    fn low_bits(head: u64, n: u32) -> u64 {
+        head.checked_shl(64 - n).unwrap_or(0)
+    }
+}
+
+/// The slot of `addr` within its quarter.
+#[inline(always)]
+fn slot_of(addr: u32) -> u32 {
+    (addr >> 8) & 63
+}
+
 /// The line a single lookup of a value entry reads instead of a block line, so that it takes
-/// no branch (a batch's value lanes read their own entry back instead).
+/// no branch.
 static ZERO_LINE: Line = Line([0; 16]);
 
-/// Where a lookup of `addr` in chunk entry `e` finds its value: the line index (within the
-/// lines, meaningful for a chunk entry only) and the `STEPS` entry and slot to pass to
-/// [`in_line`].
-#[inline(always)]
-fn locate(e: u32, addr: u32) -> (usize, u32, u32) {
-    let k = ((e >> (CODES_SHIFT - 2)) & 0x3FC) | ((addr >> 14) & 3);
-    let step = STEPS[k as usize];
-    let slot = (addr >> 8) & 63;
-    let line = (e & BASE_MASK) + (step & 15) + (slot >> ((step >> 4) & 7));
-    (line as usize, step, slot)
+/// The 16-bit top array, aligned to lines (so that a batch lane of a value entry can read its
+/// own entry's line as if it were a block line).
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct Top(pub(crate) [u32; TOP]);
+
+impl std::ops::Deref for Top {
+    type Target = [u32; TOP];
+    fn deref(&self) -> &[u32; TOP] {
+        &self.0
+    }
 }
 
-/// The run-start bits that count towards slot `slot`'s word in a line whose first two words
-/// are `w`, for `STEPS` entry `step` (see `STEPS` for the formula).
-#[inline(always)]
-fn rank_bits(w: u64, step: u32, slot: u32) -> u64 {
-    let pos = slot & (step >> 8);
-    // All ones for a flat line: its position counts itself and every word before it.
-    let flat = ((step as i32) >> 31) as i64 as u64;
-    (w | flat) & (2u64 << pos).wrapping_sub(1)
-}
-
-/// The word of the line holding the value, from the `rank_bits` and the `STEPS` entry.
-#[inline(always)]
-fn word(bits: u64, step: u32) -> usize {
-    ((bits.count_ones() + (step >> 16)).wrapping_sub(1) & 15) as usize
-}
-
-/// The first two words of a line as one bitmap (the run bitmap of codes 0 and 1).
-#[inline(always)]
-fn head(line: &Line) -> u64 {
-    u64::from(line.0[0]) | u64::from(line.0[1]) << 32
-}
-
-/// The value of `slot` in a line, located by `STEPS` entry `step`, without branches.
-#[inline(always)]
-fn in_line(line: &Line, step: u32, slot: u32) -> u32 {
-    line.0[word(rank_bits(head(line), step, slot), step)]
+impl std::ops::DerefMut for Top {
+    fn deref_mut(&mut self) -> &mut [u32; TOP] {
+        &mut self.0
+    }
 }
 
 /// The raw slot value a single-value quarter lays out (`TRIE | n` for a node).
@@ -319,6 +368,126 @@ fn single_quarter<'a>(v: u32) -> Quarter<'a> {
     }
 }
 
+/// Bits `0..n` of `head` (`n <= 64`), with one `bzhi`.
+#[inline(always)]
+fn bzhi(head: u64, n: u32) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: only reached from `lookup_group` with `BMI2`, whose caller promises bmi2.
+    return unsafe { core::arch::x86_64::_bzhi_u64(head, n) };
+    #[cfg(not(target_arch = "x86_64"))]
+    return Lane::low_bits(head, n);
+}
+
+/// The x86-64-v3 (avx2) form of a batch's locating pass.
+#[cfg(target_arch = "x86_64")]
+mod v3 {
+    use super::{BASE_MASK, CODES_SHIFT, PLACES, TOP_BITS};
+    use core::arch::x86_64::*;
+
+    /// Locates lanes `addrs[0..8]` as the scalar pass of `Dir16::lookup_group` does, eight at a
+    /// time: writes each lane's value base to `at[0..8]` and bit count to `cnt[0..8]`, and
+    /// prefetches the bases' lines. Computes each lane's `LANES` row from its code instead of
+    /// reading it: with c the quarter's code and `place` its `PLACES` byte, the base is the
+    /// quarter's line (`place & 15`) plus `((s << sh) & gm) + add`, sh, gm and add picked from
+    /// constants by c (code 3 adds its hosted word, `place >> 4`), and the count is `s + 1`
+    /// for codes 0 and 1, else 0.
+    /// # Safety
+    /// The CPU must have avx2; `top` must be the 2^16-entry top array, `lines` the lines' start,
+    /// `addrs` 8 readable addresses, `at` and `cnt` 8 writable elements.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(super) unsafe fn locate8(
+        top: *const u32,
+        lines: usize,
+        addrs: *const u32,
+        at: *mut usize,
+        cnt: *mut u32,
+    ) {
+        let k = _mm256_set1_epi32;
+        // SAFETY: the caller's contract; every gather index is below its table's length (top
+        // index < 2^16, code word < 256).
+        unsafe {
+            let a = _mm256_loadu_si256(addrs.cast());
+            let t = _mm256_srli_epi32::<{ 32 - TOP_BITS as i32 }>(a);
+            let e = _mm256_i32gather_epi32::<4>(top.cast(), t);
+            let codes = _mm256_and_si256(_mm256_srli_epi32::<{ CODES_SHIFT as i32 }>(e), k(0xFF));
+            let q = _mm256_and_si256(_mm256_srli_epi32::<14>(a), k(3));
+            let c = _mm256_and_si256(_mm256_srlv_epi32(codes, _mm256_add_epi32(q, q)), k(3));
+            let places = _mm256_i32gather_epi32::<4>(PLACES.as_ptr().cast(), codes);
+            let place = _mm256_and_si256(
+                _mm256_srlv_epi32(places, _mm256_slli_epi32::<3>(q)),
+                k(0xFF),
+            );
+            let s = _mm256_and_si256(_mm256_srli_epi32::<8>(a), k(63));
+            // Byte c of each constant is code c's sh, gm and add.
+            let c8 = _mm256_slli_epi32::<3>(c);
+            let pick = |bytes: i32| _mm256_and_si256(_mm256_srlv_epi32(k(bytes), c8), k(0xFF));
+            let sh = pick(0x0002_0100);
+            let gm = pick(0x00FF_4000);
+            let hosted = _mm256_and_si256(
+                _mm256_cmpeq_epi32(c, k(3)),
+                _mm256_slli_epi32::<2>(_mm256_srli_epi32::<4>(place)),
+            );
+            let g = _mm256_add_epi32(
+                _mm256_and_si256(_mm256_sllv_epi32(s, sh), gm),
+                _mm256_add_epi32(pick(0x0000_0004), hosted),
+            );
+            let line = _mm256_add_epi32(
+                _mm256_and_si256(e, k(BASE_MASK as i32)),
+                _mm256_and_si256(place, k(15)),
+            );
+            let off = _mm256_add_epi32(_mm256_slli_epi32::<6>(line), g);
+            let chunk = _mm256_srai_epi32::<31>(e);
+            let n = _mm256_and_si256(
+                _mm256_and_si256(_mm256_add_epi32(s, k(1)), _mm256_cmpgt_epi32(k(2), c)),
+                chunk,
+            );
+            _mm256_storeu_si256(cnt.cast(), n);
+            // Bases as pointers: into the lines for chunk lanes, the lane's own top entry else.
+            let own = _mm256_slli_epi32::<2>(t);
+            let wide = |v: __m256i, half: bool| {
+                _mm256_cvtepu32_epi64(if half {
+                    _mm256_extracti128_si256::<1>(v)
+                } else {
+                    _mm256_castsi256_si128(v)
+                })
+            };
+            for (h, half) in [false, true].into_iter().enumerate() {
+                let in_lines = _mm256_add_epi64(wide(off, half), _mm256_set1_epi64x(lines as i64));
+                let in_top = _mm256_add_epi64(wide(own, half), _mm256_set1_epi64x(top as i64));
+                let mask = _mm256_cvtepi32_epi64(if half {
+                    _mm256_extracti128_si256::<1>(chunk)
+                } else {
+                    _mm256_castsi256_si128(chunk)
+                });
+                _mm256_storeu_si256(
+                    at.add(4 * h).cast(),
+                    _mm256_blendv_epi8(in_top, in_lines, mask),
+                );
+            }
+            for j in 0..8 {
+                crate::prefetch(*at.add(j) as *const u8);
+            }
+        }
+    }
+}
+
+/// The value `r` words after the value's base at address `base`, with `r` the count of the bits
+/// `bits` keeps of the line's head (its first two words).
+/// # Safety
+/// `base` must point into a readable line-aligned line whose word `r` words after `base` is in
+/// the line: a block line located by a chunk entry (the layout keeps every run value, hence
+/// every `r`, inside its line: see `code_for` and `codes_for`), `ZERO_LINE` (head 0, so `r` is
+/// 0), or a top-array entry (`Top` is line-aligned) with `bits` keeping none.
+#[inline(always)]
+unsafe fn read_value(base: usize, bits: impl Fn(u64) -> u64) -> u32 {
+    // SAFETY: the caller's contract: the line holding `base` is readable, and so is the word.
+    unsafe {
+        let head = ((base & !(LINE_BYTES - 1)) as *const u64).read();
+        *(base as *const u32).add(bits(head).count_ones() as usize)
+    }
+}
+
 impl Dir16 {
     /// The slot value for `addr`: a value in the internal encoding (NONE for none), or `TRIE |
     /// n` when trie node n answers. Branch-free, so that a loop of lookups overlaps their
@@ -327,86 +496,109 @@ impl Dir16 {
     pub(crate) fn lookup(&self, addr: u32) -> u32 {
         let e = self.top[(addr >> (32 - TOP_BITS)) as usize];
         let chunk = e & CHUNK != 0;
-        let (line, step, slot) = locate(e, addr);
-        let p = self.line_or_zero(chunk, line);
-        // SAFETY: see `line_or_zero`.
-        let v = in_line(unsafe { &*p }, step, slot);
-        std::hint::select_unpredictable(chunk, v, e)
-    }
-
-    /// The address of line `line` when `chunk` (the line a chunk entry locates), else of
-    /// `ZERO_LINE`, without a branch. Dereferencing it is sound while `self` is borrowed:
-    /// chunk entries only ever name lines of their own live block, inside `self.lines` (see
-    /// `write_block`), and the lines can neither move nor be freed under a shared borrow.
-    #[inline(always)]
-    fn line_or_zero(&self, chunk: bool, line: usize) -> *const Line {
-        let at = self.lines.as_ptr() as usize + line * std::mem::size_of::<Line>();
-        let zero = &ZERO_LINE as *const Line as usize;
+        let s = slot_of(addr);
+        let lane = Lane::of(e, addr);
         // A conditional move: a branch here would be mispredicted on every other lookup.
-        std::hint::select_unpredictable(chunk, at, zero) as *const Line
+        let base = std::hint::select_unpredictable(
+            chunk,
+            self.lines.as_ptr() as usize + lane.base(e, s),
+            &ZERO_LINE as *const Line as usize,
+        );
+        // Bits 0..=s of the head, shifted to the top (a shift count is taken mod 64), where the
+        // lane counts them (`n` is s + 1 or 0).
+        let keep = lane.nm as i32 as i64 as u64;
+        // SAFETY: a chunk entry names lines of its own live block inside `self.lines` (see
+        // `write_block`), which cannot move or be freed while `self` is borrowed; else `base`
+        // is `ZERO_LINE`.
+        let v = unsafe { read_value(base, |head| head.wrapping_shl(!s) & keep) };
+        std::hint::select_unpredictable(chunk, v, e)
     }
 
     /// Batched `lookup` of up to 64 addresses, answering in the external encoding
     /// ([`crate::NO_ROUTE`] for none): every lane's top entry is prefetched, then every lane's
-    /// line located and prefetched, before any line is read; lanes take no data-dependent
-    /// branch. Lanes the trie answers are left to the caller: bit i of the result set means
-    /// `out[i]` must be looked up in the trie.
+    /// value base located and its line prefetched, before any line is read; lanes take no
+    /// data-dependent branch. A lane whose top entry is a value reads that entry back as its
+    /// value (base: the entry, no bit counted). `BMI2`: locate eight lanes at a time with
+    /// avx2 and count the head's bits with `bzhi`. Lanes the trie answers
+    /// are left to the caller: bit i of the result set means `out[i]` must be looked up in the
+    /// trie.
+    ///
+    /// # Safety
+    /// With `BMI2`, the CPU must have avx2 and bmi2 (and the caller is best compiled with
+    /// them, so that their instructions inline).
     #[inline(always)]
-    pub(crate) fn lookup_group(&self, addrs: &[u32], out: &mut [u32]) -> u64 {
+    pub(crate) unsafe fn lookup_group<const BMI2: bool>(
+        &self,
+        addrs: &[u32],
+        out: &mut [u32],
+    ) -> u64 {
         let n = addrs.len();
         // Checked once here, so that no lane checks its indices.
         assert!(n <= 64 && out.len() == n);
-        // Where each lane reads its value: a line of a chunk, or, for a lane whose top entry
-        // is a value, its own word of `vals` (with one word of padding for the 8-byte head
-        // read), which the lane's step reads back at word 0.
-        let mut at = [0usize; 64];
-        let mut vals = [0u32; 65];
-        // Each lane's `STEPS` entry with the slot's position in bits 0-5 in place of the line
-        // offset and shift, which stage two has used.
-        let mut info = [0u32; 64];
+        // Each lane's value base and bit count (written before read, so left uninitialised:
+        // clearing them cost more than a lane's work).
+        let mut at = [std::mem::MaybeUninit::<usize>::uninit(); 64];
+        let mut cnt = [std::mem::MaybeUninit::<u32>::uninit(); 64];
         let top = &*self.top;
         for &a in addrs {
             crate::prefetch(&top[(a >> (32 - TOP_BITS)) as usize]);
         }
         let lines = self.lines.as_ptr() as usize;
-        for i in 0..n {
-            let a = addrs[i];
-            let e = top[(a >> (32 - TOP_BITS)) as usize];
-            let (line, step, slot) = locate(e, a);
-            let chunk = e & CHUNK != 0;
-            vals[i] = e;
-            let own = &vals[i] as *const u32 as usize;
-            let p = std::hint::select_unpredictable(
-                chunk,
-                lines + line * std::mem::size_of::<Line>(),
-                own,
-            );
-            crate::prefetch(p as *const Line);
-            at[i] = p;
-            // A value lane: flat, position 0, bias 0, so word 0.
-            info[i] = std::hint::select_unpredictable(
-                chunk,
-                (step & 0xFFFF_0000) | (slot & (step >> 8) & 63),
-                1 << 31,
-            );
+        let mut first = 0;
+        #[cfg(target_arch = "x86_64")]
+        if BMI2 {
+            while first + 8 <= n {
+                // SAFETY: the CPU has avx2 (this function's contract); lanes first..first + 8
+                // are below n, inside `addrs`, `at` and `cnt`.
+                unsafe {
+                    v3::locate8(
+                        top.0.as_ptr(),
+                        lines,
+                        addrs.as_ptr().add(first),
+                        at.as_mut_ptr().add(first).cast(),
+                        cnt.as_mut_ptr().add(first).cast(),
+                    )
+                };
+                first += 8;
+            }
         }
-        // Bit 31 of any lane's value: some lane met a trie marker (one OR a lane; the lanes are
-        // found again below only then).
-        let mut any = 0u32;
+        for i in first..n {
+            let a = addrs[i];
+            let t = (a >> (32 - TOP_BITS)) as usize;
+            let e = top[t];
+            let chunk = e & CHUNK != 0;
+            let s = slot_of(a);
+            let lane = Lane::of(e, a);
+            let base = std::hint::select_unpredictable(
+                chunk,
+                lines + lane.base(e, s),
+                &top[t] as *const u32 as usize,
+            );
+            crate::prefetch(base as *const u8);
+            at[i].write(base);
+            cnt[i].write(std::hint::select_unpredictable(chunk, lane.n(s), 0));
+        }
         for i in 0..n {
-            let p = at[i] as *const u32;
-            let step = info[i];
-            // SAFETY: `p` is a line of this chunk's live block inside `self.lines` (see
-            // `line_or_zero`), or `&vals[i]`; either has 8 readable bytes at `p`, and the word
-            // read is one of the line's 16, or word 0 for `vals[i]` (bias 0 and rank 1).
-            let v = unsafe {
-                let w = p.cast::<u64>().read_unaligned();
-                let flat = ((step as i32) >> 31) as i64 as u64;
-                let bits = (w | flat) & (2u64 << (step & 63)).wrapping_sub(1);
-                *p.add(word(bits, step))
+            // SAFETY: both written for every lane below n just above.
+            let (base, c) = unsafe { (at[i].assume_init(), cnt[i].assume_init()) };
+            // SAFETY: `base` is in a line of this chunk's live block (see `lookup`), or is the
+            // lane's own top entry with a count of 0.
+            out[i] = unsafe {
+                read_value(base, |head| {
+                    if BMI2 {
+                        bzhi(head, c)
+                    } else {
+                        Lane::low_bits(head, c)
+                    }
+                })
             };
-            any |= v;
-            out[i] = crate::external(v);
+        }
+        // Bit 31 of any lane's value: some lane met a trie marker (the lanes are found again
+        // below only then). A separate pass, so that it runs on vectors.
+        let mut any = 0u32;
+        for o in out.iter_mut() {
+            any |= *o;
+            *o = crate::external(*o);
         }
         if any & TRIE == 0 {
             return 0;
@@ -465,12 +657,15 @@ impl Dir16 {
                 fill_runs(&mut l[2..], slots, 0, runs);
             }
             1 => {
-                for h in 0..2 {
-                    let bits = (runs >> (32 * h)) as u32 | 1;
-                    let l = &mut self.lines[at + h].0;
-                    l[0] = bits;
-                    fill_runs(&mut l[1..], slots, 32 * h, u64::from(bits));
-                }
+                let first = runs as u32;
+                let l = &mut self.lines[at].0;
+                l[0] = first;
+                fill_runs(&mut l[1..], slots, 0, u64::from(first));
+                let second = (runs >> 32) as u32 | 1;
+                let l = &mut self.lines[at + 1].0;
+                l[0] = 1;
+                l[1] = second;
+                fill_runs(&mut l[2..], slots, 32, u64::from(second));
             }
             _ => {
                 for (i, part) in slots.chunks_exact(16).enumerate() {
@@ -712,10 +907,11 @@ impl Mirror for Dir16 {
                 expand_runs(&mut slots, u64::from(l[0]) | u64::from(l[1]) << 32, &l[2..]);
             }
             1 => {
-                for (h, half) in slots.chunks_exact_mut(32).enumerate() {
-                    let l = &self.lines[at + h].0;
-                    expand_runs(half, u64::from(l[0]), &l[1..]);
-                }
+                let (first, second) = slots.split_at_mut(32);
+                let l = &self.lines[at].0;
+                expand_runs(first, u64::from(l[0]), &l[1..]);
+                let l = &self.lines[at + 1].0;
+                expand_runs(second, u64::from(l[1]), &l[2..]);
             }
             _ => {
                 for (i, part) in slots.chunks_exact_mut(LINE_WORDS).enumerate() {
@@ -794,25 +990,53 @@ mod tests {
         }
     }
 
+    /// Batched lookups of `addrs` (whole groups and short ones), portable and, where the CPU
+    /// has it, x86-64-v3, against `want`.
+    fn check_batches(d: &Dir16, addrs: &[u32], want: &[u32]) -> Result<(), TestCaseError> {
+        let mut out = vec![0; 64];
+        #[cfg(target_arch = "x86_64")]
+        let v3 = crate::has_x86_v3();
+        #[cfg(not(target_arch = "x86_64"))]
+        let v3 = false;
+        for (group, want) in addrs.chunks(64).zip(want.chunks(64)) {
+            for len in [group.len(), 13] {
+                let (group, out) = (&group[..len], &mut out[..len]);
+                for fast in [false, v3] {
+                    // SAFETY: the portable form has no requirement; the v3 form runs only
+                    // where the CPU has it.
+                    let trie = unsafe {
+                        if fast {
+                            d.lookup_group::<true>(group, out)
+                        } else {
+                            d.lookup_group::<false>(group, out)
+                        }
+                    };
+                    for (i, &a) in group.iter().enumerate() {
+                        prop_assert_eq!(out[i], crate::external(want[i]), "batch {:#x}", a);
+                        prop_assert_eq!(trie >> i & 1 != 0, want[i] & TRIE != 0);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check(d: &Dir16, model: &[[u32; SLOTS]; 4]) -> Result<(), TestCaseError> {
         let addrs: Vec<u32> = (0..256u32)
             .map(|s| (CH as u32) << 16 | s << 8 | 0x5A)
             .collect();
-        let mut out = vec![0; 64];
-        for (g, group) in addrs.chunks(64).enumerate() {
-            // Whole groups and a short one.
-            for len in [64, 13] {
-                let group = &group[..len];
-                let out = &mut out[..len];
-                let trie = d.lookup_group(group, out);
-                for (i, &a) in group.iter().enumerate() {
-                    let want = model[g][i];
-                    prop_assert_eq!(d.lookup(a), want, "single {:#x}", a);
-                    prop_assert_eq!(out[i], crate::external(want), "batch {:#x}", a);
-                    prop_assert_eq!(trie >> i & 1 != 0, want & TRIE != 0);
-                }
-            }
+        let want: Vec<u32> = model.iter().flatten().copied().collect();
+        for (&a, &w) in addrs.iter().zip(&want) {
+            prop_assert_eq!(d.lookup(a), w, "single {:#x}", a);
         }
+        check_batches(d, &addrs, &want)?;
+        // Lanes of a value entry (the next /16, empty) between the chunk's.
+        let (mixed, want): (Vec<u32>, Vec<u32>) = addrs
+            .iter()
+            .zip(&want)
+            .flat_map(|(&a, &w)| [(a, w), (a + (1 << 16), crate::trie::NONE)])
+            .unzip();
+        check_batches(d, &mixed, &want)?;
         for (q, m) in model.iter().enumerate() {
             prop_assert_eq!(&d.slots(CH << 2 | q)[..], &m[..]);
         }

@@ -74,6 +74,20 @@ fn advise_huge(p: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge(_: *mut u8, _: usize) {}
 
+/// Asks Linux (6.1 on) to back `p..p + len` with huge pages now, moving the ordinary pages
+/// already there (copying them, once); best effort, like `advise_huge`.
+#[cfg(target_os = "linux")]
+fn collapse_huge(p: *mut u8, len: usize) {
+    extern "C" {
+        fn madvise(addr: *mut u8, len: usize, advice: i32) -> i32;
+    }
+    /// Linux's MADV_COLLAPSE.
+    const MADV_COLLAPSE: i32 = 25;
+    // SAFETY: `p..p + len` lies in one live mapping of ours, aligned to a huge page; the
+    // collapse keeps its contents (a failure leaves it as it was).
+    let _ = unsafe { madvise(p, len, MADV_COLLAPSE) };
+}
+
 /// The memory of huge arrays: on Linux, a private anonymous mapping per array.
 #[cfg(target_os = "linux")]
 mod region {
@@ -235,10 +249,15 @@ impl<T: Copy> HugeVec<T> {
         if huge {
             let len = mapped_len::<T>(cap);
             let old_huge = self.cap > 0 && layout::<T>(self.cap).1;
+            let old_len = if old_huge {
+                mapped_len::<T>(self.cap)
+            } else {
+                0
+            };
             let p = if old_huge {
                 // SAFETY: a huge array's memory is its mapping of `mapped_len(cap)` bytes
                 // (made below), and `&mut self` means nothing refers into it.
-                unsafe { region::grow(self.ptr.as_ptr().cast(), mapped_len::<T>(self.cap), len) }
+                unsafe { region::grow(self.ptr.as_ptr().cast(), old_len, len) }
             } else {
                 region::map(len)
             };
@@ -246,6 +265,13 @@ impl<T: Copy> HugeVec<T> {
                 alloc::handle_alloc_error(new_layout)
             };
             advise_huge(p.as_ptr().cast(), len);
+            // The huge page the old mapping ended in was faulted in as ordinary pages (it was
+            // not whole then): now that it is, make it one huge page, so that a table grown
+            // update by update is backed like one built at once.
+            let tail = old_len / HUGE_PAGE * HUGE_PAGE;
+            if old_len % HUGE_PAGE != 0 && tail + HUGE_PAGE <= len {
+                collapse_huge(p.as_ptr().cast::<u8>().wrapping_add(tail), HUGE_PAGE);
+            }
             if self.cap > 0 && !old_huge {
                 // SAFETY: the old allocation holds `len` elements and is an ordinary one of
                 // `layout::<T>(self.cap)`; the new mapping is distinct and large enough.

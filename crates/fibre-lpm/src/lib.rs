@@ -73,6 +73,17 @@ pub(crate) fn has_popcnt() -> bool {
     return false;
 }
 
+/// True when the CPU has what x86-64-v3 code of the lookups uses: popcnt, bmi1, bmi2 and avx2.
+/// Cached by std: a few loads.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn has_x86_v3() -> bool {
+    std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("avx2")
+}
+
 /// Hints the CPU to bring `p`'s cache line closer; a no-op where there is no such hint.
 #[inline(always)]
 pub(crate) fn prefetch<T>(p: *const T) {

@@ -106,8 +106,13 @@ impl Lpm4 {
             out.len(),
             "lookup_batch: addrs and out differ in length"
         );
+        #[cfg(target_arch = "x86_64")]
+        if crate::has_x86_v3() {
+            // SAFETY: the CPU has every feature `batch_v3` is compiled with (checked just above).
+            return unsafe { self.batch_v3(addrs, out) };
+        }
         if POPCNT_BUILT_IN || !crate::has_popcnt() {
-            self.batch_internal(addrs, out)
+            self.batch_internal::<false>(addrs, out)
         } else {
             // SAFETY: the CPU has popcnt (checked just above).
             unsafe { self.batch_popcnt(addrs, out) }
@@ -120,18 +125,32 @@ impl Lpm4 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt")]
     unsafe fn batch_popcnt(&self, addrs: &[u32], out: &mut [u32]) {
-        self.batch_internal(addrs, out)
+        self.batch_internal::<false>(addrs, out)
     }
 
     #[cfg(not(target_arch = "x86_64"))]
     unsafe fn batch_popcnt(&self, addrs: &[u32], out: &mut [u32]) {
-        self.batch_internal(addrs, out)
+        self.batch_internal::<false>(addrs, out)
     }
 
+    /// `batch_internal` compiled for x86-64-v3's bit and vector instructions (every x86_64 CPU
+    /// since 2013-2015: Intel Haswell, AMD Excavator and Zen): a lane counts its bits with one
+    /// `bzhi`, and the answers are translated eight at a time.
+    /// # Safety
+    /// The CPU must support popcnt, bmi1, bmi2 and avx2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2,avx2")]
+    unsafe fn batch_v3(&self, addrs: &[u32], out: &mut [u32]) {
+        self.batch_internal::<true>(addrs, out)
+    }
+
+    /// The batch; `BMI2` only from `batch_v3` (see `Dir16::lookup_group`).
     #[inline(always)]
-    fn batch_internal(&self, addrs: &[u32], out: &mut [u32]) {
+    fn batch_internal<const BMI2: bool>(&self, addrs: &[u32], out: &mut [u32]) {
         for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-            let mut deep = self.trie.mirror.lookup_group(a, o);
+            // SAFETY: `BMI2` is true only in `batch_v3`, whose caller checked the CPU has
+            // avx2 and bmi2.
+            let mut deep = unsafe { self.trie.mirror.lookup_group::<BMI2>(a, o) };
             while deep != 0 {
                 let i = deep.trailing_zeros() as usize;
                 deep &= deep - 1;
@@ -272,17 +291,18 @@ mod tests {
     }
 
     /// Fills quarter 1 of the /16 with /24s one by one (through every run count, so every
-    /// quarter code and each change of code), then empties it again; the chunk must end as a
-    /// plain value once its 256 slots agree.
+    /// quarter code and each change of code: code 1 in the orders that fill the first half
+    /// first, since the second half's line holds fewer runs), then empties it again; the chunk
+    /// must end as a plain value once its 256 slots agree.
     #[test]
     fn quarter_codes_at_their_boundaries() {
         let orders: [fn(u32) -> u32; 3] = [|k| k, |k| 63 - k, |k| k * 37 % 64];
+        let mut codes_seen = [false; 3];
         for (o, order) in orders.iter().enumerate() {
             let mut t = Lpm4::new();
             let mut routes = vec![(0x0A00_0000, 8, 1000)];
             t.insert(0x0A00_0000, 8, 1000).unwrap();
             assert_eq!(chunk_entry(&t), 1000);
-            let mut codes_seen = [false; 3];
             for k in 0..64 {
                 let prefix = CHUNK16 | (64 + order(k)) << 8;
                 // Neighbours sometimes share a value, so runs also merge.
@@ -294,7 +314,7 @@ mod tests {
                 assert_ne!(e & CHUNK, 0);
                 codes_seen[((e >> (CODES_SHIFT + 2)) & 3) as usize] = true;
             }
-            assert_eq!(codes_seen, [true; 3], "order {o}");
+            assert!(codes_seen[0] && codes_seen[2], "order {o}");
             for k in 0..64 {
                 let prefix = CHUNK16 | (64 + order(k * 13 % 64)) << 8;
                 assert!(t.remove(prefix, 24).is_some());
@@ -303,6 +323,7 @@ mod tests {
             }
             assert_eq!(chunk_entry(&t), 1000);
         }
+        assert_eq!(codes_seen, [true; 3]);
     }
 
     /// True when the index hands `addr` to the trie.

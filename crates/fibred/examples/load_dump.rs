@@ -360,9 +360,9 @@ fn cpu_seconds() -> f64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
-/// CPU seconds each live thread of this process has run, by thread id, with its name (from
-/// /proc/self/task/*/schedstat, nanoseconds on the CPU).
-fn thread_cpu() -> Vec<(u32, String, f64)> {
+/// Seconds each live thread of this process has run on a CPU and waited for one (runnable,
+/// in a run queue), by thread id, with its name (from /proc/self/task/*/schedstat).
+fn thread_cpu() -> Vec<(u32, String, [f64; 2])> {
     let mut v = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return v;
@@ -376,33 +376,37 @@ fn thread_cpu() -> Vec<(u32, String, f64)> {
         ) else {
             continue;
         };
-        let ns: f64 = stat
+        let mut ns = stat
             .split_whitespace()
-            .next()
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(0.0);
-        v.push((tid, comm.trim().to_string(), ns * 1e-9));
+            .map(|x| x.parse::<f64>().unwrap_or(0.0) * 1e-9);
+        let (run, wait) = (ns.next().unwrap_or(0.0), ns.next().unwrap_or(0.0));
+        v.push((tid, comm.trim().to_string(), [run, wait]));
     }
     v
 }
 
-/// CPU seconds per thread name between two [`thread_cpu`] snapshots.
+/// Seconds on a CPU and waiting for one per thread name between two [`thread_cpu`]
+/// snapshots.
 fn thread_cpu_delta(
-    before: &[(u32, String, f64)],
-    after: &[(u32, String, f64)],
-) -> Vec<(String, f64)> {
-    let mut by_name: Vec<(String, f64)> = Vec::new();
+    before: &[(u32, String, [f64; 2])],
+    after: &[(u32, String, [f64; 2])],
+) -> Vec<(String, [f64; 2])> {
+    let mut by_name: Vec<(String, [f64; 2])> = Vec::new();
     for (tid, name, t) in after {
         let t0 = before
             .iter()
             .find(|(b, _, _)| b == tid)
-            .map_or(0.0, |b| b.2);
+            .map_or([0.0; 2], |b| b.2);
+        let d = [t[0] - t0[0], t[1] - t0[1]];
         match by_name.iter_mut().find(|(n, _)| n == name) {
-            Some(e) => e.1 += t - t0,
-            None => by_name.push((name.clone(), t - t0)),
+            Some(e) => {
+                e.1[0] += d[0];
+                e.1[1] += d[1];
+            }
+            None => by_name.push((name.clone(), d)),
         }
     }
-    by_name.retain(|(_, t)| *t > 0.0005);
+    by_name.retain(|(_, t)| t[0] > 0.0005);
     by_name
 }
 
@@ -570,12 +574,28 @@ fn main() {
         .unwrap_or_default();
     let shares: Vec<String> = mid
         .iter()
-        .map(|(name, t)| format!("{name} {:.2}", us(*t)))
+        .map(|(name, t)| format!("{name} {:.2} ({:.2})", us(t[0]), us(t[1])))
         .collect();
     println!(
-        "    ring load CPU us/route by thread: {}",
+        "    ring load CPU us/route by thread (waiting for a CPU): {}",
         shares.join(", ")
     );
+    // The writer applies every route to both copies, one after the other: with a CPU of its
+    // own (the other threads need less than the second CPU), its CPU time is the load's.
+    let writer: Vec<f64> = ring_threads
+        .iter()
+        .filter_map(|run| run.iter().find(|(name, _)| name == "fibred-writer"))
+        .map(|(_, t)| t[0])
+        .collect();
+    if !writer.is_empty() {
+        let w = median(writer);
+        println!(
+            "    the writer's CPU time (median {:.2} us/route) allows {:.3} M routes/s with a CPU \
+             of its own",
+            us(w),
+            rate(w)
+        );
+    }
     if let Some((kl, _, _)) = k {
         println!(
             "  kernel, ip -batch               {kl:7.2}   {:6.3}",

@@ -637,7 +637,10 @@ pub struct Prepared {
 impl Prepared {
     /// Reads the route changes of `bytes`.
     pub fn new(bytes: Box<[u8]>) -> Prepared {
-        let mut routes = Vec::new();
+        // Sized first: growing a list of requests a few hundred bytes each copies them again.
+        let mut n = 0;
+        each_message(&bytes, |_| n += 1);
+        let mut routes = Vec::with_capacity(n);
         each_message(&bytes, |msg| {
             let flags = u16::from_ne_bytes([msg[6], msg[7]]);
             let t = u16::from_ne_bytes([msg[4], msg[5]]);
@@ -764,6 +767,16 @@ fn is_read(req: &Request) -> bool {
             | Request::DumpNeighs(_)
             | Request::GetNeigh(_)
     )
+}
+
+/// The route a change names: a request of the general path, or one read ahead and kept
+/// in the log (list number and index, see [`crate::view::FibWriter::keep`]). The flags are
+/// those of an add; `None` deletes. Lives for one call on the stack; boxing the route would
+/// allocate for every change of the general path.
+#[allow(clippy::large_enum_variant)]
+enum RouteChange {
+    Owned(Route, Option<ReqFlags>),
+    ReadAhead(u64, usize),
 }
 
 /// Answers a read request ([`is_read`]) from `fib`; route dumps read through `dumps` as they
@@ -967,7 +980,9 @@ impl Engine {
         each_message(datagram, |msg| self.one(msg, None, client, listening, out));
     }
 
-    /// [`Engine::handle`] of a datagram whose route changes were read ahead.
+    /// [`Engine::handle`] of a datagram whose route changes were read ahead. The list of
+    /// what was read goes to the log whole and each route change is applied where it lies
+    /// (see [`crate::view`]); everything else takes the general path.
     pub fn handle_prepared(
         &mut self,
         datagram: Prepared,
@@ -975,10 +990,34 @@ impl Engine {
         listening: u64,
         out: &mut Outcome,
     ) {
-        let mut read = datagram.routes.into_iter();
-        each_message(&datagram.bytes, |msg| {
-            let r = read.next().flatten();
-            self.one(msg, r, client, listening, out)
+        let Prepared { bytes, routes } = datagram;
+        if routes.is_empty() {
+            return self.handle(&bytes, client, listening, out);
+        }
+        let list = self.view.keep(routes);
+        let mut at = 0;
+        each_message(&bytes, |msg| {
+            // `Prepared::new` read the same messages in the same order.
+            let i = at;
+            at += 1;
+            if self.view.read_ahead(list, i).is_none() {
+                let read = self.view.take_read_ahead(list, i);
+                return self.one(msg, read, client, listening, out);
+            }
+            // What `one` and `process` do with a route change, without moving it.
+            let want_ack = u16::from_ne_bytes([msg[6], msg[7]]) & nf::NLM_F_ACK != 0;
+            let origin = Origin {
+                seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
+                port: client.port,
+            };
+            let r = self.route_change(RouteChange::ReadAhead(list, i), origin, listening, out);
+            answer(
+                msg,
+                r.map_err(RequestError::from),
+                want_ack,
+                client.port,
+                out,
+            );
         });
     }
 
@@ -1028,8 +1067,12 @@ impl Engine {
             return read(self.view.latest(), &self.reader, req, origin, out);
         }
         match req {
-            Request::NewRoute(r, f) => self.route_change(r, Some(f), origin, listening, out)?,
-            Request::DelRoute(r) => self.route_change(r, None, origin, listening, out)?,
+            Request::NewRoute(r, f) => {
+                self.route_change(RouteChange::Owned(r, Some(f)), origin, listening, out)?
+            }
+            Request::DelRoute(r) => {
+                self.route_change(RouteChange::Owned(r, None), origin, listening, out)?
+            }
             Request::NewNeigh(n, f) => {
                 self.neigh_change(Change::NewNeigh(n, f), origin, listening, out)?
             }
@@ -1075,26 +1118,32 @@ impl Engine {
     /// A route add or delete: the prefix it names is read before and after.
     fn route_change(
         &mut self,
-        r: Route,
-        new: Option<ReqFlags>,
+        change: RouteChange,
         origin: Origin,
         listening: u64,
         out: &mut Outcome,
     ) -> Result<(), RtError> {
-        let group = match r.family {
+        let (family, table, dst, new) = match &change {
+            RouteChange::Owned(r, new) => (r.family, r.table, r.dst, *new),
+            RouteChange::ReadAhead(list, at) => match self.view.read_ahead(*list, *at) {
+                Some((r, new)) => (r.family, r.table, r.dst, new),
+                None => return Err(RtError::new(Errno::EINVAL)),
+            },
+        };
+        let group = match family {
             Family::Inet => groups::IPV4_ROUTE,
             Family::Inet6 => groups::IPV6_ROUTE,
         };
-        let watch = groups::has(listening, group) && Family::of(&r.dst.addr) == r.family;
-        let (family, table, dst) = (r.family, r.table, r.dst);
+        let watch = groups::has(listening, group) && Family::of(&dst.addr) == family;
         let before = if watch {
             self.fib().routes_at(family, table, dst)
         } else {
             Vec::new()
         };
-        match new {
-            Some(f) => self.view.apply(Change::NewRoute(r, f))?,
-            None => self.view.apply(Change::DelRoute(r))?,
+        match change {
+            RouteChange::Owned(r, Some(f)) => self.view.apply(Change::NewRoute(r, f))?,
+            RouteChange::Owned(r, None) => self.view.apply(Change::DelRoute(r))?,
+            RouteChange::ReadAhead(list, at) => self.view.apply_read_ahead(list, at)?,
         }
         out.changed = true;
         if !watch {
@@ -1438,6 +1487,14 @@ pub fn check_datagram(datagram: &[u8]) {
         "a datagram read ahead is answered as its bytes are"
     );
     assert!(everything(e.fib()) == everything(ahead.fib()));
+    // The other copy, brought up to date by replaying the log (route changes read ahead are
+    // applied where they lie in the kept list).
+    ahead.publish();
+    ahead.catch_up();
+    assert!(
+        everything(e.fib()) == everything(ahead.fib()),
+        "the replayed copy is the applied one"
+    );
     assert_eq!(ctx.groups, ahead_ctx.groups);
     if !out.changed {
         assert!(
@@ -1551,6 +1608,136 @@ mod tests {
             }
             check_datagram(&b);
         }
+    }
+
+    /// Datagrams read ahead, in batches, answered as their bytes are, with both copies equal
+    /// after each batch: route adds, deletes and failures among other requests, and a route
+    /// dump in the middle of a datagram (it publishes, and the replay runs, while the rest of
+    /// that datagram's read-ahead list is still to be applied).
+    #[test]
+    fn read_ahead_batches_match_the_general_path_on_both_copies() {
+        let route = |third: u8, gw: Option<&str>| {
+            let mut r = Route::new(
+                Family::Inet,
+                Prefix {
+                    addr: std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 9, third, 0)),
+                    len: 24,
+                },
+            );
+            r.nexthop.gateway = gw.map(|g| g.parse().unwrap());
+            r.rtype = if gw.is_some() {
+                RouteType::Unicast
+            } else {
+                RouteType::Blackhole
+            };
+            r
+        };
+        let link = Link {
+            ifname: Some("eth0".into()),
+            kind: Some(LinkKind::Dummy),
+            flags: IFF_UP,
+            change: IFF_UP,
+            ..Link::default()
+        };
+        let addr = Address {
+            family: Family::Inet,
+            prefixlen: 16,
+            flags: 0,
+            scope: 0,
+            ifindex: 2,
+            local: Some("10.1.0.1".parse().unwrap()),
+            address: Some("10.1.0.1".parse().unwrap()),
+            broadcast: None,
+            label: None,
+            metric: None,
+            valid_lft: None,
+            preferred_lft: None,
+        };
+        let datagram = |reqs: &[Request], seq: u32| {
+            let mut b = Vec::new();
+            for (i, r) in reqs.iter().enumerate() {
+                let mut m = convert::request_message(r, seq + i as u32, 0);
+                m.header.flags |= nf::NLM_F_ACK;
+                m.emit(&mut b);
+            }
+            b
+        };
+        let batches = [
+            vec![
+                datagram(
+                    &[
+                        Request::NewLink(link, ReqFlags::ADD),
+                        Request::NewAddr(addr, ReqFlags::ADD),
+                    ],
+                    1,
+                ),
+                datagram(
+                    &[
+                        Request::NewRoute(route(1, Some("10.1.0.2")), ReqFlags::ADD),
+                        Request::NewRoute(route(2, None), ReqFlags::ADD),
+                        // Exists already: EEXIST.
+                        Request::NewRoute(route(1, Some("10.1.0.3")), ReqFlags::ADD),
+                        // Unreachable gateway: an error from validation.
+                        Request::NewRoute(route(3, Some("192.0.2.1")), ReqFlags::ADD),
+                    ],
+                    10,
+                ),
+            ],
+            vec![
+                datagram(
+                    &[
+                        Request::NewRoute(route(4, Some("10.1.0.2")), ReqFlags::ADD),
+                        Request::DumpRoutes(Some(Family::Inet)),
+                        Request::NewRoute(route(5, Some("10.1.0.3")), ReqFlags::ADD),
+                        Request::DelRoute(route(2, None)),
+                        Request::NewRoute(route(1, Some("10.1.0.3")), ReqFlags::REPLACE),
+                        Request::DumpLinks,
+                        Request::DelRoute(route(7, None)),
+                    ],
+                    20,
+                ),
+                datagram(
+                    &[Request::NewRoute(route(6, Some("10.1.0.2")), ReqFlags::ADD)],
+                    30,
+                ),
+            ],
+        ];
+        let (mut plain, mut ahead) = (Engine::default(), Engine::default());
+        for batch in &batches {
+            let (mut out, mut ahead_out) = (Outcome::default(), Outcome::default());
+            let (mut ctx, mut ahead_ctx) = (ClientCtx::default(), ClientCtx::default());
+            plain.begin();
+            ahead.begin();
+            for d in batch {
+                plain.handle(d, &mut ctx, u64::MAX, &mut out);
+                let p = Prepared::new(d.clone().into_boxed_slice());
+                ahead.handle_prepared(p, &mut ahead_ctx, u64::MAX, &mut ahead_out);
+            }
+            plain.publish();
+            ahead.publish();
+            assert!(drain(&mut out) == drain(&mut ahead_out));
+            // The published copy, then the other one once replayed.
+            assert!(everything(plain.fib()) == everything(ahead.fib()));
+            ahead.catch_up();
+            assert!(everything(plain.fib()) == everything(ahead.fib()));
+        }
+        // 10.9.1.0/24 replaced, .2 deleted, .3 refused, .7 never there.
+        let ours: Vec<(IpAddr, Option<IpAddr>)> = everything(ahead.fib())
+            .2
+            .iter()
+            .filter(|r| r.dst.len == 24)
+            .map(|r| (r.dst.addr, r.nexthop.gateway))
+            .collect();
+        let want: Vec<(IpAddr, Option<IpAddr>)> = [
+            (1, "10.1.0.3"),
+            (4, "10.1.0.2"),
+            (5, "10.1.0.3"),
+            (6, "10.1.0.2"),
+        ]
+        .iter()
+        .map(|&(third, gw)| (route(third, None).dst.addr, gw.parse().ok()))
+        .collect();
+        assert_eq!(ours, want);
     }
 
     /// A route dump, read in pieces of every size, is the state's routes encoded one by one

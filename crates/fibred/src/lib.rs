@@ -8,12 +8,14 @@
 //! - [`groups`]: rtnetlink multicast groups and the membership request that stands in for
 //!   NETLINK_ADD_MEMBERSHIP on a Unix socket ([`engine::FIBRE_MEMBERSHIP`]).
 //! - [`log`]: leveled key=value logs on stderr.
+//! - [`alloc`]: the C allocator's settings for memory that crosses the daemon's threads.
 //!
 //! Who may call what: only the writer thread calls [`engine::Engine`] (and through it
 //! changes the state); client threads answer reads (`route get`, dumps) themselves from the
 //! published state ([`engine::handle_reads`], [`view::FibReader`]) and hand everything else
 //! to the writer through the server's job queue.
 
+pub mod alloc;
 pub mod client;
 pub mod engine;
 pub mod groups;

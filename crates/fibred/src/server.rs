@@ -451,8 +451,10 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Binds the sockets, restores the state and starts every thread.
+    /// Sets the C allocator up for the daemon ([`crate::alloc::tune`]), binds the sockets,
+    /// restores the state and starts every thread.
     pub fn start(config: Config) -> io::Result<Daemon> {
+        crate::alloc::tune();
         let mut engine = Engine::default();
         if let Some(path) = &config.state {
             restore_state(&mut engine, path)?;

@@ -27,6 +27,15 @@
 //! application saw. A change that never reads the clock (a route without `expires` while
 //! nothing expires: a table load) costs no clock read at all.
 //!
+//! # Route changes read ahead
+//! A table load is route changes that a client thread read ahead of the writer
+//! ([`crate::engine::Prepared`]): a list of requests per datagram. The writer hands the whole
+//! list to the log ([`FibWriter::keep`]) and applies each route change where it lies
+//! ([`FibWriter::apply_read_ahead`]); the log names it by its place and the replay applies it
+//! from there. A route (a few hundred bytes) is thus never moved on the writer. A kept list
+//! lives until the replay that follows the next publish has applied it, and the newest one
+//! beyond that, since the engine may still be applying the rest of it.
+//!
 //! # Invariants
 //! - A reader sees exactly the state as of some publish, never a partial batch, never a mix
 //!   of the two copies within one [`FibGuard`].
@@ -48,9 +57,13 @@
 //! the reader's reads before the writer's writes. (The protocol of fibre-lpm's `sync`, whose
 //! copies are lookup tables; these are whole FIBs.)
 
-use fibre_fib::types::{Address, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule};
+use fibre_fib::types::{
+    Address, Errno, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule,
+};
 use fibre_fib::{Clock, Fib, Settings, SystemClock};
+use fibre_netlink::convert::{Request, RequestError};
 use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -103,6 +116,36 @@ impl Change {
             }
         }
     }
+}
+
+/// What a client thread read of a datagram's messages, in order (see
+/// [`crate::engine::Prepared`]): the route changes, parsed.
+pub type ReadAhead = Vec<Option<Result<Request, RequestError>>>;
+
+/// The route change a read-ahead request makes: the route and, for an add, its flags.
+fn route_change(req: &Option<Result<Request, RequestError>>) -> Option<(&Route, Option<ReqFlags>)> {
+    match req {
+        Some(Ok(Request::NewRoute(r, f))) => Some((r, Some(*f))),
+        Some(Ok(Request::DelRoute(r))) => Some((r, None)),
+        _ => None,
+    }
+}
+
+fn apply_route_change(r: &Route, new: Option<ReqFlags>, fib: &mut Fib) -> Result<(), RtError> {
+    match new {
+        Some(f) => fib.route_new(r, f),
+        None => fib.route_del(r),
+    }
+}
+
+/// One entry of the log (a few words: a read-ahead route change is a place, any other
+/// change is in `FibWriter::changes`).
+#[derive(Clone, Copy)]
+enum Logged {
+    /// The change at this index of `FibWriter::changes`.
+    Change(u32),
+    /// The route change at index `.1` of the kept read-ahead list numbered `.0`.
+    ReadAhead(u64, u32),
 }
 
 /// The clock one copy reads: the daemon's system clock, except while the writer applies or
@@ -195,7 +238,13 @@ pub struct FibWriter {
     /// Changes applied to the standby copy since the last publish, each with the time its
     /// application read (`None`: it read none); after a publish (while `stale`), the changes
     /// the new standby copy still lacks.
-    log: Vec<(Option<u64>, Change)>,
+    log: Vec<(Option<u64>, Logged)>,
+    /// The changes `Logged::Change` entries name, in order.
+    changes: Vec<Change>,
+    /// Read-ahead lists whose route changes the log names, oldest first; the first is
+    /// numbered `kept_base`.
+    kept: VecDeque<ReadAhead>,
+    kept_base: u64,
     /// The standby copy lacks `log` and may still have readers from before the last publish.
     stale: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -239,6 +288,9 @@ impl FibWriter {
                 readers: Mutex::new(Vec::new()),
             }),
             log: Vec::new(),
+            changes: Vec::new(),
+            kept: VecDeque::new(),
+            kept_base: 0,
             stale: false,
             _not_sync: PhantomData,
         }
@@ -268,15 +320,73 @@ impl FibWriter {
     /// Applies `change` to the standby copy (made current first) and logs it.
     pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
         self.catch_up();
+        // Stored first and applied from there: a change can be a few hundred bytes.
+        let Ok(i) = u32::try_from(self.changes.len()) else {
+            return Err(RtError::new(Errno::ENOBUFS));
+        };
+        self.changes.push(change);
+        self.log_and_apply(Logged::Change(i))
+    }
+
+    /// Keeps a read-ahead list for [`FibWriter::apply_read_ahead`] (the standby copy is made
+    /// current first); returns its number.
+    pub fn keep(&mut self, list: ReadAhead) -> u64 {
+        self.catch_up();
+        self.kept.push_back(list);
+        self.kept_base + self.kept.len() as u64 - 1
+    }
+
+    /// The route change at `at` of the kept list `list`: the route and, for an add, its
+    /// flags; `None` when that request is no route change (or was taken).
+    pub fn read_ahead(&self, list: u64, at: usize) -> Option<(&Route, Option<ReqFlags>)> {
+        let l = self
+            .kept
+            .get(usize::try_from(list.checked_sub(self.kept_base)?).ok()?)?;
+        route_change(l.get(at)?)
+    }
+
+    /// Takes the request at `at` of the kept list `list` out of it, for a request that is no
+    /// route change ([`FibWriter::read_ahead`] is `None`) and is handled like any other.
+    pub fn take_read_ahead(
+        &mut self,
+        list: u64,
+        at: usize,
+    ) -> Option<Result<Request, RequestError>> {
+        let i = usize::try_from(list.checked_sub(self.kept_base)?).ok()?;
+        let slot = self.kept.get_mut(i)?.get_mut(at)?;
+        // A route change stays: the log may name it.
+        if route_change(slot).is_some() {
+            return None;
+        }
+        slot.take()
+    }
+
+    /// Applies the route change at `at` of the kept list `list` to the standby copy where it
+    /// lies, and logs its place. EINVAL (nothing applied, nothing logged) when that request
+    /// is no route change: callers check with [`FibWriter::read_ahead`] first.
+    pub fn apply_read_ahead(&mut self, list: u64, at: usize) -> Result<(), RtError> {
+        self.catch_up();
+        let (Some(_), Ok(at32)) = (self.read_ahead(list, at), u32::try_from(at)) else {
+            return Err(RtError::new(Errno::EINVAL));
+        };
+        self.log_and_apply(Logged::ReadAhead(list, at32))
+    }
+
+    /// Applies the change `logged` names to the standby copy, which is current, and logs it
+    /// with the time it read.
+    fn log_and_apply(&mut self, logged: Logged) -> Result<(), RtError> {
         let i = self.standby_index();
-        // SAFETY: `catch_up` waited until no reader can be in the standby copy, and readers
-        // that start now read the active one; `&mut self` makes this the only writer access.
+        // SAFETY: the callers brought the standby copy up to date (`catch_up`), which waited
+        // until no reader can be in it, and readers that start now read the active one;
+        // `&mut self` makes this the only writer access.
         let fib = unsafe { &mut *self.shared.copies[i].get() };
-        // Logged first and applied from the log: a change can be a few hundred bytes.
-        self.log.push((None, change));
-        let (read, logged) = self.log.last_mut().expect("pushed above");
-        let (r, now) = self.shared.clocks[i].pinned_at(None, || logged.apply(fib));
-        *read = now;
+        let from = Sources {
+            changes: &self.changes,
+            kept: &self.kept,
+            kept_base: self.kept_base,
+        };
+        let (r, now) = self.shared.clocks[i].pinned_at(None, || from.apply(logged, fib));
+        self.log.push((now, logged));
         r
     }
 
@@ -324,12 +434,23 @@ impl FibWriter {
         let fib = unsafe { &mut *self.shared.copies[i].get() };
         let clock = &self.shared.clocks[i];
         fib.begin_batch();
-        for (now, c) in &self.log {
+        let from = Sources {
+            changes: &self.changes,
+            kept: &self.kept,
+            kept_base: self.kept_base,
+        };
+        for &(now, c) in &self.log {
             // The same result as on the other copy, which was equal, at the same time (a
             // change that read no time then reads none now: it takes the same path).
-            let _ = clock.pinned_at(*now, || c.apply(fib));
+            let _ = clock.pinned_at(now, || from.apply(c, fib));
         }
         self.log.clear();
+        self.changes.clear();
+        // Every kept list is applied to both copies now; the newest may still be in use.
+        while self.kept.len() > 1 {
+            self.kept.pop_front();
+            self.kept_base += 1;
+        }
         fib.end_batch();
         self.stale = false;
     }
@@ -355,6 +476,39 @@ impl FibWriter {
                     std::hint::spin_loop();
                 } else {
                     std::thread::yield_now();
+                }
+            }
+        }
+    }
+}
+
+/// Where the log's entries are: the writer's changes and kept read-ahead lists.
+struct Sources<'a> {
+    changes: &'a [Change],
+    kept: &'a VecDeque<ReadAhead>,
+    /// The number of the first kept list.
+    kept_base: u64,
+}
+
+impl Sources<'_> {
+    /// Applies the change a log entry names to `fib`.
+    fn apply(&self, logged: Logged, fib: &mut Fib) -> Result<(), RtError> {
+        match logged {
+            Logged::Change(i) => match self.changes.get(i as usize) {
+                Some(c) => c.apply(fib),
+                None => Err(RtError::new(Errno::EINVAL)),
+            },
+            Logged::ReadAhead(list, at) => {
+                let change = list
+                    .checked_sub(self.kept_base)
+                    .and_then(|l| usize::try_from(l).ok())
+                    .and_then(|l| self.kept.get(l)?.get(at as usize))
+                    .and_then(route_change);
+                match change {
+                    Some((r, new)) => apply_route_change(r, new, fib),
+                    // `apply_read_ahead` logs route changes only, and they stay in their
+                    // list until both copies have them.
+                    None => Err(RtError::new(Errno::EINVAL)),
                 }
             }
         }
