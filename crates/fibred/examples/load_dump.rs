@@ -580,6 +580,22 @@ fn main() {
         "    ring load CPU us/route by thread (waiting for a CPU): {}",
         shares.join(", ")
     );
+    // The writer applies every route to both copies, one after the other: with a CPU of its
+    // own (the other threads need less than the second CPU), its CPU time is the load's.
+    let writer: Vec<f64> = ring_threads
+        .iter()
+        .filter_map(|run| run.iter().find(|(name, _)| name == "fibred-writer"))
+        .map(|(_, t)| t[0])
+        .collect();
+    if !writer.is_empty() {
+        let w = median(writer);
+        println!(
+            "    the writer's CPU time (median {:.2} us/route) allows {:.3} M routes/s with a CPU \
+             of its own",
+            us(w),
+            rate(w)
+        );
+    }
     if let Some((kl, _, _)) = k {
         println!(
             "  kernel, ip -batch               {kl:7.2}   {:6.3}",
