@@ -3,7 +3,9 @@
 //! Loads the table route by route in file order (as crates/fibre-bench does), draws 2^21
 //! addresses inside table prefixes and 2^21 uniform over 2000::/3, and prints the median over
 //! RUNS (default 9) of each mode in lookups per CPU second of this thread. Run two builds
-//! alternately and compare medians: the machine may be shared.
+//! alternately and compare medians: the machine may be shared. "hot batch64" repeats the first
+//! 64 inside addresses, so every line they touch stays in L1: when it runs no faster than
+//! "inside batch64", the batch is bound by instructions, not by cache misses.
 
 #[path = "../tests/common/rib.rs"]
 mod rib;
@@ -39,7 +41,13 @@ fn main() {
         .map(|_| ((u128::from(rng.next()) << 64 | u128::from(rng.next())) >> 3) | (1u128 << 125))
         .collect();
     let mut out = vec![0u32; ADDRS];
-    let mut rates: [Vec<f64>; 3] = Default::default();
+    let hot: Vec<u128> = inside[..BURST]
+        .iter()
+        .copied()
+        .cycle()
+        .take(ADDRS)
+        .collect();
+    let mut rates: [Vec<f64>; 4] = Default::default();
     for _ in 0..runs {
         let t = cpu_seconds();
         for (o, &a) in out.iter_mut().zip(&inside) {
@@ -47,7 +55,7 @@ fn main() {
         }
         black_box(&mut out);
         rates[0].push(ADDRS as f64 / (cpu_seconds() - t) / 1e6);
-        for (i, set) in [&inside, &uniform].into_iter().enumerate() {
+        for (i, set) in [&inside, &uniform, &hot].into_iter().enumerate() {
             let t = cpu_seconds();
             for (a, o) in set.chunks(BURST).zip(out.chunks_mut(BURST)) {
                 lpm.lookup_batch(a, o);
@@ -61,11 +69,12 @@ fn main() {
         v[v.len() / 2]
     };
     println!(
-        "inside single {:6.1}  inside batch{BURST} {:6.1}  uniform batch{BURST} {:6.1} Mlps; \
-         build {build:.2} M routes/s; lookup {:.1} MiB",
+        "inside single {:6.1}  inside batch{BURST} {:6.1}  uniform batch{BURST} {:6.1}  \
+         hot batch{BURST} {:6.1} Mlps; build {build:.2} M routes/s; lookup {:.1} MiB",
         med(&mut rates[0]),
         med(&mut rates[1]),
         med(&mut rates[2]),
+        med(&mut rates[3]),
         lpm.lookup_bytes() as f64 / 1048576.0
     );
 }

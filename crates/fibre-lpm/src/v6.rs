@@ -14,17 +14,21 @@
 //!   interval values (leaves). Updates edit these nodes; lookups read the bucket's *image*.
 //! - **Images**: per bucket, copies of its leaves, contiguous in key order, under a static,
 //!   pointer-free index of full 16-way *inner lines* (15 keys and the position of the line's
-//!   last child; children are consecutive), as PlanB lays out its tree. An inner step reads
-//!   one line and computes its child; a leaf step reads the leaf's two lines. A step is two
-//!   AVX2 compares and a popcount (SSE2 without AVX2, scalar off x86_64: same answers). On
+//!   first child; children are consecutive), as PlanB lays out its tree. An inner step reads
+//!   one line and computes its child; a leaf step reads the leaf's two lines (keys, values).
+//!   Images store each key minus one, so a step compares the broadcast search key with the
+//!   line in memory: two AVX2 compares, a pack, a movemask and a popcount, which counts each
+//!   key twice, so positions are kept doubled (SSE2 without AVX2, scalar off x86_64: same
+//!   answers). Leaves hold their values as lookups answer them. On
 //!   the 2026 table a lookup reads the root entry, 1-3 inner lines and a leaf, 2.5 MiB in
 //!   all. A leaf edit is copied into the image at once (`node_pos`); a leaf split rebuilds
 //!   the bucket's inner lines and moves the leaves after the split (O(leaves / 16) lines plus
 //!   the moved leaves), in place while the image's ranges are large enough.
 //! - **Batches** advance 64 lookups level by level, prefetching every lane's next line before
-//!   reading any, so dozens of cache misses are in flight at once. Lanes are aligned on their
-//!   leaves (a lane in an image of `h` inner levels joins the passes `h` from the end), so the
-//!   last pass reads every lane's leaf and no pass branches on a lane's state.
+//!   reading any, so dozens of cache misses are in flight at once. Lanes are filed by their
+//!   image's height into dense per-height arrays and aligned on their leaves (a lane in an
+//!   image of `h` inner levels joins the passes `h` from the end), so each pass is a few
+//!   counted loops, the last reads every lane's leaf, and no pass tests a lane's state.
 //! - **Tables**: a region holding a prefix too long for its key window (longer than /d+32) is a
 //!   256-entry table on the next 8 bits instead; its entries are regions again (values, buckets
 //!   or tables). So any prefix up to /128 is exact; the cost is paid only where such prefixes
@@ -123,17 +127,21 @@ const KEY_BIAS: u32 = 0x8000_0000;
 /// the region's start, never a boundary, and no search key is below it, so padding is never
 /// counted.
 const KEY_PAD: u32 = KEY_BIAS;
-/// Lookup entry of a bucket's image: `IMG_TAG | levels << IMG_LEVELS_SHIFT | position`, the
-/// position of its top inner line, or of its one leaf when it has no inner level.
+/// Lookup entry of a bucket's image: `IMG_TAG | levels << IMG_LEVELS_SHIFT | 2 * position`,
+/// the position of its top inner line, or of its one leaf when it has no inner level (doubled
+/// like the child positions in [`Line`]).
 const IMG_TAG: u32 = 0xC000_0000;
 const IMG_LEVELS_SHIFT: u32 = 27;
-/// Positions in the image arrays: 2^27 lines (8 GiB) or leaves.
+/// The levels field of a lookup entry (3 bits).
+const IMG_LEVELS_FIELD: u32 = 7;
+/// Doubled positions in the image arrays: 2^26 lines (4 GiB) or leaves.
 const IMG_POS_MASK: u32 = (1 << IMG_LEVELS_SHIFT) - 1;
-/// Inner levels an image entry can say: 16^7 leaves, far beyond any address space's intervals.
-const IMG_MAX_LEVELS: usize = 7;
-/// Slot of an inner line holding the position of its last child; the other 15 are keys.
-const LINE_LAST: usize = NODE_KEYS - 1;
-const LINE_KEYS_MASK: u32 = (1 << LINE_LAST) - 1;
+/// Inner levels an image entry can say: 16^7 leaves, far beyond any table's intervals.
+const IMG_MAX_LEVELS: usize = IMG_LEVELS_FIELD as usize;
+/// Slot of an inner line holding the position of its first child; the other 15 are keys.
+const LINE_FIRST: usize = NODE_KEYS - 1;
+/// Padding of an image line's key slots: `i32::MAX`, never below a search key.
+const IMG_PAD: u32 = i32::MAX as u32;
 /// `Lpm6::node_pos` of a node that is not a leaf in an image.
 const NO_POS: u32 = u32::MAX;
 /// `Image` class of an absent range (a bucket of one leaf has no inner lines).
@@ -161,14 +169,27 @@ struct Node {
     ways: [u32; NODE_WAYS],
 }
 
-/// An inner line of a bucket's image: up to 15 biased keys, ascending, padded with
-/// [`KEY_PAD`], and in slot [`LINE_LAST`] the position of the line's last child. Its children
-/// are consecutive (lines of the next level, or leaves), so a search key with `c` keys above it
-/// goes to `last - c`: an inner step reads one line and no pointer.
+/// An inner line of a bucket's image: up to 15 *image keys*, ascending, padded with
+/// [`IMG_PAD`], and in slot [`LINE_FIRST`] twice the position of the line's first child. An
+/// image key is a biased key minus one, so that a search key `qb` has passed key `k` when
+/// `k - 1 < qb`: one compare of the broadcast search key with the line in memory. Children are
+/// consecutive (lines of the next level, or leaves), so a search key that has passed `c` keys
+/// goes to `first + c`: an inner step reads one line and no pointer. Positions are kept
+/// doubled because the SIMD count below counts every key twice.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 struct Line {
     w: [u32; NODE_KEYS],
+}
+
+/// A leaf of a bucket's image: its node's keys as image keys (see [`Line`]), ascending and
+/// padded with [`IMG_PAD`], and the values of its intervals first to last, as lookups answer
+/// them ([`crate::NO_ROUTE`] for none). Two lines, 128-byte aligned like [`Node`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(128))]
+struct Leaf {
+    keys: [u32; NODE_KEYS],
+    vals: [u32; NODE_WAYS],
 }
 
 /// Where a bucket's image lives: a range of `Lpm6::inner` and one of `Lpm6::leaves`, by start
@@ -212,8 +233,8 @@ pub struct Lpm6 {
     look_tables: Vec<u32>,
     /// Inner lines of the buckets' images.
     inner: Vec<Line>,
-    /// Leaves of the buckets' images: copies of the buckets' leaf nodes, in key order.
-    leaves: Vec<Node>,
+    /// Leaves of the buckets' images: the buckets' leaf nodes in key order (`Leaf::of`).
+    leaves: Vec<Leaf>,
     // Control state, read and written by updates only.
     root: Vec<u32>,
     /// Tables of `FANOUT` entries, back to back.
@@ -312,11 +333,11 @@ fn is_image(e: u32) -> bool {
     e >= IMG_TAG
 }
 
-/// Inner levels of the image of lookup entry `e` (garbage, but at most `IMG_MAX_LEVELS`, for
+/// Inner levels of the image of lookup entry `e` (garbage, but at most `IMG_LEVELS_FIELD`, for
 /// other entries).
 #[inline(always)]
 fn image_levels(e: u32) -> usize {
-    ((e >> IMG_LEVELS_SHIFT) as usize) & IMG_MAX_LEVELS
+    ((e >> IMG_LEVELS_SHIFT) & IMG_LEVELS_FIELD) as usize
 }
 
 #[inline(always)]
@@ -357,59 +378,129 @@ fn above_portable(keys: &[u32; NODE_KEYS], qb: i32) -> u32 {
     }
 }
 
-/// As [`above_portable`], with AVX2 compares of eight keys each.
+/// Twice the number of image keys (slots `0..LINE_FIRST` of `w`) below biased search key `qb`,
+/// portable.
+#[inline(always)]
+fn passed2_portable(w: &[u32; NODE_KEYS], qb: i32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::*;
+        let p = w.as_ptr().cast::<__m128i>();
+        // SAFETY: SSE2 is part of the x86_64 baseline; `w` is 64-byte aligned (`Line`, `Leaf`),
+        // so each 16-byte load is aligned and inside `w`.
+        let m = unsafe {
+            let q = _mm_set1_epi32(qb);
+            let c = |i: usize| _mm_cmpgt_epi32(q, _mm_load_si128(p.add(i)));
+            let lo = _mm_packs_epi32(c(0), c(1));
+            let hi = _mm_packs_epi32(c(2), c(3));
+            _mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u32
+        };
+        2 * (m & ((1 << LINE_FIRST) - 1)).count_ones()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let passed = w[..LINE_FIRST].iter().filter(|&&k| (k as i32) < qb).count();
+        2 * passed as u32
+    }
+}
+
+/// As [`passed2_portable`], with two AVX2 compares against the line in memory, packed to one
+/// mask of two bits per key.
 ///
 /// # Safety
 /// The CPU must support AVX2 and POPCNT.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
 #[inline]
-unsafe fn above_avx2(keys: &[u32; NODE_KEYS], qb: i32) -> u32 {
+unsafe fn passed2_avx2(w: &[u32; NODE_KEYS], qb: i32) -> u32 {
     use core::arch::x86_64::*;
-    let q = _mm256_set1_epi32(qb);
-    let p = keys.as_ptr().cast::<__m256i>();
-    let mut bits = 0u32;
-    for i in 0..NODE_KEYS / 8 {
-        // SAFETY: the caller guarantees AVX2; keys are 64-byte aligned (`Node`, `Line`), so
-        // each 32-byte load is aligned and inside `keys`.
-        let m = unsafe {
-            _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
-                _mm256_load_si256(p.add(i)),
-                q,
-            )))
-        };
-        bits |= (m as u32) << (8 * i);
-    }
-    bits
+    let p = w.as_ptr().cast::<__m256i>();
+    // SAFETY: the caller guarantees AVX2; `w` is 64-byte aligned (`Line`, `Leaf`), so each
+    // 32-byte load is aligned and inside `w`.
+    let m = unsafe {
+        let q = _mm256_set1_epi32(qb);
+        let lo = _mm256_cmpgt_epi32(q, _mm256_load_si256(p));
+        let hi = _mm256_cmpgt_epi32(q, _mm256_load_si256(p.add(1)));
+        // Packing interleaves the halves (slots 0-3, 8-11, 4-7, 12-15): slot 15 is the mask's
+        // top two bits.
+        _mm256_movemask_epi8(_mm256_packs_epi32(lo, hi)) as u32
+    };
+    (m & ((1 << (2 * LINE_FIRST)) - 1)).count_ones()
 }
 
-/// The key slots of `keys` above biased search key `qb`, with AVX2 compares when `AVX2`.
+/// Twice the image keys of `w` below biased search key `qb`, with AVX2 when `AVX2`.
 #[inline(always)]
-fn above<const AVX2: bool>(keys: &[u32; NODE_KEYS], qb: i32) -> u32 {
+fn passed2<const AVX2: bool>(w: &[u32; NODE_KEYS], qb: i32) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if AVX2 {
         // SAFETY: `AVX2` is only true in code reached after run-time detection.
-        return unsafe { above_avx2(keys, qb) };
+        return unsafe { passed2_avx2(w, qb) };
     }
-    above_portable(keys, qb)
+    passed2_portable(w, qb)
 }
 
+/// The image line at doubled position `p2` of `inner` (computed, not dereferenced).
+#[inline(always)]
+fn line_at(inner: *const Line, p2: u32) -> *const Line {
+    const _: () = assert!(std::mem::size_of::<Line>() == 64);
+    inner.cast::<u8>().wrapping_add(p2 as usize * 32).cast()
+}
+
+/// The image leaf at doubled position `p2` of `leaves` (computed, not dereferenced).
+#[inline(always)]
+fn leaf_at(leaves: *const Leaf, p2: u32) -> *const Leaf {
+    const _: () = assert!(std::mem::size_of::<Leaf>() == 128);
+    leaves.cast::<u8>().wrapping_add(p2 as usize * 64).cast()
+}
+
+/// A biased key as an image key (see [`Line`]). Key 0 is never stored, so this never wraps.
+#[inline(always)]
+fn image_key(k: u32) -> u32 {
+    (k ^ KEY_BIAS).wrapping_sub(1)
+}
+
+#[cfg(test)]
 impl Node {
-    /// The way a search for biased key `qb` takes (a leaf's value, in the image).
-    #[inline(always)]
-    fn way<const AVX2: bool>(&self, qb: i32) -> u32 {
+    /// The way a search for biased key `qb` takes (updates search nodes by their unpacked
+    /// keys; tests check the images against this).
+    fn way(&self, qb: i32) -> u32 {
         // At most MAX_KEYS slots count: padding is never above a search key.
-        let c = above::<AVX2>(&self.keys, qb).count_ones() as usize;
+        let c = above_portable(&self.keys, qb).count_ones() as usize;
         self.ways[c & (NODE_WAYS - 1)]
     }
 }
 
 impl Line {
-    /// The position of the child a search for biased key `qb` takes.
+    /// Twice the position of the child a search for biased key `qb` takes.
     #[inline(always)]
-    fn child<const AVX2: bool>(&self, qb: i32) -> u32 {
-        let c = (above::<AVX2>(&self.w, qb) & LINE_KEYS_MASK).count_ones();
-        self.w[LINE_LAST].wrapping_sub(c)
+    fn child2<const AVX2: bool>(&self, qb: i32) -> u32 {
+        self.w[LINE_FIRST].wrapping_add(passed2::<AVX2>(&self.w, qb))
+    }
+}
+
+impl Leaf {
+    /// The image leaf of leaf node `node`.
+    fn of(node: &Node) -> Leaf {
+        let n = key_count(node);
+        let mut leaf = EMPTY_LEAF;
+        for j in 0..n {
+            leaf.keys[j] = image_key(node.keys[j] ^ KEY_BIAS);
+        }
+        for j in 0..=n {
+            leaf.vals[j] = crate::external(node.ways[n - j]);
+        }
+        leaf
+    }
+
+    /// The value a search for biased key `qb` finds.
+    #[inline(always)]
+    fn value<const AVX2: bool>(&self, qb: i32) -> u32 {
+        // At most MAX_KEYS keys pass (the last slot is padding): `c2 / 2 < NODE_WAYS`.
+        let c2 = passed2::<AVX2>(&self.keys, qb) as usize;
+        debug_assert!(c2.is_multiple_of(2) && c2 / 2 < NODE_WAYS);
+        // SAFETY: `c2` is even and below `2 * NODE_WAYS`, so the byte offset `2 * c2` is that
+        // of `vals[c2 / 2]` (indexed by bytes to spare halving an even count).
+        unsafe { *self.vals.as_ptr().cast::<u8>().add(2 * c2).cast::<u32>() }
     }
 }
 
@@ -444,7 +535,7 @@ impl Pool {
             return Ok(start);
         }
         let start = self.len;
-        if start + class_cap(k) > IMG_POS_MASK as usize + 1 {
+        if 2 * (start + class_cap(k)) > IMG_POS_MASK as usize + 1 {
             return Err(LpmError::Full);
         }
         self.len += class_cap(k);
@@ -557,12 +648,14 @@ impl Lpm6 {
             k = window(addr, d);
         }
         if is_image(e) {
-            e = self.search(e, (k ^ KEY_BIAS) as i32);
+            let v = self.search(e, (k ^ KEY_BIAS) as i32);
+            return (v != crate::NO_ROUTE).then_some(v);
         }
         (e != NONE).then_some(e)
     }
 
-    /// Searches the image whose lookup entry is `e` with biased key `qb`.
+    /// Searches the image whose lookup entry is `e` with biased key `qb`: the value found, as
+    /// lookups answer it.
     #[inline(always)]
     fn search(&self, e: u32, qb: i32) -> u32 {
         #[cfg(target_arch = "x86_64")]
@@ -583,11 +676,11 @@ impl Lpm6 {
 
     #[inline(always)]
     fn search_with<const AVX2: bool>(&self, e: u32, qb: i32) -> u32 {
-        let mut pos = e & IMG_POS_MASK;
+        let mut pos2 = e & IMG_POS_MASK;
         for _ in 0..image_levels(e) {
-            pos = self.inner[pos as usize].child::<AVX2>(qb);
+            pos2 = self.inner[(pos2 / 2) as usize].child2::<AVX2>(qb);
         }
-        self.leaves[pos as usize].way::<AVX2>(qb)
+        self.leaves[(pos2 / 2) as usize].value::<AVX2>(qb)
     }
 
     /// Looks up every address of `addrs` into the same position of `out` ([`crate::NO_ROUTE`]
@@ -621,29 +714,38 @@ impl Lpm6 {
     }
 
     /// One group of `lookup_batch`. Each lane first reads its root entry (and walks tables,
-    /// rare: only over prefixes longer than a bucket window). Lanes that reach a bucket then
-    /// descend its image one level per pass, every lane's next line prefetched before any is
-    /// read. Images differ in height, so lanes are aligned on their leaves: a pass steps the
-    /// lanes with at least as many levels left as passes remain, and the last pass reads every
-    /// lane's leaf. Lanes are sets of bits, so a pass touches only its own lanes and no lane
-    /// state moves.
+    /// rare: only over prefixes longer than a bucket window) and answers it when it is a value.
+    /// Lanes that reach a bucket are filed by the height of its image, and then descend one
+    /// level per pass, every lane's next line prefetched before any is read. Lanes are aligned
+    /// on their leaves: the pass `top - h` from the end steps the lanes of height at least `h`,
+    /// and the last pass reads every lane's leaf. So each pass is a few counted loops over
+    /// dense lane arrays, with no per-lane test.
     #[inline(always)]
     fn lookup_group<const AVX2: bool>(&self, addrs: &[u128], out: &mut [u32]) {
+        use std::mem::MaybeUninit;
+        /// Heights a lane is filed at: its image's inner levels, or the garbage levels field
+        /// of a value (filed but not counted).
+        const HEIGHTS: usize = IMG_LEVELS_FIELD as usize + 1;
         let n = addrs.len();
-        debug_assert!(n <= BATCH && out.len() == n);
-        // Per lane: biased search key, position in the image, inner levels left (0 for lanes
-        // not in an image), answer. The root entries need no prefetch: the announced part of
-        // the root (2000::/3) is 32 KiB.
-        let mut key = [0i32; BATCH];
-        let mut pos = [0u32; BATCH];
-        let mut left = [0u8; BATCH];
-        let mut res = [0u32; BATCH];
-        let mut in_image = 0u64;
+        assert!(n <= BATCH && out.len() == n);
+        // Per height, per lane filed there: biased search key, doubled position in the image,
+        // index in the group. `filed` counts the lanes of height `h` in its byte `h`. Slots are
+        // written before they are read: a height's slots `0..count` are its filed lanes.
+        let mut key = MaybeUninit::<[[i32; BATCH]; HEIGHTS]>::uninit();
+        let mut pos = MaybeUninit::<[[u32; BATCH]; HEIGHTS]>::uninit();
+        let mut lane = MaybeUninit::<[[u8; BATCH]; HEIGHTS]>::uninit();
+        let key = key.as_mut_ptr().cast::<i32>();
+        let pos = pos.as_mut_ptr().cast::<u32>();
+        let lane = lane.as_mut_ptr().cast::<u8>();
+        let mut filed = 0u64;
+        debug_assert_eq!(self.look_root.len(), 1 << ROOT_BITS);
         let root = self.look_root.as_ptr();
         let inner = self.inner.as_ptr();
         let leaves = self.leaves.as_ptr();
+        let out = out.as_mut_ptr();
         for (i, &a) in addrs.iter().enumerate() {
-            let mut e = self.look_root[(a >> (128 - ROOT_BITS)) as usize];
+            // SAFETY: the root has 2^ROOT_BITS entries.
+            let mut e = unsafe { *root.add((a >> (128 - ROOT_BITS)) as usize) };
             let mut k = (a >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
             if is_table(e) {
                 let mut d = ROOT_BITS;
@@ -653,62 +755,77 @@ impl Lpm6 {
                 }
                 k = window(a, d);
             }
-            let i = i & (BATCH - 1);
-            res[i] = e;
-            key[i] = (k ^ KEY_BIAS) as i32;
+            // A value is the answer; an image's lane overwrites it from its leaf.
+            // SAFETY: `i < n == out.len()`.
+            unsafe { *out.add(i) = crate::external(e) };
+            // Every lane is written to a slot of its height, but only an image's lane is
+            // counted there: a value's lane is overwritten or left beyond the count. Fewer
+            // than BATCH lanes are counted before lane `i`, so the slot is in bounds.
             let img = is_image(e);
-            let levels = image_levels(e);
-            let p = e & IMG_POS_MASK;
-            pos[i] = p;
-            left[i] = if img { levels as u8 } else { 0 };
-            in_image |= u64::from(img) << i;
-            // Lanes with an answer prefetch their root entry again: a line surely mapped.
+            let h = image_levels(e);
+            let slot = h * BATCH + ((filed >> (8 * h)) & 0xFF) as usize;
+            filed += u64::from(img) << (8 * h);
+            let p2 = e & IMG_POS_MASK;
+            // SAFETY: `h < HEIGHTS` and the slot's count is below BATCH (above), `i < BATCH`.
+            unsafe {
+                key.add(slot).write((k ^ KEY_BIAS) as i32);
+                pos.add(slot).write(p2);
+                lane.add(slot).write(i as u8);
+            }
             let at = if !img {
                 root.cast::<u8>()
-            } else if levels > 0 {
-                inner.wrapping_add(p as usize).cast::<u8>()
+            } else if h > 0 {
+                line_at(inner, p2).cast::<u8>()
             } else {
-                leaves.wrapping_add(p as usize).cast::<u8>()
+                leaf_at(leaves, p2).cast::<u8>()
             };
             crate::prefetch(at);
             crate::prefetch(at.wrapping_add(64));
         }
-        let top = usize::from(left.iter().copied().max().unwrap_or(0));
+        let count = |h: usize| ((filed >> (8 * h)) & 0xFF) as usize;
+        let top = if filed == 0 {
+            0
+        } else {
+            (63 - filed.leading_zeros() as usize) / 8
+        };
         for pass in 0..top {
-            // The lanes with at least as many inner levels left as passes remain.
-            let remain = (top - pass) as u8;
-            let mut active = 0u64;
-            for (i, &l) in left.iter().enumerate() {
-                active |= u64::from(l >= remain) << i;
-            }
-            let to_leaf = pass + 1 == top;
-            let mut bits = active;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize & (BATCH - 1);
-                bits &= bits - 1;
-                // SAFETY: lane `i` has an inner level left, so `pos[i]` is the position of an
-                // inner line of its image: images only point inside their own ranges, and the
-                // ranges lie inside `inner` and `leaves` (see `build_image`).
-                let p = unsafe { (*inner.add(pos[i] as usize)).child::<AVX2>(key[i]) };
-                pos[i] = p;
-                if to_leaf {
-                    let at = leaves.wrapping_add(p as usize).cast::<u8>();
-                    crate::prefetch(at);
-                    crate::prefetch(at.wrapping_add(64));
+            let remain = top - pass;
+            for h in remain..=top {
+                let slots = h * BATCH..h * BATCH + count(h);
+                if remain > 1 {
+                    for s in slots {
+                        // SAFETY: slot `s` is a filed lane of height `h >= remain`, with
+                        // `h - remain` inner levels stepped: its position is an inner line of
+                        // its image, and images lie inside `inner` (see `build_image`).
+                        unsafe {
+                            let p2 = (*line_at(inner, *pos.add(s))).child2::<AVX2>(*key.add(s));
+                            pos.add(s).write(p2);
+                            crate::prefetch(line_at(inner, p2));
+                        }
+                    }
                 } else {
-                    crate::prefetch(inner.wrapping_add(p as usize));
+                    for s in slots {
+                        // SAFETY: as above; the child is a leaf of the image.
+                        unsafe {
+                            let p2 = (*line_at(inner, *pos.add(s))).child2::<AVX2>(*key.add(s));
+                            pos.add(s).write(p2);
+                            let at = leaf_at(leaves, p2).cast::<u8>();
+                            crate::prefetch(at);
+                            crate::prefetch(at.wrapping_add(64));
+                        }
+                    }
                 }
             }
         }
-        let mut bits = in_image;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize & (BATCH - 1);
-            bits &= bits - 1;
-            // SAFETY: lane `i` has no inner level left, so `pos[i]` is a leaf of its image.
-            res[i] = unsafe { (*leaves.add(pos[i] as usize)).way::<AVX2>(key[i]) };
-        }
-        for (o, &r) in out.iter_mut().zip(&res) {
-            *o = crate::external(r);
+        for h in 0..=top {
+            for s in h * BATCH..h * BATCH + count(h) {
+                // SAFETY: slot `s` is a filed lane with all its inner levels stepped: its
+                // position is a leaf of its image; its lane index is below `n`.
+                unsafe {
+                    let v = (*leaf_at(leaves, *pos.add(s))).value::<AVX2>(*key.add(s));
+                    *out.add(usize::from(*lane.add(s))) = v;
+                }
+            }
         }
     }
 
@@ -737,7 +854,7 @@ impl Lpm6 {
     pub fn lookup_bytes(&self) -> usize {
         (self.look_root.capacity() + self.look_tables.capacity()) * 4
             + self.inner.capacity() * std::mem::size_of::<Line>()
-            + self.leaves.capacity() * std::mem::size_of::<Node>()
+            + self.leaves.capacity() * std::mem::size_of::<Leaf>()
     }
 
     /// Number of prefixes stored.
@@ -1042,7 +1159,7 @@ impl Lpm6 {
         // until the split's caller rebuilds the image).
         let at = self.node_pos[id as usize];
         if at != NO_POS {
-            self.leaves[at as usize] = node;
+            self.leaves[at as usize] = Leaf::of(&node);
         }
     }
 
@@ -1281,10 +1398,10 @@ impl Lpm6 {
                     &mut self.inner,
                     self.inner_pool.len,
                     Line {
-                        w: [KEY_PAD; NODE_KEYS],
+                        w: [IMG_PAD; NODE_KEYS],
                     },
                 );
-                grow(&mut self.leaves, self.leaf_pool.len, EMPTY_NODE);
+                grow(&mut self.leaves, self.leaf_pool.len, EMPTY_LEAF);
                 Image {
                     inner,
                     inner_class,
@@ -1298,7 +1415,7 @@ impl Lpm6 {
             // A leaf already at its place is up to date there (`store` patches it).
             let at = img.leaves as usize + r;
             if self.node_pos[id as usize] != at as u32 {
-                self.leaves[at] = self.nodes[id as usize];
+                self.leaves[at] = Leaf::of(&self.nodes[id as usize]);
                 self.node_pos[id as usize] = at as u32;
             }
         }
@@ -1315,17 +1432,17 @@ impl Lpm6 {
             for i in 0..sizes[l] {
                 let first = NODE_WAYS * i;
                 let last = (first + NODE_WAYS - 1).min(sizes[l - 1] - 1);
-                let mut w = [KEY_PAD; NODE_KEYS];
+                let mut w = [IMG_PAD; NODE_KEYS];
                 for (j, c) in (first + 1..=last).enumerate() {
-                    w[j] = firsts[c * span] ^ KEY_BIAS;
+                    w[j] = image_key(firsts[c * span]);
                 }
-                w[LINE_LAST] = (base[l - 1] + last) as u32;
+                w[LINE_FIRST] = 2 * (base[l - 1] + first) as u32;
                 self.inner[base[l] + i] = Line { w };
             }
             span *= NODE_WAYS;
         }
         let top = if levels == 0 { img.leaves } else { img.inner };
-        self.set_look(s, IMG_TAG | (levels as u32) << IMG_LEVELS_SHIFT | top);
+        self.set_look(s, IMG_TAG | (levels as u32) << IMG_LEVELS_SHIFT | (2 * top));
         Ok(())
     }
 
@@ -1748,10 +1865,16 @@ fn slot_key(s: Slot) -> u64 {
     }
 }
 
-/// A node with no keys (a fresh node, or an unused leaf of an image range).
+/// A node with no keys (a fresh node).
 const EMPTY_NODE: Node = Node {
     keys: [KEY_PAD; NODE_KEYS],
     ways: [NONE; NODE_WAYS],
+};
+
+/// An image leaf with no keys (an unused leaf of an image range).
+const EMPTY_LEAF: Leaf = Leaf {
+    keys: [IMG_PAD; NODE_KEYS],
+    vals: [crate::NO_ROUTE; NODE_WAYS],
 };
 
 /// Inserts key `k` at `pos` of `o`, with the way (and owner) `w` after it.
@@ -1843,10 +1966,11 @@ mod tests {
         for (k, &b) in keys.iter_mut().zip(&bounds) {
             *k = b ^ KEY_BIAS;
         }
-        let node = Node {
-            keys,
-            ways: [0; NODE_WAYS],
-        };
+        let mut line = [IMG_PAD; NODE_KEYS];
+        for (k, &b) in line.iter_mut().zip(&bounds) {
+            *k = image_key(b);
+        }
+        let line = Line { w: line };
         for &b in &bounds {
             for q in [b.wrapping_sub(1), b, b.wrapping_add(1), 0, u32::MAX] {
                 let want: u32 = bounds
@@ -1855,11 +1979,20 @@ mod tests {
                     .map(|(i, &k)| u32::from(k > q) << i)
                     .sum();
                 let qb = (q ^ KEY_BIAS) as i32;
-                assert_eq!(above_portable(&node.keys, qb), want, "{q:#x}");
-                #[cfg(target_arch = "x86_64")]
-                if detect_avx2() {
-                    // SAFETY: AVX2 and POPCNT were detected.
-                    assert_eq!(unsafe { above_avx2(&node.keys, qb) }, want, "{q:#x}");
+                assert_eq!(above_portable(&keys, qb), want, "{q:#x}");
+                // The image counts the keys at or below the search key, twice, whatever the
+                // line's last slot holds.
+                let passed = 2 * bounds.iter().filter(|&&k| k <= q).count() as u32;
+                for first in [0, 2, 0x7FFF_FFFE, u32::MAX - 1] {
+                    let mut l = line;
+                    l.w[LINE_FIRST] = first;
+                    assert_eq!(passed2_portable(&l.w, qb), passed, "{q:#x}");
+                    assert_eq!(l.child2::<false>(qb), first.wrapping_add(passed));
+                    #[cfg(target_arch = "x86_64")]
+                    if detect_avx2() {
+                        // SAFETY: AVX2 and POPCNT were detected.
+                        assert_eq!(unsafe { passed2_avx2(&l.w, qb) }, passed, "{q:#x}");
+                    }
                 }
             }
         }
@@ -2099,17 +2232,21 @@ mod tests {
                 for (r, &id) in ids.iter().enumerate() {
                     let at = im.leaves as usize + r;
                     assert_eq!(self.node_pos[id as usize], at as u32);
-                    assert_eq!(self.leaves[at].keys, self.nodes[id as usize].keys);
-                    assert_eq!(self.leaves[at].ways, self.nodes[id as usize].ways);
+                    assert_eq!(self.leaves[at], Leaf::of(&self.nodes[id as usize]));
                 }
+                // Every leaf boundary, and the key below it.
                 for &f in &firsts {
                     for k in [f, f.wrapping_sub(1)] {
                         let qb = (k ^ KEY_BIAS) as i32;
                         let mut w = e;
                         while is_node(w) {
-                            w = self.nodes[index(w)].way::<false>(qb);
+                            w = self.nodes[index(w)].way(qb);
                         }
-                        assert_eq!(self.search_with::<false>(look, qb), w, "{s:?} key {k:#x}");
+                        assert_eq!(
+                            self.search_with::<false>(look, qb),
+                            crate::external(w),
+                            "{s:?} key {k:#x}"
+                        );
                     }
                 }
             }
