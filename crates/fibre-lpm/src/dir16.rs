@@ -231,7 +231,7 @@ static PLACES: [u32; 256] = {
 /// takes no branch on them. With `s` the slot (0..64), the value's *base* is at byte
 /// `((s * mul) & gm) + off` of the block, and the value is `r` words after its base, `r` the
 /// count of set bits among the first `n = (s + 1) & nm` bits of the base line's first two words
-/// (the run bitmap; see [`Lane::count`]):
+/// (the run bitmap; see [`read_value`]):
 /// - code 0: base at word 1 of the quarter's line, n = s + 1 (r >= 1: runs from word 2);
 /// - code 1: base at the start of the half's line (`(s * 2) & 64`), n = s + 1: the first line's
 ///   bitmap is its word 0 (runs from word 1); the second line's word 0 is 1 and its bitmap word
