@@ -544,23 +544,24 @@ impl Dir16 {
             crate::prefetch(&top[(a >> (32 - TOP_BITS)) as usize]);
         }
         let lines = self.lines.as_ptr() as usize;
-        let mut first = 0;
+        // Lanes below `first` are located eight at a time (x86-64-v3), the rest one by one.
         #[cfg(target_arch = "x86_64")]
-        if BMI2 {
-            while first + 8 <= n {
-                // SAFETY: the CPU has avx2 (this function's contract); lanes first..first + 8
-                // are below n, inside `addrs`, `at` and `cnt`.
-                unsafe {
-                    v3::locate8(
-                        top.0.as_ptr(),
-                        lines,
-                        addrs.as_ptr().add(first),
-                        at.as_mut_ptr().add(first).cast(),
-                        cnt.as_mut_ptr().add(first).cast(),
-                    )
-                };
-                first += 8;
-            }
+        let first = if BMI2 { n & !7 } else { 0 };
+        #[cfg(not(target_arch = "x86_64"))]
+        let first = 0;
+        #[cfg(target_arch = "x86_64")]
+        for i in (0..first).step_by(8) {
+            // SAFETY: the CPU has avx2 (this function's contract); lanes i..i + 8 are below n,
+            // inside `addrs`, `at` and `cnt`.
+            unsafe {
+                v3::locate8(
+                    top.0.as_ptr(),
+                    lines,
+                    addrs.as_ptr().add(i),
+                    at.as_mut_ptr().add(i).cast(),
+                    cnt.as_mut_ptr().add(i).cast(),
+                )
+            };
         }
         for i in first..n {
             let a = addrs[i];
