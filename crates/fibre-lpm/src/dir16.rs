@@ -102,7 +102,7 @@ pub(crate) trait Mirror: Clone + std::fmt::Debug + Default {
 /// The 16-bit lookup index (see the module comment).
 #[derive(Clone, Debug)]
 pub(crate) struct Dir16 {
-    pub(crate) top: Box<Top>,
+    pub(crate) top: Top,
     pub(crate) lines: HugeVec<Line>,
     /// free[n]: first lines of free blocks of n lines.
     free: Vec<Vec<u32>>,
@@ -111,7 +111,7 @@ pub(crate) struct Dir16 {
 impl Default for Dir16 {
     fn default() -> Self {
         Dir16 {
-            top: Box::new(Top([crate::trie::NONE; TOP])),
+            top: Top::new(crate::trie::NONE),
             lines: HugeVec::new(),
             free: vec![Vec::new(); MAX_BLOCK + 1],
         }
@@ -331,22 +331,32 @@ fn slot_of(addr: u32) -> u32 {
 /// no branch.
 static ZERO_LINE: Line = Line([0; 16]);
 
-/// The 16-bit top array, aligned to lines (so that a batch lane of a value entry can read its
-/// own entry's line as if it were a block line).
+/// The 16-bit top array, held as lines so that it is line-aligned (a batch lane of a value
+/// entry reads its own entry's line as if it were a block line) and lives on the heap only (a
+/// 256 KiB array by value would pass through the stack when built or cloned).
 #[derive(Clone, Debug)]
-#[repr(C, align(64))]
-pub(crate) struct Top(pub(crate) [u32; TOP]);
+pub(crate) struct Top(Box<[Line]>);
+
+impl Top {
+    /// Every entry `v`.
+    fn new(v: u32) -> Top {
+        Top(vec![Line([v; LINE_WORDS]); TOP / LINE_WORDS].into_boxed_slice())
+    }
+}
 
 impl std::ops::Deref for Top {
     type Target = [u32; TOP];
     fn deref(&self) -> &[u32; TOP] {
-        &self.0
+        // SAFETY: TOP / LINE_WORDS lines (built so in `new`, never resized) of LINE_WORDS u32s
+        // each, `repr(C)`: exactly TOP contiguous, initialised, aligned u32s.
+        unsafe { &*self.0.as_ptr().cast::<[u32; TOP]>() }
     }
 }
 
 impl std::ops::DerefMut for Top {
     fn deref_mut(&mut self) -> &mut [u32; TOP] {
-        &mut self.0
+        // SAFETY: as in `deref`, and `&mut self` makes the access unique.
+        unsafe { &mut *self.0.as_mut_ptr().cast::<[u32; TOP]>() }
     }
 }
 
@@ -559,7 +569,7 @@ impl Dir16 {
             // inside `addrs`, `at` and `cnt`.
             unsafe {
                 v3::locate8(
-                    top.0.as_ptr(),
+                    top.as_ptr(),
                     lines,
                     addrs.as_ptr().add(i),
                     at.as_mut_ptr().add(i).cast(),
