@@ -104,3 +104,14 @@ def test_multipath_choice_is_checked_against_the_route(netns):
         run.resolve_multipath(r, amb, rep, 10, "fibre")
         assert rep.ok == accepted, rep.diffs
         assert rep.multipath_resolved == (1 if accepted else 0)
+
+
+def test_ipv6_tree_leaves_agree_with_kernel(netns):
+    """src6fuzz.py at CI size: source routes over a narrow IPv6 space, where the kernel's
+    radix-tree leaves (borrowed, repaired, purged) decide which lookups see them."""
+    fibre = os.environ.get("FIBRE", os.path.join(REPO, "target", "release", "fibre"))
+    if not os.access(fibre, os.X_OK):
+        pytest.skip(f"no fibre binary at {fibre}")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "src6fuzz.py"), "--seeds", "1-40", "--fibre", fibre],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -518,7 +518,7 @@ pub fn print_nexthop(p: &mut Printer, n: &NexthopObj, names: &Names, details: bo
             for (key, v) in [
                 ("idle_timer", r.idle_timer.unwrap_or(0) as u64),
                 ("unbalanced_timer", r.unbalanced_timer.unwrap_or(0) as u64),
-                ("unbalanced_time", r.unbalanced_time),
+                ("unbalanced_time", r.unbalanced_time.unwrap_or(0)),
             ] {
                 p.float(Some(key), &format!("{key} "), clock_t_secs(v), " ");
             }
@@ -616,7 +616,7 @@ mod tests {
                 buckets: Some(16),
                 idle_timer: Some(6000),
                 unbalanced_timer: Some(3000),
-                unbalanced_time: 0,
+                unbalanced_time: None,
             })
         );
         // Nothing after `resilient`: no NHA_RES_GROUP; a word that is no resilient argument
@@ -633,7 +633,7 @@ mod tests {
             "[{\"id\":11,\"group\":[{\"id\":1,\"weight\":2},{\"id\":2},{\"id\":3}],\"type\":\"resilient\",\"resilient_args\":{\"buckets\":16,\"idle_timer\":60,\"unbalanced_timer\":30,\"unbalanced_time\":0},\"flags\":[]}]\n"
         );
         n.res = n.res.map(|r| ResGroup {
-            unbalanced_time: 9467,
+            unbalanced_time: Some(9467),
             ..r
         });
         assert!(show(&n, false).contains(" unbalanced_time 94.67 "));

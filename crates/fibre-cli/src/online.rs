@@ -169,6 +169,7 @@ impl Remote {
             Request::GetLink(_)
                 | Request::GetRoute(_)
                 | Request::GetNexthop(_)
+                | Request::GetBucket(..)
                 | Request::GetNeigh(_)
         );
         self.exchange_raw(&bytes, seq, single)
@@ -223,6 +224,13 @@ fn as_rule(p: &Payload<'_>) -> Option<Rule> {
 fn as_nexthop(p: &Payload<'_>) -> Option<NexthopObj> {
     match p {
         Payload::Nexthop(m) => convert::nexthop_from(m).ok(),
+        _ => None,
+    }
+}
+
+fn as_bucket(p: &Payload<'_>) -> Option<fibre_fib::NexthopBucket> {
+    match p {
+        Payload::Nexthop(m) => convert::bucket_from(m),
         _ => None,
     }
 }
@@ -394,8 +402,7 @@ impl Backend {
         }
     }
 
-    /// The buckets of resilient groups (RTM_GETNEXTHOPBUCKET dump). fibred does not answer
-    /// bucket requests yet: online this is refused.
+    /// The buckets of resilient groups (RTM_GETNEXTHOPBUCKET dump).
     pub fn nexthop_buckets(
         &self,
         id: Option<u32>,
@@ -404,7 +411,14 @@ impl Backend {
     ) -> Result<Vec<fibre_fib::NexthopBucket>, RtError> {
         match self {
             Backend::Local(f) => f.nexthop_buckets(id, nhid, dev),
-            Backend::Remote(_) => Err(offline_only()),
+            Backend::Remote(r) => {
+                let req = Request::DumpBuckets(convert::BucketDump { id, nhid, dev });
+                let msgs = r.exchange(&req)?;
+                Ok(msgs
+                    .iter()
+                    .filter_map(|m| decode_one(m, &as_bucket))
+                    .collect())
+            }
         }
     }
 
@@ -412,7 +426,12 @@ impl Backend {
     pub fn nexthop_bucket(&self, id: u32, index: u16) -> Result<fibre_fib::NexthopBucket, RtError> {
         match self {
             Backend::Local(f) => f.nexthop_bucket(id, index),
-            Backend::Remote(_) => Err(offline_only()),
+            Backend::Remote(r) => {
+                let msgs = r.exchange(&Request::GetBucket(id, index))?;
+                msgs.first()
+                    .and_then(|m| decode_one(m, &as_bucket))
+                    .ok_or_else(|| RtError::msg(Errno::EINVAL, "fibred sent no bucket"))
+            }
         }
     }
 

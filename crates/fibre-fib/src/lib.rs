@@ -56,6 +56,7 @@ pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use link::LOOPBACK_IFINDEX;
+pub use route4::RouteHint;
 pub use rule::Flow;
 pub use types::*;
 
@@ -821,12 +822,29 @@ impl Fib {
 
     /// RTM_NEWROUTE with the given NLM_F_* modifiers.
     pub fn route_new(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
-        let r = self.route_new_inner(route, flags);
+        self.route_new_hinted(route, flags, &mut RouteHint::default())
+    }
+
+    /// [`Fib::route_new`] that records in an empty `hint` what it looked up, and uses a
+    /// recorded one instead of looking up again: for applying the same change to an equal
+    /// FIB (the other copy of a left-right pair), with the same result.
+    pub fn route_new_hinted(
+        &mut self,
+        route: &Route,
+        flags: ReqFlags,
+        hint: &mut RouteHint,
+    ) -> Result<(), RtError> {
+        let r = self.route_new_inner(route, flags, hint);
         self.commit_fast();
         r
     }
 
-    fn route_new_inner(&mut self, route: &Route, flags: ReqFlags) -> Result<(), RtError> {
+    fn route_new_inner(
+        &mut self,
+        route: &Route,
+        flags: ReqFlags,
+        hint: &mut RouteHint,
+    ) -> Result<(), RtError> {
         self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
@@ -844,7 +862,7 @@ impl Fib {
         };
         match route.family {
             Family::Inet => {
-                self.route4_new(route, flags)?;
+                self.route4_new_hinted(route, flags, hint)?;
                 if route.rtype == RouteType::Local {
                     self.custom_local4 = true;
                 }

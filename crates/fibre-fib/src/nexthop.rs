@@ -75,7 +75,7 @@ impl NhObjs {
                 buckets: Some(t.buckets.len() as u16),
                 idle_timer: Some(t.idle_timer),
                 unbalanced_timer: Some(t.unbalanced_timer),
-                unbalanced_time: t.unbalanced_time(now),
+                unbalanced_time: Some(t.unbalanced_time(now)),
             });
         }
         o
@@ -316,9 +316,14 @@ impl crate::Fib {
                 return Err(einval("Group can not have gateway, device or blackhole"));
             }
             self.nhobjs.check_group(nh)?;
-            // rtm_to_nh_config_grp_res
-            if nh.group_type == GROUP_RES && nh.res.and_then(|r| r.buckets) == Some(0) {
-                return Err(einval("Number of buckets needs to be non-0"));
+            // rtm_to_nh_config_grp_res: the request policy ends at the unbalanced timer.
+            if nh.group_type == GROUP_RES {
+                if nh.res.is_some_and(|r| r.unbalanced_time.is_some()) {
+                    return Err(einval("Unknown attribute type"));
+                }
+                if nh.res.and_then(|r| r.buckets) == Some(0) {
+                    return Err(einval("Number of buckets needs to be non-0"));
+                }
             }
         } else if nh.fdb {
             // An fdb next hop is a gateway for the bridge's FDB (VXLAN): no device, so no

@@ -136,8 +136,27 @@ pub(crate) struct NhResolved {
     pub linkdown: bool,
 }
 
+/// What an IPv4 route add's plain-request cache decided (see [`Fib::route_new_hinted`]): the
+/// route info and the validation generation it was valid at. A FIB equal to the one that
+/// recorded it takes the same info at the same generation without hashing the request
+/// again: the cache hit is a read, so skipping it leaves the two FIBs equal, caches
+/// included. Empty when the cache did not decide (the change is then applied in full).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteHint {
+    decided: Option<(u32, (u64, u64))>,
+}
+
 impl Fib {
     pub(crate) fn route4_new(&mut self, r: &Route, flags: ReqFlags) -> Result<(), RtError> {
+        self.route4_new_hinted(r, flags, &mut RouteHint::default())
+    }
+
+    pub(crate) fn route4_new_hinted(
+        &mut self,
+        r: &Route,
+        flags: ReqFlags,
+        hint: &mut RouteHint,
+    ) -> Result<(), RtError> {
         // rtm_to_fib_config
         if r.tos & 0x03 != 0 {
             return Err(einval("Invalid dsfield (tos): ECN bits must be 0"));
@@ -167,10 +186,18 @@ impl Fib {
         if key.addr != u32::from(d) as u128 {
             return Err(einval("Invalid prefix for given prefix length"));
         }
+        let gen = (self.nh_gen, self.infos.frees());
+        if let Some((id, at)) = hint.decided {
+            // The cache hit of an equal FIB, at the same generation.
+            if at == gen && self.simple_gen == gen {
+                return self.insert4(tb, key, r.tos, id, flags);
+            }
+        }
         let simple = SimpleKey::of(r, tb);
         if let Some(sk) = &simple {
-            if self.simple_gen == (self.nh_gen, self.infos.frees()) {
+            if self.simple_gen == gen {
                 if let Some(&id) = self.simple_cache.get(sk) {
+                    hint.decided = Some((id, gen));
                     return self.insert4(tb, key, r.tos, id, flags);
                 }
             } else {
@@ -729,4 +756,139 @@ fn metrics_match(r: &Route, s: &InfoSpec) -> bool {
         && eq(m.advmss, o.advmss)
         && eq(m.hoplimit, o.hoplimit)
         && eq(m.initcwnd, o.initcwnd)
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::RouteHint;
+    use crate::types::*;
+    use crate::Fib;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    /// lo and d0 up, 10.0.0.1/24 on d0.
+    fn base() -> Fib {
+        let mut f = Fib::default();
+        let d0 = Link {
+            ifname: Some("d0".into()),
+            kind: Some(LinkKind::Dummy),
+            flags: iff::UP,
+            change: iff::UP,
+            ..Default::default()
+        };
+        f.link_new(&d0, ReqFlags::ADD).unwrap();
+        let lo = Link {
+            ifindex: 1,
+            flags: iff::UP,
+            change: iff::UP,
+            ..Default::default()
+        };
+        f.link_new(&lo, ReqFlags::NONE).unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let addr = Address {
+            family: Family::Inet,
+            prefixlen: 24,
+            flags: 0,
+            scope: 0,
+            ifindex: 2,
+            local: Some(a),
+            address: Some(a),
+            broadcast: None,
+            label: None,
+            metric: None,
+            valid_lft: None,
+            preferred_lft: None,
+        };
+        f.addr_new(&addr, ReqFlags::ADD).unwrap();
+        f
+    }
+
+    fn route(third: u8, gw: &str) -> Route {
+        let mut r = Route::new(
+            Family::Inet,
+            Prefix {
+                addr: IpAddr::V4(Ipv4Addr::new(192, 168, third, 0)),
+                len: 24,
+            },
+        );
+        r.nexthop.gateway = Some(gw.parse().unwrap());
+        r
+    }
+
+    /// Adds applied with the hints an equal FIB recorded give that FIB's results and state,
+    /// and a hint from another generation is not used.
+    #[test]
+    fn hints_replay_to_the_same_state() {
+        let changes = [
+            (route(1, "10.0.0.2"), ReqFlags::ADD),
+            (route(2, "10.0.0.2"), ReqFlags::ADD),
+            (route(3, "10.0.0.3"), ReqFlags::ADD),
+            (route(4, "10.0.0.3"), ReqFlags::ADD),
+            // Exists: EEXIST, decided by the cache all the same.
+            (route(4, "10.0.0.3"), ReqFlags::ADD),
+            (route(1, "10.0.0.3"), ReqFlags::REPLACE),
+            // Unreachable gateway: refused by validation, no hint.
+            (route(5, "192.0.2.1"), ReqFlags::ADD),
+            (route(6, "10.0.0.2"), ReqFlags::ADD),
+        ];
+        let (mut first, mut replay) = (base(), base());
+        let mut hints = Vec::new();
+        for (r, f) in &changes {
+            let mut h = RouteHint::default();
+            let result = first.route_new_hinted(r, *f, &mut h);
+            hints.push((result, h));
+        }
+        assert!(
+            hints.iter().filter(|(_, h)| h.decided.is_some()).count() >= 4,
+            "the cache decided the repeated next hops: {hints:?}"
+        );
+        for ((r, f), (result, h)) in changes.iter().zip(&mut hints) {
+            let recorded = *h;
+            assert_eq!(replay.route_new_hinted(r, *f, h), *result);
+            assert_eq!(*h, recorded, "a used hint is left as it was");
+        }
+        assert_eq!(first.routes(None), replay.routes(None));
+        assert_eq!(first.gen(), replay.gen());
+        assert_eq!(
+            first.route_get(&RouteQuery::to("192.168.1.9".parse().unwrap())),
+            replay.route_get(&RouteQuery::to("192.168.1.9".parse().unwrap()))
+        );
+
+        // A FIB whose validation generation moved (a second address) does not take the
+        // hint: it decides for itself, as route_new does.
+        let moved = |f: &mut Fib| {
+            let a: IpAddr = "10.0.1.1".parse().unwrap();
+            let addr = Address {
+                family: Family::Inet,
+                prefixlen: 24,
+                flags: 0,
+                scope: 0,
+                ifindex: 2,
+                local: Some(a),
+                address: Some(a),
+                broadcast: None,
+                label: None,
+                metric: None,
+                valid_lft: None,
+                preferred_lft: None,
+            };
+            f.addr_new(&addr, ReqFlags::ADD).unwrap();
+        };
+        let (mut hinted, mut plain) = (base(), base());
+        moved(&mut hinted);
+        moved(&mut plain);
+        let (r, f) = &changes[1];
+        let mut h = hints[1].1;
+        let at = h.decided.map(|(_, at)| at);
+        assert!(at.is_some());
+        assert_ne!(
+            at,
+            Some((hinted.nh_gen, hinted.infos.frees())),
+            "the generation moved"
+        );
+        assert_eq!(
+            hinted.route_new_hinted(r, *f, &mut h),
+            plain.route_new(r, *f)
+        );
+        assert_eq!(hinted.routes(None), plain.routes(None));
+    }
 }

@@ -639,8 +639,8 @@ pub struct ResGroup {
     pub buckets: Option<u16>,
     pub idle_timer: Option<u32>,
     pub unbalanced_timer: Option<u32>,
-    /// Answers only: how long the group has been unbalanced.
-    pub unbalanced_time: u64,
+    /// Answers only (None in requests): how long the group has been unbalanced.
+    pub unbalanced_time: Option<u64>,
 }
 
 /// One bucket of a resilient group (RTM_NEWNEXTHOPBUCKET).

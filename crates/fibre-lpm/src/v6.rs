@@ -640,18 +640,28 @@ impl Lpm6 {
         let mut e = self.look_root[(addr >> (128 - ROOT_BITS)) as usize];
         let mut k = (addr >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
         if is_table(e) {
-            let mut d = ROOT_BITS;
-            while is_table(e) {
-                e = self.look_tables[index(e) * FANOUT + slot_at(addr, d)];
-                d += STRIDE;
-            }
-            k = window(addr, d);
+            (e, k) = self.walk_tables(addr, e);
         }
         if is_image(e) {
             let v = self.search(e, (k ^ KEY_BIAS) as i32);
             return (v != crate::NO_ROUTE).then_some(v);
         }
         (e != NONE).then_some(e)
+    }
+
+    /// Walks the tables from `addr`'s root entry `e` (a table) to its lookup entry in the first
+    /// region that is not a table, and returns that entry and `addr`'s key at its depth. Out of
+    /// line: tables exist only over prefixes longer than a bucket window, so lookups rarely
+    /// come here, and the batch's lane set-up keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn walk_tables(&self, addr: u128, mut e: u32) -> (u32, u32) {
+        let mut d = ROOT_BITS;
+        while is_table(e) {
+            e = self.look_tables[index(e) * FANOUT + slot_at(addr, d)];
+            d += STRIDE;
+        }
+        (e, window(addr, d))
     }
 
     /// Searches the image whose lookup entry is `e` with biased key `qb`: the value found, as
@@ -748,12 +758,7 @@ impl Lpm6 {
             let mut e = unsafe { *root.add((a >> (128 - ROOT_BITS)) as usize) };
             let mut k = (a >> (128 - ROOT_BITS - WINDOW_BITS)) as u32;
             if is_table(e) {
-                let mut d = ROOT_BITS;
-                while is_table(e) {
-                    e = self.look_tables[index(e) * FANOUT + slot_at(a, d)];
-                    d += STRIDE;
-                }
-                k = window(a, d);
+                (e, k) = self.walk_tables(a, e);
             }
             // A value is the answer; an image's lane overwrites it from its leaf.
             // SAFETY: `i < n == out.len()`.
@@ -762,9 +767,11 @@ impl Lpm6 {
             // counted there: a value's lane is overwritten or left beyond the count. Fewer
             // than BATCH lanes are counted before lane `i`, so the slot is in bounds.
             let img = is_image(e);
-            let h = image_levels(e);
-            let slot = h * BATCH + ((filed >> (8 * h)) & 0xFF) as usize;
-            filed += u64::from(img) << (8 * h);
+            // `8 * h`, the shift of height `h`'s count in `filed`, straight from the entry.
+            let h8 = (e >> (IMG_LEVELS_SHIFT - 3)) & (IMG_LEVELS_FIELD << 3);
+            let h = (h8 / 8) as usize;
+            let slot = h * BATCH + ((filed >> h8) & 0xFF) as usize;
+            filed += u64::from(img) << h8;
             let p2 = e & IMG_POS_MASK;
             // SAFETY: `h < HEIGHTS` and the slot's count is below BATCH (above), `i < BATCH`.
             unsafe {
@@ -772,15 +779,15 @@ impl Lpm6 {
                 pos.add(slot).write(p2);
                 lane.add(slot).write(i as u8);
             }
-            let at = if !img {
-                root.cast::<u8>()
-            } else if h > 0 {
-                line_at(inner, p2).cast::<u8>()
-            } else {
-                leaf_at(leaves, p2).cast::<u8>()
-            };
-            crate::prefetch(at);
-            crate::prefetch(at.wrapping_add(64));
+            if img {
+                if h > 0 {
+                    crate::prefetch(line_at(inner, p2));
+                } else {
+                    let at = leaf_at(leaves, p2).cast::<u8>();
+                    crate::prefetch(at);
+                    crate::prefetch(at.wrapping_add(64));
+                }
+            }
         }
         let count = |h: usize| ((filed >> (8 * h)) & 0xFF) as usize;
         let top = if filed == 0 {

@@ -16,7 +16,9 @@ use crate::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessag
 use crate::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
 use crate::message::{flags as nf, types as mt};
 use crate::neighbour::{NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage};
-use crate::nexthop::{GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage};
+use crate::nexthop::{
+    GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage, ResBucketAttr, ResGroupAttr,
+};
 use crate::nla::{Attr, Be16, Flag, Nest, NlStr};
 use crate::route::{
     MetricAttr, NextHopHeader, RouteAttr, RouteCacheInfo, RouteHeader, RouteMessage, RouteNextHop,
@@ -66,11 +68,24 @@ pub enum Request {
     DelNexthop(u32),
     GetNexthop(u32),
     DumpNexthops,
+    /// RTM_GETNEXTHOPBUCKET for one bucket: the group's id and the bucket's index.
+    GetBucket(u32, u16),
+    DumpBuckets(BucketDump),
     NewNeigh(Neighbour, ReqFlags),
     DelNeigh(Neighbour),
     /// RTM_GETNEIGH for one entry (NTF_PROXY in `flags` for a proxy entry).
     GetNeigh(Neighbour),
     DumpNeighs(NeighDump),
+}
+
+/// What an RTM_GETNEXTHOPBUCKET dump asks for: buckets of group `id` only (NHA_ID), holding
+/// member `nhid` only (NHA_RES_BUCKET_NH_ID), of members on device `dev` only (NHA_OIF; 0 =
+/// every device).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BucketDump {
+    pub id: Option<u32>,
+    pub nhid: Option<u32>,
+    pub dev: u32,
 }
 
 /// What an RTM_GETNEIGH dump asks for: a family (`None` = both), proxy entries instead of
@@ -239,6 +254,8 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
                 flags,
             )),
             _ if t == mt::RTM_GETNEXTHOP && dump => Ok(Request::DumpNexthops),
+            mt::RTM_GETNEXTHOPBUCKET => bucket_request(m, dump),
+            mt::RTM_NEWNEXTHOPBUCKET | mt::RTM_DELNEXTHOPBUCKET => Err(unsupported()),
             _ => {
                 let nh = nexthop_from(m)?;
                 if nh.id == 0 {
@@ -1201,6 +1218,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         flags: h.flags,
         scope: h.scope,
     };
+    let mut res = None;
     for (i, a) in m.attributes.iter().enumerate() {
         let at = |text: &str| RequestError {
             error: RtError::msg(Errno::EINVAL, text),
@@ -1236,13 +1254,137 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                     offset: Some(nexthop_attr_offset(m, i)),
                 })
             }
-            NexthopAttr::ResGroup(_) | NexthopAttr::Other(_) => {
+            NexthopAttr::ResGroup(n) => res = Some((i, n)),
+            NexthopAttr::ResBucket(_) | NexthopAttr::Other(_) => {
                 return Err(at("Unknown attribute type"))
             }
         }
     }
+    // The parameters count only for a resilient group (rtm_to_nh_config_grp_res); another
+    // group refuses them (nh_check_attr_group), a single next hop ignores them.
+    if let (Some((i, n)), false) = (res, nh.group.is_empty()) {
+        if nh.group_type != GROUP_TYPE_RES {
+            return Err(RequestError {
+                error: RtError::msg(
+                    Errno::EINVAL,
+                    "No other attributes expected in nexthop group",
+                ),
+                offset: None,
+            });
+        }
+        let mut r = ResGroup::default();
+        for a in &n.attrs {
+            match a {
+                ResGroupAttr::Buckets(v) => r.buckets = Some(*v),
+                ResGroupAttr::IdleTimer(v) => r.idle_timer = Some(*v),
+                ResGroupAttr::UnbalancedTimer(v) => r.unbalanced_timer = Some(*v),
+                // An answer's; the model refuses it in a request.
+                ResGroupAttr::UnbalancedTime(v) => r.unbalanced_time = Some(*v),
+                ResGroupAttr::Other(_) => {
+                    return Err(RequestError {
+                        error: RtError::msg(Errno::EINVAL, "Unknown attribute type"),
+                        offset: Some(nexthop_attr_offset(m, i)),
+                    })
+                }
+            }
+        }
+        nh.res = Some(r);
+    }
     Ok(nh)
 }
+
+/// NEXTHOP_GRP_TYPE_RES.
+const GROUP_TYPE_RES: u16 = 1;
+
+/// An RTM_GETNEXTHOPBUCKET request (nh_valid_get_bucket_req, nh_valid_dump_bucket_req).
+fn bucket_request(m: &NexthopMessage<'_>, dump: bool) -> Result<Request, RequestError> {
+    let mut id = None;
+    let mut index = None;
+    let mut f = BucketDump::default();
+    for a in &m.attributes {
+        match a {
+            NexthopAttr::Id(v) => id = Some(*v),
+            NexthopAttr::Oif(v) => f.dev = *v,
+            NexthopAttr::ResBucket(n) => {
+                for x in &n.attrs {
+                    match x {
+                        ResBucketAttr::Index(v) => index = Some(*v),
+                        ResBucketAttr::NhId(v) => f.nhid = Some(*v),
+                        ResBucketAttr::IdleTime(_) | ResBucketAttr::Other(_) => {
+                            return Err(invalid("Unknown attribute type"))
+                        }
+                    }
+                }
+            }
+            _ => return Err(invalid("Unknown attribute type")),
+        }
+    }
+    if dump {
+        f.id = id;
+        return Ok(Request::DumpBuckets(f));
+    }
+    match (id, index) {
+        (None | Some(0), _) => Err(invalid("Nexthop id can not be 0")),
+        (_, None) => Err(invalid("Bucket index is missing")),
+        (Some(id), Some(index)) => Ok(Request::GetBucket(id, index)),
+    }
+}
+
+/// One bucket of a resilient group as the kernel dumps and notifies it (nh_fill_res_bucket).
+pub fn bucket_message(b: &NexthopBucket) -> NexthopMessage<'static> {
+    NexthopMessage {
+        header: NexthopHeader {
+            family: AF_UNSPEC,
+            protocol: b.protocol,
+            ..NexthopHeader::default()
+        },
+        attributes: vec![
+            NexthopAttr::Id(b.id),
+            NexthopAttr::ResBucket(Nest {
+                flagged: true,
+                attrs: vec![
+                    ResBucketAttr::Index(b.index),
+                    ResBucketAttr::NhId(b.nhid),
+                    ResBucketAttr::IdleTime(b.idle_time),
+                ],
+            }),
+        ],
+    }
+}
+
+/// A bucket message (RTM_NEWNEXTHOPBUCKET) as the model reads it; None without a group id or
+/// a bucket index.
+pub fn bucket_from(m: &NexthopMessage<'_>) -> Option<NexthopBucket> {
+    let mut b = NexthopBucket {
+        id: 0,
+        index: 0,
+        nhid: 0,
+        idle_time: 0,
+        protocol: m.header.protocol,
+    };
+    let mut index = None;
+    for a in &m.attributes {
+        match a {
+            NexthopAttr::Id(v) => b.id = *v,
+            NexthopAttr::ResBucket(n) => {
+                for x in &n.attrs {
+                    match x {
+                        ResBucketAttr::Index(v) => index = Some(*v),
+                        ResBucketAttr::IdleTime(v) => b.idle_time = *v,
+                        ResBucketAttr::NhId(v) => b.nhid = *v,
+                        ResBucketAttr::Other(_) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    b.index = index?;
+    (b.id != 0).then_some(b)
+}
+
+/// NHA_OP_FLAGS in answers: the group's `struct nexthop_grp` reserved fields are zero.
+const NHA_OP_FLAG_RESP_GRP_RESVD_0: u32 = 1 << 31;
 
 /// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order).
 pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
@@ -1270,6 +1412,23 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
             })
             .collect();
         a.push(NexthopAttr::Group(entries));
+    }
+    if let Some(r) = nh.res.filter(|_| nh.group_type == GROUP_TYPE_RES) {
+        // nla_put_nh_group_res: an answer carries all four; a request what it was given.
+        let mut n = Vec::with_capacity(4);
+        n.extend(r.buckets.map(ResGroupAttr::Buckets));
+        n.extend(r.idle_timer.map(ResGroupAttr::IdleTimer));
+        n.extend(r.unbalanced_timer.map(ResGroupAttr::UnbalancedTimer));
+        n.extend(r.unbalanced_time.map(ResGroupAttr::UnbalancedTime));
+        // The kernel emits and requires this nest with NLA_F_NESTED (nla_nest_start).
+        a.push(NexthopAttr::ResGroup(Nest {
+            flagged: true,
+            attrs: n,
+        }));
+    }
+    if !nh.group.is_empty() {
+        // The kernel (6.13 on) marks every group it reports: reserved fields are zero.
+        a.push(NexthopAttr::OpFlags(NHA_OP_FLAG_RESP_GRP_RESVD_0));
     }
     if nh.blackhole {
         a.push(NexthopAttr::Blackhole(Flag));
@@ -1615,6 +1774,9 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
             // The kernel rejects a scope in requests ("Invalid values in ancillary header").
             let mut m = nexthop_message(nh);
             m.header.scope = scope::UNIVERSE;
+            // Answers only: the request policy has no NHA_OP_FLAGS.
+            m.attributes
+                .retain(|a| !matches!(a, NexthopAttr::OpFlags(_)));
             (mt::RTM_NEWNEXTHOP, change(*f), Payload::Nexthop(m))
         }
         Request::DelNexthop(id) => (
@@ -1629,6 +1791,37 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 attributes: Vec::new(),
             };
             (mt::RTM_GETNEXTHOP, dump, Payload::Nexthop(m))
+        }
+        Request::GetBucket(id, index) => {
+            let m = NexthopMessage {
+                header: NexthopHeader::default(),
+                attributes: vec![
+                    NexthopAttr::Id(*id),
+                    NexthopAttr::ResBucket(Nest {
+                        flagged: true,
+                        attrs: vec![ResBucketAttr::Index(*index)],
+                    }),
+                ],
+            };
+            (mt::RTM_GETNEXTHOPBUCKET, get, Payload::Nexthop(m))
+        }
+        Request::DumpBuckets(f) => {
+            let mut attributes = Vec::new();
+            attributes.extend(f.id.map(NexthopAttr::Id));
+            if f.dev != 0 {
+                attributes.push(NexthopAttr::Oif(f.dev));
+            }
+            if let Some(n) = f.nhid {
+                attributes.push(NexthopAttr::ResBucket(Nest {
+                    flagged: true,
+                    attrs: vec![ResBucketAttr::NhId(n)],
+                }));
+            }
+            let m = NexthopMessage {
+                header: NexthopHeader::default(),
+                attributes,
+            };
+            (mt::RTM_GETNEXTHOPBUCKET, dump, Payload::Nexthop(m))
         }
         Request::NewNeigh(n, f) => (
             mt::RTM_NEWNEIGH,

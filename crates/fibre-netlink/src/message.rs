@@ -41,6 +41,9 @@ pub mod types {
     pub const RTM_NEWNEXTHOP: u16 = 104;
     pub const RTM_DELNEXTHOP: u16 = 105;
     pub const RTM_GETNEXTHOP: u16 = 106;
+    pub const RTM_NEWNEXTHOPBUCKET: u16 = 116;
+    pub const RTM_DELNEXTHOPBUCKET: u16 = 117;
+    pub const RTM_GETNEXTHOPBUCKET: u16 = 118;
 }
 
 /// `nlmsg_flags` (NLM_F_*). The modifiers of "new" requests and of "get" requests share bits.
@@ -244,7 +247,8 @@ pub enum Payload<'a> {
     Neighbour(NeighbourMessage<'a>),
     /// RTM_NEWRULE, RTM_DELRULE, RTM_GETRULE.
     Rule(RuleMessage<'a>),
-    /// RTM_NEWNEXTHOP, RTM_DELNEXTHOP, RTM_GETNEXTHOP.
+    /// RTM_NEWNEXTHOP, RTM_DELNEXTHOP, RTM_GETNEXTHOP, and the same for buckets of resilient
+    /// groups (RTM_*NEXTHOPBUCKET: the same header and attributes, with NHA_RES_BUCKET).
     Nexthop(NexthopMessage<'a>),
     /// Any other type, and GET requests whose body is shorter than the object's header (the
     /// legacy `struct rtgenmsg` form: one family byte), kept as they came.
@@ -306,7 +310,9 @@ impl<'a> NetlinkMessage<'a> {
             RTM_NEWRULE..=RTM_GETRULE if !short(crate::rule::RuleHeader::LEN) => {
                 Payload::Rule(RuleMessage::parse(body, at)?)
             }
-            RTM_NEWNEXTHOP..=RTM_GETNEXTHOP if !short(crate::nexthop::NexthopHeader::LEN) => {
+            RTM_NEWNEXTHOP..=RTM_GETNEXTHOP | RTM_NEWNEXTHOPBUCKET..=RTM_GETNEXTHOPBUCKET
+                if !short(crate::nexthop::NexthopHeader::LEN) =>
+            {
                 Payload::Nexthop(NexthopMessage::parse(body, at)?)
             }
             _ => Payload::Other(body),

@@ -455,10 +455,21 @@ fn requests_round_trip_through_the_model() {
         fibmatch: true,
         table: Some(100),
     };
-    let r = Request::GetRoute(q);
-    let bytes = convert::request_message(&r, 9, 0).to_bytes();
-    let (msg, _) = NetlinkMessage::parse(&bytes, 0).unwrap();
-    assert_eq!(convert::request(&msg), Ok(r));
+    let bucket_dump = convert::BucketDump {
+        id: Some(10),
+        nhid: Some(2),
+        dev: 3,
+    };
+    for r in [
+        Request::GetRoute(q),
+        Request::GetBucket(10, 5),
+        Request::DumpBuckets(bucket_dump),
+        Request::DumpBuckets(convert::BucketDump::default()),
+    ] {
+        let bytes = convert::request_message(&r, 9, 0).to_bytes();
+        let (msg, _) = NetlinkMessage::parse(&bytes, 0).unwrap();
+        assert_eq!(convert::request(&msg), Ok(r));
+    }
 }
 
 /// A minimal JSON reader for `ip -j` output (keeps the crate free of dependencies).

@@ -26,7 +26,8 @@ while off < len(data):
     print(err)
     off += (length + 3) & ~3
 for name, t, body in [("routes", 26, b"\0" * 12), ("rules", 34, b"\0" * 12),
-                      ("nexthops", 106, b"\0" * 8), ("addrs", 22, b"\0" * 8),
+                      ("nexthops", 106, b"\0" * 8), ("buckets", 118, b"\0" * 8),
+                      ("addrs", 22, b"\0" * 8),
                       ("neighs", 30, b"\0" * 12),
                       ("proxies", 30, struct.pack("=BxxxiHBB", 0, 0, 0, 0x08, 0))]:
     s.send(struct.pack("=IHHII", 16 + len(body), t, 0x301, 1, 0) + body)
@@ -172,6 +173,24 @@ fn kernel_accepts_our_requests() {
         flags: 0,
         scope: 0,
     };
+    let res = NexthopObj {
+        id: 8,
+        family: None,
+        gateway: None,
+        oif: 0,
+        group: vec![GroupMember {
+            id: 7,
+            weight_minus_one: 0,
+        }],
+        group_type: 1,
+        res: Some(ResGroup {
+            buckets: Some(8),
+            idle_timer: Some(6000),
+            unbalanced_timer: Some(300),
+            unbalanced_time: None,
+        }),
+        ..nh.clone()
+    };
     let mut via_nh = Route::new(Family::Inet, prefix("10.3.0.0/16"));
     via_nh.table = table::MAIN;
     via_nh.protocol = protocol::BOOT;
@@ -201,6 +220,7 @@ fn kernel_accepts_our_requests() {
         Request::NewRoute(multi.clone(), ReqFlags::ADD),
         Request::NewRoute(black.clone(), ReqFlags::ADD),
         Request::NewNexthop(nh.clone(), ReqFlags::ADD),
+        Request::NewNexthop(res.clone(), ReqFlags::ADD),
         Request::NewRoute(via_nh.clone(), ReqFlags::ADD),
         Request::NewRule(rule.clone(), ReqFlags::ADD),
         Request::NewNeigh(neigh.clone(), ReqFlags::ADD),
@@ -293,16 +313,62 @@ fn kernel_accepts_our_requests() {
     );
 
     let nh_bytes = dump("nexthops");
-    let got: NexthopObj = Messages::new(&nh_bytes)
-        .find_map(|r| match r.unwrap().1.payload {
-            Payload::Nexthop(m) => convert::nexthop_from(&m).ok(),
+    let nhs: Vec<NexthopObj> = Messages::new(&nh_bytes)
+        .filter_map(|r| match r.unwrap().1.payload {
+            Payload::Nexthop(m) => Some(convert::nexthop_from(&m).unwrap()),
             _ => None,
         })
-        .expect("next hop 7");
+        .collect();
+    let got = nhs.iter().find(|n| n.id == 7).expect("next hop 7");
     assert_eq!(
         (got.id, got.gateway, got.oif, got.protocol),
         (7, nh.gateway, veth0, protocol::BOOT)
     );
+    // The resilient group comes back with its parameters and its imbalance (none).
+    let got = nhs.iter().find(|n| n.id == 8).expect("next hop 8");
+    let mut want = res.res.unwrap();
+    want.unbalanced_time = Some(0);
+    assert_eq!((got.group_type, got.res), (1, Some(want)));
+    // And fibre emits the group as the kernel did, byte for byte.
+    let kernel_msg = Messages::new(&nh_bytes)
+        .map(|r| r.unwrap())
+        .find(|(_, m)| matches!(&m.payload, Payload::Nexthop(n) if convert::nexthop_from(n).is_ok_and(|o| o.id == 8)))
+        .expect("next hop 8");
+    let Payload::Nexthop(km) = &kernel_msg.1.payload else {
+        unreachable!()
+    };
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    convert::nexthop_message(got).emit(&mut ours);
+    km.emit(&mut theirs);
+    assert_eq!(
+        ours, theirs,
+        "next hop 8 as fibre emits it vs the kernel's dump"
+    );
+
+    // Its eight buckets, all holding next hop 7, each as fibre emits it.
+    let bucket_bytes = dump("buckets");
+    let mut seen = 0;
+    for r in Messages::new(&bucket_bytes) {
+        let (_, m) = r.unwrap();
+        let Payload::Nexthop(km) = &m.payload else {
+            continue;
+        };
+        assert_eq!(
+            m.header.message_type,
+            fibre_netlink::message::types::RTM_NEWNEXTHOPBUCKET
+        );
+        let b = convert::bucket_from(km).expect("a bucket");
+        assert_eq!((b.id, b.index, b.nhid), (8, seen, 7));
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        convert::bucket_message(&b).emit(&mut ours);
+        km.emit(&mut theirs);
+        assert_eq!(
+            ours, theirs,
+            "bucket {seen} as fibre emits it vs the kernel's dump"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 8);
 
     let neigh_bytes = dump("neighs");
     let neighs: Vec<Neighbour> = Messages::new(&neigh_bytes)

@@ -17,9 +17,11 @@
 /// the one arena for a few nanoseconds, which costs less than the arenas' growth and trim.
 const ARENA_MAX: i32 = 1;
 
-/// Bytes glibc adds to every growth of the heap (and keeps when it trims it): growing a FIB
-/// by hundreds of megabytes then takes a few `brk` calls instead of tens of thousands.
-/// Address space only; pages are faulted in as they are used.
+/// Bytes glibc adds to every growth of the heap, and keeps at its top when it trims it:
+/// growing a FIB by hundreds of megabytes then takes a few `brk` calls instead of tens of
+/// thousands. The growth is address space only (pages are faulted in as they are used); what
+/// a trim keeps is at most this much memory that was in use, against the hundreds of
+/// megabytes a full table takes.
 const TOP_PAD: i32 = 64 << 20;
 
 /// Applies the settings above; has no effect with allocators other than glibc's.

@@ -285,6 +285,7 @@ enum Items {
     Routes(RouteDump),
     Rules(Vec<Rule>),
     Nexthops(Vec<NexthopObj>),
+    Buckets(Vec<NexthopBucket>),
     Neighs(Vec<Neighbour>),
 }
 
@@ -296,6 +297,7 @@ impl Items {
             Items::Routes(_) => 0,
             Items::Rules(v) => v.len(),
             Items::Nexthops(v) => v.len(),
+            Items::Buckets(v) => v.len(),
             Items::Neighs(v) => v.len(),
         }
     }
@@ -312,6 +314,10 @@ impl Items {
             Items::Nexthops(v) => (
                 mt::RTM_NEWNEXTHOP,
                 Payload::Nexthop(convert::nexthop_message(&v[i])),
+            ),
+            Items::Buckets(v) => (
+                mt::RTM_NEWNEXTHOPBUCKET,
+                Payload::Nexthop(convert::bucket_message(&v[i])),
             ),
             Items::Neighs(v) => (
                 mt::RTM_NEWNEIGH,
@@ -764,6 +770,8 @@ fn is_read(req: &Request) -> bool {
             | Request::GetLink(_)
             | Request::GetRoute(_)
             | Request::GetNexthop(_)
+            | Request::GetBucket(..)
+            | Request::DumpBuckets(_)
             | Request::DumpNeighs(_)
             | Request::GetNeigh(_)
     )
@@ -803,6 +811,16 @@ fn read(
         ),
         Request::DumpRules(f) => dump(Items::Rules(fib.rules(f)), origin, out),
         Request::DumpNexthops => dump(Items::Nexthops(fib.nexthops()), origin, out),
+        Request::DumpBuckets(f) => {
+            let v = fib.nexthop_buckets(f.id, f.nhid, f.dev)?;
+            dump(Items::Buckets(v), origin, out)
+        }
+        Request::GetBucket(id, index) => get_reply(
+            mt::RTM_NEWNEXTHOPBUCKET,
+            Payload::Nexthop(convert::bucket_message(&fib.nexthop_bucket(id, index)?)),
+            origin,
+            out,
+        ),
         Request::GetLink(l) => {
             let found = fib.links().into_iter().find(|x| {
                 if l.ifindex != 0 {

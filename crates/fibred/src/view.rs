@@ -60,7 +60,7 @@
 use fibre_fib::types::{
     Address, Errno, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule,
 };
-use fibre_fib::{Clock, Fib, Settings, SystemClock};
+use fibre_fib::{Clock, Fib, RouteHint, Settings, SystemClock};
 use fibre_netlink::convert::{Request, RequestError};
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
@@ -131,9 +131,16 @@ fn route_change(req: &Option<Result<Request, RequestError>>) -> Option<(&Route, 
     }
 }
 
-fn apply_route_change(r: &Route, new: Option<ReqFlags>, fib: &mut Fib) -> Result<(), RtError> {
+/// Applies a route change; an add records in an empty `hint` what it looked up and uses a
+/// recorded one (the replay into the other copy, which is equal).
+fn apply_route_change(
+    r: &Route,
+    new: Option<ReqFlags>,
+    hint: &mut RouteHint,
+    fib: &mut Fib,
+) -> Result<(), RtError> {
     match new {
-        Some(f) => fib.route_new(r, f),
+        Some(f) => fib.route_new_hinted(r, f, hint),
         None => fib.route_del(r),
     }
 }
@@ -145,7 +152,7 @@ enum Logged {
     /// The change at this index of `FibWriter::changes`.
     Change(u32),
     /// The route change at index `.1` of the kept read-ahead list numbered `.0`.
-    ReadAhead(u64, u32),
+    ReadAhead(u64, u32, RouteHint),
 }
 
 /// The clock one copy reads: the daemon's system clock, except while the writer applies or
@@ -369,12 +376,12 @@ impl FibWriter {
         let (Some(_), Ok(at32)) = (self.read_ahead(list, at), u32::try_from(at)) else {
             return Err(RtError::new(Errno::EINVAL));
         };
-        self.log_and_apply(Logged::ReadAhead(list, at32))
+        self.log_and_apply(Logged::ReadAhead(list, at32, RouteHint::default()))
     }
 
     /// Applies the change `logged` names to the standby copy, which is current, and logs it
     /// with the time it read.
-    fn log_and_apply(&mut self, logged: Logged) -> Result<(), RtError> {
+    fn log_and_apply(&mut self, mut logged: Logged) -> Result<(), RtError> {
         let i = self.standby_index();
         // SAFETY: the callers brought the standby copy up to date (`catch_up`), which waited
         // until no reader can be in it, and readers that start now read the active one;
@@ -385,7 +392,7 @@ impl FibWriter {
             kept: &self.kept,
             kept_base: self.kept_base,
         };
-        let (r, now) = self.shared.clocks[i].pinned_at(None, || from.apply(logged, fib));
+        let (r, now) = self.shared.clocks[i].pinned_at(None, || from.apply(&mut logged, fib));
         self.log.push((now, logged));
         r
     }
@@ -439,10 +446,10 @@ impl FibWriter {
             kept: &self.kept,
             kept_base: self.kept_base,
         };
-        for &(now, c) in &self.log {
+        for (now, c) in &mut self.log {
             // The same result as on the other copy, which was equal, at the same time (a
             // change that read no time then reads none now: it takes the same path).
-            let _ = clock.pinned_at(now, || from.apply(c, fib));
+            let _ = clock.pinned_at(*now, || from.apply(c, fib));
         }
         self.log.clear();
         self.changes.clear();
@@ -492,20 +499,20 @@ struct Sources<'a> {
 
 impl Sources<'_> {
     /// Applies the change a log entry names to `fib`.
-    fn apply(&self, logged: Logged, fib: &mut Fib) -> Result<(), RtError> {
+    fn apply(&self, logged: &mut Logged, fib: &mut Fib) -> Result<(), RtError> {
         match logged {
-            Logged::Change(i) => match self.changes.get(i as usize) {
+            Logged::Change(i) => match self.changes.get(*i as usize) {
                 Some(c) => c.apply(fib),
                 None => Err(RtError::new(Errno::EINVAL)),
             },
-            Logged::ReadAhead(list, at) => {
+            Logged::ReadAhead(list, at, hint) => {
                 let change = list
                     .checked_sub(self.kept_base)
                     .and_then(|l| usize::try_from(l).ok())
-                    .and_then(|l| self.kept.get(l)?.get(at as usize))
+                    .and_then(|l| self.kept.get(l)?.get(*at as usize))
                     .and_then(route_change);
                 match change {
-                    Some((r, new)) => apply_route_change(r, new, fib),
+                    Some((r, new)) => apply_route_change(r, new, hint, fib),
                     // `apply_read_ahead` logs route changes only, and they stay in their
                     // list until both copies have them.
                     None => Err(RtError::new(Errno::EINVAL)),

@@ -58,7 +58,7 @@ fn resilient_groups_are_created_shown_and_replaced_as_the_kernel_does() {
             buckets: Some(8),
             idle_timer: Some(12000),
             unbalanced_timer: Some(0),
-            unbalanced_time: 0,
+            unbalanced_time: Some(0),
         })
     );
     // `nexthop replace id 10 group 1/2 type resilient`, then `group 3,2/2 ... idle_timer 0`.
@@ -178,7 +178,7 @@ fn lookups_use_the_bucket_and_keep_busy_flows_in_place() {
         );
     }
     let shown = f.nexthops().into_iter().find(|n| n.id == 10).unwrap();
-    assert_eq!(shown.res.unwrap().unbalanced_time, 0);
+    assert_eq!(shown.res.unwrap().unbalanced_time, Some(0));
     // Member 1 now weighs 3: it wants one of member 2's buckets, but the lookups above used
     // them all, so nothing moves and the group is unbalanced until they have been idle for
     // 120 s; the GC pass (the kernel's upkeep work) then moves one.
@@ -189,14 +189,14 @@ fn lookups_use_the_bucket_and_keep_busy_flows_in_place() {
     assert_eq!(count1(&f), 2);
     clock.advance(30_000);
     let shown = f.nexthops().into_iter().find(|n| n.id == 10).unwrap();
-    assert_eq!(shown.res.unwrap().unbalanced_time, 3000);
+    assert_eq!(shown.res.unwrap().unbalanced_time, Some(3000));
     f.expire();
     assert_eq!(count1(&f), 2);
     clock.advance(90_000);
     f.expire();
     assert_eq!(count1(&f), 3);
     let shown = f.nexthops().into_iter().find(|n| n.id == 10).unwrap();
-    assert_eq!(shown.res.unwrap().unbalanced_time, 0);
+    assert_eq!(shown.res.unwrap().unbalanced_time, Some(0));
 }
 
 /// A replace checks the routes using the group before the group's own rules: a group whose

@@ -1,7 +1,7 @@
 //! NHA_* attributes of a next-hop object message.
 
-use super::GroupEntry;
-use crate::nla::{attributes, Flag, NestedBytes};
+use super::{GroupEntry, ResBucketAttr, ResGroupAttr};
+use crate::nla::{attributes, Flag, Nest, NestedBytes};
 use std::net::IpAddr;
 
 /// NHA_* attribute numbers.
@@ -19,6 +19,7 @@ pub mod NHA {
     pub const MASTER: u16 = 10;
     pub const FDB: u16 = 11;
     pub const RES_GROUP: u16 = 12;
+    pub const RES_BUCKET: u16 = 13;
     pub const OP_FLAGS: u16 = 14;
 }
 
@@ -39,8 +40,10 @@ attributes! {
         Groups(Flag) = NHA::GROUPS,
         Master(u32) = NHA::MASTER,
         Fdb(Flag) = NHA::FDB,
-        /// Resilient-group parameters, undecoded.
-        ResGroup(NestedBytes<'a>) = NHA::RES_GROUP,
+        /// Resilient-group parameters.
+        ResGroup(Nest<ResGroupAttr<'a>>) = NHA::RES_GROUP,
+        /// One bucket of a resilient group (bucket messages), or a bucket filter.
+        ResBucket(Nest<ResBucketAttr<'a>>) = NHA::RES_BUCKET,
         OpFlags(u32) = NHA::OP_FLAGS,
     }
 }

@@ -2,9 +2,11 @@
 
 mod attribute;
 mod group;
+mod res_group;
 
 pub use attribute::{NexthopAttr, NHA};
 pub use group::{GroupEntry, GroupEntryPacket};
+pub use res_group::{ResBucketAttr, ResGroupAttr, NHA_RES_BUCKET, NHA_RES_GROUP};
 
 use crate::nla::object_message;
 use crate::wire::fixed_header;
