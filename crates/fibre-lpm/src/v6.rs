@@ -763,15 +763,16 @@ impl Lpm6 {
             // A value is the answer; an image's lane overwrites it from its leaf.
             // SAFETY: `i < n == out.len()`.
             unsafe { *out.add(i) = crate::external(e) };
-            // Every lane is written to a slot of its height, but only an image's lane is
-            // counted there: a value's lane is overwritten or left beyond the count. Fewer
-            // than BATCH lanes are counted before lane `i`, so the slot is in bounds.
-            let img = is_image(e);
-            // `8 * h`, the shift of height `h`'s count in `filed`, straight from the entry.
+            if !is_image(e) {
+                continue;
+            }
+            // An image's lane is filed at the next slot of its height; fewer than BATCH lanes
+            // are filed before lane `i`, so the slot is in bounds. `8 * h`, the shift of
+            // height `h`'s count in `filed`, comes straight from the entry.
             let h8 = (e >> (IMG_LEVELS_SHIFT - 3)) & (IMG_LEVELS_FIELD << 3);
             let h = (h8 / 8) as usize;
             let slot = h * BATCH + ((filed >> h8) & 0xFF) as usize;
-            filed += u64::from(img) << h8;
+            filed += 1 << h8;
             let p2 = e & IMG_POS_MASK;
             // SAFETY: `h < HEIGHTS` and the slot's count is below BATCH (above), `i < BATCH`.
             unsafe {
@@ -779,14 +780,12 @@ impl Lpm6 {
                 pos.add(slot).write(p2);
                 lane.add(slot).write(i as u8);
             }
-            if img {
-                if h > 0 {
-                    crate::prefetch(line_at(inner, p2));
-                } else {
-                    let at = leaf_at(leaves, p2).cast::<u8>();
-                    crate::prefetch(at);
-                    crate::prefetch(at.wrapping_add(64));
-                }
+            if h > 0 {
+                crate::prefetch(line_at(inner, p2));
+            } else {
+                let at = leaf_at(leaves, p2).cast::<u8>();
+                crate::prefetch(at);
+                crate::prefetch(at.wrapping_add(64));
             }
         }
         let count = |h: usize| ((filed >> (8 * h)) & 0xFF) as usize;
