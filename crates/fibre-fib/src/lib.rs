@@ -1352,16 +1352,14 @@ fn order6(infos: &Infos, t: &Table) -> Vec<(Key, Entry)> {
 /// the group's last route, passing over the routes of the run added between its siblings
 /// (`Entry::hops_before`); they stay in the table, lookups see them.
 fn dumped6<'a>(infos: &'a Infos, es: Vec<&'a Entry>) -> impl Iterator<Item = &'a Entry> + 'a {
-    let mut group: Option<(Option<Key>, u32, usize)> = None;
+    let mut group: Option<&Entry> = None;
     es.into_iter().filter(move |e| {
-        let s = &infos.get(e.info).spec;
-        if let Some((src, metric, n)) = group {
-            if e.src() == src && s.priority == metric && (e.hops_before as usize) < n {
-                return false;
-            }
+        if group.is_some_and(|g| crate::route6::between_siblings(infos, g, e).is_some()) {
+            return false;
         }
+        let s = &infos.get(e.info).spec;
         if s.nhs.len() > 1 && s.nhid.is_none() {
-            group = Some((e.src(), s.priority, s.nhs.len()));
+            group = Some(e);
         }
         true
     })

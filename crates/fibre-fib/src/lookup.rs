@@ -205,20 +205,18 @@ fn pick6<'a>(
         first_run: true,
         best: None,
     };
-    // The sibling group of the run being walked: (metric, number of siblings).
-    let mut group: Option<(u32, usize)> = None;
+    // The sibling group of the run being walked.
+    let mut group: Option<&Entry> = None;
     for (i, e) in entries.iter().enumerate() {
         if !in_node(e) {
             continue;
         }
+        if group.is_some_and(|g| crate::route6::between_siblings(infos, g, e).is_some()) {
+            // Scored with the group, between its siblings.
+            continue;
+        }
         let spec = &infos.get(e.info).spec;
         let metric = spec.priority;
-        if let Some((m, n)) = group {
-            if m == metric && (e.hops_before as usize) < n {
-                // Scored with the group, between its siblings.
-                continue;
-            }
-        }
         let n = spec.nhs.len();
         if n < 2 || spec.nhid.is_some() {
             match sel.visit(e, None, &live) {
@@ -227,7 +225,7 @@ fn pick6<'a>(
                 Visit::Take => return Some((e, 0)),
             }
         }
-        group = Some((metric, n));
+        group = Some(e);
         for h in 0..n {
             let inside = entries[i + 1..].iter().filter(|x| {
                 in_node(x)

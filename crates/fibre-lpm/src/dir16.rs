@@ -102,7 +102,7 @@ pub(crate) trait Mirror: Clone + std::fmt::Debug + Default {
 /// The 16-bit lookup index (see the module comment).
 #[derive(Clone, Debug)]
 pub(crate) struct Dir16 {
-    pub(crate) top: Box<Top>,
+    pub(crate) top: Top,
     pub(crate) lines: HugeVec<Line>,
     /// free[n]: first lines of free blocks of n lines.
     free: Vec<Vec<u32>>,
@@ -111,7 +111,7 @@ pub(crate) struct Dir16 {
 impl Default for Dir16 {
     fn default() -> Self {
         Dir16 {
-            top: Box::new(Top([crate::trie::NONE; TOP])),
+            top: Top::new(crate::trie::NONE),
             lines: HugeVec::new(),
             free: vec![Vec::new(); MAX_BLOCK + 1],
         }
@@ -231,7 +231,7 @@ static PLACES: [u32; 256] = {
 /// takes no branch on them. With `s` the slot (0..64), the value's *base* is at byte
 /// `((s * mul) & gm) + off` of the block, and the value is `r` words after its base, `r` the
 /// count of set bits among the first `n = (s + 1) & nm` bits of the base line's first two words
-/// (the run bitmap; see [`Lane::count`]):
+/// (the run bitmap; see [`read_value`]):
 /// - code 0: base at word 1 of the quarter's line, n = s + 1 (r >= 1: runs from word 2);
 /// - code 1: base at the start of the half's line (`(s * 2) & 64`), n = s + 1: the first line's
 ///   bitmap is its word 0 (runs from word 1); the second line's word 0 is 1 and its bitmap word
@@ -331,22 +331,32 @@ fn slot_of(addr: u32) -> u32 {
 /// no branch.
 static ZERO_LINE: Line = Line([0; 16]);
 
-/// The 16-bit top array, aligned to lines (so that a batch lane of a value entry can read its
-/// own entry's line as if it were a block line).
+/// The 16-bit top array, held as lines so that it is line-aligned (a batch lane of a value
+/// entry reads its own entry's line as if it were a block line) and lives on the heap only (a
+/// 256 KiB array by value would pass through the stack when built or cloned).
 #[derive(Clone, Debug)]
-#[repr(C, align(64))]
-pub(crate) struct Top(pub(crate) [u32; TOP]);
+pub(crate) struct Top(Box<[Line]>);
+
+impl Top {
+    /// Every entry `v`.
+    fn new(v: u32) -> Top {
+        Top(vec![Line([v; LINE_WORDS]); TOP / LINE_WORDS].into_boxed_slice())
+    }
+}
 
 impl std::ops::Deref for Top {
     type Target = [u32; TOP];
     fn deref(&self) -> &[u32; TOP] {
-        &self.0
+        // SAFETY: TOP / LINE_WORDS lines (built so in `new`, never resized) of LINE_WORDS u32s
+        // each, `repr(C)`: exactly TOP contiguous, initialised, aligned u32s.
+        unsafe { &*self.0.as_ptr().cast::<[u32; TOP]>() }
     }
 }
 
 impl std::ops::DerefMut for Top {
     fn deref_mut(&mut self) -> &mut [u32; TOP] {
-        &mut self.0
+        // SAFETY: as in `deref`, and `&mut self` makes the access unique.
+        unsafe { &mut *self.0.as_mut_ptr().cast::<[u32; TOP]>() }
     }
 }
 
@@ -539,28 +549,33 @@ impl Dir16 {
         // clearing them cost more than a lane's work).
         let mut at = [std::mem::MaybeUninit::<usize>::uninit(); 64];
         let mut cnt = [std::mem::MaybeUninit::<u32>::uninit(); 64];
+        // Each lane's value in the internal encoding: translated into `out` by a pass of its
+        // own, which then stores whole vectors (translating `out` in place compiles to masked
+        // stores, several times slower on Zen 3).
+        let mut raw = [0u32; 64];
         let top = &*self.top;
         for &a in addrs {
             crate::prefetch(&top[(a >> (32 - TOP_BITS)) as usize]);
         }
         let lines = self.lines.as_ptr() as usize;
-        let mut first = 0;
+        // Lanes below `first` are located eight at a time (x86-64-v3), the rest one by one.
         #[cfg(target_arch = "x86_64")]
-        if BMI2 {
-            while first + 8 <= n {
-                // SAFETY: the CPU has avx2 (this function's contract); lanes first..first + 8
-                // are below n, inside `addrs`, `at` and `cnt`.
-                unsafe {
-                    v3::locate8(
-                        top.0.as_ptr(),
-                        lines,
-                        addrs.as_ptr().add(first),
-                        at.as_mut_ptr().add(first).cast(),
-                        cnt.as_mut_ptr().add(first).cast(),
-                    )
-                };
-                first += 8;
-            }
+        let first = if BMI2 { n & !7 } else { 0 };
+        #[cfg(not(target_arch = "x86_64"))]
+        let first = 0;
+        #[cfg(target_arch = "x86_64")]
+        for i in (0..first).step_by(8) {
+            // SAFETY: the CPU has avx2 (this function's contract); lanes i..i + 8 are below n,
+            // inside `addrs`, `at` and `cnt`.
+            unsafe {
+                v3::locate8(
+                    top.as_ptr(),
+                    lines,
+                    addrs.as_ptr().add(i),
+                    at.as_mut_ptr().add(i).cast(),
+                    cnt.as_mut_ptr().add(i).cast(),
+                )
+            };
         }
         for i in first..n {
             let a = addrs[i];
@@ -583,7 +598,7 @@ impl Dir16 {
             let (base, c) = unsafe { (at[i].assume_init(), cnt[i].assume_init()) };
             // SAFETY: `base` is in a line of this chunk's live block (see `lookup`), or is the
             // lane's own top entry with a count of 0.
-            out[i] = unsafe {
+            raw[i] = unsafe {
                 read_value(base, |head| {
                     if BMI2 {
                         bzhi(head, c)
@@ -596,9 +611,9 @@ impl Dir16 {
         // Bit 31 of any lane's value: some lane met a trie marker (the lanes are found again
         // below only then). A separate pass, so that it runs on vectors.
         let mut any = 0u32;
-        for o in out.iter_mut() {
-            any |= *o;
-            *o = crate::external(*o);
+        for (o, &v) in out.iter_mut().zip(&raw) {
+            any |= v;
+            *o = crate::external(v);
         }
         if any & TRIE == 0 {
             return 0;
