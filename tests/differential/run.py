@@ -249,7 +249,11 @@ def sibling_rotation(a: object, b: object, ta: list | None, tb: list | None) -> 
     x, y = a[0], b[0]
     if not (isinstance(x, dict) and isinstance(y, dict)):
         return False
-    if {k: v for k, v in x.items() if k != "nexthops"} != {k: v for k, v in y.items() if k != "nexthops"}:
+    # The header's metrics are the first-listed sibling's own (IPv6 siblings keep their own
+    # `mtu`): they follow the choice too.
+    chose_apart = (x.get("nexthops") or [None])[0] != (y.get("nexthops") or [None])[0]
+    skip = {"nexthops", "metrics"} if chose_apart else {"nexthops"}
+    if {k: v for k, v in x.items() if k not in skip} != {k: v for k, v in y.items() if k not in skip}:
         return False
     if not _is_rotation(x.get("nexthops") or [], y.get("nexthops") or []):
         return False
@@ -257,7 +261,12 @@ def sibling_rotation(a: object, b: object, ta: list | None, tb: list | None) -> 
         return False
     ha, *hopsa = ta[0].split("\n\tnexthop")
     hb, *hopsb = tb[0].split("\n\tnexthop")
+    if chose_apart:
+        ha, hb = (_SIBLING_MTU.sub("", h) for h in (ha, hb))
     return ha == hb and _is_rotation(hopsa, hopsb)
+
+
+_SIBLING_MTU = re.compile(r" mtu (lock )?\d+")
 
 
 def compare(run: gen.Run, k: Side, o: Side, report: Report, max_diffs: int, use_json: bool,
