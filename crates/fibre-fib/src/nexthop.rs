@@ -40,6 +40,12 @@ pub(crate) struct NhObjs {
     /// The id last given to an object added with id 0 (the kernel's last_id_allocated): the
     /// next such object gets the first free id after it.
     last_auto_id: u32,
+    /// When each single next hop was last created or replaced: the kernel files each one at
+    /// the head of its device's hash chain then, and a link going down removes them from the
+    /// head on, newest first (nexthop_flush_dev), which decides how resilient groups holding
+    /// several of them regroup.
+    attached: FxHashMap<u32, u64>,
+    attach_count: u64,
 }
 
 impl NhObjs {
@@ -206,6 +212,7 @@ impl NhObjs {
     pub fn remove(&mut self, id: u32, now: u64) -> Result<NexthopObj, RtError> {
         let o = self.by_id.remove(&id).ok_or(RtError::new(Errno::ENOENT))?;
         self.res.remove(&id);
+        self.attached.remove(&id);
         for g in self.by_id.values_mut() {
             let before = g.group.len();
             g.group.retain(|m| m.id != id);
@@ -487,6 +494,11 @@ impl crate::Fib {
             }
             t.regroup(&nh.group, now);
         }
+        if obj.group.is_empty() {
+            self.nhobjs.attach_count += 1;
+            let n = self.nhobjs.attach_count;
+            self.nhobjs.attached.insert(nh.id, n);
+        }
         self.nhobjs.by_id.insert(nh.id, obj);
         if exists {
             self.refresh_nh_users();
@@ -580,13 +592,15 @@ impl crate::Fib {
     /// nexthop_flush_dev: when a link goes down or away, the next-hop objects through it go,
     /// and with them the routes using them (blackholes point at `lo` and stay).
     pub(crate) fn nexthop_flush_dev(&mut self, dev: u32) {
-        let dead: Vec<u32> = self
+        let mut dead: Vec<u32> = self
             .nhobjs
             .by_id
             .values()
             .filter(|o| o.oif == dev && o.group.is_empty() && !o.blackhole)
             .map(|o| o.id)
             .collect();
+        let attached = |id: &u32| self.nhobjs.attached.get(id).copied().unwrap_or(0);
+        dead.sort_by_key(|id| std::cmp::Reverse(attached(id)));
         for id in dead {
             let _ = self.nexthop_remove(id);
         }

@@ -234,3 +234,22 @@ fn replace_and_route_checks_come_in_the_kernels_order() {
         Some("IPv6 routes can not use an IPv4 nexthop")
     );
 }
+
+/// A link going down removes its next hops newest first (the head of the device's hash
+/// chain), and a resilient group holding two of them regroups after each removal in turn:
+/// `nexthop add id 10 group 1/4/3/2 type resilient buckets 8`, `link set d1 down` (ids 2 and 3
+/// on d1, 3 the newer) left `4 4 1 1 4 4 1 1` in the kernel; oldest first gives `4 1 4 1 ...`.
+#[test]
+fn a_link_down_removes_its_next_hops_newest_first() {
+    let (mut f, d0, d1) = objects();
+    f.nexthop_new(&nh_obj(4, Some("10.0.0.3"), d0), ReqFlags::ADD)
+        .unwrap();
+    f.nexthop_new(
+        &group(10, &[(1, 1), (4, 1), (3, 1), (2, 1)], buckets(8)),
+        ReqFlags::ADD,
+    )
+    .unwrap();
+    assert_eq!(assignment(&f, 10), [2, 2, 3, 3, 4, 4, 1, 1]);
+    set_up(&mut f, d1, false);
+    assert_eq!(assignment(&f, 10), [4, 4, 1, 1, 4, 4, 1, 1]);
+}
