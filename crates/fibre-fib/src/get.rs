@@ -474,6 +474,7 @@ impl Fib {
             if info.spec.nhid.is_none() && res.nh < r.multipath.len() {
                 r.multipath.rotate_left(res.nh);
                 r.metrics.mtu = info.spec.mtu_of(res.nh);
+                r.protocol = info.spec.protocol_of(res.nh);
             }
             r.iif = q.iif;
             return Ok(r);
@@ -487,7 +488,7 @@ impl Fib {
             len: 128,
         });
         ans.table = res.table;
-        ans.protocol = info.spec.protocol;
+        ans.protocol = info.spec.protocol_of(res.nh);
         ans.priority = Some(info.spec.priority);
         ans.pref = info.spec.pref.or(Some(0));
         ans.rtype = res.rtype;

@@ -132,6 +132,7 @@ impl NhObjs {
                     weight: 1,
                     flags: 0,
                     mtu: None,
+                    protocol: None,
                 }];
             }
             return vec![NhSpec {
@@ -140,6 +141,7 @@ impl NhObjs {
                 weight: 1,
                 flags: if obj.onlink { nh_flags::ONLINK } else { 0 },
                 mtu: None,
+                protocol: None,
             }];
         }
         obj.group
@@ -156,6 +158,7 @@ impl NhObjs {
                     weight: m.weight_minus_one as u32 + 1,
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
                     mtu: None,
+                    protocol: None,
                 })
             })
             .collect()
@@ -381,6 +384,7 @@ impl crate::Fib {
                         weight: 1,
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
                         mtu: None,
+                        protocol: None,
                     };
                     // fib_check_nh: the scope of the route the gateway resolves through
                     // (host for a local address).

@@ -31,6 +31,9 @@ pub(crate) struct NhSpec {
     /// through it (rt6_mtu_change); the route's `metrics.mtu` is its first sibling's. None for
     /// IPv4 and for routes through objects, whose `metrics.mtu` is the route's.
     pub mtu: Option<u32>,
+    /// Likewise this sibling's protocol: a route appended as a sibling keeps its own, which a
+    /// lookup through it answers; the route's `protocol` is its first sibling's.
+    pub protocol: Option<u8>,
 }
 
 /// Everything that makes two routes "the same route info" for the kernel.
@@ -70,6 +73,15 @@ impl InfoSpec {
         } else {
             self.metrics.mtu
         }
+    }
+
+    /// The protocol of next hop `i` (see `NhSpec::protocol`).
+    #[inline]
+    pub fn protocol_of(&self, i: usize) -> u8 {
+        self.nhs
+            .get(i)
+            .and_then(|n| n.protocol)
+            .unwrap_or(self.protocol)
     }
 }
 

@@ -255,6 +255,7 @@ impl Fib {
                     weight: m.hops as u32 + 1,
                     flags: (r.flags & !0xff) | m.flags,
                     mtu: None,
+                    protocol: None,
                 });
             }
             if r.nexthop.oif != 0 && nhs[0].oif != r.nexthop.oif {
@@ -272,6 +273,7 @@ impl Fib {
                 weight: 1,
                 flags: r.flags | r.nexthop.flags,
                 mtu: None,
+                protocol: None,
             });
         }
         for n in &mut nhs {

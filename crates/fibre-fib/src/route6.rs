@@ -179,6 +179,11 @@ impl Fib {
                 weight: h.hops as u32 + 1,
                 flags: h.flags & nh_flags::ONLINK,
                 mtu: r.metrics.mtu,
+                protocol: Some(if r.protocol == 0 {
+                    crate::types::protocol::BOOT
+                } else {
+                    r.protocol
+                }),
             });
         }
         if let Some(ps) = r.prefsrc {
@@ -635,10 +640,10 @@ impl Fib {
             if r.priority.is_some_and(|p| p != 0 && p != s.priority) {
                 continue;
             }
-            if r.protocol != 0 && r.protocol != s.protocol {
-                continue;
-            }
             if s.nhid.is_some() {
+                if r.protocol != 0 && r.protocol != s.protocol {
+                    continue;
+                }
                 self.remove_entry(Family::Inet6, tb, key, i);
                 return Ok(());
             }
@@ -650,6 +655,10 @@ impl Fib {
                 None => 0..s.nhs.len(),
             };
             for (k, n) in s.nhs.iter().enumerate().take(hops.end).skip(hops.start) {
+                // Each sibling is a route of its own with its own protocol.
+                if r.protocol != 0 && r.protocol != s.protocol_of(k) {
+                    continue;
+                }
                 if r.nexthop.oif != 0 && n.oif != r.nexthop.oif {
                     continue;
                 }
@@ -696,6 +705,7 @@ impl Fib {
         st.remove(k);
         if spec.mtu_per_hop() {
             spec.metrics.mtu = spec.nhs.first().and_then(|n| n.mtu);
+            spec.protocol = spec.protocol_of(0);
         }
         let id = self.intern(spec, st);
         self.infos.hold(id);
