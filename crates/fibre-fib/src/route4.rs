@@ -785,8 +785,14 @@ mod hint_tests {
             ..Default::default()
         };
         f.link_new(&lo, ReqFlags::NONE).unwrap();
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let addr = Address {
+        f.addr_new(&addr_on_d0("10.0.0.1"), ReqFlags::ADD).unwrap();
+        f
+    }
+
+    /// `address add A/24 dev d0`.
+    fn addr_on_d0(a: &str) -> Address {
+        let a: IpAddr = a.parse().unwrap();
+        Address {
             family: Family::Inet,
             prefixlen: 24,
             flags: 0,
@@ -799,9 +805,7 @@ mod hint_tests {
             metric: None,
             valid_lft: None,
             preferred_lft: None,
-        };
-        f.addr_new(&addr, ReqFlags::ADD).unwrap();
-        f
+        }
     }
 
     fn route(third: u8, gw: &str) -> Route {
@@ -858,22 +862,7 @@ mod hint_tests {
         // A FIB whose validation generation moved (a second address) does not take the
         // hint: it decides for itself, as route_new does.
         let moved = |f: &mut Fib| {
-            let a: IpAddr = "10.0.1.1".parse().unwrap();
-            let addr = Address {
-                family: Family::Inet,
-                prefixlen: 24,
-                flags: 0,
-                scope: 0,
-                ifindex: 2,
-                local: Some(a),
-                address: Some(a),
-                broadcast: None,
-                label: None,
-                metric: None,
-                valid_lft: None,
-                preferred_lft: None,
-            };
-            f.addr_new(&addr, ReqFlags::ADD).unwrap();
+            f.addr_new(&addr_on_d0("10.0.1.1"), ReqFlags::ADD).unwrap();
         };
         let (mut hinted, mut plain) = (base(), base());
         moved(&mut hinted);
