@@ -157,6 +157,11 @@ impl Fib {
         int: Internal6,
     ) -> Result<(InfoSpec, Vec<NhState>), RtError> {
         let mut nhs = Vec::new();
+        let protocol = if r.protocol == 0 {
+            crate::types::protocol::BOOT
+        } else {
+            r.protocol
+        };
         let mut linkdown = false;
         if let Some(id) = r.nhid {
             let Some(obj) = self.nhobjs.get(id) else {
@@ -179,11 +184,7 @@ impl Fib {
                 weight: h.hops as u32 + 1,
                 flags: h.flags & nh_flags::ONLINK,
                 mtu: r.metrics.mtu,
-                protocol: Some(if r.protocol == 0 {
-                    crate::types::protocol::BOOT
-                } else {
-                    r.protocol
-                }),
+                protocol: Some(protocol),
             });
         }
         if let Some(ps) = r.prefsrc {
@@ -201,11 +202,7 @@ impl Fib {
             family: Family::Inet6,
             table: tb,
             rtype,
-            protocol: if r.protocol == 0 {
-                crate::types::protocol::BOOT
-            } else {
-                r.protocol
-            },
+            protocol,
             scope: scope::UNIVERSE,
             priority: match r.priority {
                 Some(p) if p != 0 || int.kernel => p,

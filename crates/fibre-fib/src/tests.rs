@@ -883,18 +883,8 @@ fn link_delete_keeps_routes_through_groups() {
             .unwrap();
     }
     for (id, a, b) in [(10, 1, 2), (11, 3, 4)] {
-        let g = NexthopObj {
-            family: None,
-            group: [a, b]
-                .iter()
-                .map(|&id| GroupMember {
-                    id,
-                    weight_minus_one: 0,
-                })
-                .collect(),
-            ..nh_obj(id, None, 0)
-        };
-        f.nexthop_new(&g, ReqFlags::ADD).unwrap();
+        f.nexthop_new(&group_obj(id, &[a, b], false), ReqFlags::ADD)
+            .unwrap();
     }
     for (p, id) in [("10.40.0.0/16", 10), ("2001:db8:40::/64", 11)] {
         let mut r = rt(p, None, 0);

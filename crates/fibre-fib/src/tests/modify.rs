@@ -224,7 +224,7 @@ fn ipv6_selection_meets_routes_between_siblings_in_leaf_order() {
 /// before the sibling through D (checked against kernel 6.18).
 #[test]
 fn ipv6_walks_meet_routes_between_siblings_in_leaf_order() {
-    let (mut f, d0, d1) = route_between_siblings();
+    let (mut f, d0, _) = route_between_siblings();
     let on_d0 = |f: &Fib| {
         let a = f
             .route_get(&RouteQuery {
