@@ -82,3 +82,58 @@ def test_route_save_and_restore_interoperate_with_the_kernel(fibred, tmp_path): 
         assert got == want
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+# Routes whose dump order puts a gateway before the route that reaches it, and two routes that
+# differ only by their gateway (made with `ip route prepend`).
+ORDER = [
+    "route add 192.168.0.0/16 dev eth0",
+    "route add 10.0.0.0/8 via 192.168.1.1",
+    "route add 10.0.0.0/8 via 192.168.1.2 metric 5",
+    "route add 172.16.0.0/12 via 192.168.1.1",
+    "route prepend 172.16.0.0/12 via 192.168.1.3",
+]
+
+
+def test_route_restore_takes_iproute2s_three_passes(fibred, tmp_path):  # noqa: F811
+    """`ip route restore` adds routes without a gateway first, with NLM_F_CREATE alone, and
+    prints "File exists" for routes that are there: restoring the same file twice into a link
+    with no address gives the kernel's routes, messages and status."""
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        pytest.skip("needs iproute2 and root for a network namespace")
+    src, dst = f"fibre-restore-src-{os.getpid()}", f"fibre-restore-dst-{os.getpid()}"
+    try:
+        for ns in (src, dst):
+            if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
+                pytest.skip("cannot create a network namespace")
+            subprocess.run(["ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "p0"], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", "p0", "up"], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "up"], check=True)
+        for c in ORDER:
+            subprocess.run(["ip", "-n", src] + c.split(), check=True)
+        saved = tmp_path / "order.save"
+        with open(saved, "wb") as f:
+            subprocess.run(["ip", "-n", src, "route", "save"], stdout=f, check=True)
+        for name in ("p0", "eth0"):
+            fibre(fibred, "link", "add", name, "type", "dummy")
+        fibre(fibred, "link", "set", "p0", "up")
+        fibre(fibred, "link", "set", "eth0", "up")
+        for _ in range(2):
+            with open(saved, "rb") as f:
+                k = subprocess.run(["ip", "-n", dst, "route", "restore"], stdin=f, capture_output=True, text=True)
+            with open(saved, "rb") as f:
+                r = subprocess.run([binary("fibre"), "-n", fibred, "route", "restore"], stdin=f, capture_output=True, text=True)
+            assert (r.returncode, r.stderr) == (k.returncode, k.stderr)
+            want = subprocess.run(["ip", "-n", dst, "route", "show"], capture_output=True, text=True, check=True).stdout
+            assert fibre(fibred, "route", "show") == want
+        # A link that is down: the kernel's error, status 2, and the routes before it kept.
+        subprocess.run(["ip", "-n", dst, "link", "set", "eth0", "down"], check=True)
+        fibre(fibred, "link", "set", "eth0", "down")
+        with open(saved, "rb") as f:
+            k = subprocess.run(["ip", "-n", dst, "route", "restore"], stdin=f, capture_output=True, text=True)
+        with open(saved, "rb") as f:
+            r = subprocess.run([binary("fibre"), "-n", fibred, "route", "restore"], stdin=f, capture_output=True, text=True)
+        assert (r.returncode, r.stderr) == (k.returncode, k.stderr)
+    finally:
+        for ns in (src, dst):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -21,14 +21,17 @@ use std::io::{Read, Write};
 /// a batch of small answers costs a few large writes.
 const FLUSH_THRESHOLD: usize = 1 << 20;
 
-/// iproute2's limit on words per batch line (`makeargs` with 100 slots, one for NULL).
-const MAX_ARGS: usize = 99;
+/// iproute2's limit on words per batch line: `do_batch` splits a line into 512 slots, one for
+/// the terminating NULL (iproute2 6.1: 511 words run, 512 print "Too many arguments to
+/// command"); a 16-way multipath route takes about 100.
+const MAX_ARGS: usize = 511;
 
 /// Runs `fibre ARGS...` and returns the exit status.
 pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     let mut opts = Options::default();
     let mut batch_file: Option<&str> = None;
     let mut socket: Option<&str> = None;
+    let mut offline = false;
     let mut i = 0;
     while i < args.len() {
         let raw = args[i].as_str();
@@ -102,6 +105,10 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
             };
             i += 1;
             batch_file = Some(f);
+        } else if opt == "-offline" {
+            // fibre's own option, never abbreviated ("-o" is iproute2's -oneline): the
+            // in-process state even where a fibred answers on the default socket.
+            offline = true;
         } else if opt == "-n" || matches(opt, "-netns") {
             // fibre's reading of -n: the fibred socket to use.
             let Some(p) = value(i) else {
@@ -145,7 +152,11 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
         i += 1;
     }
     let words: Vec<&str> = args[i..].iter().map(String::as_str).collect();
-    let backend = match crate::online::choose(socket) {
+    if offline && socket.is_some() {
+        let _ = writeln!(stderr, "fibre: -offline and -n exclude each other");
+        return 255;
+    }
+    let backend = match crate::online::choose(socket, offline) {
         Ok(b) => b,
         Err(e) => {
             let _ = writeln!(stderr, "fibre: {e}");
@@ -167,7 +178,7 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
         let r = if words[1] == "save" {
             crate::save::save(&mut cli, &words[2..], stdout)
         } else {
-            crate::save::restore(&mut cli, &mut std::io::stdin())
+            crate::save::restore(&mut cli, &mut std::io::stdin(), stderr)
         };
         let _ = stdout.flush();
         return match r {

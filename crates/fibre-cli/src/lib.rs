@@ -238,7 +238,7 @@ fn clock(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
 
 /// fibre's own usage text.
 pub fn usage_text() -> String {
-    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre clock advance SECONDS\n       fibre sysctl [ -q ] [ -w ] KEY=VALUE | KEY\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename }\n"
+    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre clock advance SECONDS\n       fibre sysctl [ -q ] [ -w ] KEY=VALUE | KEY\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename |\n                    -n SOCKET | -offline }\n"
         .to_string()
 }
 

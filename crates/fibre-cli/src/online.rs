@@ -40,9 +40,13 @@ impl From<Remote> for Backend {
     }
 }
 
-/// Chooses the backend: `explicit` (from `-n`) or FIBRE_SOCKET must answer; the default
-/// socket is used if a daemon answers there; else offline.
-pub fn choose(explicit: Option<&str>) -> Result<Backend, String> {
+/// Chooses the backend: offline when `offline` (from `-offline`); else `explicit` (from `-n`)
+/// or FIBRE_SOCKET must answer; the default socket is used if a daemon answers there; else
+/// offline.
+pub fn choose(explicit: Option<&str>, offline: bool) -> Result<Backend, String> {
+    if offline {
+        return Ok(Backend::from(offline_fib()));
+    }
     let named = explicit.map(PathBuf::from).or_else(|| {
         std::env::var_os("FIBRE_SOCKET")
             .filter(|s| !s.is_empty())

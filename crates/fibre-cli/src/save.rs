@@ -4,8 +4,13 @@
 //! RTM_NEWROUTE messages of a route dump, each padded to 4 bytes. So a file saved by
 //! `ip route save` on a Linux host restores into fibre, and a file fibre saves restores into
 //! a kernel with `ip route restore`. As iproute2 does, save writes the main table unless a table
-//! is named, refuses to write binary to a terminal, and restore adds every route with
-//! NLM_F_CREATE | NLM_F_EXCL, taking "File exists" as success and stopping at any other error.
+//! is named and refuses to write binary to a terminal. Restore reads the file three times, as
+//! `iproute_restore` does, so that a route comes after the routes its gateway depends on,
+//! whatever the dump order: first routes with no gateway and no preferred source (or a default
+//! route), then routes with no gateway and a preferred source, then routes with a gateway. Each
+//! is added with NLM_F_CREATE alone (`ip route prepend`'s flags: a route that differs from an
+//! existing one only by its next hop goes in front of it); "File exists" is printed and
+//! skipped, any other error stops the restore with status 2.
 
 use crate::error::CmdError;
 use crate::Cli;
@@ -79,8 +84,13 @@ pub fn save(cli: &mut Cli, words: &[&str], out: &mut dyn Write) -> Result<(), Cm
         .map_err(|e| CmdError::fail(1, format!("fibre: cannot write: {e}\n")))
 }
 
-/// `route restore`: reads a saved stream from `input` and adds its routes.
-pub fn restore(cli: &mut Cli, input: &mut dyn Read) -> Result<(), CmdError> {
+/// `route restore`: reads a saved stream from `input` and adds its routes, printing the
+/// answers iproute2 prints for routes that exist to `stderr`.
+pub fn restore(
+    cli: &mut Cli,
+    input: &mut dyn Read,
+    stderr: &mut dyn Write,
+) -> Result<(), CmdError> {
     let mut bytes = Vec::new();
     input
         .read_to_end(&mut bytes)
@@ -91,18 +101,51 @@ pub fn restore(cli: &mut Cli, input: &mut dyn Read) -> Result<(), CmdError> {
     if magic != Some(SAVE_MAGIC) {
         return Err(CmdError::fail(255, "Not a route dump\n"));
     }
-    for item in Messages::new(&bytes[4..]) {
-        let (_, msg) =
-            item.map_err(|e| CmdError::fail(255, format!("fibre: corrupt route dump: {e}\n")))?;
-        let Payload::Route(m) = &msg.payload else {
-            continue;
-        };
-        let route = convert::route_from(m).map_err(|e| CmdError::rtnl(&e.error))?;
-        match cli.fib.route_new(&route, ReqFlags::ADD) {
-            Ok(()) => {}
-            Err(e) if e.errno == Errno::EEXIST => {}
-            Err(e) => return Err(CmdError::rtnl(&e)),
+    for pass in [Pass::Local, Pass::Prefsrc, Pass::Gateway] {
+        for item in Messages::new(&bytes[4..]) {
+            let (_, msg) =
+                item.map_err(|e| CmdError::fail(255, format!("fibre: corrupt route dump: {e}\n")))?;
+            let Payload::Route(m) = &msg.payload else {
+                continue;
+            };
+            if Pass::of(m) != pass {
+                continue;
+            }
+            let route = convert::route_from(m).map_err(|e| CmdError::rtnl(&e.error))?;
+            match cli.fib.route_new(&route, ReqFlags::PREPEND) {
+                Ok(()) => {}
+                Err(e) if e.errno == Errno::EEXIST => {
+                    let _ = stderr.write_all(crate::error::rtnl_text(&e).as_bytes());
+                }
+                Err(e) => return Err(CmdError::rtnl(&e)),
+            }
         }
     }
     Ok(())
+}
+
+/// The pass of `route restore` that adds a route (iproute2's `restore_handler` order).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// No gateway, and no preferred source or a default route: routes for local addresses
+    /// and through devices.
+    Local,
+    /// No gateway and a preferred source: routes for local networks.
+    Prefsrc,
+    /// Through a gateway (RTA_GATEWAY at the top level; multipath routes count as local).
+    Gateway,
+}
+
+impl Pass {
+    fn of(m: &fibre_netlink::route::RouteMessage<'_>) -> Pass {
+        use fibre_netlink::route::RouteAttr;
+        let has = |f: fn(&RouteAttr<'_>) -> bool| m.attributes.iter().any(f);
+        if has(|a| matches!(a, RouteAttr::Gateway(_))) {
+            Pass::Gateway
+        } else if has(|a| matches!(a, RouteAttr::PrefSrc(_))) && m.header.dst_len != 0 {
+            Pass::Prefsrc
+        } else {
+            Pass::Local
+        }
+    }
 }

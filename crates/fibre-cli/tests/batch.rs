@@ -247,3 +247,26 @@ fn nexthop_selectors_stay_in_force_for_the_rest_of_a_batch() {
     assert_eq!(lines[0], lines[1]);
     assert_eq!(lines[2], "Flushed 3 nexthops");
 }
+
+#[test]
+fn long_lines_run_up_to_iproute2s_limit() {
+    // A 16-way multipath route (about 100 words) runs; iproute2 6.1 runs lines of 511 words
+    // and refuses 512 with "Too many arguments to command".
+    let mut text = String::from(
+        "link add d0 type dummy\nlink set d0 up\naddress add 10.0.0.1/16 dev d0\nroute add 192.0.2.0/24",
+    );
+    for i in 0..16 {
+        text += &format!(" nexthop via 10.0.0.{} dev d0 weight {}", i + 2, i + 1);
+    }
+    text += "\nroute show 192.0.2.0/24\n";
+    let r = fibre(&["-batch", "-"], &text);
+    assert_eq!((r.status, r.stderr.as_str()), (0, ""));
+    assert_eq!(r.stdout.matches("nexthop via").count(), 16, "{}", r.stdout);
+
+    let words = |n: usize| format!("link show lo {}\n", vec!["x"; n - 3].join(" "));
+    let r = fibre(&["-batch", "-"], &words(511));
+    assert!(!r.stderr.contains("Too many arguments"), "{}", r.stderr);
+    let r = fibre(&["-batch", "-"], &words(512));
+    assert_eq!(r.stderr, "Too many arguments to command\n");
+    assert_eq!(r.status, 1);
+}

@@ -149,3 +149,50 @@ fn monitor_prints_changes_and_their_side_effects_like_ip_monitor() {
         assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
     }
 }
+
+#[test]
+fn offline_forces_the_in_process_state_beside_a_daemon() {
+    // A daemon on the default socket ($XDG_RUNTIME_DIR/fibre/fibred.sock) makes plain `fibre`
+    // online; `-offline` keeps the in-process state.
+    let dir = std::env::temp_dir().join(format!("fibre-offline-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let socket = dir.join("fibre").join("fibred.sock");
+    let daemon = Daemon::start(Config {
+        socket: socket.clone(),
+        dgram: None,
+        state: None,
+    })
+    .unwrap();
+    let s = socket.to_str().unwrap();
+    assert_eq!(
+        run(&["-n", s, "route", "add", "blackhole", "10.8.0.0/16"]).0,
+        0
+    );
+    let fibre = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fibre"))
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &dir)
+            .env_remove("FIBRE_SOCKET")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(fibre(&["route", "show"]).1, "blackhole 10.8.0.0/16 \n");
+    assert_eq!(
+        fibre(&["-offline", "route", "show"]),
+        (Some(0), String::new(), String::new())
+    );
+    assert_eq!(
+        fibre(&["-offline", "-n", s, "route", "show"]),
+        (
+            Some(255),
+            String::new(),
+            "fibre: -offline and -n exclude each other\n".into()
+        )
+    );
+    daemon.stop();
+}

@@ -97,11 +97,25 @@ impl Key {
 }
 
 /// The compiled structure of one family.
+/// The compiled structure: sorted intervals while the table is small, the large structures
+/// of its family above [`COMPILE_LARGE_AT`] keys (boxed: tables sit in a map by id, and a
+/// small table should not carry their kilobyte of inline fields).
 #[derive(Debug)]
 enum Fast {
-    V4(fibre_lpm::v4::Lpm4),
-    V6(fibre_lpm::v6::Lpm6),
+    Small(fibre_lpm::small::SmallLpm),
+    V4(Box<fibre_lpm::v4::Lpm4>),
+    V6(Box<fibre_lpm::v6::Lpm6>),
 }
+
+/// Keys above which a table compiles into its family's large structure. The large structures
+/// cost 1.5 MiB (IPv4) and 0.8 MiB (IPv6) before their first prefix, the kernel a few hundred
+/// bytes per table; below this size the interval array ([`fibre_lpm::small`], 20 bytes per
+/// interval, rebuilt on each flush) answers in at most 12 comparisons within 40 KiB, as fast as
+/// they do, so tables cost memory in proportion to what they hold.
+const COMPILE_LARGE_AT: usize = 1024;
+/// Keys below which a large table goes back to intervals and frees its structure: a quarter of
+/// the way up, so that a table hovering around the threshold does not rebuild on every change.
+const COMPILE_SMALL_BELOW: usize = COMPILE_LARGE_AT / 4;
 
 /// One key's entries and its slot in the compiled structure.
 #[derive(Debug, Clone)]
@@ -148,7 +162,7 @@ struct Compiled {
     pending: Vec<(Key, Option<u32>)>,
 }
 
-/// Winners per segment: 64 KiB of `(Key, Entry)`.
+/// Winners per segment: 64 KiB of `(Key, Entry)` (the first grows to it from nothing).
 const WINNER_SEGMENT: usize = 1024;
 
 /// The compiled values' meanings, indexed by value: a vector in fixed segments, so that
@@ -182,7 +196,13 @@ impl Winners {
             .last()
             .is_none_or(|s| s.len() == WINNER_SEGMENT)
         {
-            self.segments.push(Vec::with_capacity(WINNER_SEGMENT));
+            // The first segment grows as a small table does; later ones are whole at once.
+            let room = if self.segments.is_empty() {
+                0
+            } else {
+                WINNER_SEGMENT
+            };
+            self.segments.push(Vec::with_capacity(room));
         }
         let n = self.segments.len() - 1;
         let last = &mut self.segments[n];
@@ -225,14 +245,41 @@ impl Compiled {
         self.free_winners.push(i);
     }
 
-    /// Applies the queued updates to the compiled structure as one batch. A winner slot freed
-    /// and reused within the queue is harmless: the queue is applied in order, and no lookup
-    /// reads `fast` while it is non-empty.
-    fn flush(&mut self) {
+    /// Applies the queued updates to the compiled structure as one batch, changing between
+    /// the interval array and the large structure where the table's size (`map`, of `bits`-bit
+    /// keys) crossed [`COMPILE_LARGE_AT`] or [`COMPILE_SMALL_BELOW`]. A winner slot freed and
+    /// reused within the queue is harmless: the queue is applied in order, and no lookup reads
+    /// `fast` while it is non-empty.
+    fn flush(&mut self, bits: u8, map: &SortedMap<Slot>) {
         if self.pending.is_empty() {
             return;
         }
+        let compiled_keys = || {
+            map.iter()
+                .filter(|(_, s)| s.fast != NO_SLOT)
+                .map(|(k, s)| (*k, s.fast))
+        };
+        let small = matches!(self.fast, Fast::Small(_));
+        if small && map.len() > COMPILE_LARGE_AT {
+            self.fast = match bits {
+                32 => Fast::V4(Default::default()),
+                _ => Fast::V6(Default::default()),
+            };
+            self.pending.clear();
+            self.pending
+                .extend(compiled_keys().map(|(k, i)| (k, Some(i))));
+        } else if small || map.len() < COMPILE_SMALL_BELOW {
+            self.pending.clear();
+            let intervals = fibre_lpm::small::SmallLpm::build(
+                bits,
+                compiled_keys().map(|(k, i)| (k.addr, k.len, i)),
+            );
+            // Keys are masked and no longer than the table's width, so the build cannot fail.
+            self.fast = Fast::Small(intervals.unwrap_or_default());
+            return;
+        }
         match &mut self.fast {
+            Fast::Small(_) => unreachable!("interval arrays are rebuilt above"),
             Fast::V4(l) => {
                 let mut b = l.batch();
                 for (k, v) in self.pending.drain(..) {
@@ -257,13 +304,9 @@ impl Compiled {
 }
 
 impl Table {
-    pub fn new(id: u32, bits: u8, seq: u64) -> Table {
-        let fast = if bits == 32 {
-            Fast::V4(fibre_lpm::v4::Lpm4::new())
-        } else {
-            Fast::V6(fibre_lpm::v6::Lpm6::new())
-        };
-        Table {
+    pub fn new(id: u32, bits: u8, seq: u64) -> Box<Table> {
+        let fast = Fast::Small(Default::default());
+        Box::new(Table {
             id,
             seq,
             bits,
@@ -280,7 +323,7 @@ impl Table {
             dirty: Vec::new(),
             all_dirty: false,
             leaves: Default::default(),
-        }
+        })
     }
 
     pub fn contains(&self, key: &Key) -> bool {
@@ -422,7 +465,7 @@ impl Table {
 
     /// Applies the compiled structure's queued updates (see the module documentation).
     pub fn flush_compiled(&mut self) {
-        self.compiled.flush();
+        self.compiled.flush(self.bits, &self.map);
     }
 
     /// Marks every key for recompilation (after next-hop states changed).
@@ -509,10 +552,17 @@ impl Table {
         r
     }
 
+    /// Whether the table is compiled into its family's large structure (not intervals).
+    #[cfg(test)]
+    pub fn is_compiled_large(&self) -> bool {
+        !matches!(self.compiled.fast, Fast::Small(_))
+    }
+
     /// The compiled answer for `addr`: the key and entry a plain flow's walk stops at.
     #[inline]
     pub fn fast_lookup(&self, addr: u128) -> Option<(Key, Entry)> {
         let v = match &self.compiled.fast {
+            Fast::Small(l) => l.lookup(addr),
             Fast::V4(l) => l.lookup(addr as u32),
             Fast::V6(l) => l.lookup(addr),
         }?;

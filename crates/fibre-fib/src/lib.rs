@@ -103,8 +103,10 @@ impl Default for Settings {
 pub struct Fib {
     settings: Settings,
     pub(crate) links: Links,
-    pub(crate) t4: FxHashMap<u32, Table>,
-    pub(crate) t6: FxHashMap<u32, Table>,
+    /// Tables by id, boxed: a router may hold thousands of small ones, and a map of inline
+    /// tables would reserve a table's fields for every empty slot it keeps.
+    pub(crate) t4: FxHashMap<u32, Box<Table>>,
+    pub(crate) t6: FxHashMap<u32, Box<Table>>,
     pub(crate) table_seq: u64,
     pub(crate) infos: Infos,
     pub(crate) rules: Rules,
@@ -911,7 +913,7 @@ impl Fib {
             Family::Inet => &self.t4,
             Family::Inet6 => &self.t6,
         };
-        let mut v: Vec<&Table> = m.values().collect();
+        let mut v: Vec<&Table> = m.values().map(|t| &**t).collect();
         v.sort_by(|a, b| (a.id & 0xff).cmp(&(b.id & 0xff)).then(b.seq.cmp(&a.seq)));
         v
     }

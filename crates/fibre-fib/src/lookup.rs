@@ -347,8 +347,8 @@ fn effective_type(nhobjs: &NhObjs, info: &Info) -> RouteType {
 impl Fib {
     pub(crate) fn table(&self, family: Family, id: u32) -> Option<&Table> {
         match family {
-            Family::Inet => self.t4.get(&id),
-            Family::Inet6 => self.t6.get(&id),
+            Family::Inet => self.t4.get(&id).map(|t| &**t),
+            Family::Inet6 => self.t6.get(&id).map(|t| &**t),
         }
     }
 

@@ -600,6 +600,106 @@ mod lpm_model {
     }
 }
 
+/// Tables change representation with their size (sorted intervals while small, the large
+/// compiled structures above `fibtable::COMPILE_LARGE_AT` keys, back when they shrink): lookups
+/// through the compiled path agree with a naive model before, across and after each change.
+#[test]
+fn compiled_lookups_agree_as_tables_grow_and_shrink() {
+    const TABLE: u32 = 100;
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    for v6 in [false, true] {
+        let (mut f, d0) = base();
+        let (bits, base_len): (u8, u8) = if v6 { (128, 32) } else { (32, 8) };
+        let top: u128 = if v6 { 0x2001_0db8 << 96 } else { 10 << 24 };
+        let space = crate::fibtable::mask(bits, bits);
+        let family = if v6 { Family::Inet6 } else { Family::Inet };
+        let mut routes: Vec<(u128, u8)> = Vec::new();
+        while routes.len() < 1500 {
+            // Lengths from the base to the full width under the base prefix.
+            let len = base_len + (next() % u64::from(bits - base_len + 1)) as u8;
+            let low = ((u128::from(next()) << 64 | u128::from(next())) & space) >> base_len;
+            let k = crate::fibtable::Key::new(top | low, len, bits);
+            if !routes.contains(&(k.addr, len)) {
+                routes.push((k.addr, len));
+            }
+        }
+        let text = |a: u128, l: u8| {
+            if v6 {
+                format!("{}/{l}", std::net::Ipv6Addr::from(a))
+            } else {
+                format!("{}/{l}", std::net::Ipv4Addr::from(a as u32))
+            }
+        };
+        let route = |a: u128, l: u8| {
+            let mut r = rt(&text(a, l), None, d0);
+            r.table = TABLE;
+            r
+        };
+        let probes: Vec<u128> = (0..400)
+            .map(|i| {
+                let (a, l) = routes[i % routes.len()];
+                let random = (u128::from(next()) << 64 | u128::from(next())) & space;
+                // Inside a prefix, or anywhere under the base.
+                if i % 2 == 0 {
+                    a | (random & !crate::fibtable::mask(l, bits))
+                } else {
+                    top | (random >> base_len)
+                }
+            })
+            .collect();
+        let check = |f: &Fib, present: &[(u128, u8)], large: bool| {
+            assert_eq!(f.table(family, TABLE).unwrap().is_compiled_large(), large);
+            for &p in &probes {
+                let want = present
+                    .iter()
+                    .filter(|&&(a, l)| p & crate::fibtable::mask(l, bits) == a)
+                    .max_by_key(|r| r.1)
+                    .copied();
+                let q = RouteQuery {
+                    fibmatch: true,
+                    table: Some(TABLE),
+                    ..RouteQuery::to(if v6 {
+                        IpAddr::V6(p.into())
+                    } else {
+                        IpAddr::V4((p as u32).into())
+                    })
+                };
+                let got = f.route_get(&q).ok().map(|r| (r.dst.addr, r.dst.len));
+                let want = want.map(|(a, l)| (pfx(&text(a, l)).addr, l));
+                assert_eq!(
+                    got,
+                    want,
+                    "{} (v6 {v6}, {} routes)",
+                    text(p, bits),
+                    present.len()
+                );
+            }
+        };
+        for (i, &(a, l)) in routes.iter().enumerate() {
+            f.route_new(&route(a, l), ReqFlags::ADD).unwrap();
+            if [0, 500, 1024, 1025, 1499].contains(&i) {
+                check(&f, &routes[..=i], i >= 1024);
+            }
+        }
+        for n in (0..routes.len()).rev() {
+            let (a, l) = routes[n];
+            let mut r = route(a, l);
+            r.scope = scope::NOWHERE;
+            r.rtype = RouteType::Unspec;
+            f.route_del(&r).unwrap();
+            if [1000, 256, 255, 10].contains(&n) {
+                check(&f, &routes[..n], n >= 256);
+            }
+        }
+    }
+}
+
 /// Two up links with IPv4 and IPv6 subnets: d0 10.0.0.1/24 2001:db8::1/64, d1 10.9.0.1/24
 /// 2001:db8:9::1/64, and a default route via 10.0.0.254.
 fn two_links() -> (Fib, u32, u32) {

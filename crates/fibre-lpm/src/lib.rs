@@ -6,6 +6,8 @@
 //!   read through pointer-free images of them (the `v6` module). Both have single and batched
 //!   lookups whose cost depends only on the table (the depth of the structure at the address),
 //!   never on the traffic: there is no cache.
+//! - [`small::SmallLpm`]: sorted intervals searched by bisection, rebuilt whole on change: for
+//!   small tables, which cannot pay the large structures' fixed cost (over a megabyte each).
 //! - [`sync`]: the concurrency layer. One [`sync::Writer`] (the control plane) updates and
 //!   publishes; any number of [`sync::Reader`] handles look up lock-free and wait-free, never
 //!   blocked by the writer and never seeing a half-applied update.
@@ -15,6 +17,7 @@
 
 mod dir16;
 mod huge;
+pub mod small;
 pub mod sync;
 mod trie;
 pub mod v4;

@@ -51,7 +51,6 @@ impl<V> Default for SortedMap<V> {
 }
 
 impl<V> SortedMap<V> {
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
