@@ -411,6 +411,184 @@ pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, UnixA
     }
 }
 
+/// Asks the kernel to attach the sender's credentials (SCM_CREDENTIALS) to every datagram
+/// this socket receives, whether or not the sender sent them.
+pub fn set_pass_credentials(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: on is a valid c_int for the duration of the call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// One datagram received by [`recv_from_credentials`].
+pub struct FromPeer {
+    /// Its full length (more than the buffer when truncated).
+    pub len: usize,
+    pub from: UnixAddr,
+    /// The sender's credentials as the kernel checked them (SCM_CREDENTIALS); `None` when the
+    /// socket does not have [`set_pass_credentials`].
+    pub credentials: Option<Credentials>,
+}
+
+/// Receives one datagram without waiting, with its sender's address and credentials.
+/// Descriptors a sender attached are closed.
+pub fn recv_from_credentials(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<FromPeer> {
+    // SAFETY: sockaddr_un is plain old data.
+    let mut addr: libc::sockaddr_un = unsafe { zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for one ucred and MAX_FDS descriptors, u64-aligned as cmsghdr requires.
+    let mut cbuf = [0u64; 16];
+    // SAFETY: msghdr is plain old data.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_un).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 16]>() as _;
+    let len = loop {
+        // SAFETY: msg points at addr, iov (over buf) and cbuf, valid for writes of the sizes given.
+        let ret = unsafe {
+            libc::recvmsg(
+                fd.as_raw_fd(),
+                &mut msg,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        match cvt_size(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => break other?,
+        }
+    };
+    let mut credentials = None;
+    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR/NXTHDR only walk
+    // inside that buffer; SCM_CREDENTIALS data is one ucred, SCM_RIGHTS data descriptors the
+    // kernel installed for us (taken into ownership and closed here).
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let data_len = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET {
+                if (*cmsg).cmsg_type == libc::SCM_CREDENTIALS
+                    && data_len >= size_of::<libc::ucred>()
+                {
+                    let c = (libc::CMSG_DATA(cmsg) as *const libc::ucred).read_unaligned();
+                    credentials = Some(Credentials {
+                        pid: c.pid as u32,
+                        uid: c.uid,
+                        gid: c.gid,
+                    });
+                } else if (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                    for i in 0..data_len / size_of::<RawFd>() {
+                        drop(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(FromPeer {
+        len,
+        from: UnixAddr {
+            addr,
+            len: msg.msg_namelen,
+        },
+        credentials,
+    })
+}
+
+/// The effective user id of this process.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The effective group id of this process.
+pub fn effective_gid() -> u32 {
+    // SAFETY: getegid has no preconditions and cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// A group of the group database (/etc/group or NSS) by name or number: its id and the user
+/// ids of the members it lists (names no user has are left out).
+pub fn group_members(group: &str) -> io::Result<(u32, Vec<u32>)> {
+    let name = std::ffi::CString::new(group)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "group name contains NUL"))?;
+    let mut buf = vec![0u8; 16 << 10];
+    // SAFETY: group is plain old data.
+    let mut grp: libc::group = unsafe { zeroed() };
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; buf outlives the uses of grp's strings below.
+    let r = unsafe {
+        match group.parse::<u32>() {
+            Ok(gid) => libc::getgrgid_r(
+                gid,
+                &mut grp,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            ),
+            Err(_) => libc::getgrnam_r(
+                name.as_ptr(),
+                &mut grp,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            ),
+        }
+    };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    if found.is_null() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no group {group:?}"),
+        ));
+    }
+    let mut names = Vec::new();
+    // SAFETY: getgr*_r filled grp; gr_mem is a NULL-terminated array of C strings in buf.
+    unsafe {
+        let mut m = grp.gr_mem;
+        while !m.is_null() && !(*m).is_null() {
+            names.push(std::ffi::CStr::from_ptr(*m).to_owned());
+            m = m.add(1);
+        }
+    }
+    let uids = names.iter().filter_map(|n| user_id(n)).collect();
+    Ok((grp.gr_gid, uids))
+}
+
+fn user_id(name: &std::ffi::CStr) -> Option<u32> {
+    let mut buf = vec![0u8; 16 << 10];
+    // SAFETY: passwd is plain old data.
+    let mut pw: libc::passwd = unsafe { zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call.
+    let r = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    (r == 0 && !found.is_null()).then_some(pw.pw_uid)
+}
+
 /// A non-blocking, close-on-exec eventfd used as a doorbell.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: eventfd takes no pointers and returns a new descriptor.
