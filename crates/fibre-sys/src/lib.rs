@@ -428,6 +428,26 @@ pub fn set_pass_credentials(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets a socket's send buffer to `bytes`: beyond net.core.wmem_max when the process may
+/// (SO_SNDBUFFORCE, CAP_NET_ADMIN), else as far as wmem_max allows (SO_SNDBUF).
+pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let set = |opt| {
+        // SAFETY: v is a valid c_int for the duration of the call.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        })
+    };
+    set(libc::SO_SNDBUFFORCE).or_else(|_| set(libc::SO_SNDBUF))?;
+    Ok(())
+}
+
 /// One datagram received by [`recv_from_credentials`].
 pub struct FromPeer {
     /// Its full length (more than the buffer when truncated).

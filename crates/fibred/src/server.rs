@@ -112,6 +112,14 @@ const DGRAM_RETRY_MIN: Duration = Duration::from_millis(1);
 const DGRAM_RETRY_MAX: Duration = Duration::from_millis(64);
 /// Datagrams sent to one sender before the others get their turn.
 const DGRAM_TURN: usize = 16;
+/// Send buffer of the datagram socket. An AF_UNIX datagram is charged to its sender until
+/// it is read, so what a sender leaves unread -- up to net.unix.max_dgram_qlen + 1 of our
+/// datagrams, when the kernel stops sending to it -- fills this one buffer that all the
+/// answers share. The default (net.core.wmem_default, 208 KiB) is six 32 KiB datagrams: one
+/// client that does not read would silence everyone. 32 MiB holds the unread answers of
+/// a hundred such clients under the kernel's default queue length of 10 (of two under
+/// systemd's 512). Memory is taken only as answers wait.
+const DGRAM_SNDBUF: usize = 32 << 20;
 
 /// What to serve and where.
 #[derive(Debug, Clone)]
@@ -202,8 +210,8 @@ struct Client {
 }
 
 impl Client {
-    fn new(port: u32) -> io::Result<Client> {
-        Ok(Client {
+    fn new(port: u32, wake: EventFd) -> Client {
+        Client {
             port,
             groups: AtomicU64::new(0),
             notes: Mutex::new(NoteQueue {
@@ -211,8 +219,8 @@ impl Client {
                 bytes: 0,
                 overrun: false,
             }),
-            wake: EventFd::new()?,
-        })
+            wake,
+        }
     }
 
     fn push_note(&self, msg: &Arc<[u8]>) {
@@ -283,11 +291,17 @@ struct Shared {
 }
 
 impl Shared {
-    fn new_client(&self, pid: Option<u32>) -> io::Result<Arc<Client>> {
+    /// Registers a client with the writer; `wake` is its eventfd (made by the acceptor for a
+    /// connection, so that a lack of descriptors is the acceptor's to handle).
+    fn new_client(&self, pid: Option<u32>, wake: Option<EventFd>) -> io::Result<Arc<Client>> {
         // The kernel's first netlink socket of a process gets the pid as port id; later ones
         // get other numbers. Ports only stamp answers here, so a counter disambiguates.
         let port = pid.unwrap_or_else(|| self.next_port.fetch_add(1, Ordering::Relaxed));
-        let c = Arc::new(Client::new(port)?);
+        let wake = match wake {
+            Some(w) => w,
+            None => EventFd::new()?,
+        };
+        let c = Arc::new(Client::new(port, wake));
         self.jobs
             .send(Job::Register(c.clone()))
             .map_err(|_| io::Error::other("writer stopped"))?;
@@ -573,6 +587,7 @@ impl Daemon {
                 let fd = sys::dgram_bind(p)?;
                 open_to_all(p)?;
                 sys::set_pass_credentials(fd.as_fd())?;
+                sys::set_send_buffer(fd.as_fd(), DGRAM_SNDBUF)?;
                 Some((fd, p.clone()))
             }
             None => None,
@@ -766,11 +781,13 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
         if fds[0].revents == 0 {
             continue;
         }
+        // The connection's descriptors, its eventfd included: a thread that would fail for
+        // lack of one is never started.
         let accepted = sys::accept(listener.as_fd()).and_then(|sock| {
             let peer = sys::peer_credentials(sock.as_fd())?;
-            Ok((sock, peer))
+            Ok((sock, peer, EventFd::new()?))
         });
-        let (sock, peer) = match accepted {
+        let (sock, peer, wake) = match accepted {
             Ok(s) => s,
             // The peer gave up before it was accepted.
             Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
@@ -802,7 +819,7 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
             .name("fibred-client".into())
             .spawn(move || {
                 let pid = peer.pid;
-                match serve_connection(sock, &counted.0, pid, !admin) {
+                match serve_connection(sock, wake, &counted.0, pid, !admin) {
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                         crate::log!(Level::Debug, "client left", pid = pid)
                     }
@@ -844,7 +861,13 @@ fn try_recv(sock: &OwnedFd) -> io::Result<Option<Box<[u8]>>> {
 
 /// Waits for the first datagram (at most [`FIRST_MESSAGE_TIMEOUT`]), then serves the
 /// connection as a ring or as netlink. `read_only`: the peer is no administrator.
-fn serve_connection(sock: OwnedFd, sh: &Shared, pid: u32, read_only: bool) -> io::Result<()> {
+fn serve_connection(
+    sock: OwnedFd,
+    wake: EventFd,
+    sh: &Shared,
+    pid: u32,
+    read_only: bool,
+) -> io::Result<()> {
     sys::set_nonblocking(sock.as_fd(), true)?;
     let deadline = Instant::now() + FIRST_MESSAGE_TIMEOUT;
     let first = loop {
@@ -867,7 +890,7 @@ fn serve_connection(sock: OwnedFd, sh: &Shared, pid: u32, read_only: bool) -> io
             return Ok(());
         }
     };
-    let client = sh.new_client(Some(pid))?;
+    let client = sh.new_client(Some(pid), Some(wake))?;
     if fibre_ring::proto::is_setup_request(&first) {
         let session = Session::accept_within(sock, &first, Limits::default(), &sh.rings)
             .map_err(|e| io::Error::other(e.to_string()))?;
@@ -1399,7 +1422,7 @@ fn service(p: &mut Pending, fd: &OwnedFd, now: Instant, gone: &mut Vec<String>) 
 /// for another reason than a full queue drops the entry and ends the membership (the sender
 /// is gone). Each datagram's credentials decide whether it may change the state.
 fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
-    let shared = sh.new_client(None)?;
+    let shared = sh.new_client(None, None)?;
     let reader = sh.reader();
     let mut members: Vec<DgramMember> = Vec::new();
     // Oldest first.
@@ -1461,7 +1484,7 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
                 members.push(DgramMember {
                     key: key.clone(),
                     to: got.from,
-                    client: sh.new_client(None)?,
+                    client: sh.new_client(None, None)?,
                 });
                 member = Some(members.len() - 1);
             }
