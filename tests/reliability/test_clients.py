@@ -159,7 +159,8 @@ def blackhole(t: int, dst: str, plen: int, flags: int, seq: int) -> bytes:
 
 
 def dump_request(t: int, seq: int) -> bytes:
-    return message(t, NLM_F_REQUEST | NLM_F_DUMP, seq, struct.pack("=B3x", socket.AF_UNSPEC) + bytes(12))
+    """A dump of every family: an ifinfomsg (16 bytes) for links, an rtmsg (12) for routes."""
+    return message(t, NLM_F_REQUEST | NLM_F_DUMP, seq, bytes(16 if t == RTM_GETLINK else 12))
 
 
 def messages(datagram: bytes):

@@ -79,22 +79,112 @@ impl UnixAddr {
         self.len as usize > size_of::<libc::sa_family_t>()
     }
 
-    /// The path or abstract name, for logs.
+    /// The path or abstract name, for logs (and as a key: see [`describe_name`]).
     pub fn describe(&self) -> String {
         let n = (self.len as usize).saturating_sub(size_of::<libc::sa_family_t>());
         let raw: Vec<u8> = self.addr.sun_path[..n.min(self.addr.sun_path.len())]
             .iter()
             .map(|c| *c as u8)
             .collect();
-        match raw.first() {
-            None => "(unnamed)".into(),
-            Some(0) => format!("@{}", String::from_utf8_lossy(&raw[1..])),
-            Some(_) => {
-                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-                PathBuf::from(OsStr::from_bytes(&raw[..end]))
-                    .display()
-                    .to_string()
+        describe_name(&raw)
+    }
+}
+
+/// A socket's name as its `sun_path` bytes hold it: `@` and the abstract name, or the path.
+pub fn describe_name(raw: &[u8]) -> String {
+    match raw.first() {
+        None => "(unnamed)".into(),
+        Some(0) => format!("@{}", String::from_utf8_lossy(&raw[1..])),
+        Some(_) => {
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            PathBuf::from(OsStr::from_bytes(&raw[..end]))
+                .display()
+                .to_string()
+        }
+    }
+}
+
+/// Calls `f` with the name ([`describe_name`]) of every bound AF_UNIX datagram socket of this
+/// network namespace and whether datagrams wait in its receive queue, as sock_diag reports
+/// them (UDIAG_SHOW_RQLEN: for a datagram socket, the length of the first waiting one).
+pub fn unix_dgram_queues(mut f: impl FnMut(String, bool)) -> io::Result<()> {
+    const NETLINK_SOCK_DIAG: libc::c_int = 4;
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const UDIAG_SHOW_NAME: u32 = 0x01;
+    const UDIAG_SHOW_RQLEN: u32 = 0x10;
+    const UNIX_DIAG_NAME: u16 = 0;
+    const UNIX_DIAG_RQLEN: u16 = 4;
+    // SAFETY: socket() takes no pointers; the descriptor is new and owned here.
+    let fd = cvt(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            NETLINK_SOCK_DIAG,
+        )
+    })?;
+    // SAFETY: fd was just returned by socket() and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // nlmsghdr, then unix_diag_req: family, protocol, pad, states, ino, show, cookie[2].
+    let mut req = Vec::with_capacity(40);
+    req.extend_from_slice(&40u32.to_ne_bytes());
+    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
+    req.extend_from_slice(&[0; 8]);
+    req.extend_from_slice(&[libc::AF_UNIX as u8, 0, 0, 0]);
+    req.extend_from_slice(&u32::MAX.to_ne_bytes());
+    req.extend_from_slice(&0u32.to_ne_bytes());
+    req.extend_from_slice(&(UDIAG_SHOW_NAME | UDIAG_SHOW_RQLEN).to_ne_bytes());
+    req.extend_from_slice(&[0; 8]);
+    send(fd.as_fd(), &req, &[], 0)?;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = recv(fd.as_fd(), &mut buf, 0)?.len.min(buf.len());
+        let mut off = 0;
+        while off + 16 <= n {
+            let word =
+                |at: usize| u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+            let len = word(off) as usize;
+            let kind = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+            if len < 16 || off + len > n {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "sock_diag framing",
+                ));
             }
+            match kind as libc::c_int {
+                libc::NLMSG_DONE => return Ok(()),
+                libc::NLMSG_ERROR => {
+                    let errno = -(word(off + 16) as i32);
+                    return Err(io::Error::from_raw_os_error(errno));
+                }
+                _ => {}
+            }
+            // unix_diag_msg: family, type, state, pad, ino, cookie[2]; then attributes.
+            let msg = &buf[off + 16..off + len];
+            if msg.len() >= 16 && msg[1] == libc::SOCK_DGRAM as u8 {
+                let (mut name, mut waiting) = (None, false);
+                let mut at = 16;
+                while at + 4 <= msg.len() {
+                    let alen = u16::from_ne_bytes([msg[at], msg[at + 1]]) as usize;
+                    let atype = u16::from_ne_bytes([msg[at + 2], msg[at + 3]]);
+                    if alen < 4 || at + alen > msg.len() {
+                        break;
+                    }
+                    let value = &msg[at + 4..at + alen];
+                    match atype {
+                        UNIX_DIAG_NAME => name = Some(value),
+                        UNIX_DIAG_RQLEN if value.len() >= 4 => {
+                            waiting = value[..4] != [0; 4];
+                        }
+                        _ => {}
+                    }
+                    at += alen.next_multiple_of(4);
+                }
+                if let Some(name) = name {
+                    f(describe_name(name), waiting);
+                }
+            }
+            off += len.next_multiple_of(4);
         }
     }
 }

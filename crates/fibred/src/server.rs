@@ -46,7 +46,7 @@ use crate::log::Level;
 use crate::sys::{self, EventFd, UnixAddr};
 use crate::view::FibReader;
 use fibre_ring::server::{Limits, RingBudget, Session};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -113,13 +113,21 @@ const DGRAM_RETRY_MAX: Duration = Duration::from_millis(64);
 /// Datagrams sent to one sender before the others get their turn.
 const DGRAM_TURN: usize = 16;
 /// Send buffer of the datagram socket. An AF_UNIX datagram is charged to its sender until
-/// it is read, so what a sender leaves unread -- up to net.unix.max_dgram_qlen + 1 of our
-/// datagrams, when the kernel stops sending to it -- fills this one buffer that all the
-/// answers share. The default (net.core.wmem_default, 208 KiB) is six 32 KiB datagrams: one
-/// client that does not read would silence everyone. 32 MiB holds the unread answers of
-/// a hundred such clients under the kernel's default queue length of 10 (of two under
-/// systemd's 512). Memory is taken only as answers wait.
+/// it is read, so what every client leaves unread fills this one buffer that all the
+/// answers share, and the kernel does not bound what a client connected to us may leave
+/// unread. The default (net.core.wmem_default, 208 KiB) is six 32 KiB datagrams: one client
+/// that does not read would silence everyone. With [`DGRAM_UNREAD`] per client, 32 MiB
+/// (the kernel doubles it) takes over a hundred clients that do not read to fill it. Memory
+/// is taken only as answers wait.
 const DGRAM_SNDBUF: usize = 32 << 20;
+/// Bytes sent to one datagram client that it may not have read yet (16 full datagrams).
+/// Beyond it nothing more is sent until the kernel's socket diagnostics (sock_diag) show its
+/// receive queue empty.
+const DGRAM_UNREAD: usize = 512 << 10;
+/// Clients whose unread bytes are counted, beyond which those that have read everything
+/// are looked up and forgotten (at most once per [`DGRAM_FORGET_EVERY`]).
+const DGRAM_TRACKED: usize = 4096;
+const DGRAM_FORGET_EVERY: Duration = Duration::from_secs(1);
 
 /// What to serve and where.
 #[derive(Debug, Clone)]
@@ -1261,6 +1269,8 @@ struct Pending {
     unsent: bool,
     /// Answers were dropped for the bounds: one ENOBUFS follows the rest.
     overrun: bool,
+    /// It was not sent to for [`DGRAM_UNREAD`]: its receive queue is to be looked at.
+    unread_full: bool,
     /// When the sender last took a datagram, or began to wait.
     progress: Instant,
     retry_at: Instant,
@@ -1290,6 +1300,7 @@ impl Pending {
             datagram: Vec::new(),
             unsent: false,
             overrun: false,
+            unread_full: false,
             progress: now,
             retry_at: now,
             backoff: DGRAM_RETRY_MIN,
@@ -1315,16 +1326,23 @@ impl Pending {
         self.answers.queue.extend(replies);
     }
 
-    /// Sends what the sender's queue takes, at most [`DGRAM_TURN`] datagrams; when it is
-    /// full, schedules the next try.
-    fn send(&mut self, fd: &OwnedFd) -> Sent {
+    /// Sends what the sender's queue takes, at most [`DGRAM_TURN`] datagrams and while it
+    /// has less than [`DGRAM_UNREAD`] bytes `unread`; when it is full, schedules the next try.
+    fn send(&mut self, fd: &OwnedFd, unread: &mut usize) -> Sent {
         for _ in 0..DGRAM_TURN {
             if !self.unsent && !self.next() {
                 return Sent::Done;
             }
             self.unsent = true;
-            match sys::send_to(fd.as_fd(), &self.datagram, &self.to, libc::MSG_DONTWAIT) {
+            self.unread_full = *unread + self.datagram.len() > DGRAM_UNREAD;
+            let sent = if self.unread_full {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                sys::send_to(fd.as_fd(), &self.datagram, &self.to, libc::MSG_DONTWAIT)
+            };
+            match sent {
                 Ok(_) => {
+                    *unread += self.datagram.len();
                     self.unsent = false;
                     self.progress = Instant::now();
                     self.backoff = DGRAM_RETRY_MIN;
@@ -1390,9 +1408,16 @@ fn pending_for<'a>(
 
 /// Sends what is due to one pending sender; false when it is done with (all sent, gone, or
 /// stalled longer than [`DGRAM_STALL`]), with its key in `gone` when the sender is gone.
-fn service(p: &mut Pending, fd: &OwnedFd, now: Instant, gone: &mut Vec<String>) -> bool {
+fn service(
+    p: &mut Pending,
+    fd: &OwnedFd,
+    now: Instant,
+    unread: &mut HashMap<String, usize>,
+    gone: &mut Vec<String>,
+) -> bool {
     if p.retry_at <= now {
-        match p.send(fd) {
+        let n = unread.entry(p.key.clone()).or_default();
+        match p.send(fd, n) {
             Sent::Done => return false,
             Sent::More => {}
             Sent::Gone => {
@@ -1428,6 +1453,9 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
     // Oldest first.
     let mut pending: Vec<Pending> = Vec::new();
     let mut gone: Vec<String> = Vec::new();
+    // Bytes sent to each client that it may not have read (see DGRAM_UNREAD).
+    let mut unread: HashMap<String, usize> = HashMap::new();
+    let mut forgotten = Instant::now();
     let mut buf = vec![0u8; 1 << 20];
     loop {
         let now = Instant::now();
@@ -1503,10 +1531,41 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
             p.queue(replies);
         }
         let now = Instant::now();
-        pending.retain_mut(|p| service(p, &fd, now, &mut gone));
+        let look = pending.iter().any(|p| p.unread_full && p.retry_at <= now)
+            || (unread.len() > DGRAM_TRACKED && now >= forgotten + DGRAM_FORGET_EVERY);
+        if look {
+            forget_read(&mut unread);
+            forgotten = now;
+        }
+        pending.retain_mut(|p| service(p, &fd, now, &mut unread, &mut gone));
         if !gone.is_empty() {
             members.retain(|m| !gone.contains(&m.key));
             gone.clear();
+        }
+    }
+}
+
+/// Forgets the unread bytes of the clients whose receive queue is empty, or that are gone.
+/// Without socket diagnostics every count is forgotten: clients are then bounded by the
+/// send buffer alone, as they would be without the counts.
+fn forget_read(unread: &mut HashMap<String, usize>) {
+    let mut waiting = std::collections::HashSet::new();
+    match sys::unix_dgram_queues(|name, queued| {
+        if queued && unread.contains_key(&name) {
+            waiting.insert(name);
+        }
+    }) {
+        Ok(()) => unread.retain(|k, _| waiting.contains(k)),
+        Err(e) => {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                crate::log!(
+                    Level::Warn,
+                    "no socket diagnostics; datagram clients bounded by the send buffer only",
+                    error = e
+                )
+            });
+            unread.clear();
         }
     }
 }
