@@ -846,4 +846,68 @@ mod tests {
         let e = recv(a.as_fd(), &mut [0u8; 4], 0).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
     }
+
+    /// SCM_CREDENTIALS arrive with every datagram once SO_PASSCRED is on, naming the sender
+    /// as the kernel knows it, with the sender's address.
+    #[test]
+    fn datagrams_carry_their_senders_credentials() {
+        let dir = std::env::temp_dir().join(format!("fibre-sys-cred-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let server = dgram_bind(&dir.join("s")).unwrap();
+        set_pass_credentials(server.as_fd()).unwrap();
+        let client = dgram_bind(&dir.join("c")).unwrap();
+        let to = UnixAddr::from_path(&dir.join("s")).unwrap();
+        send_to(client.as_fd(), b"hi", &to, 0).unwrap();
+        let mut buf = [0u8; 8];
+        let got = recv_from_credentials(server.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..got.len], b"hi");
+        assert_eq!(got.from.describe(), dir.join("c").display().to_string());
+        let c = got.credentials.expect("credentials");
+        assert_eq!(
+            (c.pid, c.uid, c.gid),
+            (std::process::id(), effective_uid(), effective_gid())
+        );
+        let e = recv_from_credentials(server.as_fd(), &mut buf)
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// sock_diag tells whether datagrams wait for a socket, by its name.
+    #[test]
+    fn unix_dgram_queues_show_unread_datagrams() {
+        let dir = std::env::temp_dir().join(format!("fibre-sys-diag-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let reader = dgram_bind(&dir.join("r")).unwrap();
+        let writer = dgram_bind(&dir.join("w")).unwrap();
+        let name = dir.join("r").display().to_string();
+        let waiting = || {
+            let mut found = None;
+            unix_dgram_queues(|n, q| {
+                if n == name {
+                    found = Some(q);
+                }
+            })
+            .unwrap();
+            found
+        };
+        assert_eq!(waiting(), Some(false));
+        let to = UnixAddr::from_path(&dir.join("r")).unwrap();
+        send_to(writer.as_fd(), b"unread", &to, 0).unwrap();
+        assert_eq!(waiting(), Some(true));
+        recv(reader.as_fd(), &mut [0u8; 16], 0).unwrap();
+        assert_eq!(waiting(), Some(false));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn groups_are_found_by_name_or_number() {
+        assert_eq!(group_members("root").unwrap().0, 0);
+        assert_eq!(group_members("0").unwrap().0, 0);
+        let e = group_members("fibre-no-such-group").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
 }
