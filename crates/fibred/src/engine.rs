@@ -1540,6 +1540,26 @@ pub fn check_datagram(datagram: &[u8]) {
             "a datagram with no success changed the state"
         );
     }
+    // From a peer that may only read, read ahead or not, nothing changes the state.
+    for read_ahead in [false, true] {
+        let mut guarded = Engine::default();
+        guarded.handle(&stream, &mut ClientCtx::default(), 0, &mut ignored);
+        let mut ro = ClientCtx {
+            read_only: true,
+            ..ClientCtx::default()
+        };
+        let mut out = Outcome::default();
+        if read_ahead {
+            guarded.handle_prepared(Prepared::new(datagram.into()), &mut ro, u64::MAX, &mut out);
+        } else {
+            guarded.handle(datagram, &mut ro, u64::MAX, &mut out);
+        }
+        drain(&mut out);
+        assert!(
+            !out.changed && everything(guarded.fib()) == before,
+            "a reader changed the state"
+        );
+    }
 }
 
 /// What an outcome says: every answer as bytes, and every notification with its group.
