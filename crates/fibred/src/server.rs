@@ -75,8 +75,8 @@ const SAVE_MAX_DELAY: Duration = Duration::from_secs(10);
 /// caps it at net.core.somaxconn.
 const LISTEN_BACKLOG: i32 = 128;
 /// Connections served at once unless `--max-clients` says otherwise. Each costs a thread
-/// (its stack is address space; a few pages resident), two descriptors and at most one
-/// batch of answers and [`NOTE_QUEUE_BYTES`] of notifications.
+/// (its stack is address space; a few pages resident), two descriptors (a ring four) and at
+/// most one batch of answers and [`NOTE_QUEUE_BYTES`] of notifications.
 pub const MAX_CLIENTS: usize = 1024;
 /// Connections beyond the cap still served for administrators, so that a flood of
 /// connections by others does not lock out the one who would stop it.
@@ -755,9 +755,9 @@ struct Episode {
 }
 
 impl Episode {
-    fn failed(&mut self, what: &str, e: &io::Error) {
+    fn failed(&mut self, what: &str, why: &dyn std::fmt::Display) {
         if self.failures == 0 {
-            crate::log!(Level::Warn, what, error = e);
+            crate::log!(Level::Warn, what, error = why);
         }
         self.failures += 1;
     }
@@ -801,7 +801,8 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
             Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
             Err(e) => {
                 // Out of descriptors or memory (EMFILE, ENFILE, ENOMEM, ENOBUFS) or worse:
-                // the connection stays in the backlog and accept would fail again at once.
+                // trying again at once would fail again at once. The connection stays in the
+                // backlog (or, accepted without its eventfd, is closed).
                 failing.failed("accept failing; backing off", &e);
                 let mut fds = [sys::pollfd(shared.shutdown.fd(), libc::POLLIN)];
                 let _ = sys::poll(&mut fds, Some(backoff));
@@ -814,10 +815,7 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
         if shared.connections.load(Ordering::Relaxed) >= limit {
             // Accepted and closed at once: the client learns now (its next read ends), where
             // left in the backlog it would wait on a daemon that may never take it.
-            refusing.failed(
-                "connection limit reached; closing new connections",
-                &io::Error::other(format!("{limit} clients")),
-            );
+            refusing.failed("connection limit reached; closing new connections", &limit);
             continue;
         }
         refusing.ended("connections accepted again");
