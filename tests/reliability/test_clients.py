@@ -223,7 +223,8 @@ run("dgram", d)
 
 def test_an_unprivileged_peer_reads_but_every_change_gets_eperm(daemon):
     need_root()
-    f = daemon()
+    # Under umask 000 the sockets were writable by all, and access followed their mode.
+    f = daemon(umask=0)
     fibre(f.sock, "link", "add", "eth0", "type", "dummy")
     fibre(f.sock, "link", "set", "eth0", "up")
     fibre(f.sock, "address", "add", "192.0.2.1/24", "dev", "eth0")
@@ -404,7 +405,7 @@ def test_an_administrator_gets_a_connection_beyond_the_cap(daemon):
 def test_accept_backs_off_at_the_descriptor_limit(daemon):
     if shutil.which("prlimit") is None:
         pytest.skip("prlimit (util-linux) is not installed")
-    f = daemon("--max-clients", "1000", dgram=False, prefix=["prlimit", "--nofile=48:48"])
+    f = daemon(dgram=False, prefix=["prlimit", "--nofile=48:48"])
     clients = []
     for i in range(60):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -472,7 +473,7 @@ def test_a_doorbell_rung_in_a_loop_costs_fibred_little_cpu(daemon):
         rings += 1
     used = ticks(f.pid) - before
     # Woken for every ring, fibred's session thread takes most of a core (about 150 ticks).
-    assert used < 20, f"fibred used {used} ticks in 1.5 s for {rings} rings"
+    assert used < 15, f"fibred used {used} ticks in 1.5 s for {rings} rings"
     for fd in fds:
         os.close(fd)
     s.close()
