@@ -424,6 +424,32 @@ pub struct Received {
     pub fds: Vec<OwnedFd>,
 }
 
+/// recvmsg(2) with MSG_TRUNC (the datagram's full length is returned) and close-on-exec
+/// descriptors, retried on EINTR.
+///
+/// # Safety
+/// Every pointer in `msg` must be valid for writes of the length it is given with.
+unsafe fn recvmsg(
+    fd: BorrowedFd<'_>,
+    msg: &mut libc::msghdr,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    loop {
+        // SAFETY: the caller's promise about msg; fd is live.
+        let ret = unsafe {
+            libc::recvmsg(
+                fd.as_raw_fd(),
+                msg,
+                flags | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        match cvt_size(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// Receives one datagram into `buf`. Descriptors passed with it are taken into ownership (and
 /// closed when dropped), so a peer cannot make us leak descriptors by sending unwanted ones.
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Result<Received> {
@@ -438,20 +464,8 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Resul
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = size_of::<[u64; 8]>() as _;
-    let len = loop {
-        // SAFETY: msg points at iov (over buf) and cbuf, both valid for writes of the given sizes.
-        let ret = unsafe {
-            libc::recvmsg(
-                fd.as_raw_fd(),
-                &mut msg,
-                flags | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC,
-            )
-        };
-        match cvt_size(ret) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => break other?,
-        }
-    };
+    // SAFETY: msg points at iov (over buf) and cbuf, both valid for writes of the given sizes.
+    let len = unsafe { recvmsg(fd, &mut msg, flags) }?;
     let mut fds = Vec::new();
     // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR/NXTHDR only walk
     // inside that buffer, and SCM_RIGHTS data holds the descriptor numbers it installed for us.
@@ -504,14 +518,18 @@ pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, UnixA
 /// Asks the kernel to attach the sender's credentials (SCM_CREDENTIALS) to every datagram
 /// this socket receives, whether or not the sender sent them.
 pub fn set_pass_credentials(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: on is a valid c_int for the duration of the call.
+    set_int_option(fd, libc::SO_PASSCRED, 1)
+}
+
+/// setsockopt(2) of an int option at SOL_SOCKET.
+fn set_int_option(fd: BorrowedFd<'_>, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: v is a valid c_int for the duration of the call.
     cvt(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
+            opt,
+            (&v as *const libc::c_int).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     })?;
@@ -522,20 +540,7 @@ pub fn set_pass_credentials(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// (SO_SNDBUFFORCE, CAP_NET_ADMIN), else as far as wmem_max allows (SO_SNDBUF).
 pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    let set = |opt| {
-        // SAFETY: v is a valid c_int for the duration of the call.
-        cvt(unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        })
-    };
-    set(libc::SO_SNDBUFFORCE).or_else(|_| set(libc::SO_SNDBUF))?;
-    Ok(())
+    set_int_option(fd, libc::SO_SNDBUFFORCE, v).or_else(|_| set_int_option(fd, libc::SO_SNDBUF, v))
 }
 
 /// One datagram received by [`recv_from_credentials`].
@@ -567,20 +572,8 @@ pub fn recv_from_credentials(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<F
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = size_of::<[u64; 16]>() as _;
-    let len = loop {
-        // SAFETY: msg points at addr, iov (over buf) and cbuf, valid for writes of the sizes given.
-        let ret = unsafe {
-            libc::recvmsg(
-                fd.as_raw_fd(),
-                &mut msg,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC,
-            )
-        };
-        match cvt_size(ret) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => break other?,
-        }
-    };
+    // SAFETY: msg points at addr, iov (over buf) and cbuf, valid for writes of the sizes given.
+    let len = unsafe { recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) }?;
     let mut credentials = None;
     // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR/NXTHDR only walk
     // inside that buffer; SCM_CREDENTIALS data is one ucred, SCM_RIGHTS data descriptors the
