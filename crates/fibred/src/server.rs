@@ -35,7 +35,7 @@
 //!   datagram socket (SO_PASSCRED). Neither names a pid that could be recycled.
 //! - Bounds on clients: at most [`Access::max_clients`] connections (beyond it a new
 //!   connection is accepted and closed at once, except [`ADMIN_RESERVE`] more for
-//!   administrators); ring sessions within [`MAX_RING_SESSIONS`] and [`MAX_RING_BYTES`];
+//!   administrators), at most half of them of one user who is no administrator; ring sessions within [`MAX_RING_SESSIONS`] and [`MAX_RING_BYTES`];
 //!   the acceptor backs off when accept fails for lack of descriptors or memory.
 //! - The datagram socket never waits for one sender: answers that do not fit in a sender's
 //!   receive queue wait in that sender's [`Pending`] queue (bounded, dumps encoded as it
@@ -293,8 +293,9 @@ struct Shared {
     /// Cloned into a reader of the published state for each client thread.
     reader: Mutex<FibReader>,
     access: Access,
-    /// Connections being served.
+    /// Connections being served, in all and of each user who is no administrator.
     connections: AtomicUsize,
+    per_user: Mutex<HashMap<u32, usize>>,
     rings: Arc<RingBudget>,
 }
 
@@ -614,6 +615,7 @@ impl Daemon {
             reader,
             access: config.access.clone(),
             connections: AtomicUsize::new(0),
+            per_user: Mutex::new(HashMap::new()),
             rings: RingBudget::new(MAX_RING_SESSIONS, MAX_RING_BYTES),
         });
         if let Some((fd, path)) = dgram {
@@ -738,12 +740,42 @@ fn prepare_path(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// A connection counted in [`Shared::connections`] until it is dropped.
-struct Counted(Arc<Shared>);
+/// A connection counted in [`Shared::connections`] (and, for a user who is no
+/// administrator, in [`Shared::per_user`]) until it is dropped.
+struct Counted(Arc<Shared>, Option<u32>);
+
+impl Counted {
+    /// Counts a connection of `user` (`None`: an administrator's), unless the caps are
+    /// reached: `limit` in all, half of [`Access::max_clients`] for one user.
+    fn take(shared: &Arc<Shared>, user: Option<u32>, limit: usize) -> Option<Counted> {
+        if shared.connections.load(Ordering::Relaxed) >= limit {
+            return None;
+        }
+        if let Some(uid) = user {
+            let mut per_user = shared.per_user.lock().unwrap_or_else(|e| e.into_inner());
+            let n = per_user.entry(uid).or_default();
+            if *n >= (shared.access.max_clients / 2).max(1) {
+                return None;
+            }
+            *n += 1;
+        }
+        shared.connections.fetch_add(1, Ordering::Relaxed);
+        Some(Counted(shared.clone(), user))
+    }
+}
 
 impl Drop for Counted {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
+        if let Some(uid) = self.1 {
+            let mut per_user = self.0.per_user.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = per_user.get_mut(&uid) {
+                *n -= 1;
+                if *n == 0 {
+                    per_user.remove(&uid);
+                }
+            }
+        }
     }
 }
 
@@ -812,15 +844,14 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
         };
         let admin = shared.access.may_change(&peer);
         let limit = shared.access.max_clients + if admin { ADMIN_RESERVE } else { 0 };
-        if shared.connections.load(Ordering::Relaxed) >= limit {
+        let Some(counted) = Counted::take(shared, (!admin).then_some(peer.uid), limit) else {
             // Accepted and closed at once: the client learns now (its next read ends), where
             // left in the backlog it would wait on a daemon that may never take it.
-            refusing.failed("connection limit reached; closing new connections", &limit);
+            let why = format!("{limit} connections, or half of them for uid {}", peer.uid);
+            refusing.failed("connection limit reached; closing new connections", &why);
             continue;
-        }
+        };
         refusing.ended("connections accepted again");
-        shared.connections.fetch_add(1, Ordering::Relaxed);
-        let counted = Counted(shared.clone());
         let spawned = std::thread::Builder::new()
             .name("fibred-client".into())
             .spawn(move || {
