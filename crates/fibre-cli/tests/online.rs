@@ -60,6 +60,7 @@ fn online_batch_prints_what_offline_prints() {
         socket: socket.clone(),
         dgram: None,
         state: None,
+        access: Default::default(),
     })
     .unwrap();
     let f = file.to_str().unwrap();
@@ -100,6 +101,7 @@ fn monitor_prints_changes_and_their_side_effects_like_ip_monitor() {
         socket: socket.clone(),
         dgram: None,
         state: None,
+        access: Default::default(),
     })
     .unwrap();
     let s = socket.to_str().unwrap().to_owned();

@@ -42,6 +42,6 @@ pub use fibre_sys::Credentials;
 pub use frame::{FrameStatus, Sender};
 pub use geometry::{GeometryError, RingGeometry};
 pub use server::{
-    AcceptError, Dump, Handler, Limits, Listener, Overrun, Request, Responder, Session,
-    SessionError, SessionStats, Via,
+    AcceptError, Dump, Handler, Limits, Listener, Overrun, Request, Responder, RingBudget, Session,
+    SessionError, SessionStats, Via, IDLE_WAKE_BUDGET, IDLE_WAKE_PAUSE,
 };

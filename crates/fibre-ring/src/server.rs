@@ -15,6 +15,14 @@
 //! outstanding. A client that disconnects is noticed by the socket hanging up the next time
 //! the session waits, and dropping the session frees its mapping, queue and dump.
 //!
+//! Shared memory and wake-ups: a daemon bounds its sessions together with a [`RingBudget`]
+//! (how many, and how many bytes of shared memory they pin; [`Session::accept_within`]
+//! refuses a ring beyond it with ENOSPC or ENOMEM before creating anything). The doorbell is
+//! the client's to ring, so a client can ring it with nothing to do: after
+//! [`IDLE_WAKE_BUDGET`] wake-ups in a row that found no work, [`Session::throttle`] tells the
+//! caller to leave the doorbell unwatched for [`IDLE_WAKE_PAUSE`] after each further one,
+//! until the session does some work again.
+//!
 //! Driving a session: [`Session::run`] is a blocking loop for a thread per client. A daemon
 //! that multiplexes clients uses [`Session::next_request`], [`Session::responder`],
 //! [`Session::pump`] and, when none of them made progress, [`Session::prepare_to_sleep`] then
@@ -32,10 +40,80 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long an accepted connection may take to send its setup request.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Doorbell wake-ups in a row that found no work before a session is throttled. A client
+/// rings only after publishing or freeing frames, so a wake-up without work is rare (a ring
+/// for frames freed while the daemon had nothing to send, once per sleep); dozens in a row
+/// are a client ringing for nothing.
+pub const IDLE_WAKE_BUDGET: u32 = 64;
+/// How long a throttled session leaves its doorbell unwatched after each wake-up without work:
+/// a client ringing in a loop then costs at most 1,000 wake-ups a second, and a client that
+/// sends a request after ringing for nothing waits at most this long for it to be taken.
+pub const IDLE_WAKE_PAUSE: Duration = Duration::from_millis(1);
+
+/// Bounds on all the ring sessions of a daemon together: how many exist, and how many bytes of
+/// shared memory they pin (each ring can be up to 2 x [`crate::geometry::MAX_RING_BYTES`]).
+/// A session holds its share until it is dropped.
+#[derive(Debug)]
+pub struct RingBudget {
+    max_sessions: usize,
+    max_bytes: usize,
+    /// Sessions and bytes in use.
+    used: Mutex<(usize, usize)>,
+}
+
+impl RingBudget {
+    pub fn new(max_sessions: usize, max_bytes: usize) -> Arc<RingBudget> {
+        Arc::new(RingBudget {
+            max_sessions,
+            max_bytes,
+            used: Mutex::new((0, 0)),
+        })
+    }
+
+    /// Sessions and bytes of shared memory in use.
+    pub fn in_use(&self) -> (usize, usize) {
+        *self.used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes one session of `bytes`, or says why not: ENOSPC when every session is taken,
+    /// ENOMEM when the bytes would exceed the budget.
+    fn reserve(self: &Arc<Self>, bytes: usize) -> Result<Reservation, i32> {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        if used.0 >= self.max_sessions {
+            return Err(libc::ENOSPC);
+        }
+        if used.1 + bytes > self.max_bytes {
+            return Err(libc::ENOMEM);
+        }
+        used.0 += 1;
+        used.1 += bytes;
+        Ok(Reservation {
+            budget: self.clone(),
+            bytes,
+        })
+    }
+}
+
+/// One session's share of a [`RingBudget`], given back on drop.
+#[derive(Debug)]
+struct Reservation {
+    budget: Arc<RingBudget>,
+    bytes: usize,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut used = self.budget.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.0 -= 1;
+        used.1 -= self.bytes;
+    }
+}
 
 /// Per-session bounds on the daemon's private memory.
 #[derive(Clone, Copy, Debug)]
@@ -396,6 +474,9 @@ pub struct Session {
     out: Output,
     bells: Doorbells,
     scratch: Vec<u8>,
+    /// Doorbell wake-ups in a row that found no work (see [`IDLE_WAKE_BUDGET`]).
+    idle_wakes: u32,
+    _share: Option<Reservation>,
 }
 
 fn refuse(sock: BorrowedFd<'_>, errno: i32, request: Option<&SetupRequest>) {
@@ -421,6 +502,27 @@ impl Session {
     /// and answers with the descriptors. On failure the client gets an errno and the socket is
     /// dropped.
     pub fn accept(sock: OwnedFd, request: &[u8], limits: Limits) -> Result<Session, AcceptError> {
+        Self::accept_inner(sock, request, limits, None)
+    }
+
+    /// [`Session::accept`] within `budget`: a ring beyond it is refused (ENOSPC or ENOMEM to
+    /// the client) before its memory is created; the session gives its share back when it is
+    /// dropped.
+    pub fn accept_within(
+        sock: OwnedFd,
+        request: &[u8],
+        limits: Limits,
+        budget: &Arc<RingBudget>,
+    ) -> Result<Session, AcceptError> {
+        Self::accept_inner(sock, request, limits, Some(budget))
+    }
+
+    fn accept_inner(
+        sock: OwnedFd,
+        request: &[u8],
+        limits: Limits,
+        budget: Option<&Arc<RingBudget>>,
+    ) -> Result<Session, AcceptError> {
         let req = match SetupRequest::decode(request) {
             Ok(r) => r,
             Err(e) => {
@@ -435,6 +537,13 @@ impl Session {
         let layout = Layout {
             rx: req.rx,
             tx: req.tx,
+        };
+        let share = match budget.map(|b| b.reserve(layout.total_len())).transpose() {
+            Ok(s) => s,
+            Err(errno) => {
+                refuse(sock.as_fd(), errno, Some(&req));
+                return Err(AcceptError::Io(io::Error::from_raw_os_error(errno)));
+            }
         };
         let setup = (|| {
             let (memfd, map) = Mapping::create(&layout)?;
@@ -490,6 +599,8 @@ impl Session {
             },
             bells: Doorbells::new(map, Side::Daemon, daemon_efd, client_efd),
             scratch: Vec::new(),
+            idle_wakes: 0,
+            _share: share,
         })
     }
 
@@ -523,7 +634,11 @@ impl Session {
     /// counted in [`SessionStats::malformed`].
     pub fn next_request(&mut self) -> Result<Option<Request>, SessionError> {
         loop {
-            match self.tx.peek() {
+            let slot = self.tx.peek();
+            if slot != Slot::Empty {
+                self.idle_wakes = 0;
+            }
+            match slot {
                 Slot::Empty => return Ok(None),
                 Slot::Message { index, len, .. } => {
                     let mut bytes = Vec::new();
@@ -604,6 +719,9 @@ impl Session {
             return Err(e);
         }
         let moved = self.out.pump(self.sock.as_fd(), &self.bells)?;
+        if moved {
+            self.idle_wakes = 0;
+        }
         self.bells.flush();
         Ok(moved)
     }
@@ -641,6 +759,10 @@ impl Session {
     /// Processes what poll reported for [`Session::poll_fds`].
     pub fn after_wake(&mut self, fds: &[libc::pollfd; 2]) -> Result<(), SessionError> {
         self.bells.disarm();
+        if fds[0].revents != 0 {
+            // Counted as idle until the session finds work (`next_request`, `pump`).
+            self.idle_wakes = self.idle_wakes.saturating_add(1);
+        }
         let sock = fds[1].revents;
         if sock & (libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0 {
             return Err(SessionError::Disconnected);
@@ -649,6 +771,14 @@ impl Session {
             self.out.blocked_on_socket = false;
         }
         Ok(())
+    }
+
+    /// How long to leave the doorbell unwatched before the next sleep on it: `Some` once the
+    /// client rang [`IDLE_WAKE_BUDGET`] times in a row without giving work. The caller then
+    /// polls [`Session::poll_fds`] with the doorbell's events cleared for that long (a hang-up
+    /// still ends the session) before it calls [`Session::prepare_to_sleep`].
+    pub fn throttle(&self) -> Option<Duration> {
+        (self.idle_wakes > IDLE_WAKE_BUDGET).then_some(IDLE_WAKE_PAUSE)
     }
 
     /// Serves the client until it disconnects (`Ok`) or a system call fails.
@@ -674,7 +804,16 @@ impl Session {
                 handler.handle(request, &mut self.responder());
                 self.pump()?;
             }
-            if !progressed && self.prepare_to_sleep() {
+            if progressed {
+                continue;
+            }
+            if let Some(pause) = self.throttle() {
+                let mut fds = self.poll_fds();
+                fds[0].events = 0;
+                sys::poll(&mut fds, Some(pause)).map_err(SessionError::Io)?;
+                self.after_wake(&fds)?;
+            }
+            if self.prepare_to_sleep() {
                 let mut fds = self.poll_fds();
                 sys::poll(&mut fds, None).map_err(SessionError::Io)?;
                 self.after_wake(&fds)?;
@@ -827,5 +966,110 @@ mod tests {
         let meta = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&probe).unwrap());
         std::fs::remove_file(&probe).unwrap();
         assert_eq!(me.uid, meta);
+    }
+
+    fn setup_request() -> Vec<u8> {
+        let g = RingGeometry::for_frames(2048, 8).unwrap();
+        SetupRequest { rx: g, tx: g }.encode()
+    }
+
+    /// Accepts within `budget` over a fresh pair; returns the session (if any) and the errno
+    /// the client was told.
+    fn accept_in(budget: &Arc<RingBudget>) -> (Option<Session>, i32, UnixStream) {
+        let (daemon_end, client_end) = UnixStream::pair().unwrap();
+        let s = Session::accept_within(
+            daemon_end.into(),
+            &setup_request(),
+            Limits::default(),
+            budget,
+        );
+        let mut buf = [0u8; proto::REPLY_LEN];
+        let got = sys::recv(client_end.as_fd(), &mut buf, 0).unwrap();
+        let reply = SetupReply::decode(&buf[..got.len]).unwrap();
+        (s.ok(), reply.error, client_end)
+    }
+
+    /// The budget bounds sessions and their bytes together; a refused client is told why and
+    /// nothing is mapped for it; a dropped session gives its share back.
+    #[test]
+    fn ring_sessions_are_capped_in_number_and_bytes() {
+        let one = {
+            let (s, _, _) = handshake();
+            s.mapped_bytes()
+        };
+        let budget = RingBudget::new(2, 3 * one);
+        let (a, e, _ca) = accept_in(&budget);
+        assert_eq!(e, 0);
+        let (b, e, _cb) = accept_in(&budget);
+        assert_eq!(e, 0);
+        let (c, e, _cc) = accept_in(&budget);
+        assert!(c.is_none());
+        assert_eq!(e, -libc::ENOSPC);
+        assert_eq!(budget.in_use(), (2, 2 * one));
+        drop(a);
+        assert_eq!(budget.in_use(), (1, one));
+        let (a, e, _ca) = accept_in(&budget);
+        assert_eq!(e, 0);
+        drop((a, b));
+        assert_eq!(budget.in_use(), (0, 0));
+        let small = RingBudget::new(10, one + one / 2);
+        let (_a, e, _ca) = accept_in(&small);
+        assert_eq!(e, 0);
+        let (b, e, _cb) = accept_in(&small);
+        assert!(b.is_none());
+        assert_eq!(e, -libc::ENOMEM);
+    }
+
+    /// CPU time (utime + stime, clock ticks) of this process's thread named `name`.
+    fn thread_ticks(name: &str) -> u64 {
+        for t in std::fs::read_dir("/proc/self/task").unwrap() {
+            let dir = t.unwrap().path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            if comm.trim_end() != name {
+                continue;
+            }
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+            // The fields after the command name, which ends at the last ')'.
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            let f: Vec<u64> = rest
+                .split(' ')
+                .skip(11)
+                .take(2)
+                .map(|x| x.parse().unwrap())
+                .collect();
+            return f[0] + f[1];
+        }
+        panic!("no thread {name}")
+    }
+
+    /// A client ringing the daemon's doorbell in a loop without giving work costs the
+    /// session's thread a small fraction of a core; the session still ends when the client
+    /// hangs up.
+    #[test]
+    fn a_doorbell_rung_for_nothing_costs_little_cpu() {
+        let (daemon_end, client_end) = UnixStream::pair().unwrap();
+        let mut session =
+            Session::accept(daemon_end.into(), &setup_request(), Limits::default()).unwrap();
+        let mut buf = [0u8; proto::REPLY_LEN];
+        let got = sys::recv(client_end.as_fd(), &mut buf, 0).unwrap();
+        let daemon_bell = &got.fds[1];
+        let served = std::thread::Builder::new()
+            .name("ring-victim".into())
+            .spawn(move || session.run(&mut |_: Request, _: &mut Responder<'_>| {}))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let before = thread_ticks("ring-victim");
+        let started = std::time::Instant::now();
+        let mut rings = 0u64;
+        while started.elapsed() < Duration::from_secs(1) {
+            sys::eventfd_signal(daemon_bell.as_fd());
+            rings += 1;
+        }
+        let ticks = thread_ticks("ring-victim") - before;
+        // Clock ticks are 1/100 s: unthrottled, the thread wakes for every ring and uses
+        // about a core (100 ticks in the second).
+        assert!(ticks < 10, "{ticks} ticks in 1 s for {rings} rings");
+        drop(client_end);
+        served.join().unwrap().unwrap();
     }
 }

@@ -79,22 +79,112 @@ impl UnixAddr {
         self.len as usize > size_of::<libc::sa_family_t>()
     }
 
-    /// The path or abstract name, for logs.
+    /// The path or abstract name, for logs (and as a key: see [`describe_name`]).
     pub fn describe(&self) -> String {
         let n = (self.len as usize).saturating_sub(size_of::<libc::sa_family_t>());
         let raw: Vec<u8> = self.addr.sun_path[..n.min(self.addr.sun_path.len())]
             .iter()
             .map(|c| *c as u8)
             .collect();
-        match raw.first() {
-            None => "(unnamed)".into(),
-            Some(0) => format!("@{}", String::from_utf8_lossy(&raw[1..])),
-            Some(_) => {
-                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-                PathBuf::from(OsStr::from_bytes(&raw[..end]))
-                    .display()
-                    .to_string()
+        describe_name(&raw)
+    }
+}
+
+/// A socket's name as its `sun_path` bytes hold it: `@` and the abstract name, or the path.
+pub fn describe_name(raw: &[u8]) -> String {
+    match raw.first() {
+        None => "(unnamed)".into(),
+        Some(0) => format!("@{}", String::from_utf8_lossy(&raw[1..])),
+        Some(_) => {
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            PathBuf::from(OsStr::from_bytes(&raw[..end]))
+                .display()
+                .to_string()
+        }
+    }
+}
+
+/// Calls `f` with the name ([`describe_name`]) of every bound AF_UNIX datagram socket of this
+/// network namespace and whether datagrams wait in its receive queue, as sock_diag reports
+/// them (UDIAG_SHOW_RQLEN: for a datagram socket, the length of the first waiting one).
+pub fn unix_dgram_queues(mut f: impl FnMut(String, bool)) -> io::Result<()> {
+    const NETLINK_SOCK_DIAG: libc::c_int = 4;
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const UDIAG_SHOW_NAME: u32 = 0x01;
+    const UDIAG_SHOW_RQLEN: u32 = 0x10;
+    const UNIX_DIAG_NAME: u16 = 0;
+    const UNIX_DIAG_RQLEN: u16 = 4;
+    // SAFETY: socket() takes no pointers; the descriptor is new and owned here.
+    let fd = cvt(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            NETLINK_SOCK_DIAG,
+        )
+    })?;
+    // SAFETY: fd was just returned by socket() and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // nlmsghdr, then unix_diag_req: family, protocol, pad, states, ino, show, cookie[2].
+    let mut req = Vec::with_capacity(40);
+    req.extend_from_slice(&40u32.to_ne_bytes());
+    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
+    req.extend_from_slice(&[0; 8]);
+    req.extend_from_slice(&[libc::AF_UNIX as u8, 0, 0, 0]);
+    req.extend_from_slice(&u32::MAX.to_ne_bytes());
+    req.extend_from_slice(&0u32.to_ne_bytes());
+    req.extend_from_slice(&(UDIAG_SHOW_NAME | UDIAG_SHOW_RQLEN).to_ne_bytes());
+    req.extend_from_slice(&[0; 8]);
+    send(fd.as_fd(), &req, &[], 0)?;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = recv(fd.as_fd(), &mut buf, 0)?.len.min(buf.len());
+        let mut off = 0;
+        while off + 16 <= n {
+            let word =
+                |at: usize| u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+            let len = word(off) as usize;
+            let kind = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+            if len < 16 || off + len > n {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "sock_diag framing",
+                ));
             }
+            match kind as libc::c_int {
+                libc::NLMSG_DONE => return Ok(()),
+                libc::NLMSG_ERROR => {
+                    let errno = -(word(off + 16) as i32);
+                    return Err(io::Error::from_raw_os_error(errno));
+                }
+                _ => {}
+            }
+            // unix_diag_msg: family, type, state, pad, ino, cookie[2]; then attributes.
+            let msg = &buf[off + 16..off + len];
+            if msg.len() >= 16 && msg[1] == libc::SOCK_DGRAM as u8 {
+                let (mut name, mut waiting) = (None, false);
+                let mut at = 16;
+                while at + 4 <= msg.len() {
+                    let alen = u16::from_ne_bytes([msg[at], msg[at + 1]]) as usize;
+                    let atype = u16::from_ne_bytes([msg[at + 2], msg[at + 3]]);
+                    if alen < 4 || at + alen > msg.len() {
+                        break;
+                    }
+                    let value = &msg[at + 4..at + alen];
+                    match atype {
+                        UNIX_DIAG_NAME => name = Some(value),
+                        UNIX_DIAG_RQLEN if value.len() >= 4 => {
+                            waiting = value[..4] != [0; 4];
+                        }
+                        _ => {}
+                    }
+                    at += alen.next_multiple_of(4);
+                }
+                if let Some(name) = name {
+                    f(describe_name(name), waiting);
+                }
+            }
+            off += len.next_multiple_of(4);
         }
     }
 }
@@ -334,6 +424,32 @@ pub struct Received {
     pub fds: Vec<OwnedFd>,
 }
 
+/// recvmsg(2) with MSG_TRUNC (the datagram's full length is returned) and close-on-exec
+/// descriptors, retried on EINTR.
+///
+/// # Safety
+/// Every pointer in `msg` must be valid for writes of the length it is given with.
+unsafe fn recvmsg(
+    fd: BorrowedFd<'_>,
+    msg: &mut libc::msghdr,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    loop {
+        // SAFETY: the caller's promise about msg; fd is live.
+        let ret = unsafe {
+            libc::recvmsg(
+                fd.as_raw_fd(),
+                msg,
+                flags | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        match cvt_size(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// Receives one datagram into `buf`. Descriptors passed with it are taken into ownership (and
 /// closed when dropped), so a peer cannot make us leak descriptors by sending unwanted ones.
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Result<Received> {
@@ -348,20 +464,8 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Resul
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = size_of::<[u64; 8]>() as _;
-    let len = loop {
-        // SAFETY: msg points at iov (over buf) and cbuf, both valid for writes of the given sizes.
-        let ret = unsafe {
-            libc::recvmsg(
-                fd.as_raw_fd(),
-                &mut msg,
-                flags | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC,
-            )
-        };
-        match cvt_size(ret) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => break other?,
-        }
-    };
+    // SAFETY: msg points at iov (over buf) and cbuf, both valid for writes of the given sizes.
+    let len = unsafe { recvmsg(fd, &mut msg, flags) }?;
     let mut fds = Vec::new();
     // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR/NXTHDR only walk
     // inside that buffer, and SCM_RIGHTS data holds the descriptor numbers it installed for us.
@@ -409,6 +513,183 @@ pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, UnixA
             Ok(n) => return Ok((n, UnixAddr { addr, len })),
         }
     }
+}
+
+/// Asks the kernel to attach the sender's credentials (SCM_CREDENTIALS) to every datagram
+/// this socket receives, whether or not the sender sent them.
+pub fn set_pass_credentials(fd: BorrowedFd<'_>) -> io::Result<()> {
+    set_int_option(fd, libc::SO_PASSCRED, 1)
+}
+
+/// setsockopt(2) of an int option at SOL_SOCKET.
+fn set_int_option(fd: BorrowedFd<'_>, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: v is a valid c_int for the duration of the call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Sets a socket's send buffer to `bytes`: beyond net.core.wmem_max when the process may
+/// (SO_SNDBUFFORCE, CAP_NET_ADMIN), else as far as wmem_max allows (SO_SNDBUF).
+pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    set_int_option(fd, libc::SO_SNDBUFFORCE, v).or_else(|_| set_int_option(fd, libc::SO_SNDBUF, v))
+}
+
+/// One datagram received by [`recv_from_credentials`].
+pub struct FromPeer {
+    /// Its full length (more than the buffer when truncated).
+    pub len: usize,
+    pub from: UnixAddr,
+    /// The sender's credentials as the kernel checked them (SCM_CREDENTIALS); `None` when the
+    /// socket does not have [`set_pass_credentials`].
+    pub credentials: Option<Credentials>,
+}
+
+/// Receives one datagram without waiting, with its sender's address and credentials.
+/// Descriptors a sender attached are closed.
+pub fn recv_from_credentials(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<FromPeer> {
+    // SAFETY: sockaddr_un is plain old data.
+    let mut addr: libc::sockaddr_un = unsafe { zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for one ucred and MAX_FDS descriptors, u64-aligned as cmsghdr requires.
+    let mut cbuf = [0u64; 16];
+    // SAFETY: msghdr is plain old data.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_un).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 16]>() as _;
+    // SAFETY: msg points at addr, iov (over buf) and cbuf, valid for writes of the sizes given.
+    let len = unsafe { recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) }?;
+    let mut credentials = None;
+    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR/NXTHDR only walk
+    // inside that buffer; SCM_CREDENTIALS data is one ucred, SCM_RIGHTS data descriptors the
+    // kernel installed for us (taken into ownership and closed here).
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let data_len = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET {
+                if (*cmsg).cmsg_type == libc::SCM_CREDENTIALS
+                    && data_len >= size_of::<libc::ucred>()
+                {
+                    let c = (libc::CMSG_DATA(cmsg) as *const libc::ucred).read_unaligned();
+                    credentials = Some(Credentials {
+                        pid: c.pid as u32,
+                        uid: c.uid,
+                        gid: c.gid,
+                    });
+                } else if (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                    for i in 0..data_len / size_of::<RawFd>() {
+                        drop(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(FromPeer {
+        len,
+        from: UnixAddr {
+            addr,
+            len: msg.msg_namelen,
+        },
+        credentials,
+    })
+}
+
+/// The effective user id of this process.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The effective group id of this process.
+pub fn effective_gid() -> u32 {
+    // SAFETY: getegid has no preconditions and cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// A group of the group database (/etc/group or NSS) by name or number: its id and the user
+/// ids of the members it lists (names no user has are left out).
+pub fn group_members(group: &str) -> io::Result<(u32, Vec<u32>)> {
+    let name = std::ffi::CString::new(group)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "group name contains NUL"))?;
+    let mut buf = vec![0u8; 16 << 10];
+    // SAFETY: group is plain old data.
+    let mut grp: libc::group = unsafe { zeroed() };
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; buf outlives the uses of grp's strings below.
+    let r = unsafe {
+        match group.parse::<u32>() {
+            Ok(gid) => libc::getgrgid_r(
+                gid,
+                &mut grp,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            ),
+            Err(_) => libc::getgrnam_r(
+                name.as_ptr(),
+                &mut grp,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            ),
+        }
+    };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    if found.is_null() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no group {group:?}"),
+        ));
+    }
+    let mut names = Vec::new();
+    // SAFETY: getgr*_r filled grp; gr_mem is a NULL-terminated array of C strings in buf.
+    unsafe {
+        let mut m = grp.gr_mem;
+        while !m.is_null() && !(*m).is_null() {
+            names.push(std::ffi::CStr::from_ptr(*m).to_owned());
+            m = m.add(1);
+        }
+    }
+    let uids = names.iter().filter_map(|n| user_id(n)).collect();
+    Ok((grp.gr_gid, uids))
+}
+
+fn user_id(name: &std::ffi::CStr) -> Option<u32> {
+    let mut buf = vec![0u8; 16 << 10];
+    // SAFETY: passwd is plain old data.
+    let mut pw: libc::passwd = unsafe { zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call.
+    let r = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    (r == 0 && !found.is_null()).then_some(pw.pw_uid)
 }
 
 /// A non-blocking, close-on-exec eventfd used as a doorbell.
@@ -557,5 +838,69 @@ mod tests {
         set_nonblocking(a.as_fd(), true).unwrap();
         let e = recv(a.as_fd(), &mut [0u8; 4], 0).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    /// SCM_CREDENTIALS arrive with every datagram once SO_PASSCRED is on, naming the sender
+    /// as the kernel knows it, with the sender's address.
+    #[test]
+    fn datagrams_carry_their_senders_credentials() {
+        let dir = std::env::temp_dir().join(format!("fibre-sys-cred-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let server = dgram_bind(&dir.join("s")).unwrap();
+        set_pass_credentials(server.as_fd()).unwrap();
+        let client = dgram_bind(&dir.join("c")).unwrap();
+        let to = UnixAddr::from_path(&dir.join("s")).unwrap();
+        send_to(client.as_fd(), b"hi", &to, 0).unwrap();
+        let mut buf = [0u8; 8];
+        let got = recv_from_credentials(server.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..got.len], b"hi");
+        assert_eq!(got.from.describe(), dir.join("c").display().to_string());
+        let c = got.credentials.expect("credentials");
+        assert_eq!(
+            (c.pid, c.uid, c.gid),
+            (std::process::id(), effective_uid(), effective_gid())
+        );
+        let e = recv_from_credentials(server.as_fd(), &mut buf)
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// sock_diag tells whether datagrams wait for a socket, by its name.
+    #[test]
+    fn unix_dgram_queues_show_unread_datagrams() {
+        let dir = std::env::temp_dir().join(format!("fibre-sys-diag-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let reader = dgram_bind(&dir.join("r")).unwrap();
+        let writer = dgram_bind(&dir.join("w")).unwrap();
+        let name = dir.join("r").display().to_string();
+        let waiting = || {
+            let mut found = None;
+            unix_dgram_queues(|n, q| {
+                if n == name {
+                    found = Some(q);
+                }
+            })
+            .unwrap();
+            found
+        };
+        assert_eq!(waiting(), Some(false));
+        let to = UnixAddr::from_path(&dir.join("r")).unwrap();
+        send_to(writer.as_fd(), b"unread", &to, 0).unwrap();
+        assert_eq!(waiting(), Some(true));
+        recv(reader.as_fd(), &mut [0u8; 16], 0).unwrap();
+        assert_eq!(waiting(), Some(false));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn groups_are_found_by_name_or_number() {
+        assert_eq!(group_members("root").unwrap().0, 0);
+        assert_eq!(group_members("0").unwrap().0, 0);
+        let e = group_members("fibre-no-such-group").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }

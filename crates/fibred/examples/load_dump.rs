@@ -103,6 +103,7 @@ fn start(dir: &Path, name: &str) -> Daemon {
         socket,
         dgram: None,
         state: None,
+        access: Default::default(),
     })
     .expect("fibred starts");
     // The link and address that make the 64 gateways reachable.

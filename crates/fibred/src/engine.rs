@@ -65,6 +65,21 @@ pub struct ClientCtx {
     pub port: u32,
     /// Groups joined, bit `g - 1` for RTNLGRP `g`.
     pub groups: u64,
+    /// The peer may only read (it lacks CAP_NET_ADMIN; the server decides, see
+    /// `server::Access`): any other rtnetlink request gets EPERM before it is parsed, as the
+    /// kernel's `rtnetlink_rcv_msg` refuses it. The daemon's own contexts leave it false.
+    pub read_only: bool,
+}
+
+/// Highest rtnetlink message type (the kernel's RTM_MAX); types above it are no request the
+/// permission check knows.
+const RTM_MAX: u16 = 123;
+
+/// Whether a read-only peer is refused `msg` (of type `t`, from NLMSG_MIN_TYPE on): the
+/// kernel lets anyone send the GET kind (type & 3 == 2 counting from RTM_BASE) and checks
+/// CAP_NET_ADMIN for the others, after skipping messages with an empty body.
+fn needs_admin(msg: &[u8], t: u16) -> bool {
+    t <= RTM_MAX && (t - 0x10) & 3 != 2 && msg.len() > NetlinkHeader::LEN
 }
 
 /// One answer to a client, in order.
@@ -1009,7 +1024,7 @@ impl Engine {
         out: &mut Outcome,
     ) {
         let Prepared { bytes, routes } = datagram;
-        if routes.is_empty() {
+        if routes.is_empty() || client.read_only {
             return self.handle(&bytes, client, listening, out);
         }
         let list = self.view.keep(routes);
@@ -1059,6 +1074,11 @@ impl Engine {
         // Control messages and messages that are not requests are only acknowledged.
         if t < 0x10 || flags & nf::NLM_F_REQUEST == 0 {
             answer(msg, Ok(()), want_ack, port, out);
+            return;
+        }
+        if client.read_only && needs_admin(msg, t) {
+            let e = RequestError::from(RtError::new(Errno::EPERM));
+            answer(msg, Err(e), want_ack, port, out);
             return;
         }
         process(msg, read, port, out, |req, origin, out| {
@@ -1520,6 +1540,26 @@ pub fn check_datagram(datagram: &[u8]) {
             "a datagram with no success changed the state"
         );
     }
+    // From a peer that may only read, read ahead or not, nothing changes the state.
+    for read_ahead in [false, true] {
+        let mut guarded = Engine::default();
+        guarded.handle(&stream, &mut ClientCtx::default(), 0, &mut ignored);
+        let mut ro = ClientCtx {
+            read_only: true,
+            ..ClientCtx::default()
+        };
+        let mut out = Outcome::default();
+        if read_ahead {
+            guarded.handle_prepared(Prepared::new(datagram.into()), &mut ro, u64::MAX, &mut out);
+        } else {
+            guarded.handle(datagram, &mut ro, u64::MAX, &mut out);
+        }
+        drain(&mut out);
+        assert!(
+            !out.changed && everything(guarded.fib()) == before,
+            "a reader changed the state"
+        );
+    }
 }
 
 /// What an outcome says: every answer as bytes, and every notification with its group.
@@ -1860,6 +1900,7 @@ mod tests {
         let mut ctx = ClientCtx {
             port: 77,
             groups: groups::bit(groups::NEIGH),
+            ..ClientCtx::default()
         };
         let eth0 = Link {
             ifname: Some("eth0".into()),
@@ -1980,5 +2021,91 @@ mod tests {
         };
         let last = split_messages(b).last().expect("a message");
         assert_eq!(i32::from_ne_bytes(last[16..20].try_into().unwrap()), -22);
+    }
+
+    /// A read-only peer: every request other than a GET is refused with EPERM and no text,
+    /// read ahead or not, and changes nothing; GETs, dumps and memberships are answered.
+    #[test]
+    fn read_only_peers_read_but_every_change_gets_eperm() {
+        let mut e = Engine::default();
+        let link = Link {
+            ifname: Some("d0".into()),
+            kind: Some(LinkKind::Dummy),
+            ..Link::default()
+        };
+        let mut admin = ClientCtx::default();
+        let mut out = Outcome::default();
+        let add = convert::request_message(&Request::NewLink(link.clone(), ReqFlags::ADD), 1, 0)
+            .to_bytes();
+        e.handle(&add, &mut admin, 0, &mut out);
+        let mut r = Route::new(
+            Family::Inet,
+            Prefix {
+                addr: "10.2.0.0".parse().unwrap(),
+                len: 16,
+            },
+        );
+        r.rtype = RouteType::Blackhole;
+        let before = everything(e.fib());
+        let mut changes: Vec<Vec<u8>> = [
+            Request::NewRoute(r.clone(), ReqFlags::ADD),
+            Request::DelRoute(r),
+            Request::NewLink(link.clone(), ReqFlags::ADD),
+            Request::DelLink(link),
+        ]
+        .iter()
+        .map(|q| convert::request_message(q, 2, 0).to_bytes())
+        .collect();
+        // Every other type that is not of the GET kind, up to RTM_MAX, with a family byte.
+        for t in (0x10..=RTM_MAX).filter(|t| (t - 0x10) & 3 != 2) {
+            let mut m = vec![0u8; 20];
+            m[0..4].copy_from_slice(&20u32.to_ne_bytes());
+            m[4..6].copy_from_slice(&t.to_ne_bytes());
+            m[6..8].copy_from_slice(&(nf::NLM_F_REQUEST | nf::NLM_F_ACK).to_ne_bytes());
+            m[16] = 2;
+            changes.push(m);
+        }
+        let mut ctx = ClientCtx {
+            read_only: true,
+            ..ClientCtx::default()
+        };
+        for c in &changes {
+            for prepared in [false, true] {
+                let mut out = Outcome::default();
+                e.begin();
+                if prepared {
+                    e.handle_prepared(Prepared::new(c.clone().into()), &mut ctx, 0, &mut out);
+                } else {
+                    e.handle(c, &mut ctx, 0, &mut out);
+                }
+                e.publish();
+                e.catch_up();
+                let Some(Reply::Messages(b)) = out.replies.first() else {
+                    panic!("an answer to type {}", c[4]);
+                };
+                let (m, _) = NetlinkMessage::parse(b, 0).unwrap();
+                let Payload::Error(err) = m.payload else {
+                    panic!("an error")
+                };
+                assert_eq!((err.error, err.message()), (-1, None), "type {}", c[4]);
+                assert!(
+                    before == everything(e.fib()),
+                    "type {} changed the state",
+                    c[4]
+                );
+            }
+        }
+        let mut out = Outcome::default();
+        let dump = convert::request_message(&Request::DumpLinks, 3, 0).to_bytes();
+        e.handle(&dump, &mut ctx, 0, &mut out);
+        e.handle(
+            &membership_request(MEMBERSHIP_ADD, groups::LINK, 4),
+            &mut ctx,
+            0,
+            &mut out,
+        );
+        let said = drain(&mut out);
+        assert!(said.0.len() >= 2, "a dump and an ACK");
+        assert!(groups::has(ctx.groups, groups::LINK));
     }
 }

@@ -27,17 +27,30 @@
 //! - Connections on the SOCK_SEQPACKET path that start with the ring's setup request become
 //!   ring sessions (fibre-ring); every other connection speaks netlink datagrams directly.
 //! - Shutdown: one eventfd, never drained, that every poll watches.
+//! - Who may change what ([`Access`]): reads (GET, dumps, multicast memberships) are open to
+//!   anyone who can connect; every other request needs the peer to be an administrator, as
+//!   the kernel's rtnetlink asks for CAP_NET_ADMIN, and is otherwise refused with EPERM
+//!   (`ClientCtx::read_only`). A peer is known by the credentials the kernel gives: SO_PEERCRED
+//!   at connect for SEQPACKET and ring clients, SCM_CREDENTIALS on each datagram of the
+//!   datagram socket (SO_PASSCRED). Neither names a pid that could be recycled.
+//! - Bounds on clients: at most [`Access::max_clients`] connections (beyond it a new
+//!   connection is accepted and closed at once, except [`ADMIN_RESERVE`] more for
+//!   administrators), at most half of them of one user who is no administrator; ring sessions within [`MAX_RING_SESSIONS`] and [`MAX_RING_BYTES`];
+//!   the acceptor backs off when accept fails for lack of descriptors or memory.
+//! - The datagram socket never waits for one sender: answers that do not fit in a sender's
+//!   receive queue wait in that sender's [`Pending`] queue (bounded, dumps encoded as it
+//!   drains) while the others are served.
 
 use crate::engine::{self, fit, ClientCtx, DumpStream, Engine, Outcome, Prepared, Reply};
 use crate::log::Level;
 use crate::sys::{self, EventFd, UnixAddr};
 use crate::view::FibReader;
-use fibre_ring::server::{Limits, Session};
-use std::collections::VecDeque;
+use fibre_ring::server::{Limits, RingBudget, Session};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -58,12 +71,63 @@ const JOB_QUEUE: usize = 256;
 const SAVE_DEBOUNCE: Duration = Duration::from_secs(1);
 /// ...or at the latest this long after the first unsaved change, under constant churn.
 const SAVE_MAX_DELAY: Duration = Duration::from_secs(10);
-/// How long the datagram socket keeps trying to hand a dump datagram to a client whose queue
-/// is full before it gives up on that dump.
-const DGRAM_SEND_PATIENCE: Duration = Duration::from_secs(1);
 /// Connections the SOCK_SEQPACKET socket queues before the acceptor takes them; the kernel
 /// caps it at net.core.somaxconn.
 const LISTEN_BACKLOG: i32 = 128;
+/// Connections served at once unless `--max-clients` says otherwise. Each costs a thread
+/// (its stack is address space; a few pages resident), two descriptors (a ring four) and at
+/// most one batch of answers and [`NOTE_QUEUE_BYTES`] of notifications.
+pub const MAX_CLIENTS: usize = 1024;
+/// Connections beyond the cap still served for administrators, so that a flood of
+/// connections by others does not lock out the one who would stop it.
+pub const ADMIN_RESERVE: usize = 16;
+/// Ring sessions at once: each holds a thread and up to 128 MiB of shared memory.
+pub const MAX_RING_SESSIONS: usize = 64;
+/// Shared memory all ring sessions together may pin: eight rings of the largest geometry,
+/// or 64 of 16 MiB.
+pub const MAX_RING_BYTES: usize = 1 << 30;
+/// First pause of the acceptor after accept failed for lack of descriptors or memory; it
+/// doubles with every further failure, up to [`ACCEPT_BACKOFF_MAX`]. While it waits the
+/// connections stay in the backlog.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How long a connection may stay silent before its first message: a connection that
+/// never speaks must not hold one of the [`MAX_CLIENTS`] places for ever.
+const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Datagram senders with answers waiting at once; a new one beyond it evicts the one that
+/// waits longest (its answers are dropped, logged with its address).
+const DGRAM_PENDING_SENDERS: usize = 64;
+/// Bytes of complete answers (ACKs, errors, GET answers) held for one datagram sender; what
+/// would go beyond is dropped and the sender gets one ENOBUFS once it has read the rest, as
+/// the kernel reports a receive buffer overrun.
+const DGRAM_PENDING_BYTES: usize = 256 << 10;
+/// Dumps held for one datagram sender (each holds a snapshot of the objects it lists, or a
+/// cursor into the routes); a further one is dropped as above.
+const DGRAM_PENDING_DUMPS: usize = 2;
+/// A sender that has taken nothing for this long loses its waiting answers.
+const DGRAM_STALL: Duration = Duration::from_secs(5);
+/// Retry delays for a sender whose queue is full: a datagram socket cannot poll for room at
+/// one unconnected peer, so it is tried again after this, doubling up to the maximum.
+const DGRAM_RETRY_MIN: Duration = Duration::from_millis(1);
+const DGRAM_RETRY_MAX: Duration = Duration::from_millis(64);
+/// Datagrams sent to one sender before the others get their turn.
+const DGRAM_TURN: usize = 16;
+/// Send buffer of the datagram socket. An AF_UNIX datagram is charged to its sender until
+/// it is read, so what every client leaves unread fills this one buffer that all the
+/// answers share, and the kernel does not bound what a client connected to us may leave
+/// unread. The default (net.core.wmem_default, 208 KiB) is six 32 KiB datagrams: one client
+/// that does not read would silence everyone. With [`DGRAM_UNREAD`] per client, 32 MiB
+/// (the kernel doubles it) takes over a hundred clients that do not read to fill it. Memory
+/// is taken only as answers wait.
+const DGRAM_SNDBUF: usize = 32 << 20;
+/// Bytes sent to one datagram client that it may not have read yet (16 full datagrams).
+/// Beyond it nothing more is sent until the kernel's socket diagnostics (sock_diag) show its
+/// receive queue empty.
+const DGRAM_UNREAD: usize = 512 << 10;
+/// Clients whose unread bytes are counted, beyond which those that have read everything
+/// are looked up and forgotten (at most once per [`DGRAM_FORGET_EVERY`]).
+const DGRAM_TRACKED: usize = 4096;
+const DGRAM_FORGET_EVERY: Duration = Duration::from_secs(1);
 
 /// What to serve and where.
 #[derive(Debug, Clone)]
@@ -74,6 +138,49 @@ pub struct Config {
     pub dgram: Option<PathBuf>,
     /// Where the configuration is saved and restored.
     pub state: Option<PathBuf>,
+    /// Who may change the state, and how many may connect.
+    pub access: Access,
+}
+
+/// Who may change the state, and how many clients are served.
+///
+/// The kernel asks for CAP_NET_ADMIN in the network namespace. A Unix socket tells who the
+/// peer is (user and group ids, checked by the kernel) but not its capabilities; reading them
+/// from /proc/PID/status would trust a pid that can be recycled between the connect and the
+/// read. So an administrator is: user 0, the user fibred runs as (who owns this instance, as
+/// a user owns the network namespaces of its user namespace), or a member of the configured
+/// admin group (the peer's group id, or a user the group lists in the group database when
+/// fibred starts). Everyone else who can connect may read.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// Connections served at once ([`MAX_CLIENTS`]).
+    pub max_clients: usize,
+    /// The user fibred runs as.
+    pub owner: u32,
+    /// The admin group: its id and the users it lists.
+    pub admin_group: Option<(u32, Vec<u32>)>,
+}
+
+impl Default for Access {
+    fn default() -> Access {
+        Access {
+            max_clients: MAX_CLIENTS,
+            owner: sys::effective_uid(),
+            admin_group: None,
+        }
+    }
+}
+
+impl Access {
+    /// Whether a peer with these credentials may change the state.
+    pub fn may_change(&self, peer: &sys::Credentials) -> bool {
+        peer.uid == 0
+            || peer.uid == self.owner
+            || self
+                .admin_group
+                .as_ref()
+                .is_some_and(|(gid, users)| peer.gid == *gid || users.contains(&peer.uid))
+    }
 }
 
 impl Config {
@@ -111,8 +218,8 @@ struct Client {
 }
 
 impl Client {
-    fn new(port: u32) -> io::Result<Client> {
-        Ok(Client {
+    fn new(port: u32, wake: EventFd) -> Client {
+        Client {
             port,
             groups: AtomicU64::new(0),
             notes: Mutex::new(NoteQueue {
@@ -120,8 +227,8 @@ impl Client {
                 bytes: 0,
                 overrun: false,
             }),
-            wake: EventFd::new()?,
-        })
+            wake,
+        }
     }
 
     fn push_note(&self, msg: &Arc<[u8]>) {
@@ -168,6 +275,8 @@ enum Job {
     Requests {
         client: Arc<Client>,
         datagrams: Vec<Prepared>,
+        /// The sender is no administrator ([`Access`]).
+        read_only: bool,
         answer: mpsc::Sender<Vec<Reply>>,
         /// Signal the client's `wake` once the answers are sent (for a thread that polls
         /// instead of waiting on `answer`).
@@ -183,14 +292,25 @@ struct Shared {
     next_port: AtomicU32,
     /// Cloned into a reader of the published state for each client thread.
     reader: Mutex<FibReader>,
+    access: Access,
+    /// Connections being served, in all and of each user who is no administrator.
+    connections: AtomicUsize,
+    per_user: Mutex<HashMap<u32, usize>>,
+    rings: Arc<RingBudget>,
 }
 
 impl Shared {
-    fn new_client(&self, pid: Option<u32>) -> io::Result<Arc<Client>> {
+    /// Registers a client with the writer; `wake` is its eventfd (made by the acceptor for a
+    /// connection, so that a lack of descriptors is the acceptor's to handle).
+    fn new_client(&self, pid: Option<u32>, wake: Option<EventFd>) -> io::Result<Arc<Client>> {
         // The kernel's first netlink socket of a process gets the pid as port id; later ones
         // get other numbers. Ports only stamp answers here, so a counter disambiguates.
         let port = pid.unwrap_or_else(|| self.next_port.fetch_add(1, Ordering::Relaxed));
-        let c = Arc::new(Client::new(port)?);
+        let wake = match wake {
+            Some(w) => w,
+            None => EventFd::new()?,
+        };
+        let c = Arc::new(Client::new(port, wake));
         self.jobs
             .send(Job::Register(c.clone()))
             .map_err(|_| io::Error::other("writer stopped"))?;
@@ -215,11 +335,12 @@ impl Shared {
         client: &Arc<Client>,
         reader: &FibReader,
         datagrams: Vec<Box<[u8]>>,
+        read_only: bool,
     ) -> io::Result<Vec<Reply>> {
         if all_read_only(&datagrams) {
             return Ok(answer_reads(client, reader, &datagrams));
         }
-        self.send_requests(client, datagrams, false)?
+        self.send_requests(client, datagrams, false, read_only)?
             .recv()
             .map_err(|_| io::Error::other("writer stopped"))
     }
@@ -231,12 +352,14 @@ impl Shared {
         client: &Arc<Client>,
         datagrams: Vec<Box<[u8]>>,
         wake: bool,
+        read_only: bool,
     ) -> io::Result<mpsc::Receiver<Vec<Reply>>> {
         let (tx, rx) = mpsc::channel();
         self.jobs
             .send(Job::Requests {
                 client: client.clone(),
                 datagrams: datagrams.into_iter().map(Prepared::new).collect(),
+                read_only,
                 answer: tx,
                 wake,
             })
@@ -254,6 +377,7 @@ fn answer_reads(client: &Client, reader: &FibReader, datagrams: &[Box<[u8]>]) ->
     let ctx = ClientCtx {
         port: client.port,
         groups: 0,
+        read_only: true,
     };
     let mut out = Outcome::default();
     for d in datagrams {
@@ -345,6 +469,7 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
             Job::Requests {
                 client,
                 datagrams,
+                read_only,
                 answer,
                 wake,
             } => {
@@ -356,6 +481,7 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                 let mut ctx = ClientCtx {
                     port: client.port,
                     groups: client.groups.load(Ordering::Relaxed),
+                    read_only,
                 };
                 let mut out =
                     Outcome::for_requests(datagrams.iter().map(|d| d.bytes().len()).sum());
@@ -459,12 +585,19 @@ impl Daemon {
         if let Some(path) = &config.state {
             restore_state(&mut engine, path)?;
         }
+        socket_dir(&config.socket, &config.access)?;
         prepare_path(&config.socket)?;
         let listener = sys::seqpacket_listen(&config.socket, LISTEN_BACKLOG)?;
+        open_to_all(&config.socket)?;
         let dgram = match &config.dgram {
             Some(p) => {
+                socket_dir(p, &config.access)?;
                 prepare_path(p)?;
-                Some((sys::dgram_bind(p)?, p.clone()))
+                let fd = sys::dgram_bind(p)?;
+                open_to_all(p)?;
+                sys::set_pass_credentials(fd.as_fd())?;
+                sys::set_send_buffer(fd.as_fd(), DGRAM_SNDBUF)?;
+                Some((fd, p.clone()))
             }
             None => None,
         };
@@ -480,6 +613,10 @@ impl Daemon {
             shutdown: shutdown.clone(),
             next_port: AtomicU32::new(1 << 31),
             reader,
+            access: config.access.clone(),
+            connections: AtomicUsize::new(0),
+            per_user: Mutex::new(HashMap::new()),
+            rings: RingBudget::new(MAX_RING_SESSIONS, MAX_RING_BYTES),
         });
         if let Some((fd, path)) = dgram {
             let sh = shared.clone();
@@ -552,6 +689,40 @@ impl Drop for Daemon {
     }
 }
 
+/// Creates the directory of a socket when it is missing: mode 0750 whatever the umask, its
+/// group the admin group when one is configured (so that its members can reach the socket),
+/// else fibred's. An existing directory is left as it is: its mode is the administrator's
+/// choice of who may connect at all.
+fn socket_dir(socket: &Path, access: &Access) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if dir.exists() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    // Nobody else may enter before the group and mode are set.
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    if let Some((gid, _)) = &access.admin_group {
+        std::os::unix::fs::chown(dir, None, Some(*gid))?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+}
+
+/// Gives a socket file mode 0666 whatever the umask: who may connect is decided by the
+/// directories above it, and what a peer may do by its credentials ([`Access`]).
+fn open_to_all(socket: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
+}
+
 /// Creates the socket's directory, and removes a stale socket file (one nobody listens on).
 fn prepare_path(path: &Path) -> io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -569,7 +740,72 @@ fn prepare_path(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// A connection counted in [`Shared::connections`] (and, for a user who is no
+/// administrator, in [`Shared::per_user`]) until it is dropped.
+struct Counted(Arc<Shared>, Option<u32>);
+
+impl Counted {
+    /// Counts a connection of `user` (`None`: an administrator's), unless the caps are
+    /// reached: `limit` in all, half of [`Access::max_clients`] for one user.
+    fn take(shared: &Arc<Shared>, user: Option<u32>, limit: usize) -> Option<Counted> {
+        if shared.connections.load(Ordering::Relaxed) >= limit {
+            return None;
+        }
+        if let Some(uid) = user {
+            let mut per_user = shared.per_user.lock().unwrap_or_else(|e| e.into_inner());
+            let n = per_user.entry(uid).or_default();
+            if *n >= (shared.access.max_clients / 2).max(1) {
+                return None;
+            }
+            *n += 1;
+        }
+        shared.connections.fetch_add(1, Ordering::Relaxed);
+        Some(Counted(shared.clone(), user))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+        if let Some(uid) = self.1 {
+            let mut per_user = self.0.per_user.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = per_user.get_mut(&uid) {
+                *n -= 1;
+                if *n == 0 {
+                    per_user.remove(&uid);
+                }
+            }
+        }
+    }
+}
+
+/// An episode of failures (of accept, or of starting a client thread), logged when it starts
+/// and when it ends with the number of failures, never once per failure.
+#[derive(Default)]
+struct Episode {
+    failures: u64,
+}
+
+impl Episode {
+    fn failed(&mut self, what: &str, why: &dyn std::fmt::Display) {
+        if self.failures == 0 {
+            crate::log!(Level::Warn, what, error = why);
+        }
+        self.failures += 1;
+    }
+
+    fn ended(&mut self, what: &str) {
+        if self.failures > 0 {
+            crate::log!(Level::Info, what, failures = self.failures);
+            self.failures = 0;
+        }
+    }
+}
+
 fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut failing = Episode::default();
+    let mut refusing = Episode::default();
     loop {
         let mut fds = [
             sys::pollfd(listener.as_fd(), libc::POLLIN),
@@ -585,33 +821,55 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
         if fds[0].revents == 0 {
             continue;
         }
-        let sock = match sys::accept(listener.as_fd()) {
+        // The connection's descriptors, its eventfd included: a thread that would fail for
+        // lack of one is never started.
+        let accepted = sys::accept(listener.as_fd()).and_then(|sock| {
+            let peer = sys::peer_credentials(sock.as_fd())?;
+            Ok((sock, peer, EventFd::new()?))
+        });
+        let (sock, peer, wake) = match accepted {
             Ok(s) => s,
+            // The peer gave up before it was accepted.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
             Err(e) => {
-                crate::log!(Level::Warn, "accept failed", error = e);
+                // Out of descriptors or memory (EMFILE, ENFILE, ENOMEM, ENOBUFS) or worse:
+                // trying again at once would fail again at once. The connection stays in the
+                // backlog (or, accepted without its eventfd, is closed).
+                failing.failed("accept failing; backing off", &e);
+                let mut fds = [sys::pollfd(shared.shutdown.fd(), libc::POLLIN)];
+                let _ = sys::poll(&mut fds, Some(backoff));
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                 continue;
             }
         };
-        let sh = shared.clone();
+        let admin = shared.access.may_change(&peer);
+        let limit = shared.access.max_clients + if admin { ADMIN_RESERVE } else { 0 };
+        let Some(counted) = Counted::take(shared, (!admin).then_some(peer.uid), limit) else {
+            // Accepted and closed at once: the client learns now (its next read ends), where
+            // left in the backlog it would wait on a daemon that may never take it.
+            let why = format!("{limit} connections, or half of them for uid {}", peer.uid);
+            refusing.failed("connection limit reached; closing new connections", &why);
+            continue;
+        };
+        refusing.ended("connections accepted again");
         let spawned = std::thread::Builder::new()
             .name("fibred-client".into())
             .spawn(move || {
-                let pid = sys::peer_credentials(sock.as_fd()).ok().map(|c| c.pid);
-                match serve_connection(sock, &sh, pid) {
+                let pid = peer.pid;
+                match serve_connection(sock, wake, &counted.0, pid, !admin) {
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                        crate::log!(Level::Debug, "client left", pid = pid.unwrap_or(0))
+                        crate::log!(Level::Debug, "client left", pid = pid)
                     }
-                    Ok(()) => crate::log!(Level::Debug, "client left", pid = pid.unwrap_or(0)),
-                    Err(e) => crate::log!(
-                        Level::Info,
-                        "client dropped",
-                        pid = pid.unwrap_or(0),
-                        error = e
-                    ),
+                    Ok(()) => crate::log!(Level::Debug, "client left", pid = pid),
+                    Err(e) => crate::log!(Level::Info, "client dropped", pid = pid, error = e),
                 }
             });
-        if let Err(e) = spawned {
-            crate::log!(Level::Warn, "cannot start a client thread", error = e);
+        match spawned {
+            Ok(_) => {
+                failing.ended("accepting again");
+                backoff = ACCEPT_BACKOFF_MIN;
+            }
+            Err(e) => failing.failed("cannot start client threads", &e),
         }
     }
 }
@@ -638,36 +896,51 @@ fn try_recv(sock: &OwnedFd) -> io::Result<Option<Box<[u8]>>> {
     Ok(Some(buf))
 }
 
-/// Waits for the first datagram, then serves the connection as a ring or as netlink.
-fn serve_connection(sock: OwnedFd, sh: &Shared, pid: Option<u32>) -> io::Result<()> {
+/// Waits for the first datagram (at most [`FIRST_MESSAGE_TIMEOUT`]), then serves the
+/// connection as a ring or as netlink. `read_only`: the peer is no administrator.
+fn serve_connection(
+    sock: OwnedFd,
+    wake: EventFd,
+    sh: &Shared,
+    pid: u32,
+    read_only: bool,
+) -> io::Result<()> {
     sys::set_nonblocking(sock.as_fd(), true)?;
+    let deadline = Instant::now() + FIRST_MESSAGE_TIMEOUT;
     let first = loop {
         if let Some(d) = try_recv(&sock)? {
             break d;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no request after connecting",
+            ));
         }
         let mut fds = [
             sys::pollfd(sock.as_fd(), libc::POLLIN | libc::POLLRDHUP),
             sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
         ];
-        sys::poll(&mut fds, None)?;
+        sys::poll(&mut fds, Some(left))?;
         if fds[1].revents != 0 {
             return Ok(());
         }
     };
-    let client = sh.new_client(pid)?;
+    let client = sh.new_client(Some(pid), Some(wake))?;
     if fibre_ring::proto::is_setup_request(&first) {
-        let session = Session::accept(sock, &first, Limits::default())
+        let session = Session::accept_within(sock, &first, Limits::default(), &sh.rings)
             .map_err(|e| io::Error::other(e.to_string()))?;
         crate::log!(
             Level::Debug,
             "ring client",
-            pid = pid.unwrap_or(0),
+            pid = pid,
             mapped = session.mapped_bytes()
         );
-        return serve_ring(session, sh, &client);
+        return serve_ring(session, sh, &client, read_only);
     }
-    crate::log!(Level::Debug, "socket client", pid = pid.unwrap_or(0));
-    serve_socket(sock, first, sh, &client)
+    crate::log!(Level::Debug, "socket client", pid = pid);
+    serve_socket(sock, first, sh, &client, read_only)
 }
 
 /// Answers waiting to be written to one client, coalesced into datagrams of at most `limit`.
@@ -689,6 +962,12 @@ impl Answers {
 
     fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// Bytes of complete messages and number of dumps waiting.
+    fn held(&self) -> (usize, usize) {
+        let (bytes, dumps) = held(self.queue.iter());
+        (bytes - self.sent, dumps)
     }
 
     /// The next datagram: consecutive messages that fit together, or a dump's next piece.
@@ -730,6 +1009,7 @@ fn serve_socket(
     first: Box<[u8]>,
     sh: &Shared,
     client: &Arc<Client>,
+    read_only: bool,
 ) -> io::Result<()> {
     let reader = sh.reader();
     let mut answers = Answers::new(DATAGRAM_BYTES);
@@ -779,7 +1059,9 @@ fn serve_socket(
                 }
             }
             if !batch.is_empty() {
-                answers.queue.extend(sh.submit(client, &reader, batch)?);
+                answers
+                    .queue
+                    .extend(sh.submit(client, &reader, batch, read_only)?);
                 continue;
             }
         }
@@ -862,7 +1144,12 @@ fn write_answers(s: &mut Session, replies: Vec<Reply>) {
     }
 }
 
-fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<()> {
+fn serve_ring(
+    mut s: Session,
+    sh: &Shared,
+    client: &Arc<Client>,
+    read_only: bool,
+) -> io::Result<()> {
     let disconnected = |e: fibre_ring::SessionError| match e {
         fibre_ring::SessionError::Disconnected => Ok(()),
         fibre_ring::SessionError::Io(e) => Err(e),
@@ -921,7 +1208,7 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
             if !batch.is_empty() {
                 progressed = true;
                 if !all_read_only(&batch) {
-                    at_writer.push_back(sh.send_requests(client, batch, true)?);
+                    at_writer.push_back(sh.send_requests(client, batch, true, read_only)?);
                 } else if at_writer.is_empty() {
                     write_answers(&mut s, answer_reads(client, &reader, &batch));
                 } else {
@@ -933,15 +1220,18 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
             continue;
         }
         // Asleep until the writer answers (it signals `wake`), a notification, shutdown, or
-        // (when the ring has something to do for this thread) the client's doorbell.
-        let ring = if can_take || !s.output_idle() {
+        // (when the ring has something to do for this thread) the client's doorbell; for a
+        // while without the doorbell when the client rang it for nothing too often.
+        let wants_ring = can_take || !s.output_idle();
+        let throttle = s.throttle().filter(|_| wants_ring);
+        let ring = if wants_ring && throttle.is_none() {
             if !s.prepare_to_sleep() {
                 continue;
             }
             s.poll_fds()
         } else {
-            // Waiting only for the writer: the ring's doorbell is not armed, but a hang-up
-            // of the socket still ends the session.
+            // Waiting only for the writer, or throttled: the ring's doorbell is not armed,
+            // but a hang-up of the socket still ends the session.
             let mut fds = s.poll_fds();
             fds[0].events = 0;
             fds
@@ -952,7 +1242,7 @@ fn serve_ring(mut s: Session, sh: &Shared, client: &Arc<Client>) -> io::Result<(
             sys::pollfd(client.wake.fd(), libc::POLLIN),
             sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
         ];
-        sys::poll(&mut fds, None)?;
+        sys::poll(&mut fds, throttle)?;
         if fds[3].revents != 0 {
             return Ok(());
         }
@@ -984,18 +1274,224 @@ fn has_membership(datagram: &[u8]) -> bool {
         .any(|(_, m)| m.header.message_type == crate::engine::FIBRE_MEMBERSHIP)
 }
 
+/// Bytes of complete messages and number of dumps among `replies`.
+fn held<'a>(replies: impl Iterator<Item = &'a Reply>) -> (usize, usize) {
+    replies.fold((0, 0), |(b, d), r| match r {
+        Reply::Messages(m) => (b + m.len(), d),
+        Reply::Dump(_) => (b, d + 1),
+    })
+}
+
+/// What is waiting for one datagram sender: answers, then (for a member) its notifications,
+/// sent as its receive queue takes them.
+struct Pending {
+    key: String,
+    to: UnixAddr,
+    /// The client the sender's requests were answered as: its port stamps an ENOBUFS report,
+    /// and a member's notifications are taken from it.
+    client: Arc<Client>,
+    member: bool,
+    answers: Answers,
+    notes: VecDeque<Arc<[u8]>>,
+    datagram: Vec<u8>,
+    /// `datagram` holds one the sender had no room for yet.
+    unsent: bool,
+    /// Answers were dropped for the bounds: one ENOBUFS follows the rest.
+    overrun: bool,
+    /// It was not sent to for [`DGRAM_UNREAD`]: its receive queue is to be looked at.
+    unread_full: bool,
+    /// When the sender last took a datagram, or began to wait.
+    progress: Instant,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+/// What [`Pending::send`] achieved.
+enum Sent {
+    /// Everything is sent.
+    Done,
+    /// More is waiting: the sender's queue is full, or its turn is over.
+    More,
+    /// The sender is gone (its socket closed or unbound).
+    Gone,
+}
+
+impl Pending {
+    fn new(key: String, to: UnixAddr, client: Arc<Client>) -> Pending {
+        let now = Instant::now();
+        Pending {
+            key,
+            to,
+            client,
+            member: false,
+            answers: Answers::new(DATAGRAM_BYTES),
+            notes: VecDeque::new(),
+            datagram: Vec::new(),
+            unsent: false,
+            overrun: false,
+            unread_full: false,
+            progress: now,
+            retry_at: now,
+            backoff: DGRAM_RETRY_MIN,
+        }
+    }
+
+    /// Queues answers within [`DGRAM_PENDING_BYTES`] and [`DGRAM_PENDING_DUMPS`]; beyond
+    /// them they are dropped, and the sender learns of it by ENOBUFS.
+    fn queue(&mut self, replies: Vec<Reply>) {
+        let (bytes, dumps) = self.answers.held();
+        let (more_bytes, more_dumps) = held(replies.iter());
+        if bytes + more_bytes > DGRAM_PENDING_BYTES || dumps + more_dumps > DGRAM_PENDING_DUMPS {
+            if !self.overrun {
+                crate::log!(
+                    Level::Info,
+                    "datagram client not reading; answers dropped",
+                    to = self.key
+                );
+            }
+            self.overrun = true;
+            return;
+        }
+        self.answers.queue.extend(replies);
+    }
+
+    /// Sends what the sender's queue takes, at most [`DGRAM_TURN`] datagrams and while it
+    /// has less than [`DGRAM_UNREAD`] bytes `unread`; when it is full, schedules the next try.
+    fn send(&mut self, fd: &OwnedFd, unread: &mut usize) -> Sent {
+        for _ in 0..DGRAM_TURN {
+            if !self.unsent && !self.next() {
+                return Sent::Done;
+            }
+            self.unsent = true;
+            self.unread_full = *unread + self.datagram.len() > DGRAM_UNREAD;
+            let sent = if self.unread_full {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                sys::send_to(fd.as_fd(), &self.datagram, &self.to, libc::MSG_DONTWAIT)
+            };
+            match sent {
+                Ok(_) => {
+                    *unread += self.datagram.len();
+                    self.unsent = false;
+                    self.progress = Instant::now();
+                    self.backoff = DGRAM_RETRY_MIN;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.retry_at = Instant::now() + self.backoff;
+                    self.backoff = (self.backoff * 2).min(DGRAM_RETRY_MAX);
+                    return Sent::More;
+                }
+                Err(_) => return Sent::Gone,
+            }
+        }
+        self.retry_at = Instant::now();
+        Sent::More
+    }
+
+    /// Takes the next datagram into `datagram`: answers, the ENOBUFS report, notifications.
+    fn next(&mut self) -> bool {
+        if self.answers.next_datagram(&mut self.datagram) {
+            return true;
+        }
+        if std::mem::take(&mut self.overrun) {
+            self.datagram = enobufs(self.client.port);
+            return true;
+        }
+        if self.notes.is_empty() && self.member {
+            self.notes.extend(self.client.take_notes());
+        }
+        let Some(n) = self.notes.pop_front() else {
+            return false;
+        };
+        self.datagram.clear();
+        self.datagram.extend_from_slice(&n);
+        true
+    }
+}
+
+/// The pending entry of sender `key`, made if there is none; a new one beyond
+/// [`DGRAM_PENDING_SENDERS`] evicts the one that waits longest.
+fn pending_for<'a>(
+    pending: &'a mut Vec<Pending>,
+    key: &str,
+    to: UnixAddr,
+    client: &Arc<Client>,
+) -> &'a mut Pending {
+    let i = match pending.iter().position(|p| p.key == key) {
+        Some(i) => i,
+        None => {
+            if pending.len() >= DGRAM_PENDING_SENDERS {
+                let old = pending.remove(0);
+                crate::log!(
+                    Level::Info,
+                    "datagram client not reading; answers dropped for a newer one",
+                    to = old.key
+                );
+            }
+            pending.push(Pending::new(key.to_owned(), to, client.clone()));
+            pending.len() - 1
+        }
+    };
+    &mut pending[i]
+}
+
+/// Sends what is due to one pending sender; false when it is done with (all sent, gone, or
+/// stalled longer than [`DGRAM_STALL`]), with its key in `gone` when the sender is gone.
+fn service(
+    p: &mut Pending,
+    fd: &OwnedFd,
+    now: Instant,
+    unread: &mut HashMap<String, usize>,
+    gone: &mut Vec<String>,
+) -> bool {
+    if p.retry_at <= now {
+        let n = unread.entry(p.key.clone()).or_default();
+        match p.send(fd, n) {
+            Sent::Done => return false,
+            Sent::More => {}
+            Sent::Gone => {
+                gone.push(p.key.clone());
+                return false;
+            }
+        }
+    }
+    if now.saturating_duration_since(p.progress) > DGRAM_STALL {
+        crate::log!(
+            Level::Info,
+            "datagram client not reading; answers dropped",
+            to = p.key,
+            idle_ms = now.saturating_duration_since(p.progress).as_millis()
+        );
+        return false;
+    }
+    true
+}
+
 /// The datagram socket: each datagram is answered to its sender's address. Unbound senders
 /// cannot be answered and are skipped. Senders share one anonymous client until one sends a
 /// membership request: it then gets a client of its own, kept by its address, and its
-/// notifications are sent to that address as the writer queues them (a send that fails for
-/// a reason other than a full queue ends the membership: the sender is gone).
+/// notifications are sent to that address. Nothing here waits for a sender: what its
+/// receive queue cannot take yet waits in its [`Pending`] entry (bounded; see the DGRAM_
+/// constants), retried with back-off while the other senders are served; a send that fails
+/// for another reason than a full queue drops the entry and ends the membership (the sender
+/// is gone). Each datagram's credentials decide whether it may change the state.
 fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
-    let shared = sh.new_client(None)?;
+    let shared = sh.new_client(None, None)?;
     let reader = sh.reader();
     let mut members: Vec<DgramMember> = Vec::new();
+    // Oldest first.
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut gone: Vec<String> = Vec::new();
+    // Bytes sent to each client that it may not have read (see DGRAM_UNREAD).
+    let mut unread: HashMap<String, usize> = HashMap::new();
+    let mut forgotten = Instant::now();
     let mut buf = vec![0u8; 1 << 20];
-    let mut datagram = Vec::new();
     loop {
+        let now = Instant::now();
+        let timeout = pending
+            .iter()
+            .map(|p| p.retry_at.saturating_duration_since(now))
+            .min();
         let mut fds = vec![
             sys::pollfd(fd.as_fd(), libc::POLLIN),
             sys::pollfd(sh.shutdown.fd(), libc::POLLIN),
@@ -1005,91 +1501,100 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
                 .iter()
                 .map(|m| sys::pollfd(m.client.wake.fd(), libc::POLLIN)),
         );
-        sys::poll(&mut fds, None)?;
+        sys::poll(&mut fds, timeout)?;
         if fds[1].revents != 0 {
             return Ok(());
         }
-        let woken: Vec<bool> = fds[2..].iter().map(|p| p.revents != 0).collect();
-        members = std::mem::take(&mut members)
-            .into_iter()
-            .zip(woken.into_iter().chain(std::iter::repeat(false)))
-            .filter_map(|(m, woke)| {
-                if !woke {
-                    return Some(m);
-                }
+        for (m, p) in members.iter().zip(&fds[2..]) {
+            if p.revents != 0 {
                 m.client.wake.drain();
-                for note in m.client.take_notes() {
-                    match sys::send_to(fd.as_fd(), &note, &m.to, libc::MSG_DONTWAIT) {
-                        Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(_) => return None,
-                    }
-                }
-                Some(m)
-            })
-            .collect();
-        if fds[0].revents == 0 {
-            continue;
+                pending_for(&mut pending, &m.key, m.to, &m.client).member = true;
+            }
         }
-        let (n, from) = match sys::recv_from(fd.as_fd(), &mut buf) {
-            Ok(r) => r,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        };
-        if !from.is_named() {
-            crate::log!(Level::Debug, "datagram from an unbound socket ignored");
-            continue;
-        }
-        let req: Box<[u8]> = buf[..n.min(buf.len())].into();
-        let key = from.describe();
-        let mut member = members.iter().position(|m| m.key == key);
-        if member.is_none() && has_membership(&req) {
-            if members.len() >= DGRAM_MEMBERS {
-                crate::log!(Level::Info, "datagram memberships full", to = key);
-                let e = fibre_netlink::convert::RequestError::from(fibre_fib::RtError::new(
-                    fibre_fib::Errno::ENOSPC,
-                ));
-                let answer = fibre_netlink::convert::ack(&req, Err(&e), false, 0).to_bytes();
-                send_patiently(&fd, &answer, &from);
+        let mut received = 0;
+        while fds[0].revents != 0 && received < BATCH_DATAGRAMS {
+            let got = match sys::recv_from_credentials(fd.as_fd(), &mut buf) {
+                Ok(g) => g,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            };
+            received += 1;
+            if !got.from.is_named() {
+                crate::log!(Level::Debug, "datagram from an unbound socket ignored");
                 continue;
             }
-            members.push(DgramMember {
-                key,
-                to: from,
-                client: sh.new_client(None)?,
-            });
-            member = Some(members.len() - 1);
-        }
-        let client = member.map_or(&shared, |i| &members[i].client);
-        let mut answers = Answers::new(DATAGRAM_BYTES);
-        answers.queue = sh.submit(client, &reader, vec![req])?.into();
-        if let Some(i) = member {
-            if members[i].client.groups.load(Ordering::Relaxed) == 0 {
-                members.swap_remove(i);
+            let req: Box<[u8]> = buf[..got.len.min(buf.len())].into();
+            let read_only = !got.credentials.is_some_and(|c| sh.access.may_change(&c));
+            let key = got.from.describe();
+            let mut member = members.iter().position(|m| m.key == key);
+            if member.is_none() && has_membership(&req) {
+                if members.len() >= DGRAM_MEMBERS {
+                    crate::log!(Level::Info, "datagram memberships full", to = key);
+                    let e = fibre_netlink::convert::RequestError::from(fibre_fib::RtError::new(
+                        fibre_fib::Errno::ENOSPC,
+                    ));
+                    let answer = fibre_netlink::convert::ack(&req, Err(&e), false, 0).to_bytes();
+                    pending_for(&mut pending, &key, got.from, &shared)
+                        .queue(vec![Reply::Messages(answer)]);
+                    continue;
+                }
+                members.push(DgramMember {
+                    key: key.clone(),
+                    to: got.from,
+                    client: sh.new_client(None, None)?,
+                });
+                member = Some(members.len() - 1);
             }
+            let client = member.map_or(&shared, |i| &members[i].client).clone();
+            let replies = sh.submit(&client, &reader, vec![req], read_only)?;
+            let still_member = match member {
+                Some(i) if client.groups.load(Ordering::Relaxed) == 0 => {
+                    members.swap_remove(i);
+                    false
+                }
+                m => m.is_some(),
+            };
+            let p = pending_for(&mut pending, &key, got.from, &client);
+            p.client = client;
+            p.member = still_member;
+            p.queue(replies);
         }
-        while answers.next_datagram(&mut datagram) {
-            if !send_patiently(&fd, &datagram, &from) {
-                crate::log!(
-                    Level::Info,
-                    "datagram client not reading; answer dropped",
-                    to = from.describe()
-                );
-                break;
-            }
+        let now = Instant::now();
+        let look = pending.iter().any(|p| p.unread_full && p.retry_at <= now)
+            || (unread.len() > DGRAM_TRACKED && now >= forgotten + DGRAM_FORGET_EVERY);
+        if look {
+            forget_read(&mut unread);
+            forgotten = now;
+        }
+        pending.retain_mut(|p| service(p, &fd, now, &mut unread, &mut gone));
+        if !gone.is_empty() {
+            members.retain(|m| !gone.contains(&m.key));
+            gone.clear();
         }
     }
 }
 
-fn send_patiently(fd: &OwnedFd, datagram: &[u8], to: &UnixAddr) -> bool {
-    let deadline = Instant::now() + DGRAM_SEND_PATIENCE;
-    loop {
-        match sys::send_to(fd.as_fd(), datagram, to, libc::MSG_DONTWAIT) {
-            Ok(_) => return true,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(_) => return false,
+/// Forgets the unread bytes of the clients whose receive queue is empty, or that are gone.
+/// Without socket diagnostics every count is forgotten: clients are then bounded by the
+/// send buffer alone, as they would be without the counts.
+fn forget_read(unread: &mut HashMap<String, usize>) {
+    let mut waiting = std::collections::HashSet::new();
+    match sys::unix_dgram_queues(|name, queued| {
+        if queued && unread.contains_key(&name) {
+            waiting.insert(name);
+        }
+    }) {
+        Ok(()) => unread.retain(|k, _| waiting.contains(k)),
+        Err(e) => {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                crate::log!(
+                    Level::Warn,
+                    "no socket diagnostics; datagram clients bounded by the send buffer only",
+                    error = e
+                )
+            });
+            unread.clear();
         }
     }
 }

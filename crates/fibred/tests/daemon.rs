@@ -24,6 +24,7 @@ fn start(dir: &std::path::Path, state: Option<PathBuf>) -> Daemon {
         dgram: Some(Config::dgram_beside(&socket)),
         socket,
         state,
+        access: Default::default(),
     })
     .unwrap()
 }
