@@ -163,6 +163,7 @@ fn offline_forces_the_in_process_state_beside_a_daemon() {
         socket: socket.clone(),
         dgram: None,
         state: None,
+        access: Default::default(),
     })
     .unwrap();
     let s = socket.to_str().unwrap();
