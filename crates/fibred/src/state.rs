@@ -462,9 +462,14 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], Damage> {
     let have = (bytes.len() - HEADER_LEN) as u64;
     if len != have {
         let what = if len > have {
-            format!("truncated: the header says {len} bytes of payload, {have} follow")
+            format!(
+                "truncated: the header (bytes 16..24) says {len} bytes of payload, {have} follow"
+            )
         } else {
-            format!("{} bytes after the {len} the header says", have - len)
+            format!(
+                "{} bytes after the {len} of payload the header (bytes 16..24) says",
+                have - len
+            )
         };
         return Err(corrupt(HEADER_LEN + len.min(have) as usize, what));
     }
@@ -1351,5 +1356,167 @@ mod tests {
         if first == 1 && seeds >= 300 {
             seen.check();
         }
+    }
+
+    /// The reproduction as a state file.
+    fn repro_file() -> Vec<u8> {
+        let mut e = Engine::default();
+        apply(
+            &mut e,
+            &[
+                lo_up(),
+                dummy("eth0", true),
+                address(2, "192.0.2.1/24"),
+                via(1, "192.0.2.2", 2),
+                nhid_route("10.0.0.0/8", 1),
+            ],
+        );
+        encode(e.fib())
+    }
+
+    #[test]
+    fn crc32c_matches_the_standard_check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(crc32c(b""), 0);
+    }
+
+    /// Every flipped byte and every truncation is found before anything is applied.
+    #[test]
+    fn damaged_files_are_refused_whole() {
+        let good = repro_file();
+        let fresh = dump(Engine::default().fib());
+        let refused = |bytes: &[u8]| {
+            let mut e = Engine::default();
+            let r = restore(&mut e, bytes);
+            assert_eq!(dump(e.fib()), fresh, "something was applied");
+            match r {
+                Err(Damage::Corrupt { offset, what }) => (offset, what),
+                other => panic!("{other:?}"),
+            }
+        };
+        for at in 0..good.len() {
+            let mut bad = good.clone();
+            bad[at] ^= 0x40;
+            let (offset, what) = refused(&bad);
+            // A damaged length reads as a file cut or extended: found where the file ends.
+            let expected = if (16..24).contains(&at) {
+                good.len()
+            } else {
+                at.max(HEADER_LEN)
+            };
+            assert!(
+                offset <= expected,
+                "byte {at} flipped, found at {offset}: {what}"
+            );
+        }
+        for len in 0..good.len() {
+            let (offset, what) = refused(&good[..len]);
+            assert!(offset <= len, "{len}: {offset} {what}");
+        }
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[0; 4]);
+        refused(&longer);
+        let (offset, what) = refused(&[]);
+        assert_eq!(offset, 0);
+        assert!(what.contains("truncated"), "{what}");
+        assert!(restore(&mut Engine::default(), &good).is_ok());
+    }
+
+    /// A request the engine refuses stops the restore with its offset, errno and text.
+    #[test]
+    fn a_refused_request_is_named_by_its_offset() {
+        let mut payload = Vec::new();
+        for (i, r) in [dummy("eth0", true), via(1, "192.0.2.2", 2)]
+            .iter()
+            .enumerate()
+        {
+            convert::request_message(r, i as u32 + 1, 0).emit(&mut payload);
+        }
+        let second = payload.len() - {
+            let mut one = Vec::new();
+            convert::request_message(&via(1, "192.0.2.2", 2), 2, 0).emit(&mut one);
+            one.len()
+        };
+        let mut file = vec![0; HEADER_LEN];
+        file[0..8].copy_from_slice(&MAGIC);
+        file[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        file[12..16].copy_from_slice(&crc32c(&payload).to_le_bytes());
+        file[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+        file.extend_from_slice(&payload);
+        match restore(&mut Engine::default(), &file) {
+            Err(d @ Damage::Refused { .. }) => {
+                let Damage::Refused { offset, errno, .. } = &d else {
+                    unreachable!()
+                };
+                assert_eq!(*offset, HEADER_LEN + second);
+                assert_eq!(*errno, Errno::ENETUNREACH.0);
+                let text = d.to_string();
+                assert!(text.contains(&format!("byte offset {offset}")), "{text}");
+                assert!(text.contains("ENETUNREACH"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("fibred-state-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("a temporary directory");
+        d
+    }
+
+    /// The file saved to is never the state file, whatever its name.
+    #[test]
+    fn the_temporary_file_is_never_the_state_file() {
+        for name in ["state", "state.tmp", "x.fibred-tmp", "a.b.c", ".tmp"] {
+            let p = Path::new("/var/lib/fibre").join(name);
+            let t = temp_path(&p);
+            assert_ne!(t, p);
+            assert_eq!(t.parent(), p.parent());
+        }
+        let dir = tempdir("tmp");
+        let path = dir.join("state.tmp");
+        write_atomic(&path, b"one").expect("a save");
+        write_atomic(&path, b"two").expect("a save");
+        assert_eq!(std::fs::read(&path).expect("the file"), b"two");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .expect("the directory")
+            .map(|e| e.expect("an entry").file_name())
+            .collect();
+        assert_eq!(names, ["state.tmp"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A state path that cannot be saved to refuses the start; a missing file is an empty
+    /// state; an unreadable one names the file.
+    #[test]
+    fn unusable_state_paths_are_found_at_start() {
+        let dir = tempdir("paths");
+        let missing = dir.join("none");
+        assert_eq!(load(&mut Engine::default(), &missing).ok(), Some(0));
+        assert!(check_writable(&missing).is_ok());
+        assert!(!temp_path(&missing).exists());
+        let sub = dir.join("sub");
+        std::fs::create_dir(&sub).expect("a directory");
+        let e = load(&mut Engine::default(), &sub).expect_err("a directory");
+        assert!(e.to_string().contains(&sub.display().to_string()), "{e}");
+        assert!(check_writable(&sub).is_err());
+        let nowhere = dir.join("no/such/dir/state");
+        assert!(check_writable(&nowhere).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A failed save is tried again later, not at once and not never.
+    #[test]
+    fn a_failed_save_is_retried_later() {
+        let t0 = Instant::now();
+        let mut t = SaveTimer::default();
+        assert_eq!(t.due(), None);
+        t.changed(t0);
+        assert_eq!(t.due(), Some(t0 + SAVE_DEBOUNCE));
+        t.saved(false, t0 + SAVE_DEBOUNCE);
+        assert_eq!(t.due(), Some(t0 + SAVE_DEBOUNCE + SAVE_RETRY));
+        t.saved(true, t0 + SAVE_RETRY);
+        assert_eq!(t.due(), None);
     }
 }
