@@ -35,6 +35,7 @@ use crate::engine::{split_messages, ClientCtx, Engine, Outcome, Reply};
 use fibre_fib::types::*;
 use fibre_fib::Fib;
 use fibre_netlink::convert::{self, Request};
+use fibre_netlink::message::types as mt;
 use fibre_netlink::{Messages, NetlinkMessage, Payload};
 use std::collections::HashSet;
 use std::fmt;
@@ -168,15 +169,44 @@ pub fn encode(fib: &Fib) -> Vec<u8> {
         convert::request_message(r, i as u32 + 1, 0).emit(&mut out);
         out.resize(out.len().next_multiple_of(4), 0);
     }
-    let payload = &out[HEADER_LEN..];
-    let crc = crc32c(payload);
-    let len = payload.len() as u64;
-    out[0..8].copy_from_slice(&MAGIC);
-    out[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    out[12..16].copy_from_slice(&crc.to_le_bytes());
-    out[16..24].copy_from_slice(&len.to_le_bytes());
+    seal(&mut out);
     out
 }
+
+/// A state file holding `payload`.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0; HEADER_LEN];
+    out.extend_from_slice(payload);
+    seal(&mut out);
+    out
+}
+
+/// Writes the header of `file` for the payload after it.
+fn seal(file: &mut [u8]) {
+    let payload = &file[HEADER_LEN..];
+    let crc = crc32c(payload);
+    let len = payload.len() as u64;
+    file[0..8].copy_from_slice(&MAGIC);
+    file[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    file[12..16].copy_from_slice(&crc.to_le_bytes());
+    file[16..24].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Message types a state file may hold: changes, never reads or dumps.
+const CHANGE_TYPES: [u16; 12] = [
+    mt::RTM_NEWLINK,
+    mt::RTM_DELLINK,
+    mt::RTM_NEWADDR,
+    mt::RTM_DELADDR,
+    mt::RTM_NEWROUTE,
+    mt::RTM_DELROUTE,
+    mt::RTM_NEWNEIGH,
+    mt::RTM_DELNEIGH,
+    mt::RTM_NEWRULE,
+    mt::RTM_DELRULE,
+    mt::RTM_NEWNEXTHOP,
+    mt::RTM_DELNEXTHOP,
+];
 
 /// Applies `reqs` to `scratch`, which a fresh engine accepts whole ([`encode`]'s invariant).
 fn replay(scratch: &mut Engine, reqs: &[Request]) {
@@ -499,6 +529,12 @@ pub fn restore(engine: &mut Engine, bytes: &[u8]) -> Result<usize, Damage> {
             offset: HEADER_LEN,
             what: format!("bad netlink framing: {e}"),
         })?;
+        if !CHANGE_TYPES.contains(&msg.header.message_type) {
+            return Err(Damage::Corrupt {
+                offset: HEADER_LEN + offset,
+                what: format!("message type {} is not a change", msg.header.message_type),
+            });
+        }
         spans.push((offset, msg.header.length as usize));
     }
     engine.begin();
@@ -547,6 +583,62 @@ fn describe(msg: &[u8]) -> String {
         },
         Err(e) => format!("message ({e})"),
     }
+}
+
+/// Everything a dump shows that the state file keeps, comparable across a restart:
+/// expiring routes have their seconds left taken out, as seconds pass between two dumps.
+#[derive(Debug, PartialEq)]
+pub struct Snapshot {
+    pub links: Vec<Link>,
+    pub addrs: Vec<Address>,
+    pub routes: Vec<Route>,
+    pub rules: Vec<Rule>,
+    pub nexthops: Vec<NexthopObj>,
+    pub neighbours: Vec<Neighbour>,
+}
+
+/// What `fib` dumps, as [`Snapshot`] keeps it.
+pub fn snapshot(fib: &Fib) -> Snapshot {
+    Snapshot {
+        links: fib.links(),
+        addrs: fib.addrs(None),
+        routes: fib
+            .routes(None)
+            .into_iter()
+            .map(|mut r| {
+                r.expires = r.expires.map(|_| 0);
+                r
+            })
+            .collect(),
+        rules: fib.rules(None),
+        nexthops: fib.nexthops(),
+        neighbours: fib
+            .neighbours(None, false)
+            .into_iter()
+            .filter(|n| n.lladdr.is_some())
+            .chain(fib.neighbours(None, true))
+            .collect(),
+    }
+}
+
+/// The state file's property, for the fuzzer and the replay of its corpus: restoring `data`
+/// never panics; and `data` as the payload of a well-framed file is refused, or restores a
+/// state that saves to a file that restores the same state. Panics when the property fails.
+pub fn check_state_file(data: &[u8]) {
+    let _ = restore(&mut Engine::default(), data);
+    let mut e = Engine::default();
+    if restore(&mut e, &frame(data)).is_err() {
+        return;
+    }
+    let saved = encode(e.fib());
+    let mut again = Engine::default();
+    if let Err(d) = restore(&mut again, &saved) {
+        panic!("a restored state saves to a file that is refused: {d}");
+    }
+    assert!(
+        snapshot(again.fib()) == snapshot(e.fib()),
+        "a restored state saves to a file that restores another state"
+    );
 }
 
 /// Where a save is written before it is renamed over `path`: `path` with a suffix appended
@@ -814,49 +906,13 @@ mod tests {
         Request::NewRoute(r, ReqFlags::ADD)
     }
 
-    /// Everything a dump shows that the state file keeps, comparable across a restart:
-    /// expiring routes have the seconds left taken out, as a second may pass between the
-    /// dumps ([`seconds_left`] compares them).
-    #[derive(Debug, PartialEq)]
-    struct Dump {
-        links: Vec<Link>,
-        addrs: Vec<Address>,
-        routes: Vec<Route>,
-        rules: Vec<Rule>,
-        nexthops: Vec<NexthopObj>,
-        neighbours: Vec<Neighbour>,
-    }
-
-    fn dump(fib: &Fib) -> Dump {
-        Dump {
-            links: fib.links(),
-            addrs: fib.addrs(None),
-            routes: fib
-                .routes(None)
-                .into_iter()
-                .map(|mut r| {
-                    r.expires = r.expires.map(|_| 0);
-                    r
-                })
-                .collect(),
-            rules: fib.rules(None),
-            nexthops: fib.nexthops(),
-            neighbours: fib
-                .neighbours(None, false)
-                .into_iter()
-                .filter(|n| n.lladdr.is_some())
-                .chain(fib.neighbours(None, true))
-                .collect(),
-        }
-    }
-
     /// The seconds left of each expiring route, in dump order.
     fn seconds_left(fib: &Fib) -> impl Iterator<Item = u32> {
         fib.routes(None).into_iter().filter_map(|r| r.expires)
     }
 
     /// The entries of each list that are in one dump only.
-    fn differences(a: &Dump, b: &Dump) -> String {
+    fn differences(a: &Snapshot, b: &Snapshot) -> String {
         fn side<T: fmt::Debug + PartialEq>(name: &str, a: &[T], b: &[T], out: &mut String) {
             for x in a.iter().filter(|x| !b.contains(x)) {
                 out.push_str(&format!("saved only: {name} {x:?}\n"));
@@ -885,9 +941,9 @@ mod tests {
             apply(&mut Engine::default(), &requests(e.fib()));
         }
         if let Err(d) = restore(&mut again, &bytes) {
-            panic!("{d}\nstate: {:?}", dump(e.fib()));
+            panic!("{d}\nstate: {:?}", snapshot(e.fib()));
         }
-        let (before, after) = (dump(e.fib()), dump(again.fib()));
+        let (before, after) = (snapshot(e.fib()), snapshot(again.fib()));
         if before != after {
             panic!("restored state differs:\n{}", differences(&before, &after));
         }
@@ -1384,11 +1440,11 @@ mod tests {
     #[test]
     fn damaged_files_are_refused_whole() {
         let good = repro_file();
-        let fresh = dump(Engine::default().fib());
+        let fresh = snapshot(Engine::default().fib());
         let refused = |bytes: &[u8]| {
             let mut e = Engine::default();
             let r = restore(&mut e, bytes);
-            assert_eq!(dump(e.fib()), fresh, "something was applied");
+            assert_eq!(snapshot(e.fib()), fresh, "something was applied");
             match r {
                 Err(Damage::Corrupt { offset, what }) => (offset, what),
                 other => panic!("{other:?}"),
@@ -1437,12 +1493,7 @@ mod tests {
             convert::request_message(&via(1, "192.0.2.2", 2), 2, 0).emit(&mut one);
             one.len()
         };
-        let mut file = vec![0; HEADER_LEN];
-        file[0..8].copy_from_slice(&MAGIC);
-        file[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        file[12..16].copy_from_slice(&crc32c(&payload).to_le_bytes());
-        file[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-        file.extend_from_slice(&payload);
+        let file = frame(&payload);
         match restore(&mut Engine::default(), &file) {
             Err(d @ Damage::Refused { .. }) => {
                 let Damage::Refused { offset, errno, .. } = &d else {
