@@ -54,7 +54,7 @@ pub const HEADER_LEN: usize = 24;
 const TEMP_SUFFIX: &str = ".fibred-tmp";
 
 /// Next-hop flags a request may carry; the others (dead, linkdown, offload...) are state.
-const REQUEST_NH_FLAGS: u32 = nh_flags::ONLINK;
+const REQUEST_NH_FLAGS: u32 = nh_flags::ONLINK | nh_flags::PERVASIVE;
 
 /// What is wrong with a state file's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,10 +235,14 @@ fn blackhole_ids(nhs: &[NexthopObj]) -> HashSet<u32> {
 }
 
 /// A route as a request makes it: no answer-only fields; a route through a next-hop object
-/// names only the object (the kernel refuses RTA_NH_ID beside RTA_OIF or RTA_GATEWAY), and
-/// is a blackhole only because the object is one.
+/// names only the object (the kernel refuses RTA_NH_ID beside RTA_OIF or RTA_GATEWAY). A
+/// unicast route through a blackhole object dumps as a blackhole on `lo`; one asked for as
+/// a blackhole dumps without a device.
 fn route_request(mut r: Route, blackholes: &HashSet<u32>) -> Route {
-    if r.nhid.is_some_and(|id| blackholes.contains(&id)) && r.rtype == RouteType::Blackhole {
+    if r.nhid.is_some_and(|id| blackholes.contains(&id))
+        && r.rtype == RouteType::Blackhole
+        && r.nexthop.oif != 0
+    {
         r.rtype = RouteType::Unicast;
     }
     r.flags &= REQUEST_NH_FLAGS;
@@ -1188,7 +1192,13 @@ mod tests {
                 }
             };
             match rng.below(5) {
-                0 if !ids.is_empty() => r.nhid = Some(*rng.pick(&ids)),
+                0 if !ids.is_empty() => {
+                    r.nhid = Some(*rng.pick(&ids));
+                    // Asked for as a blackhole, through whatever object.
+                    if rng.chance(20) {
+                        r.rtype = RouteType::Blackhole;
+                    }
+                }
                 1 => {
                     for _ in 0..2 + rng.below(2) {
                         let i = link(rng);
@@ -1196,7 +1206,11 @@ mod tests {
                             gateway: Some(gw(rng, i)),
                             oif: i + 2,
                             hops: rng.below(3) as u8,
-                            flags: 0,
+                            flags: if rng.chance(10) {
+                                nh_flags::PERVASIVE
+                            } else {
+                                0
+                            },
                         });
                     }
                 }
@@ -1213,6 +1227,11 @@ mod tests {
                     r.nexthop = NextHop {
                         gateway: Some(gw(rng, i)),
                         oif: i + 2,
+                        flags: if rng.chance(10) {
+                            nh_flags::PERVASIVE | nh_flags::ONLINK
+                        } else {
+                            0
+                        },
                         ..NextHop::default()
                     };
                 }
