@@ -802,16 +802,6 @@ mod tests {
 
     /// Applies requests as a client would; failures are left as the engine left them.
     fn apply(e: &mut Engine, reqs: &[Request]) {
-        if std::env::var_os("FIBRE_STATE_DEBUG").is_some() {
-            for r in reqs {
-                let mut s = Vec::new();
-                convert::request_message(r, 1, 0).emit(&mut s);
-                let mut out = Outcome::default();
-                e.handle(&s, &mut ClientCtx::default(), 0, &mut out);
-                eprintln!("{r:?} -> {:?}", refusal(&out));
-            }
-            return;
-        }
         let mut stream = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             convert::request_message(r, i as u32 + 1, 0).emit(&mut stream);
@@ -940,10 +930,6 @@ mod tests {
     fn round_trip(e: &Engine) -> Engine {
         let bytes = encode(e.fib());
         let mut again = Engine::default();
-        if std::env::var_os("FIBRE_STATE_DEBUG").is_some() {
-            eprintln!("--- restore");
-            apply(&mut Engine::default(), &requests(e.fib()));
-        }
         if let Err(d) = restore(&mut again, &bytes) {
             panic!("{d}\nstate: {:?}", snapshot(e.fib()));
         }
@@ -982,10 +968,8 @@ mod tests {
         )
     }
 
-    /// Issue 12's reproduction: next-hop objects through a gateway and blackhole ones, and
-    /// routes that use them, survive a restart.
-    #[test]
-    fn nexthop_objects_and_their_routes_survive_a_restart() {
+    /// Issue 12's reproduction (with `lo` up), applied to a fresh engine.
+    fn repro() -> Engine {
         let mut e = Engine::default();
         apply(
             &mut e,
@@ -1005,6 +989,14 @@ mod tests {
                 nhid_route("10.9.0.0/16", 9),
             ],
         );
+        e
+    }
+
+    /// Issue 12's reproduction: next-hop objects through a gateway and blackhole ones, and
+    /// routes that use them, survive a restart.
+    #[test]
+    fn nexthop_objects_and_their_routes_survive_a_restart() {
+        let e = repro();
         assert_eq!(e.fib().nexthops().len(), 2);
         assert_eq!(
             e.fib()
@@ -1405,7 +1397,8 @@ mod tests {
     }
 
     /// Random configurations of every object kind: save, restore on a fresh engine, and both
-    /// dump the same (FIBRE_STATE_SEEDS=N runs more).
+    /// dump the same. FIBRE_STATE_SEEDS=N runs seeds 1..=N (300 by default);
+    /// FIBRE_STATE_FIRST=S starts at S, to replay a failing seed alone.
     #[test]
     fn random_configurations_survive_a_restart() {
         let seeds = std::env::var("FIBRE_STATE_SEEDS")
@@ -1433,22 +1426,6 @@ mod tests {
         }
     }
 
-    /// The issue's reproduction as a state file.
-    fn repro_file() -> Vec<u8> {
-        let mut e = Engine::default();
-        apply(
-            &mut e,
-            &[
-                lo_up(),
-                dummy("eth0", true),
-                address(2, "192.0.2.1/24"),
-                via(1, "192.0.2.2", 2),
-                nhid_route("10.0.0.0/8", 1),
-            ],
-        );
-        encode(e.fib())
-    }
-
     #[test]
     fn crc32c_matches_the_standard_check_value() {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
@@ -1458,7 +1435,7 @@ mod tests {
     /// Every flipped byte and every truncation is found before anything is applied.
     #[test]
     fn damaged_files_are_refused_whole() {
-        let good = repro_file();
+        let good = encode(repro().fib());
         let fresh = snapshot(Engine::default().fib());
         let refused = |bytes: &[u8]| {
             let mut e = Engine::default();
