@@ -16,11 +16,12 @@
 //!
 //! Invariants:
 //! - [`encode`] writes requests that, replayed in order on a fresh [`Engine`], each succeed
-//!   and rebuild what a dump shows: links (all up, carrier on), addresses, next hops (groups
-//!   after their members), neighbours, rules, routes, then removals of what a fresh engine or
-//!   the links and addresses make but the state lacks, then each link's own flags and carrier.
-//!   What the links and addresses make by themselves is found by replaying them on a scratch
-//!   engine, so it is neither repeated nor lost.
+//!   and rebuild what a dump shows ([`requests`]): links (with carrier, and up if they are or
+//!   if a multipath route keeps a dead member on them), addresses, next hops (groups after
+//!   their members), neighbours, routes, removals of the routes and addresses that links and
+//!   addresses make but the state lacks, rules, then the carrier and flags of the links that
+//!   differ. What a fresh engine and the links and addresses make by themselves is found by
+//!   replaying them on a scratch engine, so it is neither repeated nor lost.
 //! - [`restore`] applies nothing unless the whole file checks out (header, length, checksum,
 //!   framing), and stops at the first request the engine refuses; the caller then refuses to
 //!   start (or, asked to, moves the file aside), so a damaged file is never saved over.
@@ -303,15 +304,16 @@ pub fn requests(fib: &Fib) -> Vec<Request> {
     let routes = fib.routes(None);
     // A multipath route keeps its member on a link that went down (dead): such a link is up
     // while the route is added, and goes down at the end.
+    let down: HashSet<u32> = links
+        .iter()
+        .filter(|l| l.flags & iff::UP == 0)
+        .map(|l| l.ifindex)
+        .collect();
     let cycled: HashSet<u32> = routes
         .iter()
         .flat_map(|r| &r.multipath)
         .map(|nh| nh.oif)
-        .filter(|&i| {
-            links
-                .iter()
-                .any(|l| l.ifindex == i && l.flags & iff::UP == 0)
-        })
+        .filter(|i| down.contains(i))
         .collect();
     // With carrier while everything is added: a route may use a link only then.
     let mut reqs: Vec<Request> = links
@@ -431,7 +433,7 @@ pub fn requests(fib: &Fib) -> Vec<Request> {
 }
 
 /// RTPROT value of the host routes [`requests`] adds for a while to reach gateways on links
-/// that are down at the end: one no routing daemon uses (the private range ends at 255).
+/// that are down at the end: one of their own, so that they never match a route of the state.
 const PROTO_SCAFFOLD: u8 = 254;
 
 /// A host route to IPv6 gateway `gw` through `oif` in `table`, added while the routes that
@@ -528,11 +530,13 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], Damage> {
 pub fn restore(engine: &mut Engine, bytes: &[u8]) -> Result<usize, Damage> {
     let payload = payload(bytes)?;
     let mut spans = Vec::new();
+    let mut next = 0;
     for m in Messages::new(payload) {
         let (offset, msg) = m.map_err(|e| Damage::Corrupt {
-            offset: HEADER_LEN,
+            offset: HEADER_LEN + next,
             what: format!("bad netlink framing: {e}"),
         })?;
+        next = offset + (msg.header.length as usize).next_multiple_of(4);
         if !CHANGE_TYPES.contains(&msg.header.message_type) {
             return Err(Damage::Corrupt {
                 offset: HEADER_LEN + offset,
