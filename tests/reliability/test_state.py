@@ -237,7 +237,7 @@ def test_kill_9_during_saves_leaves_the_old_or_the_new_state(workdir):
             deadline = time.time() + 15
             for appear in (True, False, True):
                 while time.time() < deadline and os.path.exists(tmp) != appear:
-                    pass
+                    time.sleep(0.0005)
         else:
             time.sleep(rng.uniform(1.0, 4.0))
         during += os.path.exists(tmp)
