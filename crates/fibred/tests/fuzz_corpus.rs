@@ -3,7 +3,9 @@
 //! crates/fibre-netlink/tests/captures, whole and message by message -- and over every input
 //! with which fuzzing found a bug (crates/fibre-netlink/tests/fuzz-regressions/, shared by the
 //! targets: each is a stream of netlink messages), so CI checks them without a nightly
-//! compiler.
+//! compiler. Likewise the state target's property (`state::check_state_file`,
+//! fuzz/fuzz_targets/state.rs) over its seeds: the state files of tests/state-files/ and the
+//! captures.
 
 use fibre_netlink::Messages;
 use fibred::engine::check_datagram;
