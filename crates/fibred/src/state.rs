@@ -1080,6 +1080,13 @@ mod tests {
             if rng.chance(20) {
                 l.txqlen = Some(rng.below(5000) as u32);
             }
+            if rng.chance(15) {
+                l.addr_gen_mode = Some(1);
+            }
+            // Created down: its addresses are added while it is.
+            if rng.chance(10) {
+                l.flags = 0;
+            }
             reqs.push(Request::NewLink(l, f));
             reqs.push(address(i + 2, &format!("10.{i}.0.1/24")));
             if rng.chance(70) {
@@ -1091,6 +1098,9 @@ mod tests {
                 };
                 a.metric = Some(rng.below(100) as u32);
                 a.label = Some(format!("eth{i}:x"));
+                if rng.chance(30) {
+                    a.flags = ifa_flags::NOPREFIXROUTE;
+                }
                 if rng.chance(50) {
                     a.valid_lft = Some(3600);
                     a.preferred_lft = Some(1800);
@@ -1104,6 +1114,13 @@ mod tests {
         for id in 1..=rng.below(8) as u32 {
             let i = link(rng);
             match rng.below(4) {
+                0 if rng.chance(20) => {
+                    let Request::NewNexthop(mut nh, f) = via(id, "203.0.113.9", i + 2) else {
+                        unreachable!()
+                    };
+                    nh.onlink = true;
+                    reqs.push(Request::NewNexthop(nh, f));
+                }
                 0 => reqs.push(via(id, &format!("10.{i}.0.{}", 2 + id), i + 2)),
                 1 => reqs.push(via(id, &format!("2001:db8:{i}::{}", 2 + id), i + 2)),
                 2 => reqs.push(Request::NewNexthop(
@@ -1179,6 +1196,15 @@ mod tests {
             }
             if rng.chance(15) {
                 r.expires = Some(100 + rng.below(10_000) as u32);
+            }
+            if rng.chance(10) {
+                if v6 {
+                    r.src = Some(prefix("2001:db8:ffff::/48"));
+                    r.pref = Some(1);
+                } else {
+                    r.tos = 0x10;
+                    r.prefsrc = Some(ip("10.0.0.1"));
+                }
             }
             let gw = |rng: &mut Rng, i: u32| {
                 if v6 {
@@ -1258,6 +1284,15 @@ mod tests {
             if r.family == Family::Inet && rng.chance(50) {
                 r.src = Some(prefix(&format!("198.51.{n}.0/24")));
             }
+            if rng.chance(25) {
+                r.table = 0;
+                r.action = *rng.pick(&[
+                    RuleAction::Unreachable,
+                    RuleAction::Blackhole,
+                    RuleAction::Prohibit,
+                    RuleAction::Nop,
+                ]);
+            }
             reqs.push(Request::NewRule(r, ReqFlags::ADD));
         }
         if rng.chance(10) {
@@ -1331,6 +1366,10 @@ mod tests {
         proxies: usize,
         down_links: usize,
         v6_addresses: usize,
+        action_rules: usize,
+        onlink_nexthops: usize,
+        source_routes: usize,
+        no_link_local: usize,
     }
 
     impl Coverage {
@@ -1385,6 +1424,21 @@ mod tests {
             has(
                 &mut self.down_links,
                 fib.links().iter().any(|l| l.flags & iff::UP == 0),
+            );
+            has(
+                &mut self.action_rules,
+                fib.rules(None)
+                    .iter()
+                    .any(|r| r.action != RuleAction::ToTbl),
+            );
+            has(&mut self.onlink_nexthops, nhs.iter().any(|n| n.onlink));
+            has(
+                &mut self.source_routes,
+                routes.iter().any(|r| r.src.is_some()),
+            );
+            has(
+                &mut self.no_link_local,
+                fib.links().iter().any(|l| l.addr_gen_mode == Some(1)),
             );
             has(
                 &mut self.v6_addresses,
