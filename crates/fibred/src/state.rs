@@ -681,8 +681,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     r
 }
 
-/// Checks that a save to `path` can be written: `path` is absent or a regular file, and a
-/// temporary file can be created beside it (then removed).
+/// Checks that a save to `path` can be written: `path` is absent, a regular file or a
+/// symbolic link (which the first save replaces by the file), and a temporary file can be
+/// created beside it (then removed).
 pub fn check_writable(path: &Path) -> Result<(), StateError> {
     let io = |doing, error| StateError::Io {
         path: path.to_owned(),
