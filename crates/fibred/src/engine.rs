@@ -1302,115 +1302,9 @@ impl Engine {
         }
         Ok(())
     }
-
-    /// The configuration as a stream of requests that rebuild it ([`Engine::restore`]):
-    /// links, next-hop objects, addresses, rules, then routes.
-    pub fn save(&self) -> Vec<u8> {
-        let create = ReqFlags {
-            create: true,
-            excl: false,
-            replace: false,
-            append: false,
-        };
-        let mut reqs = Vec::new();
-        // What a configuration sets on a link; the rest (carrier, queue length, the
-        // loopback's fixed attributes) belongs to the device.
-        for l in self.fib().links() {
-            let kept = Link {
-                ifindex: l.ifindex,
-                ifname: l.ifname,
-                kind: l.kind,
-                flags: l.flags & IFF_UP,
-                change: IFF_UP,
-                mtu: l.mtu,
-                address: if l.kind == Some(LinkKind::Dummy) {
-                    l.address
-                } else {
-                    None
-                },
-                ..Link::default()
-            };
-            reqs.push(Request::NewLink(kept, create));
-        }
-        let nhs = self.fib().nexthops();
-        // Groups name their members, so plain next hops come first.
-        for nh in nhs
-            .iter()
-            .filter(|n| n.group.is_empty())
-            .chain(nhs.iter().filter(|n| !n.group.is_empty()))
-        {
-            reqs.push(Request::NewNexthop(nh.clone(), ReqFlags::ADD));
-        }
-        for a in self.fib().addrs(None) {
-            reqs.push(Request::NewAddr(a, ReqFlags::ADD));
-        }
-        // Neighbours with an address, and proxy entries; the types and derived addresses the
-        // kernel gives new entries come back from the links and addresses above.
-        for n in self
-            .fib()
-            .neighbours(None, false)
-            .into_iter()
-            .filter(|n| n.lladdr.is_some())
-            .chain(self.fib().neighbours(None, true))
-        {
-            reqs.push(Request::NewNeigh(n, ReqFlags::ADD));
-        }
-        for r in self.fib().rules(None) {
-            reqs.push(Request::NewRule(r, ReqFlags::ADD));
-        }
-        // Routes the kernel made for addresses and links come back with them.
-        for r in self
-            .fib()
-            .routes(None)
-            .into_iter()
-            .filter(|r| r.protocol != PROTO_KERNEL)
-        {
-            reqs.push(Request::NewRoute(r, ReqFlags::APPEND));
-        }
-        let mut out = Vec::new();
-        for (i, r) in reqs.iter().enumerate() {
-            convert::request_message(r, i as u32 + 1, 0).emit(&mut out);
-            pad4(&mut out);
-        }
-        out
-    }
-
-    /// Replays a stream written by [`Engine::save`]. Objects that exist already (the
-    /// loopback link, default rules, routes that addresses create) are skipped; returns the
-    /// number of requests that failed otherwise.
-    pub fn restore(&mut self, stream: &[u8]) -> usize {
-        let mut ctx = ClientCtx::default();
-        let mut out = Outcome::default();
-        self.begin();
-        self.handle(stream, &mut ctx, 0, &mut out);
-        self.publish();
-        let mut failed = 0;
-        for r in &out.replies {
-            let Reply::Messages(b) = r else { continue };
-            for m in split_messages(b) {
-                let code = m
-                    .get(16..20)
-                    .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                if code != 0 && code != -Errno::EEXIST.0 {
-                    failed += 1;
-                    let req = m.get(20..).and_then(|r| NetlinkMessage::parse(r, 0).ok());
-                    crate::log!(
-                        crate::log::Level::Warn,
-                        "state entry not restored",
-                        errno = -code,
-                        request = format!("{:?}", req.map(|r| r.0.payload))
-                    );
-                }
-            }
-        }
-        failed
-    }
 }
 
-/// RTPROT_KERNEL: routes made by the FIB itself for addresses and links.
-const PROTO_KERNEL: u8 = 2;
-
-/// `IFF_UP`: the only link flag a saved configuration sets.
+/// `IFF_UP`, for the links the checks bring up.
 const IFF_UP: u32 = 1;
 
 fn membership(msg: &[u8], groups: &mut u64) -> Result<(), RtError> {
@@ -1944,51 +1838,6 @@ mod tests {
                 (mt::RTM_DELNEIGH, 0, 0, nud::FAILED),
             ]
         );
-    }
-
-    /// The state file keeps neighbours that have an address and proxy entries.
-    #[test]
-    fn saved_neighbours_are_restored() {
-        let mut e = Engine::default();
-        let eth0 = Link {
-            ifname: Some("eth0".into()),
-            kind: Some(LinkKind::Dummy),
-            flags: IFF_UP,
-            change: IFF_UP,
-            ..Link::default()
-        };
-        let mut n = Neighbour::new("192.0.2.10".parse().unwrap(), 2);
-        n.lladdr = Some(vec![2, 0, 0, 0, 0, 0x10]);
-        n.flags = ntf::ROUTER;
-        n.state = nud::STALE;
-        let mut p = Neighbour::new("2001:db8::1".parse().unwrap(), 2);
-        p.flags = ntf::PROXY;
-        let mut stream = Vec::new();
-        for (i, req) in [
-            Request::NewLink(eth0, ReqFlags::ADD),
-            Request::NewNeigh(n, ReqFlags::ADD),
-            Request::NewNeigh(p, ReqFlags::ADD),
-        ]
-        .iter()
-        .enumerate()
-        {
-            convert::request_message(req, i as u32 + 1, 0).emit(&mut stream);
-        }
-        e.handle(
-            &stream,
-            &mut ClientCtx::default(),
-            0,
-            &mut Outcome::default(),
-        );
-        let mut again = Engine::default();
-        assert_eq!(again.restore(&e.save()), 0);
-        for proxy in [false, true] {
-            assert_eq!(
-                again.fib().neighbours(None, proxy),
-                e.fib().neighbours(None, proxy)
-            );
-        }
-        assert_eq!(e.fib().neighbours(None, false).len(), 1);
     }
 
     #[test]

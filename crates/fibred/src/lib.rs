@@ -7,6 +7,8 @@
 //!   when the connection starts with its setup request), one for AF_UNIX SOCK_DGRAM.
 //! - [`groups`]: rtnetlink multicast groups and the membership request that stands in for
 //!   NETLINK_ADD_MEMBERSHIP on a Unix socket ([`engine::FIBRE_MEMBERSHIP`]).
+//! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
+//!   checked restore and the atomic write.
 //! - [`log`]: leveled key=value logs on stderr.
 //! - [`alloc`]: the C allocator's settings for memory that crosses the daemon's threads.
 //!
@@ -21,6 +23,7 @@ pub mod engine;
 pub mod groups;
 pub mod log;
 pub mod server;
+pub mod state;
 use fibre_sys as sys;
 pub mod view;
 

@@ -1,9 +1,11 @@
-//! `fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE] [--max-clients N]
-//! [--admin-group GROUP] [-v]...`
+//! `fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]
+//! [--max-clients N] [--admin-group GROUP] [-v]...`
 //!
 //! With no arguments it listens on [`fibred::default_socket`] and keeps no state file. The log
 //! level comes from `-v` (debug) or FIBRE_LOG (error, warn, info, debug); SIGTERM or SIGINT
-//! stops it cleanly: the state is saved and the sockets are removed.
+//! stops it cleanly: the state is saved and the sockets are removed. Exits 1 when it cannot
+//! start (a state file it cannot restore or save to, among others) or when the final save
+//! fails.
 
 use fibred::log::{self, Level};
 use fibred::server::Access;
@@ -11,12 +13,14 @@ use fibred::{Config, Daemon};
 use std::path::PathBuf;
 
 const USAGE: &str =
-    "Usage: fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE] [--max-clients N]\n\
-              [--admin-group GROUP] [-v]\n\
+    "Usage: fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE] [-v]\n\
+              [--state-discard-corrupt] [--max-clients N] [--admin-group GROUP]\n\
   --socket PATH  SOCK_SEQPACKET socket (netlink and ring); default $FIBRE_SOCKET,\n\
                  $XDG_RUNTIME_DIR/fibre/fibred.sock or /run/fibre/fibred.sock\n\
   --dgram PATH   SOCK_DGRAM socket; default beside --socket with the extension .dgram\n\
-  --state FILE   restore the configuration from FILE and save it there on change\n\
+  --state FILE   restore the configuration from FILE and save it there on change;\n\
+                 a FILE that cannot be restored refuses the start\n\
+  --state-discard-corrupt  instead, move such a FILE to FILE.corrupt-<time>, start empty\n\
   --max-clients N  connections served at once (default 1024; administrators get 16 more)\n\
   --admin-group GROUP  members of GROUP (name or id) may change the state, as root and\n\
                  fibred's own user may; everyone who can connect may read\n\
@@ -27,6 +31,7 @@ fn main() {
     let mut dgram: Option<Option<PathBuf>> = None;
     let mut state = None;
     let mut access = Access::default();
+    let mut discard_corrupt = false;
     if let Some(l) = std::env::var("FIBRE_LOG")
         .ok()
         .and_then(|s| Level::parse(&s))
@@ -57,6 +62,7 @@ fn main() {
                     }
                 }
             }
+            "--state-discard-corrupt" => discard_corrupt = true,
             "-v" | "--verbose" => log::set_level(Level::Debug),
             "-h" | "--help" => {
                 print!("{USAGE}");
@@ -80,16 +86,41 @@ fn main() {
         state,
         access,
     };
-    let daemon = match Daemon::start(config) {
+    let daemon = match Daemon::start(config.clone()) {
         Ok(d) => d,
         Err(e) => {
-            fibred::log!(Level::Error, "cannot start", error = e);
-            std::process::exit(1);
+            let discard = config
+                .state
+                .as_deref()
+                .filter(|_| discard_corrupt && is_state_error(&e));
+            let Some(path) = discard else {
+                fibred::log!(Level::Error, "cannot start", error = e);
+                std::process::exit(1)
+            };
+            match fibred::state::move_aside(path) {
+                Ok(to) => fibred::log!(
+                    Level::Warn,
+                    "state file moved aside, starting empty",
+                    error = e,
+                    moved_to = to.display()
+                ),
+                Err(m) => {
+                    fibred::log!(Level::Error, "cannot start", error = e, move_aside = m);
+                    std::process::exit(1)
+                }
+            }
+            Daemon::start(config).unwrap_or_else(|e| {
+                fibred::log!(Level::Error, "cannot start", error = e);
+                std::process::exit(1)
+            })
         }
     };
     let sig = fibred::server::wait_termination();
     fibred::log!(Level::Info, "shutting down", signal = sig);
-    daemon.stop();
+    if let Err(e) = daemon.stop_checked() {
+        fibred::log!(Level::Error, "stopped without saving the state", error = e);
+        std::process::exit(1);
+    }
     fibred::log!(Level::Info, "stopped");
 }
 
@@ -98,4 +129,10 @@ fn number(s: &str) -> usize {
         eprint!("fibred: not a number: {s:?}\n{USAGE}");
         std::process::exit(2)
     })
+}
+
+/// The start failed because of the state file ([`fibred::state::StateError`]).
+fn is_state_error(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|i| i.is::<fibred::state::StateError>())
 }

@@ -43,6 +43,7 @@
 
 use crate::engine::{self, fit, ClientCtx, DumpStream, Engine, Outcome, Prepared, Reply};
 use crate::log::Level;
+use crate::state;
 use crate::sys::{self, EventFd, UnixAddr};
 use crate::view::FibReader;
 use fibre_ring::server::{Limits, RingBudget, Session};
@@ -67,10 +68,6 @@ const DATAGRAM_BYTES: usize = 32 << 10;
 const BATCH_DATAGRAMS: usize = 64;
 /// Depth of the writer's queue of jobs; a full queue makes client threads wait.
 const JOB_QUEUE: usize = 256;
-/// The state file is written once changes have stopped for this long...
-const SAVE_DEBOUNCE: Duration = Duration::from_secs(1);
-/// ...or at the latest this long after the first unsaved change, under constant churn.
-const SAVE_MAX_DELAY: Duration = Duration::from_secs(10);
 /// Connections the SOCK_SEQPACKET socket queues before the acceptor takes them; the kernel
 /// caps it at net.core.somaxconn.
 const LISTEN_BACKLOG: i32 = 128;
@@ -282,7 +279,8 @@ enum Job {
         /// instead of waiting on `answer`).
         wake: bool,
     },
-    Shutdown(mpsc::Sender<()>),
+    /// Save the state (if kept) and stop; the save's outcome is sent back.
+    Shutdown(mpsc::Sender<io::Result<()>>),
 }
 
 /// What client threads share.
@@ -428,19 +426,12 @@ fn collect_garbage(engine: &mut Engine, clients: &[Weak<Client>]) -> bool {
 /// expire, keeps the state file.
 fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
-    let mut first_unsaved: Option<Instant> = None;
-    let mut last_change = Instant::now();
+    let mut unsaved = state::SaveTimer::default();
     loop {
         if collect_garbage(&mut engine, &clients) {
-            last_change = Instant::now();
-            first_unsaved.get_or_insert(last_change);
+            unsaved.changed(Instant::now());
         }
-        let save_due = match (first_unsaved, &state) {
-            (Some(first), Some(_)) => {
-                Some((last_change + SAVE_DEBOUNCE).min(first + SAVE_MAX_DELAY))
-            }
-            _ => None,
-        };
+        let save_due = state.as_ref().and(unsaved.due());
         let gc_due = engine.next_expiry().map(|d| Instant::now() + d);
         let job = match save_due.into_iter().chain(gc_due).min() {
             Some(due) => match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
@@ -448,8 +439,8 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if let (Some(path), Some(s)) = (&state, save_due) {
                         if s <= Instant::now() {
-                            save_state(&engine, path);
-                            first_unsaved = None;
+                            let ok = state::save(&engine, path).is_ok();
+                            unsaved.saved(ok, Instant::now());
                         }
                     }
                     continue;
@@ -500,90 +491,43 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                 }
                 fan_out(&clients, std::mem::take(&mut out.notes));
                 if out.changed {
-                    last_change = Instant::now();
-                    first_unsaved.get_or_insert(last_change);
+                    unsaved.changed(Instant::now());
                 }
                 // While the clients read their answers.
                 engine.catch_up();
             }
             Job::Shutdown(done) => {
-                if let Some(path) = &state {
-                    save_state(&engine, path);
-                }
-                let _ = done.send(());
+                let saved = state.as_ref().map_or(Ok(()), |p| state::save(&engine, p));
+                let _ = done.send(saved);
                 return;
             }
         }
     }
 }
 
-/// Writes the state file atomically: a temporary file beside it, synced, then renamed over it.
-fn save_state(engine: &Engine, path: &Path) {
-    let started = Instant::now();
-    let bytes = engine.save();
-    let tmp = path.with_extension("tmp");
-    let r = (|| {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    match r {
-        Ok(()) => crate::log!(
-            Level::Debug,
-            "state saved",
-            path = path.display(),
-            bytes = bytes.len(),
-            ms = started.elapsed().as_millis()
-        ),
-        Err(e) => crate::log!(
-            Level::Error,
-            "cannot save state",
-            path = path.display(),
-            error = e
-        ),
-    }
-}
-
-/// Restores a state file into `engine` (a missing file is an empty state).
-pub fn restore_state(engine: &mut Engine, path: &Path) -> io::Result<()> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let failed = engine.restore(&bytes);
-    let level = if failed == 0 {
-        Level::Info
-    } else {
-        Level::Warn
-    };
-    crate::log!(
-        level,
-        "state restored",
-        path = path.display(),
-        bytes = bytes.len(),
-        failed = failed
-    );
-    Ok(())
-}
-
 /// A running daemon.
 pub struct Daemon {
     shutdown: Arc<EventFd>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: Option<JoinHandle<io::Result<()>>>,
     socket: PathBuf,
 }
 
 impl Daemon {
     /// Sets the C allocator up for the daemon ([`crate::alloc::tune`]), binds the sockets,
-    /// restores the state and starts every thread.
+    /// restores the state and starts every thread. A state file that cannot be restored or
+    /// saved to refuses the start with a [`state::StateError`] inside the error.
     pub fn start(config: Config) -> io::Result<Daemon> {
         crate::alloc::tune();
         let mut engine = Engine::default();
         if let Some(path) = &config.state {
-            restore_state(&mut engine, path)?;
+            let applied = state::load(&mut engine, path)?;
+            state::check_writable(path)?;
+            crate::log!(
+                Level::Info,
+                "state restored",
+                path = path.display(),
+                requests = applied
+            );
         }
         socket_dir(&config.socket, &config.access)?;
         prepare_path(&config.socket)?;
@@ -653,11 +597,13 @@ impl Daemon {
                     let _ = std::fs::remove_file(p);
                 }
                 let (tx, rx) = mpsc::channel();
-                if shared.jobs.send(Job::Shutdown(tx)).is_ok() {
-                    let _ = rx.recv();
-                }
+                let saved = match shared.jobs.send(Job::Shutdown(tx)) {
+                    Ok(()) => rx.recv().unwrap_or_else(|_| Err(writer_gone())),
+                    Err(_) => Err(writer_gone()),
+                };
                 drop(shared);
                 let _ = writer.join();
+                saved
             })?;
         Ok(Daemon {
             shutdown,
@@ -672,20 +618,27 @@ impl Daemon {
 
     /// Stops accepting, saves the state, removes the sockets and returns when that is done.
     pub fn stop(mut self) {
-        self.stop_inner();
+        let _ = self.stop_inner();
     }
 
-    fn stop_inner(&mut self) {
+    /// [`Daemon::stop`], returning whether the final save of the state succeeded.
+    pub fn stop_checked(mut self) -> io::Result<()> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> io::Result<()> {
         self.shutdown.signal();
-        if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
+        match self.acceptor.take().map(JoinHandle::join) {
+            None => Ok(()),
+            Some(Ok(saved)) => saved,
+            Some(Err(_)) => Err(writer_gone()),
         }
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        self.stop_inner();
+        let _ = self.stop_inner();
     }
 }
 
@@ -723,12 +676,28 @@ fn open_to_all(socket: &Path) -> io::Result<()> {
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
 }
 
-/// Creates the socket's directory, and removes a stale socket file (one nobody listens on).
+/// The final save's outcome when the thread that makes it has died.
+fn writer_gone() -> io::Error {
+    io::Error::other("the writer thread ended before saving the state")
+}
+
+/// Creates the socket's directory, and removes a stale socket (one nobody listens on); any
+/// other file there refuses the start, as it may be a state file named by mistake.
 fn prepare_path(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    if std::fs::symlink_metadata(path).is_ok() {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_socket() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists and is not a socket; refusing to replace it",
+                    path.display()
+                ),
+            ));
+        }
         if sys::seqpacket_connect(path).is_ok() {
             return Err(io::Error::new(
                 io::ErrorKind::AddrInUse,

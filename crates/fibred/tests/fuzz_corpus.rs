@@ -3,7 +3,9 @@
 //! crates/fibre-netlink/tests/captures, whole and message by message -- and over every input
 //! with which fuzzing found a bug (crates/fibre-netlink/tests/fuzz-regressions/, shared by the
 //! targets: each is a stream of netlink messages), so CI checks them without a nightly
-//! compiler.
+//! compiler. Likewise the state target's property (`state::check_state_file`,
+//! fuzz/fuzz_targets/state.rs) over its seeds: the state files of tests/state-files/ and the
+//! captures.
 
 use fibre_netlink::Messages;
 use fibred::engine::check_datagram;
@@ -43,5 +45,44 @@ fn fuzz_regressions_pass_the_server_fuzz_check() {
     assert!(!inputs.is_empty());
     for f in inputs {
         check_datagram(&std::fs::read(&f).unwrap());
+    }
+}
+
+/// The state-file corpus (tests/state-files/): saves of issue 12's reproduction and of every
+/// object kind (`ok-*`: restored whole), and damaged files (`bad-*`: flipped bytes,
+/// truncations, a request the engine refuses) that must be refused before a start; each also
+/// passes the state fuzz target's property (`state::check_state_file`).
+#[test]
+fn state_files_are_restored_or_refused_whole() {
+    use fibred::state::{check_state_file, restore, snapshot, Damage, HEADER_LEN};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/state-files");
+    let (mut good, mut bad) = (0, 0);
+    for f in files(&dir, Some("state")) {
+        let bytes = std::fs::read(&f).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let mut e = fibred::Engine::default();
+        let r = restore(&mut e, &bytes);
+        if name.starts_with("ok-") {
+            assert!(r.is_ok(), "{name}: {r:?}");
+            let routes = snapshot(e.fib()).routes;
+            assert!(routes.iter().any(|r| r.nhid == Some(9)), "{name}");
+            good += 1;
+        } else {
+            match r {
+                Err(Damage::Refused { .. }) => assert!(name.contains("refused"), "{name}"),
+                Err(Damage::Corrupt { .. }) => assert!(!name.contains("refused"), "{name}"),
+                Ok(n) => panic!("{name}: {n} requests restored"),
+            }
+            bad += 1;
+        }
+        check_state_file(&bytes);
+        check_state_file(bytes.get(HEADER_LEN..).unwrap_or_default());
+    }
+    assert!(good >= 2 && bad >= 10, "{good} {bad}");
+    // The state target's other seeds: the kernel captures, as payloads.
+    let captures =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fibre-netlink/tests/captures");
+    for f in files(&captures, Some("bin")) {
+        check_state_file(&std::fs::read(&f).unwrap());
     }
 }
