@@ -335,6 +335,28 @@ def test_a_socket_path_never_replaces_a_regular_file(workdir, option):
     assert open(state, "rb").read() == data
 
 
+def test_a_live_datagram_socket_is_not_taken_over(workdir):
+    """A second fibred pointed at the first one's datagram socket refuses to start and leaves it
+    working (a socket someone is bound to is not stale, whatever its type)."""
+    first = Fibred(workdir)
+    try:
+        dgram = first.sock.replace(".sock", ".dgram")
+        r = subprocess.run(
+            [need("fibred"), "--socket", os.path.join(workdir, "second.sock"), "--dgram", dgram],
+            capture_output=True, text=True, timeout=20,
+        )
+        assert r.returncode != 0 and "in use" in r.stderr, r.stderr
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.bind("")
+            s.connect(dgram)
+            # RTM_GETLINK dump: the first fibred still answers on its datagram socket.
+            s.send(bytes.fromhex("20000000120001030100000000000000") + bytes(16))
+            s.settimeout(5)
+            assert s.recv(65536)
+    finally:
+        assert first.stop()[0] == 0
+
+
 def test_a_state_named_like_a_temporary_file_is_saved_atomically(workdir):
     state = os.path.join(workdir, "state.tmp")
     d = Fibred(workdir, "--state", state)

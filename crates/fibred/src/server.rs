@@ -698,7 +698,13 @@ fn prepare_path(path: &Path) -> io::Result<()> {
                 ),
             ));
         }
-        if sys::seqpacket_connect(path).is_ok() {
+        // A socket of another type that someone is bound to refuses the wrong type
+        // (EPROTOTYPE) rather than the connection (ECONNREFUSED, a stale socket).
+        let alive = match sys::seqpacket_connect(path) {
+            Ok(_) => true,
+            Err(e) => e.raw_os_error() == Some(libc::EPROTOTYPE),
+        };
+        if alive {
             return Err(io::Error::new(
                 io::ErrorKind::AddrInUse,
                 format!("{} is in use by a running daemon", path.display()),
