@@ -103,6 +103,34 @@ pub struct NeighDump {
 pub struct RequestError {
     pub error: RtError,
     pub offset: Option<u32>,
+    /// The attributes of NLMSGERR_ATTR_POLICY describing the rule the attribute at `offset`
+    /// broke ([`crate::policy::describe`]); empty when the kernel describes none.
+    pub policy: Vec<u8>,
+}
+
+/// An attribute that broke its table's rule ([`crate::policy`]), answered as the kernel
+/// answers it.
+impl From<crate::policy::Violation> for RequestError {
+    fn from(v: crate::policy::Violation) -> Self {
+        let mut policy = Vec::new();
+        if let Some(rule) = &v.rule {
+            crate::policy::describe(rule, &mut policy);
+        }
+        RequestError {
+            error: v.error(),
+            offset: u32::try_from(v.offset).ok(),
+            policy,
+        }
+    }
+}
+
+impl From<crate::policy::Refusal> for RequestError {
+    fn from(r: crate::policy::Refusal) -> Self {
+        match r {
+            crate::policy::Refusal::Framing(e) => e.into(),
+            crate::policy::Refusal::Policy(v) => v.into(),
+        }
+    }
 }
 
 impl From<RtError> for RequestError {
@@ -110,6 +138,7 @@ impl From<RtError> for RequestError {
         RequestError {
             error,
             offset: None,
+            policy: Vec::new(),
         }
     }
 }
@@ -123,6 +152,7 @@ impl From<crate::DecodeError> for RequestError {
         RequestError {
             error: RtError::msg(Errno::EINVAL, e.to_string()),
             offset: u32::try_from(e.offset()).ok(),
+            policy: Vec::new(),
         }
     }
 }
@@ -292,6 +322,43 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
         }
         _ => Err(unsupported()),
     }
+}
+
+/// Converts one whole request message given as bytes (as [`NetlinkMessage::parse`] takes
+/// it): its attributes are checked against their table first ([`crate::policy`]), as the
+/// kernel validates a request before its handler reads it, then it is parsed and converted by
+/// [`request`].
+pub fn request_bytes(msg: &[u8]) -> Result<Request, RequestError> {
+    if let Some((policy, base)) = policy_of(msg) {
+        let end = NetlinkHeader::parse_bytes(msg, 0)
+            .map_or(msg.len(), |h| (h.length as usize).min(msg.len()));
+        if base <= end {
+            crate::policy::check(policy, &msg[base..end], base)?;
+        }
+    }
+    let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
+    request(&parsed)
+}
+
+/// The table the attributes of request `msg` are checked against, and the offset of its
+/// attribute region (after the object's fixed header).
+fn policy_of(msg: &[u8]) -> Option<(&'static crate::policy::Policy, usize)> {
+    let h = NetlinkHeader::parse_bytes(msg, 0).ok()?;
+    let header = match h.message_type {
+        mt::RTM_NEWLINK | mt::RTM_DELLINK | mt::RTM_GETLINK | mt::RTM_SETLINK => LinkHeader::LEN,
+        mt::RTM_NEWADDR | mt::RTM_DELADDR => AddressHeader::LEN,
+        mt::RTM_NEWROUTE | mt::RTM_DELROUTE | mt::RTM_GETROUTE => RouteHeader::LEN,
+        mt::RTM_NEWRULE | mt::RTM_DELRULE => RuleHeader::LEN,
+        mt::RTM_NEWNEIGH | mt::RTM_DELNEIGH => NeighbourHeader::LEN,
+        mt::RTM_NEWNEXTHOP | mt::RTM_DELNEXTHOP | mt::RTM_GETNEXTHOP => NexthopHeader::LEN,
+        _ => return None,
+    };
+    let family = *msg.get(NetlinkHeader::LEN)?;
+    let base = NetlinkHeader::LEN + header;
+    (msg.len() >= base)
+        .then(|| crate::policy::for_request(h.message_type, h.flags, family))
+        .flatten()
+        .map(|p| (p, base))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -652,9 +719,9 @@ pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
 
 /// An RTM_NEWROUTE or RTM_DELROUTE request read straight from its bytes (one whole message,
 /// as [`NetlinkMessage::parse`] takes it), without building the intermediate message: the
-/// daemon's path for table loads. The answer is exactly `request(&NetlinkMessage::parse(msg,
-/// 0)?.0)`'s; `None` when the message is something else, or is malformed (the caller then
-/// takes the general path, which says what is wrong).
+/// daemon's path for table loads. The answer is exactly [`request_bytes`]'s; `None` when the
+/// message is something else, or is badly framed (the caller then takes the general path,
+/// which says what is wrong).
 pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
     let h = NetlinkHeader::parse_bytes(msg, 0).ok()?;
     let t = h.message_type;
@@ -665,9 +732,12 @@ pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
     let rh = RouteHeader::parse_bytes(body, NetlinkHeader::LEN).ok()?;
     let attrs = &body[RouteHeader::LEN..];
     let base = NetlinkHeader::LEN + RouteHeader::LEN;
-    // Framing first, as the general parser checks every attribute before converting any.
-    if crate::nla::NlaIter::new(attrs, base).any(|r| r.is_err()) {
-        return None;
+    // Framing and policy first, as the kernel checks every attribute before converting any.
+    let policy = crate::policy::for_request(t, h.flags, rh.family)?;
+    match crate::policy::check(policy, attrs, base) {
+        Ok(()) => {}
+        Err(crate::policy::Refusal::Framing(_)) => return None,
+        Err(crate::policy::Refusal::Policy(v)) => return Some(Err(v.into())),
     }
     let convert = || {
         let mut b = RouteBuilder::new(&rh)?;
@@ -1223,6 +1293,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         let at = |text: &str| RequestError {
             error: RtError::msg(Errno::EINVAL, text),
             offset: Some(nexthop_attr_offset(m, i)),
+            policy: Vec::new(),
         };
         match a {
             NexthopAttr::Id(v) => nh.id = *v,
@@ -1252,6 +1323,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                 return Err(RequestError {
                     error: RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported"),
                     offset: Some(nexthop_attr_offset(m, i)),
+                    policy: Vec::new(),
                 })
             }
             NexthopAttr::ResGroup(n) => res = Some((i, n)),
@@ -1270,6 +1342,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                     "No other attributes expected in nexthop group",
                 ),
                 offset: None,
+                policy: Vec::new(),
             });
         }
         let mut r = ResGroup::default();
@@ -1284,6 +1357,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                     return Err(RequestError {
                         error: RtError::msg(Errno::EINVAL, "Unknown attribute type"),
                         offset: Some(nexthop_attr_offset(m, i)),
+                        policy: Vec::new(),
                     })
                 }
             }
@@ -1639,6 +1713,14 @@ pub fn ack<'a>(
                 extack.push(ExtAckAttr::Msg(NlStr::new(text)));
             }
             extack.extend(e.offset.map(ExtAckAttr::Offset));
+            if let Ok(attrs) = crate::nla::parse_attrs(&e.policy, 0) {
+                if !attrs.is_empty() {
+                    extack.push(ExtAckAttr::Policy(Nest {
+                        flagged: true,
+                        attrs,
+                    }));
+                }
+            }
             (-e.error.errno.0, capped, extack)
         }
     };

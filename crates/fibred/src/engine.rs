@@ -719,10 +719,7 @@ fn process(
     // Route changes (table loads) are read straight from the bytes.
     let request = read
         .or_else(|| convert::route_request(msg))
-        .unwrap_or_else(|| {
-            let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
-            convert::request(&parsed)
-        });
+        .unwrap_or_else(|| convert::request_bytes(msg));
     let result = request.and_then(|req| apply(req, origin, out));
     answer(msg, result, want_ack, port, out);
 }
