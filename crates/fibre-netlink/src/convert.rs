@@ -76,6 +76,12 @@ pub enum Request {
     /// RTM_GETNEIGH for one entry (NTF_PROXY in `flags` for a proxy entry).
     GetNeigh(Neighbour),
     DumpNeighs(NeighDump),
+    /// A dump the kernel answers with NLMSG_DONE alone: rules or neighbours (`message_type`
+    /// RTM_GETRULE or RTM_GETNEIGH) of a `family` that has none.
+    EmptyDump {
+        message_type: u16,
+        family: u8,
+    },
 }
 
 /// What an RTM_GETNEXTHOPBUCKET dump asks for: buckets of group `id` only (NHA_ID), holding
@@ -118,7 +124,7 @@ impl From<crate::policy::Violation> for RequestError {
         }
         RequestError {
             error: v.error(),
-            offset: u32::try_from(v.offset).ok(),
+            offset: v.offset.and_then(|o| u32::try_from(o).ok()),
             policy,
         }
     }
@@ -195,12 +201,26 @@ fn family(f: u8) -> Result<Family, RequestError> {
     }
 }
 
-fn dump_family(f: u8) -> Result<Option<Family>, RequestError> {
-    if f == AF_UNSPEC {
-        Ok(None)
-    } else {
-        family(f).map(Some)
-    }
+/// The family of a route or address request: the kernel has handlers for these of AF_INET
+/// and AF_INET6 only, and answers any other family with EOPNOTSUPP, without text.
+fn object_family(f: u8) -> Result<Family, RequestError> {
+    family(f).map_err(|_| RtError::new(Errno::EOPNOTSUPP).into())
+}
+
+/// The family of a dump of routes, addresses or links: one the kernel has no handler for is
+/// served by the AF_UNSPEC handler, which dumps every family.
+fn dump_family(f: u8) -> Option<Family> {
+    family(f).ok()
+}
+
+/// A dump of rules or neighbours of a family other than AF_INET and AF_INET6 (AF_UNSPEC
+/// dumps both), which the kernel answers with nothing but NLMSG_DONE.
+fn filtered_dump(t: u16, f: u8) -> Option<Request> {
+    let filtered = t == mt::RTM_GETRULE || t == mt::RTM_GETNEIGH;
+    (filtered && f != AF_UNSPEC && family(f).is_err()).then_some(Request::EmptyDump {
+        message_type: t,
+        family: f,
+    })
 }
 
 fn unspecified(f: Family) -> IpAddr {
@@ -259,19 +279,20 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
         Payload::Address(m) => match t {
             mt::RTM_NEWADDR => Ok(Request::NewAddr(address_from(m)?, flags)),
             mt::RTM_DELADDR => Ok(Request::DelAddr(address_from(m)?)),
-            _ if dump => Ok(Request::DumpAddrs(dump_family(m.header.family)?)),
+            _ if dump => Ok(Request::DumpAddrs(dump_family(m.header.family))),
             _ => Err(unsupported()),
         },
         Payload::Route(m) => match t {
             mt::RTM_NEWROUTE => Ok(Request::NewRoute(route_from(m)?, flags)),
             mt::RTM_DELROUTE => Ok(Request::DelRoute(route_from(m)?)),
-            _ if dump => Ok(Request::DumpRoutes(dump_family(m.header.family)?)),
+            _ if dump => Ok(Request::DumpRoutes(dump_family(m.header.family))),
             _ => Ok(Request::GetRoute(query_from(m)?)),
         },
         Payload::Rule(m) => match t {
             mt::RTM_NEWRULE => Ok(Request::NewRule(rule_from(m)?, flags)),
             mt::RTM_DELRULE => Ok(Request::DelRule(rule_from(m)?)),
-            _ if dump => Ok(Request::DumpRules(dump_family(m.header.family)?)),
+            _ if dump => Ok(filtered_dump(t, m.header.family)
+                .unwrap_or(Request::DumpRules(dump_family(m.header.family)))),
             _ => Err(unsupported()),
         },
         Payload::Nexthop(m) => match t {
@@ -301,20 +322,26 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
         Payload::Neighbour(m) => match t {
             mt::RTM_NEWNEIGH => Ok(Request::NewNeigh(neighbour_from(m)?, flags)),
             mt::RTM_DELNEIGH => Ok(Request::DelNeigh(neighbour_from(m)?)),
-            _ if dump => Ok(Request::DumpNeighs(neigh_dump_from(m)?)),
+            _ if dump => match filtered_dump(t, m.header.family) {
+                Some(empty) => Ok(empty),
+                None => Ok(Request::DumpNeighs(neigh_dump_from(m)?)),
+            },
             _ => Ok(Request::GetNeigh(neigh_get_from(m)?)),
         },
         // The legacy dump request: a bare `struct rtgenmsg` (one family byte).
         Payload::Other(body) if dump => {
             let fam = body.first().copied().unwrap_or(AF_UNSPEC);
+            if let Some(empty) = filtered_dump(t, fam) {
+                return Ok(empty);
+            }
             match t {
                 mt::RTM_GETLINK => Ok(Request::DumpLinks),
-                mt::RTM_GETADDR => Ok(Request::DumpAddrs(dump_family(fam)?)),
-                mt::RTM_GETROUTE => Ok(Request::DumpRoutes(dump_family(fam)?)),
-                mt::RTM_GETRULE => Ok(Request::DumpRules(dump_family(fam)?)),
+                mt::RTM_GETADDR => Ok(Request::DumpAddrs(dump_family(fam))),
+                mt::RTM_GETROUTE => Ok(Request::DumpRoutes(dump_family(fam))),
+                mt::RTM_GETRULE => Ok(Request::DumpRules(dump_family(fam))),
                 mt::RTM_GETNEXTHOP => Ok(Request::DumpNexthops),
                 mt::RTM_GETNEIGH => Ok(Request::DumpNeighs(NeighDump {
-                    family: dump_family(fam)?,
+                    family: dump_family(fam),
                     ..NeighDump::default()
                 })),
                 _ => Err(unsupported()),
@@ -502,7 +529,7 @@ fn link_request(link: &Link) -> LinkMessage<'_> {
 /// An address message as the model reads it.
 pub fn address_from(m: &AddressMessage<'_>) -> Result<Address, RequestError> {
     let h = &m.header;
-    let fam = family(h.family)?;
+    let fam = object_family(h.family)?;
     let mut a = Address {
         family: fam,
         prefixlen: h.prefix_len,
@@ -764,7 +791,7 @@ struct RouteBuilder {
 
 impl RouteBuilder {
     fn new(h: &RouteHeader) -> Result<RouteBuilder, RequestError> {
-        let fam = family(h.family)?;
+        let fam = object_family(h.family)?;
         if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
             return Err(invalid("Invalid prefix length"));
         }
@@ -1053,7 +1080,7 @@ fn route_attrs<'a>(r: &'a Route, mut push: impl FnMut(RouteAttr<'a>)) {
 /// An RTM_GETROUTE request (not a dump) as the model reads it.
 pub fn query_from(m: &RouteMessage<'_>) -> Result<RouteQuery, RequestError> {
     let h = &m.header;
-    let fam = family(h.family)?;
+    let fam = object_family(h.family)?;
     let mut q = RouteQuery {
         family: fam,
         dst: unspecified(fam),
@@ -1144,7 +1171,12 @@ fn rule_action(a: u8) -> Result<RuleAction, RequestError> {
 /// A rule message as the model reads it.
 pub fn rule_from(m: &RuleMessage<'_>) -> Result<Rule, RequestError> {
     let h = &m.header;
-    let fam = family(h.family)?;
+    let fam = family(h.family).map_err(|_| {
+        RequestError::from(RtError::msg(
+            Errno::EAFNOSUPPORT,
+            "Rule family not supported",
+        ))
+    })?;
     if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
         return Err(invalid("Invalid prefix length"));
     }
@@ -1605,7 +1637,7 @@ fn neigh_dump_from(m: &NeighbourMessage<'_>) -> Result<NeighDump, RequestError> 
         })
         .unwrap_or(0);
     Ok(NeighDump {
-        family: dump_family(m.header.family)?,
+        family: dump_family(m.header.family),
         proxy: m.header.flags & ntf::PROXY != 0,
         ifindex,
     })
@@ -1707,22 +1739,7 @@ pub fn ack<'a>(
     let full = (req.length as usize).clamp(request.len().min(NetlinkHeader::LEN), request.len());
     let (error, capped, extack) = match result {
         Ok(()) => (0, true, Vec::new()),
-        Err(e) => {
-            let mut extack = Vec::new();
-            if let Some(text) = &e.error.extack {
-                extack.push(ExtAckAttr::Msg(NlStr::new(text)));
-            }
-            extack.extend(e.offset.map(ExtAckAttr::Offset));
-            if let Ok(attrs) = crate::nla::parse_attrs(&e.policy, 0) {
-                if !attrs.is_empty() {
-                    extack.push(ExtAckAttr::Policy(Nest {
-                        flagged: true,
-                        attrs,
-                    }));
-                }
-            }
-            (-e.error.errno.0, capped, extack)
-        }
+        Err(e) => (-e.error.errno.0, capped, extack_of(e)),
     };
     let echoed = if capped {
         &request[..request.len().min(NetlinkHeader::LEN)]
@@ -1742,6 +1759,41 @@ pub fn ack<'a>(
         extack,
     });
     message(mt::NLMSG_ERROR, flags, req.sequence, port, payload)
+}
+
+/// The extended ACK of an error: its text, the offending attribute's offset and the policy
+/// it broke, in the kernel's order.
+fn extack_of(e: &RequestError) -> Vec<ExtAckAttr<'_>> {
+    let mut extack = Vec::new();
+    if let Some(text) = &e.error.extack {
+        extack.push(ExtAckAttr::Msg(NlStr::new(text)));
+    }
+    extack.extend(e.offset.map(ExtAckAttr::Offset));
+    if let Ok(attrs) = crate::nla::parse_attrs(&e.policy, 0) {
+        if !attrs.is_empty() {
+            extack.push(ExtAckAttr::Policy(Nest {
+                flagged: true,
+                attrs,
+            }));
+        }
+    }
+    extack
+}
+
+/// NLMSG_DONE ending a dump that failed, with the error and its extended ACK: the kernel
+/// reports so what goes wrong inside a dump (validating its filters included), where a failed
+/// request of any other kind gets NLMSG_ERROR.
+pub fn done_error(sequence: u32, port: u32, e: &RequestError) -> NetlinkMessage<'_> {
+    let extack = extack_of(e);
+    let mut flags = nf::NLM_F_MULTI;
+    if !extack.is_empty() {
+        flags |= nf::NLM_F_ACK_TLVS;
+    }
+    let payload = Payload::Done(DoneMessage {
+        code: Some(-e.error.errno.0),
+        extack,
+    });
+    message(mt::NLMSG_DONE, flags, sequence, port, payload)
 }
 
 /// NLMSG_DONE ending a successful dump.
@@ -1936,6 +1988,29 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 dump,
                 Payload::Neighbour(NeighbourMessage { header, attributes }),
             )
+        }
+        Request::EmptyDump {
+            message_type,
+            family,
+        } => {
+            let payload = if *message_type == mt::RTM_GETNEIGH {
+                Payload::Neighbour(NeighbourMessage {
+                    header: NeighbourHeader {
+                        family: *family,
+                        ..NeighbourHeader::default()
+                    },
+                    attributes: Vec::new(),
+                })
+            } else {
+                Payload::Rule(RuleMessage {
+                    header: RuleHeader {
+                        family: *family,
+                        ..RuleHeader::default()
+                    },
+                    attributes: Vec::new(),
+                })
+            };
+            (*message_type, dump, payload)
         }
     };
     message(t, flags, sequence, port, payload)

@@ -88,6 +88,9 @@ pub struct Policy {
     /// msg" whatever failed; errno, offset and policy stay the validator's).
     pub text: Option<&'static str>,
     pub rules: &'static [(u16, Rule)],
+    /// The checks the kernel's handler makes on the bytes of nested attributes before reading
+    /// them, run once every attribute has passed its rule (`attrs` at `base`).
+    pub nested: Option<fn(attrs: &[u8], base: usize) -> Result<(), Violation>>,
 }
 
 impl Policy {
@@ -106,7 +109,7 @@ impl Policy {
 pub struct Violation {
     pub errno: Errno,
     pub text: &'static str,
-    pub offset: usize,
+    pub offset: Option<usize>,
     pub rule: Option<Rule>,
 }
 
@@ -136,7 +139,7 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
         Err(Violation {
             errno,
             text: policy.text.unwrap_or(text),
-            offset,
+            offset: Some(offset),
             rule,
         })
     };
@@ -264,6 +267,65 @@ pub fn check(policy: &Policy, attrs: &[u8], base: usize) -> Result<(), Refusal> 
     for item in NlaIter::new(attrs, base) {
         let (offset, nla) = item.map_err(Refusal::Framing)?;
         check_one(policy, nla.kind, nla.value, offset).map_err(Refusal::Policy)?;
+    }
+    match policy.nested {
+        Some(nested) => nested(attrs, base).map_err(Refusal::Policy),
+        None => Ok(()),
+    }
+}
+
+const RTA_METRICS: u16 = 8;
+const RTA_MULTIPATH: u16 = 9;
+/// Highest RTAX_* metric type, and RTAX_CC_ALGO, the one metric that is not a u32.
+const RTAX_MAX: u16 = 17;
+const RTAX_CC_ALGO: u16 = 16;
+/// `sizeof(struct rtnexthop)`.
+const RTNH_LEN: usize = 8;
+
+/// What the route handlers check of RTA_MULTIPATH and RTA_METRICS before reading them
+/// (`fib_count_nexthops`/`rtm_to_fib6_config` and `ip_metrics_convert`): the next hops fill
+/// the attribute exactly, each metric is a known type of 4 bytes (type 0 is skipped; the
+/// congestion-control name is the FIB's to check). Regions that do not frame are left to
+/// the codec, which keeps them raw.
+fn route_nests(attrs: &[u8], base: usize) -> Result<(), Violation> {
+    let invalid = |text, offset| Violation {
+        errno: Errno::EINVAL,
+        text,
+        offset,
+        rule: None,
+    };
+    for (offset, nla) in NlaIter::new(attrs, base).flatten() {
+        match nla.number() {
+            RTA_MULTIPATH => {
+                let mut rest = nla.value;
+                while rest.len() >= RTNH_LEN {
+                    let len = u16::from_ne_bytes([rest[0], rest[1]]) as usize;
+                    if len < RTNH_LEN || len > rest.len() {
+                        break;
+                    }
+                    rest = rest.get(crate::nla::align(len)..).unwrap_or_default();
+                }
+                if !rest.is_empty() {
+                    return Err(invalid(
+                        "Invalid nexthop configuration - extra data after nexthops",
+                        None,
+                    ));
+                }
+            }
+            RTA_METRICS => {
+                for (at, m) in NlaIter::new(nla.value, offset + crate::nla::NLA_HDRLEN).flatten() {
+                    match m.number() {
+                        0 | RTAX_CC_ALGO => {}
+                        t if t > RTAX_MAX => return Err(invalid("Invalid metric type", None)),
+                        _ if m.value.len() != 4 => {
+                            return Err(invalid("Invalid attribute in metrics", Some(at)))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -399,6 +461,7 @@ pub static ROUTE4: Policy = Policy {
     name: "rtm_ipv4_policy",
     strict_max: None,
     text: None,
+    nested: Some(route_nests),
     rules: &[
         (1, U32),                        // RTA_DST
         (2, U32),                        // RTA_SRC
@@ -429,6 +492,7 @@ pub static ROUTE6: Policy = Policy {
     name: "rtm_ipv6_policy",
     strict_max: None,
     text: None,
+    nested: Some(route_nests),
     rules: &[
         (3, U32),           // RTA_IIF
         (4, U32),           // RTA_OIF
@@ -457,6 +521,7 @@ pub static ADDR4: Policy = Policy {
     name: "ifa_ipv4_policy",
     strict_max: None,
     text: None,
+    nested: None,
     rules: &[
         (1, U32),           // IFA_ADDRESS
         (2, U32),           // IFA_LOCAL
@@ -475,6 +540,7 @@ pub static ADDR6: Policy = Policy {
     name: "ifa_ipv6_policy",
     strict_max: None,
     text: None,
+    nested: None,
     rules: &[
         (1, IN6),           // IFA_ADDRESS
         (2, IN6),           // IFA_LOCAL
@@ -491,6 +557,7 @@ pub static LINK: Policy = Policy {
     name: "ifla_policy",
     strict_max: None,
     text: None,
+    nested: None,
     rules: &[
         (1, LLADDR),         // IFLA_ADDRESS
         (2, LLADDR),         // IFLA_BROADCAST
@@ -564,6 +631,7 @@ pub static RULE: Policy = Policy {
     name: "fib_rule_policy",
     strict_max: None,
     text: Some("Error parsing msg"),
+    nested: None,
     rules: &[
         (3, IFNAME),        // FRA_IIFNAME
         (4, U32),           // FRA_GOTO
@@ -601,6 +669,7 @@ pub static NEIGH: Policy = Policy {
     name: "nda_policy",
     strict_max: None,
     text: None,
+    nested: None,
     rules: &[
         (1, LLADDR),                            // NDA_DST
         (2, LLADDR),                            // NDA_LLADDR
@@ -625,6 +694,7 @@ pub static NEXTHOP_NEW: Policy = Policy {
     name: "rtm_nh_policy_new",
     strict_max: Some(16),
     text: None,
+    nested: None,
     rules: &[
         (1, exact(4)),                   // NHA_ID
         (3, exact(2)),                   // NHA_GROUP_TYPE
@@ -656,6 +726,7 @@ pub static NEXTHOP_DEL: Policy = Policy {
     name: "rtm_nh_policy_del",
     strict_max: Some(1),
     text: None,
+    nested: None,
     rules: &[(1, exact(4))],
 };
 
@@ -668,6 +739,7 @@ pub static NEXTHOP_GET: Policy = Policy {
     name: "rtm_nh_policy_get",
     strict_max: Some(14),
     text: None,
+    nested: None,
     rules: &[
         (1, exact(4)), // NHA_ID
         (2, Rule::Reject(UNSUPPORTED)),
@@ -691,6 +763,7 @@ pub static NEXTHOP_DUMP: Policy = Policy {
     name: "rtm_nh_policy_dump",
     strict_max: Some(14),
     text: None,
+    nested: None,
     rules: &[
         (1, Rule::Reject(UNSUPPORTED)), // NHA_ID
         (2, Rule::Reject(UNSUPPORTED)),

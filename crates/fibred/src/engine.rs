@@ -92,8 +92,10 @@ pub enum Reply {
 }
 
 /// The length of the longest run of whole messages at the start of `bytes` (a
-/// [`Reply::Messages`] buffer) that fits in `limit` bytes, or of the first message if even
-/// that does not fit.
+/// [`Reply::Messages`] buffer) that fits in `limit` bytes and may share a datagram, or of the
+/// first message if even that does not fit. ACKs and errors share datagrams (a table load is
+/// acknowledged a datagram at a time, not a route at a time); any other message goes alone
+/// (see [`alone`]).
 pub fn fit(bytes: &[u8], limit: usize) -> usize {
     let mut n = 0;
     while let Some(h) = bytes.get(n..n + 4) {
@@ -101,12 +103,25 @@ pub fn fit(bytes: &[u8], limit: usize) -> usize {
             .next_multiple_of(4)
             .max(NetlinkHeader::LEN);
         let end = (n + len).min(bytes.len());
-        if n > 0 && end > limit {
+        if n > 0 && (end > limit || alone(&bytes[n..])) {
             break;
         }
         n = end;
+        if alone(bytes) {
+            break;
+        }
     }
     n
+}
+
+/// True when the first message of `bytes` travels in a datagram of its own: an answer to a
+/// GET, or the NLMSG_DONE of a dump that failed. The kernel unicasts each in an skb of its
+/// own, and clients (pyroute2) take every message of the datagram that holds the answer as
+/// the answer.
+pub fn alone(bytes: &[u8]) -> bool {
+    bytes
+        .get(4..6)
+        .is_some_and(|t| u16::from_ne_bytes([t[0], t[1]]) != mt::NLMSG_ERROR)
 }
 
 /// The messages of a [`Reply::Messages`] buffer, padding included.
@@ -711,7 +726,8 @@ fn process(
     out: &mut Outcome,
     apply: impl FnOnce(Request, Origin, &mut Outcome) -> Result<(), RequestError>,
 ) {
-    let want_ack = u16::from_ne_bytes([msg[6], msg[7]]) & nf::NLM_F_ACK != 0;
+    let flags = u16::from_ne_bytes([msg[6], msg[7]]);
+    let want_ack = flags & nf::NLM_F_ACK != 0;
     let origin = Origin {
         seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
         port,
@@ -721,6 +737,15 @@ fn process(
         .or_else(|| convert::route_request(msg))
         .unwrap_or_else(|| convert::request_bytes(msg));
     let result = request.and_then(|req| apply(req, origin, out));
+    // A dump is acknowledged by its NLMSG_DONE alone, NLM_F_ACK or not, and one that fails
+    // says so in its NLMSG_DONE, as the kernel's netlink_dump_done does.
+    let t = u16::from_ne_bytes([msg[4], msg[5]]);
+    if flags & nf::NLM_F_DUMP == nf::NLM_F_DUMP && READ_TYPES.contains(&t) {
+        if let Err(e) = result {
+            out.message(&convert::done_error(origin.seq, port, &e));
+        }
+        return;
+    }
     answer(msg, result, want_ack, port, out);
 }
 
@@ -778,6 +803,7 @@ fn is_read(req: &Request) -> bool {
             | Request::DumpAddrs(_)
             | Request::DumpRoutes(_)
             | Request::DumpRules(_)
+            | Request::EmptyDump { .. }
             | Request::DumpNexthops
             | Request::GetLink(_)
             | Request::GetRoute(_)
@@ -822,6 +848,7 @@ fn read(
             out,
         ),
         Request::DumpRules(f) => dump(Items::Rules(fib.rules(f)), origin, out),
+        Request::EmptyDump { .. } => dump(Items::Rules(Vec::new()), origin, out),
         Request::DumpNexthops => dump(Items::Nexthops(fib.nexthops()), origin, out),
         Request::DumpBuckets(f) => {
             let v = fib.nexthop_buckets(f.id, f.nhid, f.dev)?;
