@@ -6,8 +6,9 @@
   its policy (ERANGE "Attribute failed policy validation", EINVAL "invalid attribute length",
   ...), fibred must answer the same errno, extended-ACK text, offset and policy description,
   and where the kernel lets it through, fibred must not refuse it by policy. The kernel's
-  answers come from a network namespace when the test can make one (root); otherwise from
-  `protocol_kernel.json`, recorded from Linux 6.18 by `python3 test_protocol.py --record`.
+  answers come from a network namespace when the test can make one (root, and
+  FIBRE_TEST_NO_NETNS unset); otherwise from `protocol_kernel.json`, recorded from Linux 6.18
+  by `python3 test_protocol.py --record`.
 - The issue's reproductions change nothing: a delete aimed at table 100 whose RTA_TABLE is 2
   bytes, and the other malformed requests, leave every route where it was.
 - Framing: a GET's answer and its ACK are two datagrams; a dump with NLM_F_ACK ends with
@@ -217,6 +218,8 @@ FIBRE_SETUP = [
 
 
 def have_netns() -> str | None:
+    if os.environ.get("FIBRE_TEST_NO_NETNS"):
+        return "FIBRE_TEST_NO_NETNS is set"
     if os.geteuid() != 0:
         return "not root"
     if shutil.which("ip") is None:
@@ -232,8 +235,8 @@ def have_netns() -> str | None:
 class KernelNs:
     """A throw-away namespace set up with KERNEL_SETUP; `ask` sends requests from inside it."""
 
-    def __init__(self) -> None:
-        self.ns = f"fibre-proto-{os.getpid()}"
+    def __init__(self, tag: str = "") -> None:
+        self.ns = f"fibre-proto-{os.getpid()}{tag}"
         self.peer = self.ns + "-peer"
 
     def __enter__(self) -> "KernelNs":
@@ -360,7 +363,9 @@ def kernel():
 
 def kernel_refusals(kernel) -> dict[str, list]:
     if kernel is not None:
-        got = kernel.ask(policy_cases())
+        # A namespace of its own: the accepted requests (rule deletes) change its state.
+        with KernelNs("-policy") as k:
+            got = k.ask(policy_cases())
         return {name: a for name, a in got.items() if a and a[1] in POLICY_TEXTS}
     with open(RECORDED) as f:
         return json.load(f)["refused"]
@@ -470,6 +475,16 @@ SEMANTICS = {
         NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
         rtmsg(dst_len=8) + nla(1, bytes([10, 0, 0, 0])) + nla(5, bytes([192, 0, 2, 9])) + nla(8, nla(16, b"nosuchcc\0")),
     ),
+    "IPv4 address preferred beyond valid": nlmsg(
+        20,
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        ifaddrmsg(AF_INET, 24, 2) + nla(2, bytes([192, 0, 2, 9])) + nla(6, struct.pack("=IIII", 200, 100, 0, 0)),
+    ),
+    "IPv6 address valid for 0 s": nlmsg(
+        20,
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        ifaddrmsg(AF_INET6, 64, 2) + nla(2, bytes.fromhex("20010db8000000000000000000000009")) + nla(6, struct.pack("=IIII", 0, 0, 0, 0)),
+    ),
 }
 # The kernel's answers (Linux 6.18), for machines without namespaces.
 SEMANTICS_KERNEL = {
@@ -483,6 +498,8 @@ SEMANTICS_KERNEL = {
     "multipath rtnh_len beyond the attribute": [22, "Invalid nexthop configuration - extra data after nexthops", None, ""],
     "metric of 2 bytes": [22, "Invalid attribute in metrics", 48, ""],
     "unknown congestion control": [22, "Unknown tcp congestion algorithm", None, ""],
+    "IPv4 address preferred beyond valid": [22, "ipv4: address lifetime invalid", None, ""],
+    "IPv6 address valid for 0 s": [22, "ipv6: address lifetime invalid", None, ""],
 }
 
 
@@ -499,3 +516,32 @@ if __name__ == "__main__":
         record()
     else:
         main()
+
+
+def attrs_of(message: bytes, header: int) -> dict[int, bytes]:
+    out, off = {}, 16 + header
+    while off + 4 <= len(message):
+        al, at = struct.unpack_from("=HH", message, off)
+        if al < 4:
+            break
+        out[at & 0x3FFF] = message[off + 4 : off + al]
+        off += (al + 3) & ~3
+    return out
+
+
+def test_link_state_is_one_answer(fibred):
+    """An up dummy link: the kernel's link watch never computes its state (no carrier change),
+    so it stays UNKNOWN; RTM_NEWLINK's IFLA_OPERSTATE and `fibre link show` say the same."""
+    with connect(fibred) as s:
+        dump = b"".join(exchange(s, nlmsg(18, NLM_F_REQUEST | NLM_F_DUMP, ifinfomsg())))
+    states = {}
+    off = 0
+    while off + 16 <= len(dump):
+        length, kind = struct.unpack_from("=IH", dump, off)
+        m = dump[off : off + length]
+        off += (length + 3) & ~3
+        if kind == 16:
+            a = attrs_of(m, 16)
+            states[a[3].rstrip(b"\0").decode()] = a[16][0]
+    assert states["eth0"] == 0, "IF_OPER_UNKNOWN"
+    assert "state UNKNOWN" in fibre(fibred, "link", "show", "dev", "eth0")

@@ -472,10 +472,10 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool) {
         if up { "noqueue" } else { "noop" },
         " ",
     );
-    let state = if !up || l.flags & iff::LOWER_UP == 0 {
-        "DOWN"
-    } else {
-        "UNKNOWN"
+    let state = match l.operstate() {
+        fibre_fib::types::oper::UP => "UP",
+        fibre_fib::types::oper::DOWN => "DOWN",
+        _ => "UNKNOWN",
     };
     p.str(Some("operstate"), "state ", state, " ");
     if mode {

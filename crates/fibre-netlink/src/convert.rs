@@ -38,10 +38,6 @@ const RT_TABLE_COMPAT: u8 = 252;
 /// Link-layer types (ARPHRD_*) of the links fibre models.
 const ARPHRD_ETHER: u16 = 1;
 const ARPHRD_LOOPBACK: u16 = 772;
-/// RFC 2863 operational states (IF_OPER_*) the kernel reports for simple devices.
-const IF_OPER_UNKNOWN: u8 = 0;
-const IF_OPER_DOWN: u8 = 2;
-const IF_OPER_UP: u8 = 6;
 const AF_UNSPEC: u8 = 0;
 /// `ifa_cacheinfo` lifetime meaning "forever".
 const INFINITY_LIFE_TIME: u32 = u32::MAX;
@@ -490,21 +486,12 @@ fn link_header(link: &Link) -> LinkHeader {
 }
 
 /// A link as the kernel dumps and notifies it: IFLA_IFNAME, IFLA_TXQLEN, IFLA_OPERSTATE
-/// (derived from the flags and the carrier), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
+/// ([`Link::operstate`]), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
 /// IFLA_LINKINFO (dummy links) and IFLA_AF_SPEC (IPv6 address generation mode).
 pub fn link_message(link: &Link) -> LinkMessage<'_> {
     let mut attributes = Vec::new();
     link_attrs(link, &mut attributes);
-    let oper = if link.flags & iff::UP == 0 {
-        IF_OPER_DOWN
-    } else if link.kind == Some(LinkKind::Loopback) {
-        IF_OPER_UNKNOWN
-    } else if link.carrier == Some(false) || link.flags & iff::LOWER_UP == 0 {
-        IF_OPER_DOWN
-    } else {
-        IF_OPER_UP
-    };
-    attributes.push(LinkAttr::OperState(oper));
+    attributes.push(LinkAttr::OperState(link.operstate()));
     link_tail(link, &mut attributes);
     LinkMessage {
         header: link_header(link),
