@@ -300,9 +300,12 @@ def record() -> None:
     with KernelNs() as k:
         got = k.ask(policy_cases())
     kept = {name: a for name, a in got.items() if a and a[1] in POLICY_TEXTS}
+    # One refusal a line, so a new recording reads as a diff.
+    lines = [f"{json.dumps(name)}: {json.dumps(kept[name])}" for name in sorted(kept)]
     with open(RECORDED, "w") as f:
-        json.dump({"kernel": os.uname().release, "refused": kept}, f, indent=0, sort_keys=True)
-        f.write("\n")
+        f.write('{"kernel": %s, "refused": {\n' % json.dumps(os.uname().release))
+        f.write(",\n".join(lines))
+        f.write("\n}}\n")
 
 
 # --- fibred ---------------------------------------------------------------------------------

@@ -2014,6 +2014,18 @@ pub fn check_requests(buf: &[u8]) -> usize {
     for item in Messages::new(buf) {
         let Ok((offset, msg)) = item else { break };
         let len = msg.header.length as usize;
+        // The daemon's reading: the policy check, then the same conversion; its refusals
+        // (an extended ACK with a policy description) encode into answers that parse.
+        match request_bytes(&buf[offset..offset + len]) {
+            Ok(r) => assert_eq!(Ok(r), request(&msg), "request at offset {offset}"),
+            Err(e) => {
+                let answer = ack(&buf[offset..offset + len], Err(&e), false, 1).to_bytes();
+                assert!(
+                    NetlinkMessage::parse(&answer, 0).is_ok(),
+                    "policy answer at offset {offset} parses"
+                );
+            }
+        }
         match request(&msg) {
             Ok(r) => {
                 let bytes = request_message(&r, 1, 0).to_bytes();

@@ -2132,4 +2132,58 @@ mod tests {
         assert!(said.0.len() >= 2, "a dump and an ACK");
         assert!(groups::has(ctx.groups, groups::LINK));
     }
+
+    /// As the kernel frames them: a GET's answer is a datagram of its own, apart from its
+    /// ACK; a dump asked with NLM_F_ACK ends at its NLMSG_DONE; a dump whose filter fails says
+    /// so in an NLMSG_DONE.
+    #[test]
+    fn answers_are_framed_as_the_kernel_frames_them() {
+        let mut e = Engine::default();
+        let mut ctx = ClientCtx::default();
+        let with_ack = |r: &Request, seq| {
+            let mut m = convert::request_message(r, seq, 0);
+            m.header.flags |= nf::NLM_F_ACK;
+            m.to_bytes()
+        };
+        let mut datagram = with_ack(
+            &Request::GetLink(Link {
+                ifindex: 1,
+                ..Link::default()
+            }),
+            1,
+        );
+        datagram.extend(with_ack(&Request::DumpLinks, 2));
+        // A next-hop dump filtered by NHA_ID, which the kernel's dump policy refuses.
+        let mut nh = convert::request_message(&Request::DumpNexthops, 3, 0).to_bytes();
+        nh.extend_from_slice(&[8, 0, 1, 0, 5, 0, 0, 0]);
+        nh[..4].copy_from_slice(&(nh.len() as u32).to_ne_bytes());
+        datagram.extend(nh);
+        let mut out = Outcome::default();
+        e.handle(&datagram, &mut ctx, 0, &mut out);
+        let (answers, _) = drain(&mut out);
+        let types: Vec<Vec<u16>> = answers
+            .iter()
+            .map(|b| {
+                split_messages(b)
+                    .map(|m| u16::from_ne_bytes([m[4], m[5]]))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                vec![mt::RTM_NEWLINK, mt::NLMSG_ERROR],
+                vec![mt::RTM_NEWLINK, mt::NLMSG_DONE],
+                vec![mt::NLMSG_DONE],
+            ]
+        );
+        let (first, rest) = (&answers[0], &answers[2]);
+        assert_eq!(
+            fit(first, 1 << 16),
+            first.len() - ACK_LEN,
+            "the answer goes alone"
+        );
+        assert_eq!(fit(&first[first.len() - ACK_LEN..], 1 << 16), ACK_LEN);
+        assert_eq!(i32::from_ne_bytes(rest[16..20].try_into().unwrap()), -22);
+    }
 }
