@@ -2156,7 +2156,8 @@ mod tests {
         // A next-hop dump filtered by NHA_ID, which the kernel's dump policy refuses.
         let mut nh = convert::request_message(&Request::DumpNexthops, 3, 0).to_bytes();
         nh.extend_from_slice(&[8, 0, 1, 0, 5, 0, 0, 0]);
-        nh[..4].copy_from_slice(&(nh.len() as u32).to_ne_bytes());
+        let len = nh.len() as u32;
+        nh[..4].copy_from_slice(&len.to_ne_bytes());
         datagram.extend(nh);
         let mut out = Outcome::default();
         e.handle(&datagram, &mut ctx, 0, &mut out);
