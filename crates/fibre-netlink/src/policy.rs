@@ -90,8 +90,11 @@ pub struct Policy {
     pub rules: &'static [(u16, Rule)],
     /// The checks the kernel's handler makes on the bytes of nested attributes before reading
     /// them, run once every attribute has passed its rule (`attrs` at `base`).
-    pub nested: Option<fn(attrs: &[u8], base: usize) -> Result<(), Violation>>,
+    pub nested: Option<NestedCheck>,
 }
+
+/// A check of nested attributes on a message's attribute region (`attrs`, at `base`).
+pub type NestedCheck = fn(attrs: &[u8], base: usize) -> Result<(), Violation>;
 
 impl Policy {
     pub fn rule(&self, number: u16) -> Option<Rule> {
