@@ -14,7 +14,12 @@
 - Framing: a GET's answer and its ACK are two datagrams; a dump with NLM_F_ACK ends with
   NLMSG_DONE and nothing after it; a zero-length message does not close the connection.
 - Errnos of requests naming an unknown family, of next-hop dumps with a filter the kernel
-  refuses, of multipath routes with a bad `rtnh_len`.
+  refuses, of multipath routes with a bad `rtnh_len`, of bad metrics and address lifetimes;
+  dumps of an unknown family.
+- An up dummy link's state is one answer: RTM_NEWLINK's IFLA_OPERSTATE and `fibre link show`.
+
+The CLI-level cases (link names, table 0 rules, gotos, congctl, special `route get`s) are
+scenarios in tests/scenarios/protocol.
 
 fibred is taken from beside $FIBRE or from target/release; tests skip with a message when it is
 not built. Self-contained: run with `python3 -m pytest -q tests/reliability/test_protocol.py`.
@@ -548,3 +553,30 @@ def test_link_state_is_one_answer(fibred):
             states[a[3].rstrip(b"\0").decode()] = a[16][0]
     assert states["eth0"] == 0, "IF_OPER_UNKNOWN"
     assert "state UNKNOWN" in fibre(fibred, "link", "show", "dev", "eth0")
+
+
+# Dumps of a family the kernel has no handler for: routes and addresses fall back to the
+# AF_UNSPEC dump (every family), rules and neighbours to an empty one.
+FAMILY_99_DUMPS = {
+    "routes": (nlmsg(26, NLM_F_REQUEST | NLM_F_DUMP, rtmsg(99, table=0)), 24),
+    "addresses": (nlmsg(22, NLM_F_REQUEST | NLM_F_DUMP, ifaddrmsg(99, 0)), 20),
+    "rules": (nlmsg(34, NLM_F_REQUEST | NLM_F_DUMP, fib_rule_hdr(99)), None),
+    "neighbours": (nlmsg(30, NLM_F_REQUEST | NLM_F_DUMP, ndmsg(99)), None),
+}
+
+
+def dump_shape(datagrams: list[bytes], entry: int | None) -> tuple[bool, list[int]]:
+    """Whether the dump holds entries of type `entry`, and the types after the entries."""
+    kinds = sum((kinds_of(d) for d in datagrams), [])
+    tail = [k for k in kinds if k != entry]
+    return (entry in kinds, tail)
+
+
+def test_dumps_of_an_unknown_family_are_the_kernels(fibred, kernel):
+    want = {"routes": (True, [NLMSG_DONE]), "addresses": (True, [NLMSG_DONE]), "rules": (False, [NLMSG_DONE]), "neighbours": (False, [NLMSG_DONE])}
+    with connect(fibred) as s:
+        got = {name: dump_shape(exchange(s, m), entry) for name, (m, entry) in FAMILY_99_DUMPS.items()}
+    assert got == want
+    if kernel is not None:
+        live = {name: dump_shape(kernel.datagrams(m), entry) for name, (m, entry) in FAMILY_99_DUMPS.items()}
+        assert live == want
