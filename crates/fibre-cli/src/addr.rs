@@ -472,10 +472,10 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool) {
         if up { "noqueue" } else { "noop" },
         " ",
     );
-    let state = match l.operstate() {
-        fibre_fib::types::oper::UP => "UP",
-        fibre_fib::types::oper::DOWN => "DOWN",
-        _ => "UNKNOWN",
+    let state = if l.operstate() == fibre_fib::types::oper::DOWN {
+        "DOWN"
+    } else {
+        "UNKNOWN"
     };
     p.str(Some("operstate"), "state ", state, " ");
     if mode {

@@ -1159,26 +1159,27 @@ impl Fib {
     pub fn rule_new(&mut self, rule: &Rule, flags: ReqFlags) -> Result<(), RtError> {
         // fib4_rule_configure: an IPv4 rule to table 0 gets a table of its own, the first id
         // no table has (IPv6 refuses table 0: "Invalid table").
-        let allocated =
-            (rule.family == Family::Inet && rule.action == RuleAction::ToTbl && rule.table == 0)
-                .then(|| (1..=u32::MAX).find(|id| !self.t4.contains_key(id)))
-                .map(|id| id.ok_or_else(|| RtError::new(Errno::ENOBUFS)))
-                .transpose()?;
-        match allocated {
-            Some(table) => self.rules.add(
-                &Rule {
-                    table,
-                    ..rule.clone()
-                },
-                flags.excl,
-            )?,
-            None => self.rules.add(rule, flags.excl)?,
-        }
-        if let Some(table) = allocated {
+        let allocates =
+            rule.family == Family::Inet && rule.action == RuleAction::ToTbl && rule.table == 0;
+        let with_table;
+        let rule = if allocates {
+            let table = (1..=u32::MAX)
+                .find(|id| !self.t4.contains_key(id))
+                .ok_or_else(|| RtError::new(Errno::ENOBUFS))?;
+            with_table = Rule {
+                table,
+                ..rule.clone()
+            };
+            &with_table
+        } else {
+            rule
+        };
+        self.rules.add(rule, flags.excl)?;
+        if allocates {
             let seq = &mut self.table_seq;
-            self.t4.entry(table).or_insert_with(|| {
+            self.t4.entry(rule.table).or_insert_with(|| {
                 *seq += 1;
-                fibtable::Table::new(table, 32, *seq)
+                fibtable::Table::new(rule.table, 32, *seq)
             });
         }
         match rule.family {

@@ -340,7 +340,6 @@ pub struct Link {
 pub mod oper {
     pub const UNKNOWN: u8 = 0;
     pub const DOWN: u8 = 2;
-    pub const UP: u8 = 6;
 }
 
 impl Link {
