@@ -28,9 +28,14 @@
 //! - an attribute the table refuses outright: EINVAL with the table's text.
 //!
 //! Attributes a table does not name pass (the codec keeps them, conversion ignores them),
-//! except in the next-hop tables, which know every type up to their maximum. Nested
-//! attributes (RTA_MULTIPATH's next hops, RTA_METRICS, NHA_GROUP) are checked where
-//! conversion reads them, as the kernel checks them in its handlers.
+//! except in the next-hop tables, which know every type up to their maximum. The kernel's
+//! route handlers check the framing of RTA_MULTIPATH and each RTA_METRICS entry before
+//! reading them; the route tables' [`Policy::nested`] step does the same here, after every
+//! attribute has passed its rule. The attributes inside each next hop and NHA_GROUP's entries
+//! are checked by conversion, as the handlers check them while reading.
+//!
+//! Each table lists its rules sorted by attribute type (a test checks it), so a rule is found
+//! by binary search: table loads check every attribute of every route.
 
 use crate::nla::{NlaIter, NLA_F_NESTED, NLA_TYPE_MASK};
 use crate::DecodeError;
@@ -81,6 +86,7 @@ pub enum Rule {
 /// A table: the rules by attribute type, and whether types it does not know are refused.
 #[derive(Debug)]
 pub struct Policy {
+    /// The kernel table this one mirrors.
     pub name: &'static str,
     /// Highest type a strict table knows; `None` for tables that ignore unknown types.
     pub strict_max: Option<u16>,
@@ -99,9 +105,9 @@ pub type NestedCheck = fn(attrs: &[u8], base: usize) -> Result<(), Violation>;
 impl Policy {
     pub fn rule(&self, number: u16) -> Option<Rule> {
         self.rules
-            .iter()
-            .find(|(t, _)| *t == number)
-            .map(|(_, r)| *r)
+            .binary_search_by_key(&number, |(t, _)| *t)
+            .ok()
+            .map(|i| self.rules[i].1)
     }
 }
 
@@ -865,6 +871,29 @@ mod tests {
         assert_eq!(answer(&LINK, 3, 16), None, "15 bytes and a NUL");
         assert_eq!(answer(&LINK, 3, 0), Some((34, FAILED, true)));
         assert_eq!(answer(&LINK, 200, 3), None, "unknown types are ignored");
+    }
+
+    #[test]
+    fn tables_are_sorted_by_type() {
+        for p in [
+            &ROUTE4,
+            &ROUTE6,
+            &ADDR4,
+            &ADDR6,
+            &LINK,
+            &RULE,
+            &NEIGH,
+            &NEXTHOP_NEW,
+            &NEXTHOP_DEL,
+            &NEXTHOP_GET,
+            &NEXTHOP_DUMP,
+        ] {
+            assert!(
+                p.rules.windows(2).all(|w| w[0].0 < w[1].0),
+                "{} is sorted",
+                p.name
+            );
+        }
     }
 
     /// The policy descriptions the kernel sent for these rules, byte for byte.
