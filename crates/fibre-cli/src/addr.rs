@@ -204,6 +204,19 @@ fn modify(cli: &mut Cli, words: &[&str], flags: Option<ReqFlags>) -> Result<(), 
         },
         None => 0,
     };
+    if valid.is_some() || preferred.is_some() {
+        // iproute2 checks the lifetimes itself before asking the kernel.
+        let (v, p) = (valid.unwrap_or(FOREVER), preferred.unwrap_or(FOREVER));
+        if v == 0 {
+            return Err(CmdError::fail(1, "valid_lft is zero\n"));
+        }
+        if v < p {
+            return Err(CmdError::fail(
+                1,
+                "preferred_lft is greater than valid_lft\n",
+            ));
+        }
+    }
     let ifindex = cli.dev(d)?;
     let req = Address {
         family,
@@ -459,7 +472,7 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool) {
         if up { "noqueue" } else { "noop" },
         " ",
     );
-    let state = if !up || l.flags & iff::LOWER_UP == 0 {
+    let state = if l.operstate() == fibre_fib::types::oper::DOWN {
         "DOWN"
     } else {
         "UNKNOWN"

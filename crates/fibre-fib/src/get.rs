@@ -47,6 +47,9 @@ fn is_lbcast(a: u32) -> bool {
 fn is_zeronet(a: u32) -> bool {
     a == 0
 }
+/// 224.0.0.1, the all-hosts group (IGMP_ALL_HOSTS).
+const IGMP_ALL_HOSTS: u32 = 0xe000_0001;
+
 fn is_multicast4(a: u32) -> bool {
     a >> 28 == 0xe
 }
@@ -186,14 +189,12 @@ impl Fib {
             }
         }
         if d == 0 {
+            // The route goes to the source (or 127.0.0.1) through `lo`; the answer keeps the
+            // destination asked for, as inet_rtm_getroute fills RTA_DST from the request.
             let a = if s != 0 {
                 s
             } else {
                 u32::from(Ipv4Addr::LOCALHOST)
-            };
-            ans.dst = Prefix {
-                addr: IpAddr::V4(Ipv4Addr::from(a)),
-                len: 32,
             };
             ans.rtype = RouteType::Local;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
@@ -275,10 +276,14 @@ impl Fib {
             ans.rtype = RouteType::Broadcast;
             ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
         } else if is_multicast4(d) || ans.rtype == RouteType::Multicast {
-            // A multicast route's type counts as a multicast destination's does; the group is
-            // not joined here, so RTCF_LOCAL stays off.
+            // A multicast route's type counts as a multicast destination's does. The only
+            // group joined here is all-hosts, which every up IPv4 device joins (ip_mc_up):
+            // for it the route is also local (ip_check_mc_rcu).
             ans.rtype = RouteType::Multicast;
             ans.flags |= rtcf::MULTICAST;
+            if d == IGMP_ALL_HOSTS {
+                ans.flags |= rtcf::LOCAL;
+            }
         } else if ans.rtype == RouteType::Unspec {
             ans.rtype = RouteType::Unicast;
         }

@@ -171,6 +171,22 @@ const MAX_ROUTE_ADVMSS: u32 = 65535 - 40;
 /// Largest RTAX_HOPLIMIT: an 8-bit field on the wire.
 const MAX_ROUTE_HOPLIMIT: u32 = 255;
 
+/// The TCP congestion-control algorithms a route's RTAX_CC_ALGO may name: those of the
+/// kernel fibre is compared with (its tcp_available_congestion_control), which
+/// ip_metrics_convert looks names up in.
+const CONGESTION_CONTROLS: [&str; 3] = ["reno", "cubic", "bbr"];
+
+/// ip_metrics_convert refuses a congestion-control algorithm the kernel does not have.
+fn check_congctl(m: &Metrics) -> Result<(), RtError> {
+    match &m.congctl {
+        Some(name) if !CONGESTION_CONTROLS.contains(&name.as_str()) => Err(RtError::msg(
+            Errno::EINVAL,
+            "Unknown tcp congestion algorithm",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// ip_metrics_convert caps mtu, advmss and hoplimit of a new route (both families): the
 /// capped metrics, or None when nothing is over its cap. Deletes compare the values as given.
 fn capped_metrics(m: &Metrics) -> Option<Metrics> {
@@ -336,8 +352,8 @@ impl Fib {
                 let Some(name) = link.ifname.clone() else {
                     return Err(RtError::new(Errno::EINVAL));
                 };
-                if name.is_empty() || name.len() > 15 || name.contains('/') || name.contains(' ') {
-                    return Err(RtError::msg(Errno::EINVAL, "Invalid device name"));
+                if !link::valid_name(&name) {
+                    return Err(RtError::new(Errno::EINVAL));
                 }
                 let idx = if link.ifindex != 0 {
                     if self.links.get(link.ifindex).is_some() {
@@ -397,6 +413,9 @@ impl Fib {
         }
         if let Some(n) = &link.ifname {
             if link.ifindex != 0 && *n != cur.name {
+                if !link::valid_name(n) {
+                    return Err(RtError::new(Errno::EINVAL));
+                }
                 if self.links.index_of(n).is_some() {
                     return Err(RtError::new(Errno::EEXIST));
                 }
@@ -560,6 +579,19 @@ impl Fib {
     }
 
     fn addr_new_inner(&mut self, a: &Address, flags: ReqFlags) -> Result<(), RtError> {
+        // A lifetime of u32::MAX (or none) is forever; a valid lifetime of 0, or a preferred
+        // one beyond the valid one, is refused before the link is looked up.
+        let (valid, preferred) = (
+            a.valid_lft.unwrap_or(u32::MAX),
+            a.preferred_lft.unwrap_or(u32::MAX),
+        );
+        if valid == 0 || preferred > valid {
+            let text = match a.family {
+                Family::Inet => "ipv4: address lifetime invalid",
+                Family::Inet6 => "ipv6: address lifetime invalid",
+            };
+            return Err(RtError::msg(Errno::EINVAL, text));
+        }
         if self.links.get(a.ifindex).is_none() {
             return Err(RtError::new(Errno::ENODEV));
         }
@@ -851,6 +883,7 @@ impl Fib {
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }
+        check_congctl(&route.metrics)?;
         let capped;
         let route = match capped_metrics(&route.metrics) {
             Some(metrics) => {
@@ -1124,7 +1157,31 @@ impl Fib {
 
     /// RTM_NEWRULE.
     pub fn rule_new(&mut self, rule: &Rule, flags: ReqFlags) -> Result<(), RtError> {
+        // fib4_rule_configure: an IPv4 rule to table 0 gets a table of its own, the first id
+        // no table has (IPv6 refuses table 0: "Invalid table").
+        let allocates =
+            rule.family == Family::Inet && rule.action == RuleAction::ToTbl && rule.table == 0;
+        let with_table;
+        let rule = if allocates {
+            let table = (1..=u32::MAX)
+                .find(|id| !self.t4.contains_key(id))
+                .ok_or_else(|| RtError::new(Errno::ENOBUFS))?;
+            with_table = Rule {
+                table,
+                ..rule.clone()
+            };
+            &with_table
+        } else {
+            rule
+        };
         self.rules.add(rule, flags.excl)?;
+        if allocates {
+            let seq = &mut self.table_seq;
+            self.t4.entry(rule.table).or_insert_with(|| {
+                *seq += 1;
+                fibtable::Table::new(rule.table, 32, *seq)
+            });
+        }
         match rule.family {
             Family::Inet => self.custom_rules4 = true,
             // fib6_rule_configure makes the rule's table.

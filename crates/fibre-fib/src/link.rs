@@ -30,6 +30,22 @@ pub(crate) const DEFAULT_TXQLEN: u32 = 1000;
 /// on it.
 pub const LOOPBACK_IFINDEX: u32 = 1;
 
+/// The longest link name (IFNAMSIZ less its NUL).
+pub(crate) const MAX_NAME: usize = 15;
+
+/// Whether `name` may name a link, as the kernel's dev_valid_name decides: 1 to 15 bytes,
+/// not `.` or `..` (they would shadow sysfs directories), and no `/`, `:` (the alias
+/// separator) or whitespace.
+pub(crate) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0x0b)
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct LinkState {
     pub ifindex: u32,

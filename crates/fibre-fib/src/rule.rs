@@ -98,15 +98,28 @@ impl Rules {
                 }
             }
         }
-        if r.action == RuleAction::Goto {
-            match r.goto {
+        let list = self.list_mut(r.family);
+        let mut rule = r.clone();
+        if rule.priority.is_none() {
+            // The kernel picks one less than the second rule's priority, or 0 when there is
+            // no second rule or its priority is 0 -- before checking a goto against it.
+            let p = list
+                .get(1)
+                .and_then(|x| x.priority)
+                .filter(|&p| p > 0)
+                .map(|p| p - 1)
+                .unwrap_or(0);
+            rule.priority = Some(p);
+        }
+        if rule.action == RuleAction::Goto {
+            match rule.goto {
                 None => {
                     return Err(RtError::msg(
                         Errno::EINVAL,
                         "Missing goto target for action goto",
                     ))
                 }
-                Some(t) if Some(t) <= r.priority || (r.priority.is_none() && t == 0) => {
+                Some(t) if Some(t) <= rule.priority => {
                     return Err(RtError::msg(Errno::EINVAL, "Backward goto not supported"))
                 }
                 _ => {}
@@ -124,19 +137,6 @@ impl Rules {
             if a > b || a == 0 {
                 return Err(RtError::msg(Errno::EINVAL, "Invalid port range"));
             }
-        }
-        let list = self.list_mut(r.family);
-        let mut rule = r.clone();
-        if rule.priority.is_none() {
-            // The kernel picks one less than the second rule's priority, or 0 when there is
-            // no second rule or its priority is 0.
-            let p = list
-                .get(1)
-                .and_then(|x| x.priority)
-                .filter(|&p| p > 0)
-                .map(|p| p - 1)
-                .unwrap_or(0);
-            rule.priority = Some(p);
         }
         if rule.fwmark.is_some() && rule.fwmask.is_none() {
             rule.fwmask = Some(u32::MAX);

@@ -336,6 +336,31 @@ pub struct Link {
     pub addr_gen_mode: Option<u8>,
 }
 
+/// RFC 2863 operational states (IF_OPER_*) of IFLA_OPERSTATE.
+pub mod oper {
+    pub const UNKNOWN: u8 = 0;
+    pub const DOWN: u8 = 2;
+}
+
+impl Link {
+    /// The operational state the kernel reports for a link of a kind fibre models: DOWN
+    /// when the link is down or has no carrier, else UNKNOWN. Loopback and dummy devices
+    /// never have their state computed by the kernel's link watch (it runs on carrier
+    /// changes, which `lo` never has and a dummy has only when told), so an up one stays at
+    /// its initial UNKNOWN. After `carrier off` then `on` the kernel would say UP; fibre
+    /// keeps no history and says UNKNOWN.
+    pub fn operstate(&self) -> u8 {
+        if self.flags & iff::UP == 0
+            || self.flags & iff::LOWER_UP == 0
+            || self.carrier == Some(false)
+        {
+            oper::DOWN
+        } else {
+            oper::UNKNOWN
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Addresses (RTM_NEWADDR / RTM_DELADDR / RTM_GETADDR)
 // ---------------------------------------------------------------------------------------------

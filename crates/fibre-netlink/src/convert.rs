@@ -38,10 +38,6 @@ const RT_TABLE_COMPAT: u8 = 252;
 /// Link-layer types (ARPHRD_*) of the links fibre models.
 const ARPHRD_ETHER: u16 = 1;
 const ARPHRD_LOOPBACK: u16 = 772;
-/// RFC 2863 operational states (IF_OPER_*) the kernel reports for simple devices.
-const IF_OPER_UNKNOWN: u8 = 0;
-const IF_OPER_DOWN: u8 = 2;
-const IF_OPER_UP: u8 = 6;
 const AF_UNSPEC: u8 = 0;
 /// `ifa_cacheinfo` lifetime meaning "forever".
 const INFINITY_LIFE_TIME: u32 = u32::MAX;
@@ -76,6 +72,12 @@ pub enum Request {
     /// RTM_GETNEIGH for one entry (NTF_PROXY in `flags` for a proxy entry).
     GetNeigh(Neighbour),
     DumpNeighs(NeighDump),
+    /// A dump the kernel answers with NLMSG_DONE alone: rules or neighbours (`message_type`
+    /// RTM_GETRULE or RTM_GETNEIGH) of a `family` that has none.
+    EmptyDump {
+        message_type: u16,
+        family: u8,
+    },
 }
 
 /// What an RTM_GETNEXTHOPBUCKET dump asks for: buckets of group `id` only (NHA_ID), holding
@@ -103,6 +105,34 @@ pub struct NeighDump {
 pub struct RequestError {
     pub error: RtError,
     pub offset: Option<u32>,
+    /// The attributes of NLMSGERR_ATTR_POLICY describing the rule the attribute at `offset`
+    /// broke ([`crate::policy::describe`]); empty when the kernel describes none.
+    pub policy: Vec<u8>,
+}
+
+/// An attribute that broke its table's rule ([`crate::policy`]), answered as the kernel
+/// answers it.
+impl From<crate::policy::Violation> for RequestError {
+    fn from(v: crate::policy::Violation) -> Self {
+        let mut policy = Vec::new();
+        if let Some(rule) = &v.rule {
+            crate::policy::describe(rule, &mut policy);
+        }
+        RequestError {
+            error: v.error(),
+            offset: v.offset.and_then(|o| u32::try_from(o).ok()),
+            policy,
+        }
+    }
+}
+
+impl From<crate::policy::Refusal> for RequestError {
+    fn from(r: crate::policy::Refusal) -> Self {
+        match r {
+            crate::policy::Refusal::Framing(e) => e.into(),
+            crate::policy::Refusal::Policy(v) => v.into(),
+        }
+    }
 }
 
 impl From<RtError> for RequestError {
@@ -110,6 +140,7 @@ impl From<RtError> for RequestError {
         RequestError {
             error,
             offset: None,
+            policy: Vec::new(),
         }
     }
 }
@@ -123,6 +154,7 @@ impl From<crate::DecodeError> for RequestError {
         RequestError {
             error: RtError::msg(Errno::EINVAL, e.to_string()),
             offset: u32::try_from(e.offset()).ok(),
+            policy: Vec::new(),
         }
     }
 }
@@ -165,12 +197,26 @@ fn family(f: u8) -> Result<Family, RequestError> {
     }
 }
 
-fn dump_family(f: u8) -> Result<Option<Family>, RequestError> {
-    if f == AF_UNSPEC {
-        Ok(None)
-    } else {
-        family(f).map(Some)
-    }
+/// The family of a route or address request: the kernel has handlers for these of AF_INET
+/// and AF_INET6 only, and answers any other family with EOPNOTSUPP, without text.
+fn object_family(f: u8) -> Result<Family, RequestError> {
+    family(f).map_err(|_| RtError::new(Errno::EOPNOTSUPP).into())
+}
+
+/// The family of a dump of routes, addresses or links: one the kernel has no handler for is
+/// served by the AF_UNSPEC handler, which dumps every family.
+fn dump_family(f: u8) -> Option<Family> {
+    family(f).ok()
+}
+
+/// A dump of rules or neighbours of a family other than AF_INET and AF_INET6 (AF_UNSPEC
+/// dumps both), which the kernel answers with nothing but NLMSG_DONE.
+fn filtered_dump(t: u16, f: u8) -> Option<Request> {
+    let filtered = t == mt::RTM_GETRULE || t == mt::RTM_GETNEIGH;
+    (filtered && f != AF_UNSPEC && family(f).is_err()).then_some(Request::EmptyDump {
+        message_type: t,
+        family: f,
+    })
 }
 
 fn unspecified(f: Family) -> IpAddr {
@@ -229,19 +275,20 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
         Payload::Address(m) => match t {
             mt::RTM_NEWADDR => Ok(Request::NewAddr(address_from(m)?, flags)),
             mt::RTM_DELADDR => Ok(Request::DelAddr(address_from(m)?)),
-            _ if dump => Ok(Request::DumpAddrs(dump_family(m.header.family)?)),
+            _ if dump => Ok(Request::DumpAddrs(dump_family(m.header.family))),
             _ => Err(unsupported()),
         },
         Payload::Route(m) => match t {
             mt::RTM_NEWROUTE => Ok(Request::NewRoute(route_from(m)?, flags)),
             mt::RTM_DELROUTE => Ok(Request::DelRoute(route_from(m)?)),
-            _ if dump => Ok(Request::DumpRoutes(dump_family(m.header.family)?)),
+            _ if dump => Ok(Request::DumpRoutes(dump_family(m.header.family))),
             _ => Ok(Request::GetRoute(query_from(m)?)),
         },
         Payload::Rule(m) => match t {
             mt::RTM_NEWRULE => Ok(Request::NewRule(rule_from(m)?, flags)),
             mt::RTM_DELRULE => Ok(Request::DelRule(rule_from(m)?)),
-            _ if dump => Ok(Request::DumpRules(dump_family(m.header.family)?)),
+            _ if dump => Ok(filtered_dump(t, m.header.family)
+                .unwrap_or(Request::DumpRules(dump_family(m.header.family)))),
             _ => Err(unsupported()),
         },
         Payload::Nexthop(m) => match t {
@@ -271,20 +318,26 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
         Payload::Neighbour(m) => match t {
             mt::RTM_NEWNEIGH => Ok(Request::NewNeigh(neighbour_from(m)?, flags)),
             mt::RTM_DELNEIGH => Ok(Request::DelNeigh(neighbour_from(m)?)),
-            _ if dump => Ok(Request::DumpNeighs(neigh_dump_from(m)?)),
+            _ if dump => match filtered_dump(t, m.header.family) {
+                Some(empty) => Ok(empty),
+                None => Ok(Request::DumpNeighs(neigh_dump_from(m)?)),
+            },
             _ => Ok(Request::GetNeigh(neigh_get_from(m)?)),
         },
         // The legacy dump request: a bare `struct rtgenmsg` (one family byte).
         Payload::Other(body) if dump => {
             let fam = body.first().copied().unwrap_or(AF_UNSPEC);
+            if let Some(empty) = filtered_dump(t, fam) {
+                return Ok(empty);
+            }
             match t {
                 mt::RTM_GETLINK => Ok(Request::DumpLinks),
-                mt::RTM_GETADDR => Ok(Request::DumpAddrs(dump_family(fam)?)),
-                mt::RTM_GETROUTE => Ok(Request::DumpRoutes(dump_family(fam)?)),
-                mt::RTM_GETRULE => Ok(Request::DumpRules(dump_family(fam)?)),
+                mt::RTM_GETADDR => Ok(Request::DumpAddrs(dump_family(fam))),
+                mt::RTM_GETROUTE => Ok(Request::DumpRoutes(dump_family(fam))),
+                mt::RTM_GETRULE => Ok(Request::DumpRules(dump_family(fam))),
                 mt::RTM_GETNEXTHOP => Ok(Request::DumpNexthops),
                 mt::RTM_GETNEIGH => Ok(Request::DumpNeighs(NeighDump {
-                    family: dump_family(fam)?,
+                    family: dump_family(fam),
                     ..NeighDump::default()
                 })),
                 _ => Err(unsupported()),
@@ -292,6 +345,43 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
         }
         _ => Err(unsupported()),
     }
+}
+
+/// Converts one whole request message given as bytes (as [`NetlinkMessage::parse`] takes
+/// it): its attributes are checked against their table first ([`crate::policy`]), as the
+/// kernel validates a request before its handler reads it, then it is parsed and converted by
+/// [`request`].
+pub fn request_bytes(msg: &[u8]) -> Result<Request, RequestError> {
+    if let Some((policy, base)) = policy_of(msg) {
+        let end = NetlinkHeader::parse_bytes(msg, 0)
+            .map_or(msg.len(), |h| (h.length as usize).min(msg.len()));
+        if base <= end {
+            crate::policy::check(policy, &msg[base..end], base)?;
+        }
+    }
+    let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
+    request(&parsed)
+}
+
+/// The table the attributes of request `msg` are checked against, and the offset of its
+/// attribute region (after the object's fixed header).
+fn policy_of(msg: &[u8]) -> Option<(&'static crate::policy::Policy, usize)> {
+    let h = NetlinkHeader::parse_bytes(msg, 0).ok()?;
+    let header = match h.message_type {
+        mt::RTM_NEWLINK | mt::RTM_DELLINK | mt::RTM_GETLINK | mt::RTM_SETLINK => LinkHeader::LEN,
+        mt::RTM_NEWADDR | mt::RTM_DELADDR => AddressHeader::LEN,
+        mt::RTM_NEWROUTE | mt::RTM_DELROUTE | mt::RTM_GETROUTE => RouteHeader::LEN,
+        mt::RTM_NEWRULE | mt::RTM_DELRULE => RuleHeader::LEN,
+        mt::RTM_NEWNEIGH | mt::RTM_DELNEIGH => NeighbourHeader::LEN,
+        mt::RTM_NEWNEXTHOP | mt::RTM_DELNEXTHOP | mt::RTM_GETNEXTHOP => NexthopHeader::LEN,
+        _ => return None,
+    };
+    let family = *msg.get(NetlinkHeader::LEN)?;
+    let base = NetlinkHeader::LEN + header;
+    (msg.len() >= base)
+        .then(|| crate::policy::for_request(h.message_type, h.flags, family))
+        .flatten()
+        .map(|p| (p, base))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -396,21 +486,12 @@ fn link_header(link: &Link) -> LinkHeader {
 }
 
 /// A link as the kernel dumps and notifies it: IFLA_IFNAME, IFLA_TXQLEN, IFLA_OPERSTATE
-/// (derived from the flags and the carrier), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
+/// ([`Link::operstate`]), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
 /// IFLA_LINKINFO (dummy links) and IFLA_AF_SPEC (IPv6 address generation mode).
 pub fn link_message(link: &Link) -> LinkMessage<'_> {
     let mut attributes = Vec::new();
     link_attrs(link, &mut attributes);
-    let oper = if link.flags & iff::UP == 0 {
-        IF_OPER_DOWN
-    } else if link.kind == Some(LinkKind::Loopback) {
-        IF_OPER_UNKNOWN
-    } else if link.carrier == Some(false) || link.flags & iff::LOWER_UP == 0 {
-        IF_OPER_DOWN
-    } else {
-        IF_OPER_UP
-    };
-    attributes.push(LinkAttr::OperState(oper));
+    attributes.push(LinkAttr::OperState(link.operstate()));
     link_tail(link, &mut attributes);
     LinkMessage {
         header: link_header(link),
@@ -435,7 +516,7 @@ fn link_request(link: &Link) -> LinkMessage<'_> {
 /// An address message as the model reads it.
 pub fn address_from(m: &AddressMessage<'_>) -> Result<Address, RequestError> {
     let h = &m.header;
-    let fam = family(h.family)?;
+    let fam = object_family(h.family)?;
     let mut a = Address {
         family: fam,
         prefixlen: h.prefix_len,
@@ -592,6 +673,8 @@ fn metrics_from(attrs: &[MetricAttr<'_>]) -> Result<Metrics, RequestError> {
             MetricAttr::QuickAck(v) => m.quickack = Some(*v),
             MetricAttr::CcAlgo(s) => m.congctl = Some(text(s)?),
             MetricAttr::FastopenNoCookie(v) => m.fastopen_no_cookie = Some(*v),
+            // ip_metrics_convert skips type 0; the policy check refused the others.
+            MetricAttr::Other(raw) if raw.number() == 0 => {}
             MetricAttr::Other(_) => return Err(invalid("Invalid metric")),
         }
     }
@@ -652,9 +735,9 @@ pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
 
 /// An RTM_NEWROUTE or RTM_DELROUTE request read straight from its bytes (one whole message,
 /// as [`NetlinkMessage::parse`] takes it), without building the intermediate message: the
-/// daemon's path for table loads. The answer is exactly `request(&NetlinkMessage::parse(msg,
-/// 0)?.0)`'s; `None` when the message is something else, or is malformed (the caller then
-/// takes the general path, which says what is wrong).
+/// daemon's path for table loads. The answer is exactly [`request_bytes`]'s; `None` when the
+/// message is something else, or is badly framed (the caller then takes the general path,
+/// which says what is wrong).
 pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
     let h = NetlinkHeader::parse_bytes(msg, 0).ok()?;
     let t = h.message_type;
@@ -665,9 +748,12 @@ pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
     let rh = RouteHeader::parse_bytes(body, NetlinkHeader::LEN).ok()?;
     let attrs = &body[RouteHeader::LEN..];
     let base = NetlinkHeader::LEN + RouteHeader::LEN;
-    // Framing first, as the general parser checks every attribute before converting any.
-    if crate::nla::NlaIter::new(attrs, base).any(|r| r.is_err()) {
-        return None;
+    // Framing and policy first, as the kernel checks every attribute before converting any.
+    let policy = crate::policy::for_request(t, h.flags, rh.family)?;
+    match crate::policy::check(policy, attrs, base) {
+        Ok(()) => {}
+        Err(crate::policy::Refusal::Framing(_)) => return None,
+        Err(crate::policy::Refusal::Policy(v)) => return Some(Err(v.into())),
     }
     let convert = || {
         let mut b = RouteBuilder::new(&rh)?;
@@ -694,7 +780,7 @@ struct RouteBuilder {
 
 impl RouteBuilder {
     fn new(h: &RouteHeader) -> Result<RouteBuilder, RequestError> {
-        let fam = family(h.family)?;
+        let fam = object_family(h.family)?;
         if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
             return Err(invalid("Invalid prefix length"));
         }
@@ -983,7 +1069,7 @@ fn route_attrs<'a>(r: &'a Route, mut push: impl FnMut(RouteAttr<'a>)) {
 /// An RTM_GETROUTE request (not a dump) as the model reads it.
 pub fn query_from(m: &RouteMessage<'_>) -> Result<RouteQuery, RequestError> {
     let h = &m.header;
-    let fam = family(h.family)?;
+    let fam = object_family(h.family)?;
     let mut q = RouteQuery {
         family: fam,
         dst: unspecified(fam),
@@ -1074,7 +1160,12 @@ fn rule_action(a: u8) -> Result<RuleAction, RequestError> {
 /// A rule message as the model reads it.
 pub fn rule_from(m: &RuleMessage<'_>) -> Result<Rule, RequestError> {
     let h = &m.header;
-    let fam = family(h.family)?;
+    let fam = family(h.family).map_err(|_| {
+        RequestError::from(RtError::msg(
+            Errno::EAFNOSUPPORT,
+            "Rule family not supported",
+        ))
+    })?;
     if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
         return Err(invalid("Invalid prefix length"));
     }
@@ -1223,6 +1314,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         let at = |text: &str| RequestError {
             error: RtError::msg(Errno::EINVAL, text),
             offset: Some(nexthop_attr_offset(m, i)),
+            policy: Vec::new(),
         };
         match a {
             NexthopAttr::Id(v) => nh.id = *v,
@@ -1252,6 +1344,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                 return Err(RequestError {
                     error: RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported"),
                     offset: Some(nexthop_attr_offset(m, i)),
+                    policy: Vec::new(),
                 })
             }
             NexthopAttr::ResGroup(n) => res = Some((i, n)),
@@ -1270,6 +1363,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                     "No other attributes expected in nexthop group",
                 ),
                 offset: None,
+                policy: Vec::new(),
             });
         }
         let mut r = ResGroup::default();
@@ -1284,6 +1378,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
                     return Err(RequestError {
                         error: RtError::msg(Errno::EINVAL, "Unknown attribute type"),
                         offset: Some(nexthop_attr_offset(m, i)),
+                        policy: Vec::new(),
                     })
                 }
             }
@@ -1531,7 +1626,7 @@ fn neigh_dump_from(m: &NeighbourMessage<'_>) -> Result<NeighDump, RequestError> 
         })
         .unwrap_or(0);
     Ok(NeighDump {
-        family: dump_family(m.header.family)?,
+        family: dump_family(m.header.family),
         proxy: m.header.flags & ntf::PROXY != 0,
         ifindex,
     })
@@ -1633,14 +1728,7 @@ pub fn ack<'a>(
     let full = (req.length as usize).clamp(request.len().min(NetlinkHeader::LEN), request.len());
     let (error, capped, extack) = match result {
         Ok(()) => (0, true, Vec::new()),
-        Err(e) => {
-            let mut extack = Vec::new();
-            if let Some(text) = &e.error.extack {
-                extack.push(ExtAckAttr::Msg(NlStr::new(text)));
-            }
-            extack.extend(e.offset.map(ExtAckAttr::Offset));
-            (-e.error.errno.0, capped, extack)
-        }
+        Err(e) => (-e.error.errno.0, capped, extack_of(e)),
     };
     let echoed = if capped {
         &request[..request.len().min(NetlinkHeader::LEN)]
@@ -1660,6 +1748,41 @@ pub fn ack<'a>(
         extack,
     });
     message(mt::NLMSG_ERROR, flags, req.sequence, port, payload)
+}
+
+/// The extended ACK of an error: its text, the offending attribute's offset and the policy
+/// it broke, in the kernel's order.
+fn extack_of(e: &RequestError) -> Vec<ExtAckAttr<'_>> {
+    let mut extack = Vec::new();
+    if let Some(text) = &e.error.extack {
+        extack.push(ExtAckAttr::Msg(NlStr::new(text)));
+    }
+    extack.extend(e.offset.map(ExtAckAttr::Offset));
+    if let Ok(attrs) = crate::nla::parse_attrs(&e.policy, 0) {
+        if !attrs.is_empty() {
+            extack.push(ExtAckAttr::Policy(Nest {
+                flagged: true,
+                attrs,
+            }));
+        }
+    }
+    extack
+}
+
+/// NLMSG_DONE ending a dump that failed, with the error and its extended ACK: the kernel
+/// reports so what goes wrong inside a dump (validating its filters included), where a failed
+/// request of any other kind gets NLMSG_ERROR.
+pub fn done_error(sequence: u32, port: u32, e: &RequestError) -> NetlinkMessage<'_> {
+    let extack = extack_of(e);
+    let mut flags = nf::NLM_F_MULTI;
+    if !extack.is_empty() {
+        flags |= nf::NLM_F_ACK_TLVS;
+    }
+    let payload = Payload::Done(DoneMessage {
+        code: Some(-e.error.errno.0),
+        extack,
+    });
+    message(mt::NLMSG_DONE, flags, sequence, port, payload)
 }
 
 /// NLMSG_DONE ending a successful dump.
@@ -1855,6 +1978,29 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
                 Payload::Neighbour(NeighbourMessage { header, attributes }),
             )
         }
+        Request::EmptyDump {
+            message_type,
+            family,
+        } => {
+            let payload = if *message_type == mt::RTM_GETNEIGH {
+                Payload::Neighbour(NeighbourMessage {
+                    header: NeighbourHeader {
+                        family: *family,
+                        ..NeighbourHeader::default()
+                    },
+                    attributes: Vec::new(),
+                })
+            } else {
+                Payload::Rule(RuleMessage {
+                    header: RuleHeader {
+                        family: *family,
+                        ..RuleHeader::default()
+                    },
+                    attributes: Vec::new(),
+                })
+            };
+            (*message_type, dump, payload)
+        }
     };
     message(t, flags, sequence, port, payload)
 }
@@ -1870,6 +2016,18 @@ pub fn check_requests(buf: &[u8]) -> usize {
     for item in Messages::new(buf) {
         let Ok((offset, msg)) = item else { break };
         let len = msg.header.length as usize;
+        // The daemon's reading: the policy check, then the same conversion; its refusals
+        // (an extended ACK with a policy description) encode into answers that parse.
+        match request_bytes(&buf[offset..offset + len]) {
+            Ok(r) => assert_eq!(Ok(r), request(&msg), "request at offset {offset}"),
+            Err(e) => {
+                let answer = ack(&buf[offset..offset + len], Err(&e), false, 1).to_bytes();
+                assert!(
+                    NetlinkMessage::parse(&answer, 0).is_ok(),
+                    "policy answer at offset {offset} parses"
+                );
+            }
+        }
         match request(&msg) {
             Ok(r) => {
                 let bytes = request_message(&r, 1, 0).to_bytes();

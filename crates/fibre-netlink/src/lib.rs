@@ -26,6 +26,7 @@ pub mod message;
 pub mod neighbour;
 pub mod nexthop;
 pub mod nla;
+pub mod policy;
 pub mod route;
 pub mod rule;
 

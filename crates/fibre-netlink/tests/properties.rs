@@ -310,10 +310,9 @@ proptest! {
     }
 }
 
-/// The general path: parse, then convert.
+/// The general path: check the attribute policy, parse, then convert.
 fn slow_request(msg: &[u8]) -> Result<convert::Request, convert::RequestError> {
-    let (m, _) = fibre_netlink::NetlinkMessage::parse(msg, 0)?;
-    convert::request(&m)
+    convert::request_bytes(msg)
 }
 
 proptest! {

@@ -92,8 +92,10 @@ pub enum Reply {
 }
 
 /// The length of the longest run of whole messages at the start of `bytes` (a
-/// [`Reply::Messages`] buffer) that fits in `limit` bytes, or of the first message if even
-/// that does not fit.
+/// [`Reply::Messages`] buffer) that fits in `limit` bytes and may share a datagram, or of the
+/// first message if even that does not fit. ACKs and errors share datagrams (a table load is
+/// acknowledged a datagram at a time, not a route at a time); any other message goes alone
+/// (see [`alone`]).
 pub fn fit(bytes: &[u8], limit: usize) -> usize {
     let mut n = 0;
     while let Some(h) = bytes.get(n..n + 4) {
@@ -101,12 +103,25 @@ pub fn fit(bytes: &[u8], limit: usize) -> usize {
             .next_multiple_of(4)
             .max(NetlinkHeader::LEN);
         let end = (n + len).min(bytes.len());
-        if n > 0 && end > limit {
+        if n > 0 && (end > limit || alone(&bytes[n..])) {
             break;
         }
         n = end;
+        if alone(bytes) {
+            break;
+        }
     }
     n
+}
+
+/// True when the first message of `bytes` travels in a datagram of its own: an answer to a
+/// GET, or the NLMSG_DONE of a dump that failed. The kernel unicasts each in an skb of its
+/// own, and clients (pyroute2) take every message of the datagram that holds the answer as
+/// the answer.
+pub fn alone(bytes: &[u8]) -> bool {
+    bytes
+        .get(4..6)
+        .is_some_and(|t| u16::from_ne_bytes([t[0], t[1]]) != mt::NLMSG_ERROR)
 }
 
 /// The messages of a [`Reply::Messages`] buffer, padding included.
@@ -711,7 +726,8 @@ fn process(
     out: &mut Outcome,
     apply: impl FnOnce(Request, Origin, &mut Outcome) -> Result<(), RequestError>,
 ) {
-    let want_ack = u16::from_ne_bytes([msg[6], msg[7]]) & nf::NLM_F_ACK != 0;
+    let flags = u16::from_ne_bytes([msg[6], msg[7]]);
+    let want_ack = flags & nf::NLM_F_ACK != 0;
     let origin = Origin {
         seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
         port,
@@ -719,11 +735,17 @@ fn process(
     // Route changes (table loads) are read straight from the bytes.
     let request = read
         .or_else(|| convert::route_request(msg))
-        .unwrap_or_else(|| {
-            let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
-            convert::request(&parsed)
-        });
+        .unwrap_or_else(|| convert::request_bytes(msg));
     let result = request.and_then(|req| apply(req, origin, out));
+    // A dump is acknowledged by its NLMSG_DONE alone, NLM_F_ACK or not, and one that fails
+    // says so in its NLMSG_DONE, as the kernel's netlink_dump_done does.
+    let t = u16::from_ne_bytes([msg[4], msg[5]]);
+    if flags & nf::NLM_F_DUMP == nf::NLM_F_DUMP && READ_TYPES.contains(&t) {
+        if let Err(e) = result {
+            out.message(&convert::done_error(origin.seq, port, &e));
+        }
+        return;
+    }
     answer(msg, result, want_ack, port, out);
 }
 
@@ -781,6 +803,7 @@ fn is_read(req: &Request) -> bool {
             | Request::DumpAddrs(_)
             | Request::DumpRoutes(_)
             | Request::DumpRules(_)
+            | Request::EmptyDump { .. }
             | Request::DumpNexthops
             | Request::GetLink(_)
             | Request::GetRoute(_)
@@ -825,6 +848,7 @@ fn read(
             out,
         ),
         Request::DumpRules(f) => dump(Items::Rules(fib.rules(f)), origin, out),
+        Request::EmptyDump { .. } => dump(Items::Rules(Vec::new()), origin, out),
         Request::DumpNexthops => dump(Items::Nexthops(fib.nexthops()), origin, out),
         Request::DumpBuckets(f) => {
             let v = fib.nexthop_buckets(f.id, f.nhid, f.dev)?;
@@ -1956,5 +1980,60 @@ mod tests {
         let said = drain(&mut out);
         assert!(said.0.len() >= 2, "a dump and an ACK");
         assert!(groups::has(ctx.groups, groups::LINK));
+    }
+
+    /// As the kernel frames them: a GET's answer is a datagram of its own, apart from its
+    /// ACK; a dump asked with NLM_F_ACK ends at its NLMSG_DONE; a dump whose filter fails says
+    /// so in an NLMSG_DONE.
+    #[test]
+    fn answers_are_framed_as_the_kernel_frames_them() {
+        let mut e = Engine::default();
+        let mut ctx = ClientCtx::default();
+        let with_ack = |r: &Request, seq| {
+            let mut m = convert::request_message(r, seq, 0);
+            m.header.flags |= nf::NLM_F_ACK;
+            m.to_bytes()
+        };
+        let mut datagram = with_ack(
+            &Request::GetLink(Link {
+                ifindex: 1,
+                ..Link::default()
+            }),
+            1,
+        );
+        datagram.extend(with_ack(&Request::DumpLinks, 2));
+        // A next-hop dump filtered by NHA_ID, which the kernel's dump policy refuses.
+        let mut nh = convert::request_message(&Request::DumpNexthops, 3, 0).to_bytes();
+        nh.extend_from_slice(&[8, 0, 1, 0, 5, 0, 0, 0]);
+        let len = nh.len() as u32;
+        nh[..4].copy_from_slice(&len.to_ne_bytes());
+        datagram.extend(nh);
+        let mut out = Outcome::default();
+        e.handle(&datagram, &mut ctx, 0, &mut out);
+        let (answers, _) = drain(&mut out);
+        let types: Vec<Vec<u16>> = answers
+            .iter()
+            .map(|b| {
+                split_messages(b)
+                    .map(|m| u16::from_ne_bytes([m[4], m[5]]))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                vec![mt::RTM_NEWLINK, mt::NLMSG_ERROR],
+                vec![mt::RTM_NEWLINK, mt::NLMSG_DONE],
+                vec![mt::NLMSG_DONE],
+            ]
+        );
+        let (first, rest) = (&answers[0], &answers[2]);
+        assert_eq!(
+            fit(first, 1 << 16),
+            first.len() - ACK_LEN,
+            "the answer goes alone"
+        );
+        assert_eq!(fit(&first[first.len() - ACK_LEN..], 1 << 16), ACK_LEN);
+        assert_eq!(i32::from_ne_bytes(rest[16..20].try_into().unwrap()), -22);
     }
 }

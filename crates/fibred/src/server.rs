@@ -849,15 +849,22 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
     }
 }
 
-/// Reads one whole datagram without blocking: `Ok(None)` when none is waiting; a hang-up is
-/// an error.
+/// Reads one whole datagram without blocking: `Ok(None)` when none is waiting or the one
+/// waiting is empty (the kernel ignores a zero-length netlink message); a hang-up is an error.
 fn try_recv(sock: &OwnedFd) -> io::Result<Option<Box<[u8]>>> {
     let len = match sys::next_len(sock.as_fd(), libc::MSG_DONTWAIT) {
         Ok(0) => {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "client closed",
-            ))
+            // Zero bytes are a hang-up or an empty message; only a hang-up sets POLLRDHUP.
+            let mut fds = [sys::pollfd(sock.as_fd(), libc::POLLRDHUP)];
+            sys::poll(&mut fds, Some(Duration::ZERO))?;
+            if fds[0].revents & (libc::POLLRDHUP | libc::POLLHUP) != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "client closed",
+                ));
+            }
+            sys::recv(sock.as_fd(), &mut [], libc::MSG_DONTWAIT)?;
+            return Ok(None);
         }
         Ok(n) => n,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -953,7 +960,8 @@ impl Answers {
                 Reply::Messages(m) => {
                     let rest = &m[self.sent..];
                     let n = fit(rest, self.limit - out.len());
-                    if !out.is_empty() && out.len() + n > self.limit {
+                    let single = engine::alone(rest);
+                    if !out.is_empty() && (out.len() + n > self.limit || single) {
                         break;
                     }
                     out.extend_from_slice(&rest[..n]);
@@ -963,6 +971,9 @@ impl Answers {
                     }
                     self.sent = 0;
                     self.queue.pop_front();
+                    if single {
+                        break;
+                    }
                 }
                 Reply::Dump(d) => {
                     if !out.is_empty() {
