@@ -57,6 +57,21 @@ pub fn lladdr_a2n(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The kernel's bound on interface names, terminating NUL included.
+const IFNAMSIZ: usize = 16;
+/// The same for alternative names, which iproute2 accepts wherever a device is named.
+const ALTIFNAMSIZ: usize = 128;
+
+/// iproute2's `check_ifname`/`check_altifname`: not empty, shorter than `size`, and free of
+/// '/' and C `isspace` characters. (The kernel refuses more -- ".", "..", ':' -- with EINVAL.)
+fn valid_ifname(name: &str, size: usize) -> bool {
+    !name.is_empty()
+        && name.len() < size
+        && !name
+            .bytes()
+            .any(|c| matches!(c, b'/' | b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+}
+
 fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
     let create = matches!(verb, Verb::New(f) if f.create);
     let mut link = Link::default();
@@ -72,6 +87,9 @@ fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
             link.flags &= !iff::UP;
         } else if w == "name" {
             let v = a.next_arg()?;
+            if !valid_ifname(v, IFNAMSIZ) {
+                return Err(CmdError::invarg("\"name\" not a valid ifname", v));
+            }
             if name.is_some() {
                 return Err(CmdError::duparg("name", v));
             }
@@ -131,6 +149,9 @@ fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
             }
             if v == "dev" {
                 v = a.next_arg()?;
+            }
+            if !valid_ifname(v, ALTIFNAMSIZ) {
+                return Err(CmdError::invarg("\"dev\" not a valid ifname", v));
             }
             if dev != name || (dev.is_some() && name.is_none()) {
                 return Err(CmdError::duparg2("dev", v));

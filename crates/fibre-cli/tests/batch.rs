@@ -270,3 +270,34 @@ fn long_lines_run_up_to_iproute2s_limit() {
     assert_eq!(r.stderr, "Too many arguments to command\n");
     assert_eq!(r.status, 1);
 }
+
+#[test]
+fn interface_names_are_checked_as_iproute2_checks_them() {
+    // iproute2 6.1 refuses these before asking the kernel (status 255, no "Command failed").
+    for (line, arg, what) in [
+        ("link set eth0 name \"eth1 \"", "eth1 ", "name"),
+        ("link set eth0 name a/b", "a/b", "name"),
+        (
+            "link set eth0 name abcdefghijklmnop",
+            "abcdefghijklmnop",
+            "name",
+        ),
+        ("link set eth0 name \"\"", "", "name"),
+        ("link add \"x y\" type dummy", "x y", "dev"),
+        ("link del x/y", "x/y", "dev"),
+    ] {
+        let r = fibre(
+            &["-batch", "-"],
+            &format!("link add eth0 type dummy\n{line}\n"),
+        );
+        assert_eq!(
+            (r.status, r.stderr.as_str()),
+            (
+                255,
+                format!("Error: argument \"{arg}\" is wrong: \"{what}\" not a valid ifname\n")
+                    .as_str()
+            ),
+            "{line}"
+        );
+    }
+}
