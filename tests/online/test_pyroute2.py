@@ -24,16 +24,8 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from binaries import binary
 
-
-def binary(name: str) -> str | None:
-    fibre = os.environ.get("FIBRE")
-    for d in ([os.path.dirname(fibre)] if fibre else []) + [os.path.join(ROOT, "target", "release")]:
-        p = os.path.join(d, name)
-        if os.access(p, os.X_OK):
-            return p
-    return None
 
 
 @pytest.fixture

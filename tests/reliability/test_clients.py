@@ -31,7 +31,8 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from binaries import binary
+
 
 NLM_F_REQUEST = 0x1
 NLM_F_MULTI = 0x2
@@ -50,15 +51,6 @@ NOBODY = 65534
 # knows: links, addresses, routes, neighbours, rules, qdiscs (unknown to fibred: the kernel
 # still answers EPERM first), next hops and their buckets.
 MUTATING = [16, 17, 19, 20, 21, 24, 25, 28, 29, 32, 33, 36, 37, 104, 105, 116]
-
-
-def binary(name: str) -> str | None:
-    fibre = os.environ.get("FIBRE")
-    for d in ([os.path.dirname(fibre)] if fibre else []) + [os.path.join(ROOT, "target", "release")]:
-        p = os.path.join(d, name)
-        if os.access(p, os.X_OK):
-            return p
-    return None
 
 
 def need_root():

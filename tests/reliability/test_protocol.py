@@ -39,7 +39,10 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/, for `binaries`, also when this file runs as a script (--record).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from binaries import binary  # noqa: E402
+
 RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "protocol_kernel.json")
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
@@ -316,15 +319,6 @@ def record() -> None:
 # --- fibred ---------------------------------------------------------------------------------
 
 
-def binary(name: str) -> str | None:
-    fibre = os.environ.get("FIBRE")
-    for d in ([os.path.dirname(fibre)] if fibre else []) + [os.path.join(ROOT, "target", "release")]:
-        p = os.path.join(d, name)
-        if os.access(p, os.X_OK):
-            return p
-    return None
-
-
 @pytest.fixture
 def fibred():
     exe, cli = binary("fibred"), binary("fibre")
@@ -519,13 +513,6 @@ def test_errnos_match_the_kernel(fibred, kernel):
     assert not wrong, "\n".join(f"{k}: kernel {w}, fibred {g}" for k, (w, g) in wrong.items())
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--record"]:
-        record()
-    else:
-        main()
-
-
 def attrs_of(message: bytes, header: int) -> dict[int, bytes]:
     out, off = {}, 16 + header
     while off + 4 <= len(message):
@@ -580,3 +567,10 @@ def test_dumps_of_an_unknown_family_are_the_kernels(fibred, kernel):
     if kernel is not None:
         live = {name: dump_shape(kernel.datagrams(m), entry) for name, (m, entry) in FAMILY_99_DUMPS.items()}
         assert live == want
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--record"]:
+        record()
+    else:
+        main()

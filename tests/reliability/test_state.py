@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from binaries import binary
+
 HEADER_LEN = 24
 
 # Issue 12's reproduction (with the loopback up: a blackhole next hop sits on it and, as in
@@ -63,15 +64,6 @@ SHOWS = [
     ["neigh", "show"],
     ["neigh", "show", "proxy"],
 ]
-
-
-def binary(name: str) -> str | None:
-    fibre = os.environ.get("FIBRE")
-    for d in ([os.path.dirname(fibre)] if fibre else []) + [os.path.join(ROOT, "target", "release")]:
-        p = os.path.join(d, name)
-        if os.access(p, os.X_OK):
-            return p
-    return None
 
 
 def need(name: str) -> str:

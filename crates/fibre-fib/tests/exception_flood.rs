@@ -3,36 +3,15 @@
 //! documented bound, and GC after they expire does bounded work per pass. (Lookup throughput
 //! during the flood is measured by `examples/gc_bench.rs`, in release mode.)
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 
 use fibre_fib::exception::BYTES_PER_EXCEPTION;
 use fibre_fib::expiry::GC_EXCEPTIONS_PER_PASS;
 use fibre_fib::*;
 
-/// Counts live heap bytes, so the test can weigh what the exceptions hold.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same layout contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: `p` came from `alloc` with layout `l`.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 fn setup() -> (Fib, Arc<ManualClock>) {
     let mut f = Fib::default();
@@ -94,7 +73,7 @@ fn setup() -> (Fib, Arc<ManualClock>) {
 fn a_million_packet_too_big_events_stay_within_the_bound() {
     let (mut f, clock) = setup();
     let bound = f.exception_config().max_per_nh;
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     for i in 0..1_000_000u128 {
         let d = Ipv6Addr::from((0x3fffu128 << 112) | i);
         assert_eq!(
@@ -104,7 +83,7 @@ fn a_million_packet_too_big_events_stay_within_the_bound() {
     }
     let kept = f.expiring().1;
     assert_eq!(kept, bound, "one next hop keeps at most max_per_nh");
-    let bytes = (LIVE.load(Ordering::Relaxed) - before) as usize;
+    let bytes = (counting::live() - before) as usize;
     assert!(
         bytes <= bound * BYTES_PER_EXCEPTION,
         "{bytes} bytes for {kept} exceptions, {} per exception",

@@ -2,33 +2,12 @@
 //! routers use them) hold heap in proportion to their routes, not a compiled structure's fixed
 //! megabyte each.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicIsize, Ordering};
 
 use fibre_fib::*;
 
-/// Counts live heap bytes.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same layout contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: `p` came from `alloc` with layout `l`.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 /// Heap bytes one table with one route may hold, map slot included: its entry, the compiled
 /// interval array and the table's own fields. (The large compiled structures alone are 1.5 MiB
@@ -61,7 +40,7 @@ fn one_route_tables_cost_kilobytes_not_megabytes() {
     .unwrap();
     for (family, dst) in [("IPv4", "10.1.0.0"), ("IPv6", "2001:db8:1::")] {
         let addr: IpAddr = dst.parse().unwrap();
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = counting::live();
         for t in 0..TABLES {
             let mut r = Route::new(
                 Family::of(&addr),
@@ -79,7 +58,7 @@ fn one_route_tables_cost_kilobytes_not_megabytes() {
             };
             f.route_new(&r, ReqFlags::ADD).unwrap();
         }
-        let per_table = (LIVE.load(Ordering::Relaxed) - before) / TABLES as isize;
+        let per_table = (counting::live() - before) / TABLES as isize;
         eprintln!("{family}: {per_table} heap bytes per one-route table");
         assert!(
             per_table < BOUND_PER_TABLE,
