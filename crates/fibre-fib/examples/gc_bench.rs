@@ -1,4 +1,5 @@
-//! GC of expiring routes beside many permanent ones (seed 002's measurement, extended), the
+//! GC of expiring routes beside many permanent ones (the measurement of the kernel series
+//! "Remove expired routes with a separated list of routes", extended), the
 //! kernel beside it, and a flood of ICMPv6 "packet too big" for distinct destinations.
 //!
 //! Part 1: for 1k, 3k, 6k, 9k, 100k and 1M permanent IPv6 /64 routes plus one expiring route,

@@ -1,5 +1,6 @@
 //! A flood of 1M ICMPv6 "packet too big" events for distinct destinations through one next
-//! hop (the background of seed 002): the exceptions kept and their heap bytes stay under the
+//! hop (the background of the kernel series
+//! "Remove expired routes with a separated list of routes"): the exceptions kept and their heap bytes stay under the
 //! documented bound, and GC after they expire does bounded work per pass. (Lookup throughput
 //! during the flood is measured by `examples/gc_bench.rs`, in release mode.)
 

@@ -1,6 +1,7 @@
 //! fibre's shared-memory ring transport between `fibred` and its clients.
 //!
-//! Modelled on memory-mapped netlink (seed 003): an RX ring (daemon -> client) and a TX ring
+//! Modelled on memory-mapped netlink (Patrick McHardy's series, merged as "Merge branch
+//! 'netlink-mmap'" for Linux 3.10): an RX ring (daemon -> client) and a TX ring
 //! (client -> daemon) of fixed-size frames in one shared mapping, each frame carrying a header
 //! (status, length, sender) and one message; messages too large for a frame travel over the
 //! control socket behind a COPY frame. Messages are opaque bytes here: one message is what one
