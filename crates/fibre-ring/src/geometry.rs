@@ -1,7 +1,7 @@
 //! Ring geometry: how a ring is cut into blocks and frames, and the checks both sides apply.
 //!
 //! A ring is `block_count` blocks of `block_size` bytes; each block holds
-//! `block_size / frame_size` frames and frames never straddle a block boundary, as in the seed's
+//! `block_size / frame_size` frames and frames never straddle a block boundary, as in memory-mapped netlink's
 //! `nl_mmap_req`. The daemon validates the geometry a client asks for before it allocates
 //! anything; the client validates the geometry the daemon answers with and the size of the file
 //! it receives before it maps it. Everything here is plain arithmetic on private values.
