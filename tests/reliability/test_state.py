@@ -349,12 +349,26 @@ def test_a_live_datagram_socket_is_not_taken_over(workdir):
         assert first.stop()[0] == 0
 
 
+def test_a_state_file_has_one_owner(workdir):
+    """A second fibred given the first one's state file (on another socket) refuses to start,
+    so the two never save over each other; once the first stops, the state is free."""
+    state = os.path.join(workdir, "state")
+    first = Fibred(workdir, "--state", state)
+    configure(first, ["link add eth0 type dummy"])
+    err = refused_start(workdir, "--state", state)
+    assert "another fibred uses this state file" in err, err
+    assert first.stop()[0] == 0
+    again = Fibred(workdir, "--state", state)
+    assert "eth0" in again.fibre("link", "show")
+    assert again.stop()[0] == 0
+
+
 def test_a_state_named_like_a_temporary_file_is_saved_atomically(workdir):
     state = os.path.join(workdir, "state.tmp")
     d = Fibred(workdir, "--state", state)
     configure(d, REPRO)
     time.sleep(1.5)  # the save after changes stop
-    assert sorted(os.listdir(workdir)) == ["fibred.dgram", "fibred.sock", "state.tmp"]
+    assert sorted(os.listdir(workdir)) == ["fibred.dgram", "fibred.sock", "state.tmp", "state.tmp.fibred-lock"]
     assert d.stop()[0] == 0
     d = Fibred(workdir, "--state", state)
     assert "nhid 9" in d.fibre("route", "show")

@@ -515,6 +515,17 @@ pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, UnixA
     }
 }
 
+/// Takes an exclusive advisory lock (`flock`) on `file` without waiting: `Ok(false)` when
+/// another open file description holds it. The lock lasts while `file` is open.
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor the caller keeps open; no memory is passed.
+    match cvt(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Asks the kernel to attach the sender's credentials (SCM_CREDENTIALS) to every datagram
 /// this socket receives, whether or not the sender sent them.
 pub fn set_pass_credentials(fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -519,6 +519,7 @@ impl Daemon {
     pub fn start(config: Config) -> io::Result<Daemon> {
         crate::alloc::tune();
         let mut engine = Engine::default();
+        let state_lock = config.state.as_deref().map(state::lock).transpose()?;
         if let Some(path) = &config.state {
             let applied = state::load(&mut engine, path)?;
             state::check_writable(path)?;
@@ -551,7 +552,11 @@ impl Daemon {
         let reader = Mutex::new(engine.reader());
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
-            .spawn(move || writer(engine, rx, state))?;
+            .spawn(move || {
+                // Held until the final save is written.
+                let _state_lock = state_lock;
+                writer(engine, rx, state)
+            })?;
         let shared = Arc::new(Shared {
             jobs,
             shutdown: shutdown.clone(),

@@ -53,6 +53,9 @@ pub const VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 24;
 /// Appended to the state file's name for the file a save is written to before the rename.
 const TEMP_SUFFIX: &str = ".fibred-tmp";
+/// Appended to the state file's name for the file whose lock says a fibred owns the state. It
+/// is never removed (removing a lock file races with the next daemon taking it).
+const LOCK_SUFFIX: &str = ".fibred-lock";
 
 /// Next-hop flags a request may carry; the others (dead, linkdown, offload...) are state.
 const REQUEST_NH_FLAGS: u32 = nh_flags::ONLINK | nh_flags::PERVASIVE;
@@ -679,6 +682,36 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     r
+}
+
+/// Claims the state file at `path` for this daemon: an exclusive lock on `FILE.fibred-lock`
+/// beside it, held while the returned file is open, so that two daemons never save over each
+/// other's state.
+pub fn lock(path: &Path) -> Result<std::fs::File, StateError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(LOCK_SUFFIX);
+    let io = |doing, error| StateError::Io {
+        path: path.to_owned(),
+        doing,
+        error,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(PathBuf::from(name))
+        .map_err(|e| io("create its lock file", e))?;
+    match crate::sys::try_lock_exclusive(&file) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(io(
+            "lock it",
+            io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "another fibred uses this state file",
+            ),
+        )),
+        Err(e) => Err(io("lock it", e)),
+    }
 }
 
 /// Checks that a save to `path` can be written: `path` is absent, a regular file or a
