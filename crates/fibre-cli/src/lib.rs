@@ -13,6 +13,8 @@
 //! - Link names are resolved through a cache in front of `Fib::link_index`, dropped whenever a
 //!   link command runs, so a batch of route adds never scans the link table.
 
+#![forbid(unsafe_code)]
+
 pub mod addr;
 pub mod args;
 pub mod batch;

@@ -1,5 +1,7 @@
 //! `fibre`: see the library crate for what it does.
 
+#![forbid(unsafe_code)]
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let stdout = std::io::stdout();

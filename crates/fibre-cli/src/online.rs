@@ -23,6 +23,10 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 /// The routing state commands act on.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per process; boxing the connection buys nothing"
+)]
 pub enum Backend {
     Local(Box<Fib>),
     Remote(Remote),

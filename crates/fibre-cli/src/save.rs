@@ -76,9 +76,7 @@ pub fn save(cli: &mut Cli, words: &[&str], out: &mut dyn Write) -> Result<(), Cm
             Payload::Route(convert::route_message(r)),
         );
         m.emit(&mut buf);
-        while buf.len() % 4 != 0 {
-            buf.push(0);
-        }
+        buf.resize(buf.len().next_multiple_of(4), 0);
     }
     out.write_all(&buf)
         .map_err(|e| CmdError::fail(1, format!("fibre: cannot write: {e}\n")))

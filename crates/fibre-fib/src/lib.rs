@@ -21,6 +21,8 @@
 //! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
 //! (precomputed forwarding results).
 
+#![forbid(unsafe_code)]
+
 mod addr;
 mod conf;
 mod dst;

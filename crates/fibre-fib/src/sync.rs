@@ -467,15 +467,13 @@ impl Fib {
                 Some(LOCAL6_METRIC),
             );
         }
-        if others == Some(0) {
-            if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
-                let metric = if a.metric != 0 {
-                    a.metric
-                } else {
-                    PRIO_ADDRCONF
-                };
-                self.del_kernel_route6(dev, p, a.prefixlen, metric);
-            }
+        if others == Some(0) && a.flags & ifa_flags::NOPREFIXROUTE == 0 {
+            let metric = if a.metric != 0 {
+                a.metric
+            } else {
+                PRIO_ADDRCONF
+            };
+            self.del_kernel_route6(dev, p, a.prefixlen, metric);
         }
         self.remove_prefsrc6(a.addr);
     }
@@ -595,10 +593,7 @@ impl Fib {
         for tb in ids {
             let keys: Vec<Key> = self.t6[&tb].iter().map(|(k, _)| *k).collect();
             for key in keys {
-                loop {
-                    let Some(list) = self.t6.get(&tb).and_then(|t| t.get(&key)) else {
-                        break;
-                    };
+                while let Some(list) = self.t6.get(&tb).and_then(|t| t.get(&key)) {
                     // NETDEV_DOWN's walk jumps from a live sibling group's first route to
                     // its last: the routes added between its siblings are not visited.
                     let mut passed = vec![false; list.len()];

@@ -576,7 +576,7 @@ mod lpm_model {
                 let want = naive(&routes, p);
                 prop_assert_eq!(fibmatch(&a, p, 0), want);
                 prop_assert_eq!(fibmatch(&b, p, 0), want);
-                if p >> 8 != 0xcb00_71 {
+                if p >> 8 != 0x00cb_0071 {
                     prop_assert_eq!(fibmatch(&b, p, 0x10), want);
                 }
             }

@@ -2011,6 +2011,10 @@ pub fn request_message(r: &Request, sequence: u32, port: u32) -> NetlinkMessage<
 /// requests too. Returns how many requests were accepted.
 ///
 /// Panics when the property fails, which is a bug in this crate.
+#[allow(
+    clippy::expect_used,
+    reason = "a property check: it panics when the property fails"
+)]
 pub fn check_requests(buf: &[u8]) -> usize {
     let mut accepted = 0;
     for item in Messages::new(buf) {

@@ -16,6 +16,9 @@
 //!
 //! The crate has no dependencies beyond std and fibre-fib (for [`convert`]'s types).
 
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod wire;
 
 pub mod address;

@@ -402,6 +402,10 @@ pub fn emit_stream(messages: &[NetlinkMessage<'_>], out: &mut Vec<u8>) {
 /// re-emits exactly the bytes it came from. Returns how many messages were checked.
 ///
 /// Panics when the property fails, which is a bug in this crate, never a property of the input.
+#[allow(
+    clippy::expect_used,
+    reason = "a property check: it panics when the property fails"
+)]
 pub fn check_round_trip(buf: &[u8]) -> usize {
     let mut checked = 0;
     for item in Messages::new(buf) {

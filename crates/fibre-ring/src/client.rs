@@ -59,6 +59,10 @@ impl ClientConfig {
 impl Default for ClientConfig {
     /// 16 KiB RX frames (a full-size netlink dump datagram) x 128 = 2 MiB; 4 KiB TX frames
     /// (requests are small) x 256 = 1 MiB.
+    #[allow(
+        clippy::expect_used,
+        reason = "constant geometry, checked by the tests"
+    )]
     fn default() -> Self {
         ClientConfig::new(16 << 10, 128, 4 << 10, 256).expect("default geometry is valid")
     }
@@ -389,6 +393,10 @@ impl Client {
     }
 
     /// Reads one reply, waiting for it, and gives it to `f` in place.
+    #[allow(
+        clippy::expect_used,
+        reason = "try_recv_with calls `f` only when it returns Some, which ends the loop"
+    )]
     pub fn recv_with<R>(&mut self, f: impl FnOnce(Message<'_>) -> R) -> Result<R, ClientError> {
         let mut f = Some(f);
         loop {

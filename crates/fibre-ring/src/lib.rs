@@ -27,6 +27,8 @@
 //! layout, seals it against resizing, and returns it with two eventfds (doorbells) by
 //! SCM_RIGHTS; the client validates the answer, the file's size and seals, then maps it.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod client;
 pub mod frame;
 pub mod geometry;

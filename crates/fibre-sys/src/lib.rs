@@ -9,6 +9,8 @@
 //! make a receiver leak descriptors; sends never raise SIGPIPE (MSG_NOSIGNAL); EINTR is
 //! retried. Any thread may call any function.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::ffi::OsStr;
 use std::io;
 use std::mem::{size_of, zeroed};

@@ -17,6 +17,8 @@
 //! published state ([`engine::handle_reads`], [`view::FibReader`]) and hand everything else
 //! to the writer through the server's job queue.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod alloc;
 pub mod client;
 pub mod engine;

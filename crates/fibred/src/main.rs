@@ -7,6 +7,8 @@
 //! start (a state file it cannot restore or save to, among others) or when the final save
 //! fails.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use fibred::log::{self, Level};
 use fibred::server::Access;
 use fibred::{Config, Daemon};
