@@ -35,8 +35,9 @@
 //!   datagram socket (SO_PASSCRED). Neither names a pid that could be recycled.
 //! - Bounds on clients: at most [`Access::max_clients`] connections (beyond it a new
 //!   connection is accepted and closed at once, except [`ADMIN_RESERVE`] more for
-//!   administrators), at most half of them of one user who is no administrator; ring sessions within [`MAX_RING_SESSIONS`] and [`MAX_RING_BYTES`];
-//!   the acceptor backs off when accept fails for lack of descriptors or memory.
+//!   administrators), at most half of them of one user who is no administrator; ring
+//!   sessions within [`MAX_RING_SESSIONS`] and [`MAX_RING_BYTES`]; the acceptor backs off
+//!   when accept fails for lack of descriptors or memory.
 //! - The datagram socket never waits for one sender: answers that do not fit in a sender's
 //!   receive queue wait in that sender's [`Pending`] queue (bounded, dumps encoded as it
 //!   drains) while the others are served.
