@@ -8,22 +8,26 @@
 //! - [`InternalState`] for keys fibre makes itself (arena indices, info ids and serials): no
 //!   sender picks them, so a fixed seed is as good and costs no set-up per map.
 //!
-//! Both are foldhash (`foldhash::fast`, the default hasher of hashbrown): no dependencies, one
-//! folded multiply for an integer key, so the route lookup's table-id probes and the per-packet
-//! exception probe cost what an unkeyed multiply-rotate hash cost. SipHash (std's
-//! `RandomState`) resists stronger attackers, but costs several times as much per small key on
-//! those paths. foldhash's own random seed comes from address-space layout and the clock;
-//! [`KeyedState`] takes its seed from the operating system's random source instead (through
-//! std's `RandomState`, which reads it once per thread), so it is not guessable from the
-//! binary or the start time. foldhash does not claim to resist an attacker who measures
-//! timings interactively to learn the seed; the exception table's per-next-hop bound
-//! (`ExceptionConfig::max_per_nh`) caps what even that attacker could make one insert cost.
+//! Both are foldhash (a maintained crate without dependencies, hashbrown's default hasher):
+//! a few cycles for an integer key, so the route lookup's table-id probes and the per-packet
+//! exception probe cost what an unkeyed multiply-rotate hash cost (`examples/load`). SipHash
+//! (std's `RandomState`) resists stronger attackers but costs several times as much per small
+//! key on those paths. [`KeyedState`] is foldhash's `quality` variant: one more folded
+//! multiply than `fast`, so keys that differ only in their high bits (one route info in many
+//! tables, destinations that differ in their first bits) still start their probes apart
+//! whatever the seed. foldhash's own random seed comes from address-space layout and the
+//! clock; [`KeyedState`] takes its seed from the operating system's random source instead
+//! (through std's `RandomState`, which reads it once per thread), so it cannot be guessed from
+//! the binary or the start time. foldhash does not claim to resist an attacker who times
+//! inserts interactively to learn the seed; the exception table's per-next-hop bound
+//! (`ExceptionConfig::max_per_nh`) caps what even that attacker could make an insert cost.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 
-use foldhash::fast::{FixedState, FoldHasher, SeedableRandomState};
+use foldhash::fast::FixedState;
+use foldhash::quality::{FoldHasher, SeedableRandomState};
 use foldhash::SharedSeed;
 
 /// 64 bits from the operating system's random source: std's `RandomState` keys SipHash with
@@ -38,8 +42,8 @@ fn shared_seed() -> &'static SharedSeed {
     SEED.get_or_init(|| SharedSeed::from_u64(os_random()))
 }
 
-/// Builds hashers for a map whose keys an outsider may choose: foldhash under a process-wide
-/// seed and a per-map seed, both from the operating system's random source.
+/// Builds hashers for a map whose keys an outsider may choose: foldhash (`quality`) under a
+/// process-wide seed and a per-map seed, both from the operating system's random source.
 #[derive(Clone, Debug)]
 pub struct KeyedState(SeedableRandomState);
 

@@ -206,8 +206,15 @@ fn destinations_colliding_under_an_unkeyed_hash_cost_the_same_per_insert() {
     assert!(dsts.iter().all(|d| unkeyed_hash(u128::from(*d)) == first));
     // Under a table's keyed hasher they spread like any other keys.
     let keyed = KeyedState::default();
-    let distinct: HashSet<u64> = dsts.iter().map(|d| keyed.hash_one(u128::from(*d))).collect();
-    assert!(distinct.len() > dsts.len() - 8, "{} distinct", distinct.len());
+    let distinct: HashSet<u64> = dsts
+        .iter()
+        .map(|d| keyed.hash_one(u128::from(*d)))
+        .collect();
+    assert!(
+        distinct.len() > dsts.len() - 8,
+        "{} distinct",
+        distinct.len()
+    );
     // With every key in one probe sequence an insert scans all the keys before it, so the
     // cost per insert of 4N keys is about 4 times that of N; spread, it stays about the same.
     // The bound is loose for a loaded machine, and far below what colliding keys cost.
