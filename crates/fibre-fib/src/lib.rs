@@ -955,7 +955,20 @@ impl Fib {
         v
     }
 
-    /// RTM_GETROUTE dump: every table, in the kernel's dump order (IPv4 before IPv6).
+    /// Every table, IPv4 first, each family by ascending id. Walks that free route infos go in
+    /// this order: the order of the frees decides which ids later routes get, and the table
+    /// maps' own order changes with their hash seed.
+    pub(crate) fn tables_by_id_mut(&mut self) -> Vec<(Family, &mut Table)> {
+        let mut v: Vec<(Family, &mut Table)> = self
+            .t4
+            .values_mut()
+            .map(|t| (Family::Inet, &mut **t))
+            .chain(self.t6.values_mut().map(|t| (Family::Inet6, &mut **t)))
+            .collect();
+        v.sort_unstable_by_key(|(f, t)| (*f == Family::Inet6, t.id));
+        v
+    }
+
     pub fn routes(&self, family: Option<Family>) -> Vec<Route> {
         let mut out = Vec::new();
         self.dump_routes(family, &mut RouteDumpPos::default(), |r| {
