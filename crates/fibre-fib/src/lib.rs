@@ -969,6 +969,7 @@ impl Fib {
         v
     }
 
+    /// RTM_GETROUTE dump: every table, in the kernel's dump order (IPv4 before IPv6).
     pub fn routes(&self, family: Option<Family>) -> Vec<Route> {
         let mut out = Vec::new();
         self.dump_routes(family, &mut RouteDumpPos::default(), |r| {
