@@ -72,7 +72,8 @@ pub struct Cli {
     pub(crate) sticky_link_show: bool,
     /// Routing tables a route request has named: the kernel creates a table when a route add
     /// reaches it (even one that then fails) and keeps it when emptied, and a `route show
-    /// table N` of a table never created fails ("FIB table does not exist").
+    /// table N` of a table never created fails ("FIB table does not exist"). std's SipHash:
+    /// the ids come from the commands being run.
     pub(crate) tables: std::collections::HashSet<(Family, u32)>,
     /// `ip nexthop`'s selector, which persists across a batch's commands in iproute2.
     pub(crate) nh_filter: nexthop::Filter,

@@ -19,7 +19,7 @@
 //! deletion keep `Confs::dev` in step; lookups read `Fib::linkdown_ignored`, the derived set of
 //! links whose LINKDOWN next hops are skipped, empty unless the feature is used.
 
-use crate::fxhash::FxHashMap;
+use crate::hash::KeyedMap;
 use crate::types::{Errno, Family, RtError};
 
 /// Which copy of a setting: `all`, `default`, or one link's (by ifindex).
@@ -75,7 +75,8 @@ pub(crate) struct DevConf {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Confs {
     default: DevConf,
-    dev: FxHashMap<u32, DevConf>,
+    /// By interface index, which a netlink peer may choose when it creates a link: keyed hash.
+    dev: KeyedMap<u32, DevConf>,
 }
 
 impl Confs {

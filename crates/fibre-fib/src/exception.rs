@@ -30,7 +30,7 @@ use smallvec::SmallVec;
 
 use crate::dst::LookupError;
 use crate::expiry::{remaining_secs, ExpiryQueue, InfoRef};
-use crate::fxhash::FxHashMap;
+use crate::hash::{InternalMap, KeyedMap};
 use crate::lookup::{LookupFlags, Res};
 use crate::rule::Flow;
 use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, RtError};
@@ -131,7 +131,9 @@ struct Bucket {
     oif: u32,
     /// The next hop's own gateway (what a PMTU-only exception is reached through).
     via: Option<IpAddr>,
-    by_dst: FxHashMap<u128, Exception>,
+    /// Destinations named by ICMP messages, which anyone on the path can send: keyed hash, so
+    /// no sender can pick destinations that share one probe sequence.
+    by_dst: KeyedMap<u128, Exception>,
     /// Eviction order: the exception expiring first goes first.
     by_deadline: BTreeSet<(u64, u128)>,
 }
@@ -141,8 +143,9 @@ type ExcRef = (u32, u64, u16, u128);
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Exceptions {
-    /// Buckets of each route info (usually one next hop).
-    by_info: FxHashMap<InfoRef, SmallVec<[Bucket; 1]>>,
+    /// Buckets of each route info (usually one next hop). Fixed-seed hash: info ids and serials
+    /// are fibre's own.
+    by_info: InternalMap<InfoRef, SmallVec<[Bucket; 1]>>,
     queue: ExpiryQueue<ExcRef>,
     pub config: ExceptionConfig,
 }
@@ -186,7 +189,7 @@ impl Exceptions {
                     family,
                     oif,
                     via,
-                    by_dst: FxHashMap::default(),
+                    by_dst: KeyedMap::default(),
                     by_deadline: BTreeSet::new(),
                 });
                 list.len() - 1

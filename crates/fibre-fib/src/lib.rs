@@ -29,8 +29,8 @@ mod dst;
 pub mod exception;
 pub mod expiry;
 mod fibtable;
-mod fxhash;
 mod get;
+pub mod hash;
 mod leaf6;
 mod link;
 mod lookup;
@@ -64,7 +64,7 @@ pub use types::*;
 
 use addr::{Addr4, Addr6, AddrInsertError};
 use fibtable::{Key, Table};
-use fxhash::FxHashMap;
+use hash::KeyedMap;
 use link::{LinkState, Links};
 use nexthop::NhObjs;
 use route::{Entry, Info, InfoSpec, Infos, NhState};
@@ -106,9 +106,10 @@ pub struct Fib {
     settings: Settings,
     pub(crate) links: Links,
     /// Tables by id, boxed: a router may hold thousands of small ones, and a map of inline
-    /// tables would reserve a table's fields for every empty slot it keeps.
-    pub(crate) t4: FxHashMap<u32, Box<Table>>,
-    pub(crate) t6: FxHashMap<u32, Box<Table>>,
+    /// tables would reserve a table's fields for every empty slot it keeps. Keyed hash: table
+    /// ids are chosen by netlink peers.
+    pub(crate) t4: KeyedMap<u32, Box<Table>>,
+    pub(crate) t6: KeyedMap<u32, Box<Table>>,
     pub(crate) table_seq: u64,
     pub(crate) infos: Infos,
     pub(crate) rules: Rules,
@@ -118,10 +119,13 @@ pub struct Fib {
     /// Bumped by every change that can alter how a gateway resolves (links, addresses,
     /// rules, routes of link scope or wider): the validity of `gw_cache`.
     pub(crate) nh_gen: u64,
-    pub(crate) gw_cache: FxHashMap<(u32, u32, u32, u8), NhResolved>,
+    /// By (gateway, device, table, scope) of route requests: keyed hash, a netlink peer
+    /// chooses them all.
+    pub(crate) gw_cache: KeyedMap<(u32, u32, u32, u8), NhResolved>,
     pub(crate) gw_cache_gen: u64,
-    /// Infos of plain requests already validated (see `route4::SimpleKey`).
-    pub(crate) simple_cache: FxHashMap<route4::SimpleKey, u32>,
+    /// Infos of plain requests already validated (see `route4::SimpleKey`). Keyed hash: the
+    /// key is the request's fields, as a netlink peer sent them.
+    pub(crate) simple_cache: KeyedMap<route4::SimpleKey, u32>,
     pub(crate) simple_gen: (u64, u64),
     /// The kernel's fib4_has_custom_rules / fib_has_custom_local_routes: once a rule or a
     /// local route was added by a user, input source checks take the full path. Sticky.
@@ -216,17 +220,17 @@ impl Fib {
         let mut f = Fib {
             settings,
             links: Links::new(),
-            t4: FxHashMap::default(),
-            t6: FxHashMap::default(),
+            t4: KeyedMap::default(),
+            t6: KeyedMap::default(),
             table_seq: 0,
             infos: Infos::default(),
             rules: Rules::new(),
             nhobjs: NhObjs::default(),
             gen: 0,
             nh_gen: 0,
-            gw_cache: FxHashMap::default(),
+            gw_cache: KeyedMap::default(),
             gw_cache_gen: u64::MAX,
-            simple_cache: FxHashMap::default(),
+            simple_cache: KeyedMap::default(),
             simple_gen: (u64::MAX, 0),
             custom_rules4: false,
             custom_local4: false,
@@ -950,6 +954,20 @@ impl Fib {
         };
         let mut v: Vec<&Table> = m.values().map(|t| &**t).collect();
         v.sort_by(|a, b| (a.id & 0xff).cmp(&(b.id & 0xff)).then(b.seq.cmp(&a.seq)));
+        v
+    }
+
+    /// Every table, IPv4 first, each family by ascending id. Walks that free route infos go in
+    /// this order: the order of the frees decides which ids later routes get, and the table
+    /// maps' own order changes with their hash seed.
+    pub(crate) fn tables_by_id_mut(&mut self) -> Vec<(Family, &mut Table)> {
+        let mut v: Vec<(Family, &mut Table)> = self
+            .t4
+            .values_mut()
+            .map(|t| (Family::Inet, &mut **t))
+            .chain(self.t6.values_mut().map(|t| (Family::Inet6, &mut **t)))
+            .collect();
+        v.sort_unstable_by_key(|(f, t)| (*f == Family::Inet6, t.id));
         v
     }
 

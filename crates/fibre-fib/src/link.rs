@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::addr::{Addr4, Addr6};
-use crate::fxhash::FxHashMap;
+use crate::hash::KeyedMap;
 use crate::types::{iff, LinkKind};
 
 /// Default MTU of a dummy link (ether_setup's).
@@ -99,7 +99,8 @@ pub(crate) fn default_mac(ifindex: u32) -> Vec<u8> {
 #[derive(Debug, Clone)]
 pub(crate) struct Links {
     pub by_index: BTreeMap<u32, LinkState>,
-    by_name: FxHashMap<String, u32>,
+    /// Interface names, chosen by netlink peers: keyed hash.
+    by_name: KeyedMap<String, u32>,
     next_index: u32,
 }
 
@@ -107,7 +108,7 @@ impl Links {
     pub fn new() -> Links {
         let mut l = Links {
             by_index: BTreeMap::new(),
-            by_name: FxHashMap::default(),
+            by_name: KeyedMap::default(),
             next_index: 2,
         };
         l.insert(LinkState {

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use crate::fxhash::FxHashMap;
+use crate::hash::KeyedMap;
 use crate::resilient::{ResTable, DEFAULT_IDLE_TIMER};
 use crate::route::NhSpec;
 use crate::route4::einval;
@@ -35,16 +35,16 @@ pub(crate) fn object_path_scope4(n: &NhSpec) -> u8 {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NhObjs {
     pub by_id: BTreeMap<u32, NexthopObj>,
-    /// Bucket tables of resilient groups, by group id.
-    pub res: FxHashMap<u32, ResTable>,
+    /// Bucket tables of resilient groups, by group id (chosen by netlink peers: keyed hash).
+    pub res: KeyedMap<u32, ResTable>,
     /// The id last given to an object added with id 0 (the kernel's last_id_allocated): the
     /// next such object gets the first free id after it.
     last_auto_id: u32,
     /// When each single next hop was last created or replaced: the kernel files each one at
     /// the head of its device's hash chain then, and a link going down removes them from the
     /// head on, newest first (nexthop_flush_dev), which decides how resilient groups holding
-    /// several of them regroup.
-    attached: FxHashMap<u32, u64>,
+    /// several of them regroup. Keyed hash: next-hop ids are chosen by netlink peers.
+    attached: KeyedMap<u32, u64>,
     attach_count: u64,
 }
 

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 
 use crate::dst::Dst;
 use crate::fibtable::Key;
-use crate::fxhash::FxHashMap;
+use crate::hash::KeyedMap;
 use crate::types::{Family, Metrics, RouteType};
 
 /// The identity of one next hop as configured.
@@ -219,7 +219,9 @@ impl Entry {
 pub(crate) struct Infos {
     slots: Vec<Option<Info>>,
     free: Vec<u32>,
-    index: FxHashMap<InfoSpec, u32>,
+    /// Deduplicates infos by what they hold (next hops, metrics, ...), all of it sent by netlink
+    /// peers: keyed hash.
+    index: KeyedMap<InfoSpec, u32>,
     /// How many infos were ever freed: an id remembered elsewhere still names the same info
     /// while this is unchanged.
     frees: u64,

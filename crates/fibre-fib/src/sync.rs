@@ -589,7 +589,9 @@ impl Fib {
         if !unregister {
             self.mark_siblings6_dead(dev);
         }
-        let ids: Vec<u32> = self.t6.keys().copied().collect();
+        // By id, as `tables_by_id_mut` walks them, for the same reason.
+        let mut ids: Vec<u32> = self.t6.keys().copied().collect();
+        ids.sort_unstable();
         for tb in ids {
             let keys: Vec<Key> = self.t6[&tb].iter().map(|(k, _)| *k).collect();
             for key in keys {
@@ -861,7 +863,7 @@ impl Fib {
         let lookup: std::collections::HashMap<u32, u32> = map.iter().copied().collect();
         let mut holds = Vec::new();
         let mut puts = Vec::new();
-        for t in self.t4.values_mut().chain(self.t6.values_mut()) {
+        for (_, t) in self.tables_by_id_mut() {
             for (_, es) in t.iter_mut() {
                 for e in es.iter_mut() {
                     if let Some(&n) = lookup.get(&e.info) {
@@ -887,22 +889,20 @@ impl Fib {
     /// Keeps the entries `keep` accepts, in every table of both families.
     pub(crate) fn retain_entries(&mut self, keep: impl Fn(Family, &crate::route::Entry) -> bool) {
         let mut dropped = Vec::new();
-        for (fam, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
-            for t in tables.values_mut() {
-                let mut any = false;
-                for (_, es) in t.iter_mut() {
-                    es.retain(|e| {
-                        let k = keep(fam, e);
-                        if !k {
-                            dropped.push(e.info);
-                            any = true;
-                        }
-                        k
-                    });
-                }
-                if any {
-                    t.prune_all();
-                }
+        for (fam, t) in self.tables_by_id_mut() {
+            let mut any = false;
+            for (_, es) in t.iter_mut() {
+                es.retain(|e| {
+                    let k = keep(fam, e);
+                    if !k {
+                        dropped.push(e.info);
+                        any = true;
+                    }
+                    k
+                });
+            }
+            if any {
+                t.prune_all();
             }
         }
         for d in dropped {

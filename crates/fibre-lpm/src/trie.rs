@@ -275,6 +275,8 @@ pub(crate) struct Trie<K: Key, const D: u32, M: Mirror> {
     /// Lazy mode: direct entries whose node (if it still exists) is dirty or has dirty nodes below.
     dirty_slots: Vec<u32>,
     dlen: Vec<u8>,
+    /// Prefixes no longer than the direct table's stride, for exact gets. Keyed by prefixes
+    /// netlink peers choose: std's SipHash, seeded per map; longest-prefix lookups never hash.
     short: HashMap<(K, u8), u32>,
     routes: usize,
     pub(crate) mirror: M,

@@ -243,7 +243,8 @@ pub struct Lpm6 {
     nodes: Vec<Node>,
     /// Per node: its copy's position in `leaves`, or `NO_POS`.
     node_pos: Vec<u32>,
-    /// Per bucket (by `slot_key` of its slot): its image's ranges.
+    /// Per bucket (by `slot_key` of its slot): its image's ranges. Slots follow from prefixes
+    /// netlink peers choose: std's SipHash, seeded per map; only updates read it.
     images: HashMap<u64, Image>,
     inner_pool: Pool,
     leaf_pool: Pool,

@@ -294,6 +294,7 @@ struct Shared {
     access: Access,
     /// Connections being served, in all and of each user who is no administrator.
     connections: AtomicUsize,
+    /// By the peer's uid, as the kernel reports it (SO_PEERCRED): std's SipHash, seeded per map.
     per_user: Mutex<HashMap<u32, usize>>,
     rings: Arc<RingBudget>,
 }
@@ -1474,7 +1475,8 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
     // Oldest first.
     let mut pending: Vec<Pending> = Vec::new();
     let mut gone: Vec<String> = Vec::new();
-    // Bytes sent to each client that it may not have read (see DGRAM_UNREAD).
+    // Bytes sent to each client that it may not have read (see DGRAM_UNREAD), by the socket
+    // path the client chose: std's SipHash, seeded per map.
     let mut unread: HashMap<String, usize> = HashMap::new();
     let mut forgotten = Instant::now();
     let mut buf = vec![0u8; 1 << 20];
