@@ -441,3 +441,85 @@ mod primitives {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A log of values, each change setting the table to its value; `flushes` counts the
+    /// flushes, to show when the writer asks for them.
+    #[derive(Clone, Default)]
+    struct Value {
+        v: u32,
+        flushes: u32,
+    }
+
+    impl Replica for Value {
+        type Op = u32;
+        type Output = u32;
+        type Log = Vec<u32>;
+        fn apply(&mut self, v: u32, log: &mut Vec<u32>) -> u32 {
+            log.push(v);
+            std::mem::replace(&mut self.v, v)
+        }
+        fn replay(&mut self, log: &mut Vec<u32>) {
+            for v in log.drain(..) {
+                self.v = v;
+            }
+        }
+        fn flush(&mut self) {
+            self.flushes += 1;
+        }
+    }
+
+    /// The writer reads its changes at once; readers from the publish on; a publish without a
+    /// change neither flushes nor swaps.
+    #[test]
+    fn the_writer_sees_its_changes_and_readers_the_published_ones() {
+        let (mut w, r) = Writer::new(Value::default());
+        assert_eq!(w.apply(1), 0);
+        assert_eq!((w.latest().v, r.read().v), (1, 0));
+        w.publish();
+        assert_eq!((w.latest().v, r.read().v, r.read().flushes), (1, 1, 1));
+        w.publish();
+        assert_eq!(r.read().flushes, 1, "a publish without a change");
+        // The replay waits for no reader here and brings the other copy up to date.
+        w.catch_up();
+        assert!(w.log().is_empty());
+        assert_eq!(w.with_standby(|t| t.v), 1);
+        assert_eq!(w.apply(2), 1);
+        assert_eq!(r.clone().read().v, 1);
+    }
+
+    /// Readers on other threads racing a writer that publishes 1, 2, 3, ... see the values in
+    /// order, and the last one once the writer is done.
+    #[test]
+    fn readers_racing_the_writer_see_versions_in_order() {
+        const VERSIONS: u32 = 2_000;
+        let (mut w, r) = Writer::new(Value::default());
+        std::thread::scope(|s| {
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    let r = r.clone();
+                    s.spawn(move || {
+                        let mut last = 0;
+                        while last < VERSIONS {
+                            let outer = r.read();
+                            let inner = r.read();
+                            assert_eq!(inner.v, outer.v, "one guard, one version");
+                            assert!(outer.v >= last, "went back from {last} to {}", outer.v);
+                            last = outer.v;
+                        }
+                    })
+                })
+                .collect();
+            for v in 1..=VERSIONS {
+                w.apply(v);
+                w.publish();
+            }
+            for t in readers {
+                t.join().unwrap();
+            }
+        });
+    }
+}
