@@ -196,10 +196,11 @@ impl std::ops::Deref for FibCopy {
     }
 }
 
-/// A change as the writer hands it to the standby copy.
+/// A change as the writer hands it to the standby copy: where it lies.
+#[derive(Clone, Copy)]
 pub enum Op {
-    /// A change of its own, moved into the log.
-    Change(Change),
+    /// The change at this index of the log's changes.
+    Change(u32),
     /// The route change at index `.1` of the kept read-ahead list numbered `.0`.
     ReadAhead(u64, u32),
 }
@@ -210,7 +211,8 @@ pub struct Log {
     /// The changes applied since the last publish, each with the time its application read
     /// (`None`: it read none); after a publish, the changes the new standby copy still lacks.
     entries: Vec<(Option<u64>, Logged)>,
-    /// The changes `Logged::Change` entries name, in order.
+    /// The changes `Logged::Change` entries name, in order ([`FibWriter::apply`] stores one
+    /// here, then applies it from here).
     changes: Vec<Change>,
     /// Read-ahead lists whose route changes the log names, oldest first; the first is
     /// numbered `kept_base`.
@@ -233,14 +235,7 @@ impl Replica for FibCopy {
     /// Applies the change and logs it with the time it read.
     fn apply(&mut self, op: Op, log: &mut Log) -> Result<(), RtError> {
         let mut logged = match op {
-            Op::Change(change) => {
-                // Stored first and applied from there: a change can be a few hundred bytes.
-                let Ok(i) = u32::try_from(log.changes.len()) else {
-                    return Err(RtError::new(Errno::ENOBUFS));
-                };
-                log.changes.push(change);
-                Logged::Change(i)
-            }
+            Op::Change(i) => Logged::Change(i),
             Op::ReadAhead(list, at) => Logged::ReadAhead(list, at, RouteHint::default()),
         };
         let from = Sources {
@@ -321,7 +316,14 @@ impl FibWriter {
 
     /// Applies `change` to the standby copy (made current first) and logs it.
     pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
-        self.0.apply(Op::Change(change))
+        self.0.catch_up();
+        let changes = &mut self.0.log_mut().changes;
+        // Stored first and applied from there: a change can be a few hundred bytes.
+        let Ok(i) = u32::try_from(changes.len()) else {
+            return Err(RtError::new(Errno::ENOBUFS));
+        };
+        changes.push(change);
+        self.0.apply(Op::Change(i))
     }
 
     /// Keeps a read-ahead list for [`FibWriter::apply_read_ahead`] (the standby copy is made
