@@ -38,10 +38,11 @@
 //! reader's later load of the index sees the new one (or a newer one): the reader is not in the
 //! copy being written. If the reader's comes first, the writer's later load of the counter sees
 //! the odd value (or a later one), and the writer waits until it changes; the change it then
-//! sees is the reader's Release increment (or a later one), so everything the reader read
-//! happens before everything the writer writes next. The increment on entry can be Relaxed: the
-//! fence orders it before the index load. loom checks this argument on this code
-//! (`tests/loom.rs`, the code production runs: the primitives swap under `--cfg loom`).
+//! sees is the reader's Release increment (or a later increment, which as a read-modify-write
+//! continues its release sequence), so everything the reader read happens before everything
+//! the writer writes next. The increment on entry can be Relaxed: the fence orders it before
+//! the index load. loom checks this argument on this code (`tests/loom.rs`, the code
+//! production runs: the primitives swap under `--cfg loom`).
 //!
 //! # What a reader may observe
 //! - Exactly the table as of some publish (or as given to [`Writer::new`]): never a change in
