@@ -10,7 +10,7 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 
 use fibre_fib::expiry::ExpiryQueue;
-use fibre_lpm::sync::Writer;
+use fibre_lpm::sync::{PrefixWriter, Writer};
 use fibre_lpm::v6::Lpm6;
 
 const EXPIRING: u128 = 0x2001_0db8_0001u128 << 80;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use fibre_fib::expiry::ExpiryQueue;
 use fibre_fib::{Clock, ManualClock};
-use fibre_lpm::sync::Writer;
+use fibre_lpm::sync::{PrefixWriter, Writer};
 use fibre_lpm::v6::Lpm6;
 
 /// Disjoint /64 prefixes, so an expired route leaves no route (no shorter fallback).

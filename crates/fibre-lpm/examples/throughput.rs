@@ -14,7 +14,7 @@ use common::cpu_seconds;
 
 use std::hint::black_box;
 
-use fibre_lpm::sync::UpdateResult;
+use fibre_lpm::sync::{PrefixWriter, UpdateResult};
 use fibre_lpm::v4::Lpm4;
 use fibre_lpm::v6::Lpm6;
 use fibre_lpm::LpmError;

@@ -8,9 +8,10 @@
 //!   never on the traffic: there is no cache.
 //! - [`small::SmallLpm`]: sorted intervals searched by bisection, rebuilt whole on change: for
 //!   small tables, which cannot pay the large structures' fixed cost (over a megabyte each).
-//! - [`sync`]: the concurrency layer. One [`sync::Writer`] (the control plane) updates and
-//!   publishes; any number of [`sync::Reader`] handles look up lock-free and wait-free, never
-//!   blocked by the writer and never seeing a half-applied update.
+//! - [`sync`]: the concurrency layer, through `fibre-publish`. One [`sync::Writer`] (the
+//!   control plane) updates and publishes; any number of [`sync::Reader`] handles look up
+//!   lock-free and wait-free, never blocked by the writer and never seeing a half-applied
+//!   update.
 //!
 //! Values are `u32` in `0..=MAX_VALUE`; lookups answer [`NO_ROUTE`] (batched) or `None` where no
 //! prefix covers the address. Prefixes with host bits set are stored with those bits cleared.

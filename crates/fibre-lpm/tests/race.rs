@@ -29,6 +29,7 @@ fn race<T, A>(
     lookup: fn(&T, &[A], &mut [u32], bool),
 ) where
     T: Replica<Op = Update<A>, Output = fibre_lpm::sync::UpdateResult>
+        + Clone
         + Default
         + Send
         + Sync

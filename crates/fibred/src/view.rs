@@ -1,21 +1,17 @@
-//! The routing state as published to lock-free readers: a left-right pair of [`Fib`]s.
+//! The routing state as published to lock-free readers: a left-right pair of [`Fib`]s, through
+//! `fibre-publish` (its module comment states the protocol: who may call what, the memory
+//! orderings, what a reader may observe).
 //!
-//! # Publication rule
-//! The [`FibWriter`] (owned by the daemon's writer thread, through the engine) holds two copies
-//! of the state. Readers ([`FibReader`], one per client thread and one per route dump) only
-//! ever read the *active* copy; the writer only ever changes the *standby* copy, and only once
-//! no reader can still be in it:
-//! 1. A change ([`Change`]) is applied to the standby copy and logged, failed ones too: a
-//!    failed request can leave what the kernel's would (a table it created), and the copies
-//!    must be identical in everything, down to internal ids and [`Fib::gen`], not only in
-//!    their answers.
-//! 2. [`FibWriter::publish`] makes the standby copy active with one atomic store: reads that
-//!    start after it see every change so far; reads already running finish on the old copy.
-//!    The engine publishes once per batch of requests, before it answers them, so a client
-//!    that got its ACK reads its change, and a batch is seen whole or not at all.
-//! 3. Before the next change touches the new standby copy (the old active one),
-//!    [`FibWriter::catch_up`] waits until every read that could have started on it has
-//!    finished, then replays the log into it. Both copies are then equal again.
+//! # Publication
+//! The [`FibWriter`] is owned by the daemon's writer thread, through the engine; readers
+//! ([`FibReader`], one per client thread and one per route dump) read the published copy.
+//! - A change ([`Change`]) is applied to the standby copy and logged, failed ones too: a failed
+//!   request can leave what the kernel's would (a table it created), and the copies must be
+//!   identical in everything, down to internal ids and [`Fib::gen`], not only in their answers.
+//! - The engine publishes once per batch of requests, before it answers them, so a client that
+//!   got its ACK reads its change, and a batch is seen whole or not at all.
+//! - Reads must be short: one `route get`, one piece of a dump; never hold a guard while
+//!   waiting for anything (the writer waits for them before it replays the log).
 //!
 //! The FIB is deterministic (no randomised hashing), so replaying the same changes on an
 //! equal copy yields an equal copy, with the same results. The one input from outside is the
@@ -35,38 +31,16 @@
 //! from there. A route (a few hundred bytes) is thus never moved on the writer. A kept list
 //! lives until the replay that follows the next publish has applied it, and the newest one
 //! beyond that, since the engine may still be applying the rest of it.
-//!
-//! # Invariants
-//! - A reader sees exactly the state as of some publish, never a partial batch, never a mix
-//!   of the two copies within one [`FibGuard`].
-//! - Readers never wait and take no lock: entering and leaving a read is one atomic
-//!   increment each on the reader's own cache line, plus one load of the active index. The
-//!   writer may wait for readers (as RCU's synchronize does), never the other way round, so
-//!   reads must be short: one `route get`, one piece of a dump; never hold a guard while
-//!   waiting for anything.
-//! - The writer is unique (not `Clone`, not `Sync`). Readers are `Send` but not `Sync`: each
-//!   thread makes its own with [`FibWriter::reader`] or [`FibReader::clone`].
-//! - Every change costs twice (applied once, replayed once) and the state is held twice.
-//!
-//! # Why the reader protocol is enough
-//! A reader makes its counter odd, issues a SeqCst fence, loads the active index and reads;
-//! it makes the counter even (Release) when the guard drops. The writer stores the new active
-//! index, issues a SeqCst fence, then reads every counter. The two fences are ordered one way
-//! or the other: if the reader's comes second it loads the new index; if the writer's comes
-//! second the writer sees the odd counter and waits until it changes (Acquire), which orders
-//! the reader's reads before the writer's writes. (The protocol of fibre-lpm's `sync`, whose
-//! copies are lookup tables; these are whole FIBs.)
 
 use fibre_fib::types::{
     Address, Errno, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule,
 };
 use fibre_fib::{Clock, Fib, RouteHint, Settings, SystemClock};
 use fibre_netlink::convert::{Request, RequestError};
-use std::cell::{Cell, UnsafeCell};
+use fibre_publish::{ReadGuard, Reader, Replica, Writer};
 use std::collections::VecDeque;
-use std::marker::PhantomData;
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// One change of the routing state, as logged for the standby copy.
 #[derive(Debug, Clone)]
@@ -209,147 +183,163 @@ impl Clock for CopyClock {
     }
 }
 
-/// A reader's counter: odd while it is inside a read. Aligned to its own cache line (two, for
-/// the adjacent-line prefetcher) so readers on different cores never write the same line.
-#[repr(align(128))]
-struct Counter(AtomicU64);
-
-struct Shared {
-    copies: [UnsafeCell<Fib>; 2],
-    /// The clock each copy reads.
-    clocks: [Arc<CopyClock>; 2],
-    /// Index of the copy readers use.
-    active: AtomicUsize,
-    /// Every live reader's counter; locked only to register, unregister and scan, never to
-    /// read.
-    readers: Mutex<Vec<Arc<Counter>>>,
+/// One copy of the published state: the FIB and the clock it reads. Derefs to the FIB.
+pub struct FibCopy {
+    fib: Fib,
+    clock: Arc<CopyClock>,
 }
 
-/// `Shared` is `Sync` only because `Fib` is `Send + Sync`; this fails to compile otherwise.
-const _: () = {
-    const fn send_sync<T: Send + Sync>() {}
-    send_sync::<Fib>()
-};
+impl std::ops::Deref for FibCopy {
+    type Target = Fib;
+    fn deref(&self) -> &Fib {
+        &self.fib
+    }
+}
 
-// SAFETY: the copies are only accessed under the publication rule of the module
-// documentation: shared reads of the active copy from any thread (and by the writer of either
-// copy), exclusive writes of the standby copy by the single writer after every reader of it
-// has left. That is sound because `Fib` is `Send + Sync`.
-unsafe impl Sync for Shared {}
-// SAFETY: as above; moving the pair between threads moves `Fib`s, which are `Send`.
-unsafe impl Send for Shared {}
+/// A change as the writer hands it to the standby copy: where it lies.
+#[derive(Clone, Copy)]
+pub enum Op {
+    /// The change at this index of the log's changes.
+    Change(u32),
+    /// The route change at index `.1` of the kept read-ahead list numbered `.0`.
+    ReadAhead(u64, u32),
+}
 
-/// The single writer of the published state. Not `Clone`, not `Sync`.
-pub struct FibWriter {
-    shared: Arc<Shared>,
-    /// Changes applied to the standby copy since the last publish, each with the time its
-    /// application read (`None`: it read none); after a publish (while `stale`), the changes
-    /// the new standby copy still lacks.
-    log: Vec<(Option<u64>, Logged)>,
-    /// The changes `Logged::Change` entries name, in order.
+/// The writer's log: what the standby copy has and the other lacks, and where it lies.
+#[derive(Default)]
+pub struct Log {
+    /// The changes applied since the last publish, each with the time its application read
+    /// (`None`: it read none); after a publish, the changes the new standby copy still lacks.
+    entries: Vec<(Option<u64>, Logged)>,
+    /// The changes `Logged::Change` entries name, in order ([`FibWriter::apply`] stores one
+    /// here, then applies it from here).
     changes: Vec<Change>,
     /// Read-ahead lists whose route changes the log names, oldest first; the first is
     /// numbered `kept_base`.
     kept: VecDeque<ReadAhead>,
     kept_base: u64,
-    /// The standby copy lacks `log` and may still have readers from before the last publish.
-    stale: bool,
-    _not_sync: PhantomData<Cell<()>>,
 }
+
+impl Log {
+    /// Where the kept read-ahead list numbered `list` is in `kept`.
+    fn kept_at(&self, list: u64) -> Option<usize> {
+        usize::try_from(list.checked_sub(self.kept_base)?).ok()
+    }
+}
+
+impl Replica for FibCopy {
+    type Op = Op;
+    type Output = Result<(), RtError>;
+    type Log = Log;
+
+    /// Applies the change and logs it with the time it read.
+    fn apply(&mut self, op: Op, log: &mut Log) -> Result<(), RtError> {
+        let mut logged = match op {
+            Op::Change(i) => Logged::Change(i),
+            Op::ReadAhead(list, at) => Logged::ReadAhead(list, at, RouteHint::default()),
+        };
+        let from = Sources {
+            changes: &log.changes,
+            kept: &log.kept,
+            kept_base: log.kept_base,
+        };
+        let fib = &mut self.fib;
+        let (r, now) = self.clock.pinned_at(None, || from.apply(&mut logged, fib));
+        log.entries.push((now, logged));
+        r
+    }
+
+    /// Replays the log as one batch, each change at the time its first application read.
+    fn replay(&mut self, log: &mut Log) {
+        let fib = &mut self.fib;
+        fib.begin_batch();
+        let from = Sources {
+            changes: &log.changes,
+            kept: &log.kept,
+            kept_base: log.kept_base,
+        };
+        for (now, c) in &mut log.entries {
+            // The same result as on the other copy, which was equal, at the same time (a
+            // change that read no time then reads none now: it takes the same path).
+            let _ = self.clock.pinned_at(*now, || from.apply(c, fib));
+        }
+        log.entries.clear();
+        log.changes.clear();
+        // Every kept list is applied to both copies now; the newest may still be in use.
+        while log.kept.len() > 1 {
+            log.kept.pop_front();
+            log.kept_base += 1;
+        }
+        fib.end_batch();
+    }
+}
+
+/// `FibCopy` is published to other threads only because `Fib` is `Send + Sync`; this fails to
+/// compile otherwise.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<FibCopy>()
+};
+
+/// The single writer of the published state. Not `Clone`, not `Sync`.
+pub struct FibWriter(Writer<FibCopy>);
 
 /// A handle that reads the published state. `Send`, not `Sync`: one per thread.
-pub struct FibReader {
-    shared: Arc<Shared>,
-    counter: Arc<Counter>,
-    /// Nesting depth of this handle's live guards (only the outermost touches the counter).
-    depth: Cell<u32>,
-    /// The copy the outermost live guard reads.
-    copy: Cell<usize>,
-}
+pub type FibReader = Reader<FibCopy>;
 
 /// The published state as of one publish, valid until dropped.
-pub struct FibGuard<'a> {
-    reader: &'a FibReader,
-    fib: &'a Fib,
-}
+pub type FibGuard<'a> = ReadGuard<'a, FibCopy>;
 
 impl FibWriter {
     /// Publishes a fresh state with `settings` (both copies start as fresh FIBs, which are
     /// equal; any other starting state is reached by applying changes).
     pub fn new(settings: Settings) -> FibWriter {
         let system = Arc::new(SystemClock::new());
-        let clocks = [
-            Arc::new(CopyClock::new(system.clone())),
-            Arc::new(CopyClock::new(system.clone())),
-        ];
-        let copy = |clock: &Arc<CopyClock>| {
+        let copy = || {
+            let clock = Arc::new(CopyClock::new(system.clone()));
             let mut fib = Fib::new(settings.clone());
             fib.set_clock(clock.clone());
-            UnsafeCell::new(fib)
+            FibCopy { fib, clock }
         };
-        FibWriter {
-            shared: Arc::new(Shared {
-                copies: [copy(&clocks[0]), copy(&clocks[1])],
-                clocks,
-                active: AtomicUsize::new(0),
-                readers: Mutex::new(Vec::new()),
-            }),
-            log: Vec::new(),
-            changes: Vec::new(),
-            kept: VecDeque::new(),
-            kept_base: 0,
-            stale: false,
-            _not_sync: PhantomData,
-        }
+        FibWriter(Writer::from_copies(copy(), copy()))
     }
 
     /// A new reader of the published state.
     pub fn reader(&self) -> FibReader {
-        FibReader::register(self.shared.clone())
-    }
-
-    fn standby_index(&self) -> usize {
-        1 - self.shared.active.load(Ordering::Relaxed)
+        self.0.reader()
     }
 
     /// The newest state, published or not (for the writer's own reads).
     pub fn latest(&self) -> &Fib {
-        let i = if self.stale {
-            self.shared.active.load(Ordering::Relaxed)
-        } else {
-            self.standby_index()
-        };
-        // SAFETY: only the writer (this `&self`) writes a copy, and only through `&mut self`;
-        // reading either copy beside readers is a shared read.
-        unsafe { &*self.shared.copies[i].get() }
+        &self.0.latest().fib
     }
 
     /// Applies `change` to the standby copy (made current first) and logs it.
     pub fn apply(&mut self, change: Change) -> Result<(), RtError> {
-        self.catch_up();
+        self.0.catch_up();
+        let changes = &mut self.0.log_mut().changes;
         // Stored first and applied from there: a change can be a few hundred bytes.
-        let Ok(i) = u32::try_from(self.changes.len()) else {
+        let Ok(i) = u32::try_from(changes.len()) else {
             return Err(RtError::new(Errno::ENOBUFS));
         };
-        self.changes.push(change);
-        self.log_and_apply(Logged::Change(i))
+        changes.push(change);
+        self.0.apply(Op::Change(i))
     }
 
     /// Keeps a read-ahead list for [`FibWriter::apply_read_ahead`] (the standby copy is made
     /// current first); returns its number.
     pub fn keep(&mut self, list: ReadAhead) -> u64 {
-        self.catch_up();
-        self.kept.push_back(list);
-        self.kept_base + self.kept.len() as u64 - 1
+        self.0.catch_up();
+        let log = self.0.log_mut();
+        log.kept.push_back(list);
+        log.kept_base + log.kept.len() as u64 - 1
     }
 
     /// The route change at `at` of the kept list `list`: the route and, for an add, its
     /// flags; `None` when that request is no route change (or was taken).
     pub fn read_ahead(&self, list: u64, at: usize) -> Option<(&Route, Option<ReqFlags>)> {
-        let l = self
-            .kept
-            .get(usize::try_from(list.checked_sub(self.kept_base)?).ok()?)?;
-        route_change(l.get(at)?)
+        let log = self.0.log();
+        route_change(log.kept.get(log.kept_at(list)?)?.get(at)?)
     }
 
     /// Takes the request at `at` of the kept list `list` out of it, for a request that is no
@@ -359,8 +349,8 @@ impl FibWriter {
         list: u64,
         at: usize,
     ) -> Option<Result<Request, RequestError>> {
-        let i = usize::try_from(list.checked_sub(self.kept_base)?).ok()?;
-        let slot = self.kept.get_mut(i)?.get_mut(at)?;
+        let log = self.0.log_mut();
+        let slot = log.kept.get_mut(log.kept_at(list)?)?.get_mut(at)?;
         // A route change stays: the log may name it.
         if route_change(slot).is_some() {
             return None;
@@ -372,120 +362,29 @@ impl FibWriter {
     /// lies, and logs its place. EINVAL (nothing applied, nothing logged) when that request
     /// is no route change: callers check with [`FibWriter::read_ahead`] first.
     pub fn apply_read_ahead(&mut self, list: u64, at: usize) -> Result<(), RtError> {
-        self.catch_up();
+        self.0.catch_up();
         let (Some(_), Ok(at32)) = (self.read_ahead(list, at), u32::try_from(at)) else {
             return Err(RtError::new(Errno::EINVAL));
         };
-        self.log_and_apply(Logged::ReadAhead(list, at32, RouteHint::default()))
-    }
-
-    /// Applies the change `logged` names to the standby copy, which is current, and logs it
-    /// with the time it read.
-    fn log_and_apply(&mut self, mut logged: Logged) -> Result<(), RtError> {
-        let i = self.standby_index();
-        // SAFETY: the callers brought the standby copy up to date (`catch_up`), which waited
-        // until no reader can be in it, and readers that start now read the active one;
-        // `&mut self` makes this the only writer access.
-        let fib = unsafe { &mut *self.shared.copies[i].get() };
-        let from = Sources {
-            changes: &self.changes,
-            kept: &self.kept,
-            kept_base: self.kept_base,
-        };
-        let (r, now) = self.shared.clocks[i].pinned_at(None, || from.apply(&mut logged, fib));
-        self.log.push((now, logged));
-        r
+        self.0.apply(Op::ReadAhead(list, at32))
     }
 
     /// Runs `f` on the standby copy; for changes that are not [`Change`]s, such as starting
     /// and ending a batch, which change no answer.
     pub fn with_standby<R>(&mut self, f: impl FnOnce(&mut Fib) -> R) -> R {
-        f(self.standby_mut())
-    }
-
-    fn standby_mut(&mut self) -> &mut Fib {
-        self.catch_up();
-        let i = self.standby_index();
-        // SAFETY: `catch_up` waited until no reader can be in the standby copy, and readers
-        // that start now read the active one; `&mut self` makes this the only writer access.
-        unsafe { &mut *self.shared.copies[i].get() }
-    }
-
-    /// True when changes were applied (or attempted) since the last publish.
-    pub fn unpublished(&self) -> bool {
-        !self.stale && !self.log.is_empty()
+        self.0.with_standby(|c| f(&mut c.fib))
     }
 
     /// Makes every change so far visible to readers (no-op when there is none).
     pub fn publish(&mut self) {
-        if !self.unpublished() {
-            return;
-        }
-        let next = self.standby_index();
-        self.shared.active.store(next, Ordering::Release);
-        fence(Ordering::SeqCst);
-        self.stale = true;
+        self.0.publish()
     }
 
     /// Brings the standby copy up to date: waits for the reads still on it, then replays the
     /// changes it lacks. Called by every change (lazily); the daemon calls it once its answers
     /// are out, so the wait and the replay overlap with its clients' work.
     pub fn catch_up(&mut self) {
-        if !self.stale {
-            return;
-        }
-        self.wait_for_readers();
-        let i = self.standby_index();
-        // SAFETY: no reader is in the standby copy any more (waited above) and readers that
-        // start now read the active one; `&mut self` makes this the only writer access.
-        let fib = unsafe { &mut *self.shared.copies[i].get() };
-        let clock = &self.shared.clocks[i];
-        fib.begin_batch();
-        let from = Sources {
-            changes: &self.changes,
-            kept: &self.kept,
-            kept_base: self.kept_base,
-        };
-        for (now, c) in &mut self.log {
-            // The same result as on the other copy, which was equal, at the same time (a
-            // change that read no time then reads none now: it takes the same path).
-            let _ = clock.pinned_at(*now, || from.apply(c, fib));
-        }
-        self.log.clear();
-        self.changes.clear();
-        // Every kept list is applied to both copies now; the newest may still be in use.
-        while self.kept.len() > 1 {
-            self.kept.pop_front();
-            self.kept_base += 1;
-        }
-        fib.end_batch();
-        self.stale = false;
-    }
-
-    /// Waits until every reader that was inside a read when the active index changed has
-    /// left it.
-    fn wait_for_readers(&self) {
-        let readers: Vec<Arc<Counter>> = self
-            .shared
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        for c in readers {
-            let v = c.0.load(Ordering::Acquire);
-            if v & 1 == 0 {
-                continue;
-            }
-            let mut spins = 0u32;
-            while c.0.load(Ordering::Acquire) == v {
-                spins += 1;
-                if spins < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-        }
+        self.0.catch_up()
     }
 }
 
@@ -518,74 +417,6 @@ impl Sources<'_> {
                     None => Err(RtError::new(Errno::EINVAL)),
                 }
             }
-        }
-    }
-}
-
-impl FibReader {
-    fn register(shared: Arc<Shared>) -> FibReader {
-        let counter = Arc::new(Counter(AtomicU64::new(0)));
-        shared
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(counter.clone());
-        FibReader {
-            shared,
-            counter,
-            depth: Cell::new(0),
-            copy: Cell::new(0),
-        }
-    }
-
-    /// Enters a read of the published state. Keep it short (see the module documentation).
-    pub fn read(&self) -> FibGuard<'_> {
-        let d = self.depth.get();
-        if d == 0 {
-            self.counter.0.fetch_add(1, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-            self.copy.set(self.shared.active.load(Ordering::Acquire));
-        }
-        // Nested guards read the outer guard's copy: one guard, one state.
-        let i = self.copy.get();
-        self.depth.set(d + 1);
-        // SAFETY: this reader's counter is odd, so the writer does not write copy `i` until
-        // the guard (and with it this reference) is dropped; see the module documentation.
-        let fib = unsafe { &*self.shared.copies[i].get() };
-        FibGuard { reader: self, fib }
-    }
-}
-
-impl Clone for FibReader {
-    fn clone(&self) -> FibReader {
-        FibReader::register(self.shared.clone())
-    }
-}
-
-impl Drop for FibReader {
-    fn drop(&mut self) {
-        let mut readers = self
-            .shared
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        readers.retain(|c| !Arc::ptr_eq(c, &self.counter));
-    }
-}
-
-impl std::ops::Deref for FibGuard<'_> {
-    type Target = Fib;
-    fn deref(&self) -> &Fib {
-        self.fib
-    }
-}
-
-impl Drop for FibGuard<'_> {
-    fn drop(&mut self) {
-        let d = self.reader.depth.get() - 1;
-        self.reader.depth.set(d);
-        if d == 0 {
-            self.reader.counter.0.fetch_add(1, Ordering::Release);
         }
     }
 }
