@@ -245,16 +245,14 @@ const READ_TYPES: [u16; 6] = [
 pub fn read_only(datagram: &[u8]) -> bool {
     let mut off = 0;
     while off < datagram.len() {
-        let Some(h) = datagram.get(off..off + NetlinkHeader::LEN) else {
+        let Ok(h) = NetlinkHeader::parse_bytes(&datagram[off..], off) else {
             return false;
         };
-        let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
-        let t = u16::from_ne_bytes([h[4], h[5]]);
-        let flags = u16::from_ne_bytes([h[6], h[7]]);
+        let len = h.length as usize;
         if len < NetlinkHeader::LEN
             || off + len > datagram.len()
-            || flags & nf::NLM_F_REQUEST == 0
-            || !READ_TYPES.contains(&t)
+            || h.flags & nf::NLM_F_REQUEST == 0
+            || !READ_TYPES.contains(&h.message_type)
         {
             return false;
         }
@@ -294,10 +292,9 @@ impl Prepared {
         each_message(&bytes, |_| n += 1);
         let mut routes = Vec::with_capacity(n);
         each_message(&bytes, |msg| {
-            let flags = u16::from_ne_bytes([msg[6], msg[7]]);
-            let t = u16::from_ne_bytes([msg[4], msg[5]]);
-            let parsed = (t >= 0x10 && flags & nf::NLM_F_REQUEST != 0)
-                .then(|| convert::route_request(msg))
+            let h = msg.header;
+            let parsed = (h.message_type >= 0x10 && h.flags & nf::NLM_F_REQUEST != 0)
+                .then(|| convert::route_request(msg.bytes))
                 .flatten();
             routes.push(parsed);
         });
@@ -314,17 +311,29 @@ impl Prepared {
     }
 }
 
+/// One message of a datagram: its bytes (exactly `header.length` of them, a header at
+/// least) and its header, read once through the codec's checked view. Everything past
+/// [`each_message`] reads the header from here, never from the bytes.
+#[derive(Clone, Copy)]
+struct Message<'a> {
+    bytes: &'a [u8],
+    header: NetlinkHeader,
+}
+
 /// Calls `f` with every message of a datagram, as the kernel's `netlink_rcv_skb` walks it.
-fn each_message(datagram: &[u8], mut f: impl FnMut(&[u8])) {
+fn each_message(datagram: &[u8], mut f: impl FnMut(Message<'_>)) {
     let mut off = 0;
-    while datagram.len() - off >= NetlinkHeader::LEN {
-        let rest = &datagram[off..];
-        let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        // The kernel stops reading a datagram at an impossible length, silently.
-        if len < NetlinkHeader::LEN || len > rest.len() {
+    while let Some(rest) = datagram.get(off..) {
+        // A rest shorter than a header ends the datagram, as the kernel ignores it.
+        let Ok(header) = NetlinkHeader::parse_bytes(rest, off) else {
             break;
-        }
-        f(&rest[..len]);
+        };
+        let len = header.length as usize;
+        // The kernel stops reading a datagram at an impossible length, silently.
+        let Some(bytes) = rest.get(..len).filter(|_| len >= NetlinkHeader::LEN) else {
+            break;
+        };
+        f(Message { bytes, header });
         off += (len + 3) & !3;
         if off >= datagram.len() {
             break;
@@ -336,27 +345,26 @@ fn each_message(datagram: &[u8], mut f: impl FnMut(&[u8])) {
 /// `convert::route_request` made of it already), hands it to `apply`, and answers: the error,
 /// or the ACK when NLM_F_ACK asks for one.
 fn process(
-    msg: &[u8],
+    msg: Message<'_>,
     read: Option<Result<Request, RequestError>>,
     port: u32,
     out: &mut Outcome,
     apply: impl FnOnce(Request, Origin, &mut Outcome) -> Result<(), RequestError>,
 ) {
-    let flags = u16::from_ne_bytes([msg[6], msg[7]]);
+    let flags = msg.header.flags;
     let want_ack = flags & nf::NLM_F_ACK != 0;
     let origin = Origin {
-        seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
+        seq: msg.header.sequence,
         port,
     };
     // Route changes (table loads) are read straight from the bytes.
     let request = read
-        .or_else(|| convert::route_request(msg))
-        .unwrap_or_else(|| convert::request_bytes(msg));
+        .or_else(|| convert::route_request(msg.bytes))
+        .unwrap_or_else(|| convert::request_bytes(msg.bytes));
     let result = request.and_then(|req| apply(req, origin, out));
     // A dump is acknowledged by its NLMSG_DONE alone, NLM_F_ACK or not, and one that fails
     // says so in its NLMSG_DONE, as the kernel's netlink_dump_done does.
-    let t = u16::from_ne_bytes([msg[4], msg[5]]);
-    if flags & nf::NLM_F_DUMP == nf::NLM_F_DUMP && READ_TYPES.contains(&t) {
+    if flags & nf::NLM_F_DUMP == nf::NLM_F_DUMP && READ_TYPES.contains(&msg.header.message_type) {
         if let Err(e) = result {
             out.message(&convert::done_error(origin.seq, port, &e));
         }
@@ -366,15 +374,15 @@ fn process(
 }
 
 fn answer(
-    msg: &[u8],
+    msg: Message<'_>,
     result: Result<(), RequestError>,
     want_ack: bool,
     port: u32,
     out: &mut Outcome,
 ) {
     match result {
-        Err(e) => out.message(&convert::ack(msg, Err(&e), false, port)),
-        Ok(()) if want_ack => emit_ack(msg, port, out.messages()),
+        Err(e) => out.message(&convert::ack(msg.bytes, Err(&e), false, port)),
+        Ok(()) if want_ack => emit_ack(&msg.header, port, out.messages()),
         Ok(()) => {}
     }
 }
@@ -382,19 +390,22 @@ fn answer(
 /// Length of an ACK: a header, the error code and the echoed request header.
 const ACK_LEN: usize = 2 * NetlinkHeader::LEN + 4;
 
-/// Appends the ACK of `msg` (at least a header long), byte for byte what
+/// Appends the ACK of the request whose header is `request`, byte for byte what
 /// `convert::ack(msg, Ok(()), ..)` encodes, without building the message: a table load
 /// acknowledges every route.
-fn emit_ack(msg: &[u8], port: u32, out: &mut Vec<u8>) {
-    let mut a = [0u8; ACK_LEN];
-    a[0..4].copy_from_slice(&(ACK_LEN as u32).to_ne_bytes());
-    a[4..6].copy_from_slice(&mt::NLMSG_ERROR.to_ne_bytes());
-    a[6..8].copy_from_slice(&nf::NLM_F_CAPPED.to_ne_bytes());
-    // Sequence number of the request; port of the client's socket; error 0.
-    a[8..12].copy_from_slice(&msg[8..12]);
-    a[12..16].copy_from_slice(&port.to_ne_bytes());
-    a[20..].copy_from_slice(&msg[..NetlinkHeader::LEN]);
-    out.extend_from_slice(&a);
+fn emit_ack(request: &NetlinkHeader, port: u32, out: &mut Vec<u8>) {
+    NetlinkHeader {
+        length: ACK_LEN as u32,
+        message_type: mt::NLMSG_ERROR,
+        flags: nf::NLM_F_CAPPED,
+        // The request's sequence number; the port of the client's socket.
+        sequence: request.sequence,
+        port,
+    }
+    .emit(out);
+    // Error 0, then the request's header echoed (NLM_F_CAPPED: without its payload).
+    out.extend_from_slice(&0i32.to_ne_bytes());
+    request.emit(out);
 }
 
 impl Engine {
@@ -491,9 +502,9 @@ impl Engine {
                 return self.one(msg, read, client, listening, out);
             }
             // What `one` and `process` do with a route change, without moving it.
-            let want_ack = u16::from_ne_bytes([msg[6], msg[7]]) & nf::NLM_F_ACK != 0;
+            let want_ack = msg.header.flags & nf::NLM_F_ACK != 0;
             let origin = Origin {
-                seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
+                seq: msg.header.sequence,
                 port: client.port,
             };
             let r = self.route_change(RouteChange::ReadAhead(list, i), origin, listening, out);
@@ -509,18 +520,21 @@ impl Engine {
 
     fn one(
         &mut self,
-        msg: &[u8],
+        msg: Message<'_>,
         read: Option<Result<Request, RequestError>>,
         client: &mut ClientCtx,
         listening: u64,
         out: &mut Outcome,
     ) {
         let port = client.port;
-        let flags = u16::from_ne_bytes([msg[6], msg[7]]);
-        let t = u16::from_ne_bytes([msg[4], msg[5]]);
+        let NetlinkHeader {
+            message_type: t,
+            flags,
+            ..
+        } = msg.header;
         let want_ack = flags & nf::NLM_F_ACK != 0;
         if t == FIBRE_MEMBERSHIP {
-            let r = membership(msg, &mut client.groups);
+            let r = membership(msg.bytes, &mut client.groups);
             answer(msg, r.map_err(RequestError::from), want_ack, port, out);
             return;
         }
@@ -529,7 +543,7 @@ impl Engine {
             answer(msg, Ok(()), want_ack, port, out);
             return;
         }
-        if client.read_only && needs_admin(msg, t) {
+        if client.read_only && needs_admin(msg.bytes, t) {
             let e = RequestError::from(RtError::new(Errno::EPERM));
             answer(msg, Err(e), want_ack, port, out);
             return;
@@ -577,7 +591,7 @@ impl Engine {
 }
 
 fn membership(msg: &[u8], groups: &mut u64) -> Result<(), RtError> {
-    let body = &msg[NetlinkHeader::LEN..];
+    let body = msg.get(NetlinkHeader::LEN..).unwrap_or_default();
     let (Some(op), Some(arg)) = (body.get(0..4), body.get(4..8)) else {
         return Err(RtError::msg(Errno::EINVAL, "Membership request too short"));
     };

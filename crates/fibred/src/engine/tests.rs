@@ -27,7 +27,7 @@ fn direct_ack_is_the_encoded_ack() {
         let mut want = Vec::new();
         convert::ack(&b, Ok(()), false, 77).emit(&mut want);
         let mut got = Vec::new();
-        emit_ack(&b, 77, &mut got);
+        emit_ack(&NetlinkHeader::parse_bytes(&b, 0).unwrap(), 77, &mut got);
         assert_eq!(got, want);
     }
 }
