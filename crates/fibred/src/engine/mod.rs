@@ -114,8 +114,9 @@ pub enum Reply {
 /// (see [`alone`]).
 pub fn fit(bytes: &[u8], limit: usize) -> usize {
     let mut n = 0;
-    while let Some(h) = bytes.get(n..n + 4) {
-        let len = (u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize)
+    // Every message of the buffer is at least a header long, as the engine encoded it.
+    while let Some(Ok(h)) = bytes.get(n..).map(|b| NetlinkHeader::parse_bytes(b, n)) {
+        let len = (h.length as usize)
             .next_multiple_of(4)
             .max(NetlinkHeader::LEN);
         let end = (n + len).min(bytes.len());
@@ -135,9 +136,7 @@ pub fn fit(bytes: &[u8], limit: usize) -> usize {
 /// own, and clients (pyroute2) take every message of the datagram that holds the answer as
 /// the answer.
 pub fn alone(bytes: &[u8]) -> bool {
-    bytes
-        .get(4..6)
-        .is_some_and(|t| u16::from_ne_bytes([t[0], t[1]]) != mt::NLMSG_ERROR)
+    NetlinkHeader::parse_bytes(bytes, 0).is_ok_and(|h| h.message_type != mt::NLMSG_ERROR)
 }
 
 /// The messages of a [`Reply::Messages`] buffer, padding included.
