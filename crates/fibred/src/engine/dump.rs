@@ -20,6 +20,7 @@ use fibre_fib::types::*;
 use fibre_fib::{Fib, RouteDumpPos, RouteEntry};
 use fibre_netlink::convert::{self, Request, RequestError};
 use fibre_netlink::message::{flags as nf, types as mt};
+use fibre_netlink::nla::{NlaIter, NLA_HDRLEN};
 use fibre_netlink::{NetlinkHeader, Payload};
 use std::net::IpAddr;
 
@@ -107,18 +108,11 @@ impl Templates {
 
 /// The offset of the RTA_DST value in an encoded route message.
 fn dst_value_offset(m: &[u8]) -> Option<usize> {
-    let mut off = NetlinkHeader::LEN + fibre_netlink::route::RouteHeader::LEN;
-    while let Some(h) = m.get(off..off + 4) {
-        let len = u16::from_ne_bytes([h[0], h[1]]) as usize;
-        if u16::from_ne_bytes([h[2], h[3]]) == fibre_netlink::route::RTA::DST {
-            return Some(off + 4);
-        }
-        if len < 4 {
-            return None;
-        }
-        off += len.next_multiple_of(4);
-    }
-    None
+    let attrs = NetlinkHeader::LEN + fibre_netlink::route::RouteHeader::LEN;
+    NlaIter::new(m.get(attrs..)?, attrs)
+        .map_while(Result::ok)
+        .find(|(_, a)| a.kind == fibre_netlink::route::RTA::DST)
+        .map(|(at, _)| at + NLA_HDRLEN)
 }
 
 enum Items {
@@ -361,6 +355,28 @@ pub(super) fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A template patches the destination where the encoder put it.
+    #[test]
+    fn dst_value_offset_finds_the_encoded_destination() {
+        let mut r = Route::new(
+            Family::Inet,
+            Prefix {
+                addr: "10.2.0.0".parse().unwrap(),
+                len: 16,
+            },
+        );
+        r.nexthop.oif = 3;
+        let mut m = Vec::new();
+        convert::emit_route(&r, mt::RTM_NEWROUTE, nf::NLM_F_MULTI, 1, 2, &mut m);
+        let at = dst_value_offset(&m).expect("an RTA_DST");
+        assert_eq!(m[at..at + 4], [10, 2, 0, 0]);
+        assert_eq!(
+            dst_value_offset(&m[..at - 2]),
+            None,
+            "a cut attribute is not found"
+        );
+    }
 
     /// One route info in many tables: keys that differ only in their high half. The bucket a
     /// key starts its probe at is picked by the hash's low bits, so those must tell the tables
