@@ -8,6 +8,8 @@ use fibre_fib::*;
 
 #[path = "common/counting.rs"]
 mod counting;
+#[path = "common/dummy.rs"]
+mod dummy;
 
 /// Heap bytes one table with one route may hold, map slot included: its entry, the compiled
 /// interval array and the table's own fields. (The large compiled structures alone are 1.5 MiB
@@ -18,26 +20,7 @@ const BOUND_PER_TABLE: isize = 4096;
 fn one_route_tables_cost_kilobytes_not_megabytes() {
     const TABLES: u32 = 2000;
     let mut f = Fib::default();
-    f.link_new(
-        &Link {
-            ifname: Some("d0".into()),
-            kind: Some(LinkKind::Dummy),
-            ..Default::default()
-        },
-        ReqFlags::ADD,
-    )
-    .unwrap();
-    let d0 = f.link_index("d0").unwrap();
-    f.link_new(
-        &Link {
-            ifindex: d0,
-            flags: iff::UP,
-            change: iff::UP,
-            ..Default::default()
-        },
-        ReqFlags::NONE,
-    )
-    .unwrap();
+    let d0 = dummy::dummy_up(&mut f, "d0");
     for (family, dst) in [("IPv4", "10.1.0.0"), ("IPv6", "2001:db8:1::")] {
         let addr: IpAddr = dst.parse().unwrap();
         let before = counting::live();
