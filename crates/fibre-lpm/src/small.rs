@@ -3,10 +3,10 @@
 //!
 //! [`crate::v4::Lpm4`] and [`crate::v6::Lpm6`] pay a fixed price for their speed on large tables
 //! (top-level arrays of 1.5 MiB and 0.8 MiB before the first prefix); a router with thousands of
-//! small tables (one per VRF or per policy) cannot pay it per table. This structure costs 20
+//! small tables (one per VRF or per policy) cannot pay it per table. This structure costs 24
 //! bytes per interval, at most `2n + 1` intervals for `n` prefixes, and answers in
-//! `log2(2n + 1)` comparisons over one contiguous array: for the tables it is meant for (up to
-//! a few thousand prefixes) as fast as the large structures.
+//! `log2(2n + 1)` comparisons over one contiguous array (a few kilobytes for the tables it is
+//! meant for), where the large structures read one or two cache lines.
 //!
 //! It is rebuilt whole from the complete prefix set ([`SmallLpm::build`]); there is no
 //! incremental update, which is what keeps it this small and simple. Callers switch to a large
