@@ -111,8 +111,8 @@ enum Fast {
 /// cost 1.5 MiB (IPv4) and 0.8 MiB (IPv6) before their first prefix, the kernel a few hundred
 /// bytes per table; below this size the interval array ([`fibre_lpm::small`], 24 bytes per
 /// interval, rebuilt on each flush) answers with at most 12 comparisons over 48 KiB, so tables
-/// cost memory in proportion to what they hold. (Its lookup speed against the large structures
-/// is not measured yet; a small table answering a heavy flow is where to look first.)
+/// cost memory in proportion to what they hold, at a quarter to three quarters of the large
+/// structures' lookup rate (fibre-lpm's `RESULTS-small.md`).
 const COMPILE_LARGE_AT: usize = 1024;
 /// Keys below which a large table goes back to intervals and frees its structure: a quarter of
 /// the way up, so that a table hovering around the threshold does not rebuild on every change.
