@@ -45,7 +45,11 @@ fn median_mlps(addrs: &[u128], f: impl Fn(u128) -> Option<u32>) -> f64 {
 /// prefix, half anywhere under the base.
 fn workload(rng: &mut Rng, bits: u8, n: usize) -> (Vec<(u128, u8, u32)>, Vec<u128>) {
     let (base_len, top_len): (u8, u8) = if bits == 32 { (8, 32) } else { (16, 64) };
-    let space = if bits == 32 { u128::from(u32::MAX) } else { u128::MAX };
+    let space = if bits == 32 {
+        u128::from(u32::MAX)
+    } else {
+        u128::MAX
+    };
     let base = (10u128 << (bits - 8)) & space;
     let random = |rng: &mut Rng| (u128::from(rng.next()) << 64 | u128::from(rng.next())) & space;
     let prefixes: Vec<(u128, u8, u32)> = (0..n)
