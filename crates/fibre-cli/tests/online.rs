@@ -37,6 +37,17 @@ route show table all
 link
 ";
 
+/// A fibred on `socket` alone (no datagram socket, no state file), as the tests start it.
+fn daemon_on(socket: &std::path::Path) -> Daemon {
+    Daemon::start(Config {
+        socket: socket.to_path_buf(),
+        dgram: None,
+        state: None,
+        access: Default::default(),
+    })
+    .unwrap()
+}
+
 fn run(args: &[&str]) -> (i32, String, String) {
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -56,13 +67,7 @@ fn online_batch_prints_what_offline_prints() {
     let file = dir.join("commands");
     std::fs::write(&file, COMMANDS).unwrap();
     let socket = dir.join("fibred.sock");
-    let daemon = Daemon::start(Config {
-        socket: socket.clone(),
-        dgram: None,
-        state: None,
-        access: Default::default(),
-    })
-    .unwrap();
+    let daemon = daemon_on(&socket);
     let f = file.to_str().unwrap();
     let offline = run(&["-force", "-batch", f]);
     let online = run(&["-n", socket.to_str().unwrap(), "-force", "-batch", f]);
@@ -97,13 +102,7 @@ fn monitor_prints_changes_and_their_side_effects_like_ip_monitor() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("fibred.sock");
-    let daemon = Daemon::start(Config {
-        socket: socket.clone(),
-        dgram: None,
-        state: None,
-        access: Default::default(),
-    })
-    .unwrap();
+    let daemon = daemon_on(&socket);
     let s = socket.to_str().unwrap().to_owned();
     for cmd in [
         &["link", "add", "v0", "type", "dummy"][..],
@@ -159,13 +158,7 @@ fn offline_forces_the_in_process_state_beside_a_daemon() {
     let dir = std::env::temp_dir().join(format!("fibre-offline-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let socket = dir.join("fibre").join("fibred.sock");
-    let daemon = Daemon::start(Config {
-        socket: socket.clone(),
-        dgram: None,
-        state: None,
-        access: Default::default(),
-    })
-    .unwrap();
+    let daemon = daemon_on(&socket);
     let s = socket.to_str().unwrap();
     assert_eq!(
         run(&["-n", s, "route", "add", "blackhole", "10.8.0.0/16"]).0,

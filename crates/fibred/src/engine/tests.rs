@@ -17,9 +17,8 @@ fn status(m: &[u8]) -> i32 {
     }
 }
 
-/// The direct ACK is the general encoder's, for requests of any length and flags.
-#[test]
-fn direct_ack_is_the_encoded_ack() {
+/// 10.2.0.0/16, through `gateway` if one is given: the route these tests send.
+fn route_10_2(gateway: Option<&str>) -> Route {
     let mut r = Route::new(
         Family::Inet,
         Prefix {
@@ -27,7 +26,14 @@ fn direct_ack_is_the_encoded_ack() {
             len: 16,
         },
     );
-    r.nexthop.gateway = Some("10.1.2.3".parse().unwrap());
+    r.nexthop.gateway = gateway.map(|g| g.parse().unwrap());
+    r
+}
+
+/// The direct ACK is the general encoder's, for requests of any length and flags.
+#[test]
+fn direct_ack_is_the_encoded_ack() {
+    let r = route_10_2(Some("10.1.2.3"));
     for (seq, req) in [
         Request::NewRoute(r.clone(), ReqFlags::ADD),
         Request::DelRoute(r),
@@ -50,14 +56,7 @@ fn direct_ack_is_the_encoded_ack() {
 /// deterministic sample, so CI checks it on every run.
 #[test]
 fn mangled_requests_never_change_state_unless_they_succeed() {
-    let mut r = Route::new(
-        Family::Inet,
-        Prefix {
-            addr: "10.2.0.0".parse().unwrap(),
-            len: 16,
-        },
-    );
-    r.nexthop.gateway = Some("10.1.2.3".parse().unwrap());
+    let r = route_10_2(Some("10.1.2.3"));
     let reqs = [
         Request::NewRoute(r.clone(), ReqFlags::ADD),
         Request::DelRoute(r),
@@ -418,13 +417,7 @@ fn read_only_peers_read_but_every_change_gets_eperm() {
     let add =
         convert::request_message(&Request::NewLink(link.clone(), ReqFlags::ADD), 1, 0).to_bytes();
     e.handle(&add, &mut admin, 0, &mut out);
-    let mut r = Route::new(
-        Family::Inet,
-        Prefix {
-            addr: "10.2.0.0".parse().unwrap(),
-            len: 16,
-        },
-    );
+    let mut r = route_10_2(None);
     r.rtype = RouteType::Blackhole;
     let before = everything(e.fib());
     let mut changes: Vec<Vec<u8>> = [
