@@ -229,8 +229,8 @@ impl crate::Fib {
     pub(crate) fn refresh_linkdown_ignored(&mut self) {
         let all4 = self.settings().ignore_routes_with_linkdown4;
         self.linkdown_ignored = [
-            crate::lookup::LinkdownIgnored::new(self.confs.ignoring(Family::Inet, all4)),
-            crate::lookup::LinkdownIgnored::new(self.confs.ignoring(Family::Inet6, all4)),
+            crate::flow::LinkdownIgnored::new(self.confs.ignoring(Family::Inet, all4)),
+            crate::flow::LinkdownIgnored::new(self.confs.ignoring(Family::Inet6, all4)),
         ];
     }
 }

@@ -30,9 +30,10 @@ use smallvec::SmallVec;
 
 use crate::dst::LookupError;
 use crate::expiry::{remaining_secs, ExpiryQueue, InfoRef};
+use crate::flow::Flow;
+use crate::flow::LookupFlags;
 use crate::hash::{InternalMap, KeyedMap};
-use crate::lookup::{LookupFlags, Res};
-use crate::rule::Flow;
+use crate::lookup::Res;
 use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, RtError};
 use crate::Fib;
 
@@ -292,7 +293,7 @@ impl Fib {
             return Err(ExceptionError::BadAddress);
         }
         let flow = Flow {
-            dst: crate::ip_u128(dst),
+            dst: crate::prefix::ip_u128(dst),
             iif: crate::link::LOOPBACK_IFINDEX,
             ..Flow::empty()
         };
@@ -333,7 +334,7 @@ impl Fib {
             return Ok(ExceptionOutcome::Ignored);
         }
         let (iref, b) = self.bucket_of(&res);
-        let d = crate::ip_u128(dst);
+        let d = crate::prefix::ip_u128(dst);
         let path = self
             .exceptions
             .get(iref, res.nh, d, now)
@@ -399,7 +400,7 @@ impl Fib {
         let now = self.now_ms();
         let at = now + self.exceptions.config.redirect_expires as u64 * 1000;
         self.exceptions
-            .upsert(iref, b, crate::ip_u128(dst), now, |e| {
+            .upsert(iref, b, crate::prefix::ip_u128(dst), now, |e| {
                 e.gateway = Some(gateway);
                 e.expires_at = e.expires_at.max(at);
             });
@@ -421,7 +422,7 @@ impl Fib {
             .get(
                 (res.entry.info, info.serial),
                 res.nh,
-                crate::ip_u128(dst),
+                crate::prefix::ip_u128(dst),
                 self.now_ms(),
             )
             .copied()
@@ -515,7 +516,7 @@ impl Fib {
             let mut r = Route::new(
                 f,
                 Prefix {
-                    addr: crate::u128_ip(f, *dst),
+                    addr: crate::prefix::u128_ip(f, *dst),
                     len: f.max_len(),
                 },
             );

@@ -24,79 +24,20 @@
 //! the flow the data plane sends (no tos-specific entries in play, no oif, universe scope): it
 //! returns the key and entry the kernel's walk would stop at, as precomputed by `Fib`.
 
+pub(crate) mod leaf6;
 mod sorted;
 
 use smallvec::SmallVec;
 
 use sorted::SortedMap;
 
-use crate::leaf6::KeyEvent;
+use crate::prefix::Key;
 use crate::route::Entry;
+use leaf6::KeyEvent;
 
 /// The entries of one key: almost always one, kept inline (no allocation per prefix).
 pub(crate) type Entries = SmallVec<[Entry; 1]>;
 
-/// A masked prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Key {
-    pub addr: u128,
-    pub len: u8,
-}
-
-/// Map order: address ascending, then the longer prefix first (the LC-trie's dump order).
-impl Ord for Key {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.addr.cmp(&o.addr).then(o.len.cmp(&self.len))
-    }
-}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-/// The network mask of `len` bits in an address of `bits` bits, right-aligned in a u128.
-#[inline]
-pub(crate) fn mask(len: u8, bits: u8) -> u128 {
-    if len == 0 {
-        return 0;
-    }
-    let all: u128 = if bits == 128 {
-        u128::MAX
-    } else {
-        (1u128 << bits) - 1
-    };
-    let host = bits - len;
-    let hostmask: u128 = if host == 0 { 0 } else { (1u128 << host) - 1 };
-    all & !hostmask
-}
-
-impl Key {
-    #[inline]
-    pub fn new(addr: u128, len: u8, bits: u8) -> Key {
-        Key {
-            addr: addr & mask(len, bits),
-            len,
-        }
-    }
-    /// The last address covered by the prefix.
-    #[inline]
-    pub fn last(&self, bits: u8) -> u128 {
-        let all: u128 = if bits == 128 {
-            u128::MAX
-        } else {
-            (1u128 << bits) - 1
-        };
-        self.addr | (all & !mask(self.len, bits))
-    }
-    #[inline]
-    pub fn contains(&self, addr: u128, bits: u8) -> bool {
-        addr & mask(self.len, bits) == self.addr
-    }
-}
-
-/// The compiled structure of one family.
 /// The compiled structure: sorted intervals while the table is small, the large structures
 /// of its family above [`COMPILE_LARGE_AT`] keys (boxed: tables sit in a map by id, and a
 /// small table should not carry their kilobyte of inline fields).
@@ -144,7 +85,7 @@ pub(crate) struct Table {
     dirty: Vec<Key>,
     all_dirty: bool,
     /// IPv6: the kernel's radix-tree leaves where lookups can see them (`leaf6`).
-    pub leaves: crate::leaf6::Leaves,
+    pub leaves: leaf6::Leaves,
 }
 
 /// The compiled side of a table.

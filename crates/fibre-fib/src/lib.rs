@@ -11,15 +11,24 @@
 //! `&self`. Lock-free readers on other threads get published snapshots of the compiled lookup
 //! structures, never a reference into the writer's state.
 //!
-//! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
-//! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
-//! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
-//! [`nexthop`] (next-hop objects), [`resilient`] (resilient groups' bucket tables), [`conf`]
-//! (per-link settings: rp_filter, ignore_routes_with_linkdown), [`neigh`] (ARP/NDP neighbours
-//! and proxies), [`sync`]
-//! (effects of link and address events), [`lookup`] (table, rules and multipath lookups),
-//! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
-//! (precomputed forwarding results).
+//! Modules, one job each, in three layers. A module imports only from the layers below it and
+//! from the modules listed before it in its own layer, so the imports form a DAG; only the top
+//! layer names `Fib` (`tests/module_dag.rs` checks this and prints the graph):
+//!
+//! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
+//!    [`prefix`] (addresses as u128, masked prefixes), [`flow`] (what a lookup asks),
+//!    [`hash`] (keyed and internal hash maps).
+//! 2. Stores and the pure functions over them, which know nothing of `Fib`: [`addr`] (address
+//!    lists), [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
+//!    (precomputed forwarding results), [`expiry`] (clock and deadline queue), [`route`] (stored
+//!    routes and shared route info), [`fibtable`] (one table's prefixes, longest-prefix match
+//!    and IPv6 leaves), [`rule`] (policy rules), [`srcsel`] (source address selection).
+//! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects), [`lookup`]
+//!    (table, rules and multipath lookups), [`route4`] / [`route6`] (the two families' request
+//!    semantics), [`exception`] (PMTU and redirect exceptions), [`get`] (answers to `route
+//!    get`), [`sync`] (effects of link and address events), and [`conf`] (per-link settings),
+//!    [`neigh`] (ARP/NDP neighbours and proxies), [`notify`] (route change notices), [`gc`]
+//!    (expiry passes), which use none of the others.
 
 #![forbid(unsafe_code)]
 
@@ -29,14 +38,16 @@ mod dst;
 pub mod exception;
 pub mod expiry;
 mod fibtable;
+mod flow;
+mod gc;
 mod get;
 pub mod hash;
-mod leaf6;
 mod link;
 mod lookup;
 mod neigh;
 mod nexthop;
 mod notify;
+mod prefix;
 mod resilient;
 mod route;
 mod route4;
@@ -51,22 +62,23 @@ mod expiry_tests;
 #[cfg(test)]
 mod tests;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 pub use conf::{ConfKey, ConfTarget};
 pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
+pub use flow::Flow;
 pub use link::LOOPBACK_IFINDEX;
 pub use route4::RouteHint;
-pub use rule::Flow;
 pub use types::*;
 
 use addr::{Addr4, Addr6, AddrInsertError};
-use fibtable::{Key, Table};
+use fibtable::Table;
 use hash::KeyedMap;
 use link::{LinkState, Links};
 use nexthop::NhObjs;
+use prefix::{u128_ip, Key};
 use route::{Entry, Info, InfoSpec, Infos, NhState};
 use route4::NhResolved;
 use rule::Rules;
@@ -144,29 +156,12 @@ pub struct Fib {
     /// Per-link settings (`conf`).
     pub(crate) confs: conf::Confs,
     /// Links whose LINKDOWN next hops packet lookups skip, IPv4 and IPv6 (from `confs`).
-    pub(crate) linkdown_ignored: [lookup::LinkdownIgnored; 2],
+    pub(crate) linkdown_ignored: [flow::LinkdownIgnored; 2],
 }
 
 impl Default for Fib {
     fn default() -> Self {
         Fib::new(Settings::default())
-    }
-}
-
-/// An address as a u128 (IPv4 in the low 32 bits).
-#[inline]
-pub(crate) fn ip_u128(a: IpAddr) -> u128 {
-    match a {
-        IpAddr::V4(v) => u32::from(v) as u128,
-        IpAddr::V6(v) => u128::from(v),
-    }
-}
-
-#[inline]
-pub(crate) fn u128_ip(f: Family, v: u128) -> IpAddr {
-    match f {
-        Family::Inet => IpAddr::V4(Ipv4Addr::from(v as u32)),
-        Family::Inet6 => IpAddr::V6(Ipv6Addr::from(v)),
     }
 }
 
@@ -931,12 +926,12 @@ impl Fib {
                 || route.nexthop.gateway.is_some()
                 || !route.multipath.is_empty()
             {
-                return Err(route4::einval(
+                return Err(types::einval(
                     "Nexthop specification and nexthop id are mutually exclusive",
                 ));
             }
             if self.nhobjs.get(id).is_none() {
-                return Err(route4::einval("Nexthop id does not exist"));
+                return Err(types::einval("Nexthop id does not exist"));
             }
         }
         match route.family {
@@ -1131,7 +1126,7 @@ impl Fib {
         let ign = &self.linkdown_ignored[(f == Family::Inet6) as usize];
         let nh_of = |i: usize| {
             let mut flags = s.nhs[i].flags | info.nh[i].flags;
-            if ign.skips(lookup::LookupFlags::packet(), flags, s.nhs[i].oif) {
+            if ign.skips(flow::LookupFlags::packet(), flags, s.nhs[i].oif) {
                 flags |= nh_flags::DEAD;
             }
             NextHop {
@@ -1433,7 +1428,7 @@ fn order6(infos: &Infos, t: &Table) -> Vec<(Key, Entry)> {
 fn dumped6<'a>(infos: &'a Infos, es: Vec<&'a Entry>) -> impl Iterator<Item = &'a Entry> + 'a {
     let mut group: Option<&Entry> = None;
     es.into_iter().filter(move |e| {
-        if group.is_some_and(|g| crate::route6::between_siblings(infos, g, e).is_some()) {
+        if group.is_some_and(|g| crate::route::between_siblings(infos, g, e).is_some()) {
             return false;
         }
         let s = &infos.get(e.info).spec;

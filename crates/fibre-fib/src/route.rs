@@ -13,8 +13,8 @@
 use std::net::IpAddr;
 
 use crate::dst::Dst;
-use crate::fibtable::Key;
 use crate::hash::KeyedMap;
+use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
 
 /// The identity of one next hop as configured.
@@ -128,11 +128,11 @@ impl Info {
     /// Recomputes the hash-threshold bounds over the live next hops (fib_rebalance,
     /// rt6_multipath_rebalance): a next hop is out when dead, or LINKDOWN on a link that
     /// ignores such routes at this moment (`ignored`: IPv4, IPv6).
-    pub fn rebalance(&mut self, ignored: &[crate::lookup::LinkdownIgnored; 2]) {
+    pub fn rebalance(&mut self, ignored: &[crate::flow::LinkdownIgnored; 2]) {
         let ign = &ignored[(self.spec.family == Family::Inet6) as usize];
         let out = |n: &NhSpec, s: &NhState| {
             s.flags & crate::types::nh_flags::DEAD != 0
-                || ign.skips(crate::lookup::LookupFlags::packet(), s.flags, n.oif)
+                || ign.skips(crate::flow::LookupFlags::packet(), s.flags, n.oif)
         };
         let total: u64 = self
             .spec
@@ -213,6 +213,24 @@ impl Entry {
             len: self.src_len,
         })
     }
+}
+
+/// The number of siblings of `e` when it stands for an IPv6 sibling group (two or more next
+/// hops of its own, not an object).
+pub(crate) fn sibling_hops(infos: &Infos, e: &Entry) -> Option<usize> {
+    let s = &infos.get(e.info).spec;
+    (s.nhs.len() >= 2 && s.nhid.is_none()).then_some(s.nhs.len())
+}
+
+/// Where `x`, an entry after the sibling group `group` in a prefix's list, sits among the
+/// group's siblings in the kernel's leaf list: after that many of them (`Entry::hops_before`),
+/// or None when it is not in the group's run or comes after its last sibling.
+pub(crate) fn between_siblings(infos: &Infos, group: &Entry, x: &Entry) -> Option<usize> {
+    let n = sibling_hops(infos, group)?;
+    let h = x.hops_before as usize;
+    let same_run = x.src() == group.src()
+        && infos.get(x.info).spec.priority == infos.get(group.info).spec.priority;
+    (same_run && h < n).then_some(h)
 }
 
 #[derive(Debug, Clone, Default)]

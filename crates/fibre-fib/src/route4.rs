@@ -12,10 +12,12 @@
 use std::net::IpAddr;
 
 use crate::dst::LookupError;
-use crate::fibtable::Key;
-use crate::lookup::{LookupFlags, TableResult};
+use crate::flow::Flow;
+use crate::flow::LookupFlags;
+use crate::lookup::TableResult;
+use crate::prefix::Key;
 use crate::route::{Entry, InfoSpec, NhSpec, NhState};
-use crate::rule::Flow;
+use crate::types::einval;
 use crate::types::{
     nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
 };
@@ -29,10 +31,6 @@ fn min_scope(t: RouteType) -> u8 {
         RouteType::Xresolve => scope::NOWHERE,
         _ => scope::UNIVERSE,
     }
-}
-
-pub(crate) fn einval(msg: &str) -> RtError {
-    RtError::msg(Errno::EINVAL, msg)
 }
 
 /// The attributes of a plain request (one next hop, no metrics, no next-hop object) that
@@ -386,7 +384,7 @@ impl Fib {
             pref: None,
             expires: self.expiry_of(
                 r.expires,
-                Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(32), 32),
+                Key::new(crate::prefix::ip_u128(r.dst.addr), r.dst.len.min(32), 32),
             ),
             rtf_anycast: false,
         };

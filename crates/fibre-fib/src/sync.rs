@@ -21,10 +21,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::addr::{self, Addr4, Addr6};
 use crate::dst::Dst;
-use crate::fibtable::Key;
 use crate::link::LOOPBACK_IFINDEX;
+use crate::prefix::Key;
+use crate::route::between_siblings;
 use crate::route::{InfoSpec, NhSpec, NhState};
-use crate::route6::{between_siblings, Internal6, PRIO_ADDRCONF};
+use crate::route6::{Internal6, PRIO_ADDRCONF};
 use crate::types::{
     ifa_flags, nh_flags, protocol, scope, table, Family, Prefix, ReqFlags, Route, RouteType,
 };
@@ -347,7 +348,7 @@ impl Fib {
         if a.flags & ifa_flags::NOPREFIXROUTE != 0 || !self.links.get(dev).is_some_and(|l| l.up) {
             return;
         }
-        let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+        let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
         let route = |metric: u32| {
             kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric)
         };
@@ -367,7 +368,7 @@ impl Fib {
         let up = self.links.get(dev).is_some_and(|l| l.up);
         let with_prefix = with_prefix && up;
         if with_prefix && a.flags & ifa_flags::NOPREFIXROUTE == 0 {
-            let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+            let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
             let metric = if a.metric != 0 {
                 a.metric
             } else {
@@ -403,7 +404,7 @@ impl Fib {
             ),
         );
         if self.settings().ipv6_forwarding && a.prefixlen < 127 {
-            let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+            let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
             if !p.is_unspecified() {
                 add(
                     self,
@@ -435,12 +436,12 @@ impl Fib {
             table::LOCAL,
             Some(LOCAL6_METRIC),
         );
-        let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+        let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
         let others = self.links.get(dev).map(|l| {
             l.v6.iter()
                 .filter(|b| {
                     b.prefixlen == a.prefixlen
-                        && u128::from(b.addr) & crate::fibtable::mask(b.prefixlen, 128)
+                        && u128::from(b.addr) & crate::prefix::mask(b.prefixlen, 128)
                             == u128::from(p)
                 })
                 .count()
@@ -452,7 +453,7 @@ impl Fib {
             l.v6.iter()
                 .filter(|b| {
                     b.prefixlen < 127
-                        && u128::from(b.addr) & crate::fibtable::mask(b.prefixlen, 128)
+                        && u128::from(b.addr) & crate::prefix::mask(b.prefixlen, 128)
                             == u128::from(p)
                 })
                 .count()
