@@ -33,6 +33,7 @@ use crate::expiry::{remaining_secs, ExpiryQueue, InfoRef};
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
 use crate::hash::{InternalMap, KeyedMap};
+use crate::ids::InfoId;
 use crate::lookup::Res;
 use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, RtError};
 use crate::Fib;
@@ -140,7 +141,7 @@ struct Bucket {
 }
 
 /// Names one exception in the expiry queue.
-type ExcRef = (u32, u64, u16, u128);
+type ExcRef = (InfoId, u64, u16, u128);
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Exceptions {
@@ -503,7 +504,7 @@ impl Fib {
     }
 
     /// The live exceptions of one bucket as cached routes of table `tb`.
-    fn bucket_routes(&self, b: &Bucket, tb: u32, info: u32, now: u64, out: &mut Vec<Route>) {
+    fn bucket_routes(&self, b: &Bucket, tb: u32, info: InfoId, now: u64, out: &mut Vec<Route>) {
         let info = self.infos.get(info);
         let f = b.family;
         let mut dsts: Vec<(&u128, &Exception)> = b
@@ -570,7 +571,7 @@ mod tests {
     use super::*;
 
     fn info() -> InfoRef {
-        (7, 1)
+        (InfoId::new(7), 1)
     }
     fn b() -> (u16, Family, u32, Option<IpAddr>) {
         (0, Family::Inet6, 2, None)

@@ -187,7 +187,7 @@ impl<T: Ord + Copy> ExpiryQueue<T> {
 }
 
 /// An info slot and its serial: names one stored route info for as long as it lives.
-pub(crate) type InfoRef = (u32, u64);
+pub(crate) type InfoRef = (crate::ids::InfoId, u64);
 
 /// At most this many due exceptions are reclaimed per GC pass, so that a pass after a flood
 /// of "packet too big" messages stays short (the rest wait for the next pass; lookups already

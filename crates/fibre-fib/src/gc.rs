@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::expiry::{Clock, Expiry, GcStats, GC_EXCEPTIONS_PER_PASS};
+use crate::ids::InfoId;
 use crate::prefix::Key;
 use crate::types::{Family, Prefix};
 use crate::Fib;
@@ -35,7 +36,7 @@ impl Fib {
 
     /// Whether the route info `id` has expired. Reads the clock only for expiring routes.
     #[inline]
-    pub(crate) fn info_expired(&self, id: u32) -> bool {
+    pub(crate) fn info_expired(&self, id: InfoId) -> bool {
         match self.infos.get(id).spec.expires {
             None => false,
             Some(x) => x.at <= self.now_ms(),
@@ -43,7 +44,7 @@ impl Fib {
     }
 
     /// Queues a newly stored info that has a deadline.
-    pub(crate) fn track_expiry(&mut self, id: u32) {
+    pub(crate) fn track_expiry(&mut self, id: InfoId) {
         let info = self.infos.get(id);
         if let Some(x) = info.spec.expires {
             self.expiry.insert(x.at, (id, info.serial));

@@ -16,7 +16,7 @@
 //! layer names `Fib` (`tests/module_dag.rs` checks this and prints the graph):
 //!
 //! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
-//!    [`prefix`] (addresses as u128, masked prefixes), [`flow`] (what a lookup asks),
+//!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes), [`flow`] (what a lookup asks),
 //!    [`hash`] (keyed and internal hash maps).
 //! 2. Stores and the pure functions over them, which know nothing of `Fib`: [`addr`] (address
 //!    lists), [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
@@ -42,6 +42,7 @@ mod flow;
 mod gc;
 mod get;
 pub mod hash;
+mod ids;
 mod link;
 mod lookup;
 mod neigh;
@@ -76,6 +77,7 @@ pub use types::*;
 use addr::{Addr4, Addr6, AddrInsertError};
 use fibtable::Table;
 use hash::KeyedMap;
+use ids::InfoId;
 use link::{LinkState, Links};
 use nexthop::NhObjs;
 use prefix::{u128_ip, Key};
@@ -137,7 +139,7 @@ pub struct Fib {
     pub(crate) gw_cache_gen: u64,
     /// Infos of plain requests already validated (see `route4::SimpleKey`). Keyed hash: the
     /// key is the request's fields, as a netlink peer sent them.
-    pub(crate) simple_cache: KeyedMap<route4::SimpleKey, u32>,
+    pub(crate) simple_cache: KeyedMap<route4::SimpleKey, InfoId>,
     pub(crate) simple_gen: (u64, u64),
     /// The kernel's fib4_has_custom_rules / fib_has_custom_local_routes: once a rule or a
     /// local route was added by a user, input source checks take the full path. Sticky.
@@ -296,7 +298,7 @@ impl Fib {
     }
 
     /// Stores a new info, building its dsts and multipath bounds.
-    pub(crate) fn new_info(&mut self, spec: InfoSpec, mut st: Vec<NhState>) -> u32 {
+    pub(crate) fn new_info(&mut self, spec: InfoSpec, mut st: Vec<NhState>) -> InfoId {
         for (i, s) in st.iter_mut().enumerate() {
             s.dst = self.build_dst(&spec, i, s);
         }
@@ -308,7 +310,7 @@ impl Fib {
     }
 
     /// The shared info for `spec` (found or created).
-    pub(crate) fn intern(&mut self, spec: InfoSpec, st: Vec<NhState>) -> u32 {
+    pub(crate) fn intern(&mut self, spec: InfoSpec, st: Vec<NhState>) -> InfoId {
         match self.infos.find(&spec) {
             Some(id) => id,
             None => self.new_info(spec, st),
@@ -1349,7 +1351,7 @@ impl RouteEntry<'_> {
     /// without a source prefix, whose `info` is equal differ only in destination and tos,
     /// for as long as [`Fib::gen`] is unchanged.
     pub fn info(&self) -> u32 {
-        self.entry.info
+        self.entry.info.raw()
     }
 }
 

@@ -14,6 +14,7 @@ use std::net::IpAddr;
 
 use crate::dst::Dst;
 use crate::hash::KeyedMap;
+use crate::ids::InfoId;
 use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
 
@@ -163,7 +164,7 @@ pub(crate) struct Entry {
     pub tos: u8,
     /// IPv6 source prefix length; 0 = no source prefix.
     src_len: u8,
-    pub info: u32,
+    pub info: InfoId,
     /// IPv6: how many next hops of the sibling group of this entry's run (same metric, same
     /// source) come before it in the kernel's leaf list. The kernel adds every route at the
     /// end of its run and keeps a sibling group as separate routes, so an entry added between
@@ -183,7 +184,7 @@ impl PartialEq for Entry {
 impl Eq for Entry {}
 
 impl Entry {
-    pub fn new(tos: u8, info: u32, src: Option<Key>) -> Entry {
+    pub fn new(tos: u8, info: InfoId, src: Option<Key>) -> Entry {
         let (src_len, a) = match src {
             Some(k) if k.len > 0 => (k.len, k.addr),
             _ => (0, 0),
@@ -236,10 +237,10 @@ pub(crate) fn between_siblings(infos: &Infos, group: &Entry, x: &Entry) -> Optio
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Infos {
     slots: Vec<Option<Info>>,
-    free: Vec<u32>,
+    free: Vec<InfoId>,
     /// Deduplicates infos by what they hold (next hops, metrics, ...), all of it sent by netlink
     /// peers: keyed hash.
-    index: KeyedMap<InfoSpec, u32>,
+    index: KeyedMap<InfoSpec, InfoId>,
     /// How many infos were ever freed: an id remembered elsewhere still names the same info
     /// while this is unchanged.
     frees: u64,
@@ -253,7 +254,7 @@ pub(crate) struct Infos {
 /// A freed info, as the expiry queue and the exception table name it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Released {
-    pub id: u32,
+    pub id: InfoId,
     pub serial: u64,
     pub expires_at: Option<u64>,
 }
@@ -263,38 +264,38 @@ impl Infos {
         self.frees
     }
 
-    pub fn find(&self, spec: &InfoSpec) -> Option<u32> {
+    pub fn find(&self, spec: &InfoSpec) -> Option<InfoId> {
         self.index.get(spec).copied()
     }
 
     /// Stores a new info (not yet referenced).
-    pub fn insert(&mut self, mut info: Info) -> u32 {
+    pub fn insert(&mut self, mut info: Info) -> InfoId {
         self.serials += 1;
         info.serial = self.serials;
         let spec = info.spec.clone();
         let id = match self.free.pop() {
             Some(id) => {
-                self.slots[id as usize] = Some(info);
+                self.slots[id.slot()] = Some(info);
                 id
             }
             None => {
                 self.slots.push(Some(info));
-                (self.slots.len() - 1) as u32
+                InfoId::new(self.slots.len() - 1)
             }
         };
         self.index.insert(spec, id);
         id
     }
 
-    pub fn hold(&mut self, id: u32) {
-        if let Some(i) = self.slots[id as usize].as_mut() {
+    pub fn hold(&mut self, id: InfoId) {
+        if let Some(i) = self.slots[id.slot()].as_mut() {
             i.refs += 1;
         }
     }
 
     /// Drops one reference; frees the info when none is left.
-    pub fn put(&mut self, id: u32) {
-        let slot = &mut self.slots[id as usize];
+    pub fn put(&mut self, id: InfoId) {
+        let slot = &mut self.slots[id.slot()];
         let free = match slot.as_mut() {
             Some(i) => {
                 i.refs -= 1;
@@ -319,12 +320,9 @@ impl Infos {
     }
 
     /// Frees an info nobody references (one created for a request that then failed).
-    pub fn drop_if_unused(&mut self, id: u32) {
-        if self.slots[id as usize]
-            .as_ref()
-            .is_some_and(|i| i.refs == 0)
-        {
-            if let Some(i) = self.slots[id as usize].take() {
+    pub fn drop_if_unused(&mut self, id: InfoId) {
+        if self.slots[id.slot()].as_ref().is_some_and(|i| i.refs == 0) {
+            if let Some(i) = self.slots[id.slot()].take() {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
@@ -340,9 +338,9 @@ impl Infos {
     }
 
     /// Whether slot `id` holds the info of that serial.
-    pub fn is_live(&self, id: u32, serial: u64) -> bool {
+    pub fn is_live(&self, id: InfoId, serial: u64) -> bool {
         self.slots
-            .get(id as usize)
+            .get(id.slot())
             .and_then(|s| s.as_ref())
             .is_some_and(|i| i.serial == serial)
     }
@@ -353,25 +351,25 @@ impl Infos {
     }
 
     #[inline]
-    pub fn get(&self, id: u32) -> &Info {
-        self.slots[id as usize]
+    pub fn get(&self, id: InfoId) -> &Info {
+        self.slots[id.slot()]
             .as_ref()
             .expect("entry points at a live info")
     }
 
     #[inline]
-    pub fn get_mut(&mut self, id: u32) -> &mut Info {
-        self.slots[id as usize]
+    pub fn get_mut(&mut self, id: InfoId) -> &mut Info {
+        self.slots[id.slot()]
             .as_mut()
             .expect("entry points at a live info")
     }
 
-    pub fn ids(&self) -> Vec<u32> {
+    pub fn ids(&self) -> Vec<InfoId> {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| i as u32)
+            .map(|(i, _)| InfoId::new(i))
             .collect()
     }
 

@@ -14,6 +14,7 @@ use std::net::IpAddr;
 use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
+use crate::ids::InfoId;
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{Entry, InfoSpec, NhSpec, NhState};
@@ -141,7 +142,7 @@ pub(crate) struct NhResolved {
 /// included. Empty when the cache did not decide (the change is then applied in full).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteHint {
-    decided: Option<(u32, (u64, u64))>,
+    decided: Option<(InfoId, (u64, u64))>,
 }
 
 impl Fib {
@@ -576,7 +577,7 @@ impl Fib {
         tb: u32,
         key: Key,
         tos: u8,
-        new_id: u32,
+        new_id: InfoId,
         flags: ReqFlags,
     ) -> Result<(), RtError> {
         /// What fib_table_insert decided for the request.

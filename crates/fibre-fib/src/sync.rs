@@ -21,6 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::addr::{self, Addr4, Addr6};
 use crate::dst::Dst;
+use crate::ids::InfoId;
 use crate::link::LOOPBACK_IFINDEX;
 use crate::prefix::Key;
 use crate::route::between_siblings;
@@ -804,7 +805,7 @@ impl Fib {
 
     /// Removes every entry whose info is dead (fib_flush).
     pub(crate) fn flush_dead(&mut self) {
-        let dead: std::collections::HashSet<u32> = self
+        let dead: std::collections::HashSet<InfoId> = self
             .infos
             .ids()
             .into_iter()
@@ -828,7 +829,7 @@ impl Fib {
 
     /// Replaces the info of every entry for which `f` returns a new spec.
     pub(crate) fn rewrite_infos(&mut self, f: impl Fn(&InfoSpec) -> Option<InfoSpec>) {
-        let mut map: Vec<(u32, u32)> = Vec::new();
+        let mut map: Vec<(InfoId, InfoId)> = Vec::new();
         for id in self.infos.ids() {
             let info = self.infos.get(id);
             if let Some(spec) = f(&info.spec) {
@@ -861,7 +862,7 @@ impl Fib {
         if map.is_empty() {
             return;
         }
-        let lookup: std::collections::HashMap<u32, u32> = map.iter().copied().collect();
+        let lookup: std::collections::HashMap<InfoId, InfoId> = map.iter().copied().collect();
         let mut holds = Vec::new();
         let mut puts = Vec::new();
         for (_, t) in self.tables_by_id_mut() {

@@ -12,8 +12,6 @@
 
 use std::net::IpAddr;
 
-/// Neighbours (RTM_*NEIGH) are defined beside their table.
-
 /// Address family (`AF_INET`, `AF_INET6`), with the kernel's numeric values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]

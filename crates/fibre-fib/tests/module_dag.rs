@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// The layers, lowest first, as the crate documentation lists them.
 const LAYERS: [&[&str]; 3] = [
-    &["types", "prefix", "flow", "hash"],
+    &["types", "ids", "prefix", "flow", "hash"],
     &[
         "addr",
         "link",
