@@ -555,7 +555,7 @@ impl Fib {
             .exceptions
             .retain_buckets(|b| family.is_some_and(|f| f != b.family));
         if n > 0 {
-            self.gen += 1;
+            self.gens.changed(false);
         }
         n
     }

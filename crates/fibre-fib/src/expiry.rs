@@ -33,13 +33,14 @@
 //!   number of expiring items only, so log n stays small even beside 1M permanent routes.
 //!
 //! # Why GC, replace, delete and lookups cannot race
-//! - **One writer owns the queue.** It is a plain field of [`crate::Fib`], changed only through
-//!   `&mut Fib`: GC, add, replace and delete run one after the other by construction (the
+//! - **One writer owns the queue.** It is a private field of the route-info arena
+//!   (`route::Infos`), which queues an info when it stores it and takes it out when it frees
+//!   it, and it changes only through `&mut Fib`: GC, add, replace and delete run one after the other by construction (the
 //!   borrow checker rules out a concurrent mutation, no lock is involved). The kernel's version
 //!   linked routes into a GC list that the free paths and the GC walked under different locks.
 //! - **The queue holds names, not references.** An item is `(deadline, id, serial)`; the info's
 //!   serial changes whenever its slot is reused. A route freed by a delete or replace is taken
-//!   out of the queue before the mutation returns (`Fib::reap_released`), and an item that
+//!   out of the queue as it is freed, and an item that
 //!   somehow outlived its info would name a serial that no longer exists and be dropped.
 //!   Nothing can be reached through the queue after it is freed.
 //! - **GC is unobservable to lookups.** GC removes only routes whose deadline is <= now, and

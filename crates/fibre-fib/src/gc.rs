@@ -43,28 +43,17 @@ impl Fib {
         }
     }
 
-    /// Queues a newly stored info that has a deadline.
-    pub(crate) fn track_expiry(&mut self, id: InfoId) {
-        let info = self.infos.get(id);
-        if let Some(x) = info.spec.expires {
-            self.expiry.insert(x.at, (id, info.serial));
-        }
-    }
-
-    /// Forgets what belonged to infos freed since the last call: their queued deadlines and
-    /// their next hops' exceptions. Called before every mutation returns.
+    /// Forgets the next hops' exceptions of infos freed since the last call. Called before
+    /// every mutation returns.
     pub(crate) fn reap_released(&mut self) {
         for r in self.infos.take_released() {
-            if let Some(at) = r.expires_at {
-                self.expiry.remove(at, (r.id, r.serial));
-            }
             self.exceptions.drop_info((r.id, r.serial));
         }
     }
 
     /// The earliest deadline of anything that expires (routes and exceptions), on the clock.
     pub fn next_expiry(&self) -> Option<u64> {
-        match (self.expiry.next(), self.exceptions.next_expiry()) {
+        match (self.infos.expiry().next(), self.exceptions.next_expiry()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -72,7 +61,7 @@ impl Fib {
 
     /// Number of routes and exceptions that have a deadline (due or not).
     pub fn expiring(&self) -> (usize, usize) {
-        (self.expiry.len(), self.exceptions.len())
+        (self.infos.expiry().len(), self.exceptions.len())
     }
 
     /// One GC pass: removes every route and up to [`GC_EXCEPTIONS_PER_PASS`] exceptions whose
@@ -104,7 +93,7 @@ impl Fib {
     pub(crate) fn expire_routes(&mut self) -> usize {
         // Every route change comes through here: a table load must not read the clock per
         // route when nothing can expire.
-        if self.expiry.is_empty() {
+        if self.infos.expiry().is_empty() {
             return 0;
         }
         self.expire_routes_at(self.now_ms())
@@ -114,7 +103,8 @@ impl Fib {
     /// each, in deadline order, a prefix once per expiring route info stored under it. For
     /// announcing them (RTM_DELROUTE) before they go.
     pub fn due_routes(&self, now: u64) -> Vec<(Family, u32, Prefix)> {
-        self.expiry
+        self.infos
+            .expiry()
             .due(now)
             .filter(|(id, serial)| self.infos.is_live(*id, *serial))
             .filter_map(|(id, _)| {
@@ -133,7 +123,7 @@ impl Fib {
 
     fn expire_routes_at(&mut self, now: u64) -> usize {
         let mut n = 0;
-        while let Some((_, (id, serial))) = self.expiry.pop_due(now) {
+        while let Some((id, serial)) = self.infos.pop_due(now) {
             if !self.infos.is_live(id, serial) {
                 continue;
             }

@@ -18,8 +18,8 @@
 //! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
 //!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes), [`flow`] (what a lookup asks),
 //!    [`hash`] (keyed and internal hash maps).
-//! 2. Stores and the pure functions over them, which know nothing of `Fib`: [`addr`] (address
-//!    lists), [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
+//! 2. Stores and the pure functions over them, which know nothing of `Fib`: [`memo`] (change
+//!    counters and the validation memos stamped with them), [`addr`] (address lists), [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
 //!    (precomputed forwarding results), [`expiry`] (clock and deadline queue), [`route`] (stored
 //!    routes and shared route info), [`fibtable`] (one table's prefixes, longest-prefix match
 //!    and IPv6 leaves), [`rule`] (policy rules), [`srcsel`] (source address selection).
@@ -45,6 +45,7 @@ pub mod hash;
 mod ids;
 mod link;
 mod lookup;
+mod memo;
 mod neigh;
 mod nexthop;
 mod notify;
@@ -115,50 +116,47 @@ impl Default for Settings {
 }
 
 /// The routing state of one fibre instance. See the crate documentation for the rules.
+///
+/// The fields are private, but every module of the crate is a child of its root and so sees
+/// them; what keeps a state consistent is that each invariant between pieces of state has one
+/// owner, whose own fields are private to it: the change counters and the memos stamped with
+/// them (`memo`), the expiry queue and the infos it names (`route::Infos`), the links whose
+/// LINKDOWN next hops lookups skip and the settings they come from (`conf::Confs`).
 #[derive(Debug)]
 pub struct Fib {
     settings: Settings,
-    pub(crate) links: Links,
+    links: Links,
     /// Tables by id, boxed: a router may hold thousands of small ones, and a map of inline
     /// tables would reserve a table's fields for every empty slot it keeps. Keyed hash: table
     /// ids are chosen by netlink peers.
-    pub(crate) t4: KeyedMap<u32, Box<Table>>,
-    pub(crate) t6: KeyedMap<u32, Box<Table>>,
-    pub(crate) table_seq: u64,
-    pub(crate) infos: Infos,
-    pub(crate) rules: Rules,
-    pub(crate) nhobjs: NhObjs,
-    /// Bumped by every mutation.
-    pub(crate) gen: u64,
-    /// Bumped by every change that can alter how a gateway resolves (links, addresses,
-    /// rules, routes of link scope or wider): the validity of `gw_cache`.
-    pub(crate) nh_gen: u64,
-    /// By (gateway, device, table, scope) of route requests: keyed hash, a netlink peer
-    /// chooses them all.
-    pub(crate) gw_cache: KeyedMap<(u32, u32, u32, u8), NhResolved>,
-    pub(crate) gw_cache_gen: u64,
-    /// Infos of plain requests already validated (see `route4::SimpleKey`). Keyed hash: the
-    /// key is the request's fields, as a netlink peer sent them.
-    pub(crate) simple_cache: KeyedMap<route4::SimpleKey, InfoId>,
-    pub(crate) simple_gen: (u64, u64),
+    t4: KeyedMap<u32, Box<Table>>,
+    t6: KeyedMap<u32, Box<Table>>,
+    table_seq: u64,
+    infos: Infos,
+    rules: Rules,
+    nhobjs: NhObjs,
+    /// Change counters: what `gen()` answers, and the stamp of the validation memos.
+    gens: memo::Generations,
+    /// Gateway resolutions by (gateway, device, table, scope) of route requests, valid at one
+    /// `gens.resolve()`.
+    gw_memo: memo::Memo<(u32, u32, u32, u8), NhResolved, u64>,
+    /// Infos of plain requests already validated (see `route4::SimpleKey`), valid at one
+    /// (`gens.resolve()`, `infos.frees()`).
+    simple_memo: memo::Memo<route4::SimpleKey, InfoId, (u64, u64)>,
     /// The kernel's fib4_has_custom_rules / fib_has_custom_local_routes: once a rule or a
     /// local route was added by a user, input source checks take the full path. Sticky.
-    pub(crate) custom_rules4: bool,
-    pub(crate) custom_local4: bool,
+    custom_rules4: bool,
+    custom_local4: bool,
     /// Neighbour and proxy entries (ARP/NDP), see [`neigh`].
-    pub(crate) neighs: neigh::Neighs,
+    neighs: neigh::Neighs,
     /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
-    pub(crate) batching: bool,
+    batching: bool,
     /// Time for expiring routes and exceptions (see `expiry`).
-    pub(crate) clock: std::sync::Arc<dyn Clock>,
-    /// Deadlines of expiring route infos.
-    pub(crate) expiry: expiry::ExpiryQueue<expiry::InfoRef>,
+    clock: std::sync::Arc<dyn Clock>,
     /// Next-hop exceptions (PMTU, redirects).
-    pub(crate) exceptions: exception::Exceptions,
+    exceptions: exception::Exceptions,
     /// Per-link settings (`conf`).
-    pub(crate) confs: conf::Confs,
-    /// Links whose LINKDOWN next hops packet lookups skip, IPv4 and IPv6 (from `confs`).
-    pub(crate) linkdown_ignored: [flow::LinkdownIgnored; 2],
+    confs: conf::Confs,
 }
 
 impl Default for Fib {
@@ -223,24 +221,19 @@ impl Fib {
             infos: Infos::default(),
             rules: Rules::new(),
             nhobjs: NhObjs::default(),
-            gen: 0,
-            nh_gen: 0,
-            gw_cache: KeyedMap::default(),
-            gw_cache_gen: u64::MAX,
-            simple_cache: KeyedMap::default(),
-            simple_gen: (u64::MAX, 0),
+            gens: Default::default(),
+            gw_memo: Default::default(),
+            simple_memo: Default::default(),
             custom_rules4: false,
             custom_local4: false,
             neighs: neigh::Neighs::default(),
             batching: false,
             clock: std::sync::Arc::new(SystemClock::new()),
-            expiry: Default::default(),
             exceptions: Default::default(),
             confs: conf::Confs::new(&settings_copy),
-            linkdown_ignored: Default::default(),
         };
-        f.confs.link_added(link::LOOPBACK_IFINDEX);
-        f.refresh_linkdown_ignored();
+        let all4 = f.settings.ignore_routes_with_linkdown4;
+        f.confs.link_added(link::LOOPBACK_IFINDEX, all4);
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
             f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
@@ -277,20 +270,16 @@ impl Fib {
     /// The generation counter: changes on every mutation, so a cache of lookup results is
     /// valid exactly while it is unchanged.
     pub fn gen(&self) -> u64 {
-        self.gen
+        self.gens.all()
     }
 
     pub(crate) fn route_changed(&mut self, affects_gw: bool) {
-        self.gen += 1;
-        if affects_gw {
-            self.nh_gen += 1;
-        }
+        self.gens.changed(affects_gw);
     }
 
     /// After a link, address or settings change: resolution caches go, dsts are rebuilt.
     fn after_state_change(&mut self) {
-        self.gen += 1;
-        self.nh_gen += 1;
+        self.gens.changed(true);
         self.refresh_dsts();
         for t in self.t4.values_mut().chain(self.t6.values_mut()) {
             t.mark_all_dirty();
@@ -303,9 +292,8 @@ impl Fib {
             s.dst = self.build_dst(&spec, i, s);
         }
         let mut info = Info::new(spec, st);
-        info.rebalance(&self.linkdown_ignored);
+        info.rebalance(self.confs.ignored());
         let id = self.infos.insert(info);
-        self.track_expiry(id);
         id
     }
 
@@ -366,8 +354,8 @@ impl Fib {
                 } else {
                     self.links.alloc_index()
                 };
-                self.confs.link_added(idx);
-                self.refresh_linkdown_ignored();
+                self.confs
+                    .link_added(idx, self.settings.ignore_routes_with_linkdown4);
                 self.links.insert(LinkState {
                     ifindex: idx,
                     name,
@@ -544,8 +532,8 @@ impl Fib {
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);
         self.links.remove(idx);
-        self.confs.link_removed(idx);
-        self.refresh_linkdown_ignored();
+        self.confs
+            .link_removed(idx, self.settings.ignore_routes_with_linkdown4);
         self.after_state_change();
         Ok(())
     }
@@ -1125,7 +1113,7 @@ impl Fib {
         let reject = LookupError::of_type(s.rtype).is_some() || s.rtype == RouteType::Throw;
         // fib_nexthop_info: a LINKDOWN next hop on a link that ignores such routes is shown
         // dead as well.
-        let ign = &self.linkdown_ignored[(f == Family::Inet6) as usize];
+        let ign = &self.confs.ignored()[(f == Family::Inet6) as usize];
         let nh_of = |i: usize| {
             let mut flags = s.nhs[i].flags | info.nh[i].flags;
             if ign.skips(flow::LookupFlags::packet(), flags, s.nhs[i].oif) {

@@ -357,7 +357,7 @@ impl Fib {
 
     /// fib_table_lookup for IPv4.
     pub(crate) fn table_lookup4(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
-        if self.linkdown_ignored[0].is_empty() && Self::fast_applies(t, flow, false) {
+        if self.confs.ignored()[0].is_empty() && Self::fast_applies(t, flow, false) {
             if let Some(r) = self.fast_table_lookup(t, flow, flags, false) {
                 return r;
             }
@@ -419,7 +419,7 @@ impl Fib {
         if info.dead {
             return None;
         }
-        first_good_nh(info, flow, flags, false, &self.linkdown_ignored[0]).map(|nh| {
+        first_good_nh(info, flow, flags, false, &self.confs.ignored()[0]).map(|nh| {
             TableResult::Found(Res {
                 table,
                 key,
@@ -512,7 +512,7 @@ impl Fib {
     ///   destination, then that destination's source-less routes, then the shorter destinations,
     ///   each with its covering sources first and its source-less routes last.
     pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
-        if self.linkdown_ignored[1].is_empty() && Self::fast_applies(t, flow, true) {
+        if self.confs.ignored()[1].is_empty() && Self::fast_applies(t, flow, true) {
             if let Some(r) = self.fast_table_lookup(t, flow, flags, true) {
                 return r;
             }
@@ -573,7 +573,7 @@ impl Fib {
         let (e, nh) = pick6(
             &self.infos,
             &self.nhobjs,
-            &self.linkdown_ignored[1],
+            &self.confs.ignored()[1],
             entries,
             in_node,
             flow,

@@ -13,6 +13,7 @@
 use std::net::IpAddr;
 
 use crate::dst::Dst;
+use crate::expiry::{ExpiryQueue, InfoRef};
 use crate::hash::KeyedMap;
 use crate::ids::InfoId;
 use crate::prefix::Key;
@@ -246,17 +247,19 @@ pub(crate) struct Infos {
     frees: u64,
     /// Serials handed out so far.
     serials: u64,
-    /// Infos freed since `take_released` was last called (their deadlines and exceptions
-    /// are forgotten by `Fib::reap_released`).
+    /// Infos freed since `take_released` was last called (their exceptions are forgotten by
+    /// `Fib::reap_released`).
     released: Vec<Released>,
+    /// The deadlines of the live infos that expire, and of no other: queued by `insert`,
+    /// taken out when the info is freed.
+    expiry: ExpiryQueue<InfoRef>,
 }
 
-/// A freed info, as the expiry queue and the exception table name it.
+/// A freed info, as the exception table names it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Released {
     pub id: InfoId,
     pub serial: u64,
-    pub expires_at: Option<u64>,
 }
 
 impl Infos {
@@ -283,6 +286,9 @@ impl Infos {
                 InfoId::new(self.slots.len() - 1)
             }
         };
+        if let Some(x) = spec.expires {
+            self.expiry.insert(x.at, (id, self.serials));
+        }
         self.index.insert(spec, id);
         id
     }
@@ -308,11 +314,7 @@ impl Infos {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
-                self.released.push(Released {
-                    id,
-                    serial: i.serial,
-                    expires_at: i.spec.expires.map(|x| x.at),
-                });
+                self.released(id, &i);
             }
             self.free.push(id);
             self.frees += 1;
@@ -326,15 +328,34 @@ impl Infos {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
-                self.released.push(Released {
-                    id,
-                    serial: i.serial,
-                    expires_at: i.spec.expires.map(|x| x.at),
-                });
+                self.released(id, &i);
             }
             self.free.push(id);
             self.frees += 1;
         }
+    }
+
+    /// Forgets freed info `i`, of slot `id`, in the expiry queue, and records it for
+    /// `take_released`.
+    fn released(&mut self, id: InfoId, i: &Info) {
+        if let Some(x) = i.spec.expires {
+            self.expiry.remove(x.at, (id, i.serial));
+        }
+        self.released.push(Released {
+            id,
+            serial: i.serial,
+        });
+    }
+
+    /// The deadlines of the live infos that expire.
+    #[inline]
+    pub fn expiry(&self) -> &ExpiryQueue<InfoRef> {
+        &self.expiry
+    }
+
+    /// The earliest live info due at `now`, taken out of the queue (the info stays).
+    pub fn pop_due(&mut self, now: u64) -> Option<InfoRef> {
+        self.expiry.pop_due(now).map(|(_, r)| r)
     }
 
     /// Whether slot `id` holds the info of that serial.

@@ -679,7 +679,7 @@ impl Fib {
     /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
     fn mark_siblings6_dead(&mut self, dev: u32) {
-        let ign = &self.linkdown_ignored;
+        let ign = &self.confs.ignored();
         for info in self.infos.iter_mut() {
             let s = &info.spec;
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
@@ -701,7 +701,7 @@ impl Fib {
     /// flushes routes with every next hop dead; CHANGE (carrier loss) marks them linkdown;
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
     pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
-        let ign = &self.linkdown_ignored;
+        let ign = &self.confs.ignored();
         for info in self.infos.iter_mut() {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
@@ -749,7 +749,7 @@ impl Fib {
     /// routes left without a live next hop are flushed. Routes through next-hop objects keep
     /// theirs: objects follow link events only.
     pub(crate) fn disable_ip4(&mut self, dev: u32) {
-        let ign = &self.linkdown_ignored;
+        let ign = &self.confs.ignored();
         for info in self.infos.iter_mut() {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
@@ -778,7 +778,7 @@ impl Fib {
     /// `dev` (LINKDOWN stays while the carrier is off).
     pub(crate) fn sync_up(&mut self, dev: u32) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
-        let ign = &self.linkdown_ignored;
+        let ign = &self.confs.ignored();
         for info in self.infos.iter_mut() {
             // rt6_sync_up runs when the link becomes ready (up with carrier).
             if info.spec.family == Family::Inet6 && !carrier {
@@ -971,7 +971,7 @@ impl Fib {
             prefsrc,
             table: spec.table,
             nh_flags: st.flags | n.flags,
-            gen: self.gen,
+            gen: self.gens.all(),
         }
     }
 
@@ -986,7 +986,7 @@ impl Fib {
             prefsrc: None,
             table: 0,
             nh_flags: nh_flags::DEAD,
-            gen: self.gen,
+            gen: self.gens.all(),
         }
     }
 

@@ -10,6 +10,7 @@ use std::path::Path;
 const LAYERS: [&[&str]; 3] = [
     &["types", "ids", "prefix", "flow", "hash"],
     &[
+        "memo",
         "addr",
         "link",
         "resilient",
