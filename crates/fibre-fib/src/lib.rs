@@ -293,8 +293,7 @@ impl Fib {
         }
         let mut info = Info::new(spec, st);
         info.rebalance(self.confs.ignored());
-        let id = self.infos.insert(info);
-        id
+        self.infos.insert(info)
     }
 
     /// The shared info for `spec` (found or created).
