@@ -410,22 +410,35 @@ impl Table {
         self.compiled.flush(self.bits, &self.map);
     }
 
-    /// Marks every key for recompilation (after next-hop states changed).
-    pub fn mark_all_dirty(&mut self) {
-        self.all_dirty = true;
-        self.dirty.clear();
+    /// Marks for recompilation the keys with an entry `uses` selects (those using infos whose
+    /// state changed): one pass over the keys, recompiling only those.
+    pub fn mark_dirty_where(&mut self, uses: impl Fn(&Entry) -> bool) {
+        if self.all_dirty {
+            return;
+        }
+        for (k, s) in self.map.iter() {
+            if s.entries.iter().any(&uses) {
+                self.dirty.push(*k);
+            }
+        }
     }
 
-    /// Removes every empty key (after a bulk `retain` over entries).
-    pub fn prune_all(&mut self) {
-        let empty: Vec<Key> = self
-            .map
-            .iter()
-            .filter(|(_, s)| s.entries.is_empty())
-            .map(|(k, _)| *k)
-            .collect();
-        for k in empty {
-            self.prune(&k);
+    /// Keeps the entries `keep` accepts: only the keys that lost one are recompiled, and those
+    /// left empty are removed.
+    pub fn retain_entries(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
+        let mut changed = Vec::new();
+        for (k, s) in self.map.iter_mut() {
+            let before = s.entries.len();
+            s.entries.retain(|e| keep(e));
+            if s.entries.len() != before {
+                changed.push(*k);
+            }
+        }
+        for k in &changed {
+            self.prune(k);
+        }
+        if !self.all_dirty {
+            self.dirty.extend(changed);
         }
     }
 

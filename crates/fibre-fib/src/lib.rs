@@ -76,6 +76,7 @@ pub use route4::RouteHint;
 pub use types::*;
 
 use addr::{Addr4, Addr6, AddrInsertError};
+use dst::Reason;
 use fibtable::Table;
 use hash::KeyedMap;
 use ids::InfoId;
@@ -249,7 +250,7 @@ impl Fib {
     /// Changes a setting; takes effect for the next lookup.
     pub fn set_settings(&mut self, settings: Settings) {
         self.settings = settings;
-        self.after_state_change();
+        self.after_state_change(&[Reason::Settings]);
         self.commit_fast();
     }
 
@@ -277,13 +278,20 @@ impl Fib {
         self.gens.changed(affects_gw);
     }
 
-    /// After a link, address or settings change: resolution caches go, dsts are rebuilt.
-    fn after_state_change(&mut self) {
+    /// After a link, address or settings change: resolution memos go, the dsts that can
+    /// depend on the change are rebuilt (the keys whose compiled answers it moved are marked
+    /// by `commit_fast`, from `route::Infos::take_moved`).
+    fn after_state_change(&mut self, why: &[Reason]) {
         self.gens.changed(true);
-        self.refresh_dsts();
-        for t in self.t4.values_mut().chain(self.t6.values_mut()) {
-            t.mark_all_dirty();
-        }
+        self.refresh_dsts(why);
+    }
+
+    /// Whether `d`, a copy of a result [`Fib::lookup_output`] gave, is still its next hop's
+    /// result: false once anything it was built from changed or its route is gone (see
+    /// `dst`'s contract). One indexed load and one compare.
+    #[inline]
+    pub fn dst_is_current(&self, d: &Dst) -> bool {
+        self.infos.dst_is_current(d)
     }
 
     /// Stores a new info, building its dsts and multipath bounds.
@@ -462,10 +470,30 @@ impl Fib {
         if now_ready && !was_ready {
             self.v6_link_ready(idx);
         }
+        let mut why: Vec<Reason> = Vec::new();
         if let Some(m) = link.mtu.filter(|&m| m != old_mtu) {
             self.mtu_change6(idx, old_mtu, m);
+            why.push(Reason::MtuChange(idx));
         }
-        self.after_state_change();
+        if was_up != now_up {
+            why.push(if now_up {
+                Reason::LinkUp(idx)
+            } else {
+                Reason::LinkDown(idx)
+            });
+            // lo coming up gains 127.0.0.1 (`link_up4`), which source selection may take.
+            if is_lo {
+                why.push(Reason::AddrChange);
+            }
+        }
+        if had_carrier != carrier {
+            why.push(if carrier {
+                Reason::CarrierUp(idx)
+            } else {
+                Reason::CarrierDown(idx)
+            });
+        }
+        self.after_state_change(&why);
         Ok(())
     }
 
@@ -533,7 +561,7 @@ impl Fib {
         self.links.remove(idx);
         self.confs
             .link_removed(idx, self.settings.ignore_routes_with_linkdown4);
-        self.after_state_change();
+        self.after_state_change(&[Reason::AddrChange]);
         Ok(())
     }
 
@@ -641,7 +669,7 @@ impl Fib {
                     if old.metric != new.metric {
                         self.modify_prefix_metric4(a.ifindex, &old, new.metric);
                     }
-                    self.after_state_change();
+                    self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
                 }
                 if !flags.create {
@@ -660,7 +688,7 @@ impl Fib {
                     }
                 };
                 self.add_ifaddr4(a.ifindex, &inserted);
-                self.after_state_change();
+                self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
             (Family::Inet6, Some(IpAddr::V6(l))) => {
@@ -696,7 +724,7 @@ impl Fib {
                         lk.v6[pos].metric = new.metric;
                     }
                     self.modify_prefix_metric6(a.ifindex, &old, new.metric);
-                    self.after_state_change();
+                    self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
                 }
                 if !flags.create {
@@ -706,7 +734,7 @@ impl Fib {
                     return Err(RtError::new(Errno::EEXIST));
                 }
                 self.add_ifaddr6(a.ifindex, &new, true);
-                self.after_state_change();
+                self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
             _ => Err(RtError::new(Errno::EINVAL)),
@@ -765,7 +793,7 @@ impl Fib {
             }
             None => return Err(RtError::new(Errno::EINVAL)),
         }
-        self.after_state_change();
+        self.after_state_change(&[Reason::AddrChange]);
         Ok(())
     }
 

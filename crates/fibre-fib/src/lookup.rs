@@ -341,6 +341,14 @@ impl Fib {
     /// the compiled structures unless a batch defers that to its end ([`Fib::begin_batch`]).
     pub(crate) fn commit_fast(&mut self) {
         self.reap_released();
+        let mut moved = self.infos.take_moved();
+        if !moved.is_empty() {
+            moved.sort_unstable();
+            moved.dedup();
+            for t in self.t4.values_mut().chain(self.t6.values_mut()) {
+                t.mark_dirty_where(|e| moved.binary_search(&e.info).is_ok());
+            }
+        }
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {

@@ -12,9 +12,13 @@
 
 use std::net::IpAddr;
 
-use crate::dst::Dst;
+use std::collections::HashSet;
+
+use smallvec::SmallVec;
+
+use crate::dst::{Dst, DstAt};
 use crate::expiry::{ExpiryQueue, InfoRef};
-use crate::hash::KeyedMap;
+use crate::hash::{InternalState, KeyedMap};
 use crate::ids::InfoId;
 use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
@@ -125,6 +129,14 @@ impl Info {
             refs: 0,
             serial: 0,
         }
+    }
+
+    /// What compiled answers read of the run-time state (see `lookup::winner`): whether the
+    /// info is dead, and which next hops are. LINKDOWN is not in it: compiled answers are used
+    /// only while no link ignores LINKDOWN next hops.
+    fn compiled_state(&self) -> (bool, SmallVec<[bool; 4]>) {
+        let dead = |s: &NhState| s.flags & crate::types::nh_flags::DEAD != 0;
+        (self.dead, self.nh.iter().map(dead).collect())
     }
 
     /// Recomputes the hash-threshold bounds over the live next hops (fib_rebalance,
@@ -253,6 +265,15 @@ pub(crate) struct Infos {
     /// The deadlines of the live infos that expire, and of no other: queued by `insert`,
     /// taken out when the info is freed.
     expiry: ExpiryQueue<InfoRef>,
+    /// The dependents of each link: the live infos with a next hop on it (keyed hash: link
+    /// indices are chosen by netlink peers).
+    by_link: KeyedMap<u32, HashSet<InfoId, InternalState>>,
+    /// Dst generations handed out so far (see `dst`): every dst stored or changed takes the
+    /// next, so no two results of one `Fib` ever share one.
+    dst_gens: u64,
+    /// Infos whose state that compiled answers read (dead, next hops DEAD) moved in `update`
+    /// since `take_moved`: the keys using them must be recompiled.
+    moved: Vec<InfoId>,
 }
 
 /// A freed info, as the exception table names it.
@@ -289,8 +310,76 @@ impl Infos {
         if let Some(x) = spec.expires {
             self.expiry.insert(x.at, (id, self.serials));
         }
+        for n in &spec.nhs {
+            self.by_link.entry(n.oif).or_default().insert(id);
+        }
+        let info = self.slots[id.slot()].as_mut().expect("just stored");
+        for (i, s) in info.nh.iter_mut().enumerate() {
+            self.dst_gens += 1;
+            s.dst.gen = self.dst_gens;
+            s.dst.at = DstAt {
+                info: Some(id),
+                nh: i,
+            };
+        }
         self.index.insert(spec, id);
         id
+    }
+
+    /// The live infos with a next hop on link `dev`.
+    pub fn on_link(&self, dev: u32) -> Vec<InfoId> {
+        self.by_link
+            .get(&dev)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Applies `f` to the run-time state of each of `ids` (never to its spec, which is its
+    /// identity), noting the infos whose compiled-answer state moved (see `take_moved`).
+    pub fn update(&mut self, ids: &[InfoId], mut f: impl FnMut(&mut Info)) {
+        for &id in ids {
+            let Some(info) = self.slots[id.slot()].as_mut() else {
+                continue;
+            };
+            let before = info.compiled_state();
+            f(info);
+            if info.compiled_state() != before {
+                self.moved.push(id);
+            }
+        }
+    }
+
+    /// The infos whose compiled-answer state moved since the last call.
+    pub fn take_moved(&mut self) -> Vec<InfoId> {
+        std::mem::take(&mut self.moved)
+    }
+
+    /// Stores `d` as the result of next hop `nh` of info `id`; a changed result takes a new
+    /// generation, an unchanged one keeps its own (so holders' copies stay current).
+    pub fn set_dst(&mut self, id: InfoId, nh: usize, d: Dst) {
+        let Some(s) = self.slots[id.slot()]
+            .as_mut()
+            .and_then(|i| i.nh.get_mut(nh))
+        else {
+            return;
+        };
+        if !s.dst.same_result(&d) {
+            self.dst_gens += 1;
+            s.dst = Dst {
+                gen: self.dst_gens,
+                at: s.dst.at,
+                ..d
+            };
+        }
+    }
+
+    /// Whether `d` is the current result of its next hop (see `dst`).
+    #[inline]
+    pub fn dst_is_current(&self, d: &Dst) -> bool {
+        d.at.info
+            .and_then(|id| self.slots.get(id.slot())?.as_ref())
+            .and_then(|i| i.nh.get(d.at.nh))
+            .is_some_and(|s| s.dst.gen == d.gen)
     }
 
     pub fn hold(&mut self, id: InfoId) {
@@ -341,6 +430,14 @@ impl Infos {
         if let Some(x) = i.spec.expires {
             self.expiry.remove(x.at, (id, i.serial));
         }
+        for n in &i.spec.nhs {
+            if let Some(s) = self.by_link.get_mut(&n.oif) {
+                s.remove(&id);
+                if s.is_empty() {
+                    self.by_link.remove(&n.oif);
+                }
+            }
+        }
         self.released.push(Released {
             id,
             serial: i.serial,
@@ -378,13 +475,6 @@ impl Infos {
             .expect("entry points at a live info")
     }
 
-    #[inline]
-    pub fn get_mut(&mut self, id: InfoId) -> &mut Info {
-        self.slots[id.slot()]
-            .as_mut()
-            .expect("entry points at a live info")
-    }
-
     pub fn ids(&self) -> Vec<InfoId> {
         self.slots
             .iter()
@@ -392,9 +482,5 @@ impl Infos {
             .filter(|(_, s)| s.is_some())
             .map(|(i, _)| InfoId::new(i))
             .collect()
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Info> {
-        self.slots.iter_mut().flatten()
     }
 }

@@ -20,7 +20,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::addr::{self, Addr4, Addr6};
-use crate::dst::Dst;
+use crate::dst::{Dst, DstAt, Reason, Walk};
 use crate::ids::InfoId;
 use crate::link::LOOPBACK_IFINDEX;
 use crate::prefix::Key;
@@ -680,13 +680,14 @@ impl Fib {
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
     fn mark_siblings6_dead(&mut self, dev: u32) {
         let ign = &self.confs.ignored();
-        for info in self.infos.iter_mut() {
+        let ids = self.infos.on_link(dev);
+        self.infos.update(&ids, |info| {
             let s = &info.spec;
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
-                continue;
+                return;
             }
             if !s.nhs.iter().any(|n| n.oif == dev) {
-                continue;
+                return;
             }
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
                 if spec.oif == dev {
@@ -694,7 +695,7 @@ impl Fib {
                 }
             }
             info.rebalance(ign);
-        }
+        });
     }
 
     /// fib_sync_down_dev for IPv4: DOWN marks next hops dead (except host-scope ones) and
@@ -702,19 +703,20 @@ impl Fib {
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
     pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
         let ign = &self.confs.ignored();
-        for info in self.infos.iter_mut() {
+        let ids = self.infos.on_link(dev);
+        self.infos.update(&ids, |info| {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
-                continue;
+                return;
             }
             if !info.spec.nhs.iter().any(|n| n.oif == dev) {
-                continue;
+                return;
             }
             let v6 = info.spec.family == Family::Inet6;
             // fib6_ifdown skips RTF_LOCAL and RTF_ANYCAST routes (a user's `anycast` route
             // lacks the flag).
             if v6 && (info.spec.rtype == RouteType::Local || info.spec.rtf_anycast) {
-                continue;
+                return;
             }
             let mut dead = 0;
             let n = info.nh.len();
@@ -738,7 +740,7 @@ impl Fib {
                 info.dead |= down;
             }
             info.rebalance(ign);
-        }
+        });
         if down {
             self.flush_dead();
         }
@@ -750,12 +752,13 @@ impl Fib {
     /// theirs: objects follow link events only.
     pub(crate) fn disable_ip4(&mut self, dev: u32) {
         let ign = &self.confs.ignored();
-        for info in self.infos.iter_mut() {
+        let ids = self.infos.on_link(dev);
+        self.infos.update(&ids, |info| {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
                 || !info.spec.nhs.iter().any(|n| n.oif == dev)
             {
-                continue;
+                return;
             }
             let mut dead = 0;
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
@@ -770,7 +773,7 @@ impl Fib {
                 info.dead = true;
             }
             info.rebalance(ign);
-        }
+        });
         self.flush_dead();
     }
 
@@ -779,10 +782,11 @@ impl Fib {
     pub(crate) fn sync_up(&mut self, dev: u32) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
         let ign = &self.confs.ignored();
-        for info in self.infos.iter_mut() {
+        let ids = self.infos.on_link(dev);
+        self.infos.update(&ids, |info| {
             // rt6_sync_up runs when the link becomes ready (up with carrier).
             if info.spec.family == Family::Inet6 && !carrier {
-                continue;
+                return;
             }
             let mut changed = false;
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
@@ -800,7 +804,7 @@ impl Fib {
                 info.linkdown &= !carrier;
                 info.rebalance(ign);
             }
-        }
+        });
     }
 
     /// Removes every entry whose info is dead (fib_flush).
@@ -819,11 +823,12 @@ impl Fib {
 
     /// Marks dead and flushes the infos `pred` selects.
     pub(crate) fn flush_infos(&mut self, pred: impl Fn(&InfoSpec) -> bool) {
-        for info in self.infos.iter_mut() {
+        let ids = self.infos.ids();
+        self.infos.update(&ids, |info| {
             if pred(&info.spec) {
                 info.dead = true;
             }
-        }
+        });
         self.flush_dead();
     }
 
@@ -892,20 +897,13 @@ impl Fib {
     pub(crate) fn retain_entries(&mut self, keep: impl Fn(Family, &crate::route::Entry) -> bool) {
         let mut dropped = Vec::new();
         for (fam, t) in self.tables_by_id_mut() {
-            let mut any = false;
-            for (_, es) in t.iter_mut() {
-                es.retain(|e| {
-                    let k = keep(fam, e);
-                    if !k {
-                        dropped.push(e.info);
-                        any = true;
-                    }
-                    k
-                });
-            }
-            if any {
-                t.prune_all();
-            }
+            t.retain_entries(|e| {
+                let k = keep(fam, e);
+                if !k {
+                    dropped.push(e.info);
+                }
+                k
+            });
         }
         for d in dropped {
             self.infos.put(d);
@@ -971,7 +969,8 @@ impl Fib {
             prefsrc,
             table: spec.table,
             nh_flags: st.flags | n.flags,
-            gen: self.gens.all(),
+            gen: 0,
+            at: DstAt::default(),
         }
     }
 
@@ -986,20 +985,37 @@ impl Fib {
             prefsrc: None,
             table: 0,
             nh_flags: nh_flags::DEAD,
-            gen: self.gens.all(),
+            gen: 0,
+            at: DstAt::default(),
         }
     }
 
-    /// Rebuilds every cached dst (after a link or address change).
-    pub(crate) fn refresh_dsts(&mut self) {
-        for id in self.infos.ids() {
+    /// Rebuilds the dsts of the objects that can depend on the changes `why` (see `dst`),
+    /// each once; those whose result did not change keep their generation.
+    pub(crate) fn refresh_dsts(&mut self, why: &[Reason]) {
+        let mut ids = if why.iter().any(|r| r.walk() == Walk::All) {
+            self.infos.ids()
+        } else {
+            let mut links: Vec<u32> = why
+                .iter()
+                .filter_map(|r| match r.walk() {
+                    Walk::Link(dev) => Some(dev),
+                    Walk::None | Walk::All => None,
+                })
+                .collect();
+            links.sort_unstable();
+            links.dedup();
+            links.iter().flat_map(|&l| self.infos.on_link(l)).collect()
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
             let info = self.infos.get(id);
             let dsts: Vec<Dst> = (0..info.nh.len())
                 .map(|i| self.build_dst(&info.spec, i, &info.nh[i]))
                 .collect();
-            let info = self.infos.get_mut(id);
-            for (st, d) in info.nh.iter_mut().zip(dsts) {
-                st.dst = d;
+            for (i, d) in dsts.into_iter().enumerate() {
+                self.infos.set_dst(id, i, d);
             }
         }
     }

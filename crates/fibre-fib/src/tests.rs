@@ -9,6 +9,7 @@ use crate::*;
 
 mod attrs;
 mod conf;
+mod dst;
 mod modify;
 mod resilient;
 mod v6;
