@@ -346,7 +346,7 @@ impl Fib {
             moved.sort_unstable();
             moved.dedup();
             for t in self.t4.values_mut().chain(self.t6.values_mut()) {
-                t.mark_dirty_where(|e| moved.binary_search(&e.info).is_ok());
+                t.mark_dirty_using(&moved);
             }
         }
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);

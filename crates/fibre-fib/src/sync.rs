@@ -807,9 +807,10 @@ impl Fib {
         });
     }
 
-    /// Removes every entry whose info is dead (fib_flush).
+    /// Removes every entry whose info is dead (fib_flush): the keys using dead infos come from
+    /// each table's users index, so the cost follows what is flushed, not the table's size.
     pub(crate) fn flush_dead(&mut self) {
-        let dead: std::collections::HashSet<InfoId> = self
+        let mut dead: Vec<InfoId> = self
             .infos
             .ids()
             .into_iter()
@@ -818,7 +819,22 @@ impl Fib {
         if dead.is_empty() {
             return;
         }
-        self.retain_entries(|_, e| !dead.contains(&e.info));
+        dead.sort_unstable();
+        let mut dropped = Vec::new();
+        for (_, t) in self.tables_by_id_mut() {
+            let keys = t.keys_using(&dead);
+            t.retain_entries_at(&keys, |e| {
+                let gone = dead.binary_search(&e.info).is_ok();
+                if gone {
+                    dropped.push(e.info);
+                }
+                !gone
+            });
+        }
+        for d in dropped {
+            self.infos.put(d);
+        }
+        self.route_changed(true);
     }
 
     /// Marks dead and flushes the infos `pred` selects.
@@ -868,10 +884,13 @@ impl Fib {
             return;
         }
         let lookup: std::collections::HashMap<InfoId, InfoId> = map.iter().copied().collect();
+        let mut olds: Vec<InfoId> = lookup.keys().copied().collect();
+        olds.sort_unstable();
         let mut holds = Vec::new();
         let mut puts = Vec::new();
         for (_, t) in self.tables_by_id_mut() {
-            for (_, es) in t.iter_mut() {
+            let keys = t.keys_using(&olds);
+            t.modify_at(&keys, |es| {
                 for e in es.iter_mut() {
                     if let Some(&n) = lookup.get(&e.info) {
                         puts.push(e.info);
@@ -879,7 +898,7 @@ impl Fib {
                         e.info = n;
                     }
                 }
-            }
+            });
         }
         for h in holds {
             self.infos.hold(h);
@@ -889,24 +908,6 @@ impl Fib {
         }
         for (_, n) in map {
             self.infos.drop_if_unused(n);
-        }
-        self.route_changed(true);
-    }
-
-    /// Keeps the entries `keep` accepts, in every table of both families.
-    pub(crate) fn retain_entries(&mut self, keep: impl Fn(Family, &crate::route::Entry) -> bool) {
-        let mut dropped = Vec::new();
-        for (fam, t) in self.tables_by_id_mut() {
-            t.retain_entries(|e| {
-                let k = keep(fam, e);
-                if !k {
-                    dropped.push(e.info);
-                }
-                k
-            });
-        }
-        for d in dropped {
-            self.infos.put(d);
         }
         self.route_changed(true);
     }
