@@ -349,9 +349,13 @@ impl Infos {
         }
     }
 
-    /// The infos whose compiled-answer state moved since the last call.
+    /// The live infos whose compiled-answer state moved since the last call. A freed one is
+    /// left out: no entry uses it any more, and an info stored in its slot since came with
+    /// entries that marked their keys themselves.
     pub fn take_moved(&mut self) -> Vec<InfoId> {
-        std::mem::take(&mut self.moved)
+        let mut moved = std::mem::take(&mut self.moved);
+        moved.retain(|id| self.slots[id.slot()].is_some());
+        moved
     }
 
     /// Stores `d` as the result of next hop `nh` of info `id`; a changed result takes a new
