@@ -16,19 +16,22 @@
 //! layer names `Fib` (`tests/module_dag.rs` checks this and prints the graph):
 //!
 //! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
-//!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes), [`flow`] (what a lookup asks),
-//!    [`hash`] (keyed and internal hash maps).
+//!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes),
+//!    [`flow`] (what a lookup asks), [`hash`] (keyed and internal hash maps).
 //! 2. Stores and the pure functions over them, which know nothing of `Fib`: [`memo`] (change
-//!    counters and the validation memos stamped with them), [`addr`] (address lists), [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
-//!    (precomputed forwarding results), [`expiry`] (clock and deadline queue), [`route`] (stored
-//!    routes and shared route info), [`fibtable`] (one table's prefixes, longest-prefix match
-//!    and IPv6 leaves), [`rule`] (policy rules), [`srcsel`] (source address selection).
-//! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects), [`lookup`]
-//!    (table, rules and multipath lookups), [`route4`] / [`route6`] (the two families' request
-//!    semantics), [`exception`] (PMTU and redirect exceptions), [`get`] (answers to `route
-//!    get`), [`sync`] (effects of link and address events), and [`conf`] (per-link settings),
-//!    [`neigh`] (ARP/NDP neighbours and proxies), [`notify`] (route change notices), [`gc`]
-//!    (expiry passes), which use none of the others.
+//!    counters and the validation memos stamped with them), [`addr`] (address lists),
+//!    [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
+//!    (forwarding results and the reasons they are revisited), [`expiry`] (clock and deadline
+//!    queue), [`route`] (stored routes, the shared route infos that hold their forwarding
+//!    results, and the index from links to them), [`fibtable`] (one table's prefixes,
+//!    longest-prefix match, IPv6 leaves, and the index from route infos to their prefixes),
+//!    [`rule`] (policy rules), [`srcsel`] (source address selection).
+//! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects),
+//!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
+//!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`get`]
+//!    (answers to `route get`), [`sync`] (effects of link and address events), and [`conf`]
+//!    (per-link settings), [`neigh`] (ARP/NDP neighbours and proxies), [`notify`] (route
+//!    change notices), [`gc`] (expiry passes), which use none of the others.
 
 #![forbid(unsafe_code)]
 

@@ -8,11 +8,14 @@
 //! - Per-next-hop state (`NhState`) has exactly one element per `spec.nhs` element (or one for
 //!   a route using a next-hop object, resolved through the object).
 //! - Next-hop state (DEAD, LINKDOWN, upper bound, dst) is never part of the spec, so marking a
-//!   device down does not change identities.
-
-use std::net::IpAddr;
+//!   device down does not change identities. It changes in place only through
+//!   `Infos::update`, which notes the infos whose state compiled answers read (`take_moved`).
+//! - `Infos` knows its dependents per link (`on_link`: the live infos with a next hop on it),
+//!   the deadlines of the live infos that expire, and hands every stored or changed dst a
+//!   generation no other dst of the `Fib` ever had (see `dst`).
 
 use std::collections::HashSet;
+use std::net::IpAddr;
 
 use smallvec::SmallVec;
 
