@@ -208,6 +208,12 @@ fn main() {
             }));
             readd(&mut f, routes);
         }
+        if l == 1 {
+            println!(
+                "  first admin down after the load (one flap, builds the users index): {:.3}",
+                t[0][0] * 1e3
+            );
+        }
         let share = 100.0 * routes.len() as f64 / loaded as f64;
         let [down, up, coff, con, del] = t.map(|v| median(v) * 1e3);
         println!("  link with {} routes ({share:.2}%):", routes.len());
