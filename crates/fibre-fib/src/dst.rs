@@ -24,7 +24,7 @@
 
 use std::net::IpAddr;
 
-use crate::ids::InfoId;
+use crate::ids::{IfIndex, InfoId};
 use crate::types::{Errno, RouteType};
 
 /// A ready forwarding decision for one next hop.
@@ -82,12 +82,12 @@ impl Dst {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
     /// The link went administratively down.
-    LinkDown(u32),
-    LinkUp(u32),
+    LinkDown(IfIndex),
+    LinkUp(IfIndex),
     /// The link lost or regained its carrier.
-    CarrierDown(u32),
-    CarrierUp(u32),
-    MtuChange(u32),
+    CarrierDown(IfIndex),
+    CarrierUp(IfIndex),
+    MtuChange(IfIndex),
     /// An address was added, removed or changed (the link's, or any: source selection falls
     /// back to other links' addresses).
     AddrChange,
@@ -101,7 +101,7 @@ pub(crate) enum Reason {
 pub(crate) enum Walk {
     None,
     /// The dependents of one link.
-    Link(u32),
+    Link(IfIndex),
     All,
 }
 

@@ -1,5 +1,7 @@
-//! Typed indices into the crate's arenas, so that an index of one kind cannot be used where
-//! another is meant (a route-info slot where an interface index is expected, ...).
+//! Typed indices, so that an index of one kind cannot be used where another is meant (a
+//! route-info slot where an interface index is expected, ...). The route-info arena's slots
+//! and the links in the dependents walk (`dst::Reason`, `route::Infos::on_link`) use them;
+//! the request and answer types of [`crate::types`] keep plain numbers, as netlink has them.
 //!
 //! The crate's lowest layer: this module uses nothing of the crate.
 
@@ -27,3 +29,7 @@ impl InfoId {
         self.0
     }
 }
+
+/// An interface index (ifindex), as the dependents walk names the link a change is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct IfIndex(pub u32);

@@ -82,7 +82,7 @@ use addr::{Addr4, Addr6, AddrInsertError};
 use dst::Reason;
 use fibtable::Table;
 use hash::KeyedMap;
-use ids::InfoId;
+use ids::{IfIndex, InfoId};
 use link::{LinkState, Links};
 use nexthop::NhObjs;
 use prefix::{u128_ip, Key};
@@ -476,13 +476,13 @@ impl Fib {
         let mut why: Vec<Reason> = Vec::new();
         if let Some(m) = link.mtu.filter(|&m| m != old_mtu) {
             self.mtu_change6(idx, old_mtu, m);
-            why.push(Reason::MtuChange(idx));
+            why.push(Reason::MtuChange(IfIndex(idx)));
         }
         if was_up != now_up {
             why.push(if now_up {
-                Reason::LinkUp(idx)
+                Reason::LinkUp(IfIndex(idx))
             } else {
-                Reason::LinkDown(idx)
+                Reason::LinkDown(IfIndex(idx))
             });
             // lo coming up gains 127.0.0.1 (`link_up4`), which source selection may take.
             if is_lo {
@@ -491,9 +491,9 @@ impl Fib {
         }
         if had_carrier != carrier {
             why.push(if carrier {
-                Reason::CarrierUp(idx)
+                Reason::CarrierUp(IfIndex(idx))
             } else {
-                Reason::CarrierDown(idx)
+                Reason::CarrierDown(IfIndex(idx))
             });
         }
         self.after_state_change(&why);

@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use crate::dst::{Dst, DstAt};
 use crate::expiry::{ExpiryQueue, InfoRef};
 use crate::hash::{InternalState, KeyedMap};
-use crate::ids::InfoId;
+use crate::ids::{IfIndex, InfoId};
 use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
 
@@ -270,7 +270,7 @@ pub(crate) struct Infos {
     expiry: ExpiryQueue<InfoRef>,
     /// The dependents of each link: the live infos with a next hop on it (keyed hash: link
     /// indices are chosen by netlink peers).
-    by_link: KeyedMap<u32, HashSet<InfoId, InternalState>>,
+    by_link: KeyedMap<IfIndex, HashSet<InfoId, InternalState>>,
     /// Dst generations handed out so far (see `dst`): every dst stored or changed takes the
     /// next, so no two results of one `Fib` ever share one.
     dst_gens: u64,
@@ -314,7 +314,7 @@ impl Infos {
             self.expiry.insert(x.at, (id, self.serials));
         }
         for n in &spec.nhs {
-            self.by_link.entry(n.oif).or_default().insert(id);
+            self.by_link.entry(IfIndex(n.oif)).or_default().insert(id);
         }
         let info = self.slots[id.slot()].as_mut().expect("just stored");
         for (i, s) in info.nh.iter_mut().enumerate() {
@@ -330,7 +330,7 @@ impl Infos {
     }
 
     /// The live infos with a next hop on link `dev`.
-    pub fn on_link(&self, dev: u32) -> Vec<InfoId> {
+    pub fn on_link(&self, dev: IfIndex) -> Vec<InfoId> {
         self.by_link
             .get(&dev)
             .map(|s| s.iter().copied().collect())
@@ -438,10 +438,10 @@ impl Infos {
             self.expiry.remove(x.at, (id, i.serial));
         }
         for n in &i.spec.nhs {
-            if let Some(s) = self.by_link.get_mut(&n.oif) {
+            if let Some(s) = self.by_link.get_mut(&IfIndex(n.oif)) {
                 s.remove(&id);
                 if s.is_empty() {
-                    self.by_link.remove(&n.oif);
+                    self.by_link.remove(&IfIndex(n.oif));
                 }
             }
         }

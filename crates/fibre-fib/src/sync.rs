@@ -21,7 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::addr::{self, Addr4, Addr6};
 use crate::dst::{Dst, DstAt, Reason, Walk};
-use crate::ids::InfoId;
+use crate::ids::{IfIndex, InfoId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::prefix::Key;
 use crate::route::between_siblings;
@@ -680,7 +680,7 @@ impl Fib {
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
     fn mark_siblings6_dead(&mut self, dev: u32) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(dev);
+        let ids = self.infos.on_link(IfIndex(dev));
         self.infos.update(&ids, |info| {
             let s = &info.spec;
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
@@ -703,7 +703,7 @@ impl Fib {
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
     pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(dev);
+        let ids = self.infos.on_link(IfIndex(dev));
         self.infos.update(&ids, |info| {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
@@ -752,7 +752,7 @@ impl Fib {
     /// theirs: objects follow link events only.
     pub(crate) fn disable_ip4(&mut self, dev: u32) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(dev);
+        let ids = self.infos.on_link(IfIndex(dev));
         self.infos.update(&ids, |info| {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
@@ -782,7 +782,7 @@ impl Fib {
     pub(crate) fn sync_up(&mut self, dev: u32) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(dev);
+        let ids = self.infos.on_link(IfIndex(dev));
         self.infos.update(&ids, |info| {
             // rt6_sync_up runs when the link becomes ready (up with carrier).
             if info.spec.family == Family::Inet6 && !carrier {
@@ -997,7 +997,7 @@ impl Fib {
         let mut ids = if why.iter().any(|r| r.walk() == Walk::All) {
             self.infos.ids()
         } else {
-            let mut links: Vec<u32> = why
+            let mut links: Vec<IfIndex> = why
                 .iter()
                 .filter_map(|r| match r.walk() {
                     Walk::Link(dev) => Some(dev),
