@@ -24,8 +24,8 @@ use crate::dst::{Dst, DstAt, Reason, Walk};
 use crate::ids::{IfIndex, InfoId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::prefix::Key;
-use crate::route::between_siblings;
-use crate::route::{InfoSpec, NhSpec, NhState};
+
+use crate::route::{between_siblings, InfoSpec, NhSpec, NhState};
 use crate::route6::{Internal6, PRIO_ADDRCONF};
 use crate::types::{
     ifa_flags, nh_flags, protocol, scope, table, Family, Prefix, ReqFlags, Route, RouteType,
