@@ -10,6 +10,9 @@
 //! - [`log`]: leveled key=value logs on stderr.
 //! - [`alloc`]: the C allocator's settings for memory that crosses the daemon's threads.
 //!
+//! What the daemon shares with its clients (message conversions, multicast groups, the
+//! membership message, the default socket path) is fibre-proto's.
+//!
 //! Who may call what: only the writer thread calls [`engine::Engine`] (and through it
 //! changes the state); client threads answer reads (`route get`, dumps) themselves from the
 //! published state ([`engine::handle_reads`], [`view::FibReader`]) and hand everything else

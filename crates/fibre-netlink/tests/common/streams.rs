@@ -157,3 +157,18 @@ pub fn stream() -> impl Strategy<Value = Vec<u8>> {
         out
     })
 }
+
+/// A generated stream with one to three of its bytes overwritten.
+pub fn corrupted_stream() -> impl Strategy<Value = Vec<u8>> {
+    (
+        stream(),
+        proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+    )
+        .prop_map(|(mut bytes, flips)| {
+            for (at, v) in flips {
+                let n = bytes.len();
+                bytes[at % n] = v;
+            }
+            bytes
+        })
+}
