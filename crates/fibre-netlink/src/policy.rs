@@ -1,7 +1,8 @@
 //! Attribute policies: the length (and for integers the range) each attribute of a request
 //! must have, checked on the request's bytes before anything reads their values (fibre-proto's
-//! conversion to the FIB's types), as the kernel validates every attribute against its family's `nla_policy` table (`validate_nla`
-//! in lib/nlattr.c) before a handler sees the message.
+//! conversion to the FIB's types), as the kernel validates every attribute against its
+//! family's `nla_policy` table (`validate_nla` in lib/nlattr.c) before a handler sees the
+//! message.
 //!
 //! The codec itself never refuses a value of the wrong form: it keeps such an attribute raw
 //! (see [`crate::nla`]), and conversion, which reads typed attributes only, would then act as
