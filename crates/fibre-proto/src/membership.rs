@@ -60,3 +60,29 @@ pub fn apply(msg: &[u8], groups: &mut u64) -> Result<(), RtError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bind(2)'s `nl_groups` replaces groups 1..=32 only; what a malformed message or an
+    /// unknown group or operation asks changes nothing.
+    #[test]
+    fn set_groups_keeps_the_high_groups_and_refusals_change_nothing() {
+        let mut mask = 0;
+        apply(&request(MEMBERSHIP_ADD, groups::MAX, 1), &mut mask).unwrap();
+        apply(&request(MEMBERSHIP_SET_GROUPS, 0x41, 2), &mut mask).unwrap();
+        let want =
+            groups::bit(groups::MAX) | groups::bit(groups::LINK) | groups::bit(groups::IPV4_ROUTE);
+        assert_eq!(mask, want);
+        for bad in [
+            request(MEMBERSHIP_ADD, groups::MAX + 1, 3),
+            request(MEMBERSHIP_DROP, 0, 4),
+            request(9, groups::LINK, 5),
+            request(MEMBERSHIP_DROP, groups::LINK, 6)[..20].to_vec(),
+        ] {
+            assert_eq!(apply(&bad, &mut mask).unwrap_err().errno, Errno::EINVAL);
+            assert_eq!(mask, want);
+        }
+    }
+}
