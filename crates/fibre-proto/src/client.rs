@@ -1,11 +1,26 @@
-//! A minimal netlink-over-Unix-socket client (SOCK_SEQPACKET): what the tests, the benchmarks
-//! and simple tools need to talk to fibred without the ring. One datagram per call.
+//! Reaching fibred over its Unix socket: where it listens when nothing says otherwise
+//! ([`default_socket`], which the daemon binds and clients connect to), and a minimal
+//! netlink-over-SOCK_SEQPACKET client, what the CLI's monitor, the tests, the benchmarks and
+//! simple tools need to talk to fibred without the ring. One datagram per call.
 
-use crate::sys;
+use fibre_sys as sys;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Where fibred listens when nothing says otherwise: $FIBRE_SOCKET, else
+/// $XDG_RUNTIME_DIR/fibre/fibred.sock, else /run/fibre/fibred.sock.
+pub fn default_socket() -> PathBuf {
+    if let Some(p) = std::env::var_os("FIBRE_SOCKET").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|p| !p.is_empty())
+        .map(|d| PathBuf::from(d).join("fibre"))
+        .unwrap_or_else(|| PathBuf::from("/run/fibre"));
+    dir.join("fibred.sock")
+}
 
 pub struct SocketClient {
     fd: OwnedFd,

@@ -5,8 +5,8 @@
 //! otherwise.
 
 use fibre_fib::types::*;
-use fibre_netlink::convert::{self, Request};
 use fibre_netlink::{Messages, Payload};
+use fibre_proto::convert::{self, Request};
 use std::net::IpAddr;
 use std::process::Command;
 

@@ -4,7 +4,8 @@
 //! messages are left out.
 
 use fibre_fib::types::*;
-use fibre_netlink::{convert, Messages, Payload};
+use fibre_netlink::{Messages, Payload};
+use fibre_proto::convert;
 use netlink_packet_core::{NetlinkMessage as TheirMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::link::LinkAttribute;
@@ -28,7 +29,7 @@ const CAPTURES: &[&str] = &[
 fn capture(name: &str) -> Vec<u8> {
     std::fs::read(
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/captures")
+            .join("../fibre-netlink/tests/captures")
             .join(name),
     )
     .unwrap()

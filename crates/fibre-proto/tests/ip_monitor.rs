@@ -2,12 +2,13 @@
 //! messages, as captured) prints the same text for bytes fibre emits from its model as for the
 //! kernel's capture of the same state. Skips when `ip` is not installed.
 
-use fibre_netlink::{convert, Messages, NetlinkMessage, Payload};
+use fibre_netlink::{Messages, NetlinkMessage, Payload};
+use fibre_proto::convert;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn captures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fibre-netlink/tests/captures")
 }
 
 fn ip_available() -> bool {

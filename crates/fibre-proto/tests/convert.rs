@@ -2,14 +2,14 @@
 //! same state, and ACKs and errors built by `convert::ack` are the kernel's bytes.
 
 use fibre_fib::types::*;
-use fibre_netlink::convert::{self, Request, RequestError};
 use fibre_netlink::{Messages, NetlinkMessage, Payload};
+use fibre_proto::convert::{self, Request, RequestError};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 fn capture(name: &str) -> Vec<u8> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/captures")
+        .join("../fibre-netlink/tests/captures")
         .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }

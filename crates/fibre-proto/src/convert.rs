@@ -12,23 +12,27 @@
 //! attributes of routes, links, addresses and rules; next-hop objects are parsed strictly by
 //! the kernel, so an unknown NHA_* attribute is an error here too, with its offset.
 
-use crate::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessage};
-use crate::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
-use crate::message::{flags as nf, types as mt};
-use crate::neighbour::{NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage};
-use crate::nexthop::{
+use fibre_fib::types::*;
+use fibre_netlink::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessage};
+use fibre_netlink::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
+use fibre_netlink::message::{flags as nf, types as mt};
+use fibre_netlink::neighbour::{
+    NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage,
+};
+use fibre_netlink::nexthop::{
     GroupEntry, NexthopAttr, NexthopHeader, NexthopMessage, ResBucketAttr, ResGroupAttr,
 };
-use crate::nla::{Attr, Be16, Flag, Nest, NlStr};
-use crate::route::{
+use fibre_netlink::nla::{Attr, Be16, Flag, Nest, NlStr};
+use fibre_netlink::policy::{self, Refusal, Violation};
+use fibre_netlink::route::{
     MetricAttr, NextHopHeader, RouteAttr, RouteCacheInfo, RouteHeader, RouteMessage, RouteNextHop,
     Via,
 };
-use crate::rule::{PortRange, RuleAttr, RuleHeader, RuleMessage, UidRange};
-use crate::{
-    DoneMessage, ErrorMessage, ExtAckAttr, Messages, NetlinkHeader, NetlinkMessage, Payload,
+use fibre_netlink::rule::{PortRange, RuleAttr, RuleHeader, RuleMessage, UidRange};
+use fibre_netlink::{
+    DecodeError, DoneMessage, ErrorMessage, ExtAckAttr, Messages, NetlinkHeader, NetlinkMessage,
+    Payload,
 };
-use fibre_fib::types::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Clock ticks per second of `rta_cacheinfo.rta_expires` (the kernel's USER_HZ).
@@ -106,31 +110,31 @@ pub struct RequestError {
     pub error: RtError,
     pub offset: Option<u32>,
     /// The attributes of NLMSGERR_ATTR_POLICY describing the rule the attribute at `offset`
-    /// broke ([`crate::policy::describe`]); empty when the kernel describes none.
+    /// broke ([`policy::describe`]); empty when the kernel describes none.
     pub policy: Vec<u8>,
 }
 
-/// An attribute that broke its table's rule ([`crate::policy`]), answered as the kernel
+/// An attribute that broke its table's rule ([`policy`]), answered as the kernel
 /// answers it.
-impl From<crate::policy::Violation> for RequestError {
-    fn from(v: crate::policy::Violation) -> Self {
+impl From<Violation> for RequestError {
+    fn from(v: Violation) -> Self {
         let mut policy = Vec::new();
         if let Some(rule) = &v.rule {
-            crate::policy::describe(rule, &mut policy);
+            policy::describe(rule, &mut policy);
         }
         RequestError {
-            error: v.error(),
+            error: RtError::msg(Errno(v.errno), v.text),
             offset: v.offset.and_then(|o| u32::try_from(o).ok()),
             policy,
         }
     }
 }
 
-impl From<crate::policy::Refusal> for RequestError {
-    fn from(r: crate::policy::Refusal) -> Self {
+impl From<Refusal> for RequestError {
+    fn from(r: Refusal) -> Self {
         match r {
-            crate::policy::Refusal::Framing(e) => e.into(),
-            crate::policy::Refusal::Policy(v) => v.into(),
+            Refusal::Framing(e) => e.into(),
+            Refusal::Policy(v) => v.into(),
         }
     }
 }
@@ -149,8 +153,8 @@ impl From<RtError> for RequestError {
 /// EINVAL with the reason. The offset is the error's, which is relative to the request when
 /// the request was parsed on its own with base 0 (as [`NetlinkMessage::parse`] is by a server
 /// that has already split the datagram).
-impl From<crate::DecodeError> for RequestError {
-    fn from(e: crate::DecodeError) -> Self {
+impl From<DecodeError> for RequestError {
+    fn from(e: DecodeError) -> Self {
         RequestError {
             error: RtError::msg(Errno::EINVAL, e.to_string()),
             offset: u32::try_from(e.offset()).ok(),
@@ -348,7 +352,7 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
 }
 
 /// Converts one whole request message given as bytes (as [`NetlinkMessage::parse`] takes
-/// it): its attributes are checked against their table first ([`crate::policy`]), as the
+/// it): its attributes are checked against their table first ([`policy`]), as the
 /// kernel validates a request before its handler reads it, then it is parsed and converted by
 /// [`request`].
 pub fn request_bytes(msg: &[u8]) -> Result<Request, RequestError> {
@@ -356,7 +360,7 @@ pub fn request_bytes(msg: &[u8]) -> Result<Request, RequestError> {
         let end = NetlinkHeader::parse_bytes(msg, 0)
             .map_or(msg.len(), |h| (h.length as usize).min(msg.len()));
         if base <= end {
-            crate::policy::check(policy, &msg[base..end], base)?;
+            policy::check(policy, &msg[base..end], base)?;
         }
     }
     let (parsed, _) = NetlinkMessage::parse(msg, 0)?;
@@ -365,7 +369,7 @@ pub fn request_bytes(msg: &[u8]) -> Result<Request, RequestError> {
 
 /// The table the attributes of request `msg` are checked against, and the offset of its
 /// attribute region (after the object's fixed header).
-fn policy_of(msg: &[u8]) -> Option<(&'static crate::policy::Policy, usize)> {
+fn policy_of(msg: &[u8]) -> Option<(&'static policy::Policy, usize)> {
     let h = NetlinkHeader::parse_bytes(msg, 0).ok()?;
     let header = match h.message_type {
         mt::RTM_NEWLINK | mt::RTM_DELLINK | mt::RTM_GETLINK | mt::RTM_SETLINK => LinkHeader::LEN,
@@ -379,7 +383,7 @@ fn policy_of(msg: &[u8]) -> Option<(&'static crate::policy::Policy, usize)> {
     let family = *msg.get(NetlinkHeader::LEN)?;
     let base = NetlinkHeader::LEN + header;
     (msg.len() >= base)
-        .then(|| crate::policy::for_request(h.message_type, h.flags, family))
+        .then(|| policy::for_request(h.message_type, h.flags, family))
         .flatten()
         .map(|p| (p, base))
 }
@@ -749,15 +753,15 @@ pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
     let attrs = &body[RouteHeader::LEN..];
     let base = NetlinkHeader::LEN + RouteHeader::LEN;
     // Framing and policy first, as the kernel checks every attribute before converting any.
-    let policy = crate::policy::for_request(t, h.flags, rh.family)?;
-    match crate::policy::check(policy, attrs, base) {
+    let policy = policy::for_request(t, h.flags, rh.family)?;
+    match policy::check(policy, attrs, base) {
         Ok(()) => {}
-        Err(crate::policy::Refusal::Framing(_)) => return None,
-        Err(crate::policy::Refusal::Policy(v)) => return Some(Err(v.into())),
+        Err(Refusal::Framing(_)) => return None,
+        Err(Refusal::Policy(v)) => return Some(Err(v.into())),
     }
     let convert = || {
         let mut b = RouteBuilder::new(&rh)?;
-        for (_, nla) in crate::nla::NlaIter::new(attrs, base).flatten() {
+        for (_, nla) in fibre_netlink::nla::NlaIter::new(attrs, base).flatten() {
             b.attr(&RouteAttr::decode(nla))?;
         }
         Ok(b.finish())
@@ -1758,7 +1762,7 @@ fn extack_of(e: &RequestError) -> Vec<ExtAckAttr<'_>> {
         extack.push(ExtAckAttr::Msg(NlStr::new(text)));
     }
     extack.extend(e.offset.map(ExtAckAttr::Offset));
-    if let Ok(attrs) = crate::nla::parse_attrs(&e.policy, 0) {
+    if let Ok(attrs) = fibre_netlink::nla::parse_attrs(&e.policy, 0) {
         if !attrs.is_empty() {
             extack.push(ExtAckAttr::Policy(Nest {
                 flagged: true,

@@ -1,19 +1,14 @@
-//! rtnetlink multicast groups (RTNLGRP_*) fibre sends notifications to, and the bitmask a
-//! client's membership is kept in (bit `g - 1` for group `g`, which for groups 1..=32 is the
-//! legacy `nl_groups` bitmask of bind(2)).
+//! The multicast groups fibre sends notifications to (the codec's RTNLGRP_* numbers, re-exported
+//! so that one path names them all), the bitmask a client's membership is kept in (bit `g - 1`
+//! for group `g`, which for groups 1..=32 is the legacy `nl_groups` bitmask of bind(2)), and
+//! the groups `ip monitor OBJECT` joins.
 
-pub const LINK: u32 = 1;
-pub const NEIGH: u32 = 3;
-pub const IPV4_IFADDR: u32 = 5;
-pub const IPV4_ROUTE: u32 = 7;
-pub const IPV4_RULE: u32 = 8;
-pub const IPV6_IFADDR: u32 = 9;
-pub const IPV6_ROUTE: u32 = 11;
-pub const IPV6_RULE: u32 = 19;
-pub const NEXTHOP: u32 = 32;
-/// Highest group number a membership can name.
+pub use fibre_netlink::message::groups::*;
+
+/// Highest group number a membership can name: the membership is a `u64` bitmask.
 pub const MAX: u32 = 64;
 
+/// The bit of `group` (1..=[`MAX`]) in a membership mask.
 pub fn bit(group: u32) -> u64 {
     1u64 << (group - 1)
 }
