@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    fibre_netlink::convert::check_requests(data);
+    fibre_proto::convert::check_requests(data);
 });

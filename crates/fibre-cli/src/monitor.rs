@@ -12,12 +12,12 @@ use crate::args::matches;
 use crate::out::Printer;
 use crate::route::Shown;
 use crate::{Names, Options};
-use fibre_netlink::convert;
 use fibre_netlink::message::types as mt;
 use fibre_netlink::{Messages, Payload};
-use fibred::client::SocketClient;
-use fibred::engine::{membership_request, MEMBERSHIP_ADD};
-use fibred::groups;
+use fibre_proto::client::SocketClient;
+use fibre_proto::convert;
+use fibre_proto::groups;
+use fibre_proto::membership::{self, MEMBERSHIP_ADD};
 use std::io::Write;
 use std::path::Path;
 
@@ -77,7 +77,7 @@ pub fn run(
     };
     let mut join = Vec::new();
     for (i, g) in joined.iter().enumerate() {
-        join.extend_from_slice(&membership_request(MEMBERSHIP_ADD, *g, i as u32 + 1));
+        join.extend_from_slice(&membership::request(MEMBERSHIP_ADD, *g, i as u32 + 1));
     }
     if let Err(e) = client.send(&join) {
         let _ = writeln!(stderr, "fibre: cannot subscribe: {e}");

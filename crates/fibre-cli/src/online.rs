@@ -15,8 +15,8 @@
 
 use fibre_fib::types::*;
 use fibre_fib::Fib;
-use fibre_netlink::convert::{self, NeighDump, Request};
 use fibre_netlink::{Messages, Payload};
+use fibre_proto::convert::{self, NeighDump, Request};
 use fibre_ring::{Client, ClientConfig};
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
@@ -59,7 +59,7 @@ pub fn choose(explicit: Option<&str>, offline: bool) -> Result<Backend, String> 
     if let Some(path) = named {
         return Remote::connect(&path).map(Backend::Remote);
     }
-    let default = fibred::default_socket();
+    let default = fibre_proto::client::default_socket();
     if default.exists() {
         if let Ok(r) = Remote::connect(&default) {
             return Ok(Backend::Remote(r));

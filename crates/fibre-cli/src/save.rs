@@ -15,9 +15,9 @@
 use crate::error::CmdError;
 use crate::Cli;
 use fibre_fib::types::*;
-use fibre_netlink::convert;
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{Messages, Payload};
+use fibre_proto::convert;
 use std::io::{IsTerminal, Read, Write};
 
 /// iproute2's `_SAVE_MAGIC`.

@@ -3,8 +3,8 @@
 //! kernel beside it, and a flood of ICMPv6 "packet too big" for distinct destinations.
 //!
 //! Part 1: for 1k, 3k, 6k, 9k, 100k and 1M permanent IPv6 /64 routes plus one expiring route,
-//! the time of one `Fib::expire` pass (a) with the expiring route not yet due -- what the
-//! seed timed (its GC timer callback, run while the route waited to expire), timed over
+//! the time of one `Fib::expire` pass (a) with the expiring route not yet due -- what that
+//! series timed (its GC timer callback, run while the route waited to expire), timed over
 //! batches of passes -- and (b) the pass that reclaims it once due (re-added, untimed, between
 //! passes), which also removes the route from its table: an O(log n) tree removal, as the
 //! kernel's fib6_del is. Bar (MISSION.md): 1M:1k ratio of pass (a) <= 1.2; (b) is printed

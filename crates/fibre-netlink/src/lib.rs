@@ -3,7 +3,9 @@
 //! Parses and emits the rtnetlink messages fibre's daemon serves: the netlink header and its
 //! control messages ([`message`]), and one module per rtnetlink object -- [`link`],
 //! [`address`], [`route`], [`rule`], [`neighbour`], [`nexthop`] -- each with a fixed header and
-//! one file per attribute group. [`convert`] maps messages to and from fibre's model types.
+//! one file per attribute group; [`policy`] holds the kernel's attribute policies, which
+//! requests are checked against before anything reads them. The codec knows the wire only:
+//! turning messages into routing requests and objects is fibre-proto's job, above it.
 //!
 //! Invariants, relied on by the server and checked by the tests and the fuzzer:
 //! - Parsing never panics, whatever the input; malformed framing is a [`DecodeError`] that says
@@ -14,7 +16,7 @@
 //! - Fixed headers are read through smoltcp-style views (`XxxPacket<T: AsRef<[u8]>>`) whose
 //!   `new_checked` constructor guarantees the accessors cannot panic; see [`wire`].
 //!
-//! The crate has no dependencies beyond std and fibre-fib (for [`convert`]'s types).
+//! The crate has no dependencies beyond std.
 
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
@@ -22,7 +24,6 @@
 pub mod wire;
 
 pub mod address;
-pub mod convert;
 mod error;
 pub mod link;
 pub mod message;

@@ -74,6 +74,21 @@ pub mod flags {
     pub const NLM_F_ACK_TLVS: u16 = 0x200;
 }
 
+/// rtnetlink multicast groups (RTNLGRP_*, named without the prefix) that carry the
+/// notifications of the objects this codec knows. Groups 1..=32 are also bits of bind(2)'s
+/// legacy `nl_groups` mask (RTMGRP_*): group `g` is bit `g - 1`.
+pub mod groups {
+    pub const LINK: u32 = 1;
+    pub const NEIGH: u32 = 3;
+    pub const IPV4_IFADDR: u32 = 5;
+    pub const IPV4_ROUTE: u32 = 7;
+    pub const IPV4_RULE: u32 = 8;
+    pub const IPV6_IFADDR: u32 = 9;
+    pub const IPV6_ROUTE: u32 = 11;
+    pub const IPV6_RULE: u32 = 19;
+    pub const NEXTHOP: u32 = 32;
+}
+
 fixed_header! {
     /// `struct nlmsghdr`.
     pub struct NetlinkHeader;

@@ -1,13 +1,17 @@
 //! Attribute policies: the length (and for integers the range) each attribute of a request
-//! must have, checked on the request's bytes before [`crate::convert`] reads them, as the
-//! kernel validates every attribute against its family's `nla_policy` table (`validate_nla`
-//! in lib/nlattr.c) before a handler sees the message.
+//! must have, checked on the request's bytes before anything reads their values (fibre-proto's
+//! conversion to the FIB's types), as the kernel validates every attribute against its
+//! family's `nla_policy` table (`validate_nla` in lib/nlattr.c) before a handler sees the
+//! message.
 //!
 //! The codec itself never refuses a value of the wrong form: it keeps such an attribute raw
 //! (see [`crate::nla`]), and conversion, which reads typed attributes only, would then act as
 //! if the attribute were absent -- a delete aimed at table 100 with a 2-byte RTA_TABLE would
-//! delete from the main table. [`check`] closes that gap; [`crate::convert::request_bytes`]
-//! and [`crate::convert::route_request`] call it first.
+//! delete from the main table. [`check`] closes that gap; the conversion calls it first
+//! (`fibre_proto::convert::request_bytes` and `route_request`).
+//!
+//! A refusal is the codec's own ([`Violation`]: errno, text, offset, rule): what the FIB's
+//! error type makes of it is the conversion's business, so the codec knows nothing of the FIB.
 //!
 //! One table per object and operation, each named after the kernel table it mirrors. The
 //! facts (type, length, range, which attributes are validated strictly, the errno and text of
@@ -39,7 +43,10 @@
 
 use crate::nla::{NlaIter, NLA_F_NESTED, NLA_TYPE_MASK};
 use crate::DecodeError;
-use fibre_fib::types::{Errno, RtError};
+
+/// The errnos a failed check answers (Linux's numbers, positive as `errno` holds them).
+const EINVAL: i32 = 22;
+const ERANGE: i32 = 34;
 
 /// What one attribute's value must be (a kernel `nla_policy` entry, as far as it constrains
 /// requests).
@@ -111,21 +118,15 @@ impl Policy {
     }
 }
 
-/// An attribute that breaks its table's rule: the kernel's errno and text, the offset of the
-/// attribute's header in the message, and the rule when the kernel describes it in
-/// NLMSGERR_ATTR_POLICY.
+/// An attribute that breaks its table's rule: the kernel's errno (positive) and extended-ACK
+/// text, the offset of the attribute's header in the message, and the rule when the kernel
+/// describes it in NLMSGERR_ATTR_POLICY ([`describe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Violation {
-    pub errno: Errno,
+    pub errno: i32,
     pub text: &'static str,
     pub offset: Option<usize>,
     pub rule: Option<Rule>,
-}
-
-impl Violation {
-    pub fn error(&self) -> RtError {
-        RtError::msg(self.errno, self.text)
-    }
 }
 
 /// Why [`check`] refused a region: its framing, or a rule.
@@ -155,18 +156,18 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
     let Some(rule) = policy.rule(number) else {
         return match policy.strict_max {
             Some(max) if number == 0 || number > max => {
-                fail(Errno::EINVAL, "Unknown attribute type", None)
+                fail(EINVAL, "Unknown attribute type", None)
             }
             _ => Ok(()),
         };
     };
     let len = value.len();
-    let width = |w: u8, exact: bool| -> Option<(Errno, &'static str)> {
+    let width = |w: u8, exact: bool| -> Option<(i32, &'static str)> {
         let w = w as usize;
         if exact && len != w {
-            Some((Errno::EINVAL, BAD_LENGTH))
+            Some((EINVAL, BAD_LENGTH))
         } else if len < w {
-            Some((Errno::ERANGE, FAILED))
+            Some((ERANGE, FAILED))
         } else {
             None
         }
@@ -184,7 +185,7 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
             }
             let v = unsigned(value, w);
             if v < min || v > max {
-                return fail(Errno::ERANGE, OUT_OF_RANGE, described);
+                return fail(ERANGE, OUT_OF_RANGE, described);
             }
         }
         Rule::Sint {
@@ -200,7 +201,7 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
             let shift = 64 - 8 * w as u32;
             let v = ((unsigned(value, w) << shift) as i64) >> shift;
             if v < min || v > max {
-                return fail(Errno::ERANGE, OUT_OF_RANGE, described);
+                return fail(ERANGE, OUT_OF_RANGE, described);
             }
         }
         Rule::Mask { width: w, .. } => {
@@ -210,22 +211,22 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
         }
         Rule::Be32 => {
             if len != 4 {
-                return fail(Errno::EINVAL, BAD_LENGTH, None);
+                return fail(EINVAL, BAD_LENGTH, None);
             }
         }
         Rule::Flag => {
             if len != 0 {
-                return fail(Errno::ERANGE, FAILED, described);
+                return fail(ERANGE, FAILED, described);
             }
         }
         Rule::Min(n) => {
             if len < n as usize {
-                return fail(Errno::ERANGE, FAILED, None);
+                return fail(ERANGE, FAILED, None);
             }
         }
         Rule::Binary(n) => {
             if len > n as usize {
-                return fail(Errno::ERANGE, FAILED, described);
+                return fail(ERANGE, FAILED, described);
             }
         }
         Rule::Str(n) => {
@@ -234,25 +235,25 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
                 _ => value,
             };
             if len == 0 || text.len() > n as usize {
-                return fail(Errno::ERANGE, FAILED, described);
+                return fail(ERANGE, FAILED, described);
             }
         }
         Rule::NulStr => {
             if !value.contains(&0) {
-                return fail(Errno::EINVAL, FAILED, described);
+                return fail(EINVAL, FAILED, described);
             }
         }
         Rule::Nested => {
             if (1..4).contains(&len) {
-                return fail(Errno::ERANGE, FAILED, described);
+                return fail(ERANGE, FAILED, described);
             }
         }
         Rule::NestedFlagged => {
             if kind & NLA_F_NESTED == 0 {
-                return fail(Errno::EINVAL, "NLA_F_NESTED is missing", described);
+                return fail(EINVAL, "NLA_F_NESTED is missing", described);
             }
         }
-        Rule::Reject(text) => return fail(Errno::EINVAL, text, None),
+        Rule::Reject(text) => return fail(EINVAL, text, None),
     }
     Ok(())
 }
@@ -298,7 +299,7 @@ const RTNH_LEN: usize = 8;
 /// the codec, which keeps them raw.
 fn route_nests(attrs: &[u8], base: usize) -> Result<(), Violation> {
     let invalid = |text, offset| Violation {
-        errno: Errno::EINVAL,
+        errno: EINVAL,
         text,
         offset,
         rule: None,
@@ -835,7 +836,7 @@ mod tests {
     fn answer(p: &Policy, kind: u16, len: usize) -> Option<(i32, &'static str, bool)> {
         check_one(p, kind, &vec![0u8; len], 28)
             .err()
-            .map(|v| (v.errno.0, v.text, v.rule.is_some()))
+            .map(|v| (v.errno, v.text, v.rule.is_some()))
     }
 
     /// The reproductions: a 2-byte and a 1-byte RTA_TABLE, a 3-byte RTA_DST, a

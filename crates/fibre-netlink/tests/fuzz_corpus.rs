@@ -1,62 +1,30 @@
-//! Replays the fuzzers' seed corpus (the kernel captures, tests/captures/*.bin), the inputs
-//! with which fuzzing found bugs (tests/fuzz-regressions/) and every truncation of every
-//! captured message through the same checks the cargo-fuzz targets run (fuzz/fuzz_targets/),
-//! so CI exercises them without a nightly compiler.
+//! Replays the fuzzers' seed corpus, the inputs with which fuzzing found bugs and every
+//! truncation of every captured message through the check the `codec` cargo-fuzz target runs
+//! (fuzz/fuzz_targets/codec.rs), so CI exercises it without a nightly compiler.
 
-use fibre_netlink::{check_round_trip, convert, Messages};
-use std::path::PathBuf;
+#[path = "common/corpus.rs"]
+mod corpus;
 
-fn seeds() -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
-        .collect();
-    files.sort();
-    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
-}
+use fibre_netlink::check_round_trip;
 
 #[test]
 fn seed_corpus_passes_the_fuzz_checks() {
-    let mut messages = 0;
-    for seed in seeds() {
-        messages += check_round_trip(&seed);
-        convert::check_requests(&seed);
-    }
+    let messages: usize = corpus::seeds().iter().map(|s| check_round_trip(s)).sum();
     assert!(messages > 150, "{messages}");
 }
 
 #[test]
 fn fuzz_regressions_pass_the_fuzz_checks() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
-    let mut n = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+    let regressions = corpus::regressions();
+    assert!(!regressions.is_empty());
+    for bytes in regressions {
         check_round_trip(&bytes);
-        convert::check_requests(&bytes);
-        n += 1;
     }
-    assert!(n > 0);
 }
 
 #[test]
 fn truncated_messages_pass_the_fuzz_checks() {
-    for seed in seeds() {
-        for r in Messages::new(&seed) {
-            let (offset, msg) = r.unwrap();
-            let whole = &seed[offset..offset + msg.header.length as usize];
-            for cut in 0..whole.len() {
-                let mut part = whole[..cut].to_vec();
-                check_round_trip(&part);
-                convert::check_requests(&part);
-                // The same bytes with nlmsg_len claiming the cut length.
-                if cut >= 4 {
-                    part[..4].copy_from_slice(&(cut as u32).to_ne_bytes());
-                    check_round_trip(&part);
-                    convert::check_requests(&part);
-                }
-            }
-        }
-    }
+    corpus::each_truncation(|part| {
+        check_round_trip(part);
+    });
 }

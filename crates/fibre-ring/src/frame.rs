@@ -17,9 +17,10 @@
 //! - `COPY`: the message was too large for a frame; the producer sent it over the control
 //!   socket *before* publishing this placeholder, so the consumer reads it from the socket in
 //!   ring order. Owned by the consumer.
-//! - `SKIP`: the consumer kept the message past its read position (seed: user space queueing
-//!   frames for later); the producer passes over SKIP frames when it looks for a free one and
-//!   only finds the ring full when no frame is UNUSED. Owned by the consumer.
+//! - `SKIP`: the consumer kept the message past its read position (user space may queue
+//!   frames for later, as NL_MMAP_STATUS_SKIP allowed in Linux 3.10's netlink mmap); the
+//!   producer passes over SKIP frames when it looks for a free one and only finds the ring
+//!   full when no frame is UNUSED. Owned by the consumer.
 //!
 //! Memory ordering: the producer writes payload, length and sender, then stores the status with
 //! `Release`; the consumer loads the status with `Acquire` and only then reads length and

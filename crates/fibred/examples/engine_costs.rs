@@ -11,8 +11,8 @@
 //! Skips with a message when the data file is absent.
 
 use fibre_fib::types::*;
-use fibre_netlink::convert::{self, Request};
 use fibre_netlink::message::flags as nf;
+use fibre_proto::convert::{self, Request};
 use fibred::engine::{ClientCtx, Outcome, Prepared, Reply};
 use fibred::Engine;
 use std::io::{BufRead, BufReader};

@@ -20,10 +20,10 @@
 //! Skips with a message when the data file is absent.
 
 use fibre_fib::types::*;
-use fibre_netlink::convert::{self, Request};
 use fibre_netlink::message::flags as nf;
 use fibre_netlink::{Messages, Payload};
-use fibred::client::SocketClient;
+use fibre_proto::client::SocketClient;
+use fibre_proto::convert::{self, Request};
 use fibred::{Config, Daemon};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr};

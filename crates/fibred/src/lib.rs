@@ -5,12 +5,13 @@
 //! - [`server`]: the threads -- one writer owning the engine, one per client connection
 //!   (netlink datagrams over AF_UNIX SOCK_SEQPACKET, or the shared-memory ring of fibre-ring
 //!   when the connection starts with its setup request), one for AF_UNIX SOCK_DGRAM.
-//! - [`groups`]: rtnetlink multicast groups and the membership request that stands in for
-//!   NETLINK_ADD_MEMBERSHIP on a Unix socket ([`engine::FIBRE_MEMBERSHIP`]).
 //! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
 //!   checked restore and the atomic write.
 //! - [`log`]: leveled key=value logs on stderr.
 //! - [`alloc`]: the C allocator's settings for memory that crosses the daemon's threads.
+//!
+//! What the daemon shares with its clients (message conversions, multicast groups, the
+//! membership message, the default socket path) is fibre-proto's.
 //!
 //! Who may call what: only the writer thread calls [`engine::Engine`] (and through it
 //! changes the state); client threads answer reads (`route get`, dumps) themselves from the
@@ -20,9 +21,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod alloc;
-pub mod client;
 pub mod engine;
-pub mod groups;
 pub mod log;
 pub mod server;
 pub mod state;
@@ -30,4 +29,4 @@ use fibre_sys as sys;
 pub mod view;
 
 pub use engine::Engine;
-pub use server::{default_socket, Config, Daemon};
+pub use server::{Config, Daemon};

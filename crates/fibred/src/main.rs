@@ -1,11 +1,11 @@
 //! `fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]
 //! [--max-clients N] [--admin-group GROUP] [-v]...`
 //!
-//! With no arguments it listens on [`fibred::default_socket`] and keeps no state file. The log
-//! level comes from `-v` (debug) or FIBRE_LOG (error, warn, info, debug); SIGTERM or SIGINT
-//! stops it cleanly: the state is saved and the sockets are removed. Exits 1 when it cannot
-//! start (a state file it cannot restore or save to, among others) or when the final save
-//! fails.
+//! With no arguments it listens on [`fibre_proto::client::default_socket`] and keeps no state
+//! file. The log level comes from `-v` (debug) or FIBRE_LOG (error, warn, info, debug); SIGTERM
+//! or SIGINT stops it cleanly: the state is saved and the sockets are removed. Exits 1 when it
+//! cannot start (a state file it cannot restore or save to, among others) or when the final
+//! save fails.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -76,7 +76,7 @@ fn main() {
             }
         }
     }
-    let socket = socket.unwrap_or_else(fibred::default_socket);
+    let socket = socket.unwrap_or_else(fibre_proto::client::default_socket);
     let dgram = dgram.unwrap_or_else(|| Some(Config::dgram_beside(&socket)));
     if let Err(e) = fibred::server::block_termination_signals() {
         fibred::log!(Level::Error, "cannot block signals", error = e);

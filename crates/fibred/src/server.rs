@@ -188,19 +188,6 @@ impl Config {
     }
 }
 
-/// Where fibred listens when nothing says otherwise: $FIBRE_SOCKET, else
-/// $XDG_RUNTIME_DIR/fibre/fibred.sock, else /run/fibre/fibred.sock.
-pub fn default_socket() -> PathBuf {
-    if let Some(p) = std::env::var_os("FIBRE_SOCKET").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|p| !p.is_empty())
-        .map(|d| PathBuf::from(d).join("fibre"))
-        .unwrap_or_else(|| PathBuf::from("/run/fibre"));
-    dir.join("fibred.sock")
-}
-
 struct NoteQueue {
     msgs: VecDeque<Arc<[u8]>>,
     bytes: usize,
@@ -260,10 +247,10 @@ impl Client {
 /// NLMSG_ERROR -ENOBUFS with sequence 0: notifications were lost.
 fn enobufs(port: u32) -> Vec<u8> {
     let header = [0u8; 16];
-    let e = fibre_netlink::convert::RequestError::from(fibre_fib::RtError::new(
+    let e = fibre_proto::convert::RequestError::from(fibre_fib::RtError::new(
         fibre_fib::Errno::ENOBUFS,
     ));
-    let mut m = fibre_netlink::convert::ack(&header, Err(&e), true, port);
+    let mut m = fibre_proto::convert::ack(&header, Err(&e), true, port);
     m.header.sequence = 0;
     m.to_bytes()
 }
@@ -396,7 +383,7 @@ fn fan_out(clients: &[Weak<Client>], notes: Vec<engine::Note>) {
         let bytes: Arc<[u8]> = n.bytes.into();
         for c in live
             .iter()
-            .filter(|c| crate::groups::has(c.groups.load(Ordering::Relaxed), n.group))
+            .filter(|c| fibre_proto::groups::has(c.groups.load(Ordering::Relaxed), n.group))
         {
             c.push_note(&bytes);
         }
@@ -1264,7 +1251,7 @@ struct DgramMember {
 fn has_membership(datagram: &[u8]) -> bool {
     fibre_netlink::Messages::new(datagram)
         .map_while(Result::ok)
-        .any(|(_, m)| m.header.message_type == crate::engine::FIBRE_MEMBERSHIP)
+        .any(|(_, m)| m.header.message_type == fibre_proto::membership::FIBRE_MEMBERSHIP)
 }
 
 /// Bytes of complete messages and number of dumps among `replies`.
@@ -1524,10 +1511,10 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
             if member.is_none() && has_membership(&req) {
                 if members.len() >= DGRAM_MEMBERS {
                     crate::log!(Level::Info, "datagram memberships full", to = key);
-                    let e = fibre_netlink::convert::RequestError::from(fibre_fib::RtError::new(
+                    let e = fibre_proto::convert::RequestError::from(fibre_fib::RtError::new(
                         fibre_fib::Errno::ENOSPC,
                     ));
-                    let answer = fibre_netlink::convert::ack(&req, Err(&e), false, 0).to_bytes();
+                    let answer = fibre_proto::convert::ack(&req, Err(&e), false, 0).to_bytes();
                     pending_for(&mut pending, &key, got.from, &shared)
                         .queue(vec![Reply::Messages(answer)]);
                     continue;

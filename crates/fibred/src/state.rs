@@ -35,9 +35,9 @@
 use crate::engine::{split_messages, ClientCtx, Engine, Outcome, Reply};
 use fibre_fib::types::*;
 use fibre_fib::Fib;
-use fibre_netlink::convert::{self, Request};
 use fibre_netlink::message::types as mt;
 use fibre_netlink::{Messages, NetlinkMessage, Payload};
+use fibre_proto::convert::{self, Request};
 use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, Write};

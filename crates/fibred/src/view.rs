@@ -36,7 +36,7 @@ use fibre_fib::types::{
     Address, Errno, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule,
 };
 use fibre_fib::{Clock, Fib, RouteHint, Settings, SystemClock};
-use fibre_netlink::convert::{Request, RequestError};
+use fibre_proto::convert::{Request, RequestError};
 use fibre_publish::{ReadGuard, Reader, Replica, Writer};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

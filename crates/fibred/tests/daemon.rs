@@ -2,12 +2,13 @@
 //! ACK that leave the state unchanged, notifications, bounded queues, the state file.
 
 use fibre_fib::types::*;
-use fibre_netlink::convert::{self, Request};
 use fibre_netlink::message::types as mt;
 use fibre_netlink::{Messages, NetlinkMessage, Payload};
-use fibred::client::SocketClient;
-use fibred::engine::{membership_request, MEMBERSHIP_ADD};
-use fibred::{groups, Config, Daemon};
+use fibre_proto::client::SocketClient;
+use fibre_proto::convert::{self, Request};
+use fibre_proto::groups;
+use fibre_proto::membership::{self, MEMBERSHIP_ADD};
+use fibred::{Config, Daemon};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
@@ -123,7 +124,7 @@ fn ring_clients_are_served_and_notified() {
     let d = start(&dir, None);
     // A monitor on the socket, joined to the IPv4 route group.
     let mut mon = SocketClient::connect(d.socket()).unwrap();
-    let join = membership_request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 7);
+    let join = membership::request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 7);
     assert_eq!(error_of(talk(&mut mon, &join).last().unwrap()).0, 0);
 
     let mut ring =
@@ -234,7 +235,7 @@ fn a_monitor_that_never_reads_costs_bounded_memory_and_learns_of_the_loss() {
     let dir = tempdir("slow");
     let d = start(&dir, None);
     let mut mon = SocketClient::connect(d.socket()).unwrap();
-    let join = membership_request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 7);
+    let join = membership::request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 7);
     assert_eq!(error_of(talk(&mut mon, &join).last().unwrap()).0, 0);
     let mut ring =
         fibre_ring::Client::connect(d.socket(), fibre_ring::ClientConfig::default()).unwrap();
@@ -326,7 +327,7 @@ fn expired_routes_are_reclaimed_and_announced_on_time() {
     let dir = tempdir("gc");
     let d = start(&dir, None);
     let mut mon = SocketClient::connect(d.socket()).unwrap();
-    let join = membership_request(MEMBERSHIP_ADD, groups::IPV6_ROUTE, 1);
+    let join = membership::request(MEMBERSHIP_ADD, groups::IPV6_ROUTE, 1);
     assert_eq!(error_of(talk(&mut mon, &join).last().unwrap()).0, 0);
     let mut c = SocketClient::connect(d.socket()).unwrap();
     for (i, dst) in ["2001:db8:1::", "2001:db8:2::"].iter().enumerate() {

@@ -1,5 +1,7 @@
 //! Per-link settings (`conf`): the commands of a namespace experiment (kernel 6.18, iproute2
-//! 6.1, settings written with `sysctl -w`) and what the kernel answered.
+//! 6.1, settings written with `sysctl -w`) and what the kernel answered. They stay here, not
+//! in `tests/scenarios/`, because a scenario is an `ip -batch` file and can not write a sysctl
+//! between its commands.
 
 use super::*;
 
@@ -64,12 +66,12 @@ fn ignore_routes_with_linkdown_skips_and_shows_dead() {
     assert_eq!(via(&f, "2001:db8:77::1"), Some(ip("2001:db8:9::2")));
     // `route show`: "10.77.0.0/16 via 10.0.0.2 dev d0 dead linkdown", and the multipath
     // route's d0 leg "dead linkdown".
-    let shown = dump(&f, Family::Inet);
+    let routes = f.routes(Some(Family::Inet));
     assert!(
-        shown
-            .iter()
-            .any(|l| l.contains("10.77.0.0/16") && l.contains("10.0.0.2") && l.contains("dead")),
-        "{shown:?}"
+        routes.iter().any(|r| r.dst == pfx("10.77.0.0/16")
+            && r.nexthop.gateway == Some(ip("10.0.0.2"))
+            && r.flags & nh_flags::DEAD != 0),
+        "{routes:?}"
     );
     let mp = f
         .routes(Some(Family::Inet))

@@ -7,7 +7,7 @@
 use super::{ClientCtx, Engine, Outcome, Prepared, Reply};
 use fibre_fib::types::*;
 use fibre_fib::Fib;
-use fibre_netlink::convert::{self, Request};
+use fibre_proto::convert::{self, Request};
 
 /// `IFF_UP`, for the links the checks bring up.
 pub(super) const IFF_UP: u32 = 1;

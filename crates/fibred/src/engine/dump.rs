@@ -18,10 +18,10 @@ use super::{pad4, Origin, Outcome, Reply};
 use crate::view::FibReader;
 use fibre_fib::types::*;
 use fibre_fib::{Fib, RouteDumpPos, RouteEntry};
-use fibre_netlink::convert::{self, Request, RequestError};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::nla::{NlaIter, NLA_HDRLEN};
 use fibre_netlink::{NetlinkHeader, Payload};
+use fibre_proto::convert::{self, Request, RequestError};
 use std::net::IpAddr;
 
 /// A route dump in progress: a cursor into the published state, read a piece at a time.

@@ -40,39 +40,13 @@ pub use dump::DumpStream;
 use dump::{is_read, read};
 use notify::RouteChange;
 
-use crate::groups;
 use crate::view::{Change, FibReader, FibWriter};
 use fibre_fib::types::*;
 use fibre_fib::{Fib, Settings};
-use fibre_netlink::convert::{self, Request, RequestError};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage};
-
-/// `nlmsg_type` of fibre's membership request, the Unix-socket stand-in for the
-/// NETLINK_ADD_MEMBERSHIP / NETLINK_DROP_MEMBERSHIP socket options and for `nl_groups` in
-/// bind(2). Below NLMSG_MIN_TYPE (0x10), beside the ring's setup message (0x0f). Body: a u32
-/// operation ([`MEMBERSHIP_ADD`], [`MEMBERSHIP_DROP`], [`MEMBERSHIP_SET_GROUPS`]) and a u32
-/// argument (an RTNLGRP_* number, or the legacy `nl_groups` bitmask), native endian.
-pub const FIBRE_MEMBERSHIP: u16 = 0x0e;
-/// Join the RTNLGRP_* group given as argument (NETLINK_ADD_MEMBERSHIP).
-pub const MEMBERSHIP_ADD: u32 = 1;
-/// Leave the group (NETLINK_DROP_MEMBERSHIP).
-pub const MEMBERSHIP_DROP: u32 = 2;
-/// Replace the groups 1..=32 by the `nl_groups` bitmask given as argument (bind(2)).
-pub const MEMBERSHIP_SET_GROUPS: u32 = 3;
-
-/// A membership request as bytes (for clients).
-pub fn membership_request(op: u32, arg: u32, seq: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(24);
-    out.extend_from_slice(&24u32.to_ne_bytes());
-    out.extend_from_slice(&FIBRE_MEMBERSHIP.to_ne_bytes());
-    out.extend_from_slice(&(nf::NLM_F_REQUEST | nf::NLM_F_ACK).to_ne_bytes());
-    out.extend_from_slice(&seq.to_ne_bytes());
-    out.extend_from_slice(&0u32.to_ne_bytes());
-    out.extend_from_slice(&op.to_ne_bytes());
-    out.extend_from_slice(&arg.to_ne_bytes());
-    out
-}
+use fibre_proto::convert::{self, Request, RequestError};
+use fibre_proto::membership::{self, FIBRE_MEMBERSHIP};
 
 /// What one client's connection tells the engine about itself.
 #[derive(Debug, Clone, Copy, Default)]
@@ -533,7 +507,7 @@ impl Engine {
         } = msg.header;
         let want_ack = flags & nf::NLM_F_ACK != 0;
         if t == FIBRE_MEMBERSHIP {
-            let r = membership(msg.bytes, &mut client.groups);
+            let r = membership::apply(msg.bytes, &mut client.groups);
             answer(msg, r.map_err(RequestError::from), want_ack, port, out);
             return;
         }
@@ -587,28 +561,4 @@ impl Engine {
         }
         Ok(())
     }
-}
-
-fn membership(msg: &[u8], groups: &mut u64) -> Result<(), RtError> {
-    let body = msg.get(NetlinkHeader::LEN..).unwrap_or_default();
-    let (Some(op), Some(arg)) = (body.get(0..4), body.get(4..8)) else {
-        return Err(RtError::msg(Errno::EINVAL, "Membership request too short"));
-    };
-    let op = u32::from_ne_bytes([op[0], op[1], op[2], op[3]]);
-    let arg = u32::from_ne_bytes([arg[0], arg[1], arg[2], arg[3]]);
-    match op {
-        MEMBERSHIP_ADD | MEMBERSHIP_DROP => {
-            if arg == 0 || arg > groups::MAX {
-                return Err(RtError::msg(Errno::EINVAL, "Unknown multicast group"));
-            }
-            if op == MEMBERSHIP_ADD {
-                *groups |= groups::bit(arg);
-            } else {
-                *groups &= !groups::bit(arg);
-            }
-        }
-        MEMBERSHIP_SET_GROUPS => *groups = (*groups & !0xffff_ffff) | u64::from(arg),
-        _ => return Err(RtError::msg(Errno::EINVAL, "Unknown membership operation")),
-    }
-    Ok(())
 }

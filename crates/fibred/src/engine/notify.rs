@@ -17,13 +17,13 @@
 //!   deleted link after its addresses and routes.
 
 use super::{Engine, Note, Origin, Outcome};
-use crate::groups;
 use crate::view::Change;
 use fibre_fib::types::*;
 use fibre_fib::Fib;
-use fibre_netlink::convert::{self, Request};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::Payload;
+use fibre_proto::convert::{self, Request};
+use fibre_proto::groups;
 
 /// The state a diff compares, only for the groups somebody listens to.
 #[derive(Default)]

@@ -1,6 +1,8 @@
 use super::check::{drain, everything, IFF_UP};
 use super::*;
 use fibre_netlink::Payload;
+use fibre_proto::groups;
+use fibre_proto::membership::{MEMBERSHIP_ADD, MEMBERSHIP_DROP};
 use std::net::IpAddr;
 
 /// The status an answer carries, read through the codec: the error code of an NLMSG_ERROR
@@ -376,21 +378,21 @@ fn membership_requests_join_and_leave_groups() {
     let mut ctx = ClientCtx::default();
     let mut out = Outcome::default();
     e.handle(
-        &membership_request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 1),
+        &membership::request(MEMBERSHIP_ADD, groups::IPV4_ROUTE, 1),
         &mut ctx,
         0,
         &mut out,
     );
     assert!(groups::has(ctx.groups, groups::IPV4_ROUTE));
     e.handle(
-        &membership_request(MEMBERSHIP_DROP, groups::IPV4_ROUTE, 2),
+        &membership::request(MEMBERSHIP_DROP, groups::IPV4_ROUTE, 2),
         &mut ctx,
         0,
         &mut out,
     );
     assert_eq!(ctx.groups, 0);
     e.handle(
-        &membership_request(MEMBERSHIP_ADD, 0, 3),
+        &membership::request(MEMBERSHIP_ADD, 0, 3),
         &mut ctx,
         0,
         &mut out,
@@ -472,7 +474,7 @@ fn read_only_peers_read_but_every_change_gets_eperm() {
     let dump = convert::request_message(&Request::DumpLinks, 3, 0).to_bytes();
     e.handle(&dump, &mut ctx, 0, &mut out);
     e.handle(
-        &membership_request(MEMBERSHIP_ADD, groups::LINK, 4),
+        &membership::request(MEMBERSHIP_ADD, groups::LINK, 4),
         &mut ctx,
         0,
         &mut out,
