@@ -19,6 +19,7 @@
 //! deletion keep `Confs::dev` in step; lookups read `Fib::linkdown_ignored`, the derived set of
 //! links whose LINKDOWN next hops are skipped, empty unless the feature is used.
 
+use crate::flow::LinkdownIgnored;
 use crate::hash::KeyedMap;
 use crate::types::{Errno, Family, RtError};
 
@@ -71,12 +72,16 @@ pub(crate) struct DevConf {
     ignore_linkdown4_set: bool,
 }
 
-/// Every link's settings and `default`; `all` lives in [`crate::Settings`].
+/// Every link's settings and `default`; `all` lives in [`crate::Settings`]. Keeps the sets of
+/// links whose LINKDOWN next hops packet lookups skip equal to what the settings say: every
+/// method that changes a link's settings, or the set of links, recomputes them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Confs {
     default: DevConf,
     /// By interface index, which a netlink peer may choose when it creates a link: keyed hash.
     dev: KeyedMap<u32, DevConf>,
+    /// IPv4, IPv6: derived from `dev` and `all`'s ignore_routes_with_linkdown.
+    ignored: [LinkdownIgnored; 2],
 }
 
 impl Confs {
@@ -87,18 +92,33 @@ impl Confs {
         c
     }
 
-    /// A new link starts from `default`.
-    pub fn link_added(&mut self, ifindex: u32) {
+    /// A new link starts from `default`; `all4` is `all`'s IPv4 ignore_routes_with_linkdown.
+    pub fn link_added(&mut self, ifindex: u32, all4: bool) {
         let c = DevConf {
             rp_filter_set: false,
             ignore_linkdown4_set: false,
             ..self.default
         };
         self.dev.insert(ifindex, c);
+        self.refresh_ignored(all4);
     }
 
-    pub fn link_removed(&mut self, ifindex: u32) {
+    pub fn link_removed(&mut self, ifindex: u32, all4: bool) {
         self.dev.remove(&ifindex);
+        self.refresh_ignored(all4);
+    }
+
+    /// The links whose LINKDOWN next hops packet lookups skip: IPv4, IPv6.
+    #[inline]
+    pub fn ignored(&self) -> &[LinkdownIgnored; 2] {
+        &self.ignored
+    }
+
+    fn refresh_ignored(&mut self, all4: bool) {
+        self.ignored = [
+            LinkdownIgnored::new(self.ignoring(Family::Inet, all4)),
+            LinkdownIgnored::new(self.ignoring(Family::Inet6, all4)),
+        ];
     }
 
     /// The effective rp_filter of input link `iif` given `all`.
@@ -108,7 +128,7 @@ impl Confs {
     }
 
     /// The links whose LINKDOWN next hops lookups skip, sorted, for `family`.
-    pub fn ignoring(&self, family: Family, all4: bool) -> Vec<u32> {
+    fn ignoring(&self, family: Family, all4: bool) -> Vec<u32> {
         let mut v: Vec<u32> = self
             .dev
             .iter()
@@ -195,8 +215,9 @@ impl crate::Fib {
                 }
             }
         }
+        let all4 = s.ignore_routes_with_linkdown4;
         self.set_settings(s);
-        self.refresh_linkdown_ignored();
+        self.confs.refresh_ignored(all4);
         Ok(())
     }
 
@@ -223,14 +244,5 @@ impl crate::Fib {
             ConfKey::IgnoreLinkdown4 => c.ignore_linkdown4,
             ConfKey::IgnoreLinkdown6 => c.ignore_linkdown6,
         })
-    }
-
-    /// Recomputes the per-family sets of links whose LINKDOWN next hops lookups skip.
-    pub(crate) fn refresh_linkdown_ignored(&mut self) {
-        let all4 = self.settings().ignore_routes_with_linkdown4;
-        self.linkdown_ignored = [
-            crate::lookup::LinkdownIgnored::new(self.confs.ignoring(Family::Inet, all4)),
-            crate::lookup::LinkdownIgnored::new(self.confs.ignoring(Family::Inet6, all4)),
-        ];
     }
 }

@@ -1,20 +1,30 @@
-//! Precomputed forwarding results ("dsts"), cached on next hops.
+//! Precomputed forwarding results ("dsts"), held by the shared route infos, and the walk that
+//! keeps them current.
 //!
 //! After the kernel removed its route cache (Linux 3.6, merge commit 5e9965c15ba8 "Merge
-//! branch 'kill_rtcache'"), a lookup ends at a FIB next hop that
-//! already holds a ready-made output route; nothing is built per packet. fibre does the same:
-//! every next hop of every stored route carries a [`Dst`], built when the route is created and
-//! rebuilt when something it depends on changes (link state, MTU, addresses, which decide the
-//! preferred source). The [`crate::Fib`] generation counter is bumped by every such change, and
-//! each `Dst` records the generation it was built at, so a holder of a copied `Dst` (the data
-//! plane, a per-worker cache) can tell in one compare whether it is still valid.
+//! branch 'kill_rtcache'"), a lookup ends at a FIB next hop that already holds a ready-made
+//! output route; nothing is built per packet. fibre does the same, shaped as VPP's FIB: routes
+//! reference a shared forwarding object by typed index (a table entry names its route info,
+//! `ids::InfoId`, which every route with the same attributes and next hops shares), and the
+//! object holds one [`Dst`] per next hop.
 //!
-//! Invariants: after any `&mut Fib` call returns, every cached `Dst` reflects the current links,
-//! addresses and route attributes; `Fib::gen()` changes on every mutation, so a cache of lookup
-//! results (destination to `Dst`) is valid exactly while `Fib::gen()` is unchanged.
+//! Dependents, not everything: a change names its [`Reason`], which says which objects can
+//! depend on it. A link's state, carrier or MTU reaches only the objects with a next hop on that
+//! link (`route::Infos::on_link`, the index from a link to its dependents); an address change
+//! reaches every IPv4 object (inet_select_addr may take a preferred source from any link);
+//! settings reach none. Only the objects walked are rebuilt, and a dst whose result did not
+//! change keeps its generation.
+//!
+//! Contract for holders: each dst carries its own generation, unique over the life of a
+//! `Fib` and replaced whenever that next hop's forwarding result changes or its object is
+//! freed. A holder of a copy (the data plane, a per-worker cache) asks
+//! [`crate::Fib::dst_is_current`], one indexed load and one compare, whether its copy still
+//! holds; a change elsewhere leaves it current. Whether a destination still resolves to the
+//! same object is a question for the lookup (and [`crate::Fib::gen`]), not for the dst.
 
 use std::net::IpAddr;
 
+use crate::ids::{IfIndex, InfoId};
 use crate::types::{Errno, RouteType};
 
 /// A ready forwarding decision for one next hop.
@@ -36,8 +46,77 @@ pub struct Dst {
     pub table: u32,
     /// RTNH_F_* state of the next hop (LINKDOWN, DEAD, ONLINK).
     pub nh_flags: u32,
-    /// `Fib` generation this was built at.
+    /// This result's generation (see the module documentation): a copy whose generation is
+    /// its object's is current.
     pub gen: u64,
+    /// The object and next hop this result belongs to.
+    pub(crate) at: DstAt,
+}
+
+/// Where a [`Dst`] lives: its route info and the next hop's index in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct DstAt {
+    pub info: Option<InfoId>,
+    pub nh: usize,
+}
+
+impl Dst {
+    /// Whether `o` is the same forwarding result (generation and place aside).
+    pub(crate) fn same_result(&self, o: &Dst) -> bool {
+        (
+            self.rtype,
+            self.oif,
+            self.gateway,
+            self.mtu,
+            self.prefsrc,
+            self.table,
+            self.nh_flags,
+        ) == (
+            o.rtype, o.oif, o.gateway, o.mtu, o.prefsrc, o.table, o.nh_flags,
+        )
+    }
+}
+
+/// What changed, as a walk over forwarding results is told: it decides which objects can
+/// depend on the change (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The link went administratively down.
+    LinkDown(IfIndex),
+    LinkUp(IfIndex),
+    /// The link lost or regained its carrier.
+    CarrierDown(IfIndex),
+    CarrierUp(IfIndex),
+    MtuChange(IfIndex),
+    /// An address was added, removed or changed (the link's, or any: source selection falls
+    /// back to other links' addresses).
+    AddrChange,
+    /// A setting changed (forwarding, rp_filter, ignore_routes_with_linkdown): no forwarding
+    /// result holds one.
+    Settings,
+}
+
+/// Which objects a walk visits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Walk {
+    None,
+    /// The dependents of one link.
+    Link(IfIndex),
+    All,
+}
+
+impl Reason {
+    pub(crate) fn walk(self) -> Walk {
+        match self {
+            Reason::LinkDown(l)
+            | Reason::LinkUp(l)
+            | Reason::CarrierDown(l)
+            | Reason::CarrierUp(l)
+            | Reason::MtuChange(l) => Walk::Link(l),
+            Reason::AddrChange => Walk::All,
+            Reason::Settings => Walk::None,
+        }
+    }
 }
 
 /// Why a lookup found no usable route: small and Copy for the data plane.

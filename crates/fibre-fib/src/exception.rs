@@ -30,9 +30,11 @@ use smallvec::SmallVec;
 
 use crate::dst::LookupError;
 use crate::expiry::{remaining_secs, ExpiryQueue, InfoRef};
+use crate::flow::Flow;
+use crate::flow::LookupFlags;
 use crate::hash::{InternalMap, KeyedMap};
-use crate::lookup::{LookupFlags, Res};
-use crate::rule::Flow;
+use crate::ids::InfoId;
+use crate::lookup::Res;
 use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, RtError};
 use crate::Fib;
 
@@ -139,7 +141,7 @@ struct Bucket {
 }
 
 /// Names one exception in the expiry queue.
-type ExcRef = (u32, u64, u16, u128);
+type ExcRef = (InfoId, u64, u16, u128);
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Exceptions {
@@ -292,7 +294,7 @@ impl Fib {
             return Err(ExceptionError::BadAddress);
         }
         let flow = Flow {
-            dst: crate::ip_u128(dst),
+            dst: crate::prefix::ip_u128(dst),
             iif: crate::link::LOOPBACK_IFINDEX,
             ..Flow::empty()
         };
@@ -333,7 +335,7 @@ impl Fib {
             return Ok(ExceptionOutcome::Ignored);
         }
         let (iref, b) = self.bucket_of(&res);
-        let d = crate::ip_u128(dst);
+        let d = crate::prefix::ip_u128(dst);
         let path = self
             .exceptions
             .get(iref, res.nh, d, now)
@@ -399,7 +401,7 @@ impl Fib {
         let now = self.now_ms();
         let at = now + self.exceptions.config.redirect_expires as u64 * 1000;
         self.exceptions
-            .upsert(iref, b, crate::ip_u128(dst), now, |e| {
+            .upsert(iref, b, crate::prefix::ip_u128(dst), now, |e| {
                 e.gateway = Some(gateway);
                 e.expires_at = e.expires_at.max(at);
             });
@@ -421,7 +423,7 @@ impl Fib {
             .get(
                 (res.entry.info, info.serial),
                 res.nh,
-                crate::ip_u128(dst),
+                crate::prefix::ip_u128(dst),
                 self.now_ms(),
             )
             .copied()
@@ -502,7 +504,7 @@ impl Fib {
     }
 
     /// The live exceptions of one bucket as cached routes of table `tb`.
-    fn bucket_routes(&self, b: &Bucket, tb: u32, info: u32, now: u64, out: &mut Vec<Route>) {
+    fn bucket_routes(&self, b: &Bucket, tb: u32, info: InfoId, now: u64, out: &mut Vec<Route>) {
         let info = self.infos.get(info);
         let f = b.family;
         let mut dsts: Vec<(&u128, &Exception)> = b
@@ -515,7 +517,7 @@ impl Fib {
             let mut r = Route::new(
                 f,
                 Prefix {
-                    addr: crate::u128_ip(f, *dst),
+                    addr: crate::prefix::u128_ip(f, *dst),
                     len: f.max_len(),
                 },
             );
@@ -553,7 +555,7 @@ impl Fib {
             .exceptions
             .retain_buckets(|b| family.is_some_and(|f| f != b.family));
         if n > 0 {
-            self.gen += 1;
+            self.gens.changed(false);
         }
         n
     }
@@ -569,7 +571,7 @@ mod tests {
     use super::*;
 
     fn info() -> InfoRef {
-        (7, 1)
+        (InfoId::new(7), 1)
     }
     fn b() -> (u16, Family, u32, Option<IpAddr>) {
         (0, Family::Inet6, 2, None)

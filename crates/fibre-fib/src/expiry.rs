@@ -1,4 +1,5 @@
-//! Expiring routes: the clock, the queue of deadlines, and the GC pass.
+//! Expiring routes: the clock, the queue of deadlines, and the design of the GC pass (which
+//! `gc`, in the layer of `Fib`'s methods, runs).
 //!
 //! A route added with `expires SECONDS` stores its deadline (milliseconds on the [`Clock`]) in
 //! its shared info together with its prefix (so interning never shares an expiring info between
@@ -10,8 +11,9 @@
 //!    So a route stops matching at the moment it expires, whether or not GC has run, and
 //!    permanent routes pay one never-taken branch on a field the lookup already loaded: the
 //!    clock is read only when an expiring entry is met.
-//! 2. **GC reclaims.** [`Fib::expire`] pops due deadlines from [`ExpiryQueue`], an ordered set of
-//!    `(deadline, info id, info serial)` holding only the infos that expire. A pass costs
+//! 2. **GC reclaims.** [`crate::Fib::expire`] pops due deadlines from [`ExpiryQueue`], an
+//!    ordered set of `(deadline, info id, info serial)` holding only the infos that expire.
+//!    A pass costs
 //!    O(log n + k log n) for k due items among n expiring ones: it never looks at a permanent
 //!    route or at an exception that is not due, which is the point of the kernel series
 //!    "Remove expired routes with a separated list of routes" (net-next, July 2023; before it
@@ -31,13 +33,14 @@
 //!   number of expiring items only, so log n stays small even beside 1M permanent routes.
 //!
 //! # Why GC, replace, delete and lookups cannot race
-//! - **One writer owns the queue.** It is a plain field of [`Fib`], changed only through
-//!   `&mut Fib`: GC, add, replace and delete run one after the other by construction (the
+//! - **One writer owns the queue.** It is a private field of the route-info arena
+//!   (`route::Infos`), which queues an info when it stores it and takes it out when it frees
+//!   it, and it changes only through `&mut Fib`: GC, add, replace and delete run one after the other by construction (the
 //!   borrow checker rules out a concurrent mutation, no lock is involved). The kernel's version
 //!   linked routes into a GC list that the free paths and the GC walked under different locks.
 //! - **The queue holds names, not references.** An item is `(deadline, id, serial)`; the info's
 //!   serial changes whenever its slot is reused. A route freed by a delete or replace is taken
-//!   out of the queue before the mutation returns (`Fib::reap_released`), and an item that
+//!   out of the queue as it is freed, and an item that
 //!   somehow outlived its info would name a serial that no longer exists and be dropped.
 //!   Nothing can be reached through the queue after it is freed.
 //! - **GC is unobservable to lookups.** GC removes only routes whose deadline is <= now, and
@@ -50,19 +53,16 @@
 //!   protocol together with the expiry rule under loom; `tests/expiry_stress.rs` runs churn,
 //!   expiry and lookups on threads against a reference model.
 //!
-//! Who may call what: [`Fib::expire`] and [`Fib::next_expiry`] are for the owner's timer (the
-//! daemon's writer thread, or a test); every mutating entry point also reclaims what is due
-//! before it acts, so a request never sees an expired route.
+//! Who may call what: [`crate::Fib::expire`] and [`crate::Fib::next_expiry`] are for the
+//! owner's timer (the daemon's writer thread, or a test); every mutating entry point also
+//! reclaims what is due before it acts, so a request never sees an expired route.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
-use crate::fibtable::Key;
-use crate::types::{Family, Prefix};
-use crate::Fib;
+use crate::prefix::Key;
 
 /// Milliseconds since an arbitrary origin; never decreases.
 pub trait Clock: Send + Sync + fmt::Debug {
@@ -188,7 +188,7 @@ impl<T: Ord + Copy> ExpiryQueue<T> {
 }
 
 /// An info slot and its serial: names one stored route info for as long as it lives.
-pub(crate) type InfoRef = (u32, u64);
+pub(crate) type InfoRef = (crate::ids::InfoId, u64);
 
 /// At most this many due exceptions are reclaimed per GC pass, so that a pass after a flood
 /// of "packet too big" messages stays short (the rest wait for the next pass; lookups already
@@ -210,162 +210,6 @@ pub struct GcStats {
 /// back as `expires 2sec` at once, `1sec` a moment later).
 pub(crate) fn remaining_secs(at: u64, now: u64) -> u32 {
     (at.saturating_sub(now) / 1000).min(u32::MAX as u64) as u32
-}
-
-impl Fib {
-    /// Replaces the clock (tests and the offline CLI use a [`ManualClock`]).
-    pub fn set_clock(&mut self, clock: Arc<dyn Clock>) {
-        self.clock = clock;
-    }
-
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
-    }
-
-    #[inline]
-    pub(crate) fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
-    }
-
-    /// The deadline of a route requested with `expires` seconds, stored under prefix `dst`.
-    pub(crate) fn expiry_of(&self, expires: Option<u32>, dst: Key) -> Option<Expiry> {
-        expires.map(|s| Expiry {
-            at: self.now_ms() + s as u64 * 1000,
-            dst,
-        })
-    }
-
-    /// Whether the route info `id` has expired. Reads the clock only for expiring routes.
-    #[inline]
-    pub(crate) fn info_expired(&self, id: u32) -> bool {
-        match self.infos.get(id).spec.expires {
-            None => false,
-            Some(x) => x.at <= self.now_ms(),
-        }
-    }
-
-    /// Queues a newly stored info that has a deadline.
-    pub(crate) fn track_expiry(&mut self, id: u32) {
-        let info = self.infos.get(id);
-        if let Some(x) = info.spec.expires {
-            self.expiry.insert(x.at, (id, info.serial));
-        }
-    }
-
-    /// Forgets what belonged to infos freed since the last call: their queued deadlines and
-    /// their next hops' exceptions. Called before every mutation returns.
-    pub(crate) fn reap_released(&mut self) {
-        for r in self.infos.take_released() {
-            if let Some(at) = r.expires_at {
-                self.expiry.remove(at, (r.id, r.serial));
-            }
-            self.exceptions.drop_info((r.id, r.serial));
-        }
-    }
-
-    /// The earliest deadline of anything that expires (routes and exceptions), on the clock.
-    pub fn next_expiry(&self) -> Option<u64> {
-        match (self.expiry.next(), self.exceptions.next_expiry()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Number of routes and exceptions that have a deadline (due or not).
-    pub fn expiring(&self) -> (usize, usize) {
-        (self.expiry.len(), self.exceptions.len())
-    }
-
-    /// One GC pass: removes every route and up to [`GC_EXCEPTIONS_PER_PASS`] exceptions whose
-    /// deadline has passed. Costs O(k log n) for k due items among n expiring ones.
-    pub fn expire(&mut self) -> GcStats {
-        self.expire_at(self.now_ms())
-    }
-
-    /// A GC pass as of `now` on the clock (not after it): what [`Fib::expire`] does at that
-    /// moment. A daemon that keeps two copies of the state logs `now` with the pass, so that
-    /// replaying it later in the other copy reclaims exactly the same items.
-    pub fn expire_at(&mut self, now: u64) -> GcStats {
-        let mut st = GcStats {
-            routes: self.expire_routes_at(now),
-            ..GcStats::default()
-        };
-        // Resilient groups move the buckets whose idle or unbalanced timers ran out.
-        self.nhobjs.upkeep(now);
-        let (done, left) = self.exceptions.expire(now, GC_EXCEPTIONS_PER_PASS);
-        st.exceptions = done;
-        st.more_due = left;
-        if st.routes > 0 {
-            self.commit_fast();
-        }
-        st
-    }
-
-    /// Removes every due route; the part of GC that mutations run first.
-    pub(crate) fn expire_routes(&mut self) -> usize {
-        // Every route change comes through here: a table load must not read the clock per
-        // route when nothing can expire.
-        if self.expiry.is_empty() {
-            return 0;
-        }
-        self.expire_routes_at(self.now_ms())
-    }
-
-    /// The routes a GC pass at `now` removes, not reclaimed yet: (family, table, prefix) of
-    /// each, in deadline order, a prefix once per expiring route info stored under it. For
-    /// announcing them (RTM_DELROUTE) before they go.
-    pub fn due_routes(&self, now: u64) -> Vec<(Family, u32, Prefix)> {
-        self.expiry
-            .due(now)
-            .filter(|(id, serial)| self.infos.is_live(*id, *serial))
-            .filter_map(|(id, _)| {
-                let spec = &self.infos.get(id).spec;
-                spec.expires.map(|x| {
-                    let addr = crate::u128_ip(spec.family, x.dst.addr);
-                    let dst = Prefix {
-                        addr,
-                        len: x.dst.len,
-                    };
-                    (spec.family, spec.table, dst)
-                })
-            })
-            .collect()
-    }
-
-    fn expire_routes_at(&mut self, now: u64) -> usize {
-        let mut n = 0;
-        while let Some((_, (id, serial))) = self.expiry.pop_due(now) {
-            if !self.infos.is_live(id, serial) {
-                continue;
-            }
-            let spec = &self.infos.get(id).spec;
-            let (family, tb) = (spec.family, spec.table);
-            let Some(x) = spec.expires else { continue };
-            // Every entry of the prefix that uses this info (several with different tos or
-            // source prefixes); each removal may free the info.
-            loop {
-                let t = match family {
-                    Family::Inet => self.t4.get(&tb),
-                    Family::Inet6 => self.t6.get(&tb),
-                };
-                let Some(i) = t
-                    .and_then(|t| t.get(&x.dst))
-                    .and_then(|es| es.iter().position(|e| e.info == id))
-                else {
-                    break;
-                };
-                self.remove_entry(family, tb, x.dst, i);
-                n += 1;
-                if !self.infos.is_live(id, serial) {
-                    break;
-                }
-            }
-        }
-        if n > 0 {
-            self.reap_released();
-        }
-        n
-    }
 }
 
 #[cfg(test)]

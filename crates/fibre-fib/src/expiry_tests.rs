@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use crate::prefix::{ip_u128, Key};
 use crate::*;
 
 fn ip(s: &str) -> IpAddr {
@@ -122,7 +123,7 @@ fn expiring_route_stops_matching_at_its_deadline_before_any_gc() {
         assert_eq!(f.expiring().0, 1);
         assert_eq!(matched(&f, probe), Some(pfx(short).len));
         let flow = Flow {
-            dst: crate::ip_u128(ip(probe)),
+            dst: ip_u128(ip(probe)),
             ..Flow::empty()
         };
         assert!(f.lookup_output(fam, &flow).is_ok());
@@ -396,8 +397,8 @@ proptest! {
                     .filter(|(i, p)| {
                         let live = matches!(model[*i], Some(d) if d.is_none_or(|at| at > now));
                         let pf = pfx(p);
-                        live && crate::fibtable::Key::new(crate::ip_u128(pf.addr), pf.len, 128)
-                            .contains(crate::ip_u128(ip(probe)), 128)
+                        live && Key::new(ip_u128(pf.addr), pf.len, 128)
+                            .contains(ip_u128(ip(probe)), 128)
                     })
                     .map(|(_, p)| pfx(p).len)
                     .max();

@@ -9,7 +9,8 @@
 //!   `route4`/`route6` keep it); this module never reorders them.
 //! - The map is ordered as the IPv4 dump is (address ascending, longer prefix first), so a
 //!   sorted bulk load appends near the previous key and the IPv4 dump is a plain walk.
-//! - Every mutation goes through `entries_mut`/`iter_mut`, which record the key as dirty;
+//! - Every mutation goes through `entries_mut`, `modify_at` or `retain_entries_at`, which
+//!   record the keys they change as dirty (and log them for the users index, `keys_using`);
 //!   `Fib` recomputes the dirty keys' compiled winners (`commit`) before it returns; `update`
 //!   changes one key and recomputes its winner in one probe.
 //! - Changes to the compiled structure itself are queued (`Compiled::pending`) and applied
@@ -24,79 +25,22 @@
 //! the flow the data plane sends (no tos-specific entries in play, no oif, universe scope): it
 //! returns the key and entry the kernel's walk would stop at, as precomputed by `Fib`.
 
+pub(crate) mod leaf6;
 mod sorted;
 
 use smallvec::SmallVec;
 
 use sorted::SortedMap;
 
-use crate::leaf6::KeyEvent;
+use crate::hash::InternalMap;
+use crate::ids::InfoId;
+use crate::prefix::Key;
 use crate::route::Entry;
+use leaf6::KeyEvent;
 
 /// The entries of one key: almost always one, kept inline (no allocation per prefix).
 pub(crate) type Entries = SmallVec<[Entry; 1]>;
 
-/// A masked prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Key {
-    pub addr: u128,
-    pub len: u8,
-}
-
-/// Map order: address ascending, then the longer prefix first (the LC-trie's dump order).
-impl Ord for Key {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.addr.cmp(&o.addr).then(o.len.cmp(&self.len))
-    }
-}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-/// The network mask of `len` bits in an address of `bits` bits, right-aligned in a u128.
-#[inline]
-pub(crate) fn mask(len: u8, bits: u8) -> u128 {
-    if len == 0 {
-        return 0;
-    }
-    let all: u128 = if bits == 128 {
-        u128::MAX
-    } else {
-        (1u128 << bits) - 1
-    };
-    let host = bits - len;
-    let hostmask: u128 = if host == 0 { 0 } else { (1u128 << host) - 1 };
-    all & !hostmask
-}
-
-impl Key {
-    #[inline]
-    pub fn new(addr: u128, len: u8, bits: u8) -> Key {
-        Key {
-            addr: addr & mask(len, bits),
-            len,
-        }
-    }
-    /// The last address covered by the prefix.
-    #[inline]
-    pub fn last(&self, bits: u8) -> u128 {
-        let all: u128 = if bits == 128 {
-            u128::MAX
-        } else {
-            (1u128 << bits) - 1
-        };
-        self.addr | (all & !mask(self.len, bits))
-    }
-    #[inline]
-    pub fn contains(&self, addr: u128, bits: u8) -> bool {
-        addr & mask(self.len, bits) == self.addr
-    }
-}
-
-/// The compiled structure of one family.
 /// The compiled structure: sorted intervals while the table is small, the large structures
 /// of its family above [`COMPILE_LARGE_AT`] keys (boxed: tables sit in a map by id, and a
 /// small table should not carry their kilobyte of inline fields).
@@ -142,9 +86,32 @@ pub(crate) struct Table {
     lens: Vec<u8>,
     compiled: Compiled,
     dirty: Vec<Key>,
-    all_dirty: bool,
     /// IPv6: the kernel's radix-tree leaves where lookups can see them (`leaf6`).
-    pub leaves: crate::leaf6::Leaves,
+    pub leaves: leaf6::Leaves,
+    /// Which keys use each route info, for link events (`keys_using`); None until the first
+    /// one asks, so that a table no event touches pays nothing for it.
+    users: Option<Box<Users>>,
+}
+
+/// The index from route infos to the keys whose entries use them. Kept loosely: a key
+/// changed after the index was built is logged and its entries indexed at the next query; a
+/// key that stopped using an info stays listed under it (its users check the entries) until
+/// the stale keys outnumber the table and the index is rebuilt. So the index costs nothing per
+/// change but a logged key, and a query costs in proportion to the keys it answers and the
+/// changes since the last one.
+#[derive(Debug, Default)]
+struct Users {
+    by_info: InternalMap<InfoId, Vec<Key>>,
+    /// Keys changed since the last query.
+    log: Vec<Key>,
+    /// Keys listed in `by_info`, stale ones included.
+    listed: usize,
+}
+
+/// Listed keys, relative to the table's size, past which the users index is rebuilt rather
+/// than carried with its stale keys: twice the table plus a small table's worth.
+fn users_rebuild_at(keys: usize) -> usize {
+    2 * keys + 1024
 }
 
 /// The compiled side of a table.
@@ -322,8 +289,8 @@ impl Table {
                 pending: Vec::new(),
             },
             dirty: Vec::new(),
-            all_dirty: false,
             leaves: Default::default(),
+            users: None,
         })
     }
 
@@ -340,8 +307,9 @@ impl Table {
     pub fn entries_mut(&mut self, key: Key) -> &mut Entries {
         let lc = &mut self.len_count;
         let lens = &mut self.lens;
-        if !self.all_dirty {
-            self.dirty.push(key);
+        self.dirty.push(key);
+        if let Some(u) = &mut self.users {
+            u.log.push(key);
         }
         let leaves = &mut self.leaves;
         leaves.note(key, KeyEvent::Changed);
@@ -445,13 +413,6 @@ impl Table {
         self.map.range_from(start).map(|(k, s)| (k, &s.entries))
     }
 
-    /// Every key and its entries, for a bulk change; marks the whole table dirty.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Key, &mut Entries)> {
-        self.all_dirty = true;
-        self.dirty.clear();
-        self.map.iter_mut().map(|(k, s)| (k, &mut s.entries))
-    }
-
     /// Entries the compiled answers skip (see `Compiled::special_entries`).
     #[inline]
     pub fn special_entries(&self) -> u32 {
@@ -461,7 +422,7 @@ impl Table {
     /// Whether the compiled structure reflects every entry (no change since the last commit).
     #[inline]
     pub fn is_clean(&self) -> bool {
-        !self.all_dirty && self.dirty.is_empty() && self.compiled.pending.is_empty()
+        self.dirty.is_empty() && self.compiled.pending.is_empty()
     }
 
     /// Applies the compiled structure's queued updates (see the module documentation).
@@ -469,37 +430,92 @@ impl Table {
         self.compiled.flush(self.bits, &self.map);
     }
 
-    /// Marks every key for recompilation (after next-hop states changed).
-    pub fn mark_all_dirty(&mut self) {
-        self.all_dirty = true;
-        self.dirty.clear();
+    /// The keys that may have an entry using one of `ids` (sorted), in key order, from the users
+    /// index (built on the first call): every key that does, and maybe keys that did since the
+    /// index was last rebuilt, which the callers' own look at the entries passes over.
+    pub fn keys_using(&mut self, ids: &[InfoId]) -> Vec<Key> {
+        let listed_max = users_rebuild_at(self.map.len());
+        let u = match &mut self.users {
+            Some(u) if u.listed <= listed_max => u,
+            _ => {
+                let u = Users {
+                    log: self.map.keys().copied().collect(),
+                    ..Users::default()
+                };
+                self.users.insert(Box::new(u))
+            }
+        };
+        // In key order, once each: neighbouring keys share the map's chunks.
+        let mut log = std::mem::take(&mut u.log);
+        log.sort_unstable();
+        log.dedup();
+        for k in log {
+            let Some(s) = self.map.get(&k) else { continue };
+            for e in &s.entries {
+                u.by_info.entry(e.info).or_default().push(k);
+                u.listed += 1;
+            }
+        }
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(keys) = u.by_info.get_mut(id) else {
+                continue;
+            };
+            let before = keys.len();
+            keys.sort_unstable();
+            keys.dedup();
+            u.listed -= before - keys.len();
+            out.extend_from_slice(keys);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
-    /// Removes every empty key (after a bulk `retain` over entries).
-    pub fn prune_all(&mut self) {
-        let empty: Vec<Key> = self
-            .map
-            .iter()
-            .filter(|(_, s)| s.entries.is_empty())
-            .map(|(k, _)| *k)
-            .collect();
-        for k in empty {
-            self.prune(&k);
+    /// Marks for recompilation the keys with an entry using one of `ids` (sorted): those whose
+    /// infos' state changed.
+    pub fn mark_dirty_using(&mut self, ids: &[InfoId]) {
+        let keys = self.keys_using(ids);
+        self.dirty.extend(keys);
+    }
+
+    /// Changes the entries of each of `keys` in place with `change` (which must leave them
+    /// non-empty) and marks the keys for recompilation.
+    pub fn modify_at(&mut self, keys: &[Key], mut change: impl FnMut(&mut Entries)) {
+        for k in keys {
+            if let Some(s) = self.map.get_mut(k) {
+                change(&mut s.entries);
+            }
         }
+        if let Some(u) = &mut self.users {
+            u.log.extend_from_slice(keys);
+        }
+        self.dirty.extend_from_slice(keys);
+    }
+
+    /// Keeps the entries `keep` accepts among those of `keys`: only the keys that lost one are
+    /// recompiled, and those left empty are removed.
+    pub fn retain_entries_at(&mut self, keys: &[Key], mut keep: impl FnMut(&Entry) -> bool) {
+        let mut changed = Vec::new();
+        for k in keys {
+            let Some(s) = self.map.get_mut(k) else {
+                continue;
+            };
+            let before = s.entries.len();
+            s.entries.retain(|e| keep(e));
+            if s.entries.len() != before {
+                changed.push(*k);
+            }
+        }
+        for k in &changed {
+            self.prune(k);
+        }
+        self.dirty.extend(changed);
     }
 
     /// Recompiles the changed keys: `winner` says, from a key's entries, which entry the
     /// compiled structure answers and how many entries it cannot stand for.
     pub fn commit(&mut self, mut winner: impl FnMut(&[Entry]) -> (Option<Entry>, u32)) {
-        if self.all_dirty {
-            self.all_dirty = false;
-            self.dirty.clear();
-            let keys: Vec<Key> = self.map.keys().copied().collect();
-            for k in keys {
-                self.commit_key(k, &mut winner);
-            }
-            return;
-        }
         let mut d = std::mem::take(&mut self.dirty);
         if d.len() > 1 {
             d.sort_unstable();
@@ -544,6 +560,9 @@ impl Table {
             }
         });
         let r = change(&mut slot.entries);
+        if let Some(u) = &mut self.users {
+            u.log.push(key);
+        }
         if slot.entries.is_empty() {
             self.prune(&key);
         } else {
@@ -568,5 +587,51 @@ impl Table {
             Fast::V6(l) => l.lookup(addr),
         }?;
         self.compiled.winners.get(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> Key {
+        Key::new((0x0a00_0000 | i << 8) as u128, 24, 32)
+    }
+
+    /// The keys `keys_using` names that do use one of `ids`.
+    fn using(t: &mut Table, ids: &[InfoId]) -> Vec<Key> {
+        let keys = t.keys_using(ids);
+        keys.into_iter()
+            .filter(|k| {
+                t.get(k)
+                    .is_some_and(|es| es.iter().any(|e| ids.contains(&e.info)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn users_index_follows_changes_made_after_it_was_built() {
+        let (a, b) = (InfoId::new(1), InfoId::new(2));
+        let mut t = Table::new(254, 32, 1);
+        for i in 0..10 {
+            let id = if i % 2 == 0 { a } else { b };
+            t.entries_mut(key(i)).push(Entry::new(0, id, None));
+        }
+        assert_eq!(
+            using(&mut t, &[a]),
+            (0..10).step_by(2).map(key).collect::<Vec<_>>()
+        );
+        // Key 0 moves to b, key 2 goes, key 10 comes with a.
+        t.entries_mut(key(0))[0] = Entry::new(0, b, None);
+        t.entries_mut(key(2)).clear();
+        t.prune(&key(2));
+        t.entries_mut(key(10)).push(Entry::new(0, a, None));
+        assert_eq!(using(&mut t, &[a]), [4, 6, 8, 10].map(key));
+        assert_eq!(using(&mut t, &[b]), [0, 1, 3, 5, 7, 9].map(key));
+        assert_eq!(using(&mut t, &[a, b]).len(), 10);
+        // Changes in place are logged as well.
+        t.modify_at(&[key(4)], |es| es[0] = Entry::new(0, b, None));
+        assert_eq!(using(&mut t, &[b]), [0, 1, 3, 4, 5, 7, 9].map(key));
+        assert_eq!(using(&mut t, &[a]), [6, 8, 10].map(key));
     }
 }

@@ -9,33 +9,15 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::dst::LookupError;
+use crate::flow::Flow;
+use crate::flow::LookupFlags;
 use crate::link::LOOPBACK_IFINDEX;
-use crate::lookup::{LookupFlags, Res};
-use crate::rule::Flow;
+use crate::lookup::Res;
 use crate::types::{
     rtcf, rtm_flags, scope, CacheInfo, Errno, Family, NextHop, Prefix, Route, RouteQuery,
     RouteType, RtError,
 };
 use crate::Fib;
-
-impl Flow {
-    /// A flow with every selector absent.
-    pub fn empty() -> Flow {
-        Flow {
-            dst: 0,
-            src: 0,
-            iif: 0,
-            oif: 0,
-            tos: 0,
-            mark: 0,
-            uid: 0,
-            proto: 0,
-            sport: 0,
-            dport: 0,
-            scope: scope::UNIVERSE,
-        }
-    }
-}
 
 /// The protocol of an IPv4 `route get` without `ipproto`.
 const IPPROTO_UDP: u8 = 17;
@@ -64,8 +46,8 @@ fn err(e: Errno) -> RtError {
 impl Fib {
     fn query_flow(&self, q: &RouteQuery) -> Flow {
         Flow {
-            dst: crate::ip_u128(q.dst),
-            src: q.src.map(crate::ip_u128).unwrap_or(0),
+            dst: crate::prefix::ip_u128(q.dst),
+            src: q.src.map(crate::prefix::ip_u128).unwrap_or(0),
             iif: q.iif.unwrap_or(LOOPBACK_IFINDEX),
             oif: q.oif.unwrap_or(0),
             tos: q.tos,

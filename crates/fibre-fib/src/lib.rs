@@ -11,15 +11,27 @@
 //! `&self`. Lock-free readers on other threads get published snapshots of the compiled lookup
 //! structures, never a reference into the writer's state.
 //!
-//! Modules, one job each: [`link`] (interfaces), [`addr`] (address lists), [`rule`] (policy
-//! rules), [`fibtable`] (one table's prefixes and longest-prefix match), [`route`] (stored routes
-//! and shared route info), [`route4`] / [`route6`] (the two families' request semantics),
-//! [`nexthop`] (next-hop objects), [`resilient`] (resilient groups' bucket tables), [`conf`]
-//! (per-link settings: rp_filter, ignore_routes_with_linkdown), [`neigh`] (ARP/NDP neighbours
-//! and proxies), [`sync`]
-//! (effects of link and address events), [`lookup`] (table, rules and multipath lookups),
-//! [`get`] (answers to `route get`), [`srcsel`] (source address selection), [`dst`]
-//! (precomputed forwarding results).
+//! Modules, one job each, in three layers. A module imports only from the layers below it and
+//! from the modules listed before it in its own layer, so the imports form a DAG; only the top
+//! layer names `Fib` (`tests/module_dag.rs` checks this and prints the graph):
+//!
+//! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
+//!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes),
+//!    [`flow`] (what a lookup asks), [`hash`] (keyed and internal hash maps).
+//! 2. Stores and the pure functions over them, which know nothing of `Fib`: [`memo`] (change
+//!    counters and the validation memos stamped with them), [`addr`] (address lists),
+//!    [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
+//!    (forwarding results and the reasons they are revisited), [`expiry`] (clock and deadline
+//!    queue), [`route`] (stored routes, the shared route infos that hold their forwarding
+//!    results, and the index from links to them), [`fibtable`] (one table's prefixes,
+//!    longest-prefix match, IPv6 leaves, and the index from route infos to their prefixes),
+//!    [`rule`] (policy rules), [`srcsel`] (source address selection).
+//! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects),
+//!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
+//!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`get`]
+//!    (answers to `route get`), [`sync`] (effects of link and address events), and [`conf`]
+//!    (per-link settings), [`neigh`] (ARP/NDP neighbours and proxies), [`notify`] (route
+//!    change notices), [`gc`] (expiry passes), which use none of the others.
 
 #![forbid(unsafe_code)]
 
@@ -29,14 +41,18 @@ mod dst;
 pub mod exception;
 pub mod expiry;
 mod fibtable;
+mod flow;
+mod gc;
 mod get;
 pub mod hash;
-mod leaf6;
+mod ids;
 mod link;
 mod lookup;
+mod memo;
 mod neigh;
 mod nexthop;
 mod notify;
+mod prefix;
 mod resilient;
 mod route;
 mod route4;
@@ -51,22 +67,25 @@ mod expiry_tests;
 #[cfg(test)]
 mod tests;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 pub use conf::{ConfKey, ConfTarget};
 pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
+pub use flow::Flow;
 pub use link::LOOPBACK_IFINDEX;
 pub use route4::RouteHint;
-pub use rule::Flow;
 pub use types::*;
 
 use addr::{Addr4, Addr6, AddrInsertError};
-use fibtable::{Key, Table};
+use dst::Reason;
+use fibtable::Table;
 use hash::KeyedMap;
+use ids::{IfIndex, InfoId};
 use link::{LinkState, Links};
 use nexthop::NhObjs;
+use prefix::{u128_ip, Key};
 use route::{Entry, Info, InfoSpec, Infos, NhState};
 use route4::NhResolved;
 use rule::Rules;
@@ -101,72 +120,52 @@ impl Default for Settings {
 }
 
 /// The routing state of one fibre instance. See the crate documentation for the rules.
+///
+/// The fields are private, but every module of the crate is a child of its root and so sees
+/// them; what keeps a state consistent is that each invariant between pieces of state has one
+/// owner, whose own fields are private to it: the change counters and the memos stamped with
+/// them (`memo`), the expiry queue and the infos it names (`route::Infos`), the links whose
+/// LINKDOWN next hops lookups skip and the settings they come from (`conf::Confs`).
 #[derive(Debug)]
 pub struct Fib {
     settings: Settings,
-    pub(crate) links: Links,
+    links: Links,
     /// Tables by id, boxed: a router may hold thousands of small ones, and a map of inline
     /// tables would reserve a table's fields for every empty slot it keeps. Keyed hash: table
     /// ids are chosen by netlink peers.
-    pub(crate) t4: KeyedMap<u32, Box<Table>>,
-    pub(crate) t6: KeyedMap<u32, Box<Table>>,
-    pub(crate) table_seq: u64,
-    pub(crate) infos: Infos,
-    pub(crate) rules: Rules,
-    pub(crate) nhobjs: NhObjs,
-    /// Bumped by every mutation.
-    pub(crate) gen: u64,
-    /// Bumped by every change that can alter how a gateway resolves (links, addresses,
-    /// rules, routes of link scope or wider): the validity of `gw_cache`.
-    pub(crate) nh_gen: u64,
-    /// By (gateway, device, table, scope) of route requests: keyed hash, a netlink peer
-    /// chooses them all.
-    pub(crate) gw_cache: KeyedMap<(u32, u32, u32, u8), NhResolved>,
-    pub(crate) gw_cache_gen: u64,
-    /// Infos of plain requests already validated (see `route4::SimpleKey`). Keyed hash: the
-    /// key is the request's fields, as a netlink peer sent them.
-    pub(crate) simple_cache: KeyedMap<route4::SimpleKey, u32>,
-    pub(crate) simple_gen: (u64, u64),
+    t4: KeyedMap<u32, Box<Table>>,
+    t6: KeyedMap<u32, Box<Table>>,
+    table_seq: u64,
+    infos: Infos,
+    rules: Rules,
+    nhobjs: NhObjs,
+    /// Change counters: what `gen()` answers, and the stamp of the validation memos.
+    gens: memo::Generations,
+    /// Gateway resolutions by (gateway, device, table, scope) of route requests, valid at one
+    /// `gens.resolve()`.
+    gw_memo: memo::Memo<(u32, u32, u32, u8), NhResolved, u64>,
+    /// Infos of plain requests already validated (see `route4::SimpleKey`), valid at one
+    /// (`gens.resolve()`, `infos.frees()`).
+    simple_memo: memo::Memo<route4::SimpleKey, InfoId, (u64, u64)>,
     /// The kernel's fib4_has_custom_rules / fib_has_custom_local_routes: once a rule or a
     /// local route was added by a user, input source checks take the full path. Sticky.
-    pub(crate) custom_rules4: bool,
-    pub(crate) custom_local4: bool,
+    custom_rules4: bool,
+    custom_local4: bool,
     /// Neighbour and proxy entries (ARP/NDP), see [`neigh`].
-    pub(crate) neighs: neigh::Neighs,
+    neighs: neigh::Neighs,
     /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
-    pub(crate) batching: bool,
+    batching: bool,
     /// Time for expiring routes and exceptions (see `expiry`).
-    pub(crate) clock: std::sync::Arc<dyn Clock>,
-    /// Deadlines of expiring route infos.
-    pub(crate) expiry: expiry::ExpiryQueue<expiry::InfoRef>,
+    clock: std::sync::Arc<dyn Clock>,
     /// Next-hop exceptions (PMTU, redirects).
-    pub(crate) exceptions: exception::Exceptions,
+    exceptions: exception::Exceptions,
     /// Per-link settings (`conf`).
-    pub(crate) confs: conf::Confs,
-    /// Links whose LINKDOWN next hops packet lookups skip, IPv4 and IPv6 (from `confs`).
-    pub(crate) linkdown_ignored: [lookup::LinkdownIgnored; 2],
+    confs: conf::Confs,
 }
 
 impl Default for Fib {
     fn default() -> Self {
         Fib::new(Settings::default())
-    }
-}
-
-/// An address as a u128 (IPv4 in the low 32 bits).
-#[inline]
-pub(crate) fn ip_u128(a: IpAddr) -> u128 {
-    match a {
-        IpAddr::V4(v) => u32::from(v) as u128,
-        IpAddr::V6(v) => u128::from(v),
-    }
-}
-
-#[inline]
-pub(crate) fn u128_ip(f: Family, v: u128) -> IpAddr {
-    match f {
-        Family::Inet => IpAddr::V4(Ipv4Addr::from(v as u32)),
-        Family::Inet6 => IpAddr::V6(Ipv6Addr::from(v)),
     }
 }
 
@@ -226,24 +225,19 @@ impl Fib {
             infos: Infos::default(),
             rules: Rules::new(),
             nhobjs: NhObjs::default(),
-            gen: 0,
-            nh_gen: 0,
-            gw_cache: KeyedMap::default(),
-            gw_cache_gen: u64::MAX,
-            simple_cache: KeyedMap::default(),
-            simple_gen: (u64::MAX, 0),
+            gens: Default::default(),
+            gw_memo: Default::default(),
+            simple_memo: Default::default(),
             custom_rules4: false,
             custom_local4: false,
             neighs: neigh::Neighs::default(),
             batching: false,
             clock: std::sync::Arc::new(SystemClock::new()),
-            expiry: Default::default(),
             exceptions: Default::default(),
             confs: conf::Confs::new(&settings_copy),
-            linkdown_ignored: Default::default(),
         };
-        f.confs.link_added(link::LOOPBACK_IFINDEX);
-        f.refresh_linkdown_ignored();
+        let all4 = f.settings.ignore_routes_with_linkdown4;
+        f.confs.link_added(link::LOOPBACK_IFINDEX, all4);
         for tb in [table::LOCAL, table::MAIN] {
             f.table_seq += 1;
             f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
@@ -259,7 +253,7 @@ impl Fib {
     /// Changes a setting; takes effect for the next lookup.
     pub fn set_settings(&mut self, settings: Settings) {
         self.settings = settings;
-        self.after_state_change();
+        self.after_state_change(&[Reason::Settings]);
         self.commit_fast();
     }
 
@@ -280,40 +274,41 @@ impl Fib {
     /// The generation counter: changes on every mutation, so a cache of lookup results is
     /// valid exactly while it is unchanged.
     pub fn gen(&self) -> u64 {
-        self.gen
+        self.gens.all()
     }
 
     pub(crate) fn route_changed(&mut self, affects_gw: bool) {
-        self.gen += 1;
-        if affects_gw {
-            self.nh_gen += 1;
-        }
+        self.gens.changed(affects_gw);
     }
 
-    /// After a link, address or settings change: resolution caches go, dsts are rebuilt.
-    fn after_state_change(&mut self) {
-        self.gen += 1;
-        self.nh_gen += 1;
-        self.refresh_dsts();
-        for t in self.t4.values_mut().chain(self.t6.values_mut()) {
-            t.mark_all_dirty();
-        }
+    /// After a link, address or settings change: resolution memos go, the dsts that can
+    /// depend on the change are rebuilt (the keys whose compiled answers it moved are marked
+    /// by `commit_fast`, from `route::Infos::take_moved`).
+    fn after_state_change(&mut self, why: &[Reason]) {
+        self.gens.changed(true);
+        self.refresh_dsts(why);
+    }
+
+    /// Whether `d`, a copy of a result [`Fib::lookup_output`] gave, is still its next hop's
+    /// result: false once anything it was built from changed or its route is gone (see
+    /// `dst`'s contract). One indexed load and one compare.
+    #[inline]
+    pub fn dst_is_current(&self, d: &Dst) -> bool {
+        self.infos.dst_is_current(d)
     }
 
     /// Stores a new info, building its dsts and multipath bounds.
-    pub(crate) fn new_info(&mut self, spec: InfoSpec, mut st: Vec<NhState>) -> u32 {
+    pub(crate) fn new_info(&mut self, spec: InfoSpec, mut st: Vec<NhState>) -> InfoId {
         for (i, s) in st.iter_mut().enumerate() {
             s.dst = self.build_dst(&spec, i, s);
         }
         let mut info = Info::new(spec, st);
-        info.rebalance(&self.linkdown_ignored);
-        let id = self.infos.insert(info);
-        self.track_expiry(id);
-        id
+        info.rebalance(self.confs.ignored());
+        self.infos.insert(info)
     }
 
     /// The shared info for `spec` (found or created).
-    pub(crate) fn intern(&mut self, spec: InfoSpec, st: Vec<NhState>) -> u32 {
+    pub(crate) fn intern(&mut self, spec: InfoSpec, st: Vec<NhState>) -> InfoId {
         match self.infos.find(&spec) {
             Some(id) => id,
             None => self.new_info(spec, st),
@@ -369,8 +364,8 @@ impl Fib {
                 } else {
                     self.links.alloc_index()
                 };
-                self.confs.link_added(idx);
-                self.refresh_linkdown_ignored();
+                self.confs
+                    .link_added(idx, self.settings.ignore_routes_with_linkdown4);
                 self.links.insert(LinkState {
                     ifindex: idx,
                     name,
@@ -478,10 +473,30 @@ impl Fib {
         if now_ready && !was_ready {
             self.v6_link_ready(idx);
         }
+        let mut why: Vec<Reason> = Vec::new();
         if let Some(m) = link.mtu.filter(|&m| m != old_mtu) {
             self.mtu_change6(idx, old_mtu, m);
+            why.push(Reason::MtuChange(IfIndex(idx)));
         }
-        self.after_state_change();
+        if was_up != now_up {
+            why.push(if now_up {
+                Reason::LinkUp(IfIndex(idx))
+            } else {
+                Reason::LinkDown(IfIndex(idx))
+            });
+            // lo coming up gains 127.0.0.1 (`link_up4`), which source selection may take.
+            if is_lo {
+                why.push(Reason::AddrChange);
+            }
+        }
+        if had_carrier != carrier {
+            why.push(if carrier {
+                Reason::CarrierUp(IfIndex(idx))
+            } else {
+                Reason::CarrierDown(IfIndex(idx))
+            });
+        }
+        self.after_state_change(&why);
         Ok(())
     }
 
@@ -547,9 +562,9 @@ impl Fib {
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);
         self.links.remove(idx);
-        self.confs.link_removed(idx);
-        self.refresh_linkdown_ignored();
-        self.after_state_change();
+        self.confs
+            .link_removed(idx, self.settings.ignore_routes_with_linkdown4);
+        self.after_state_change(&[Reason::AddrChange]);
         Ok(())
     }
 
@@ -657,7 +672,7 @@ impl Fib {
                     if old.metric != new.metric {
                         self.modify_prefix_metric4(a.ifindex, &old, new.metric);
                     }
-                    self.after_state_change();
+                    self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
                 }
                 if !flags.create {
@@ -676,7 +691,7 @@ impl Fib {
                     }
                 };
                 self.add_ifaddr4(a.ifindex, &inserted);
-                self.after_state_change();
+                self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
             (Family::Inet6, Some(IpAddr::V6(l))) => {
@@ -712,7 +727,7 @@ impl Fib {
                         lk.v6[pos].metric = new.metric;
                     }
                     self.modify_prefix_metric6(a.ifindex, &old, new.metric);
-                    self.after_state_change();
+                    self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
                 }
                 if !flags.create {
@@ -722,7 +737,7 @@ impl Fib {
                     return Err(RtError::new(Errno::EEXIST));
                 }
                 self.add_ifaddr6(a.ifindex, &new, true);
-                self.after_state_change();
+                self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
             _ => Err(RtError::new(Errno::EINVAL)),
@@ -781,7 +796,7 @@ impl Fib {
             }
             None => return Err(RtError::new(Errno::EINVAL)),
         }
-        self.after_state_change();
+        self.after_state_change(&[Reason::AddrChange]);
         Ok(())
     }
 
@@ -931,12 +946,12 @@ impl Fib {
                 || route.nexthop.gateway.is_some()
                 || !route.multipath.is_empty()
             {
-                return Err(route4::einval(
+                return Err(types::einval(
                     "Nexthop specification and nexthop id are mutually exclusive",
                 ));
             }
             if self.nhobjs.get(id).is_none() {
-                return Err(route4::einval("Nexthop id does not exist"));
+                return Err(types::einval("Nexthop id does not exist"));
             }
         }
         match route.family {
@@ -1128,10 +1143,10 @@ impl Fib {
         let reject = LookupError::of_type(s.rtype).is_some() || s.rtype == RouteType::Throw;
         // fib_nexthop_info: a LINKDOWN next hop on a link that ignores such routes is shown
         // dead as well.
-        let ign = &self.linkdown_ignored[(f == Family::Inet6) as usize];
+        let ign = &self.confs.ignored()[(f == Family::Inet6) as usize];
         let nh_of = |i: usize| {
             let mut flags = s.nhs[i].flags | info.nh[i].flags;
-            if ign.skips(lookup::LookupFlags::packet(), flags, s.nhs[i].oif) {
+            if ign.skips(flow::LookupFlags::packet(), flags, s.nhs[i].oif) {
                 flags |= nh_flags::DEAD;
             }
             NextHop {
@@ -1354,7 +1369,7 @@ impl RouteEntry<'_> {
     /// without a source prefix, whose `info` is equal differ only in destination and tos,
     /// for as long as [`Fib::gen`] is unchanged.
     pub fn info(&self) -> u32 {
-        self.entry.info
+        self.entry.info.raw()
     }
 }
 
@@ -1433,7 +1448,7 @@ fn order6(infos: &Infos, t: &Table) -> Vec<(Key, Entry)> {
 fn dumped6<'a>(infos: &'a Infos, es: Vec<&'a Entry>) -> impl Iterator<Item = &'a Entry> + 'a {
     let mut group: Option<&Entry> = None;
     es.into_iter().filter(move |e| {
-        if group.is_some_and(|g| crate::route6::between_siblings(infos, g, e).is_some()) {
+        if group.is_some_and(|g| crate::route::between_siblings(infos, g, e).is_some()) {
             return false;
         }
         let s = &infos.get(e.info).spec;

@@ -14,10 +14,12 @@
 //! - No lookup allocates or builds a dst: results point at next-hop state built beforehand.
 
 use crate::dst::{Dst, LookupError};
-use crate::fibtable::{Key, Table};
+use crate::fibtable::Table;
+use crate::flow::{tos_matches, Flow, LinkdownIgnored, LookupFlags, IPTOS_RT_MASK, NONE_IGNORED};
 use crate::nexthop::NhObjs;
+use crate::prefix::Key;
 use crate::route::{Entry, Info, Infos};
-use crate::rule::{Flow, Rules};
+use crate::rule::Rules;
 use crate::types::{nh_flags, scope, table, Family, RouteType, RuleAction};
 use crate::Fib;
 
@@ -25,17 +27,6 @@ use crate::Fib;
 /// test (`merged4`) keeps ordinary lookups on the per-table path; what that gives up is a main
 /// route inside 127/8, which only martian destinations could match.
 const LOOPBACK_NET4: u32 = 0x7f00_0000;
-
-/// IPTOS_RT_MASK: the bits of a packet's IPv4 tos that select routes and rules (DSCP bits
-/// 2-4 of the old tos field). ECN bits and the class-selector bits are ignored, so a route
-/// with `tos 0xe0` is never chosen by a lookup.
-pub(crate) const IPTOS_RT_MASK: u8 = 0x1c;
-
-/// fib_dscp_masked_match: a route or rule `tos` against a flow's.
-#[inline]
-pub(crate) fn tos_matches(tos: u8, flow_tos: u8) -> bool {
-    tos == 0 || tos == flow_tos & IPTOS_RT_MASK
-}
 
 /// A lookup's outcome: which stored route and which of its next hops.
 #[derive(Debug, Clone, Copy)]
@@ -52,59 +43,6 @@ pub(crate) enum TableResult {
     Found(Res),
     Reject(LookupError),
     Continue,
-}
-
-/// Lookup modifiers (FIB_LOOKUP_* flags).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct LookupFlags {
-    /// IPv6 RT6_LOOKUP_F_IFACE: next hops on another device than the flow's oif are unusable.
-    pub strict_oif: bool,
-    /// IPv6 input (ip6_pol_route_input): the tables are searched with the input device in
-    /// the oif's place, while the rules see the flow's own oif (none).
-    pub iif_as_oif: bool,
-    /// A lookup for a packet (`route get`, forwarding, the first reverse-path lookup):
-    /// LINKDOWN next hops on links that ignore such routes are unusable. Left out (the
-    /// kernel's FIB_LOOKUP_IGNORE_LINKSTATE / RT6_LOOKUP_F_IGNORE_LINKSTATE) by gateway
-    /// validation and the loose reverse-path lookup.
-    pub linkdown_conf: bool,
-}
-
-impl LookupFlags {
-    /// The flags of a lookup for a packet.
-    pub(crate) fn packet() -> LookupFlags {
-        LookupFlags {
-            linkdown_conf: true,
-            ..LookupFlags::default()
-        }
-    }
-}
-
-/// The links whose LINKDOWN next hops a packet lookup skips (ignore_routes_with_linkdown, see
-/// `conf`), sorted; empty unless the setting is used anywhere.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct LinkdownIgnored(Vec<u32>);
-
-/// The set a compiled structure is built with: compiled answers are used only while a
-/// family's set is empty (see `Fib::fast_applies`).
-static NONE_IGNORED: LinkdownIgnored = LinkdownIgnored(Vec::new());
-
-impl LinkdownIgnored {
-    pub fn new(sorted: Vec<u32>) -> LinkdownIgnored {
-        LinkdownIgnored(sorted)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Whether the next hop through `dev` in state `st` is unusable for a packet lookup.
-    #[inline]
-    pub fn skips(&self, flags: LookupFlags, st_flags: u32, dev: u32) -> bool {
-        flags.linkdown_conf
-            && st_flags & nh_flags::LINKDOWN != 0
-            && !self.0.is_empty()
-            && self.0.binary_search(&dev).is_ok()
-    }
 }
 
 /// What a plain flow (tos 0, no oif, universe scope, no source) stops at in one key's
@@ -211,7 +149,7 @@ fn pick6<'a>(
         if !in_node(e) {
             continue;
         }
-        if group.is_some_and(|g| crate::route6::between_siblings(infos, g, e).is_some()) {
+        if group.is_some_and(|g| crate::route::between_siblings(infos, g, e).is_some()) {
             // Scored with the group, between its siblings.
             continue;
         }
@@ -403,11 +341,19 @@ impl Fib {
     /// the compiled structures unless a batch defers that to its end ([`Fib::begin_batch`]).
     pub(crate) fn commit_fast(&mut self) {
         self.reap_released();
+        let mut moved = self.infos.take_moved();
+        if !moved.is_empty() {
+            moved.sort_unstable();
+            moved.dedup();
+            for t in self.t4.values_mut().chain(self.t6.values_mut()) {
+                t.mark_dirty_using(&moved);
+            }
+        }
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {
                 if !t.is_clean() {
-                    crate::leaf6::sync(t, infos);
+                    crate::fibtable::leaf6::sync(t, infos);
                     t.commit(|es| winner(infos, nhobjs, family, es));
                     if !self.batching {
                         t.flush_compiled();
@@ -419,7 +365,7 @@ impl Fib {
 
     /// fib_table_lookup for IPv4.
     pub(crate) fn table_lookup4(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
-        if self.linkdown_ignored[0].is_empty() && Self::fast_applies(t, flow, false) {
+        if self.confs.ignored()[0].is_empty() && Self::fast_applies(t, flow, false) {
             if let Some(r) = self.fast_table_lookup(t, flow, flags, false) {
                 return r;
             }
@@ -481,7 +427,7 @@ impl Fib {
         if info.dead {
             return None;
         }
-        first_good_nh(info, flow, flags, false, &self.linkdown_ignored[0]).map(|nh| {
+        first_good_nh(info, flow, flags, false, &self.confs.ignored()[0]).map(|nh| {
             TableResult::Found(Res {
                 table,
                 key,
@@ -574,7 +520,7 @@ impl Fib {
     ///   destination, then that destination's source-less routes, then the shorter destinations,
     ///   each with its covering sources first and its source-less routes last.
     pub(crate) fn table_lookup6(&self, t: &Table, flow: &Flow, flags: LookupFlags) -> TableResult {
-        if self.linkdown_ignored[1].is_empty() && Self::fast_applies(t, flow, true) {
+        if self.confs.ignored()[1].is_empty() && Self::fast_applies(t, flow, true) {
             if let Some(r) = self.fast_table_lookup(t, flow, flags, true) {
                 return r;
             }
@@ -586,7 +532,7 @@ impl Fib {
             let best_src = longest_src_below(entries, flow.src, u8::MAX);
             if !found
                 && subtree
-                && (best_src.is_none() || crate::leaf6::passes_over(t, key, flow.dst))
+                && (best_src.is_none() || crate::fibtable::leaf6::passes_over(t, key, flow.dst))
             {
                 continue;
             }
@@ -635,7 +581,7 @@ impl Fib {
         let (e, nh) = pick6(
             &self.infos,
             &self.nhobjs,
-            &self.linkdown_ignored[1],
+            &self.confs.ignored()[1],
             entries,
             in_node,
             flow,

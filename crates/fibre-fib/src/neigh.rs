@@ -29,37 +29,11 @@
 //! announces on RTNLGRP_NEIGH is recorded as a [`NeighEvent`] for the daemon to drain with
 //! [`crate::Fib::take_neigh_events`] after each request; proxy entries are never announced.
 
-use crate::types::{Errno, Family, ReqFlags, RouteType, RtError};
-use crate::{ip_u128, Fib};
+use crate::prefix::ip_u128;
+use crate::types::{ntf, nud, Errno, Family, NeighEvent, Neighbour, ReqFlags, RouteType, RtError};
+use crate::Fib;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-
-/// NUD_* states (`ndm_state`).
-pub mod nud {
-    pub const NONE: u16 = 0x00;
-    pub const INCOMPLETE: u16 = 0x01;
-    pub const REACHABLE: u16 = 0x02;
-    pub const STALE: u16 = 0x04;
-    pub const DELAY: u16 = 0x08;
-    pub const PROBE: u16 = 0x10;
-    pub const FAILED: u16 = 0x20;
-    pub const NOARP: u16 = 0x40;
-    pub const PERMANENT: u16 = 0x80;
-    /// States with a usable link-layer address.
-    pub const VALID: u16 = PERMANENT | NOARP | REACHABLE | PROBE | STALE | DELAY;
-}
-
-/// NTF_* flags (`ndm_flags`).
-pub mod ntf {
-    pub const USE: u8 = 0x01;
-    pub const SELF: u8 = 0x02;
-    pub const MASTER: u8 = 0x04;
-    pub const PROXY: u8 = 0x08;
-    pub const EXT_LEARNED: u8 = 0x10;
-    pub const OFFLOADED: u8 = 0x20;
-    pub const STICKY: u8 = 0x40;
-    pub const ROUTER: u8 = 0x80;
-}
 
 /// How long ago (USER_HZ clock ticks) an entry that was never confirmed reads as confirmed:
 /// the kernel backdates `confirmed` by twice base_reachable_time (30 s) on creation and when a
@@ -74,61 +48,6 @@ const IN_TIMER: u16 = nud::INCOMPLETE | nud::REACHABLE | nud::DELAY | nud::PROBE
 
 /// Length of a link-layer address on every link fibre models (Ethernet-like dummies and `lo`).
 pub const LLADDR_LEN: usize = 6;
-
-/// A neighbour or proxy entry, shaped like RTM_NEWNEIGH (`struct ndmsg` + NDA_*). In a request,
-/// `ifindex` 0 means no device and `lladdr` `None` no NDA_LLADDR; `kind` is ignored. In an
-/// answer, `lladdr` is present exactly when the state is valid, as the kernel reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Neighbour {
-    pub family: Family,
-    pub ifindex: u32,
-    pub dst: IpAddr,
-    pub lladdr: Option<Vec<u8>>,
-    /// NUD_* state.
-    pub state: u16,
-    /// NTF_* flags; NTF_PROXY marks a proxy entry.
-    pub flags: u8,
-    /// `ndm_type`: the RTN_* type of the address.
-    pub kind: u8,
-    /// NDA_PROTOCOL; 0 = absent.
-    pub protocol: u8,
-    /// `nda_cacheinfo.ndm_confirmed`: clock ticks since the address was last confirmed.
-    /// fibre's clock does not run, so this is 0 after a confirming update and the kernel's
-    /// initial "long ago" ([`UNCONFIRMED_TICKS`]) otherwise.
-    pub confirmed: u32,
-    /// `nda_cacheinfo.ndm_refcnt`: 1 while the kernel would hold a timer on the entry.
-    pub refcnt: u32,
-}
-
-impl Neighbour {
-    /// A request naming `dst` on `ifindex`, in iproute2's defaults (PERMANENT, no flags).
-    pub fn new(dst: IpAddr, ifindex: u32) -> Neighbour {
-        Neighbour {
-            family: Family::of(&dst),
-            ifindex,
-            dst,
-            lladdr: None,
-            state: nud::PERMANENT,
-            flags: 0,
-            kind: 0,
-            protocol: 0,
-            confirmed: 0,
-            refcnt: 0,
-        }
-    }
-
-    pub fn is_proxy(&self) -> bool {
-        self.flags & ntf::PROXY != 0
-    }
-}
-
-/// A change announced on RTNLGRP_NEIGH: RTM_NEWNEIGH (stamped by the kernel with the
-/// requester's port), or RTM_DELNEIGH when `deleted` (stamped with port 0).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NeighEvent {
-    pub deleted: bool,
-    pub neigh: Neighbour,
-}
 
 type Key = (Family, u32, IpAddr);
 

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use crate::hash::KeyedMap;
 use crate::resilient::{ResTable, DEFAULT_IDLE_TIMER};
 use crate::route::NhSpec;
-use crate::route4::einval;
+use crate::types::einval;
 use crate::types::{nh_flags, scope, Errno, NexthopBucket, NexthopObj, ResGroup, RtError};
 
 /// NEXTHOP_GRP_TYPE_RES

@@ -5,9 +5,10 @@
 //! (the route as stored, with its resolved defaults, not the request). Reading one prefix
 //! costs a hash lookup, so bulk loads with listeners stay linear.
 
-use crate::fibtable::Key;
+use crate::prefix::ip_u128;
+use crate::prefix::Key;
 use crate::types::{Family, Prefix, Route};
-use crate::{ip_u128, Fib};
+use crate::Fib;
 
 impl Fib {
     /// The routes of table `table` (0 = main) stored under exactly `dst`, as a dump shows

@@ -8,13 +8,22 @@
 //! - Per-next-hop state (`NhState`) has exactly one element per `spec.nhs` element (or one for
 //!   a route using a next-hop object, resolved through the object).
 //! - Next-hop state (DEAD, LINKDOWN, upper bound, dst) is never part of the spec, so marking a
-//!   device down does not change identities.
+//!   device down does not change identities. It changes in place only through
+//!   `Infos::update`, which notes the infos whose state compiled answers read (`take_moved`).
+//! - `Infos` knows its dependents per link (`on_link`: the live infos with a next hop on it),
+//!   the deadlines of the live infos that expire, and hands every stored or changed dst a
+//!   generation no other dst of the `Fib` ever had (see `dst`).
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 
-use crate::dst::Dst;
-use crate::fibtable::Key;
-use crate::hash::KeyedMap;
+use smallvec::SmallVec;
+
+use crate::dst::{Dst, DstAt};
+use crate::expiry::{ExpiryQueue, InfoRef};
+use crate::hash::{InternalState, KeyedMap};
+use crate::ids::{IfIndex, InfoId};
+use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
 
 /// The identity of one next hop as configured.
@@ -125,14 +134,22 @@ impl Info {
         }
     }
 
+    /// What compiled answers read of the run-time state (see `lookup::winner`): whether the
+    /// info is dead, and which next hops are. LINKDOWN is not in it: compiled answers are used
+    /// only while no link ignores LINKDOWN next hops.
+    fn compiled_state(&self) -> (bool, SmallVec<[bool; 4]>) {
+        let dead = |s: &NhState| s.flags & crate::types::nh_flags::DEAD != 0;
+        (self.dead, self.nh.iter().map(dead).collect())
+    }
+
     /// Recomputes the hash-threshold bounds over the live next hops (fib_rebalance,
     /// rt6_multipath_rebalance): a next hop is out when dead, or LINKDOWN on a link that
     /// ignores such routes at this moment (`ignored`: IPv4, IPv6).
-    pub fn rebalance(&mut self, ignored: &[crate::lookup::LinkdownIgnored; 2]) {
+    pub fn rebalance(&mut self, ignored: &[crate::flow::LinkdownIgnored; 2]) {
         let ign = &ignored[(self.spec.family == Family::Inet6) as usize];
         let out = |n: &NhSpec, s: &NhState| {
             s.flags & crate::types::nh_flags::DEAD != 0
-                || ign.skips(crate::lookup::LookupFlags::packet(), s.flags, n.oif)
+                || ign.skips(crate::flow::LookupFlags::packet(), s.flags, n.oif)
         };
         let total: u64 = self
             .spec
@@ -163,7 +180,7 @@ pub(crate) struct Entry {
     pub tos: u8,
     /// IPv6 source prefix length; 0 = no source prefix.
     src_len: u8,
-    pub info: u32,
+    pub info: InfoId,
     /// IPv6: how many next hops of the sibling group of this entry's run (same metric, same
     /// source) come before it in the kernel's leaf list. The kernel adds every route at the
     /// end of its run and keeps a sibling group as separate routes, so an entry added between
@@ -183,7 +200,7 @@ impl PartialEq for Entry {
 impl Eq for Entry {}
 
 impl Entry {
-    pub fn new(tos: u8, info: u32, src: Option<Key>) -> Entry {
+    pub fn new(tos: u8, info: InfoId, src: Option<Key>) -> Entry {
         let (src_len, a) = match src {
             Some(k) if k.len > 0 => (k.len, k.addr),
             _ => (0, 0),
@@ -215,29 +232,58 @@ impl Entry {
     }
 }
 
+/// The number of siblings of `e` when it stands for an IPv6 sibling group (two or more next
+/// hops of its own, not an object).
+pub(crate) fn sibling_hops(infos: &Infos, e: &Entry) -> Option<usize> {
+    let s = &infos.get(e.info).spec;
+    (s.nhs.len() >= 2 && s.nhid.is_none()).then_some(s.nhs.len())
+}
+
+/// Where `x`, an entry after the sibling group `group` in a prefix's list, sits among the
+/// group's siblings in the kernel's leaf list: after that many of them (`Entry::hops_before`),
+/// or None when it is not in the group's run or comes after its last sibling.
+pub(crate) fn between_siblings(infos: &Infos, group: &Entry, x: &Entry) -> Option<usize> {
+    let n = sibling_hops(infos, group)?;
+    let h = x.hops_before as usize;
+    let same_run = x.src() == group.src()
+        && infos.get(x.info).spec.priority == infos.get(group.info).spec.priority;
+    (same_run && h < n).then_some(h)
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Infos {
     slots: Vec<Option<Info>>,
-    free: Vec<u32>,
+    free: Vec<InfoId>,
     /// Deduplicates infos by what they hold (next hops, metrics, ...), all of it sent by netlink
     /// peers: keyed hash.
-    index: KeyedMap<InfoSpec, u32>,
+    index: KeyedMap<InfoSpec, InfoId>,
     /// How many infos were ever freed: an id remembered elsewhere still names the same info
     /// while this is unchanged.
     frees: u64,
     /// Serials handed out so far.
     serials: u64,
-    /// Infos freed since `take_released` was last called (their deadlines and exceptions
-    /// are forgotten by `Fib::reap_released`).
+    /// Infos freed since `take_released` was last called (their exceptions are forgotten by
+    /// `Fib::reap_released`).
     released: Vec<Released>,
+    /// The deadlines of the live infos that expire, and of no other: queued by `insert`,
+    /// taken out when the info is freed.
+    expiry: ExpiryQueue<InfoRef>,
+    /// The dependents of each link: the live infos with a next hop on it (keyed hash: link
+    /// indices are chosen by netlink peers).
+    by_link: KeyedMap<IfIndex, HashSet<InfoId, InternalState>>,
+    /// Dst generations handed out so far (see `dst`): every dst stored or changed takes the
+    /// next, so no two results of one `Fib` ever share one.
+    dst_gens: u64,
+    /// Infos whose state that compiled answers read (dead, next hops DEAD) moved in `update`
+    /// since `take_moved`: the keys using them must be recompiled.
+    moved: Vec<InfoId>,
 }
 
-/// A freed info, as the expiry queue and the exception table name it.
+/// A freed info, as the exception table names it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Released {
-    pub id: u32,
+    pub id: InfoId,
     pub serial: u64,
-    pub expires_at: Option<u64>,
 }
 
 impl Infos {
@@ -245,38 +291,113 @@ impl Infos {
         self.frees
     }
 
-    pub fn find(&self, spec: &InfoSpec) -> Option<u32> {
+    pub fn find(&self, spec: &InfoSpec) -> Option<InfoId> {
         self.index.get(spec).copied()
     }
 
     /// Stores a new info (not yet referenced).
-    pub fn insert(&mut self, mut info: Info) -> u32 {
+    pub fn insert(&mut self, mut info: Info) -> InfoId {
         self.serials += 1;
         info.serial = self.serials;
         let spec = info.spec.clone();
         let id = match self.free.pop() {
             Some(id) => {
-                self.slots[id as usize] = Some(info);
+                self.slots[id.slot()] = Some(info);
                 id
             }
             None => {
                 self.slots.push(Some(info));
-                (self.slots.len() - 1) as u32
+                InfoId::new(self.slots.len() - 1)
             }
         };
+        if let Some(x) = spec.expires {
+            self.expiry.insert(x.at, (id, self.serials));
+        }
+        for n in &spec.nhs {
+            self.by_link.entry(IfIndex(n.oif)).or_default().insert(id);
+        }
+        let info = self.slots[id.slot()].as_mut().expect("just stored");
+        for (i, s) in info.nh.iter_mut().enumerate() {
+            self.dst_gens += 1;
+            s.dst.gen = self.dst_gens;
+            s.dst.at = DstAt {
+                info: Some(id),
+                nh: i,
+            };
+        }
         self.index.insert(spec, id);
         id
     }
 
-    pub fn hold(&mut self, id: u32) {
-        if let Some(i) = self.slots[id as usize].as_mut() {
+    /// The live infos with a next hop on link `dev`.
+    pub fn on_link(&self, dev: IfIndex) -> Vec<InfoId> {
+        self.by_link
+            .get(&dev)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Applies `f` to the run-time state of each of `ids` (never to its spec, which is its
+    /// identity), noting the infos whose compiled-answer state moved (see `take_moved`).
+    pub fn update(&mut self, ids: &[InfoId], mut f: impl FnMut(&mut Info)) {
+        for &id in ids {
+            let Some(info) = self.slots[id.slot()].as_mut() else {
+                continue;
+            };
+            let before = info.compiled_state();
+            f(info);
+            if info.compiled_state() != before {
+                self.moved.push(id);
+            }
+        }
+    }
+
+    /// The live infos whose compiled-answer state moved since the last call. A freed one is
+    /// left out: no entry uses it any more, and an info stored in its slot since came with
+    /// entries that marked their keys themselves.
+    pub fn take_moved(&mut self) -> Vec<InfoId> {
+        let mut moved = std::mem::take(&mut self.moved);
+        moved.retain(|id| self.slots[id.slot()].is_some());
+        moved
+    }
+
+    /// Stores `d` as the result of next hop `nh` of info `id`; a changed result takes a new
+    /// generation, an unchanged one keeps its own (so holders' copies stay current).
+    pub fn set_dst(&mut self, id: InfoId, nh: usize, d: Dst) {
+        let Some(s) = self.slots[id.slot()]
+            .as_mut()
+            .and_then(|i| i.nh.get_mut(nh))
+        else {
+            return;
+        };
+        if !s.dst.same_result(&d) {
+            self.dst_gens += 1;
+            s.dst = Dst {
+                gen: self.dst_gens,
+                at: s.dst.at,
+                ..d
+            };
+        }
+    }
+
+    /// Whether `d` is the current result of its next hop (see `dst`).
+    #[inline]
+    pub fn dst_is_current(&self, d: &Dst) -> bool {
+        d.at.info
+            .and_then(|id| self.slots.get(id.slot())?.as_ref())
+            .and_then(|i| i.nh.get(d.at.nh))
+            .is_some_and(|s| s.dst.gen == d.gen)
+    }
+
+    pub fn hold(&mut self, id: InfoId) {
+        if let Some(i) = self.slots[id.slot()].as_mut() {
             i.refs += 1;
         }
     }
 
     /// Drops one reference; frees the info when none is left.
-    pub fn put(&mut self, id: u32) {
-        let slot = &mut self.slots[id as usize];
+    pub fn put(&mut self, id: InfoId) {
+        let slot = &mut self.slots[id.slot()];
         let free = match slot.as_mut() {
             Some(i) => {
                 i.refs -= 1;
@@ -289,11 +410,7 @@ impl Infos {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
-                self.released.push(Released {
-                    id,
-                    serial: i.serial,
-                    expires_at: i.spec.expires.map(|x| x.at),
-                });
+                self.released(id, &i);
             }
             self.free.push(id);
             self.frees += 1;
@@ -301,30 +418,54 @@ impl Infos {
     }
 
     /// Frees an info nobody references (one created for a request that then failed).
-    pub fn drop_if_unused(&mut self, id: u32) {
-        if self.slots[id as usize]
-            .as_ref()
-            .is_some_and(|i| i.refs == 0)
-        {
-            if let Some(i) = self.slots[id as usize].take() {
+    pub fn drop_if_unused(&mut self, id: InfoId) {
+        if self.slots[id.slot()].as_ref().is_some_and(|i| i.refs == 0) {
+            if let Some(i) = self.slots[id.slot()].take() {
                 if self.index.get(&i.spec) == Some(&id) {
                     self.index.remove(&i.spec);
                 }
-                self.released.push(Released {
-                    id,
-                    serial: i.serial,
-                    expires_at: i.spec.expires.map(|x| x.at),
-                });
+                self.released(id, &i);
             }
             self.free.push(id);
             self.frees += 1;
         }
     }
 
+    /// Forgets freed info `i`, of slot `id`, in the expiry queue, and records it for
+    /// `take_released`.
+    fn released(&mut self, id: InfoId, i: &Info) {
+        if let Some(x) = i.spec.expires {
+            self.expiry.remove(x.at, (id, i.serial));
+        }
+        for n in &i.spec.nhs {
+            if let Some(s) = self.by_link.get_mut(&IfIndex(n.oif)) {
+                s.remove(&id);
+                if s.is_empty() {
+                    self.by_link.remove(&IfIndex(n.oif));
+                }
+            }
+        }
+        self.released.push(Released {
+            id,
+            serial: i.serial,
+        });
+    }
+
+    /// The deadlines of the live infos that expire.
+    #[inline]
+    pub fn expiry(&self) -> &ExpiryQueue<InfoRef> {
+        &self.expiry
+    }
+
+    /// The earliest live info due at `now`, taken out of the queue (the info stays).
+    pub fn pop_due(&mut self, now: u64) -> Option<InfoRef> {
+        self.expiry.pop_due(now).map(|(_, r)| r)
+    }
+
     /// Whether slot `id` holds the info of that serial.
-    pub fn is_live(&self, id: u32, serial: u64) -> bool {
+    pub fn is_live(&self, id: InfoId, serial: u64) -> bool {
         self.slots
-            .get(id as usize)
+            .get(id.slot())
             .and_then(|s| s.as_ref())
             .is_some_and(|i| i.serial == serial)
     }
@@ -335,29 +476,18 @@ impl Infos {
     }
 
     #[inline]
-    pub fn get(&self, id: u32) -> &Info {
-        self.slots[id as usize]
+    pub fn get(&self, id: InfoId) -> &Info {
+        self.slots[id.slot()]
             .as_ref()
             .expect("entry points at a live info")
     }
 
-    #[inline]
-    pub fn get_mut(&mut self, id: u32) -> &mut Info {
-        self.slots[id as usize]
-            .as_mut()
-            .expect("entry points at a live info")
-    }
-
-    pub fn ids(&self) -> Vec<u32> {
+    pub fn ids(&self) -> Vec<InfoId> {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| i as u32)
+            .map(|(i, _)| InfoId::new(i))
             .collect()
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Info> {
-        self.slots.iter_mut().flatten()
     }
 }

@@ -7,15 +7,18 @@
 //! - The entries of one key are ordered by tos (descending), then metric (ascending), then
 //!   the position the request's flags chose; exactly what fib_find_alias expects.
 //! - Every gateway check is one longest-prefix walk (or a cache hit), never a scan; the cache
-//!   of gateway resolutions is dropped whenever a change could alter one (`nh_gen`).
+//!   of gateway resolutions is dropped whenever a change could alter one (`memo`).
 
 use std::net::IpAddr;
 
 use crate::dst::LookupError;
-use crate::fibtable::Key;
-use crate::lookup::{LookupFlags, TableResult};
+use crate::flow::Flow;
+use crate::flow::LookupFlags;
+use crate::ids::InfoId;
+use crate::lookup::TableResult;
+use crate::prefix::Key;
 use crate::route::{Entry, InfoSpec, NhSpec, NhState};
-use crate::rule::Flow;
+use crate::types::einval;
 use crate::types::{
     nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
 };
@@ -31,13 +34,9 @@ fn min_scope(t: RouteType) -> u8 {
     }
 }
 
-pub(crate) fn einval(msg: &str) -> RtError {
-    RtError::msg(Errno::EINVAL, msg)
-}
-
 /// The attributes of a plain request (one next hop, no metrics, no next-hop object) that
 /// decide its route info. Requests with equal keys get equal infos as long as nothing they
-/// were validated against changed (`nh_gen`) and no info was freed (ids stay meaningful), so
+/// were validated against changed (`memo::Generations::resolve`) and no info was freed (ids stay meaningful), so
 /// a bulk load validates each distinct next hop once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SimpleKey {
@@ -143,7 +142,7 @@ pub(crate) struct NhResolved {
 /// included. Empty when the cache did not decide (the change is then applied in full).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteHint {
-    decided: Option<(u32, (u64, u64))>,
+    decided: Option<(InfoId, (u64, u64))>,
 }
 
 impl Fib {
@@ -186,31 +185,25 @@ impl Fib {
         if key.addr != u32::from(d) as u128 {
             return Err(einval("Invalid prefix for given prefix length"));
         }
-        let gen = (self.nh_gen, self.infos.frees());
+        let gen = (self.gens.resolve(), self.infos.frees());
         if let Some((id, at)) = hint.decided {
             // The cache hit of an equal FIB, at the same generation.
-            if at == gen && self.simple_gen == gen {
+            if at == gen && self.simple_memo.is_at(gen) {
                 return self.insert4(tb, key, r.tos, id, flags);
             }
         }
         let simple = SimpleKey::of(r, tb);
         if let Some(sk) = &simple {
-            if self.simple_gen == gen {
-                if let Some(&id) = self.simple_cache.get(sk) {
-                    hint.decided = Some((id, gen));
-                    return self.insert4(tb, key, r.tos, id, flags);
-                }
-            } else {
-                self.simple_cache.clear();
-                self.simple_gen = (self.nh_gen, self.infos.frees());
+            if let Some(&id) = self.simple_memo.get(gen, sk) {
+                hint.decided = Some((id, gen));
+                return self.insert4(tb, key, r.tos, id, flags);
             }
         }
         let (spec, states) = self.create_info4(r, tb)?;
         let id = self.intern(spec, states);
         if let Some(sk) = simple {
-            if self.simple_gen == (self.nh_gen, self.infos.frees()) {
-                self.simple_cache.insert(sk, id);
-            }
+            let now = (self.gens.resolve(), self.infos.frees());
+            self.simple_memo.insert(now, sk, id);
         }
         self.insert4(tb, key, r.tos, id, flags)
     }
@@ -386,7 +379,7 @@ impl Fib {
             pref: None,
             expires: self.expiry_of(
                 r.expires,
-                Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(32), 32),
+                Key::new(crate::prefix::ip_u128(r.dst.addr), r.dst.len.min(32), 32),
             ),
             rtf_anycast: false,
         };
@@ -512,13 +505,9 @@ impl Fib {
         }
         let want_scope = (rscope as u16 + 1).max(scope::LINK as u16).min(255) as u8;
         let ckey = (gw, oif, tb, want_scope);
-        if self.gw_cache_gen == self.nh_gen {
-            if let Some(r) = self.gw_cache.get(&ckey) {
-                return Ok(*r);
-            }
-        } else {
-            self.gw_cache.clear();
-            self.gw_cache_gen = self.nh_gen;
+        let at = self.gens.resolve();
+        if let Some(r) = self.gw_memo.get(at, &ckey) {
+            return Ok(*r);
         }
         let flow = Flow {
             dst: gw as u128,
@@ -563,7 +552,7 @@ impl Fib {
         if !l.up {
             return Err(RtError::new(Errno::ENETDOWN));
         }
-        self.gw_cache.insert(ckey, rs);
+        self.gw_memo.insert(at, ckey, rs);
         Ok(rs)
     }
 
@@ -578,7 +567,7 @@ impl Fib {
         tb: u32,
         key: Key,
         tos: u8,
-        new_id: u32,
+        new_id: InfoId,
         flags: ReqFlags,
     ) -> Result<(), RtError> {
         /// What fib_table_insert decided for the request.
@@ -873,7 +862,7 @@ mod hint_tests {
         assert!(at.is_some());
         assert_ne!(
             at,
-            Some((hinted.nh_gen, hinted.infos.frees())),
+            Some((hinted.gens.resolve(), hinted.infos.frees())),
             "the generation moved"
         );
         assert_eq!(

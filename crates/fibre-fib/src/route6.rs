@@ -12,12 +12,13 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use crate::fibtable::Key;
-use crate::leaf6;
-use crate::lookup::{LookupFlags, TableResult};
-use crate::route::{Entry, InfoSpec, Infos, NhSpec, NhState};
-use crate::route4::einval;
-use crate::rule::Flow;
+use crate::fibtable::leaf6;
+use crate::flow::Flow;
+use crate::flow::LookupFlags;
+use crate::lookup::TableResult;
+use crate::prefix::Key;
+use crate::route::{between_siblings, sibling_hops, Entry, InfoSpec, Infos, NhSpec, NhState};
+use crate::types::einval;
 use crate::types::{
     nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
 };
@@ -85,7 +86,7 @@ impl Fib {
         }
         let src = match r.src {
             Some(s) if s.len > 128 => return Err(einval("Invalid source address length")),
-            Some(s) if s.len > 0 => Some(Key::new(crate::ip_u128(s.addr), s.len, 128)),
+            Some(s) if s.len > 0 => Some(Key::new(crate::prefix::ip_u128(s.addr), s.len, 128)),
             _ => None,
         };
         // fib6_config_validate, before any table is made.
@@ -93,7 +94,7 @@ impl Fib {
             return Err(einval("Nexthops can not be used with source routing"));
         }
         let tb = if r.table == 0 { table::MAIN } else { r.table };
-        let key = Key::new(crate::ip_u128(r.dst.addr), r.dst.len, 128);
+        let key = Key::new(crate::prefix::ip_u128(r.dst.addr), r.dst.len, 128);
         let hops: Vec<NextHop> = if r.multipath.is_empty() {
             vec![NextHop {
                 flags: r.flags | r.nexthop.flags,
@@ -221,7 +222,7 @@ impl Fib {
             }),
             expires: self.expiry_of(
                 r.expires,
-                Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(128), 128),
+                Key::new(crate::prefix::ip_u128(r.dst.addr), r.dst.len.min(128), 128),
             ),
             rtf_anycast: rtype == RouteType::Anycast && int.kernel,
         };
@@ -610,11 +611,11 @@ impl Fib {
             }
             return last;
         }
-        let key = Key::new(crate::ip_u128(r.dst.addr), r.dst.len.min(128), 128);
+        let key = Key::new(crate::prefix::ip_u128(r.dst.addr), r.dst.len.min(128), 128);
         let src = r
             .src
             .filter(|s| s.len > 0)
-            .map(|s| Key::new(crate::ip_u128(s.addr), s.len.min(128), 128));
+            .map(|s| Key::new(crate::prefix::ip_u128(s.addr), s.len.min(128), 128));
         let Some(list) = self
             .t6
             .get(&tb)
@@ -765,24 +766,6 @@ fn leaf_order6(infos: &Infos, list: &[Entry], src: Option<Key>) -> Vec<(usize, O
         }
     }
     order
-}
-
-/// The number of siblings of `e` when it stands for an IPv6 sibling group (two or more next
-/// hops of its own, not an object).
-fn sibling_hops(infos: &Infos, e: &Entry) -> Option<usize> {
-    let s = &infos.get(e.info).spec;
-    (s.nhs.len() >= 2 && s.nhid.is_none()).then_some(s.nhs.len())
-}
-
-/// Where `x`, an entry after the sibling group `group` in a prefix's list, sits among the
-/// group's siblings in the kernel's leaf list: after that many of them (`Entry::hops_before`),
-/// or None when it is not in the group's run or comes after its last sibling.
-pub(crate) fn between_siblings(infos: &Infos, group: &Entry, x: &Entry) -> Option<usize> {
-    let n = sibling_hops(infos, group)?;
-    let h = x.hops_before as usize;
-    let same_run = x.src() == group.src()
-        && infos.get(x.info).spec.priority == infos.get(group.info).spec.priority;
-    (same_run && h < n).then_some(h)
 }
 
 /// Whether a prefix's source subtree, holding the source prefixes `srcs`, has a node for `key`:

@@ -10,24 +10,8 @@
 //!   link that does not exist (yet) never matches, as the kernel's "[detached]" rules.
 //! - Output lookups match with iif = `lo` (ifindex 1), as the kernel fills flowi_iif.
 
+use crate::flow::Flow;
 use crate::types::{table, Errno, Family, Prefix, RtError, Rule, RuleAction};
-
-/// A flow as rules and tables see it (the kernel's flowi4/flowi6 fields that matter here).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flow {
-    pub dst: u128,
-    pub src: u128,
-    pub iif: u32,
-    pub oif: u32,
-    pub tos: u8,
-    pub mark: u32,
-    pub uid: u32,
-    pub proto: u8,
-    pub sport: u16,
-    pub dport: u16,
-    /// Minimum route scope accepted (flowi4_scope): universe for ordinary lookups.
-    pub scope: u8,
-}
 
 /// Priority of the default `lookup main` rule; automatic priorities are chosen below it.
 const MAIN_RULE_PRIO: u32 = 32766;
@@ -47,7 +31,7 @@ fn default_rule(family: Family, prio: u32, table: u32) -> Rule {
 }
 
 fn prefix_bits(p: &Option<Prefix>) -> Option<(u128, u8)> {
-    p.map(|p| (crate::ip_u128(p.addr), p.len))
+    p.map(|p| (crate::prefix::ip_u128(p.addr), p.len))
 }
 
 impl Rules {
@@ -200,19 +184,19 @@ impl Rules {
                 }
             }
             if let Some((a, l)) = prefix_bits(&rule.src) {
-                if flow.src & crate::fibtable::mask(l, bits) != a & crate::fibtable::mask(l, bits) {
+                if flow.src & crate::prefix::mask(l, bits) != a & crate::prefix::mask(l, bits) {
                     return false;
                 }
             }
             if let Some((a, l)) = prefix_bits(&rule.dst) {
-                if flow.dst & crate::fibtable::mask(l, bits) != a & crate::fibtable::mask(l, bits) {
+                if flow.dst & crate::prefix::mask(l, bits) != a & crate::prefix::mask(l, bits) {
                     return false;
                 }
             }
             // IPv4 rules compare the routing bits of the tos (fib4_rule_match); IPv6 the
             // whole traffic class.
             let tos_ok = if bits == 32 {
-                crate::lookup::tos_matches(rule.tos, flow.tos)
+                crate::flow::tos_matches(rule.tos, flow.tos)
             } else {
                 rule.tos == 0 || rule.tos == flow.tos
             };

@@ -67,7 +67,7 @@ fn label(a: &Ipv6Addr) -> u32 {
     let v = u128::from(*a);
     LABELS
         .iter()
-        .find(|(p, l, _)| v & crate::fibtable::mask(*l, 128) == *p)
+        .find(|(p, l, _)| v & crate::prefix::mask(*l, 128) == *p)
         .map(|x| x.2)
         .unwrap_or(1)
 }

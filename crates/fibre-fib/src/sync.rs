@@ -20,11 +20,13 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::addr::{self, Addr4, Addr6};
-use crate::dst::Dst;
-use crate::fibtable::Key;
+use crate::dst::{Dst, DstAt, Reason, Walk};
+use crate::ids::{IfIndex, InfoId};
 use crate::link::LOOPBACK_IFINDEX;
-use crate::route::{InfoSpec, NhSpec, NhState};
-use crate::route6::{between_siblings, Internal6, PRIO_ADDRCONF};
+use crate::prefix::Key;
+
+use crate::route::{between_siblings, InfoSpec, NhSpec, NhState};
+use crate::route6::{Internal6, PRIO_ADDRCONF};
 use crate::types::{
     ifa_flags, nh_flags, protocol, scope, table, Family, Prefix, ReqFlags, Route, RouteType,
 };
@@ -347,7 +349,7 @@ impl Fib {
         if a.flags & ifa_flags::NOPREFIXROUTE != 0 || !self.links.get(dev).is_some_and(|l| l.up) {
             return;
         }
-        let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+        let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
         let route = |metric: u32| {
             kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric)
         };
@@ -367,7 +369,7 @@ impl Fib {
         let up = self.links.get(dev).is_some_and(|l| l.up);
         let with_prefix = with_prefix && up;
         if with_prefix && a.flags & ifa_flags::NOPREFIXROUTE == 0 {
-            let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+            let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
             let metric = if a.metric != 0 {
                 a.metric
             } else {
@@ -403,7 +405,7 @@ impl Fib {
             ),
         );
         if self.settings().ipv6_forwarding && a.prefixlen < 127 {
-            let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+            let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
             if !p.is_unspecified() {
                 add(
                     self,
@@ -435,12 +437,12 @@ impl Fib {
             table::LOCAL,
             Some(LOCAL6_METRIC),
         );
-        let p = Ipv6Addr::from(u128::from(a.addr) & crate::fibtable::mask(a.prefixlen, 128));
+        let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
         let others = self.links.get(dev).map(|l| {
             l.v6.iter()
                 .filter(|b| {
                     b.prefixlen == a.prefixlen
-                        && u128::from(b.addr) & crate::fibtable::mask(b.prefixlen, 128)
+                        && u128::from(b.addr) & crate::prefix::mask(b.prefixlen, 128)
                             == u128::from(p)
                 })
                 .count()
@@ -452,7 +454,7 @@ impl Fib {
             l.v6.iter()
                 .filter(|b| {
                     b.prefixlen < 127
-                        && u128::from(b.addr) & crate::fibtable::mask(b.prefixlen, 128)
+                        && u128::from(b.addr) & crate::prefix::mask(b.prefixlen, 128)
                             == u128::from(p)
                 })
                 .count()
@@ -677,14 +679,15 @@ impl Fib {
     /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
     fn mark_siblings6_dead(&mut self, dev: u32) {
-        let ign = &self.linkdown_ignored;
-        for info in self.infos.iter_mut() {
+        let ign = &self.confs.ignored();
+        let ids = self.infos.on_link(IfIndex(dev));
+        self.infos.update(&ids, |info| {
             let s = &info.spec;
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
-                continue;
+                return;
             }
             if !s.nhs.iter().any(|n| n.oif == dev) {
-                continue;
+                return;
             }
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
                 if spec.oif == dev {
@@ -692,27 +695,28 @@ impl Fib {
                 }
             }
             info.rebalance(ign);
-        }
+        });
     }
 
     /// fib_sync_down_dev for IPv4: DOWN marks next hops dead (except host-scope ones) and
     /// flushes routes with every next hop dead; CHANGE (carrier loss) marks them linkdown;
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
     pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
-        let ign = &self.linkdown_ignored;
-        for info in self.infos.iter_mut() {
+        let ign = &self.confs.ignored();
+        let ids = self.infos.on_link(IfIndex(dev));
+        self.infos.update(&ids, |info| {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
-                continue;
+                return;
             }
             if !info.spec.nhs.iter().any(|n| n.oif == dev) {
-                continue;
+                return;
             }
             let v6 = info.spec.family == Family::Inet6;
             // fib6_ifdown skips RTF_LOCAL and RTF_ANYCAST routes (a user's `anycast` route
             // lacks the flag).
             if v6 && (info.spec.rtype == RouteType::Local || info.spec.rtf_anycast) {
-                continue;
+                return;
             }
             let mut dead = 0;
             let n = info.nh.len();
@@ -736,7 +740,7 @@ impl Fib {
                 info.dead |= down;
             }
             info.rebalance(ign);
-        }
+        });
         if down {
             self.flush_dead();
         }
@@ -747,13 +751,14 @@ impl Fib {
     /// routes left without a live next hop are flushed. Routes through next-hop objects keep
     /// theirs: objects follow link events only.
     pub(crate) fn disable_ip4(&mut self, dev: u32) {
-        let ign = &self.linkdown_ignored;
-        for info in self.infos.iter_mut() {
+        let ign = &self.confs.ignored();
+        let ids = self.infos.on_link(IfIndex(dev));
+        self.infos.update(&ids, |info| {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
                 || !info.spec.nhs.iter().any(|n| n.oif == dev)
             {
-                continue;
+                return;
             }
             let mut dead = 0;
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
@@ -768,7 +773,7 @@ impl Fib {
                 info.dead = true;
             }
             info.rebalance(ign);
-        }
+        });
         self.flush_dead();
     }
 
@@ -776,11 +781,12 @@ impl Fib {
     /// `dev` (LINKDOWN stays while the carrier is off).
     pub(crate) fn sync_up(&mut self, dev: u32) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
-        let ign = &self.linkdown_ignored;
-        for info in self.infos.iter_mut() {
+        let ign = &self.confs.ignored();
+        let ids = self.infos.on_link(IfIndex(dev));
+        self.infos.update(&ids, |info| {
             // rt6_sync_up runs when the link becomes ready (up with carrier).
             if info.spec.family == Family::Inet6 && !carrier {
-                continue;
+                return;
             }
             let mut changed = false;
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
@@ -798,12 +804,13 @@ impl Fib {
                 info.linkdown &= !carrier;
                 info.rebalance(ign);
             }
-        }
+        });
     }
 
-    /// Removes every entry whose info is dead (fib_flush).
+    /// Removes every entry whose info is dead (fib_flush): the keys using dead infos come from
+    /// each table's users index, so the cost follows what is flushed, not the table's size.
     pub(crate) fn flush_dead(&mut self) {
-        let dead: std::collections::HashSet<u32> = self
+        let mut dead: Vec<InfoId> = self
             .infos
             .ids()
             .into_iter()
@@ -812,22 +819,38 @@ impl Fib {
         if dead.is_empty() {
             return;
         }
-        self.retain_entries(|_, e| !dead.contains(&e.info));
+        dead.sort_unstable();
+        let mut dropped = Vec::new();
+        for (_, t) in self.tables_by_id_mut() {
+            let keys = t.keys_using(&dead);
+            t.retain_entries_at(&keys, |e| {
+                let gone = dead.binary_search(&e.info).is_ok();
+                if gone {
+                    dropped.push(e.info);
+                }
+                !gone
+            });
+        }
+        for d in dropped {
+            self.infos.put(d);
+        }
+        self.route_changed(true);
     }
 
     /// Marks dead and flushes the infos `pred` selects.
     pub(crate) fn flush_infos(&mut self, pred: impl Fn(&InfoSpec) -> bool) {
-        for info in self.infos.iter_mut() {
+        let ids = self.infos.ids();
+        self.infos.update(&ids, |info| {
             if pred(&info.spec) {
                 info.dead = true;
             }
-        }
+        });
         self.flush_dead();
     }
 
     /// Replaces the info of every entry for which `f` returns a new spec.
     pub(crate) fn rewrite_infos(&mut self, f: impl Fn(&InfoSpec) -> Option<InfoSpec>) {
-        let mut map: Vec<(u32, u32)> = Vec::new();
+        let mut map: Vec<(InfoId, InfoId)> = Vec::new();
         for id in self.infos.ids() {
             let info = self.infos.get(id);
             if let Some(spec) = f(&info.spec) {
@@ -860,11 +883,14 @@ impl Fib {
         if map.is_empty() {
             return;
         }
-        let lookup: std::collections::HashMap<u32, u32> = map.iter().copied().collect();
+        let lookup: std::collections::HashMap<InfoId, InfoId> = map.iter().copied().collect();
+        let mut olds: Vec<InfoId> = lookup.keys().copied().collect();
+        olds.sort_unstable();
         let mut holds = Vec::new();
         let mut puts = Vec::new();
         for (_, t) in self.tables_by_id_mut() {
-            for (_, es) in t.iter_mut() {
+            let keys = t.keys_using(&olds);
+            t.modify_at(&keys, |es| {
                 for e in es.iter_mut() {
                     if let Some(&n) = lookup.get(&e.info) {
                         puts.push(e.info);
@@ -872,7 +898,7 @@ impl Fib {
                         e.info = n;
                     }
                 }
-            }
+            });
         }
         for h in holds {
             self.infos.hold(h);
@@ -882,31 +908,6 @@ impl Fib {
         }
         for (_, n) in map {
             self.infos.drop_if_unused(n);
-        }
-        self.route_changed(true);
-    }
-
-    /// Keeps the entries `keep` accepts, in every table of both families.
-    pub(crate) fn retain_entries(&mut self, keep: impl Fn(Family, &crate::route::Entry) -> bool) {
-        let mut dropped = Vec::new();
-        for (fam, t) in self.tables_by_id_mut() {
-            let mut any = false;
-            for (_, es) in t.iter_mut() {
-                es.retain(|e| {
-                    let k = keep(fam, e);
-                    if !k {
-                        dropped.push(e.info);
-                        any = true;
-                    }
-                    k
-                });
-            }
-            if any {
-                t.prune_all();
-            }
-        }
-        for d in dropped {
-            self.infos.put(d);
         }
         self.route_changed(true);
     }
@@ -969,7 +970,8 @@ impl Fib {
             prefsrc,
             table: spec.table,
             nh_flags: st.flags | n.flags,
-            gen: self.gen,
+            gen: 0,
+            at: DstAt::default(),
         }
     }
 
@@ -984,20 +986,37 @@ impl Fib {
             prefsrc: None,
             table: 0,
             nh_flags: nh_flags::DEAD,
-            gen: self.gen,
+            gen: 0,
+            at: DstAt::default(),
         }
     }
 
-    /// Rebuilds every cached dst (after a link or address change).
-    pub(crate) fn refresh_dsts(&mut self) {
-        for id in self.infos.ids() {
+    /// Rebuilds the dsts of the objects that can depend on the changes `why` (see `dst`),
+    /// each once; those whose result did not change keep their generation.
+    pub(crate) fn refresh_dsts(&mut self, why: &[Reason]) {
+        let mut ids = if why.iter().any(|r| r.walk() == Walk::All) {
+            self.infos.ids()
+        } else {
+            let mut links: Vec<IfIndex> = why
+                .iter()
+                .filter_map(|r| match r.walk() {
+                    Walk::Link(dev) => Some(dev),
+                    Walk::None | Walk::All => None,
+                })
+                .collect();
+            links.sort_unstable();
+            links.dedup();
+            links.iter().flat_map(|&l| self.infos.on_link(l)).collect()
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
             let info = self.infos.get(id);
             let dsts: Vec<Dst> = (0..info.nh.len())
                 .map(|i| self.build_dst(&info.spec, i, &info.nh[i]))
                 .collect();
-            let info = self.infos.get_mut(id);
-            for (st, d) in info.nh.iter_mut().zip(dsts) {
-                st.dst = d;
+            for (i, d) in dsts.into_iter().enumerate() {
+                self.infos.set_dst(id, i, d);
             }
         }
     }

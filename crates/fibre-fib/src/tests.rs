@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use crate::*;
 
 mod conf;
+mod dst;
 mod resilient;
 
 fn ip(s: &str) -> IpAddr {
@@ -282,14 +283,14 @@ fn compiled_lookups_agree_as_tables_grow_and_shrink() {
         let (mut f, d0) = base();
         let (bits, base_len): (u8, u8) = if v6 { (128, 32) } else { (32, 8) };
         let top: u128 = if v6 { 0x2001_0db8 << 96 } else { 10 << 24 };
-        let space = crate::fibtable::mask(bits, bits);
+        let space = crate::prefix::mask(bits, bits);
         let family = if v6 { Family::Inet6 } else { Family::Inet };
         let mut routes: Vec<(u128, u8)> = Vec::new();
         while routes.len() < 1500 {
             // Lengths from the base to the full width under the base prefix.
             let len = base_len + (next() % u64::from(bits - base_len + 1)) as u8;
             let low = ((u128::from(next()) << 64 | u128::from(next())) & space) >> base_len;
-            let k = crate::fibtable::Key::new(top | low, len, bits);
+            let k = crate::prefix::Key::new(top | low, len, bits);
             if !routes.contains(&(k.addr, len)) {
                 routes.push((k.addr, len));
             }
@@ -312,7 +313,7 @@ fn compiled_lookups_agree_as_tables_grow_and_shrink() {
                 let random = (u128::from(next()) << 64 | u128::from(next())) & space;
                 // Inside a prefix, or anywhere under the base.
                 if i % 2 == 0 {
-                    a | (random & !crate::fibtable::mask(l, bits))
+                    a | (random & !crate::prefix::mask(l, bits))
                 } else {
                     top | (random >> base_len)
                 }
@@ -323,7 +324,7 @@ fn compiled_lookups_agree_as_tables_grow_and_shrink() {
             for &p in &probes {
                 let want = present
                     .iter()
-                    .filter(|&&(a, l)| p & crate::fibtable::mask(l, bits) == a)
+                    .filter(|&&(a, l)| p & crate::prefix::mask(l, bits) == a)
                     .max_by_key(|r| r.1)
                     .copied();
                 let q = RouteQuery {

@@ -201,13 +201,6 @@ impl<V> SortedMap<V> {
         self.chunks.iter().flat_map(|c| c.keys.iter().zip(&c.vals))
     }
 
-    /// Every key and value in order, values mutable.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Key, &mut V)> {
-        self.chunks
-            .iter_mut()
-            .flat_map(|c| c.keys.iter().zip(c.vals.iter_mut()))
-    }
-
     /// Keys from `start` on (the first key at least `start`), in order.
     pub fn range_from(&self, start: Key) -> impl Iterator<Item = (&Key, &V)> {
         let (ci, i) = match self.chunk_for(&start) {

@@ -34,7 +34,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::fibtable::{Key, Table};
+use super::Table;
+use crate::prefix::Key;
 use crate::route::{Entry, Infos};
 
 /// A route, as a leaf names it: its destination node, source prefix and metric.

@@ -1,0 +1,35 @@
+//! Typed indices, so that an index of one kind cannot be used where another is meant (a
+//! route-info slot where an interface index is expected, ...). The route-info arena's slots
+//! and the links in the dependents walk (`dst::Reason`, `route::Infos::on_link`) use them;
+//! the request and answer types of [`crate::types`] keep plain numbers, as netlink has them.
+//!
+//! The crate's lowest layer: this module uses nothing of the crate.
+
+/// A slot of the route-info arena (`route::Infos`). A slot is reused after its info is freed;
+/// with the info's serial ([`crate::expiry::InfoRef`]) it names one info for as long as it
+/// lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct InfoId(u32);
+
+impl InfoId {
+    #[inline]
+    pub fn new(slot: usize) -> InfoId {
+        InfoId(u32::try_from(slot).expect("fewer than 2^32 route infos"))
+    }
+
+    /// The slot, as the arena indexes it.
+    #[inline]
+    pub fn slot(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The slot as a plain number, for answers that name an info outside the crate.
+    #[inline]
+    pub fn raw(self) -> u32 {
+        self.0
+    }
+}
+
+/// An interface index (ifindex), as the dependents walk names the link a change is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct IfIndex(pub u32);
