@@ -437,6 +437,8 @@ impl Fib {
         if let Some(g) = link.addr_gen_mode {
             l.addr_gen_mode = g;
         }
+        let v6_was = old_mtu >= link::IPV6_MIN_MTU;
+        let v6_now = l.ipv6_enabled();
         let was_up = l.up;
         let was_ready = l.oper_up();
         let had_carrier = l.carrier;
@@ -470,12 +472,20 @@ impl Fib {
         if now_up && !had_carrier && carrier {
             self.sync_up(idx);
         }
-        if now_ready && !was_ready {
+        // addrconf's NETDEV_CHANGEMTU: below IPv6's minimum the link loses its IPv6 state as
+        // if unregistered (lo only as if down); back above it, IPv6 starts as on a link that
+        // becomes ready. Neither crossing moves route MTU metrics.
+        if v6_was && !v6_now {
+            self.v6_ifdown(idx, !is_lo);
+        }
+        if v6_now && now_ready && (!was_ready || !v6_was) {
             self.v6_link_ready(idx);
         }
         let mut why: Vec<Reason> = Vec::new();
         if let Some(m) = link.mtu.filter(|&m| m != old_mtu) {
-            self.mtu_change6(idx, old_mtu, m);
+            if v6_was && v6_now {
+                self.mtu_change6(idx, old_mtu, m);
+            }
             why.push(Reason::MtuChange(IfIndex(idx)));
         }
         if was_up != now_up {
@@ -696,6 +706,10 @@ impl Fib {
             }
             (Family::Inet6, Some(IpAddr::V6(l))) => {
                 if a.prefixlen > 128 {
+                    return Err(RtError::new(Errno::EINVAL));
+                }
+                // ipv6_find_idev fails on a link below IPv6's minimum MTU.
+                if !self.links.get(a.ifindex).is_some_and(|l| l.ipv6_enabled()) {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 let peer = match a.address {

@@ -46,6 +46,9 @@ pub(crate) fn valid_name(name: &str) -> bool {
             .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0x0b)
 }
 
+/// The smallest MTU IPv6 runs over (RFC 8200 section 5, the kernel's IPV6_MIN_MTU).
+pub(crate) const IPV6_MIN_MTU: u32 = 1280;
+
 #[derive(Debug, Clone)]
 pub(crate) struct LinkState {
     pub ifindex: u32,
@@ -72,6 +75,12 @@ impl LinkState {
     /// Usable for forwarding: up with carrier (netif_running && netif_carrier_ok).
     pub fn oper_up(&self) -> bool {
         self.up && self.carrier
+    }
+
+    /// IPv6 runs on the link: its MTU is at least IPv6's minimum (RFC 8200 section 5).
+    /// Below it the kernel's addrconf tears the link's IPv6 state down and refuses addresses.
+    pub fn ipv6_enabled(&self) -> bool {
+        self.mtu >= IPV6_MIN_MTU
     }
 
     /// `ifi_flags` as a dump shows them.

@@ -577,10 +577,17 @@ impl Fib {
     /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down). The
     /// addresses go without ipv6_del_addr, so routes elsewhere keep them as prefsrc.
     pub(crate) fn v6_link_down(&mut self, dev: u32) {
+        self.v6_ifdown(dev, false);
+    }
+
+    /// addrconf_ifdown: the link's IPv6 addresses go (without ipv6_del_addr), and the routes
+    /// through it as on NETDEV_DOWN, or with `unregister` as on NETDEV_UNREGISTER (multipath
+    /// siblings through it removed, not marked dead).
+    pub(crate) fn v6_ifdown(&mut self, dev: u32, unregister: bool) {
         if let Some(l) = self.links.get_mut(dev) {
             l.v6.clear();
         }
-        self.drop_nhs6(dev, false);
+        self.drop_nhs6(dev, unregister);
     }
 
     /// rt6_sync_down_dev (fib6_ifdown). `unregister` false is NETDEV_DOWN: single-path routes
@@ -620,7 +627,12 @@ impl Fib {
                         }
                         let info = self.infos.get(e.info);
                         let s = &info.spec;
-                        if !unregister && s.nhid.is_none() && s.nhs.len() > 1 {
+                        // Routes through next-hop objects live and die with their objects
+                        // (fib6_ifdown passes over them).
+                        if s.nhid.is_some() {
+                            return None;
+                        }
+                        if !unregister && s.nhs.len() > 1 {
                             // Marked above; flushed only when all of them are dead.
                             let all_dead = info.nh.iter().all(|n| n.flags & nh_flags::DEAD != 0);
                             return all_dead.then_some((i, 0, 1));
