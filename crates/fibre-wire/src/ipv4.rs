@@ -16,7 +16,7 @@ use core::net::Ipv4Addr;
 use crate::checksum;
 use crate::error::{Error, Result};
 use crate::field::{array, be16, set_be16, OptionBytes};
-use crate::ipv4_option::Options;
+use crate::ipv4_option::{Ipv4Option, Options};
 
 /// The header without options.
 pub const HEADER_LEN: usize = 20;
@@ -163,6 +163,23 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The options one by one.
     pub fn options(&self) -> Options<'_> {
         Options::new(self.options_bytes())
+    }
+
+    /// The destination the upper layer's pseudo-header names (RFC 1122 section 4.1.3.6 for
+    /// UDP, RFC 9293 section 3.1 for TCP): with a loose or strict source route, its last
+    /// address; otherwise the destination address. A malformed option list ends the search.
+    pub fn final_dst_addr(&self) -> Ipv4Addr {
+        let mut last = self.dst_addr();
+        for opt in self.options().map_while(|o| o.ok()) {
+            if let Ipv4Option::LooseSourceRoute { data, .. }
+            | Ipv4Option::StrictSourceRoute { data, .. } = opt
+            {
+                if let Some(a) = data.len().checked_sub(4).and_then(|at| data.get(at..)) {
+                    last = Ipv4Addr::from(array::<4>(a, 0));
+                }
+            }
+        }
+        last
     }
 
     /// From the end of the header to the total length.
@@ -352,7 +369,6 @@ impl Repr {
 mod tests {
     use super::*;
     use crate::consts::ip_proto;
-    use crate::ipv4_option::Ipv4Option;
 
     // scapy: IP(src="192.0.2.1", dst="198.51.100.7", ttl=64, id=0x1234, flags="DF",
     //           options=[IPOption_Router_Alert()])/UDP(sport=1000, dport=53)

@@ -12,8 +12,10 @@
 use core::net::Ipv6Addr;
 
 use crate::checksum;
+use crate::consts::ip_proto;
 use crate::error::{Error, Result};
 use crate::field::{array, be16, be32, set_be16, set_be32};
+use crate::ipv6_ext;
 
 pub const HEADER_LEN: usize = 40;
 
@@ -99,12 +101,39 @@ impl<T: AsRef<[u8]>> Packet<T> {
         &self.buffer.as_ref()[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
     }
 
-    /// The pseudo-header an upper layer's checksum covers (RFC 8200 section 8.1). With a
-    /// routing header the final destination belongs there instead: callers substitute it.
+    /// The destination the upper layer's pseudo-header names (RFC 8200 section 8.1): while a
+    /// routing header has segments left, the route's final address (the last of a type 0 or
+    /// type 2 header's list, the first of a segment routing header's); otherwise, and for
+    /// routing types it does not know, the destination address. A chain that cannot be walked
+    /// ends the search.
+    pub fn final_dst_addr(&self) -> Ipv6Addr {
+        let mut dst = self.dst_addr();
+        let chain = ipv6_ext::Chain::new(self.next_header(), self.payload());
+        for h in chain
+            .map_while(|h| h.ok())
+            .filter(|h| h.kind == ip_proto::IPV6_ROUTING)
+        {
+            let r = ipv6_ext::Header::new_unchecked(h.bytes);
+            // The addresses start after the 8-byte fixed part in all three types.
+            let addrs = &h.bytes[8..];
+            let at = match r.routing_type() {
+                0 | 2 => addrs.len() / 16 * 16,
+                ipv6_ext::ROUTING_SRH => 16,
+                _ => 0,
+            };
+            if r.segments_left() > 0 && at >= 16 && at <= addrs.len() {
+                dst = Ipv6Addr::from(array::<16>(addrs, at - 16));
+            }
+        }
+        dst
+    }
+
+    /// The pseudo-header an upper layer's checksum covers: the source and
+    /// [`Packet::final_dst_addr`].
     pub fn pseudo_header(&self) -> checksum::PseudoHeader {
         checksum::PseudoHeader::V6 {
             src: self.src_addr(),
-            dst: self.dst_addr(),
+            dst: self.final_dst_addr(),
         }
     }
 }

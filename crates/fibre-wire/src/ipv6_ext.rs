@@ -30,6 +30,9 @@ pub const MAX_EXT_HEADERS: usize = 8;
 /// The minimum and unit of the headers viewed by [`Header`], and the fragment header's size.
 pub const UNIT: usize = 8;
 
+/// The routing type of the segment routing header (RFC 8754).
+pub const ROUTING_SRH: u8 = 4;
+
 /// The headers [`walk`] follows.
 pub fn is_walked(next_header: u8) -> bool {
     matches!(
