@@ -169,7 +169,8 @@ pub enum Repr<'a> {
         pointer: u8,
         data: &'a [u8],
     },
-    /// Any other type, with its second word as read.
+    /// Any other type, and echo messages with a code other than 0 (which the RFC does not
+    /// define), with the second word as read.
     Other {
         msg_type: u8,
         code: u8,
@@ -184,12 +185,12 @@ impl<'a> Repr<'a> {
         let data = &packet.buffer.as_ref()[HEADER_LEN..];
         let code = p.code();
         Ok(match p.msg_type() {
-            icmp::ECHO_REQUEST => Repr::EchoRequest {
+            icmp::ECHO_REQUEST if code == 0 => Repr::EchoRequest {
                 ident: p.echo_ident(),
                 seq_no: p.echo_seq_no(),
                 data,
             },
-            icmp::ECHO_REPLY => Repr::EchoReply {
+            icmp::ECHO_REPLY if code == 0 => Repr::EchoReply {
                 ident: p.echo_ident(),
                 seq_no: p.echo_seq_no(),
                 data,

@@ -164,7 +164,8 @@ pub enum Repr<'a> {
         data: &'a [u8],
     },
     Ndp(ndp::Repr<'a>),
-    /// Any other type, with its second word as read.
+    /// Any other type, and echo and packet-too-big messages with a code other than 0 (which
+    /// the RFC does not define), with the second word as read.
     Other {
         msg_type: u8,
         code: u8,
@@ -181,7 +182,7 @@ impl<'a> Repr<'a> {
         let code = p.code();
         Ok(match p.msg_type() {
             icmpv6::DEST_UNREACHABLE => Repr::DstUnreachable { code, data },
-            icmpv6::PACKET_TOO_BIG => Repr::PacketTooBig {
+            icmpv6::PACKET_TOO_BIG if code == 0 => Repr::PacketTooBig {
                 mtu: p.rest_u32(),
                 data,
             },
@@ -191,12 +192,12 @@ impl<'a> Repr<'a> {
                 pointer: p.rest_u32(),
                 data,
             },
-            icmpv6::ECHO_REQUEST => Repr::EchoRequest {
+            icmpv6::ECHO_REQUEST if code == 0 => Repr::EchoRequest {
                 ident: p.echo_ident(),
                 seq_no: p.echo_seq_no(),
                 data,
             },
-            icmpv6::ECHO_REPLY => Repr::EchoReply {
+            icmpv6::ECHO_REPLY if code == 0 => Repr::EchoReply {
                 ident: p.echo_ident(),
                 seq_no: p.echo_seq_no(),
                 data,

@@ -41,7 +41,7 @@ FRAMES = {
     "ipv4_icmp_time_exceeded": E / IP(src="192.0.2.254", dst="192.0.2.1") / ICMP(type=11, code=0) / INNER4,
     "ipv4_icmp_redirect": E / IP(src="192.0.2.254", dst="192.0.2.1") / ICMP(type=5, code=1, gw="192.0.2.253") / INNER4,
     "ipv4_icmp_param_problem": E / IP(src="192.0.2.254", dst="192.0.2.1") / ICMP(type=12, code=0, ptr=20) / INNER4,
-    "ipv4_icmp_unknown_type": E / IP(**V4) / ICMP(type=13, code=0) / (b"\0" * 12),
+    "ipv4_icmp_unknown_type": E / IP(**V4) / ICMP(type=42, code=1) / (b"\0" * 12),
     "vlan_ipv4_udp": Ether(src=A, dst=B) / Dot1Q(vlan=10, prio=3) / IP(**V4) / UDP(sport=9, dport=10),
     "qinq_ipv6_tcp": Ether(src=A, dst=B) / Dot1AD(vlan=100) / Dot1Q(vlan=200) / IPv6(**V6) / TCP(sport=11, dport=12, flags="PA") / b"data",
     "ipv6_udp": E / IPv6(hlim=64, tc=0xb8, fl=0x12345, **V6) / UDP(sport=1234, dport=53) / b"query",
