@@ -7,6 +7,8 @@
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::error::{Error, Result};
+
 /// The one's-complement sum of `data` as big-endian 16-bit words, an odd last byte padded with
 /// zero, before folding.
 pub fn sum(data: &[u8]) -> u32 {
@@ -41,6 +43,15 @@ pub fn checksum(data: &[u8]) -> u16 {
 /// True when `data`, checksum field included, sums to all ones.
 pub fn verifies(partial: u32) -> bool {
     fold(partial) == 0xFFFF
+}
+
+/// [`verifies`] as a `Result`: [`Error::Checksum`] when the sum does not verify.
+pub fn check(partial: u32) -> Result<()> {
+    if verifies(partial) {
+        Ok(())
+    } else {
+        Err(Error::Checksum)
+    }
 }
 
 /// The partial sum of the IPv4 pseudo-header (RFC 768, RFC 793): addresses, protocol and the

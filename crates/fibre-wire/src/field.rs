@@ -1,5 +1,6 @@
-//! Big-endian field access shared by every header view, and the fixed-size store for option
-//! bytes that lets IPv4 and TCP `Repr`s stay `Copy` while keeping every option byte.
+//! Big-endian field access shared by every header view, the fixed-size store for option bytes
+//! that lets IPv4 and TCP `Repr`s stay `Copy` while keeping every option byte, and the walk
+//! that the option iterators share.
 //!
 //! The readers index their slice directly and so panic when it is too short: the views call
 //! them only at offsets their `new_checked` constructor has validated.
@@ -82,5 +83,64 @@ impl Default for OptionBytes {
 impl core::fmt::Debug for OptionBytes {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "OptionBytes({:02x?})", self.as_slice())
+    }
+}
+
+/// The walk the option iterators share (IPv4 options, IPv6 hop-by-hop and destination options,
+/// NDP options): `read` takes the option at the start of its slice and returns it with its
+/// length. The walk stops at the end of the bytes, after an option that `last` says ends the
+/// list, or after the first error, where [`OptionWalk::offset`] is left at the malformed
+/// option's start (for an ICMP parameter problem's pointer). It never panics.
+#[derive(Debug, Clone)]
+pub struct OptionWalk<'a, T> {
+    bytes: &'a [u8],
+    offset: usize,
+    done: bool,
+    read: fn(&'a [u8]) -> Result<(T, usize)>,
+    last: fn(&T) -> bool,
+}
+
+impl<'a, T> OptionWalk<'a, T> {
+    pub(crate) fn walk(
+        bytes: &'a [u8],
+        read: fn(&'a [u8]) -> Result<(T, usize)>,
+        last: fn(&T) -> bool,
+    ) -> OptionWalk<'a, T> {
+        OptionWalk {
+            bytes,
+            offset: 0,
+            done: false,
+            read,
+            last,
+        }
+    }
+
+    /// Where the next option starts (after an error: where the malformed one starts).
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+}
+
+impl<T> Iterator for OptionWalk<'_, T> {
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self
+            .bytes
+            .get(self.offset..)
+            .filter(|r| !self.done && !r.is_empty())?;
+        match (self.read)(rest) {
+            // Every reader returns a length of at least 1 within `rest`; the clamp keeps a
+            // mistaken one from looping or moving the offset past the end.
+            Ok((opt, len)) => {
+                self.done = (self.last)(&opt);
+                self.offset += len.clamp(1, rest.len());
+                Some(Ok(opt))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
     }
 }

@@ -97,11 +97,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     pub fn verify_checksum(&self) -> Result<()> {
-        if checksum::verifies(checksum::sum(self.buffer.as_ref())) {
-            Ok(())
-        } else {
-            Err(Error::Checksum)
-        }
+        checksum::check(checksum::sum(self.buffer.as_ref()))
     }
 }
 

@@ -98,11 +98,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     pub fn verify_checksum(&self, src: Ipv6Addr, dst: Ipv6Addr) -> Result<()> {
-        if checksum::verifies(self.sum(src, dst)) {
-            Ok(())
-        } else {
-            Err(Error::Checksum)
-        }
+        checksum::check(self.sum(src, dst))
     }
 }
 

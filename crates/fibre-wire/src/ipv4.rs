@@ -189,11 +189,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// [`Error::Checksum`] unless the header sums to all ones.
     pub fn verify_checksum(&self) -> Result<()> {
-        if checksum::verifies(checksum::sum(&self.buffer.as_ref()[..self.header_len()])) {
-            Ok(())
-        } else {
-            Err(Error::Checksum)
-        }
+        checksum::check(checksum::sum(&self.buffer.as_ref()[..self.header_len()]))
     }
 }
 

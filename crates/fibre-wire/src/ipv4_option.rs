@@ -10,6 +10,7 @@
 //! [`Ipv4Option::buffer_len`], or when data longer than an option can hold (253 bytes) is given.
 
 use crate::error::{Error, Result};
+use crate::field::OptionWalk;
 
 /// Option kinds: the copied flag, class and number of RFC 791 in one byte.
 pub mod kind {
@@ -169,48 +170,12 @@ impl<'a> Ipv4Option<'a> {
     }
 }
 
-/// The options of one header, in order.
-#[derive(Debug, Clone)]
-pub struct Options<'a> {
-    bytes: &'a [u8],
-    offset: usize,
-    done: bool,
-}
+/// The options of one header, in order; the walk ends after End of Option List.
+pub type Options<'a> = OptionWalk<'a, Ipv4Option<'a>>;
 
 impl<'a> Options<'a> {
     pub fn new(bytes: &'a [u8]) -> Options<'a> {
-        Options {
-            bytes,
-            offset: 0,
-            done: false,
-        }
-    }
-
-    /// Where the next option starts in the option bytes (after an error: where the malformed
-    /// one starts).
-    pub fn offset(&self) -> usize {
-        self.offset
-    }
-}
-
-impl<'a> Iterator for Options<'a> {
-    type Item = Result<Ipv4Option<'a>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done || self.offset >= self.bytes.len() {
-            return None;
-        }
-        match Ipv4Option::parse(&self.bytes[self.offset..]) {
-            Ok((opt, len)) => {
-                self.done = opt == Ipv4Option::EndOfList;
-                self.offset += len;
-                Some(Ok(opt))
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        OptionWalk::walk(bytes, Ipv4Option::parse, |o| *o == Ipv4Option::EndOfList)
     }
 }
 

@@ -19,7 +19,7 @@
 
 use crate::consts::ip_proto;
 use crate::error::{Error, Result};
-use crate::field::{be16, be32, set_be16, set_be32};
+use crate::field::{be16, be32, set_be16, set_be32, OptionWalk};
 
 /// The most extension headers [`walk`] follows before it gives up with [`Error::Unsupported`].
 /// RFC 8200 section 4.1 recommends each header at most once, destination options twice: six
@@ -404,7 +404,7 @@ pub enum Ipv6Option<'a> {
     },
 }
 
-impl Ipv6Option<'_> {
+impl<'a> Ipv6Option<'a> {
     pub fn kind(&self) -> u8 {
         match self {
             Ipv6Option::Pad1 => option_kind::PAD1,
@@ -421,32 +421,9 @@ impl Ipv6Option<'_> {
     pub fn action(&self) -> u8 {
         self.kind() >> 6
     }
-}
 
-/// The options in a hop-by-hop or destination-options header's data; stops after the first
-/// malformed option (an [`Error::Malformed`]: a length past the end, or a Router Alert or
-/// Jumbo of the wrong length), whose offset in the data [`Options::offset`] then gives.
-#[derive(Debug, Clone)]
-pub struct Options<'a> {
-    data: &'a [u8],
-    offset: usize,
-    done: bool,
-}
-
-impl<'a> Options<'a> {
-    pub fn new(data: &'a [u8]) -> Options<'a> {
-        Options {
-            data,
-            offset: 0,
-            done: false,
-        }
-    }
-
-    pub fn offset(&self) -> usize {
-        self.offset
-    }
-
-    fn read(b: &'a [u8]) -> Result<(Ipv6Option<'a>, usize)> {
+    /// Reads the option at the start of `b`, and its length.
+    pub fn parse(b: &'a [u8]) -> Result<(Ipv6Option<'a>, usize)> {
         let (&kind, rest) = b.split_first().ok_or(Error::Truncated)?;
         if kind == option_kind::PAD1 {
             return Ok((Ipv6Option::Pad1, 1));
@@ -468,23 +445,14 @@ impl<'a> Options<'a> {
     }
 }
 
-impl<'a> Iterator for Options<'a> {
-    type Item = Result<Ipv6Option<'a>>;
+/// The options in a hop-by-hop or destination-options header's data; stops after the first
+/// malformed option (an [`Error::Malformed`]: a length past the end, or a Router Alert or
+/// Jumbo of the wrong length), whose offset in the data [`OptionWalk::offset`] then gives.
+pub type Options<'a> = OptionWalk<'a, Ipv6Option<'a>>;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done || self.offset >= self.data.len() {
-            return None;
-        }
-        match Self::read(&self.data[self.offset..]) {
-            Ok((opt, len)) => {
-                self.offset += len;
-                Some(Ok(opt))
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+impl<'a> Options<'a> {
+    pub fn new(data: &'a [u8]) -> Options<'a> {
+        OptionWalk::walk(data, Ipv6Option::parse, |_| false)
     }
 }
 

@@ -57,4 +57,4 @@ pub mod frame;
 pub mod check;
 
 pub use error::{Error, Result};
-pub use field::{OptionBytes, MAX_OPTION_LEN};
+pub use field::{OptionBytes, OptionWalk, MAX_OPTION_LEN};

@@ -11,7 +11,7 @@ use core::net::Ipv6Addr;
 use crate::consts::icmpv6::ndp_option as kind;
 use crate::error::{Error, Result};
 use crate::ethernet::Address as EthernetAddress;
-use crate::field::{array, be32};
+use crate::field::{array, be32, OptionWalk};
 
 /// Options count their length in 8-octet units, type and length bytes included.
 const UNIT: usize = 8;
@@ -139,40 +139,16 @@ impl<'a> NdpOption<'a> {
 }
 
 /// The options of one message, in order; stops after the first malformed one.
-#[derive(Debug, Clone)]
-pub struct NdpOptions<'a> {
-    bytes: &'a [u8],
-    done: bool,
-}
+pub type NdpOptions<'a> = OptionWalk<'a, NdpOption<'a>>;
 
 impl<'a> NdpOptions<'a> {
     pub fn new(bytes: &'a [u8]) -> NdpOptions<'a> {
-        NdpOptions { bytes, done: false }
+        OptionWalk::walk(bytes, NdpOption::parse, |_| false)
     }
 
     /// Every option well-formed, the last one ending with the message.
     pub fn validate(bytes: &[u8]) -> Result<()> {
         NdpOptions::new(bytes).try_for_each(|o| o.map(|_| ()))
-    }
-}
-
-impl<'a> Iterator for NdpOptions<'a> {
-    type Item = Result<NdpOption<'a>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done || self.bytes.is_empty() {
-            return None;
-        }
-        match NdpOption::parse(self.bytes) {
-            Ok((opt, len)) => {
-                self.bytes = &self.bytes[len..];
-                Some(Ok(opt))
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
     }
 }
 

@@ -146,11 +146,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     pub fn verify_checksum(&self, pseudo: &PseudoHeader) -> Result<()> {
-        if checksum::verifies(self.sum(pseudo)) {
-            Ok(())
-        } else {
-            Err(Error::Checksum)
-        }
+        checksum::check(self.sum(pseudo))
     }
 }
 

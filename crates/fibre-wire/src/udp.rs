@@ -87,11 +87,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             pseudo.sum(ip_proto::UDP, datagram.len()),
             checksum::sum(datagram),
         ]);
-        if checksum::verifies(sum) {
-            Ok(())
-        } else {
-            Err(Error::Checksum)
-        }
+        checksum::check(sum)
     }
 }
 

@@ -11,12 +11,10 @@
 //! headers); it parses the transport header and so fails on truncated ones, which
 //! `Frame::parse` leaves to the layer above.
 
-use std::fs;
-use std::path::PathBuf;
-
 use etherparse::{
     LinkExtSlice, LinkSlice, NetSlice, PacketBuilder, SlicedPacket, TransportSlice, VlanId,
 };
+use fibre_wire::check::known_frames;
 use fibre_wire::consts::{ethertype, ip_proto};
 use fibre_wire::frame::{Frame, Network};
 use fibre_wire::{icmp, icmpv6, ipv6, ipv6_ext, udp};
@@ -166,23 +164,6 @@ fn compare(bytes: &[u8]) -> Outcome {
         _ => {}
     }
     Outcome::Agreed
-}
-
-fn known_frames() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/frames");
-    let mut out: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
-        .map(|p| {
-            (
-                p.file_stem().unwrap().to_string_lossy().into_owned(),
-                fs::read(&p).unwrap(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 #[test]

@@ -2,35 +2,11 @@
 //! parses through every layer, and re-emitting it layer by layer from the `Repr`s, checksums
 //! computed by this crate, gives back scapy's bytes exactly.
 
-use std::fs;
-use std::path::PathBuf;
-
+use fibre_wire::check::known_frames;
 use fibre_wire::checksum::PseudoHeader;
 use fibre_wire::consts::ip_proto;
 use fibre_wire::frame::{Frame, Network};
 use fibre_wire::{arp, ethernet, icmp, icmpv6, ipv4, ipv6, ipv6_ext, tcp, udp, vlan};
-
-fn frames() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/frames");
-    let mut out: Vec<_> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
-        .map(|p| {
-            (
-                p.file_stem().unwrap().to_string_lossy().into_owned(),
-                fs::read(&p).unwrap(),
-            )
-        })
-        .collect();
-    out.sort();
-    assert!(
-        out.len() >= 30,
-        "tests/frames holds {} frames: run make.py",
-        out.len()
-    );
-    out
-}
 
 /// The upper layer re-emitted from its `Repr` (checksums included), or copied when it is
 /// opaque (a later fragment, ESP, unknown protocols).
@@ -156,14 +132,14 @@ fn rebuild(bytes: &[u8]) -> Vec<u8> {
 
 #[test]
 fn every_frame_re_emits_byte_for_byte() {
-    for (name, bytes) in frames() {
+    for (name, bytes) in known_frames() {
         assert_eq!(rebuild(&bytes), bytes, "{name}");
     }
 }
 
 #[test]
 fn frames_are_classified_as_built() {
-    for (name, bytes) in frames() {
+    for (name, bytes) in known_frames() {
         let f = Frame::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         let upper = f.upper().map(|u| u.protocol);
         match name.as_str() {
@@ -221,7 +197,7 @@ fn frames_are_classified_as_built() {
 fn options_are_read_as_built() {
     use fibre_wire::ipv4_option::Ipv4Option;
     use fibre_wire::ndp_option::NdpOption;
-    let all = frames();
+    let all = known_frames();
     let get = |n: &str| all.iter().find(|(name, _)| name == n).unwrap().1.clone();
 
     let b = get("ipv4_options_lsrr_ra");

@@ -2,7 +2,8 @@
 """Writes the known frames the fibre-wire tests parse, re-emit byte for byte and compare with
 etherparse, and that seed the wire_* fuzz targets (scripts/fuzz copies them). Each file is
 one Ethernet frame as scapy builds it, checksums included. Rerun after a change here:
-`python3 crates/fibre-wire/tests/frames/make.py` (needs scapy: tests/requirements.txt)."""
+`python3 crates/fibre-wire/tests/frames/make.py` (needs scapy, `pip install scapy`; the
+tests read the committed frames and need no Python)."""
 
 import os
 
