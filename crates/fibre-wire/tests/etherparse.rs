@@ -198,6 +198,8 @@ fn built_frame() -> impl Strategy<Value = Vec<u8>> {
                 let b = PacketBuilder::ethernet2(mac_a, mac_b);
                 let vid = |v| VlanId::try_new(v).unwrap();
                 let mut out = Vec::new();
+                // Each step of etherparse's builder is a type of its own, so one closure cannot
+                // take the tag and IP choices: the two macros spell out every combination.
                 macro_rules! finish {
                     ($ip:expr) => {
                         match upper {
