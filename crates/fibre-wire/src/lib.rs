@@ -20,9 +20,9 @@
 //! count a bad checksum as a drop reason of its own; the `emit`s write them (UDP and TCP leave
 //! them to `fill_checksum`, as their payload is written after the header).
 //!
-//! Nothing here allocates, and the crate is `no_std` (tests use std). [`frame`] walks a whole
-//! Ethernet frame through the layers; [`check`] holds the round-trip assertions the fuzz
-//! targets and property tests share.
+//! Nothing here allocates, and the crate is `no_std`. [`frame`] walks a whole Ethernet frame
+//! through the layers. The module `check` (tests, and the `check` feature, which brings in std)
+//! holds the round-trip assertions the fuzz targets and property tests share.
 
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
