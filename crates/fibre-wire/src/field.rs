@@ -23,6 +23,12 @@ pub(crate) fn set_be32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
+/// Two 16-bit fields as one 32-bit word: the echo identifier and sequence number of ICMP and
+/// ICMPv6.
+pub(crate) fn be16_pair(hi: u16, lo: u16) -> [u8; 4] {
+    (u32::from(hi) << 16 | u32::from(lo)).to_be_bytes()
+}
+
 pub(crate) fn array<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
     let mut out = [0; N];
     out.copy_from_slice(&b[at..at + N]);

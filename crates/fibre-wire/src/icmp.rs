@@ -14,7 +14,7 @@ use core::net::Ipv4Addr;
 use crate::checksum;
 use crate::consts::icmp;
 use crate::error::{Error, Result};
-use crate::field::{array, be16, set_be16};
+use crate::field::{array, be16, be16_pair, set_be16};
 
 /// Type, code, checksum and the 4 bytes whose meaning depends on the type.
 pub const HEADER_LEN: usize = 8;
@@ -230,12 +230,6 @@ impl<'a> Repr<'a> {
     }
 
     fn rest_and_data(&self) -> ([u8; 4], &'a [u8]) {
-        let pair = |a: u16, b: u16| {
-            let mut r = [0; 4];
-            r[..2].copy_from_slice(&a.to_be_bytes());
-            r[2..].copy_from_slice(&b.to_be_bytes());
-            r
-        };
         match *self {
             Repr::EchoRequest {
                 ident,
@@ -246,10 +240,10 @@ impl<'a> Repr<'a> {
                 ident,
                 seq_no,
                 data,
-            } => (pair(ident, seq_no), data),
+            } => (be16_pair(ident, seq_no), data),
             Repr::DstUnreachable {
                 next_hop_mtu, data, ..
-            } => (pair(0, next_hop_mtu), data),
+            } => (be16_pair(0, next_hop_mtu), data),
             Repr::TimeExceeded { data, .. } => ([0; 4], data),
             Repr::Redirect { gateway, data, .. } => (gateway.octets(), data),
             Repr::ParamProblem { pointer, data, .. } => ([pointer, 0, 0, 0], data),

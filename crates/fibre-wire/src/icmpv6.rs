@@ -17,7 +17,7 @@ use core::net::Ipv6Addr;
 use crate::checksum;
 use crate::consts::{icmpv6, ip_proto};
 use crate::error::{Error, Result};
-use crate::field::{array, be16, be32, set_be16};
+use crate::field::{array, be16, be16_pair, be32, set_be16};
 use crate::ndp;
 
 /// Type, code, checksum and the 4 bytes whose meaning depends on the type.
@@ -228,12 +228,6 @@ impl<'a> Repr<'a> {
 
     /// The second word and the data after it, for every type but NDP's.
     fn rest_and_data(&self) -> Option<([u8; 4], &'a [u8])> {
-        let pair = |a: u16, b: u16| {
-            let mut r = [0; 4];
-            r[..2].copy_from_slice(&a.to_be_bytes());
-            r[2..].copy_from_slice(&b.to_be_bytes());
-            r
-        };
         Some(match *self {
             Repr::DstUnreachable { data, .. } | Repr::TimeExceeded { data, .. } => ([0; 4], data),
             Repr::PacketTooBig { mtu: v, data }
@@ -249,7 +243,7 @@ impl<'a> Repr<'a> {
                 ident,
                 seq_no,
                 data,
-            } => (pair(ident, seq_no), data),
+            } => (be16_pair(ident, seq_no), data),
             Repr::Other { rest, data, .. } => (rest, data),
             Repr::Ndp(_) => return None,
         })
