@@ -865,9 +865,10 @@ impl Fib {
         self.route_new_hinted(route, flags, &mut RouteHint::default())
     }
 
-    /// [`Fib::route_new`] that records in an empty `hint` what it looked up, and uses a
-    /// recorded one instead of looking up again: for applying the same change to an equal
-    /// FIB (the other copy of a left-right pair), with the same result.
+    /// [`Fib::route_new`] that records in an empty `hint` what it decided, and makes the
+    /// change a recorded one names instead of checking and deciding again: for applying the
+    /// same change to an equal FIB (the other copy of a left-right pair), with the same
+    /// result.
     pub fn route_new_hinted(
         &mut self,
         route: &Route,
@@ -886,6 +887,9 @@ impl Fib {
         hint: &mut RouteHint,
     ) -> Result<(), RtError> {
         self.expire_routes();
+        if let Some(r) = self.route4_decided(hint, flags) {
+            return r;
+        }
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }

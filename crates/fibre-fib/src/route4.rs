@@ -137,13 +137,26 @@ pub(crate) struct NhResolved {
 }
 
 /// What an IPv4 route add's plain-request cache decided (see [`Fib::route_new_hinted`]): the
-/// route info and the validation generation it was valid at. A FIB equal to the one that
-/// recorded it takes the same info at the same generation without hashing the request
-/// again: the cache hit is a read, so skipping it leaves the two FIBs equal, caches
-/// included. Empty when the cache did not decide (the change is then applied in full).
+/// route info, the validation generation it was valid at, and where the entry goes. A FIB
+/// equal to the one that recorded it makes the same change at the same generation without
+/// checking and hashing the request again: the checks passed on the equal FIB and the cache
+/// hit is a read, so skipping them leaves the two FIBs equal, caches included. Empty when the
+/// cache did not decide (the change is then applied in full).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteHint {
-    decided: Option<(u32, (u64, u64))>,
+    decided: Option<Decided>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Decided {
+    info: u32,
+    /// `(nh_gen, infos.frees())` when the cache decided.
+    at: (u64, u64),
+    table: u32,
+    key: Key,
+    tos: u8,
+    /// A local route (it makes the local table's routes custom, see `custom_local4`).
+    local: bool,
 }
 
 impl Fib {
@@ -187,17 +200,18 @@ impl Fib {
             return Err(einval("Invalid prefix for given prefix length"));
         }
         let gen = (self.nh_gen, self.infos.frees());
-        if let Some((id, at)) = hint.decided {
-            // The cache hit of an equal FIB, at the same generation.
-            if at == gen && self.simple_gen == gen {
-                return self.insert4(tb, key, r.tos, id, flags);
-            }
-        }
         let simple = SimpleKey::of(r, tb);
         if let Some(sk) = &simple {
             if self.simple_gen == gen {
                 if let Some(&id) = self.simple_cache.get(sk) {
-                    hint.decided = Some((id, gen));
+                    hint.decided = Some(Decided {
+                        info: id,
+                        at: gen,
+                        table: tb,
+                        key,
+                        tos: r.tos,
+                        local: r.rtype == RouteType::Local,
+                    });
                     return self.insert4(tb, key, r.tos, id, flags);
                 }
             } else {
@@ -213,6 +227,27 @@ impl Fib {
             }
         }
         self.insert4(tb, key, r.tos, id, flags)
+    }
+
+    /// The add `hint` recorded, made without the request (`None`: the hint is empty or from
+    /// another generation, and the request must be applied in full). Called once the due
+    /// routes are gone, where [`Fib::route4_new_hinted`] would check the request.
+    pub(crate) fn route4_decided(
+        &mut self,
+        hint: &RouteHint,
+        flags: ReqFlags,
+    ) -> Option<Result<(), RtError>> {
+        let d = hint.decided?;
+        let gen = (self.nh_gen, self.infos.frees());
+        // A missing table is made by the full path, before anything else is checked.
+        if d.at != gen || self.simple_gen != gen || !self.t4.contains_key(&d.table) {
+            return None;
+        }
+        let r = self.insert4(d.table, d.key, d.tos, d.info, flags);
+        if r.is_ok() && d.local {
+            self.custom_local4 = true;
+        }
+        Some(r)
     }
 
     /// fib_create_info: validates and resolves everything but the position in the table.
@@ -869,7 +904,7 @@ mod hint_tests {
         moved(&mut plain);
         let (r, f) = &changes[1];
         let mut h = hints[1].1;
-        let at = h.decided.map(|(_, at)| at);
+        let at = h.decided.map(|d| d.at);
         assert!(at.is_some());
         assert_ne!(
             at,
