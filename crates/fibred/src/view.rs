@@ -428,7 +428,6 @@ impl Sources<'_> {
 mod tests {
     use super::*;
     use fibre_fib::types::{Family, LinkKind, Prefix, RouteQuery, RouteType};
-    use fibre_fib::Clock;
     use std::net::{IpAddr, Ipv4Addr};
 
     /// Batches of churn the writer publishes, one at a time.
