@@ -875,6 +875,17 @@ impl Fib {
         flags: ReqFlags,
         hint: &mut RouteHint,
     ) -> Result<(), RtError> {
+        let expired = self.expire_routes();
+        if let Some(r) = self.route4_decided(hint, flags) {
+            // Its one change went through `Table::update`, which recompiles the key at once:
+            // inside a batch, with nothing expired, only released infos are left to reap.
+            if self.batching && expired == 0 {
+                self.reap_released();
+            } else {
+                self.commit_fast();
+            }
+            return r;
+        }
         let r = self.route_new_inner(route, flags, hint);
         self.commit_fast();
         r
@@ -887,9 +898,6 @@ impl Fib {
         hint: &mut RouteHint,
     ) -> Result<(), RtError> {
         self.expire_routes();
-        if let Some(r) = self.route4_decided(hint, flags) {
-            return r;
-        }
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }

@@ -894,6 +894,21 @@ mod hint_tests {
             replay.route_get(&RouteQuery::to("192.168.1.9".parse().unwrap()))
         );
 
+        // The same inside a batch (as a left-right replay runs), where a decided add leaves
+        // nothing to commit until the batch ends: the compiled answers are the same.
+        let mut batched = base();
+        batched.begin_batch();
+        for ((r, f), (result, h)) in changes.iter().zip(&mut hints) {
+            assert_eq!(batched.route_new_hinted(r, *f, h), *result);
+        }
+        batched.end_batch();
+        assert_eq!(first.routes(None), batched.routes(None));
+        assert_eq!(first.gen(), batched.gen());
+        for third in 1..=7 {
+            let q = RouteQuery::to(IpAddr::V4(Ipv4Addr::new(192, 168, third, 9)));
+            assert_eq!(first.route_get(&q), batched.route_get(&q), "192.168.{third}.9");
+        }
+
         // A FIB whose validation generation moved (a second address) does not take the
         // hint: it decides for itself, as route_new does.
         let moved = |f: &mut Fib| {
