@@ -876,28 +876,28 @@ impl Fib {
         hint: &mut RouteHint,
     ) -> Result<(), RtError> {
         let expired = self.expire_routes();
-        if let Some(r) = self.route4_decided(hint, flags) {
-            // Its one change went through `Table::update`, which recompiles the key at once:
-            // inside a batch, with nothing expired, only released infos are left to reap.
-            if self.batching && expired == 0 {
-                self.reap_released();
-            } else {
-                self.commit_fast();
-            }
-            return r;
+        let r = match self.route4_decided(hint, flags) {
+            Some(r) => r,
+            None => self.route_new_inner(route, flags, hint),
+        };
+        // An IPv4 add changes one table, through `Table::update`, which recompiles the key
+        // at once (a table it makes is empty): inside a batch, with nothing expired, only
+        // released infos are left to reap, not every table to walk.
+        if self.batching && expired == 0 && route.family == Family::Inet {
+            self.reap_released();
+        } else {
+            self.commit_fast();
         }
-        let r = self.route_new_inner(route, flags, hint);
-        self.commit_fast();
         r
     }
 
+    /// [`Fib::route_new`] once the due routes are gone.
     fn route_new_inner(
         &mut self,
         route: &Route,
         flags: ReqFlags,
         hint: &mut RouteHint,
     ) -> Result<(), RtError> {
-        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }

@@ -894,19 +894,25 @@ mod hint_tests {
             replay.route_get(&RouteQuery::to("192.168.1.9".parse().unwrap()))
         );
 
-        // The same inside a batch (as a left-right replay runs), where a decided add leaves
+        // The same inside a batch (as fibred applies and replays), where an IPv4 add leaves
         // nothing to commit until the batch ends: the compiled answers are the same.
-        let mut batched = base();
+        // Without hints too (the first application).
+        let (mut batched, mut unhinted) = (base(), base());
         batched.begin_batch();
+        unhinted.begin_batch();
         for ((r, f), (result, h)) in changes.iter().zip(&mut hints) {
             assert_eq!(batched.route_new_hinted(r, *f, h), *result);
+            assert_eq!(unhinted.route_new(r, *f), *result);
         }
         batched.end_batch();
-        assert_eq!(first.routes(None), batched.routes(None));
-        assert_eq!(first.gen(), batched.gen());
-        for third in 1..=7 {
-            let q = RouteQuery::to(IpAddr::V4(Ipv4Addr::new(192, 168, third, 9)));
-            assert_eq!(first.route_get(&q), batched.route_get(&q), "192.168.{third}.9");
+        unhinted.end_batch();
+        for fib in [&batched, &unhinted] {
+            assert_eq!(first.routes(None), fib.routes(None));
+            assert_eq!(first.gen(), fib.gen());
+            for third in 1..=7 {
+                let q = RouteQuery::to(IpAddr::V4(Ipv4Addr::new(192, 168, third, 9)));
+                assert_eq!(first.route_get(&q), fib.route_get(&q), "192.168.{third}.9");
+            }
         }
 
         // A FIB whose validation generation moved (a second address) does not take the
