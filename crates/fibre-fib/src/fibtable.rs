@@ -425,6 +425,14 @@ impl Table {
         self.dirty.is_empty() && self.compiled.pending.is_empty()
     }
 
+    /// Whether keys wait for [`Table::commit`] (or leaves for `leaf6::sync`): false when every
+    /// change went through [`Table::update`], which recompiles its key at once and leaves
+    /// only compiled-structure updates queued.
+    #[inline]
+    pub fn has_uncommitted(&self) -> bool {
+        !self.dirty.is_empty() || self.leaves.has_changes()
+    }
+
     /// Applies the compiled structure's queued updates (see the module documentation).
     pub fn flush_compiled(&mut self) {
         self.compiled.flush(self.bits, &self.map);

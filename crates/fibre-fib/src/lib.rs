@@ -894,27 +894,39 @@ impl Fib {
         self.route_new_hinted(route, flags, &mut RouteHint::default())
     }
 
-    /// [`Fib::route_new`] that records in an empty `hint` what it looked up, and uses a
-    /// recorded one instead of looking up again: for applying the same change to an equal
-    /// FIB (the other copy of a left-right pair), with the same result.
+    /// [`Fib::route_new`] that records in an empty `hint` what it decided, and makes the
+    /// change a recorded one names instead of checking and deciding again: for applying the
+    /// same change to an equal FIB (the other copy of a left-right pair), with the same
+    /// result.
     pub fn route_new_hinted(
         &mut self,
         route: &Route,
         flags: ReqFlags,
         hint: &mut RouteHint,
     ) -> Result<(), RtError> {
-        let r = self.route_new_inner(route, flags, hint);
-        self.commit_fast();
+        let expired = self.expire_routes();
+        let r = match self.route4_decided(hint, flags) {
+            Some(r) => r,
+            None => self.route_new_inner(route, flags, hint),
+        };
+        // An IPv4 add changes one table, through `Table::update`, which recompiles the key
+        // at once (a table it makes is empty): inside a batch, with nothing expired, only
+        // released infos are left to reap, not every table to walk.
+        if self.batching && expired == 0 && route.family == Family::Inet {
+            self.reap_released();
+        } else {
+            self.commit_fast();
+        }
         r
     }
 
+    /// [`Fib::route_new`] once the due routes are gone.
     fn route_new_inner(
         &mut self,
         route: &Route,
         flags: ReqFlags,
         hint: &mut RouteHint,
     ) -> Result<(), RtError> {
-        self.expire_routes();
         if Family::of(&route.dst.addr) != route.family {
             return Err(RtError::new(Errno::EINVAL));
         }

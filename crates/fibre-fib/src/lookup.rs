@@ -352,12 +352,17 @@ impl Fib {
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
             for t in tables.values_mut() {
-                if !t.is_clean() {
+                if t.is_clean() {
+                    continue;
+                }
+                // Inside a batch of route changes a table usually has only compiled updates
+                // queued: nothing to sync or commit, and the flush waits.
+                if t.has_uncommitted() {
                     crate::fibtable::leaf6::sync(t, infos);
                     t.commit(|es| winner(infos, nhobjs, family, es));
-                    if !self.batching {
-                        t.flush_compiled();
-                    }
+                }
+                if !self.batching {
+                    t.flush_compiled();
                 }
             }
         }

@@ -136,13 +136,26 @@ pub(crate) struct NhResolved {
 }
 
 /// What an IPv4 route add's plain-request cache decided (see [`Fib::route_new_hinted`]): the
-/// route info and the validation generation it was valid at. A FIB equal to the one that
-/// recorded it takes the same info at the same generation without hashing the request
-/// again: the cache hit is a read, so skipping it leaves the two FIBs equal, caches
-/// included. Empty when the cache did not decide (the change is then applied in full).
+/// route info, the validation generation it was valid at, and where the entry goes. A FIB
+/// equal to the one that recorded it makes the same change at the same generation without
+/// checking and hashing the request again: the checks passed on the equal FIB and the cache
+/// hit is a read, so skipping them leaves the two FIBs equal, caches included. Empty when the
+/// cache did not decide (the change is then applied in full).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteHint {
-    decided: Option<(InfoId, (u64, u64))>,
+    decided: Option<Decided>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Decided {
+    info: InfoId,
+    /// `(resolution generation, infos.frees())` when the cache decided.
+    at: (u64, u64),
+    table: u32,
+    key: Key,
+    tos: u8,
+    /// A local route (it makes the local table's routes custom, see `custom_local4`).
+    local: bool,
 }
 
 impl Fib {
@@ -186,16 +199,17 @@ impl Fib {
             return Err(einval("Invalid prefix for given prefix length"));
         }
         let gen = (self.gens.resolve(), self.infos.frees());
-        if let Some((id, at)) = hint.decided {
-            // The cache hit of an equal FIB, at the same generation.
-            if at == gen && self.simple_memo.is_at(gen) {
-                return self.insert4(tb, key, r.tos, id, flags);
-            }
-        }
         let simple = SimpleKey::of(r, tb);
         if let Some(sk) = &simple {
             if let Some(&id) = self.simple_memo.get(gen, sk) {
-                hint.decided = Some((id, gen));
+                hint.decided = Some(Decided {
+                    info: id,
+                    at: gen,
+                    table: tb,
+                    key,
+                    tos: r.tos,
+                    local: r.rtype == RouteType::Local,
+                });
                 return self.insert4(tb, key, r.tos, id, flags);
             }
         }
@@ -206,6 +220,27 @@ impl Fib {
             self.simple_memo.insert(now, sk, id);
         }
         self.insert4(tb, key, r.tos, id, flags)
+    }
+
+    /// The add `hint` recorded, made without the request (`None`: the hint is empty or from
+    /// another generation, and the request must be applied in full). Called once the due
+    /// routes are gone, where [`Fib::route4_new_hinted`] would check the request.
+    pub(crate) fn route4_decided(
+        &mut self,
+        hint: &RouteHint,
+        flags: ReqFlags,
+    ) -> Option<Result<(), RtError>> {
+        let d = hint.decided?;
+        let gen = (self.gens.resolve(), self.infos.frees());
+        // A missing table is made by the full path, before anything else is checked.
+        if d.at != gen || !self.simple_memo.is_at(gen) || !self.t4.contains_key(&d.table) {
+            return None;
+        }
+        let r = self.insert4(d.table, d.key, d.tos, d.info, flags);
+        if r.is_ok() && d.local {
+            self.custom_local4 = true;
+        }
+        Some(r)
     }
 
     /// fib_create_info: validates and resolves everything but the position in the table.
@@ -848,6 +883,27 @@ mod hint_tests {
             replay.route_get(&RouteQuery::to("192.168.1.9".parse().unwrap()))
         );
 
+        // The same inside a batch (as fibred applies and replays), where an IPv4 add leaves
+        // nothing to commit until the batch ends: the compiled answers are the same.
+        // Without hints too (the first application).
+        let (mut batched, mut unhinted) = (base(), base());
+        batched.begin_batch();
+        unhinted.begin_batch();
+        for ((r, f), (result, h)) in changes.iter().zip(&mut hints) {
+            assert_eq!(batched.route_new_hinted(r, *f, h), *result);
+            assert_eq!(unhinted.route_new(r, *f), *result);
+        }
+        batched.end_batch();
+        unhinted.end_batch();
+        for fib in [&batched, &unhinted] {
+            assert_eq!(first.routes(None), fib.routes(None));
+            assert_eq!(first.gen(), fib.gen());
+            for third in 1..=7 {
+                let q = RouteQuery::to(IpAddr::V4(Ipv4Addr::new(192, 168, third, 9)));
+                assert_eq!(first.route_get(&q), fib.route_get(&q), "192.168.{third}.9");
+            }
+        }
+
         // A FIB whose validation generation moved (a second address) does not take the
         // hint: it decides for itself, as route_new does.
         let moved = |f: &mut Fib| {
@@ -858,7 +914,7 @@ mod hint_tests {
         moved(&mut plain);
         let (r, f) = &changes[1];
         let mut h = hints[1].1;
-        let at = h.decided.map(|(_, at)| at);
+        let at = h.decided.map(|d| d.at);
         assert!(at.is_some());
         assert_ne!(
             at,

@@ -41,9 +41,9 @@ unsafe impl<T: Copy + Send> Send for HugeVec<T> {}
 unsafe impl<T: Copy + Sync> Sync for HugeVec<T> {}
 
 /// The layout of an array of `cap` elements, and whether it is huge-page backed. A huge-page
-/// backed array is aligned to a huge page but not rounded up to whole ones: the kernel backs its
-/// whole 2 MiB regions with huge pages and the tail with ordinary pages, so it holds no more
-/// memory than its capacity.
+/// backed array is aligned to a huge page; on Linux its mapping is whole huge pages
+/// (`mapped_len`), so once its last elements are touched it holds up to one huge page less a
+/// byte more than its capacity.
 fn layout<T>(cap: usize) -> (Layout, bool) {
     let bytes = cap
         .checked_mul(std::mem::size_of::<T>())
@@ -73,20 +73,6 @@ fn advise_huge(p: *mut u8, len: usize) {
 
 #[cfg(not(target_os = "linux"))]
 fn advise_huge(_: *mut u8, _: usize) {}
-
-/// Asks Linux (6.1 on) to back `p..p + len` with huge pages now, moving the ordinary pages
-/// already there (copying them, once); best effort, like `advise_huge`.
-#[cfg(target_os = "linux")]
-fn collapse_huge(p: *mut u8, len: usize) {
-    extern "C" {
-        fn madvise(addr: *mut u8, len: usize, advice: i32) -> i32;
-    }
-    /// Linux's MADV_COLLAPSE.
-    const MADV_COLLAPSE: i32 = 25;
-    // SAFETY: `p..p + len` lies in one live mapping of ours, aligned to a huge page; the
-    // collapse keeps its contents (a failure leaves it as it was).
-    let _ = unsafe { madvise(p, len, MADV_COLLAPSE) };
-}
 
 /// The memory of huge arrays: on Linux, a private anonymous mapping per array.
 #[cfg(target_os = "linux")]
@@ -183,12 +169,15 @@ mod region {
     }
 }
 
-/// The bytes of address space a huge array of `cap` elements maps: whole pages.
+/// The bytes of address space a huge array of `cap` elements maps: whole huge pages. Every
+/// 2 MiB region of the mapping is then whole from the start, so the kernel backs each with a
+/// huge page at its first touch, and an array grown update by update is backed like one built
+/// at once. A tail that only part of a region covers would be faulted in as ordinary pages
+/// and, to become a huge page once the array grew over it, copied (MADV_COLLAPSE): in a table
+/// load that copying took about 6% of fibred's writer (crates/fibred/RESULTS.md).
 #[cfg(target_os = "linux")]
 fn mapped_len<T>(cap: usize) -> usize {
-    /// Base page size (as `HUGE_PAGE` assumes).
-    const PAGE: usize = 4096;
-    (cap * std::mem::size_of::<T>()).next_multiple_of(PAGE)
+    (cap * std::mem::size_of::<T>()).next_multiple_of(HUGE_PAGE)
 }
 
 impl<T: Copy> HugeVec<T> {
@@ -265,13 +254,6 @@ impl<T: Copy> HugeVec<T> {
                 alloc::handle_alloc_error(new_layout)
             };
             advise_huge(p.as_ptr().cast(), len);
-            // The huge page the old mapping ended in was faulted in as ordinary pages (it was
-            // not whole then): now that it is, make it one huge page, so that a table grown
-            // update by update is backed like one built at once.
-            let tail = old_len / HUGE_PAGE * HUGE_PAGE;
-            if old_len % HUGE_PAGE != 0 && tail + HUGE_PAGE <= len {
-                collapse_huge(p.as_ptr().cast::<u8>().wrapping_add(tail), HUGE_PAGE);
-            }
             if self.cap > 0 && !old_huge {
                 // SAFETY: the old allocation holds `len` elements and is an ordinary one of
                 // `layout::<T>(self.cap)`; the new mapping is distinct and large enough.
@@ -418,6 +400,18 @@ mod tests {
         let c = v.clone();
         drop(v);
         assert!(c[..HUGE_MIN / 8].iter().all(|&x| x == 3));
+    }
+
+    /// A huge array's mapping ends on a huge-page boundary, so no region of it is partial.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn huge_arrays_map_whole_huge_pages() {
+        assert_eq!(mapped_len::<u8>(HUGE_MIN + 1), HUGE_PAGE);
+        assert_eq!(mapped_len::<u64>(HUGE_PAGE / 8 + 1), 2 * HUGE_PAGE);
+        let mut v = HugeVec::from_elem(1u32, HUGE_MIN / 4);
+        v.resize(v.capacity() + 1, 2);
+        assert_eq!(mapped_len::<u32>(v.capacity()) % HUGE_PAGE, 0);
+        assert_eq!(v[v.len() - 1], 2);
     }
 
     #[test]

@@ -28,7 +28,10 @@
 //! ([`crate::engine::Prepared`]): a list of requests per datagram. The writer hands the whole
 //! list to the log ([`FibWriter::keep`]) and applies each route change where it lies
 //! ([`FibWriter::apply_read_ahead`]); the log names it by its place and the replay applies it
-//! from there. A route (a few hundred bytes) is thus never moved on the writer. A kept list
+//! from there. A route (a few hundred bytes) is thus never moved on the writer. An add that
+//! the FIB decided from its cache of validated next hops is logged with that decision
+//! ([`RouteHint`]: the route info, the table and key, the generation it held at), and the
+//! replay makes the same change from it without checking the request again. A kept list
 //! lives until the replay that follows the next publish has applied it, and the newest one
 //! beyond that, since the engine may still be applying the rest of it.
 
@@ -539,6 +542,232 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(30));
         w.catch_up();
         assert_eq!(w.latest().next_expiry(), deadline);
+    }
+
+    /// A small deterministic generator (xorshift64*), so a failure replays.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        }
+    }
+
+    fn nexthop(id: u32, gw: IpAddr, oif: u32) -> NexthopObj {
+        NexthopObj {
+            id,
+            family: Some(Family::Inet),
+            gateway: Some(gw),
+            oif,
+            blackhole: false,
+            onlink: false,
+            fdb: false,
+            group: Vec::new(),
+            group_type: 0,
+            res: None,
+            protocol: 0,
+            flags: 0,
+            scope: 0,
+        }
+    }
+
+    /// A random change of links, addresses, next-hop objects, rules or expiry (failures
+    /// included: deleting what is absent, adding what exists, next hops on missing links).
+    fn object_change(rng: &mut Rng, now: u64) -> Change {
+        let link = rng.below(2) as u8;
+        let ifindex = 2 + u32::from(link);
+        let net = 128 + link;
+        let up = if rng.below(4) == 0 { 0 } else { 1 };
+        match rng.below(9) {
+            0 => Change::NewLink(
+                Link {
+                    ifname: Some(format!("d{link}")),
+                    kind: Some(LinkKind::Dummy),
+                    flags: up,
+                    change: 1,
+                    ..Link::default()
+                },
+                if rng.below(2) == 0 {
+                    ReqFlags::ADD
+                } else {
+                    ReqFlags::NONE
+                },
+            ),
+            1 => Change::DelLink(Link {
+                ifindex,
+                ..Link::default()
+            }),
+            2 | 3 => {
+                let host = 1 + rng.below(2) as u8;
+                let a = Address {
+                    family: Family::Inet,
+                    prefixlen: 16,
+                    flags: 0,
+                    scope: 0,
+                    ifindex,
+                    local: Some(v4(10, net, 0, host)),
+                    address: Some(v4(10, net, 0, host)),
+                    broadcast: None,
+                    label: None,
+                    metric: None,
+                    valid_lft: None,
+                    preferred_lft: None,
+                };
+                if rng.below(3) == 0 {
+                    Change::DelAddr(a)
+                } else {
+                    Change::NewAddr(a, ReqFlags::ADD)
+                }
+            }
+            4 => Change::NewNexthop(
+                nexthop(
+                    1 + rng.below(3) as u32,
+                    v4(10, net, 0, 2 + rng.below(3) as u8),
+                    ifindex,
+                ),
+                ReqFlags::ADD,
+            ),
+            5 => Change::DelNexthop(1 + rng.below(3) as u32),
+            6 | 7 => {
+                let mut r = Rule::new(Family::Inet, 100 + rng.below(2) as u32);
+                r.dst = Some(Prefix {
+                    addr: v4(10, rng.below(4) as u8, 0, 0),
+                    len: 16,
+                });
+                r.priority = Some(1000 + rng.below(3) as u32);
+                if rng.below(2) == 0 {
+                    Change::NewRule(r, ReqFlags::ADD)
+                } else {
+                    Change::DelRule(r)
+                }
+            }
+            _ => Change::Expire(now + rng.below(4000)),
+        }
+    }
+
+    /// A random route change: adds (plain, through next-hop objects, expiring, local),
+    /// replaces, appends and deletes over a few prefixes, tables and gateways, many of them
+    /// refused (EEXIST, ESRCH, an unreachable gateway, a missing next-hop object).
+    fn route_request(rng: &mut Rng) -> Request {
+        let dst = v4(10, rng.below(4) as u8, rng.below(8) as u8, 0);
+        let gw = v4(10, 128 + rng.below(3) as u8, 0, 2 + rng.below(3) as u8);
+        let mut r = route(dst, 24, Some(gw));
+        r.table = [0, 100, 101][rng.below(3) as usize];
+        match rng.below(8) {
+            0 => {
+                r.nexthop.gateway = None;
+                r.nhid = Some(1 + rng.below(3) as u32);
+            }
+            1 => r.expires = Some(1 + rng.below(3) as u32),
+            2 => r.priority = Some(rng.below(3) as u32),
+            3 => {
+                r.nexthop.gateway = None;
+                r.rtype = RouteType::Blackhole;
+            }
+            _ => {}
+        }
+        let flags = match rng.below(6) {
+            0 => ReqFlags::REPLACE,
+            1 => ReqFlags {
+                append: true,
+                ..ReqFlags::ADD
+            },
+            _ => ReqFlags::ADD,
+        };
+        if rng.below(4) == 0 {
+            Request::DelRoute(r)
+        } else {
+            Request::NewRoute(r, flags)
+        }
+    }
+
+    /// What can tell two copies apart from outside, a line each: every listing, the
+    /// generation, the deadlines, and the answers to a few lookups.
+    fn fingerprint(fib: &Fib) -> Vec<String> {
+        fn lines<T: std::fmt::Debug>(v: Vec<T>) -> impl Iterator<Item = String> {
+            v.into_iter().map(|x| format!("{x:?}"))
+        }
+        let probes = (0..4u8).flat_map(|a| (0..8u8).map(move |b| v4(10, a, b, 9)));
+        let answers = probes.map(|d| fib.route_get(&RouteQuery::to(d))).collect();
+        // A dump shows the seconds left, which depend on when it is read: the deadlines
+        // themselves are compared below (`next_expiry`).
+        let mut routes = fib.routes(None);
+        for r in &mut routes {
+            r.expires = r.expires.map(|_| 0);
+        }
+        lines(routes)
+            .chain(lines(fib.links()))
+            .chain(lines(fib.addrs(None)))
+            .chain(lines(fib.rules(None)))
+            .chain(lines(fib.nexthops()))
+            .chain(lines(answers))
+            .chain([format!(
+                "gen {} next expiry {:?} expiring {:?}",
+                fib.gen(),
+                fib.next_expiry(),
+                fib.expiring()
+            )])
+            .collect()
+    }
+
+    /// After a random mix of changes, route changes applied from read-ahead lists (the
+    /// replay then takes what the first application decided) and every other kind applied
+    /// as a change, failures included, the two copies are equal after every catch-up.
+    #[test]
+    fn both_copies_stay_equal_under_a_random_mix_of_changes() {
+        for seed in 1..=8u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let mut w = FibWriter::new(Settings::default());
+            for c in setup() {
+                w.apply(c).unwrap();
+            }
+            let (mut failed, mut ok) = (0, 0);
+            for batch in 0..60 {
+                w.with_standby(Fib::begin_batch);
+                for _ in 0..rng.below(4) {
+                    let now = w.latest().clock().now_ms();
+                    let c = object_change(&mut rng, now);
+                    match w.apply(c) {
+                        Ok(()) => ok += 1,
+                        Err(_) => failed += 1,
+                    }
+                }
+                for _ in 0..1 + rng.below(3) {
+                    let list: ReadAhead = (0..1 + rng.below(40))
+                        .map(|_| Some(Ok(route_request(&mut rng))))
+                        .collect();
+                    let n = list.len();
+                    let kept = w.keep(list);
+                    for at in 0..n {
+                        match w.apply_read_ahead(kept, at) {
+                            Ok(()) => ok += 1,
+                            Err(_) => failed += 1,
+                        }
+                    }
+                }
+                w.with_standby(Fib::end_batch);
+                w.publish();
+                // Now and then a second batch before the standby copy catches up.
+                if batch % 3 != 0 {
+                    w.catch_up();
+                    let published = fingerprint(&w.reader().read());
+                    let standby = fingerprint(w.latest());
+                    for (a, b) in standby.iter().zip(&published) {
+                        assert_eq!(a, b, "seed {seed}, batch {batch}");
+                    }
+                    assert_eq!(standby.len(), published.len());
+                }
+            }
+            assert!(
+                ok > 100 && failed > 100,
+                "seed {seed}: {ok} ok, {failed} failed"
+            );
+            w.catch_up();
+            assert_eq!(fingerprint(w.latest()), fingerprint(&w.reader().read()));
+        }
     }
 
     /// Readers racing a writer that publishes batch after batch only ever see the state as of

@@ -84,6 +84,12 @@ impl Leaves {
         }
     }
 
+    /// Whether changes wait for the next [`sync`].
+    #[inline]
+    pub fn has_changes(&self) -> bool {
+        !self.log.is_empty()
+    }
+
     fn count(&mut self, len: u8, up: bool) {
         if self.lens.is_empty() {
             self.lens = vec![0; 129];
