@@ -8,6 +8,8 @@
 //!   held before, possibly an earlier packet's bytes; the caller writes all of them through the
 //!   slice it gets back.
 
+use std::fmt;
+
 use crate::pool::{BufIdx, Empty, Pool};
 
 /// Why a buffer operation changed nothing.
@@ -28,6 +30,28 @@ pub enum CopyError {
     /// Room needs a large frame and none is free.
     Empty,
 }
+
+impl fmt::Display for BufError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BufError::NoRoom => "no room in the frame",
+            BufError::Short => "packet shorter than the operation needs",
+        })
+    }
+}
+
+impl std::error::Error for BufError {}
+
+impl fmt::Display for CopyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CopyError::TooLarge => "packet and headroom exceed a large frame",
+            CopyError::Empty => "no free large frame",
+        })
+    }
+}
+
+impl std::error::Error for CopyError {}
 
 impl From<Empty> for CopyError {
     fn from(Empty: Empty) -> CopyError {

@@ -12,15 +12,16 @@
 //!
 //! `round_up(max(largest_encap + largest_l2_reserve, MIN_HEADROOM), CACHE_LINE)`
 //!
-//! and is computed when the configuration changes, never per packet. A route whose
-//! encapsulation exceeds what the frames can hold (an IOAM encap-mode trace of 300 bytes under
-//! AF_XDP's fixed 256) still works: `ensure_headroom` copies such packets once into a larger
-//! frame and counts it, so an operator sees the cost instead of a drop.
+//! and is computed when the configuration changes, never per packet. A packet that needs
+//! more (a route added since the frames were set up, whose encapsulation exceeds their
+//! headroom) still leaves: `ensure_headroom` copies it once, within its frame or into a large
+//! one, and counts the copy, so an operator sees the cost instead of a drop.
 //!
 //! # AF_XDP
 //! The kernel places received data at `XDP_PACKET_HEADROOM` (256) plus the UMEM's
 //! `frame_headroom` into each frame; [`Headroom::umem_frame_headroom`] is the value to
-//! register so that data starts at [`Headroom::af_xdp`]`().bytes()`, the larger of the two.
+//! register so that data starts at [`Headroom::af_xdp`]`().bytes()`: the configured headroom or
+//! 256, whichever is larger.
 
 /// The smallest headroom handed out: room for an L2 rewrite and a small encapsulation with no
 /// configuration at all. VPP's `VLIB_BUFFER_PRE_DATA_SIZE` and DPDK's `RTE_PKTMBUF_HEADROOM`
@@ -36,7 +37,7 @@ pub const CACHE_LINE: usize = 64;
 pub const MAX_HEADROOM: usize = 1 << 16;
 
 /// What the kernel reserves at the start of every AF_XDP UMEM frame before the data
-/// (`XDP_PACKET_HEADROOM` in `include/uapi/linux/bpf.h`'s users; 256 since AF_XDP began).
+/// (`XDP_PACKET_HEADROOM`, `include/linux/bpf.h`; 256 on every kernel with AF_XDP).
 pub const XDP_PACKET_HEADROOM: usize = 256;
 
 /// An Ethernet II header: two addresses and the EtherType.
@@ -200,7 +201,8 @@ mod tests {
     fn headroom_rounds_to_cache_lines_with_a_floor() {
         assert_eq!(Headroom::default().bytes(), 128);
         assert_eq!(Headroom::new(0, ETH_HLEN).bytes(), 128);
-        // Thirteen SIDs fill AF_XDP's 256 exactly; with a tagged link they need one more line.
+        // Thirteen SIDs fill AF_XDP's 256 exactly; under an Ethernet header (here QinQ) they need
+        // one more cache line.
         assert_eq!(
             Headroom::new(Encap::Srv6Encaps { sids: 13 }.len(), 0).bytes(),
             256

@@ -27,6 +27,39 @@
 //! `ensure_headroom` for what it is about to add when that may exceed the configured headroom,
 //! then `prepend` or `insert_after`; the rewrite stage prepends the link-layer header; transmit
 //! reads `data` and frees the buffer once the frame is sent.
+//!
+//! ```
+//! use fibre_packet::{headroom, Encap, Headroom, Pool, PoolConfig};
+//!
+//! // Routes encapsulate with up to three SIDs; one egress link is QinQ.
+//! let headroom = Headroom::for_config([Encap::Srv6Encaps { sids: 3 }], [0, 2]);
+//! let mut pool = Pool::new(PoolConfig {
+//!     frames: 64,
+//!     frame_size: 2048,
+//!     large_frames: 4,
+//!     large_frame_size: 4096,
+//!     headroom,
+//! })?;
+//!
+//! // Receive: the frame's bytes go in at the headroom.
+//! let received = [0u8; 14 + 40 + 8];
+//! let mut buf = pool.alloc()?; // Err(Empty): the caller counts a drop
+//! buf.append(&mut pool, received.len())?.copy_from_slice(&received);
+//! buf.trim_front(headroom::ETH_HLEN)?;
+//!
+//! // H.Encaps, then the rewrite: both in front of the packet, no copy.
+//! let encap = Encap::Srv6Encaps { sids: 3 }.len();
+//! buf.ensure_headroom(&mut pool, encap + headroom::MAX_L2_RESERVE)?;
+//! buf.prepend(&mut pool, encap)?.fill(0); // outer IPv6 header and SRH written here
+//! buf.prepend(&mut pool, headroom::MAX_L2_RESERVE)?.fill(0); // Ethernet and two tags
+//! assert_eq!(buf.len(), 40 + 8 + encap + 22);
+//! assert_eq!(pool.copies().in_frame + pool.copies().to_large, 0);
+//!
+//! // Transmit reads the bytes, then the frame goes back.
+//! let _frame: &[u8] = buf.data(&pool);
+//! pool.free(buf);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]

@@ -75,6 +75,14 @@ impl std::error::Error for ConfigError {}
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Empty;
 
+impl fmt::Display for Empty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no free frame")
+    }
+}
+
+impl std::error::Error for Empty {}
+
 /// Payload copies [`Buf::ensure_headroom`] made, by where the data went.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Copies {
