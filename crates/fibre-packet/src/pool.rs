@@ -30,7 +30,9 @@ impl BufIdx {
 pub struct PoolConfig {
     /// Base frames: every received packet gets one.
     pub frames: u32,
-    /// Bytes per base frame (an AF_XDP UMEM's `frame_size`: 2048 or 4096).
+    /// Bytes per base frame (an AF_XDP UMEM's `frame_size`: 2048 or 4096). It must hold the
+    /// headroom and the largest frame receive accepts: a frame longer than the tailroom of a
+    /// fresh buffer does not fit (`append` says `NoRoom`), and receive counts it as a drop.
     pub frame_size: u32,
     /// Large frames, for the copy when a packet outgrows its base frame.
     pub large_frames: u32,
