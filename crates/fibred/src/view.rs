@@ -13,8 +13,12 @@
 //! - Reads must be short: one `route get`, one piece of a dump; never hold a guard while
 //!   waiting for anything (the writer waits for them before it replays the log).
 //!
-//! The FIB is deterministic (no randomised hashing), so replaying the same changes on an
-//! equal copy yields an equal copy, with the same results. The one input from outside is the
+//! The FIB is deterministic, so replaying the same changes on an equal copy yields an equal
+//! copy, with the same results. Each copy's maps keyed by outsiders have their own random
+//! hash seed (`fibre_fib::hash`), so the copies iterate those maps in different orders: the
+//! FIB walks in key order wherever the order can reach an answer, a dump or an internal id,
+//! and `both_copies_stay_equal_under_a_random_mix_of_changes` (below) compares the copies
+//! after every catch-up. The one input from outside is the
 //! clock (a route's `expires` becomes a deadline; a change first drops the routes already due):
 //! each copy reads a [`CopyClock`] over one shared system clock. While the writer applies a
 //! change, the standby copy's clock reads the system clock once, at the change's first read,
