@@ -12,12 +12,13 @@
 //! when the data file is absent. Uses only `Fib`'s public API, so that the same file runs on
 //! an older commit for a before/after comparison.
 
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use fibre_fib::*;
+
+#[path = "common/rib.rs"]
+mod rib;
 
 /// Links besides the flapped ones; the other 98.9% of the routes are spread over them.
 const OTHER_LINKS: u32 = 8;
@@ -26,33 +27,6 @@ const OTHER_LINKS: u32 = 8;
 const FLAPPED_SHARE: usize = 100;
 /// Flaps timed per kind; the median is printed.
 const ROUNDS: usize = 9;
-
-fn read_v4(path: &str) -> Vec<(Ipv4Addr, u8)> {
-    let mut child = Command::new("zcat")
-        .arg(path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("zcat runs");
-    let out = child.stdout.take().expect("piped");
-    let mut v4 = Vec::new();
-    for line in BufReader::new(out).lines() {
-        let line = line.expect("readable");
-        if line.starts_with('#') {
-            continue;
-        }
-        let Some(p) = line.split('\t').next() else {
-            continue;
-        };
-        let Some((a, l)) = p.split_once('/') else {
-            continue;
-        };
-        if let (Ok(IpAddr::V4(a)), Ok(len)) = (a.parse::<IpAddr>(), l.parse::<u8>()) {
-            v4.push((a, len));
-        }
-    }
-    let _ = child.wait();
-    v4
-}
 
 fn set_link(f: &mut Fib, ifindex: u32, up: Option<bool>, carrier: Option<bool>) {
     let l = Link {
@@ -130,14 +104,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "/work/shared/data/rib-2026-06.tsv.gz".into());
-    if !std::path::Path::new(&path).exists() {
-        println!("skip: {path} not found (see ../shared/data/README.md)");
+    let Some(path) = rib::path_or_skip() else {
         return;
-    }
-    let v4 = read_v4(&path);
+    };
+    let v4: Vec<(Ipv4Addr, u8)> = rib::read(&path)
+        .into_iter()
+        .filter_map(|(a, len, _)| match a {
+            IpAddr::V4(a) => Some((a, len)),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
     let mut f = Fib::default();
     // Links 1 and 2 are flapped (1% and 0.1% of the routes); links 3..=OTHER_LINKS+2 carry
     // the rest; the last one carries nothing.

@@ -5,12 +5,13 @@
 //! Run: `cargo run --release -p fibre-fib --example load [PATH]`; skips with a message when
 //! the data file is absent.
 
-use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use fibre_fib::*;
+
+#[path = "common/rib.rs"]
+mod rib;
 
 /// How many gateways the table's routes are spread over (a realistic peer count).
 const PEERS: u32 = 64;
@@ -29,41 +30,18 @@ fn cpu_s() -> f64 {
 }
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "/work/shared/data/rib-2026-06.tsv.gz".into());
-    if !std::path::Path::new(&path).exists() {
-        println!("skip: {path} not found (see ../shared/data/README.md)");
+    let Some(path) = rib::path_or_skip() else {
         return;
-    }
-    let mut child = Command::new("zcat")
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("zcat runs");
-    let out = child.stdout.take().expect("piped");
+    };
     let mut v4 = Vec::new();
     let mut v6 = Vec::new();
-    for line in BufReader::new(out).lines() {
-        let line = line.expect("readable");
-        if line.starts_with('#') {
-            continue;
-        }
-        let mut it = line.split('\t');
-        let (Some(p), Some(asn)) = (it.next(), it.next()) else {
-            continue;
-        };
-        let (a, l) = p.split_once('/').expect("prefix/len");
-        let addr: IpAddr = a.parse().expect("address");
-        let len: u8 = l.parse().expect("length");
-        let asn: u32 = asn.trim().parse().unwrap_or(0);
+    for (addr, len, asn) in rib::read(&path) {
         if addr.is_ipv4() {
             v4.push((addr, len, asn % PEERS));
         } else {
             v6.push((addr, len, asn % PEERS));
         }
     }
-    let _ = child.wait();
 
     let mut f = Fib::default();
     let d0 = {

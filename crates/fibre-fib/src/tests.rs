@@ -25,15 +25,7 @@ fn nh_obj(id: u32, gw: Option<&str>, oif: u32) -> NexthopObj {
         family: Some(gateway.as_ref().map_or(Family::Inet, Family::of)),
         gateway,
         oif,
-        blackhole: false,
-        onlink: false,
-        fdb: false,
-        group: vec![],
-        group_type: 0,
-        res: None,
-        protocol: 0,
-        flags: 0,
-        scope: 0,
+        ..NexthopObj::default()
     }
 }
 

@@ -684,7 +684,7 @@ pub struct NexthopBucket {
     pub protocol: u8,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NexthopObj {
     pub id: u32,
     /// AF_UNSPEC (None) for groups and blackholes without a family.

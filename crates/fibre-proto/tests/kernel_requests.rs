@@ -163,15 +163,8 @@ fn kernel_accepts_our_requests() {
         family: Some(Family::Inet),
         gateway: Some(ip("192.0.2.254")),
         oif: veth0,
-        blackhole: false,
-        onlink: false,
-        fdb: false,
-        group: Vec::new(),
-        group_type: 0,
-        res: None,
         protocol: protocol::BOOT,
-        flags: 0,
-        scope: 0,
+        ..NexthopObj::default()
     };
     let res = NexthopObj {
         id: 8,

@@ -902,18 +902,7 @@ mod tests {
     fn nexthop(id: u32) -> NexthopObj {
         NexthopObj {
             id,
-            family: None,
-            gateway: None,
-            oif: 0,
-            blackhole: false,
-            onlink: false,
-            fdb: false,
-            group: Vec::new(),
-            group_type: 0,
-            res: None,
-            protocol: 0,
-            flags: 0,
-            scope: 0,
+            ..NexthopObj::default()
         }
     }
 

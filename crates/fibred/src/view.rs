@@ -566,15 +566,7 @@ mod tests {
             family: Some(Family::Inet),
             gateway: Some(gw),
             oif,
-            blackhole: false,
-            onlink: false,
-            fdb: false,
-            group: Vec::new(),
-            group_type: 0,
-            res: None,
-            protocol: 0,
-            flags: 0,
-            scope: 0,
+            ..NexthopObj::default()
         }
     }
 
