@@ -33,7 +33,7 @@ use crate::expiry::{remaining_secs, ExpiryQueue, InfoRef};
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
 use crate::hash::{InternalMap, KeyedMap};
-use crate::ids::InfoId;
+use crate::ids::{InfoId, TableId};
 use crate::lookup::Res;
 use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, RtError};
 use crate::Fib;
@@ -504,7 +504,7 @@ impl Fib {
     }
 
     /// The live exceptions of one bucket as cached routes of table `tb`.
-    fn bucket_routes(&self, b: &Bucket, tb: u32, info: InfoId, now: u64, out: &mut Vec<Route>) {
+    fn bucket_routes(&self, b: &Bucket, tb: TableId, info: InfoId, now: u64, out: &mut Vec<Route>) {
         let info = self.infos.get(info);
         let f = b.family;
         let mut dsts: Vec<(&u128, &Exception)> = b
@@ -521,7 +521,7 @@ impl Fib {
                     len: f.max_len(),
                 },
             );
-            r.table = tb;
+            r.table = tb.0;
             r.protocol = info.spec.protocol;
             r.flags = rtm_flags::CLONED;
             if e.gateway.is_some() && f == Family::Inet {

@@ -11,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
+use crate::ids::TableId;
 use crate::link::LOOPBACK_IFINDEX;
 use crate::lookup::Res;
 use crate::types::{
@@ -74,7 +75,7 @@ impl Fib {
         lf: LookupFlags,
     ) -> Result<Res, LookupError> {
         match q.table {
-            Some(t) => match self.table(family, t) {
+            Some(t) => match self.table(family, TableId(t)) {
                 Some(tb) => match self.table_lookup(family, tb, flow, lf) {
                     crate::lookup::TableResult::Found(r) => Ok(r),
                     crate::lookup::TableResult::Reject(e) => Err(e),
@@ -276,18 +277,18 @@ impl Fib {
 
     /// The table a `route get` answer names: until the first IPv4 rule is added the kernel
     /// keeps table local merged into main (fib_unmerge), so local routes answer as main.
-    fn reported_table4(&self, t: u32) -> u32 {
-        if t == crate::types::table::LOCAL && !self.custom_rules4 {
-            crate::types::table::MAIN
+    fn reported_table4(&self, t: TableId) -> u32 {
+        if t == TableId::LOCAL && !self.custom_rules4 {
+            TableId::MAIN.0
         } else {
-            t
+            t.0
         }
     }
 
     /// __ip_dev_find: an address of some link, or a local route of table local.
     pub(crate) fn is_local4(&self, a: u32) -> bool {
         self.links.iter().any(|l| l.v4.iter().any(|x| x.local == a))
-            || self.addr_type4(a, crate::types::table::LOCAL) == RouteType::Local
+            || self.addr_type4(a, TableId::LOCAL) == RouteType::Local
     }
 
     /// ip_route_input_slow.
@@ -474,7 +475,7 @@ impl Fib {
             addr: q.src.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
             len: 128,
         });
-        ans.table = res.table;
+        ans.table = res.table.0;
         ans.protocol = info.spec.protocol_of(res.nh);
         ans.priority = Some(info.spec.priority);
         ans.pref = info.spec.pref.or(Some(0));

@@ -33,3 +33,25 @@ impl InfoId {
 /// An interface index (ifindex), as the dependents walk names the link a change is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct IfIndex(pub u32);
+
+/// A routing table's id (RT_TABLE_*), as the crate keys its tables and stores the table a
+/// route or rule names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct TableId(pub u32);
+
+impl TableId {
+    pub const UNSPEC: TableId = TableId(0);
+    pub const DEFAULT: TableId = TableId(253);
+    pub const MAIN: TableId = TableId(254);
+    pub const LOCAL: TableId = TableId(255);
+
+    /// The table a route request names: 0 (none given) is main.
+    #[inline]
+    pub fn or_main(table: u32) -> TableId {
+        if table == 0 {
+            TableId::MAIN
+        } else {
+            TableId(table)
+        }
+    }
+}

@@ -82,7 +82,7 @@ use addr::{Addr4, Addr6, AddrInsertError};
 use dst::Reason;
 use fibtable::Table;
 use hash::KeyedMap;
-use ids::{IfIndex, InfoId};
+use ids::{IfIndex, InfoId, TableId};
 use link::{LinkState, Links};
 use nexthop::NhObjs;
 use prefix::{u128_ip, Key};
@@ -133,8 +133,8 @@ pub struct Fib {
     /// Tables by id, boxed: a router may hold thousands of small ones, and a map of inline
     /// tables would reserve a table's fields for every empty slot it keeps. Keyed hash: table
     /// ids are chosen by netlink peers.
-    t4: KeyedMap<u32, Box<Table>>,
-    t6: KeyedMap<u32, Box<Table>>,
+    t4: KeyedMap<TableId, Box<Table>>,
+    t6: KeyedMap<TableId, Box<Table>>,
     table_seq: u64,
     infos: Infos,
     rules: Rules,
@@ -143,7 +143,7 @@ pub struct Fib {
     gens: memo::Generations,
     /// Gateway resolutions by (gateway, device, table, scope) of route requests, valid at one
     /// `gens.resolve()`.
-    gw_memo: memo::Memo<(u32, u32, u32, u8), NhResolved, u64>,
+    gw_memo: memo::Memo<(u32, u32, TableId, u8), NhResolved, u64>,
     /// Infos of plain requests already validated (see `route4::SimpleKey`), valid at one
     /// (`gens.resolve()`, `infos.frees()`).
     simple_memo: memo::Memo<route4::SimpleKey, InfoId, (u64, u64)>,
@@ -238,7 +238,7 @@ impl Fib {
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
         f.confs.link_added(link::LOOPBACK_IFINDEX, all4);
-        for tb in [table::LOCAL, table::MAIN] {
+        for tb in [TableId::LOCAL, TableId::MAIN] {
             f.table_seq += 1;
             f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
             f.t6.insert(tb, Table::new(tb, 128, f.table_seq));
@@ -994,7 +994,11 @@ impl Fib {
             Family::Inet6 => &self.t6,
         };
         let mut v: Vec<&Table> = m.values().map(|t| &**t).collect();
-        v.sort_by(|a, b| (a.id & 0xff).cmp(&(b.id & 0xff)).then(b.seq.cmp(&a.seq)));
+        v.sort_by(|a, b| {
+            (a.id.0 & 0xff)
+                .cmp(&(b.id.0 & 0xff))
+                .then(b.seq.cmp(&a.seq))
+        });
         v
     }
 
@@ -1134,7 +1138,7 @@ impl Fib {
     }
 
     /// A stored entry as RTM_NEWROUTE shows it (fib_dump_info / rt6_fill_node).
-    pub(crate) fn entry_route(&self, f: Family, tb: u32, k: Key, e: &Entry) -> Route {
+    pub(crate) fn entry_route(&self, f: Family, tb: TableId, k: Key, e: &Entry) -> Route {
         let info = self.infos.get(e.info);
         let s = &info.spec;
         let mut r = Route::new(
@@ -1145,7 +1149,7 @@ impl Fib {
             },
         );
         r.tos = e.tos;
-        r.table = tb;
+        r.table = tb.0;
         r.protocol = s.protocol;
         r.scope = s.scope;
         r.rtype = self.effective_type(info);
@@ -1225,7 +1229,7 @@ impl Fib {
         let with_table;
         let rule = if allocates {
             let table = (1..=u32::MAX)
-                .find(|id| !self.t4.contains_key(id))
+                .find(|id| !self.t4.contains_key(&TableId(*id)))
                 .ok_or_else(|| RtError::new(Errno::ENOBUFS))?;
             with_table = Rule {
                 table,
@@ -1238,16 +1242,16 @@ impl Fib {
         self.rules.add(rule, flags.excl)?;
         if allocates {
             let seq = &mut self.table_seq;
-            self.t4.entry(rule.table).or_insert_with(|| {
+            self.t4.entry(TableId(rule.table)).or_insert_with(|| {
                 *seq += 1;
-                fibtable::Table::new(rule.table, 32, *seq)
+                fibtable::Table::new(TableId(rule.table), 32, *seq)
             });
         }
         match rule.family {
             Family::Inet => self.custom_rules4 = true,
             // fib6_rule_configure makes the rule's table.
             Family::Inet6 if rule.action == RuleAction::ToTbl && rule.table != 0 => {
-                self.table6_mut(rule.table);
+                self.table6_mut(TableId(rule.table));
             }
             Family::Inet6 => {}
         }
@@ -1354,7 +1358,7 @@ impl Fib {
 pub struct RouteEntry<'a> {
     fib: &'a Fib,
     family: Family,
-    table: u32,
+    table: TableId,
     key: Key,
     entry: Entry,
 }
@@ -1371,7 +1375,7 @@ impl RouteEntry<'_> {
     }
 
     pub fn table(&self) -> u32 {
-        self.table
+        self.table.0
     }
 
     /// The destination prefix.

@@ -29,6 +29,7 @@
 //! announces on RTNLGRP_NEIGH is recorded as a [`NeighEvent`] for the daemon to drain with
 //! [`crate::Fib::take_neigh_events`] after each request; proxy entries are never announced.
 
+use crate::ids::TableId;
 use crate::prefix::ip_u128;
 use crate::types::{ntf, nud, Errno, Family, NeighEvent, Neighbour, ReqFlags, RouteType, RtError};
 use crate::Fib;
@@ -275,7 +276,7 @@ impl Fib {
         }
         let Some(t) = self
             .t4
-            .get(&crate::table::LOCAL)
+            .get(&TableId::LOCAL)
             .filter(|t| t.iter().next().is_some())
         else {
             return RouteType::Broadcast;

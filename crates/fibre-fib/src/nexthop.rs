@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::hash::KeyedMap;
+use crate::ids::TableId;
 use crate::resilient::{ResTable, DEFAULT_IDLE_TIMER};
 use crate::route::NhSpec;
 use crate::types::einval;
@@ -388,15 +389,14 @@ impl crate::Fib {
                     };
                     // fib_check_nh: the scope of the route the gateway resolves through
                     // (host for a local address).
-                    self.check_nh4(&spec, crate::types::table::MAIN, scope::UNIVERSE)?
-                        .scope
+                    self.check_nh4(&spec, TableId::MAIN, scope::UNIVERSE)?.scope
                 }
                 Some(IpAddr::V6(g)) => {
                     self.check_nh6_gw(
                         &g,
                         nh.oif,
                         if nh.onlink { nh_flags::ONLINK } else { 0 },
-                        crate::types::table::MAIN,
+                        TableId::MAIN,
                     )?;
                     scope::LINK
                 }

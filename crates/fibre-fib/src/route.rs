@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use crate::dst::{Dst, DstAt};
 use crate::expiry::{ExpiryQueue, InfoRef};
 use crate::hash::{InternalState, KeyedMap};
-use crate::ids::{IfIndex, InfoId};
+use crate::ids::{IfIndex, InfoId, TableId};
 use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
 
@@ -49,7 +49,7 @@ pub(crate) struct NhSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct InfoSpec {
     pub family: Family,
-    pub table: u32,
+    pub table: TableId,
     pub rtype: RouteType,
     pub protocol: u8,
     pub scope: u8,

@@ -15,13 +15,12 @@ use std::net::{IpAddr, Ipv6Addr};
 use crate::fibtable::leaf6;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
+use crate::ids::TableId;
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{between_siblings, sibling_hops, Entry, InfoSpec, Infos, NhSpec, NhState};
 use crate::types::einval;
-use crate::types::{
-    nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
-};
+use crate::types::{nh_flags, scope, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError};
 use crate::Fib;
 
 /// Metric of user routes without RTA_PRIORITY (IP6_RT_PRIO_USER).
@@ -93,7 +92,7 @@ impl Fib {
         if r.nhid.is_some() && src.is_some() {
             return Err(einval("Nexthops can not be used with source routing"));
         }
-        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let tb = TableId::or_main(r.table);
         let key = Key::new(crate::prefix::ip_u128(r.dst.addr), r.dst.len, 128);
         let hops: Vec<NextHop> = if r.multipath.is_empty() {
             vec![NextHop {
@@ -153,7 +152,7 @@ impl Fib {
     fn create_info6(
         &mut self,
         r: &Route,
-        tb: u32,
+        tb: TableId,
         h: &NextHop,
         int: Internal6,
     ) -> Result<(InfoSpec, Vec<NhState>), RtError> {
@@ -245,7 +244,7 @@ impl Fib {
         &self,
         r: &Route,
         h: &NextHop,
-        tb: u32,
+        tb: TableId,
         int: Internal6,
     ) -> Result<(u32, bool, Option<IpAddr>), RtError> {
         let mut dev = None;
@@ -293,7 +292,7 @@ impl Fib {
         g: &Ipv6Addr,
         dev: Option<u32>,
         flags: u32,
-        tb: u32,
+        tb: TableId,
     ) -> Result<u32, RtError> {
         let ll = is_linklocal(g);
         if let Some(d) = dev {
@@ -347,7 +346,7 @@ impl Fib {
     }
 
     /// ip6_route_check_nh: the gateway must be reachable without a gateway.
-    fn check_nh6(&self, g: &Ipv6Addr, dev: Option<u32>, tb: u32) -> Result<u32, RtError> {
+    fn check_nh6(&self, g: &Ipv6Addr, dev: Option<u32>, tb: TableId) -> Result<u32, RtError> {
         let flow = Flow {
             dst: u128::from(*g),
             oif: dev.unwrap_or(0),
@@ -366,7 +365,7 @@ impl Fib {
                 || dev.is_some_and(|d| d != n.oif);
             (!unusable).then_some(n.oif)
         };
-        if tb != 0 {
+        if tb != TableId::UNSPEC {
             if let Some(t) = self.t6.get(&tb) {
                 if let TableResult::Found(res) = self.table_lookup6(t, &flow, lf) {
                     if let Some(d) = ok(self, &res) {
@@ -383,8 +382,13 @@ impl Fib {
 
     /// ip6_route_check_nh_onlink: an onlink gateway must not be covered by a route of
     /// another device or type (the default route does not count).
-    fn check_nh6_onlink(&self, g: &Ipv6Addr, dev: Option<u32>, _tb: u32) -> Result<(), RtError> {
-        let Some(t) = self.t6.get(&table::MAIN) else {
+    fn check_nh6_onlink(
+        &self,
+        g: &Ipv6Addr,
+        dev: Option<u32>,
+        _tb: TableId,
+    ) -> Result<(), RtError> {
+        let Some(t) = self.t6.get(&TableId::MAIN) else {
             return Ok(());
         };
         let flow = Flow {
@@ -408,7 +412,7 @@ impl Fib {
         g: &Ipv6Addr,
         oif: u32,
         flags: u32,
-        tb: u32,
+        tb: TableId,
     ) -> Result<(u32, bool), RtError> {
         let r = Route::new(
             Family::Inet6,
@@ -430,7 +434,7 @@ impl Fib {
     /// fib6_add_rt2node for one single-next-hop route.
     fn insert6_one(
         &mut self,
-        tb: u32,
+        tb: TableId,
         key: Key,
         src: Option<Key>,
         spec: InfoSpec,
@@ -564,7 +568,7 @@ impl Fib {
         Ok(())
     }
 
-    fn snapshot6(&mut self, tb: u32, key: Key) -> Vec<Entry> {
+    fn snapshot6(&mut self, tb: TableId, key: Key) -> Vec<Entry> {
         let v: Vec<Entry> = self
             .t6
             .get(&tb)
@@ -583,7 +587,7 @@ impl Fib {
         }
     }
 
-    fn restore6(&mut self, tb: u32, key: Key, v: Vec<Entry>) {
+    fn restore6(&mut self, tb: TableId, key: Key, v: Vec<Entry>) {
         let t = self.table6_mut(tb);
         let cur = std::mem::replace(t.entries_mut(key), crate::fibtable::Entries::from_vec(v));
         t.prune(&key);
@@ -595,7 +599,7 @@ impl Fib {
 
     /// ip6_route_del (and ip6_route_multipath_del for RTA_MULTIPATH requests).
     pub(crate) fn route6_del(&mut self, r: &Route) -> Result<(), RtError> {
-        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let tb = TableId::or_main(r.table);
         if !self.t6.contains_key(&tb) {
             return Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"));
         }
@@ -687,7 +691,7 @@ impl Fib {
     }
 
     /// Removes next hop `k` of the sibling group at `key[i]`.
-    pub(crate) fn remove_sibling6(&mut self, tb: u32, key: Key, i: usize, k: usize) {
+    pub(crate) fn remove_sibling6(&mut self, tb: TableId, key: Key, i: usize, k: usize) {
         let list = self.t6[&tb].get(&key).expect("entry");
         let old = list[i].info;
         let (metric, src) = (self.infos.get(old).spec.priority, list[i].src());
@@ -729,7 +733,7 @@ impl Fib {
         self.route_changed(true);
     }
 
-    pub(crate) fn table6_mut(&mut self, tb: u32) -> &mut crate::fibtable::Table {
+    pub(crate) fn table6_mut(&mut self, tb: TableId) -> &mut crate::fibtable::Table {
         let seq = &mut self.table_seq;
         self.t6.entry(tb).or_insert_with(|| {
             *seq += 1;

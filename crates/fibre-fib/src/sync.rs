@@ -21,14 +21,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::addr::{self, Addr4, Addr6};
 use crate::dst::{Dst, DstAt, Reason, Walk};
-use crate::ids::{IfIndex, InfoId};
+use crate::ids::{IfIndex, InfoId, TableId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::prefix::Key;
 
 use crate::route::{between_siblings, InfoSpec, NhSpec, NhState};
 use crate::route6::{Internal6, PRIO_ADDRCONF};
 use crate::types::{
-    ifa_flags, nh_flags, protocol, scope, table, Family, Prefix, ReqFlags, Route, RouteType,
+    ifa_flags, nh_flags, protocol, scope, Family, Prefix, ReqFlags, Route, RouteType,
 };
 use crate::Fib;
 
@@ -37,7 +37,7 @@ fn kernel_route4(
     rtype: RouteType,
     dst: u32,
     len: u8,
-    tb: u32,
+    tb: TableId,
     rscope: u8,
     prefsrc: u32,
     oif: u32,
@@ -51,7 +51,7 @@ fn kernel_route4(
         },
     );
     r.rtype = rtype;
-    r.table = tb;
+    r.table = tb.0;
     r.scope = rscope;
     r.protocol = protocol::KERNEL;
     r.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(prefsrc)));
@@ -64,7 +64,7 @@ fn kernel_route6(
     rtype: RouteType,
     dst: Ipv6Addr,
     len: u8,
-    tb: u32,
+    tb: TableId,
     oif: u32,
     metric: u32,
 ) -> Route {
@@ -76,7 +76,7 @@ fn kernel_route6(
         },
     );
     r.rtype = rtype;
-    r.table = tb;
+    r.table = tb.0;
     r.protocol = protocol::KERNEL;
     r.nexthop.oif = oif;
     r.priority = Some(metric);
@@ -109,7 +109,7 @@ impl Fib {
                 RouteType::Local,
                 a.local,
                 32,
-                table::LOCAL,
+                TableId::LOCAL,
                 scope::HOST,
                 prim_local,
                 dev,
@@ -126,7 +126,7 @@ impl Fib {
                     RouteType::Broadcast,
                     a.broadcast,
                     32,
-                    table::LOCAL,
+                    TableId::LOCAL,
                     scope::LINK,
                     prim_local,
                     dev,
@@ -138,9 +138,9 @@ impl Fib {
         if prefix != 0 && !a.is_secondary() && (prefix != a.local || a.prefixlen < 32) {
             if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let (t, tb, sc) = if lo {
-                    (RouteType::Local, table::LOCAL, scope::HOST)
+                    (RouteType::Local, TableId::LOCAL, scope::HOST)
                 } else {
-                    (RouteType::Unicast, table::MAIN, scope::LINK)
+                    (RouteType::Unicast, TableId::MAIN, scope::LINK)
                 };
                 add(
                     self,
@@ -155,7 +155,7 @@ impl Fib {
                         RouteType::Broadcast,
                         brd,
                         32,
-                        table::LOCAL,
+                        TableId::LOCAL,
                         scope::LINK,
                         prim_local,
                         dev,
@@ -189,9 +189,9 @@ impl Fib {
         if !a.is_secondary() && any != 0 && (any != a.local || a.prefixlen < 32) {
             if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let (t, tb, sc) = if lo {
-                    (RouteType::Local, table::LOCAL, scope::HOST)
+                    (RouteType::Local, TableId::LOCAL, scope::HOST)
                 } else {
-                    (RouteType::Unicast, table::MAIN, scope::LINK)
+                    (RouteType::Unicast, TableId::MAIN, scope::LINK)
                 };
                 let mut r = kernel_route4(t, any, a.prefixlen, tb, sc, prim.local, dev, 0);
                 r.priority = None;
@@ -258,7 +258,7 @@ impl Fib {
                 RouteType::Broadcast,
                 d,
                 32,
-                table::LOCAL,
+                TableId::LOCAL,
                 scope::LINK,
                 prim.local,
                 dev,
@@ -282,7 +282,7 @@ impl Fib {
                 RouteType::Local,
                 a.local,
                 32,
-                table::LOCAL,
+                TableId::LOCAL,
                 scope::HOST,
                 prim.local,
                 dev,
@@ -295,11 +295,11 @@ impl Fib {
             }
             let _ = self.route4_del(&r);
         }
-        if local_gone && self.addr_type4(a.local, table::LOCAL) != RouteType::Local {
+        if local_gone && self.addr_type4(a.local, TableId::LOCAL) != RouteType::Local {
             // fib_sync_down_addr: routes of table main using the address as prefsrc die.
             let src = Some(IpAddr::V4(Ipv4Addr::from(a.local)));
             self.flush_infos(|s| {
-                s.family == Family::Inet && s.table == table::MAIN && s.prefsrc == src
+                s.family == Family::Inet && s.table == TableId::MAIN && s.prefsrc == src
             });
         }
     }
@@ -324,7 +324,7 @@ impl Fib {
                 RouteType::Unicast,
                 prefix,
                 a.prefixlen,
-                table::MAIN,
+                TableId::MAIN,
                 scope::LINK,
                 a.local,
                 dev,
@@ -351,7 +351,14 @@ impl Fib {
         }
         let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
         let route = |metric: u32| {
-            kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric)
+            kernel_route6(
+                RouteType::Unicast,
+                p,
+                a.prefixlen,
+                TableId::MAIN,
+                dev,
+                metric,
+            )
         };
         let int = Internal6 { kernel: true };
         let _ = self.route6_new_internal(&route(new_metric), ReqFlags::PREPEND, int);
@@ -377,7 +384,14 @@ impl Fib {
             };
             add(
                 self,
-                kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric),
+                kernel_route6(
+                    RouteType::Unicast,
+                    p,
+                    a.prefixlen,
+                    TableId::MAIN,
+                    dev,
+                    metric,
+                ),
             );
         }
         if let Some(peer) = a.peer {
@@ -387,7 +401,7 @@ impl Fib {
                     RouteType::Unicast,
                     peer,
                     a.prefixlen,
-                    table::MAIN,
+                    TableId::MAIN,
                     dev,
                     PRIO_ADDRCONF,
                 ),
@@ -399,7 +413,7 @@ impl Fib {
                 RouteType::Local,
                 a.addr,
                 128,
-                table::LOCAL,
+                TableId::LOCAL,
                 dev,
                 LOCAL6_METRIC,
             ),
@@ -409,7 +423,14 @@ impl Fib {
             if !p.is_unspecified() {
                 add(
                     self,
-                    kernel_route6(RouteType::Anycast, p, 128, table::LOCAL, dev, LOCAL6_METRIC),
+                    kernel_route6(
+                        RouteType::Anycast,
+                        p,
+                        128,
+                        TableId::LOCAL,
+                        dev,
+                        LOCAL6_METRIC,
+                    ),
                 );
             }
         }
@@ -421,7 +442,7 @@ impl Fib {
                    rtype: RouteType,
                    d: Ipv6Addr,
                    len: u8,
-                   tb: u32,
+                   tb: TableId,
                    metric: Option<u32>| {
             let r = Route {
                 priority: metric,
@@ -434,7 +455,7 @@ impl Fib {
             RouteType::Local,
             a.addr,
             128,
-            table::LOCAL,
+            TableId::LOCAL,
             Some(LOCAL6_METRIC),
         );
         let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
@@ -465,7 +486,7 @@ impl Fib {
                 RouteType::Anycast,
                 p,
                 128,
-                table::LOCAL,
+                TableId::LOCAL,
                 Some(LOCAL6_METRIC),
             );
         }
@@ -503,7 +524,7 @@ impl Fib {
     }
 
     fn del_kernel_route6(&mut self, dev: u32, p: Ipv6Addr, len: u8, metric: u32) {
-        let mut r = kernel_route6(RouteType::Unicast, p, len, table::MAIN, dev, metric);
+        let mut r = kernel_route6(RouteType::Unicast, p, len, TableId::MAIN, dev, metric);
         r.protocol = protocol::KERNEL;
         let _ = self.route6_del(&r);
     }
@@ -537,7 +558,7 @@ impl Fib {
                 RouteType::Multicast,
                 "ff00::".parse().expect("literal"),
                 8,
-                table::LOCAL,
+                TableId::LOCAL,
                 dev,
                 PRIO_ADDRCONF,
             ),
@@ -599,7 +620,7 @@ impl Fib {
             self.mark_siblings6_dead(dev);
         }
         // By id, as `tables_by_id_mut` walks them, for the same reason.
-        let mut ids: Vec<u32> = self.t6.keys().copied().collect();
+        let mut ids: Vec<TableId> = self.t6.keys().copied().collect();
         ids.sort_unstable();
         for tb in ids {
             let keys: Vec<Key> = self.t6[&tb].iter().map(|(k, _)| *k).collect();
@@ -925,7 +946,7 @@ impl Fib {
     }
 
     /// Removes entry `i` of `key`.
-    pub(crate) fn remove_entry(&mut self, family: Family, tb: u32, key: Key, i: usize) {
+    pub(crate) fn remove_entry(&mut self, family: Family, tb: TableId, key: Key, i: usize) {
         let t = match family {
             Family::Inet => self.t4.get_mut(&tb),
             Family::Inet6 => self.t6.get_mut(&tb),
@@ -980,7 +1001,7 @@ impl Fib {
             gateway: n.gw,
             mtu,
             prefsrc,
-            table: spec.table,
+            table: spec.table.0,
             nh_flags: st.flags | n.flags,
             gen: 0,
             at: DstAt::default(),
