@@ -55,3 +55,8 @@ impl TableId {
         }
     }
 }
+
+/// A next-hop object's id (NHA_ID), as the crate keys its next-hop objects and stores the
+/// object a route or group member names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct NhId(pub u32);

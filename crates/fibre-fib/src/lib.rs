@@ -82,7 +82,7 @@ use addr::{Addr4, Addr6, AddrInsertError};
 use dst::Reason;
 use fibtable::Table;
 use hash::KeyedMap;
-use ids::{IfIndex, InfoId, TableId};
+use ids::{IfIndex, InfoId, NhId, TableId};
 use link::{LinkState, Links};
 use nexthop::NhObjs;
 use prefix::{u128_ip, Key};
@@ -976,7 +976,7 @@ impl Fib {
                     "Nexthop specification and nexthop id are mutually exclusive",
                 ));
             }
-            if self.nhobjs.get(id).is_none() {
+            if self.nhobjs.get(NhId(id)).is_none() {
                 return Err(types::einval("Nexthop id does not exist"));
             }
         }
@@ -1155,7 +1155,7 @@ impl Fib {
         r.rtype = self.effective_type(info);
         r.prefsrc = s.prefsrc;
         r.metrics = s.metrics.clone();
-        r.nhid = s.nhid;
+        r.nhid = s.nhid.map(|n| n.0);
         r.expires = s
             .expires
             .map(|x| expiry::remaining_secs(x.at, self.now_ms()));
@@ -1324,7 +1324,7 @@ impl Fib {
         if id == 0 {
             return Err(RtError::msg(Errno::EINVAL, "Invalid nexthop id"));
         }
-        self.nexthop_remove(id)
+        self.nexthop_remove(NhId(id))
     }
 
     /// RTM_GETNEXTHOP dump, in id order.
@@ -1345,12 +1345,13 @@ impl Fib {
         nhid: Option<u32>,
         dev: u32,
     ) -> Result<Vec<NexthopBucket>, RtError> {
-        self.nhobjs.buckets(id, nhid, dev, self.now_ms())
+        self.nhobjs
+            .buckets(id.map(NhId), nhid.map(NhId), dev, self.now_ms())
     }
 
     /// RTM_GETNEXTHOPBUCKET for bucket `index` of resilient group `id`.
     pub fn nexthop_bucket(&self, id: u32, index: u16) -> Result<NexthopBucket, RtError> {
-        self.nhobjs.bucket(id, index, self.now_ms())
+        self.nhobjs.bucket(NhId(id), index, self.now_ms())
     }
 }
 

@@ -16,7 +16,7 @@
 use crate::dst::{Dst, LookupError};
 use crate::fibtable::Table;
 use crate::flow::{tos_matches, Flow, LinkdownIgnored, LookupFlags, IPTOS_RT_MASK, NONE_IGNORED};
-use crate::ids::TableId;
+use crate::ids::{NhId, TableId};
 use crate::nexthop::NhObjs;
 use crate::prefix::Key;
 use crate::route::{Entry, Info, Infos};
@@ -720,7 +720,7 @@ impl Fib {
                 if let Some(i) = self
                     .nhobjs
                     .get(id)
-                    .and_then(|g| g.group.iter().position(|m| m.id == member))
+                    .and_then(|g| g.group.iter().position(|m| NhId(m.id) == member))
                 {
                     res.nh = i;
                 }

@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use crate::dst::{Dst, DstAt};
 use crate::expiry::{ExpiryQueue, InfoRef};
 use crate::hash::{InternalState, KeyedMap};
-use crate::ids::{IfIndex, InfoId, TableId};
+use crate::ids::{IfIndex, InfoId, NhId, TableId};
 use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
 
@@ -58,7 +58,7 @@ pub(crate) struct InfoSpec {
     pub prefsrc: Option<IpAddr>,
     pub metrics: Metrics,
     pub nhs: Vec<NhSpec>,
-    pub nhid: Option<u32>,
+    pub nhid: Option<NhId>,
     pub pref: Option<u8>,
     /// Deadline of an expiring route, with its prefix (see `expiry`).
     pub expires: Option<crate::expiry::Expiry>,

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
-use crate::ids::{InfoId, TableId};
+use crate::ids::{InfoId, NhId, TableId};
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{Entry, InfoSpec, NhSpec, NhState};
@@ -261,7 +261,7 @@ impl Fib {
         }
         let mut nhs: Vec<NhSpec> = Vec::new();
         if let Some(id) = r.nhid {
-            let Some(obj) = self.nhobjs.get(id) else {
+            let Some(obj) = self.nhobjs.get(NhId(id)) else {
                 return Err(einval("Nexthop id does not exist"));
             };
             if obj.fdb {
@@ -338,7 +338,10 @@ impl Fib {
             if let Some(id) = r.nhid {
                 // The kernel checks a group's scope once, on its first member: members of
                 // one group share a scope.
-                let is_group = self.nhobjs.get(id).is_some_and(|o| !o.group.is_empty());
+                let is_group = self
+                    .nhobjs
+                    .get(NhId(id))
+                    .is_some_and(|o| !o.group.is_empty());
                 if r.scope == scope::HOST && is_group {
                     return Err(einval(
                         "Route with host scope can not have multiple nexthops",
@@ -408,7 +411,7 @@ impl Fib {
             prefsrc: r.prefsrc,
             metrics: r.metrics.clone(),
             nhs,
-            nhid: r.nhid,
+            nhid: r.nhid.map(NhId),
             pref: None,
             expires: self.expiry_of(
                 r.expires,
@@ -744,7 +747,7 @@ fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
         }
     }
     if let Some(id) = r.nhid {
-        return s.nhid == Some(id);
+        return s.nhid == Some(NhId(id));
     }
     if s.nhid.is_some() {
         return r.nexthop.oif == 0 && r.nexthop.gateway.is_none() && r.multipath.is_empty();

@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use crate::fibtable::leaf6;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
-use crate::ids::TableId;
+use crate::ids::{NhId, TableId};
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{between_siblings, sibling_hops, Entry, InfoSpec, Infos, NhSpec, NhState};
@@ -164,7 +164,7 @@ impl Fib {
         };
         let mut linkdown = false;
         if let Some(id) = r.nhid {
-            let Some(obj) = self.nhobjs.get(id) else {
+            let Some(obj) = self.nhobjs.get(NhId(id)) else {
                 return Err(einval("Nexthop id does not exist"));
             };
             // fib6_check_nexthop: the family first, then fdb.
@@ -211,7 +211,7 @@ impl Fib {
             prefsrc: r.prefsrc,
             metrics: r.metrics.clone(),
             nhs,
-            nhid: r.nhid,
+            nhid: r.nhid.map(NhId),
             // ip6_route_info_create sets a reject route's flags to RTF_REJECT alone: the
             // router preference kept in those flags is lost (shown as medium).
             pref: Some(if is_reject6(rtype) {
@@ -636,7 +636,7 @@ impl Fib {
         for (i, hop) in leaf_order6(&self.infos, &list, src) {
             let e = &list[i];
             let s = &self.infos.get(e.info).spec;
-            if r.nhid.is_some() && s.nhid.is_some() && r.nhid != s.nhid {
+            if r.nhid.is_some() && s.nhid.is_some() && r.nhid.map(NhId) != s.nhid {
                 continue;
             }
             if r.priority.is_some_and(|p| p != 0 && p != s.priority) {
