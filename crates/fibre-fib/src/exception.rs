@@ -33,7 +33,7 @@ use crate::expiry::{remaining_secs, ExpiryQueue, InfoRef};
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
 use crate::hash::{InternalMap, KeyedMap};
-use crate::ids::{InfoId, TableId};
+use crate::ids::{IfIndex, InfoId, TableId};
 use crate::lookup::Res;
 use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, RtError};
 use crate::Fib;
@@ -561,8 +561,8 @@ impl Fib {
     }
 
     /// A device went down or away: exceptions through it go.
-    pub(crate) fn exceptions_dev_down(&mut self, dev: u32) {
-        self.exceptions.retain_buckets(|b| b.oif != dev);
+    pub(crate) fn exceptions_dev_down(&mut self, dev: IfIndex) {
+        self.exceptions.retain_buckets(|b| b.oif != dev.0);
     }
 }
 

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
-use crate::ids::TableId;
+use crate::ids::{IfIndex, TableId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::lookup::Res;
 use crate::types::{
@@ -92,12 +92,12 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         }
         if let Some(i) = q.iif {
-            if self.links.get(i).is_none() {
+            if self.links.get(IfIndex(i)).is_none() {
                 return Err(err(Errno::ENODEV));
             }
         }
         if let Some(o) = q.oif {
-            if self.links.get(o).is_none() {
+            if self.links.get(IfIndex(o)).is_none() {
                 return Err(err(Errno::ENODEV));
             }
         }
@@ -166,7 +166,10 @@ impl Fib {
             }
         }
         if flow.oif != 0 {
-            let l = self.links.get(flow.oif).ok_or(err(Errno::ENODEV))?;
+            let l = self
+                .links
+                .get(IfIndex(flow.oif))
+                .ok_or(err(Errno::ENODEV))?;
             if !l.up {
                 return Err(err(Errno::ENETUNREACH));
             }
@@ -195,9 +198,13 @@ impl Fib {
                     // on link." (the kernel's output path with an oif)
                     ans.nexthop.oif = flow.oif;
                     if s == 0 {
-                        ans.prefsrc =
-                            crate::srcsel::select_v4(&self.links, flow.oif, 0, scope::LINK)
-                                .map(|a| IpAddr::V4(Ipv4Addr::from(a)));
+                        ans.prefsrc = crate::srcsel::select_v4(
+                            &self.links,
+                            IfIndex(flow.oif),
+                            0,
+                            scope::LINK,
+                        )
+                        .map(|a| IpAddr::V4(Ipv4Addr::from(a)));
                     }
                     self.classify_out4(&mut ans, d, flow.oif);
                     return Ok((ans, None));
@@ -416,7 +423,7 @@ impl Fib {
         if info.spec.nhs.iter().any(|n| n.oif == iif) {
             return Ok(info.nh[res.nh].scope >= scope::HOST);
         }
-        if self.links.get(iif).is_none_or(|l| l.v4.is_empty()) {
+        if self.links.get(IfIndex(iif)).is_none_or(|l| l.v4.is_empty()) {
             return last_resort();
         }
         if rpf == 1 {
@@ -505,10 +512,9 @@ impl Fib {
             } else {
                 n.oif
             };
-            ans.prefsrc = info
-                .spec
-                .prefsrc
-                .or_else(|| crate::srcsel::select_v6(&self.links, Some(dev), &d6).map(IpAddr::V6));
+            ans.prefsrc = info.spec.prefsrc.or_else(|| {
+                crate::srcsel::select_v6(&self.links, Some(IfIndex(dev)), &d6).map(IpAddr::V6)
+            });
             self.exception_answer(&res, flow.dst, &mut ans);
         }
         Ok(ans)

@@ -237,7 +237,7 @@ impl Fib {
             confs: conf::Confs::new(&settings_copy),
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
-        f.confs.link_added(link::LOOPBACK_IFINDEX, all4);
+        f.confs.link_added(IfIndex(link::LOOPBACK_IFINDEX), all4);
         for tb in [TableId::LOCAL, TableId::MAIN] {
             f.table_seq += 1;
             f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
@@ -317,9 +317,12 @@ impl Fib {
 
     fn find_link(&self, l: &Link) -> Option<u32> {
         if l.ifindex != 0 {
-            return self.links.get(l.ifindex).map(|x| x.ifindex);
+            return self.links.get(IfIndex(l.ifindex)).map(|x| x.ifindex.0);
         }
-        l.ifname.as_deref().and_then(|n| self.links.index_of(n))
+        l.ifname
+            .as_deref()
+            .and_then(|n| self.links.index_of(n))
+            .map(|i| i.0)
     }
 
     /// RTM_NEWLINK: creates a link (`flags.create`) or changes one named by index or name.
@@ -357,7 +360,7 @@ impl Fib {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 let idx = if link.ifindex != 0 {
-                    if self.links.get(link.ifindex).is_some() {
+                    if self.links.get(IfIndex(link.ifindex)).is_some() {
                         return Err(RtError::new(Errno::EBUSY));
                     }
                     link.ifindex
@@ -365,9 +368,9 @@ impl Fib {
                     self.links.alloc_index()
                 };
                 self.confs
-                    .link_added(idx, self.settings.ignore_routes_with_linkdown4);
+                    .link_added(IfIndex(idx), self.settings.ignore_routes_with_linkdown4);
                 self.links.insert(LinkState {
-                    ifindex: idx,
+                    ifindex: IfIndex(idx),
                     name,
                     kind: LinkKind::Dummy,
                     up: false,
@@ -382,11 +385,11 @@ impl Fib {
                 idx
             }
         };
-        self.link_change(idx, link)
+        self.link_change(IfIndex(idx), link)
     }
 
     /// Applies the changeable attributes of `link` to link `idx`.
-    fn link_change(&mut self, idx: u32, link: &Link) -> Result<(), RtError> {
+    fn link_change(&mut self, idx: IfIndex, link: &Link) -> Result<(), RtError> {
         let Some(cur) = self.links.get(idx) else {
             return Err(RtError::new(Errno::ENODEV));
         };
@@ -486,13 +489,13 @@ impl Fib {
             if v6_was && v6_now {
                 self.mtu_change6(idx, old_mtu, m);
             }
-            why.push(Reason::MtuChange(IfIndex(idx)));
+            why.push(Reason::MtuChange(idx));
         }
         if was_up != now_up {
             why.push(if now_up {
-                Reason::LinkUp(IfIndex(idx))
+                Reason::LinkUp(idx)
             } else {
-                Reason::LinkDown(IfIndex(idx))
+                Reason::LinkDown(idx)
             });
             // lo coming up gains 127.0.0.1 (`link_up4`), which source selection may take.
             if is_lo {
@@ -501,9 +504,9 @@ impl Fib {
         }
         if had_carrier != carrier {
             why.push(if carrier {
-                Reason::CarrierUp(IfIndex(idx))
+                Reason::CarrierUp(idx)
             } else {
-                Reason::CarrierDown(IfIndex(idx))
+                Reason::CarrierDown(idx)
             });
         }
         self.after_state_change(&why);
@@ -511,7 +514,7 @@ impl Fib {
     }
 
     /// IPv4 side of a link coming up (inetdev NETDEV_UP, then fib_netdev_event).
-    fn link_up4(&mut self, idx: u32) {
+    fn link_up4(&mut self, idx: IfIndex) {
         if self.links.get(idx).is_some_and(|l| l.is_loopback()) {
             let lo = Addr4 {
                 local: u32::from(Ipv4Addr::LOCALHOST),
@@ -557,23 +560,23 @@ impl Fib {
         // Closing the device comes first (NETDEV_DOWN before NETDEV_UNREGISTER): its next-hop
         // objects go and leave their groups, so a route through a group keeps its other
         // members; the device sweeps below never see those routes' next hops on it.
-        self.nexthop_flush_dev(idx);
+        self.nexthop_flush_dev(IfIndex(idx));
         let addrs4: Vec<Addr4> = self
             .links
-            .get_mut(idx)
+            .get_mut(IfIndex(idx))
             .map(|l| std::mem::take(&mut l.v4))
             .unwrap_or_default();
         for a in addrs4.iter().rev() {
-            self.del_ifaddr4(idx, a);
+            self.del_ifaddr4(IfIndex(idx), a);
         }
-        self.neigh_ifdown(idx, None);
-        self.v6_link_down(idx);
-        self.sync_down4(idx, true, true);
-        self.drop_nhs6(idx, true);
-        self.exceptions_dev_down(idx);
-        self.links.remove(idx);
+        self.neigh_ifdown(IfIndex(idx), None);
+        self.v6_link_down(IfIndex(idx));
+        self.sync_down4(IfIndex(idx), true, true);
+        self.drop_nhs6(IfIndex(idx), true);
+        self.exceptions_dev_down(IfIndex(idx));
+        self.links.remove(IfIndex(idx));
         self.confs
-            .link_removed(idx, self.settings.ignore_routes_with_linkdown4);
+            .link_removed(IfIndex(idx), self.settings.ignore_routes_with_linkdown4);
         self.after_state_change(&[Reason::AddrChange]);
         Ok(())
     }
@@ -583,7 +586,7 @@ impl Fib {
         self.links
             .iter()
             .map(|l| Link {
-                ifindex: l.ifindex,
+                ifindex: l.ifindex.0,
                 ifname: Some(l.name.clone()),
                 kind: Some(l.kind),
                 flags: l.flags(),
@@ -599,7 +602,7 @@ impl Fib {
 
     /// The index of the link named `name`.
     pub fn link_index(&self, name: &str) -> Option<u32> {
-        self.links.index_of(name)
+        self.links.index_of(name).map(|i| i.0)
     }
 
     /// RTM_NEWADDR.
@@ -623,7 +626,7 @@ impl Fib {
             };
             return Err(RtError::msg(Errno::EINVAL, text));
         }
-        if self.links.get(a.ifindex).is_none() {
+        if self.links.get(IfIndex(a.ifindex)).is_none() {
             return Err(RtError::new(Errno::ENODEV));
         }
         let local = a.local.or(a.address);
@@ -654,7 +657,7 @@ impl Fib {
                         },
                     label: a.label.clone().unwrap_or_else(|| {
                         self.links
-                            .get(a.ifindex)
+                            .get(IfIndex(a.ifindex))
                             .map(|l| l.name.clone())
                             .unwrap_or_default()
                     }),
@@ -662,7 +665,7 @@ impl Fib {
                     valid_lft: a.valid_lft,
                     preferred_lft: a.preferred_lft,
                 };
-                let l = self.links.get_mut(a.ifindex).expect("checked");
+                let l = self.links.get_mut(IfIndex(a.ifindex)).expect("checked");
                 if let Some(pos) =
                     l.v4.iter()
                         .position(|x| x.local == new.local && x.prefixlen == new.prefixlen)
@@ -680,7 +683,7 @@ impl Fib {
                     l.v4[pos].preferred_lft = new.preferred_lft;
                     l.v4[pos].metric = new.metric;
                     if old.metric != new.metric {
-                        self.modify_prefix_metric4(a.ifindex, &old, new.metric);
+                        self.modify_prefix_metric4(IfIndex(a.ifindex), &old, new.metric);
                     }
                     self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
@@ -700,7 +703,7 @@ impl Fib {
                         return Err(RtError::msg(Errno::EINVAL, "ipv4: Invalid scope value"))
                     }
                 };
-                self.add_ifaddr4(a.ifindex, &inserted);
+                self.add_ifaddr4(IfIndex(a.ifindex), &inserted);
                 self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
@@ -709,7 +712,11 @@ impl Fib {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 // ipv6_find_idev fails on a link below IPv6's minimum MTU.
-                if !self.links.get(a.ifindex).is_some_and(|l| l.ipv6_enabled()) {
+                if !self
+                    .links
+                    .get(IfIndex(a.ifindex))
+                    .is_some_and(|l| l.ipv6_enabled())
+                {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 let peer = match a.address {
@@ -727,7 +734,7 @@ impl Fib {
                     valid_lft: a.valid_lft,
                     preferred_lft: a.preferred_lft,
                 };
-                let lk = self.links.get_mut(a.ifindex).expect("checked");
+                let lk = self.links.get_mut(IfIndex(a.ifindex)).expect("checked");
                 if let Some(pos) = lk.v6.iter().position(|x| x.addr == l) {
                     if flags.excl || !flags.replace {
                         return Err(RtError::new(Errno::EEXIST));
@@ -740,7 +747,7 @@ impl Fib {
                     if new.metric != 0 {
                         lk.v6[pos].metric = new.metric;
                     }
-                    self.modify_prefix_metric6(a.ifindex, &old, new.metric);
+                    self.modify_prefix_metric6(IfIndex(a.ifindex), &old, new.metric);
                     self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
                 }
@@ -750,7 +757,7 @@ impl Fib {
                 if addr::insert6(&mut lk.v6, new.clone()).is_err() {
                     return Err(RtError::new(Errno::EEXIST));
                 }
-                self.add_ifaddr6(a.ifindex, &new, true);
+                self.add_ifaddr6(IfIndex(a.ifindex), &new, true);
                 self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
@@ -766,7 +773,7 @@ impl Fib {
     }
 
     fn addr_del_inner(&mut self, a: &Address) -> Result<(), RtError> {
-        let Some(l) = self.links.get(a.ifindex) else {
+        let Some(l) = self.links.get(IfIndex(a.ifindex)) else {
             return Err(RtError::new(Errno::ENODEV));
         };
         let local = a.local.or(a.address);
@@ -783,10 +790,14 @@ impl Fib {
                         "ipv4: Address not found",
                     ));
                 };
-                self.del_addr4_at(a.ifindex, pos);
+                self.del_addr4_at(IfIndex(a.ifindex), pos);
                 // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
-                if self.links.get(a.ifindex).is_some_and(|l| l.v4.is_empty()) {
-                    self.neigh_ifdown(a.ifindex, Some(Family::Inet));
+                if self
+                    .links
+                    .get(IfIndex(a.ifindex))
+                    .is_some_and(|l| l.v4.is_empty())
+                {
+                    self.neigh_ifdown(IfIndex(a.ifindex), Some(Family::Inet));
                 }
             }
             Some(IpAddr::V6(x)) => {
@@ -802,11 +813,11 @@ impl Fib {
                 };
                 let gone = self
                     .links
-                    .get_mut(a.ifindex)
+                    .get_mut(IfIndex(a.ifindex))
                     .expect("checked")
                     .v6
                     .remove(pos);
-                self.del_ifaddr6(a.ifindex, &gone);
+                self.del_ifaddr6(IfIndex(a.ifindex), &gone);
             }
             None => return Err(RtError::new(Errno::EINVAL)),
         }
@@ -815,7 +826,7 @@ impl Fib {
     }
 
     /// __inet_del_ifa without promotion: a primary takes its secondaries with it.
-    fn del_addr4_at(&mut self, dev: u32, pos: usize) {
+    fn del_addr4_at(&mut self, dev: IfIndex, pos: usize) {
         let Some(l) = self.links.get(dev) else { return };
         let victim = l.v4[pos].clone();
         if !victim.is_secondary() {
@@ -853,7 +864,7 @@ impl Fib {
                         prefixlen: a.prefixlen,
                         flags: a.flags,
                         scope: a.scope,
-                        ifindex: l.ifindex,
+                        ifindex: l.ifindex.0,
                         local: Some(IpAddr::V4(Ipv4Addr::from(a.local))),
                         address: Some(IpAddr::V4(Ipv4Addr::from(a.address))),
                         broadcast: (a.broadcast != 0)
@@ -874,7 +885,7 @@ impl Fib {
                         prefixlen: a.prefixlen,
                         flags: a.flags,
                         scope: a.scope,
-                        ifindex: l.ifindex,
+                        ifindex: l.ifindex.0,
                         local: a.peer.map(|_| IpAddr::V6(a.addr)),
                         address: Some(IpAddr::V6(a.peer.unwrap_or(a.addr))),
                         broadcast: None,
@@ -1345,6 +1356,7 @@ impl Fib {
         nhid: Option<u32>,
         dev: u32,
     ) -> Result<Vec<NexthopBucket>, RtError> {
+        let dev = (dev != 0).then_some(IfIndex(dev));
         self.nhobjs
             .buckets(id.map(NhId), nhid.map(NhId), dev, self.now_ms())
     }

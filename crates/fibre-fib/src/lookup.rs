@@ -652,7 +652,7 @@ impl Fib {
         while i < rules.len() {
             let r = &rules[i];
             i += 1;
-            if !Rules::matches(r, flow, bits, |n| self.links.index_of(n)) {
+            if !Rules::matches(r, flow, bits, |n| self.links.index_of(n).map(|i| i.0)) {
                 continue;
             }
             let tid = match r.action {

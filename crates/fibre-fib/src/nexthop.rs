@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::hash::KeyedMap;
-use crate::ids::{NhId, TableId};
+use crate::ids::{IfIndex, NhId, TableId};
 use crate::resilient::{ResTable, DEFAULT_IDLE_TIMER};
 use crate::route::NhSpec;
 use crate::types::einval;
@@ -235,12 +235,12 @@ impl NhObjs {
     /// The buckets of resilient groups, in group id then bucket order (the kernel's bucket
     /// dump): of group `id` only when given (ENOENT if it does not exist, EINVAL if it is not
     /// a resilient group), holding member `nhid` only when given, of members on device `dev`
-    /// only when non-zero.
+    /// only when given.
     pub fn buckets(
         &self,
         id: Option<NhId>,
         nhid: Option<NhId>,
-        dev: u32,
+        dev: Option<IfIndex>,
         now: u64,
     ) -> Result<Vec<NexthopBucket>, RtError> {
         if let Some(id) = id {
@@ -267,7 +267,7 @@ impl NhObjs {
                         m.oif
                     }
                 };
-                if dev != 0 && self.by_id.get(&member).map_or(0, on) != dev {
+                if dev.is_some_and(|d| self.by_id.get(&member).map_or(0, on) != d.0) {
                     continue;
                 }
                 out.push(NexthopBucket {
@@ -358,7 +358,7 @@ impl crate::Fib {
             // fib6_nh_init for IPv6).
             if !self
                 .links
-                .get(crate::link::LOOPBACK_IFINDEX)
+                .get(IfIndex(crate::link::LOOPBACK_IFINDEX))
                 .is_some_and(|l| l.up)
             {
                 let text = if nh.family == Some(crate::types::Family::Inet6) {
@@ -374,7 +374,7 @@ impl crate::Fib {
                     "Device attribute required for non-blackhole and non-fdb nexthops",
                 ));
             }
-            let Some(l) = self.links.get(nh.oif) else {
+            let Some(l) = self.links.get(IfIndex(nh.oif)) else {
                 return Err(einval("Invalid device index"));
             };
             if !l.up {
@@ -598,12 +598,12 @@ impl crate::Fib {
 
     /// nexthop_flush_dev: when a link goes down or away, the next-hop objects through it go,
     /// and with them the routes using them (blackholes point at `lo` and stay).
-    pub(crate) fn nexthop_flush_dev(&mut self, dev: u32) {
+    pub(crate) fn nexthop_flush_dev(&mut self, dev: IfIndex) {
         let mut dead: Vec<NhId> = self
             .nhobjs
             .by_id
             .values()
-            .filter(|o| o.oif == dev && o.group.is_empty() && !o.blackhole)
+            .filter(|o| o.oif == dev.0 && o.group.is_empty() && !o.blackhole)
             .map(|o| NhId(o.id))
             .collect();
         let attached = |id: &NhId| self.nhobjs.attached.get(id).copied().unwrap_or(0);

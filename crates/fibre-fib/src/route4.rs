@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
-use crate::ids::{InfoId, NhId, TableId};
+use crate::ids::{IfIndex, InfoId, NhId, TableId};
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{Entry, InfoSpec, NhSpec, NhState};
@@ -356,7 +356,7 @@ impl Fib {
                     }
                 }
                 for n in &nhs {
-                    let l = self.links.get(n.oif);
+                    let l = self.links.get(IfIndex(n.oif));
                     let linkdown = l.is_some_and(|l| !l.carrier);
                     states.push(NhState {
                         flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
@@ -374,7 +374,7 @@ impl Fib {
                 if nhs[0].gw.is_some() {
                     return Err(einval("Route with host scope can not have a gateway"));
                 }
-                if self.links.get(nhs[0].oif).is_none() {
+                if self.links.get(IfIndex(nhs[0].oif)).is_none() {
                     return Err(RtError::new(Errno::ENODEV));
                 }
                 states.push(NhState {
@@ -494,7 +494,7 @@ impl Fib {
                         "Invalid flags for nexthop - PERVASIVE and ONLINK can not be set",
                     ));
                 }
-                let Some(l) = self.links.get(n.oif) else {
+                let Some(l) = self.links.get(IfIndex(n.oif)) else {
                     return Err(RtError::new(Errno::ENODEV));
                 };
                 if !l.up {
@@ -524,7 +524,7 @@ impl Fib {
             if rscope >= scope::LINK {
                 return Err(einval("Nexthop has invalid scope"));
             }
-            let Some(l) = self.links.get(oif) else {
+            let Some(l) = self.links.get(IfIndex(oif)) else {
                 return Err(RtError::msg(
                     Errno::ENODEV,
                     "Nexthop device required for onlink",
@@ -582,7 +582,7 @@ impl Fib {
             scope: info.spec.scope,
             linkdown: false,
         };
-        let Some(l) = self.links.get(dev) else {
+        let Some(l) = self.links.get(IfIndex(dev)) else {
             return Err(einval("No egress device for nexthop gateway"));
         };
         let rs = NhResolved {

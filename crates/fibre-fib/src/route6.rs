@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use crate::fibtable::leaf6;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
-use crate::ids::{NhId, TableId};
+use crate::ids::{IfIndex, NhId, TableId};
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{between_siblings, sibling_hops, Entry, InfoSpec, Infos, NhSpec, NhState};
@@ -249,7 +249,7 @@ impl Fib {
     ) -> Result<(u32, bool, Option<IpAddr>), RtError> {
         let mut dev = None;
         if h.oif != 0 {
-            if self.links.get(h.oif).is_none() {
+            if self.links.get(IfIndex(h.oif)).is_none() {
                 return Err(RtError::new(Errno::ENODEV));
             }
             dev = Some(h.oif);
@@ -258,7 +258,7 @@ impl Fib {
             let Some(d) = dev else {
                 return Err(einval("Nexthop device required for onlink"));
             };
-            if !self.links.is_up(d) {
+            if !self.links.is_up(IfIndex(d)) {
                 return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
             }
         }
@@ -274,7 +274,10 @@ impl Fib {
         let Some(d) = dev else {
             return Err(RtError::new(Errno::ENODEV));
         };
-        let l = self.links.get(d).ok_or(RtError::new(Errno::ENODEV))?;
+        let l = self
+            .links
+            .get(IfIndex(d))
+            .ok_or(RtError::new(Errno::ENODEV))?;
         if !l.up && !int.kernel {
             return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
         }
@@ -329,7 +332,7 @@ impl Fib {
     fn gw_is_local6(&self, g: &Ipv6Addr, dev: u32, ll: bool) -> bool {
         self.links
             .iter()
-            .any(|l| (!ll || l.ifindex == dev) && l.v6.iter().any(|a| a.addr == *g))
+            .any(|l| (!ll || l.ifindex == IfIndex(dev)) && l.v6.iter().any(|a| a.addr == *g))
     }
 
     /// ipv6_chk_addr(addr, dev, strict=0): the address is local; link- and host-scope ones
@@ -339,7 +342,7 @@ impl Fib {
         self.links.iter().any(|l| {
             l.v6.iter().any(|x| {
                 x.addr == a
-                    && (dev.is_none_or(|d| d == l.ifindex)
+                    && (dev.is_none_or(|d| d == l.ifindex.0)
                         || !(x.scope == scope::LINK || x.scope == scope::HOST))
             })
         })

@@ -88,7 +88,7 @@ const LOCAL6_METRIC: u32 = 0;
 
 impl Fib {
     /// fib_add_ifaddr.
-    pub(crate) fn add_ifaddr4(&mut self, dev: u32, a: &Addr4) {
+    pub(crate) fn add_ifaddr4(&mut self, dev: IfIndex, a: &Addr4) {
         let Some(l) = self.links.get(dev) else { return };
         let up = l.up;
         let lo = l.is_loopback();
@@ -112,7 +112,7 @@ impl Fib {
                 TableId::LOCAL,
                 scope::HOST,
                 prim_local,
-                dev,
+                dev.0,
                 0,
             ),
         );
@@ -129,7 +129,7 @@ impl Fib {
                     TableId::LOCAL,
                     scope::LINK,
                     prim_local,
-                    dev,
+                    dev.0,
                     0,
                 ),
             );
@@ -144,7 +144,7 @@ impl Fib {
                 };
                 add(
                     self,
-                    kernel_route4(t, prefix, a.prefixlen, tb, sc, prim_local, dev, a.metric),
+                    kernel_route4(t, prefix, a.prefixlen, tb, sc, prim_local, dev.0, a.metric),
                 );
             }
             if a.prefixlen < 31 {
@@ -158,7 +158,7 @@ impl Fib {
                         TableId::LOCAL,
                         scope::LINK,
                         prim_local,
-                        dev,
+                        dev.0,
                         0,
                     ),
                 );
@@ -167,7 +167,7 @@ impl Fib {
     }
 
     /// fib_del_ifaddr, after `a` left the list of `dev`.
-    pub(crate) fn del_ifaddr4(&mut self, dev: u32, a: &Addr4) {
+    pub(crate) fn del_ifaddr4(&mut self, dev: IfIndex, a: &Addr4) {
         const LOCAL_OK: u32 = 1;
         const BRD_OK: u32 = 2;
         const BRD0_OK: u32 = 4;
@@ -193,7 +193,7 @@ impl Fib {
                 } else {
                     (RouteType::Unicast, TableId::MAIN, scope::LINK)
                 };
-                let mut r = kernel_route4(t, any, a.prefixlen, tb, sc, prim.local, dev, 0);
+                let mut r = kernel_route4(t, any, a.prefixlen, tb, sc, prim.local, dev.0, 0);
                 r.priority = None;
                 dels.push(r);
             }
@@ -261,7 +261,7 @@ impl Fib {
                 TableId::LOCAL,
                 scope::LINK,
                 prim.local,
-                dev,
+                dev.0,
                 0,
             )
         };
@@ -285,7 +285,7 @@ impl Fib {
                 TableId::LOCAL,
                 scope::HOST,
                 prim.local,
-                dev,
+                dev.0,
                 0,
             ));
         }
@@ -308,7 +308,7 @@ impl Fib {
     /// prefix route to the new metric (added first, then the old one deleted). Addresses
     /// without a prefix route of their own (secondary, noprefixroute, a /32, a down link)
     /// have nothing to move.
-    pub(crate) fn modify_prefix_metric4(&mut self, dev: u32, a: &Addr4, new_metric: u32) {
+    pub(crate) fn modify_prefix_metric4(&mut self, dev: IfIndex, a: &Addr4, new_metric: u32) {
         let up = self.links.get(dev).is_some_and(|l| l.up);
         let prefix = a.prefix();
         if !up
@@ -327,7 +327,7 @@ impl Fib {
                 TableId::MAIN,
                 scope::LINK,
                 a.local,
-                dev,
+                dev.0,
                 metric,
             )
         };
@@ -341,7 +341,7 @@ impl Fib {
 
     /// modify_prefix_route: a replace giving an IPv6 address a new metric moves its prefix
     /// route to it (the new route first, then the old deleted); metric 0 keeps the old one.
-    pub(crate) fn modify_prefix_metric6(&mut self, dev: u32, a: &Addr6, new_metric: u32) {
+    pub(crate) fn modify_prefix_metric6(&mut self, dev: IfIndex, a: &Addr6, new_metric: u32) {
         let eff = |m: u32| if m != 0 { m } else { PRIO_ADDRCONF };
         if new_metric == 0 || eff(new_metric) == eff(a.metric) {
             return;
@@ -356,7 +356,7 @@ impl Fib {
                 p,
                 a.prefixlen,
                 TableId::MAIN,
-                dev,
+                dev.0,
                 metric,
             )
         };
@@ -366,7 +366,7 @@ impl Fib {
     }
 
     /// Adds the routes of an IPv6 address whose link is ready (addrconf's NEWADDR work).
-    pub(crate) fn add_ifaddr6(&mut self, dev: u32, a: &Addr6, with_prefix: bool) {
+    pub(crate) fn add_ifaddr6(&mut self, dev: IfIndex, a: &Addr6, with_prefix: bool) {
         let int = Internal6 { kernel: true };
         let add = |fib: &mut Fib, r: Route| {
             let _ = fib.route6_new_internal(&r, ReqFlags::PREPEND, int);
@@ -389,7 +389,7 @@ impl Fib {
                     p,
                     a.prefixlen,
                     TableId::MAIN,
-                    dev,
+                    dev.0,
                     metric,
                 ),
             );
@@ -402,7 +402,7 @@ impl Fib {
                     peer,
                     a.prefixlen,
                     TableId::MAIN,
-                    dev,
+                    dev.0,
                     PRIO_ADDRCONF,
                 ),
             );
@@ -414,7 +414,7 @@ impl Fib {
                 a.addr,
                 128,
                 TableId::LOCAL,
-                dev,
+                dev.0,
                 LOCAL6_METRIC,
             ),
         );
@@ -428,7 +428,7 @@ impl Fib {
                         p,
                         128,
                         TableId::LOCAL,
-                        dev,
+                        dev.0,
                         LOCAL6_METRIC,
                     ),
                 );
@@ -437,7 +437,7 @@ impl Fib {
     }
 
     /// Removes the routes of an IPv6 address that left `dev`.
-    pub(crate) fn del_ifaddr6(&mut self, dev: u32, a: &Addr6) {
+    pub(crate) fn del_ifaddr6(&mut self, dev: IfIndex, a: &Addr6) {
         let del = |fib: &mut Fib,
                    rtype: RouteType,
                    d: Ipv6Addr,
@@ -446,7 +446,7 @@ impl Fib {
                    metric: Option<u32>| {
             let r = Route {
                 priority: metric,
-                ..kernel_route6(rtype, d, len, tb, dev, 0)
+                ..kernel_route6(rtype, d, len, tb, dev.0, 0)
             };
             let _ = fib.route6_del(&r);
         };
@@ -508,7 +508,7 @@ impl Fib {
         let valid: Vec<u32> = self
             .links
             .iter()
-            .map(|l| l.ifindex)
+            .map(|l| l.ifindex.0)
             .filter(|&d| self.chk_addr6(IpAddr::V6(addr), Some(d)))
             .collect();
         self.rewrite_infos(|s| {
@@ -523,14 +523,14 @@ impl Fib {
         });
     }
 
-    fn del_kernel_route6(&mut self, dev: u32, p: Ipv6Addr, len: u8, metric: u32) {
-        let mut r = kernel_route6(RouteType::Unicast, p, len, TableId::MAIN, dev, metric);
+    fn del_kernel_route6(&mut self, dev: IfIndex, p: Ipv6Addr, len: u8, metric: u32) {
+        let mut r = kernel_route6(RouteType::Unicast, p, len, TableId::MAIN, dev.0, metric);
         r.protocol = protocol::KERNEL;
         let _ = self.route6_del(&r);
     }
 
     /// addrconf_dev_config when a link becomes ready (up with carrier).
-    pub(crate) fn v6_link_ready(&mut self, dev: u32) {
+    pub(crate) fn v6_link_ready(&mut self, dev: IfIndex) {
         let Some(l) = self.links.get(dev) else { return };
         if l.is_loopback() {
             let lo = Addr6 {
@@ -559,7 +559,7 @@ impl Fib {
                 "ff00::".parse().expect("literal"),
                 8,
                 TableId::LOCAL,
-                dev,
+                dev.0,
                 PRIO_ADDRCONF,
             ),
             ReqFlags::PREPEND,
@@ -597,14 +597,14 @@ impl Fib {
 
     /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down). The
     /// addresses go without ipv6_del_addr, so routes elsewhere keep them as prefsrc.
-    pub(crate) fn v6_link_down(&mut self, dev: u32) {
+    pub(crate) fn v6_link_down(&mut self, dev: IfIndex) {
         self.v6_ifdown(dev, false);
     }
 
     /// addrconf_ifdown: the link's IPv6 addresses go (without ipv6_del_addr), and the routes
     /// through it as on NETDEV_DOWN, or with `unregister` as on NETDEV_UNREGISTER (multipath
     /// siblings through it removed, not marked dead).
-    pub(crate) fn v6_ifdown(&mut self, dev: u32, unregister: bool) {
+    pub(crate) fn v6_ifdown(&mut self, dev: IfIndex, unregister: bool) {
         if let Some(l) = self.links.get_mut(dev) {
             l.v6.clear();
         }
@@ -615,7 +615,7 @@ impl Fib {
     /// through `dev` go; in a sibling group the next hops through it are marked dead and
     /// linkdown (the group goes once every next hop is dead). `unregister` true: every
     /// next hop through `dev` goes, and with it the route when it was the last.
-    pub(crate) fn drop_nhs6(&mut self, dev: u32, unregister: bool) {
+    pub(crate) fn drop_nhs6(&mut self, dev: IfIndex, unregister: bool) {
         if !unregister {
             self.mark_siblings6_dead(dev);
         }
@@ -660,7 +660,7 @@ impl Fib {
                         }
                         s.nhs
                             .iter()
-                            .position(|n| n.oif == dev)
+                            .position(|n| n.oif == dev.0)
                             .map(|k| (i, k, s.nhs.len()))
                     });
                     match hit {
@@ -682,7 +682,7 @@ impl Fib {
     /// Each sibling of a multipath route has its own metrics: only those of the siblings
     /// through `dev` move (`NhSpec::mtu`). A route through an object moves when any of the
     /// object's next hops is on `dev`.
-    pub(crate) fn mtu_change6(&mut self, dev: u32, old: u32, new: u32) {
+    pub(crate) fn mtu_change6(&mut self, dev: IfIndex, old: u32, new: u32) {
         let lock = 1 << crate::exception::RTAX_MTU;
         let moves = |m: Option<u32>| m.filter(|&m| (m >= new || m == old) && m != new).is_some();
         self.rewrite_infos(|s| {
@@ -690,18 +690,18 @@ impl Fib {
                 return None;
             }
             if !s.mtu_per_hop() {
-                if !moves(s.metrics.mtu) || !s.nhs.iter().any(|n| n.oif == dev) {
+                if !moves(s.metrics.mtu) || !s.nhs.iter().any(|n| n.oif == dev.0) {
                     return None;
                 }
                 let mut s = s.clone();
                 s.metrics.mtu = Some(new);
                 return Some(s);
             }
-            if !s.nhs.iter().any(|n| n.oif == dev && moves(n.mtu)) {
+            if !s.nhs.iter().any(|n| n.oif == dev.0 && moves(n.mtu)) {
                 return None;
             }
             let mut s = s.clone();
-            for n in s.nhs.iter_mut().filter(|n| n.oif == dev && moves(n.mtu)) {
+            for n in s.nhs.iter_mut().filter(|n| n.oif == dev.0 && moves(n.mtu)) {
                 n.mtu = Some(new);
             }
             s.metrics.mtu = s.nhs[0].mtu;
@@ -711,19 +711,19 @@ impl Fib {
 
     /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
-    fn mark_siblings6_dead(&mut self, dev: u32) {
+    fn mark_siblings6_dead(&mut self, dev: IfIndex) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             let s = &info.spec;
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
                 return;
             }
-            if !s.nhs.iter().any(|n| n.oif == dev) {
+            if !s.nhs.iter().any(|n| n.oif == dev.0) {
                 return;
             }
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
-                if spec.oif == dev {
+                if spec.oif == dev.0 {
                     st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
                 }
             }
@@ -734,15 +734,15 @@ impl Fib {
     /// fib_sync_down_dev for IPv4: DOWN marks next hops dead (except host-scope ones) and
     /// flushes routes with every next hop dead; CHANGE (carrier loss) marks them linkdown;
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
-    pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
+    pub(crate) fn sync_down4(&mut self, dev: IfIndex, down: bool, force: bool) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
                 return;
             }
-            if !info.spec.nhs.iter().any(|n| n.oif == dev) {
+            if !info.spec.nhs.iter().any(|n| n.oif == dev.0) {
                 return;
             }
             let v6 = info.spec.family == Family::Inet6;
@@ -756,14 +756,14 @@ impl Fib {
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
                 if st.flags & nh_flags::DEAD != 0 {
                     dead += 1;
-                } else if spec.oif == dev && (force || st.scope != scope::NOWHERE) {
+                } else if spec.oif == dev.0 && (force || st.scope != scope::NOWHERE) {
                     st.flags |= nh_flags::LINKDOWN;
                     if down {
                         st.flags |= nh_flags::DEAD;
                     }
                     dead += 1;
                 }
-                if force && spec.oif == dev {
+                if force && spec.oif == dev.0 {
                     dead = n;
                     break;
                 }
@@ -783,13 +783,13 @@ impl Fib {
     /// NETDEV_DOWN with force): every IPv4 next hop through `dev` dies whatever its scope, and
     /// routes left without a live next hop are flushed. Routes through next-hop objects keep
     /// theirs: objects follow link events only.
-    pub(crate) fn disable_ip4(&mut self, dev: u32) {
+    pub(crate) fn disable_ip4(&mut self, dev: IfIndex) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
-                || !info.spec.nhs.iter().any(|n| n.oif == dev)
+                || !info.spec.nhs.iter().any(|n| n.oif == dev.0)
             {
                 return;
             }
@@ -797,7 +797,7 @@ impl Fib {
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
                 if st.flags & nh_flags::DEAD != 0 {
                     dead += 1;
-                } else if spec.oif == dev {
+                } else if spec.oif == dev.0 {
                     st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
                     dead += 1;
                 }
@@ -812,10 +812,10 @@ impl Fib {
 
     /// fib_sync_up / rt6_sync_up: clears `flag` (DEAD or LINKDOWN) on next hops through
     /// `dev` (LINKDOWN stays while the carrier is off).
-    pub(crate) fn sync_up(&mut self, dev: u32) {
+    pub(crate) fn sync_up(&mut self, dev: IfIndex) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             // rt6_sync_up runs when the link becomes ready (up with carrier).
             if info.spec.family == Family::Inet6 && !carrier {
@@ -823,7 +823,7 @@ impl Fib {
             }
             let mut changed = false;
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
-                if spec.oif != dev {
+                if spec.oif != dev.0 {
                     continue;
                 }
                 st.flags &= !nh_flags::DEAD;
@@ -894,7 +894,8 @@ impl Fib {
                         .nhs
                         .iter()
                         .map(|n| {
-                            let linkdown = self.links.get(n.oif).is_some_and(|l| !l.carrier);
+                            let linkdown =
+                                self.links.get(IfIndex(n.oif)).is_some_and(|l| !l.carrier);
                             NhState {
                                 flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
                                 scope: scope::LINK,
@@ -978,7 +979,7 @@ impl Fib {
     /// A dst for next hop `n` of `spec`, from the current links and addresses.
     pub(crate) fn build_dst(&self, spec: &InfoSpec, i: usize, st: &NhState) -> Dst {
         let n: &NhSpec = &spec.nhs[i];
-        let link = self.links.get(n.oif);
+        let link = self.links.get(IfIndex(n.oif));
         let mtu = spec.mtu_of(i).unwrap_or_else(|| link.map_or(0, |l| l.mtu));
         let prefsrc = spec.prefsrc.or_else(|| match spec.family {
             Family::Inet => {
@@ -986,7 +987,7 @@ impl Fib {
                     Some(IpAddr::V4(g)) => u32::from(g),
                     _ => 0,
                 };
-                crate::srcsel::select_v4(&self.links, n.oif, gw, spec.scope)
+                crate::srcsel::select_v4(&self.links, IfIndex(n.oif), gw, spec.scope)
                     .map(|a| IpAddr::V4(Ipv4Addr::from(a)))
             }
             Family::Inet6 => None,
