@@ -123,21 +123,21 @@ impl Confs {
     }
 
     /// The effective rp_filter of input link `iif` given `all`.
-    pub fn rp_filter(&self, all: u8, iif: u32) -> u8 {
-        let dev = self.dev.get(&IfIndex(iif)).map_or(0, |c| c.rp_filter);
+    pub fn rp_filter(&self, all: u8, iif: IfIndex) -> u8 {
+        let dev = self.dev.get(&iif).map_or(0, |c| c.rp_filter);
         (all as i32).max(dev).clamp(0, u8::MAX as i32) as u8
     }
 
     /// The links whose LINKDOWN next hops lookups skip, sorted, for `family`.
-    fn ignoring(&self, family: Family, all4: bool) -> Vec<u32> {
-        let mut v: Vec<u32> = self
+    fn ignoring(&self, family: Family, all4: bool) -> Vec<IfIndex> {
+        let mut v: Vec<IfIndex> = self
             .dev
             .iter()
             .filter(|(_, c)| match family {
                 Family::Inet => all4 || c.ignore_linkdown4 != 0,
                 Family::Inet6 => c.ignore_linkdown6 != 0,
             })
-            .map(|(&i, _)| i.0)
+            .map(|(&i, _)| i)
             .collect();
         v.sort_unstable();
         v

@@ -130,7 +130,7 @@ impl From<ExceptionError> for RtError {
 struct Bucket {
     nh: u16,
     family: Family,
-    oif: u32,
+    oif: IfIndex,
     /// The next hop's own gateway (what a PMTU-only exception is reached through).
     via: Option<IpAddr>,
     /// Destinations named by ICMP messages, which anyone on the path can send: keyed hash, so
@@ -176,7 +176,7 @@ impl Exceptions {
     fn upsert(
         &mut self,
         info: InfoRef,
-        (nh, family, oif, via): (u16, Family, u32, Option<IpAddr>),
+        (nh, family, oif, via): (u16, Family, IfIndex, Option<IpAddr>),
         dst: u128,
         now: u64,
         change: impl FnOnce(&mut Exception),
@@ -308,7 +308,7 @@ impl Fib {
         Ok(res)
     }
 
-    fn bucket_of(&self, res: &Res) -> (InfoRef, (u16, Family, u32, Option<IpAddr>)) {
+    fn bucket_of(&self, res: &Res) -> (InfoRef, (u16, Family, IfIndex, Option<IpAddr>)) {
         let info = self.infos.get(res.entry.info);
         let n = &info.spec.nhs[res.nh];
         (
@@ -529,7 +529,7 @@ impl Fib {
             }
             r.nexthop = NextHop {
                 gateway: e.gateway.or(b.via),
-                oif: b.oif,
+                oif: b.oif.0,
                 hops: 0,
                 flags: 0,
             };
@@ -562,7 +562,7 @@ impl Fib {
 
     /// A device went down or away: exceptions through it go.
     pub(crate) fn exceptions_dev_down(&mut self, dev: IfIndex) {
-        self.exceptions.retain_buckets(|b| b.oif != dev.0);
+        self.exceptions.retain_buckets(|b| b.oif != dev);
     }
 }
 
@@ -573,8 +573,8 @@ mod tests {
     fn info() -> InfoRef {
         (InfoId::new(7), 1)
     }
-    fn b() -> (u16, Family, u32, Option<IpAddr>) {
-        (0, Family::Inet6, 2, None)
+    fn b() -> (u16, Family, IfIndex, Option<IpAddr>) {
+        (0, Family::Inet6, IfIndex(2), None)
     }
 
     #[test]

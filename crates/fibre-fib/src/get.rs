@@ -206,7 +206,7 @@ impl Fib {
                         )
                         .map(|a| IpAddr::V4(Ipv4Addr::from(a)));
                     }
-                    self.classify_out4(&mut ans, d, flow.oif);
+                    self.classify_out4(&mut ans, d, IfIndex(flow.oif));
                     return Ok((ans, None));
                 }
                 return Err(err(e.errno()));
@@ -237,7 +237,7 @@ impl Fib {
         self.select_multipath(&mut res, &flow);
         let dst = &info.nh[res.nh].dst;
         let n = &info.spec.nhs[res.nh];
-        ans.nexthop.oif = n.oif;
+        ans.nexthop.oif = n.oif.0;
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
             ans.nexthop.gateway = n.gw;
         }
@@ -261,7 +261,7 @@ impl Fib {
     }
 
     /// __mkroute_output's type and flag adjustments.
-    fn classify_out4(&self, ans: &mut Route, d: u32, oif: u32) {
+    fn classify_out4(&self, ans: &mut Route, d: u32, oif: IfIndex) {
         if is_lbcast(d) || ans.rtype == RouteType::Broadcast {
             ans.rtype = RouteType::Broadcast;
             ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
@@ -277,7 +277,7 @@ impl Fib {
         } else if ans.rtype == RouteType::Unspec {
             ans.rtype = RouteType::Unicast;
         }
-        if oif == LOOPBACK_IFINDEX {
+        if oif == IfIndex::LOOPBACK {
             ans.flags |= rtcf::LOCAL;
         }
     }
@@ -314,7 +314,7 @@ impl Fib {
             // brd_input: a source other than 0.0.0.0 must pass the reverse-path check, which
             // brd_input runs without the destination (the reverse flow has no source).
             if s != 0 {
-                self.validate_source4(&Flow { dst: 0, ..flow }, 0)?;
+                self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
             }
             ans.rtype = RouteType::Broadcast;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
@@ -338,7 +338,7 @@ impl Fib {
         let info = self.infos.get(res.entry.info);
         // Answers from a route name its table (the merged trie counts as main).
         if res.rtype == RouteType::Broadcast {
-            self.validate_source4(&Flow { dst: 0, ..flow }, 0)?;
+            self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
             ans.table = self.reported_table4(res.table);
             ans.tos = res.entry.tos;
             ans.rtype = RouteType::Broadcast;
@@ -347,7 +347,7 @@ impl Fib {
             return Ok(ans);
         }
         if res.rtype == RouteType::Local {
-            self.validate_source4(&flow, 0)?;
+            self.validate_source4(&flow, IfIndex::NONE)?;
             ans.table = self.reported_table4(res.table);
             ans.tos = res.entry.tos;
             ans.rtype = RouteType::Local;
@@ -363,13 +363,13 @@ impl Fib {
         }
         self.select_multipath(&mut res, &flow);
         let n = &info.spec.nhs[res.nh];
-        if self.validate_source4(&flow, n.oif)? && n.oif == iif {
+        if self.validate_source4(&flow, n.oif)? && n.oif == IfIndex(iif) {
             ans.flags |= rtcf::DOREDIRECT;
         }
         ans.table = self.reported_table4(res.table);
         ans.tos = res.entry.tos;
         ans.rtype = RouteType::Unicast;
-        ans.nexthop.oif = n.oif;
+        ans.nexthop.oif = n.oif.0;
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
             ans.nexthop.gateway = n.gw;
         }
@@ -381,12 +381,14 @@ impl Fib {
     /// (`oif` is the output device of a forwarded packet, 0 for local delivery). `Ok(true)`
     /// when the source is directly connected through the input device (a redirect may be
     /// due).
-    fn validate_source4(&self, flow: &Flow, oif: u32) -> Result<bool, RtError> {
+    fn validate_source4(&self, flow: &Flow, oif: IfIndex) -> Result<bool, RtError> {
         let (s, d, iif) = (flow.src as u32, flow.dst as u32, flow.iif);
         // IN_DEV_RPFILTER: the larger of conf.all and the input link's own setting.
-        let rpf = self.confs.rp_filter(self.settings().rp_filter, iif);
+        let rpf = self
+            .confs
+            .rp_filter(self.settings().rp_filter, IfIndex(iif));
         // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
-        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif {
+        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif.0 {
             if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
                 return Err(err(Errno::EINVAL));
             }
@@ -406,7 +408,11 @@ impl Fib {
         let rev = Flow {
             dst: s as u128,
             src: d as u128,
-            iif: if oif != 0 { oif } else { LOOPBACK_IFINDEX },
+            iif: if oif != IfIndex::NONE {
+                oif.0
+            } else {
+                LOOPBACK_IFINDEX
+            },
             tos: flow.tos,
             proto: flow.proto,
             sport: flow.dport,
@@ -420,7 +426,7 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         }
         let info = self.infos.get(res.entry.info);
-        if info.spec.nhs.iter().any(|n| n.oif == iif) {
+        if info.spec.nhs.iter().any(|n| n.oif == IfIndex(iif)) {
             return Ok(info.nh[res.nh].scope >= scope::HOST);
         }
         if self.links.get(IfIndex(iif)).is_none_or(|l| l.v4.is_empty()) {
@@ -491,7 +497,7 @@ impl Fib {
         ans.metrics.mtu = info.spec.mtu_of(res.nh);
         ans.nexthop = NextHop {
             gateway: n.gw,
-            oif: n.oif,
+            oif: n.oif.0,
             hops: 0,
             flags: 0,
         };
@@ -512,9 +518,10 @@ impl Fib {
             } else {
                 n.oif
             };
-            ans.prefsrc = info.spec.prefsrc.or_else(|| {
-                crate::srcsel::select_v6(&self.links, Some(IfIndex(dev)), &d6).map(IpAddr::V6)
-            });
+            ans.prefsrc = info
+                .spec
+                .prefsrc
+                .or_else(|| crate::srcsel::select_v6(&self.links, Some(dev), &d6).map(IpAddr::V6));
             self.exception_answer(&res, flow.dst, &mut ans);
         }
         Ok(ans)

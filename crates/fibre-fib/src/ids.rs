@@ -30,9 +30,17 @@ impl InfoId {
     }
 }
 
-/// An interface index (ifindex), as the dependents walk names the link a change is about.
+/// An interface index (ifindex), as the crate keys its links and names the device of a next
+/// hop, a neighbour or a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct IfIndex(pub u32);
+
+impl IfIndex {
+    /// No device: a reject route's next hop, a request that names none.
+    pub const NONE: IfIndex = IfIndex(0);
+    /// `lo`, which the kernel creates first in every namespace.
+    pub const LOOPBACK: IfIndex = IfIndex(1);
+}
 
 /// A routing table's id (RT_TABLE_*), as the crate keys its tables and stores the table a
 /// route or rule names.

@@ -143,7 +143,7 @@ pub struct Fib {
     gens: memo::Generations,
     /// Gateway resolutions by (gateway, device, table, scope) of route requests, valid at one
     /// `gens.resolve()`.
-    gw_memo: memo::Memo<(u32, u32, TableId, u8), NhResolved, u64>,
+    gw_memo: memo::Memo<(u32, IfIndex, TableId, u8), NhResolved, u64>,
     /// Infos of plain requests already validated (see `route4::SimpleKey`), valid at one
     /// (`gens.resolve()`, `infos.frees()`).
     simple_memo: memo::Memo<route4::SimpleKey, InfoId, (u64, u64)>,
@@ -1192,7 +1192,7 @@ impl Fib {
             }
             NextHop {
                 gateway: s.nhs[i].gw,
-                oif: s.nhs[i].oif,
+                oif: s.nhs[i].oif.0,
                 hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
                 flags,
             }

@@ -29,7 +29,7 @@ pub(crate) const MAX_MTU: u32 = 65535;
 pub(crate) const DEFAULT_TXQLEN: u32 = 1000;
 /// The ifindex of `lo`, which exists from the start as in the kernel; blackhole next hops are
 /// on it.
-pub const LOOPBACK_IFINDEX: u32 = 1;
+pub const LOOPBACK_IFINDEX: u32 = IfIndex::LOOPBACK.0;
 
 /// The longest link name (IFNAMSIZ less its NUL).
 pub(crate) const MAX_NAME: usize = 15;
@@ -122,7 +122,7 @@ impl Links {
             next_index: 2,
         };
         l.insert(LinkState {
-            ifindex: IfIndex(LOOPBACK_IFINDEX),
+            ifindex: IfIndex::LOOPBACK,
             name: "lo".into(),
             kind: LinkKind::Loopback,
             up: false,

@@ -16,7 +16,7 @@
 use crate::dst::{Dst, LookupError};
 use crate::fibtable::Table;
 use crate::flow::{tos_matches, Flow, LinkdownIgnored, LookupFlags, IPTOS_RT_MASK, NONE_IGNORED};
-use crate::ids::{NhId, TableId};
+use crate::ids::{IfIndex, NhId, TableId};
 use crate::nexthop::NhObjs;
 use crate::prefix::Key;
 use crate::route::{Entry, Info, Infos};
@@ -105,7 +105,7 @@ fn first_good_nh(
         if st.flags & nh_flags::DEAD != 0 || ign.skips(flags, st.flags, spec.oif) {
             continue;
         }
-        if flow.oif != 0 && flow.oif != spec.oif && (!v6 || flags.strict_oif) {
+        if flow.oif != 0 && flow.oif != spec.oif.0 && (!v6 || flags.strict_oif) {
             continue;
         }
         return Some(i);
@@ -245,7 +245,7 @@ impl<'a> Select6<'a, '_> {
             {
                 continue;
             }
-            let on_oif = self.flow.oif == 0 || n.oif == self.flow.oif;
+            let on_oif = self.flow.oif == 0 || n.oif == IfIndex(self.flow.oif);
             if !on_oif && self.flags.strict_oif {
                 continue;
             }

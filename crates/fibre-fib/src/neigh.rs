@@ -287,7 +287,7 @@ impl Fib {
         match found {
             Some(e) => {
                 let s = &self.infos.get(e.info).spec;
-                if s.nhs.first().is_none_or(|n| n.oif == dev.0) {
+                if s.nhs.first().is_none_or(|n| n.oif == dev) {
                     s.rtype
                 } else {
                     RouteType::Unicast

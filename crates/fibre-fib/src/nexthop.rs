@@ -132,7 +132,7 @@ impl NhObjs {
             if obj.blackhole {
                 return vec![NhSpec {
                     gw: None,
-                    oif: crate::link::LOOPBACK_IFINDEX,
+                    oif: IfIndex::LOOPBACK,
                     weight: 1,
                     flags: 0,
                     mtu: None,
@@ -141,7 +141,7 @@ impl NhObjs {
             }
             return vec![NhSpec {
                 gw: obj.gateway,
-                oif: obj.oif,
+                oif: IfIndex(obj.oif),
                 weight: 1,
                 flags: if obj.onlink { nh_flags::ONLINK } else { 0 },
                 mtu: None,
@@ -155,9 +155,9 @@ impl NhObjs {
                 Some(NhSpec {
                     gw: o.gateway,
                     oif: if o.blackhole {
-                        crate::link::LOOPBACK_IFINDEX
+                        IfIndex::LOOPBACK
                     } else {
-                        o.oif
+                        IfIndex(o.oif)
                     },
                     weight: m.weight_minus_one as u32 + 1,
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
@@ -356,11 +356,7 @@ impl crate::Fib {
             }
             // A blackhole is on `lo`, checked as any device (fib_check_nh_nongw for IPv4,
             // fib6_nh_init for IPv6).
-            if !self
-                .links
-                .get(IfIndex(crate::link::LOOPBACK_IFINDEX))
-                .is_some_and(|l| l.up)
-            {
+            if !self.links.get(IfIndex::LOOPBACK).is_some_and(|l| l.up) {
                 let text = if nh.family == Some(crate::types::Family::Inet6) {
                     "Nexthop device is not up"
                 } else {
@@ -384,7 +380,7 @@ impl crate::Fib {
                 Some(IpAddr::V4(_)) => {
                     let spec = NhSpec {
                         gw: nh.gateway,
-                        oif: nh.oif,
+                        oif: IfIndex(nh.oif),
                         weight: 1,
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
                         mtu: None,
@@ -397,7 +393,7 @@ impl crate::Fib {
                 Some(IpAddr::V6(g)) => {
                     self.check_nh6_gw(
                         &g,
-                        nh.oif,
+                        IfIndex(nh.oif),
                         if nh.onlink { nh_flags::ONLINK } else { 0 },
                         TableId::MAIN,
                     )?;

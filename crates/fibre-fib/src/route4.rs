@@ -46,7 +46,7 @@ pub(crate) struct SimpleKey {
     priority: Option<u32>,
     prefsrc: Option<IpAddr>,
     gw: Option<IpAddr>,
-    oif: u32,
+    oif: IfIndex,
     nh_flags: u32,
 }
 
@@ -95,7 +95,7 @@ impl std::hash::Hash for SimpleKey {
         );
         h.write_u64(u64::from(self.flags) << 32 | u64::from(self.nh_flags));
         h.write_u64(
-            u64::from(self.oif) << 33 | self.priority.map_or(0, |p| 1 << 32 | u64::from(p)),
+            u64::from(self.oif.0) << 33 | self.priority.map_or(0, |p| 1 << 32 | u64::from(p)),
         );
         h.write_u128(gv);
         if pk != 0 {
@@ -119,7 +119,7 @@ impl SimpleKey {
             priority: r.priority,
             prefsrc: r.prefsrc,
             gw: r.nexthop.gateway,
-            oif: r.nexthop.oif,
+            oif: IfIndex(r.nexthop.oif),
             nh_flags: r.nexthop.flags,
         })
     }
@@ -128,7 +128,7 @@ impl SimpleKey {
 /// What a gateway check resolved: device, next-hop scope and whether the link is down.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NhResolved {
-    pub oif: u32,
+    pub oif: IfIndex,
     pub scope: u8,
     pub linkdown: bool,
 }
@@ -277,14 +277,14 @@ impl Fib {
                 }
                 nhs.push(NhSpec {
                     gw: m.gateway,
-                    oif: m.oif,
+                    oif: IfIndex(m.oif),
                     weight: m.hops as u32 + 1,
                     flags: (r.flags & !0xff) | m.flags,
                     mtu: None,
                     protocol: None,
                 });
             }
-            if r.nexthop.oif != 0 && nhs[0].oif != r.nexthop.oif {
+            if r.nexthop.oif != 0 && nhs[0].oif != IfIndex(r.nexthop.oif) {
                 return Err(einval("Nexthop device index does not match RTA_OIF"));
             }
             if r.nexthop.gateway.is_some() && nhs[0].gw != r.nexthop.gateway {
@@ -295,7 +295,7 @@ impl Fib {
         } else {
             nhs.push(NhSpec {
                 gw: r.nexthop.gateway,
-                oif: r.nexthop.oif,
+                oif: IfIndex(r.nexthop.oif),
                 weight: 1,
                 flags: r.flags | r.nexthop.flags,
                 mtu: None,
@@ -356,7 +356,7 @@ impl Fib {
                     }
                 }
                 for n in &nhs {
-                    let l = self.links.get(IfIndex(n.oif));
+                    let l = self.links.get(n.oif);
                     let linkdown = l.is_some_and(|l| !l.carrier);
                     states.push(NhState {
                         flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
@@ -374,7 +374,7 @@ impl Fib {
                 if nhs[0].gw.is_some() {
                     return Err(einval("Route with host scope can not have a gateway"));
                 }
-                if self.links.get(IfIndex(nhs[0].oif)).is_none() {
+                if self.links.get(nhs[0].oif).is_none() {
                     return Err(RtError::new(Errno::ENODEV));
                 }
                 states.push(NhState {
@@ -494,7 +494,7 @@ impl Fib {
                         "Invalid flags for nexthop - PERVASIVE and ONLINK can not be set",
                     ));
                 }
-                let Some(l) = self.links.get(IfIndex(n.oif)) else {
+                let Some(l) = self.links.get(n.oif) else {
                     return Err(RtError::new(Errno::ENODEV));
                 };
                 if !l.up {
@@ -515,7 +515,7 @@ impl Fib {
     fn check_nh4_gw(
         &mut self,
         gw: u32,
-        oif: u32,
+        oif: IfIndex,
         flags: u32,
         tb: TableId,
         rscope: u8,
@@ -524,7 +524,7 @@ impl Fib {
             if rscope >= scope::LINK {
                 return Err(einval("Nexthop has invalid scope"));
             }
-            let Some(l) = self.links.get(IfIndex(oif)) else {
+            let Some(l) = self.links.get(oif) else {
                 return Err(RtError::msg(
                     Errno::ENODEV,
                     "Nexthop device required for onlink",
@@ -551,7 +551,7 @@ impl Fib {
         }
         let flow = Flow {
             dst: gw as u128,
-            oif,
+            oif: oif.0,
             iif: crate::link::LOOPBACK_IFINDEX,
             scope: want_scope,
             ..Flow::empty()
@@ -582,7 +582,7 @@ impl Fib {
             scope: info.spec.scope,
             linkdown: false,
         };
-        let Some(l) = self.links.get(IfIndex(dev)) else {
+        let Some(l) = self.links.get(dev) else {
             return Err(einval("No egress device for nexthop gateway"));
         };
         let rs = NhResolved {
@@ -597,7 +597,7 @@ impl Fib {
     }
 
     /// inet_addr_type_dev_table: the address type seen from `dev`'s table (main).
-    fn addr_type_dev4(&self, addr: u32, _dev: u32) -> RouteType {
+    fn addr_type_dev4(&self, addr: u32, _dev: IfIndex) -> RouteType {
         self.addr_type4(addr, TableId::LOCAL)
     }
 
@@ -754,7 +754,7 @@ fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
     }
     if r.nexthop.oif != 0 || r.nexthop.gateway.is_some() {
         let Some(n) = s.nhs.first() else { return false };
-        if r.nexthop.oif != 0 && r.nexthop.oif != n.oif {
+        if r.nexthop.oif != 0 && r.nexthop.oif != n.oif.0 {
             return false;
         }
         if let Some(g) = r.nexthop.gateway {
@@ -772,7 +772,7 @@ fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
         .iter()
         .zip(&s.nhs)
         .all(|(m, n): (&NextHop, &NhSpec)| {
-            (m.oif == 0 || m.oif == n.oif) && (m.gateway.is_none() || m.gateway == n.gw)
+            (m.oif == 0 || m.oif == n.oif.0) && (m.gateway.is_none() || m.gateway == n.gw)
         })
 }
 

@@ -188,7 +188,7 @@ impl Fib {
             });
         }
         if let Some(ps) = r.prefsrc {
-            let dev = nhs.first().map(|n| n.oif).unwrap_or(0);
+            let dev = nhs.first().map(|n| n.oif).unwrap_or(IfIndex::NONE);
             if !self.chk_addr6(ps, Some(dev)) {
                 return Err(einval("Invalid source address"));
             }
@@ -246,25 +246,25 @@ impl Fib {
         h: &NextHop,
         tb: TableId,
         int: Internal6,
-    ) -> Result<(u32, bool, Option<IpAddr>), RtError> {
+    ) -> Result<(IfIndex, bool, Option<IpAddr>), RtError> {
         let mut dev = None;
         if h.oif != 0 {
             if self.links.get(IfIndex(h.oif)).is_none() {
                 return Err(RtError::new(Errno::ENODEV));
             }
-            dev = Some(h.oif);
+            dev = Some(IfIndex(h.oif));
         }
         if h.flags & nh_flags::ONLINK != 0 {
             let Some(d) = dev else {
                 return Err(einval("Nexthop device required for onlink"));
             };
-            if !self.links.is_up(IfIndex(d)) {
+            if !self.links.is_up(d) {
                 return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
             }
         }
         // Reject routes point at `lo` (kernel 6.18 keeps a unicast route via `lo` unicast).
         if is_reject_type(r.rtype) {
-            return Ok((crate::link::LOOPBACK_IFINDEX, false, None));
+            return Ok((IfIndex::LOOPBACK, false, None));
         }
         let mut gw = None;
         if let Some(IpAddr::V6(g)) = h.gateway {
@@ -274,10 +274,7 @@ impl Fib {
         let Some(d) = dev else {
             return Err(RtError::new(Errno::ENODEV));
         };
-        let l = self
-            .links
-            .get(IfIndex(d))
-            .ok_or(RtError::new(Errno::ENODEV))?;
+        let l = self.links.get(d).ok_or(RtError::new(Errno::ENODEV))?;
         if !l.up && !int.kernel {
             return Err(RtError::msg(Errno::ENETDOWN, "Nexthop device is not up"));
         }
@@ -293,10 +290,10 @@ impl Fib {
     fn validate_gw6(
         &self,
         g: &Ipv6Addr,
-        dev: Option<u32>,
+        dev: Option<IfIndex>,
         flags: u32,
         tb: TableId,
-    ) -> Result<u32, RtError> {
+    ) -> Result<IfIndex, RtError> {
         let ll = is_linklocal(g);
         if let Some(d) = dev {
             if self.gw_is_local6(g, d, ll) {
@@ -317,7 +314,7 @@ impl Fib {
         let Some(d) = dev else {
             return Err(einval("Egress device not specified"));
         };
-        if d == crate::link::LOOPBACK_IFINDEX {
+        if d == IfIndex::LOOPBACK {
             return Err(einval(
                 "Egress device can not be loopback device for this route",
             ));
@@ -329,30 +326,35 @@ impl Fib {
     }
 
     /// ipv6_chk_addr_and_flags for a gateway: a local address (any device unless link-local).
-    fn gw_is_local6(&self, g: &Ipv6Addr, dev: u32, ll: bool) -> bool {
+    fn gw_is_local6(&self, g: &Ipv6Addr, dev: IfIndex, ll: bool) -> bool {
         self.links
             .iter()
-            .any(|l| (!ll || l.ifindex == IfIndex(dev)) && l.v6.iter().any(|a| a.addr == *g))
+            .any(|l| (!ll || l.ifindex == dev) && l.v6.iter().any(|a| a.addr == *g))
     }
 
     /// ipv6_chk_addr(addr, dev, strict=0): the address is local; link- and host-scope ones
     /// must be on `dev`.
-    pub(crate) fn chk_addr6(&self, a: IpAddr, dev: Option<u32>) -> bool {
+    pub(crate) fn chk_addr6(&self, a: IpAddr, dev: Option<IfIndex>) -> bool {
         let IpAddr::V6(a) = a else { return false };
         self.links.iter().any(|l| {
             l.v6.iter().any(|x| {
                 x.addr == a
-                    && (dev.is_none_or(|d| d == l.ifindex.0)
+                    && (dev.is_none_or(|d| d == l.ifindex)
                         || !(x.scope == scope::LINK || x.scope == scope::HOST))
             })
         })
     }
 
     /// ip6_route_check_nh: the gateway must be reachable without a gateway.
-    fn check_nh6(&self, g: &Ipv6Addr, dev: Option<u32>, tb: TableId) -> Result<u32, RtError> {
+    fn check_nh6(
+        &self,
+        g: &Ipv6Addr,
+        dev: Option<IfIndex>,
+        tb: TableId,
+    ) -> Result<IfIndex, RtError> {
         let flow = Flow {
             dst: u128::from(*g),
-            oif: dev.unwrap_or(0),
+            oif: dev.map_or(0, |d| d.0),
             iif: crate::link::LOOPBACK_IFINDEX,
             ..Flow::empty()
         };
@@ -388,7 +390,7 @@ impl Fib {
     fn check_nh6_onlink(
         &self,
         g: &Ipv6Addr,
-        dev: Option<u32>,
+        dev: Option<IfIndex>,
         _tb: TableId,
     ) -> Result<(), RtError> {
         let Some(t) = self.t6.get(&TableId::MAIN) else {
@@ -413,10 +415,10 @@ impl Fib {
     pub(crate) fn check_nh6_gw(
         &self,
         g: &Ipv6Addr,
-        oif: u32,
+        oif: IfIndex,
         flags: u32,
         tb: TableId,
-    ) -> Result<(u32, bool), RtError> {
+    ) -> Result<(IfIndex, bool), RtError> {
         let r = Route::new(
             Family::Inet6,
             crate::types::Prefix {
@@ -426,7 +428,7 @@ impl Fib {
         );
         let h = NextHop {
             gateway: Some(IpAddr::V6(*g)),
-            oif,
+            oif: oif.0,
             hops: 0,
             flags,
         };
@@ -664,7 +666,7 @@ impl Fib {
                 if r.protocol != 0 && r.protocol != s.protocol_of(k) {
                     continue;
                 }
-                if r.nexthop.oif != 0 && n.oif != r.nexthop.oif {
+                if r.nexthop.oif != 0 && n.oif != IfIndex(r.nexthop.oif) {
                     continue;
                 }
                 if r.nexthop.gateway.is_some() && n.gw != r.nexthop.gateway {

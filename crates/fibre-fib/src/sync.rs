@@ -40,7 +40,7 @@ fn kernel_route4(
     tb: TableId,
     rscope: u8,
     prefsrc: u32,
-    oif: u32,
+    oif: IfIndex,
     metric: u32,
 ) -> Route {
     let mut r = Route::new(
@@ -55,7 +55,7 @@ fn kernel_route4(
     r.scope = rscope;
     r.protocol = protocol::KERNEL;
     r.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(prefsrc)));
-    r.nexthop.oif = oif;
+    r.nexthop.oif = oif.0;
     r.priority = Some(metric);
     r
 }
@@ -65,7 +65,7 @@ fn kernel_route6(
     dst: Ipv6Addr,
     len: u8,
     tb: TableId,
-    oif: u32,
+    oif: IfIndex,
     metric: u32,
 ) -> Route {
     let mut r = Route::new(
@@ -78,7 +78,7 @@ fn kernel_route6(
     r.rtype = rtype;
     r.table = tb.0;
     r.protocol = protocol::KERNEL;
-    r.nexthop.oif = oif;
+    r.nexthop.oif = oif.0;
     r.priority = Some(metric);
     r
 }
@@ -112,7 +112,7 @@ impl Fib {
                 TableId::LOCAL,
                 scope::HOST,
                 prim_local,
-                dev.0,
+                dev,
                 0,
             ),
         );
@@ -129,7 +129,7 @@ impl Fib {
                     TableId::LOCAL,
                     scope::LINK,
                     prim_local,
-                    dev.0,
+                    dev,
                     0,
                 ),
             );
@@ -144,7 +144,7 @@ impl Fib {
                 };
                 add(
                     self,
-                    kernel_route4(t, prefix, a.prefixlen, tb, sc, prim_local, dev.0, a.metric),
+                    kernel_route4(t, prefix, a.prefixlen, tb, sc, prim_local, dev, a.metric),
                 );
             }
             if a.prefixlen < 31 {
@@ -158,7 +158,7 @@ impl Fib {
                         TableId::LOCAL,
                         scope::LINK,
                         prim_local,
-                        dev.0,
+                        dev,
                         0,
                     ),
                 );
@@ -193,7 +193,7 @@ impl Fib {
                 } else {
                     (RouteType::Unicast, TableId::MAIN, scope::LINK)
                 };
-                let mut r = kernel_route4(t, any, a.prefixlen, tb, sc, prim.local, dev.0, 0);
+                let mut r = kernel_route4(t, any, a.prefixlen, tb, sc, prim.local, dev, 0);
                 r.priority = None;
                 dels.push(r);
             }
@@ -261,7 +261,7 @@ impl Fib {
                 TableId::LOCAL,
                 scope::LINK,
                 prim.local,
-                dev.0,
+                dev,
                 0,
             )
         };
@@ -285,7 +285,7 @@ impl Fib {
                 TableId::LOCAL,
                 scope::HOST,
                 prim.local,
-                dev.0,
+                dev,
                 0,
             ));
         }
@@ -327,7 +327,7 @@ impl Fib {
                 TableId::MAIN,
                 scope::LINK,
                 a.local,
-                dev.0,
+                dev,
                 metric,
             )
         };
@@ -356,7 +356,7 @@ impl Fib {
                 p,
                 a.prefixlen,
                 TableId::MAIN,
-                dev.0,
+                dev,
                 metric,
             )
         };
@@ -389,7 +389,7 @@ impl Fib {
                     p,
                     a.prefixlen,
                     TableId::MAIN,
-                    dev.0,
+                    dev,
                     metric,
                 ),
             );
@@ -402,7 +402,7 @@ impl Fib {
                     peer,
                     a.prefixlen,
                     TableId::MAIN,
-                    dev.0,
+                    dev,
                     PRIO_ADDRCONF,
                 ),
             );
@@ -414,7 +414,7 @@ impl Fib {
                 a.addr,
                 128,
                 TableId::LOCAL,
-                dev.0,
+                dev,
                 LOCAL6_METRIC,
             ),
         );
@@ -428,7 +428,7 @@ impl Fib {
                         p,
                         128,
                         TableId::LOCAL,
-                        dev.0,
+                        dev,
                         LOCAL6_METRIC,
                     ),
                 );
@@ -446,7 +446,7 @@ impl Fib {
                    metric: Option<u32>| {
             let r = Route {
                 priority: metric,
-                ..kernel_route6(rtype, d, len, tb, dev.0, 0)
+                ..kernel_route6(rtype, d, len, tb, dev, 0)
             };
             let _ = fib.route6_del(&r);
         };
@@ -505,10 +505,10 @@ impl Fib {
     /// no longer valid for the route's device (a global address still on another link is).
     pub(crate) fn remove_prefsrc6(&mut self, addr: Ipv6Addr) {
         let gone = Some(IpAddr::V6(addr));
-        let valid: Vec<u32> = self
+        let valid: Vec<IfIndex> = self
             .links
             .iter()
-            .map(|l| l.ifindex.0)
+            .map(|l| l.ifindex)
             .filter(|&d| self.chk_addr6(IpAddr::V6(addr), Some(d)))
             .collect();
         self.rewrite_infos(|s| {
@@ -524,7 +524,7 @@ impl Fib {
     }
 
     fn del_kernel_route6(&mut self, dev: IfIndex, p: Ipv6Addr, len: u8, metric: u32) {
-        let mut r = kernel_route6(RouteType::Unicast, p, len, TableId::MAIN, dev.0, metric);
+        let mut r = kernel_route6(RouteType::Unicast, p, len, TableId::MAIN, dev, metric);
         r.protocol = protocol::KERNEL;
         let _ = self.route6_del(&r);
     }
@@ -559,7 +559,7 @@ impl Fib {
                 "ff00::".parse().expect("literal"),
                 8,
                 TableId::LOCAL,
-                dev.0,
+                dev,
                 PRIO_ADDRCONF,
             ),
             ReqFlags::PREPEND,
@@ -660,7 +660,7 @@ impl Fib {
                         }
                         s.nhs
                             .iter()
-                            .position(|n| n.oif == dev.0)
+                            .position(|n| n.oif == dev)
                             .map(|k| (i, k, s.nhs.len()))
                     });
                     match hit {
@@ -690,18 +690,18 @@ impl Fib {
                 return None;
             }
             if !s.mtu_per_hop() {
-                if !moves(s.metrics.mtu) || !s.nhs.iter().any(|n| n.oif == dev.0) {
+                if !moves(s.metrics.mtu) || !s.nhs.iter().any(|n| n.oif == dev) {
                     return None;
                 }
                 let mut s = s.clone();
                 s.metrics.mtu = Some(new);
                 return Some(s);
             }
-            if !s.nhs.iter().any(|n| n.oif == dev.0 && moves(n.mtu)) {
+            if !s.nhs.iter().any(|n| n.oif == dev && moves(n.mtu)) {
                 return None;
             }
             let mut s = s.clone();
-            for n in s.nhs.iter_mut().filter(|n| n.oif == dev.0 && moves(n.mtu)) {
+            for n in s.nhs.iter_mut().filter(|n| n.oif == dev && moves(n.mtu)) {
                 n.mtu = Some(new);
             }
             s.metrics.mtu = s.nhs[0].mtu;
@@ -719,11 +719,11 @@ impl Fib {
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
                 return;
             }
-            if !s.nhs.iter().any(|n| n.oif == dev.0) {
+            if !s.nhs.iter().any(|n| n.oif == dev) {
                 return;
             }
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
-                if spec.oif == dev.0 {
+                if spec.oif == dev {
                     st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
                 }
             }
@@ -742,7 +742,7 @@ impl Fib {
             if info.spec.family == Family::Inet6 && down {
                 return;
             }
-            if !info.spec.nhs.iter().any(|n| n.oif == dev.0) {
+            if !info.spec.nhs.iter().any(|n| n.oif == dev) {
                 return;
             }
             let v6 = info.spec.family == Family::Inet6;
@@ -756,14 +756,14 @@ impl Fib {
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
                 if st.flags & nh_flags::DEAD != 0 {
                     dead += 1;
-                } else if spec.oif == dev.0 && (force || st.scope != scope::NOWHERE) {
+                } else if spec.oif == dev && (force || st.scope != scope::NOWHERE) {
                     st.flags |= nh_flags::LINKDOWN;
                     if down {
                         st.flags |= nh_flags::DEAD;
                     }
                     dead += 1;
                 }
-                if force && spec.oif == dev.0 {
+                if force && spec.oif == dev {
                     dead = n;
                     break;
                 }
@@ -789,7 +789,7 @@ impl Fib {
         self.infos.update(&ids, |info| {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
-                || !info.spec.nhs.iter().any(|n| n.oif == dev.0)
+                || !info.spec.nhs.iter().any(|n| n.oif == dev)
             {
                 return;
             }
@@ -797,7 +797,7 @@ impl Fib {
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
                 if st.flags & nh_flags::DEAD != 0 {
                     dead += 1;
-                } else if spec.oif == dev.0 {
+                } else if spec.oif == dev {
                     st.flags |= nh_flags::DEAD | nh_flags::LINKDOWN;
                     dead += 1;
                 }
@@ -823,7 +823,7 @@ impl Fib {
             }
             let mut changed = false;
             for (spec, st) in info.spec.nhs.iter().zip(info.nh.iter_mut()) {
-                if spec.oif != dev.0 {
+                if spec.oif != dev {
                     continue;
                 }
                 st.flags &= !nh_flags::DEAD;
@@ -894,8 +894,7 @@ impl Fib {
                         .nhs
                         .iter()
                         .map(|n| {
-                            let linkdown =
-                                self.links.get(IfIndex(n.oif)).is_some_and(|l| !l.carrier);
+                            let linkdown = self.links.get(n.oif).is_some_and(|l| !l.carrier);
                             NhState {
                                 flags: if linkdown { nh_flags::LINKDOWN } else { 0 },
                                 scope: scope::LINK,
@@ -979,7 +978,7 @@ impl Fib {
     /// A dst for next hop `n` of `spec`, from the current links and addresses.
     pub(crate) fn build_dst(&self, spec: &InfoSpec, i: usize, st: &NhState) -> Dst {
         let n: &NhSpec = &spec.nhs[i];
-        let link = self.links.get(IfIndex(n.oif));
+        let link = self.links.get(n.oif);
         let mtu = spec.mtu_of(i).unwrap_or_else(|| link.map_or(0, |l| l.mtu));
         let prefsrc = spec.prefsrc.or_else(|| match spec.family {
             Family::Inet => {
@@ -987,7 +986,7 @@ impl Fib {
                     Some(IpAddr::V4(g)) => u32::from(g),
                     _ => 0,
                 };
-                crate::srcsel::select_v4(&self.links, IfIndex(n.oif), gw, spec.scope)
+                crate::srcsel::select_v4(&self.links, n.oif, gw, spec.scope)
                     .map(|a| IpAddr::V4(Ipv4Addr::from(a)))
             }
             Family::Inet6 => None,
@@ -997,7 +996,7 @@ impl Fib {
             oif: if spec.rtype == RouteType::Local && spec.family == Family::Inet {
                 LOOPBACK_IFINDEX
             } else {
-                n.oif
+                n.oif.0
             },
             gateway: n.gw,
             mtu,
@@ -1014,7 +1013,7 @@ impl Fib {
     pub(crate) fn dead_dst(&self, n: &NhSpec) -> Dst {
         Dst {
             rtype: RouteType::Unspec,
-            oif: n.oif,
+            oif: n.oif.0,
             gateway: n.gw,
             mtu: 0,
             prefsrc: None,
