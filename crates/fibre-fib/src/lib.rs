@@ -237,7 +237,7 @@ impl Fib {
             confs: conf::Confs::new(&settings_copy),
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
-        f.confs.link_added(IfIndex(link::LOOPBACK_IFINDEX), all4);
+        f.confs.link_added(IfIndex::LOOPBACK, all4);
         for tb in [TableId::LOCAL, TableId::MAIN] {
             f.table_seq += 1;
             f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
@@ -315,14 +315,11 @@ impl Fib {
         }
     }
 
-    fn find_link(&self, l: &Link) -> Option<u32> {
+    fn find_link(&self, l: &Link) -> Option<IfIndex> {
         if l.ifindex != 0 {
-            return self.links.get(IfIndex(l.ifindex)).map(|x| x.ifindex.0);
+            return self.links.get(IfIndex(l.ifindex)).map(|x| x.ifindex);
         }
-        l.ifname
-            .as_deref()
-            .and_then(|n| self.links.index_of(n))
-            .map(|i| i.0)
+        l.ifname.as_deref().and_then(|n| self.links.index_of(n))
     }
 
     /// RTM_NEWLINK: creates a link (`flags.create`) or changes one named by index or name.
@@ -363,14 +360,14 @@ impl Fib {
                     if self.links.get(IfIndex(link.ifindex)).is_some() {
                         return Err(RtError::new(Errno::EBUSY));
                     }
-                    link.ifindex
+                    IfIndex(link.ifindex)
                 } else {
                     self.links.alloc_index()
                 };
                 self.confs
-                    .link_added(IfIndex(idx), self.settings.ignore_routes_with_linkdown4);
+                    .link_added(idx, self.settings.ignore_routes_with_linkdown4);
                 self.links.insert(LinkState {
-                    ifindex: IfIndex(idx),
+                    ifindex: idx,
                     name,
                     kind: LinkKind::Dummy,
                     up: false,
@@ -385,7 +382,7 @@ impl Fib {
                 idx
             }
         };
-        self.link_change(IfIndex(idx), link)
+        self.link_change(idx, link)
     }
 
     /// Applies the changeable attributes of `link` to link `idx`.
@@ -554,29 +551,29 @@ impl Fib {
         let Some(idx) = self.find_link(link) else {
             return Err(RtError::new(Errno::ENODEV));
         };
-        if idx == link::LOOPBACK_IFINDEX {
+        if idx == IfIndex::LOOPBACK {
             return Err(RtError::new(Errno::EOPNOTSUPP));
         }
         // Closing the device comes first (NETDEV_DOWN before NETDEV_UNREGISTER): its next-hop
         // objects go and leave their groups, so a route through a group keeps its other
         // members; the device sweeps below never see those routes' next hops on it.
-        self.nexthop_flush_dev(IfIndex(idx));
+        self.nexthop_flush_dev(idx);
         let addrs4: Vec<Addr4> = self
             .links
-            .get_mut(IfIndex(idx))
+            .get_mut(idx)
             .map(|l| std::mem::take(&mut l.v4))
             .unwrap_or_default();
         for a in addrs4.iter().rev() {
-            self.del_ifaddr4(IfIndex(idx), a);
+            self.del_ifaddr4(idx, a);
         }
-        self.neigh_ifdown(IfIndex(idx), None);
-        self.v6_link_down(IfIndex(idx));
-        self.sync_down4(IfIndex(idx), true, true);
-        self.drop_nhs6(IfIndex(idx), true);
-        self.exceptions_dev_down(IfIndex(idx));
-        self.links.remove(IfIndex(idx));
+        self.neigh_ifdown(idx, None);
+        self.v6_link_down(idx);
+        self.sync_down4(idx, true, true);
+        self.drop_nhs6(idx, true);
+        self.exceptions_dev_down(idx);
+        self.links.remove(idx);
         self.confs
-            .link_removed(IfIndex(idx), self.settings.ignore_routes_with_linkdown4);
+            .link_removed(idx, self.settings.ignore_routes_with_linkdown4);
         self.after_state_change(&[Reason::AddrChange]);
         Ok(())
     }
@@ -626,7 +623,8 @@ impl Fib {
             };
             return Err(RtError::msg(Errno::EINVAL, text));
         }
-        if self.links.get(IfIndex(a.ifindex)).is_none() {
+        let dev = IfIndex(a.ifindex);
+        if self.links.get(dev).is_none() {
             return Err(RtError::new(Errno::ENODEV));
         }
         let local = a.local.or(a.address);
@@ -657,7 +655,7 @@ impl Fib {
                         },
                     label: a.label.clone().unwrap_or_else(|| {
                         self.links
-                            .get(IfIndex(a.ifindex))
+                            .get(dev)
                             .map(|l| l.name.clone())
                             .unwrap_or_default()
                     }),
@@ -665,7 +663,7 @@ impl Fib {
                     valid_lft: a.valid_lft,
                     preferred_lft: a.preferred_lft,
                 };
-                let l = self.links.get_mut(IfIndex(a.ifindex)).expect("checked");
+                let l = self.links.get_mut(dev).expect("checked");
                 if let Some(pos) =
                     l.v4.iter()
                         .position(|x| x.local == new.local && x.prefixlen == new.prefixlen)
@@ -683,7 +681,7 @@ impl Fib {
                     l.v4[pos].preferred_lft = new.preferred_lft;
                     l.v4[pos].metric = new.metric;
                     if old.metric != new.metric {
-                        self.modify_prefix_metric4(IfIndex(a.ifindex), &old, new.metric);
+                        self.modify_prefix_metric4(dev, &old, new.metric);
                     }
                     self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
@@ -703,7 +701,7 @@ impl Fib {
                         return Err(RtError::msg(Errno::EINVAL, "ipv4: Invalid scope value"))
                     }
                 };
-                self.add_ifaddr4(IfIndex(a.ifindex), &inserted);
+                self.add_ifaddr4(dev, &inserted);
                 self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
@@ -712,11 +710,7 @@ impl Fib {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 // ipv6_find_idev fails on a link below IPv6's minimum MTU.
-                if !self
-                    .links
-                    .get(IfIndex(a.ifindex))
-                    .is_some_and(|l| l.ipv6_enabled())
-                {
+                if !self.links.get(dev).is_some_and(|l| l.ipv6_enabled()) {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 let peer = match a.address {
@@ -734,7 +728,7 @@ impl Fib {
                     valid_lft: a.valid_lft,
                     preferred_lft: a.preferred_lft,
                 };
-                let lk = self.links.get_mut(IfIndex(a.ifindex)).expect("checked");
+                let lk = self.links.get_mut(dev).expect("checked");
                 if let Some(pos) = lk.v6.iter().position(|x| x.addr == l) {
                     if flags.excl || !flags.replace {
                         return Err(RtError::new(Errno::EEXIST));
@@ -747,7 +741,7 @@ impl Fib {
                     if new.metric != 0 {
                         lk.v6[pos].metric = new.metric;
                     }
-                    self.modify_prefix_metric6(IfIndex(a.ifindex), &old, new.metric);
+                    self.modify_prefix_metric6(dev, &old, new.metric);
                     self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
                 }
@@ -757,7 +751,7 @@ impl Fib {
                 if addr::insert6(&mut lk.v6, new.clone()).is_err() {
                     return Err(RtError::new(Errno::EEXIST));
                 }
-                self.add_ifaddr6(IfIndex(a.ifindex), &new, true);
+                self.add_ifaddr6(dev, &new, true);
                 self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
@@ -773,7 +767,8 @@ impl Fib {
     }
 
     fn addr_del_inner(&mut self, a: &Address) -> Result<(), RtError> {
-        let Some(l) = self.links.get(IfIndex(a.ifindex)) else {
+        let dev = IfIndex(a.ifindex);
+        let Some(l) = self.links.get(dev) else {
             return Err(RtError::new(Errno::ENODEV));
         };
         let local = a.local.or(a.address);
@@ -790,14 +785,10 @@ impl Fib {
                         "ipv4: Address not found",
                     ));
                 };
-                self.del_addr4_at(IfIndex(a.ifindex), pos);
+                self.del_addr4_at(dev, pos);
                 // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
-                if self
-                    .links
-                    .get(IfIndex(a.ifindex))
-                    .is_some_and(|l| l.v4.is_empty())
-                {
-                    self.neigh_ifdown(IfIndex(a.ifindex), Some(Family::Inet));
+                if self.links.get(dev).is_some_and(|l| l.v4.is_empty()) {
+                    self.neigh_ifdown(dev, Some(Family::Inet));
                 }
             }
             Some(IpAddr::V6(x)) => {
@@ -811,13 +802,8 @@ impl Fib {
                         "ipv6: address not found",
                     ));
                 };
-                let gone = self
-                    .links
-                    .get_mut(IfIndex(a.ifindex))
-                    .expect("checked")
-                    .v6
-                    .remove(pos);
-                self.del_ifaddr6(IfIndex(a.ifindex), &gone);
+                let gone = self.links.get_mut(dev).expect("checked").v6.remove(pos);
+                self.del_ifaddr6(dev, &gone);
             }
             None => return Err(RtError::new(Errno::EINVAL)),
         }

@@ -101,8 +101,8 @@ impl LinkState {
 }
 
 /// A locally administered unicast MAC derived from the ifindex, so that runs are reproducible.
-pub(crate) fn default_mac(ifindex: u32) -> Vec<u8> {
-    let b = ifindex.to_be_bytes();
+pub(crate) fn default_mac(ifindex: IfIndex) -> Vec<u8> {
+    let b = ifindex.0.to_be_bytes();
     vec![0x02, 0x66, b[0], b[1], b[2], b[3]]
 }
 
@@ -138,11 +138,11 @@ impl Links {
     }
 
     /// The index a new link gets when the request names none.
-    pub fn alloc_index(&mut self) -> u32 {
+    pub fn alloc_index(&mut self) -> IfIndex {
         while self.by_index.contains_key(&IfIndex(self.next_index)) {
             self.next_index += 1;
         }
-        let i = self.next_index;
+        let i = IfIndex(self.next_index);
         self.next_index += 1;
         i
     }
@@ -211,16 +211,16 @@ mod tests {
     fn indexes_increase_and_are_not_reused() {
         let mut l = Links::new();
         let a = l.alloc_index();
-        assert_eq!(a, 2);
+        assert_eq!(a, IfIndex(2));
         let b = l.alloc_index();
-        assert_eq!(b, 3);
-        assert_eq!(l.alloc_index(), 4);
+        assert_eq!(b, IfIndex(3));
+        assert_eq!(l.alloc_index(), IfIndex(4));
     }
 
     #[test]
     fn mac_is_deterministic_and_local() {
-        let m = default_mac(7);
-        assert_eq!(m, default_mac(7));
+        let m = default_mac(IfIndex(7));
+        assert_eq!(m, default_mac(IfIndex(7)));
         assert_eq!(m[0] & 0x02, 0x02);
         assert_eq!(m[0] & 0x01, 0);
     }
