@@ -21,6 +21,7 @@
 
 use crate::flow::LinkdownIgnored;
 use crate::hash::KeyedMap;
+use crate::ids::IfIndex;
 use crate::types::{Errno, Family, RtError};
 
 /// Which copy of a setting: `all`, `default`, or one link's (by ifindex).
@@ -79,7 +80,7 @@ pub(crate) struct DevConf {
 pub(crate) struct Confs {
     default: DevConf,
     /// By interface index, which a netlink peer may choose when it creates a link: keyed hash.
-    dev: KeyedMap<u32, DevConf>,
+    dev: KeyedMap<IfIndex, DevConf>,
     /// IPv4, IPv6: derived from `dev` and `all`'s ignore_routes_with_linkdown.
     ignored: [LinkdownIgnored; 2],
 }
@@ -93,7 +94,7 @@ impl Confs {
     }
 
     /// A new link starts from `default`; `all4` is `all`'s IPv4 ignore_routes_with_linkdown.
-    pub fn link_added(&mut self, ifindex: u32, all4: bool) {
+    pub fn link_added(&mut self, ifindex: IfIndex, all4: bool) {
         let c = DevConf {
             rp_filter_set: false,
             ignore_linkdown4_set: false,
@@ -103,7 +104,7 @@ impl Confs {
         self.refresh_ignored(all4);
     }
 
-    pub fn link_removed(&mut self, ifindex: u32, all4: bool) {
+    pub fn link_removed(&mut self, ifindex: IfIndex, all4: bool) {
         self.dev.remove(&ifindex);
         self.refresh_ignored(all4);
     }
@@ -122,14 +123,14 @@ impl Confs {
     }
 
     /// The effective rp_filter of input link `iif` given `all`.
-    pub fn rp_filter(&self, all: u8, iif: u32) -> u8 {
+    pub fn rp_filter(&self, all: u8, iif: IfIndex) -> u8 {
         let dev = self.dev.get(&iif).map_or(0, |c| c.rp_filter);
         (all as i32).max(dev).clamp(0, u8::MAX as i32) as u8
     }
 
     /// The links whose LINKDOWN next hops lookups skip, sorted, for `family`.
-    fn ignoring(&self, family: Family, all4: bool) -> Vec<u32> {
-        let mut v: Vec<u32> = self
+    fn ignoring(&self, family: Family, all4: bool) -> Vec<IfIndex> {
+        let mut v: Vec<IfIndex> = self
             .dev
             .iter()
             .filter(|(_, c)| match family {
@@ -153,7 +154,7 @@ impl crate::Fib {
         value: i32,
     ) -> Result<(), RtError> {
         if let ConfTarget::Dev(i) = target {
-            if !self.confs.dev.contains_key(&i) {
+            if !self.confs.dev.contains_key(&IfIndex(i)) {
                 return Err(RtError::new(Errno::ENODEV));
             }
         }
@@ -201,7 +202,7 @@ impl crate::Fib {
                 self.confs.default.ignore_linkdown6 = value
             }
             (key, ConfTarget::Dev(i)) => {
-                let c = self.confs.dev.get_mut(&i).expect("checked above");
+                let c = self.confs.dev.get_mut(&IfIndex(i)).expect("checked above");
                 match key {
                     ConfKey::RpFilter => {
                         c.rp_filter = value;
@@ -235,7 +236,11 @@ impl crate::Fib {
                 })
             }
             ConfTarget::Default => &self.confs.default,
-            ConfTarget::Dev(i) => self.confs.dev.get(&i).ok_or(RtError::new(Errno::ENODEV))?,
+            ConfTarget::Dev(i) => self
+                .confs
+                .dev
+                .get(&IfIndex(i))
+                .ok_or(RtError::new(Errno::ENODEV))?,
         };
         Ok(match key {
             ConfKey::Forwarding4 => s.ipv4_forwarding as i32,

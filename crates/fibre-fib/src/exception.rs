@@ -33,7 +33,7 @@ use crate::expiry::{remaining_secs, ExpiryQueue, InfoRef};
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
 use crate::hash::{InternalMap, KeyedMap};
-use crate::ids::InfoId;
+use crate::ids::{IfIndex, InfoId, TableId};
 use crate::lookup::Res;
 use crate::types::{rtm_flags, CacheInfo, Errno, Family, NextHop, Prefix, Route, RtError};
 use crate::Fib;
@@ -130,7 +130,7 @@ impl From<ExceptionError> for RtError {
 struct Bucket {
     nh: u16,
     family: Family,
-    oif: u32,
+    oif: IfIndex,
     /// The next hop's own gateway (what a PMTU-only exception is reached through).
     via: Option<IpAddr>,
     /// Destinations named by ICMP messages, which anyone on the path can send: keyed hash, so
@@ -176,7 +176,7 @@ impl Exceptions {
     fn upsert(
         &mut self,
         info: InfoRef,
-        (nh, family, oif, via): (u16, Family, u32, Option<IpAddr>),
+        (nh, family, oif, via): (u16, Family, IfIndex, Option<IpAddr>),
         dst: u128,
         now: u64,
         change: impl FnOnce(&mut Exception),
@@ -308,7 +308,7 @@ impl Fib {
         Ok(res)
     }
 
-    fn bucket_of(&self, res: &Res) -> (InfoRef, (u16, Family, u32, Option<IpAddr>)) {
+    fn bucket_of(&self, res: &Res) -> (InfoRef, (u16, Family, IfIndex, Option<IpAddr>)) {
         let info = self.infos.get(res.entry.info);
         let n = &info.spec.nhs[res.nh];
         (
@@ -504,7 +504,7 @@ impl Fib {
     }
 
     /// The live exceptions of one bucket as cached routes of table `tb`.
-    fn bucket_routes(&self, b: &Bucket, tb: u32, info: InfoId, now: u64, out: &mut Vec<Route>) {
+    fn bucket_routes(&self, b: &Bucket, tb: TableId, info: InfoId, now: u64, out: &mut Vec<Route>) {
         let info = self.infos.get(info);
         let f = b.family;
         let mut dsts: Vec<(&u128, &Exception)> = b
@@ -521,7 +521,7 @@ impl Fib {
                     len: f.max_len(),
                 },
             );
-            r.table = tb;
+            r.table = tb.0;
             r.protocol = info.spec.protocol;
             r.flags = rtm_flags::CLONED;
             if e.gateway.is_some() && f == Family::Inet {
@@ -529,7 +529,7 @@ impl Fib {
             }
             r.nexthop = NextHop {
                 gateway: e.gateway.or(b.via),
-                oif: b.oif,
+                oif: b.oif.0,
                 hops: 0,
                 flags: 0,
             };
@@ -561,7 +561,7 @@ impl Fib {
     }
 
     /// A device went down or away: exceptions through it go.
-    pub(crate) fn exceptions_dev_down(&mut self, dev: u32) {
+    pub(crate) fn exceptions_dev_down(&mut self, dev: IfIndex) {
         self.exceptions.retain_buckets(|b| b.oif != dev);
     }
 }
@@ -573,8 +573,8 @@ mod tests {
     fn info() -> InfoRef {
         (InfoId::new(7), 1)
     }
-    fn b() -> (u16, Family, u32, Option<IpAddr>) {
-        (0, Family::Inet6, 2, None)
+    fn b() -> (u16, Family, IfIndex, Option<IpAddr>) {
+        (0, Family::Inet6, IfIndex(2), None)
     }
 
     #[test]

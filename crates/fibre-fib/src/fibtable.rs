@@ -33,7 +33,7 @@ use smallvec::SmallVec;
 use sorted::SortedMap;
 
 use crate::hash::InternalMap;
-use crate::ids::InfoId;
+use crate::ids::{InfoId, TableId};
 use crate::prefix::Key;
 use crate::route::Entry;
 use leaf6::KeyEvent;
@@ -76,7 +76,7 @@ const NO_SLOT: u32 = u32::MAX;
 
 #[derive(Debug)]
 pub(crate) struct Table {
-    pub id: u32,
+    pub id: TableId,
     /// Creation sequence number: the kernel lists tables of one hash bucket newest first.
     pub seq: u64,
     /// Address width: 32 or 128.
@@ -272,7 +272,7 @@ impl Compiled {
 }
 
 impl Table {
-    pub fn new(id: u32, bits: u8, seq: u64) -> Box<Table> {
+    pub fn new(id: TableId, bits: u8, seq: u64) -> Box<Table> {
         let fast = Fast::Small(Default::default());
         Box::new(Table {
             id,
@@ -620,7 +620,7 @@ mod tests {
     #[test]
     fn users_index_follows_changes_made_after_it_was_built() {
         let (a, b) = (InfoId::new(1), InfoId::new(2));
-        let mut t = Table::new(254, 32, 1);
+        let mut t = Table::new(TableId::MAIN, 32, 1);
         for i in 0..10 {
             let id = if i % 2 == 0 { a } else { b };
             t.entries_mut(key(i)).push(Entry::new(0, id, None));

@@ -4,6 +4,7 @@
 //!
 //! The crate's lowest layer: this module uses nothing of the crate but `types`.
 
+use crate::ids::IfIndex;
 use crate::types::{nh_flags, scope};
 
 /// A flow as rules and tables see it (the kernel's flowi4/flowi6 fields that matter here).
@@ -81,14 +82,14 @@ impl LookupFlags {
 /// The links whose LINKDOWN next hops a packet lookup skips (ignore_routes_with_linkdown, see
 /// `conf`), sorted; empty unless the setting is used anywhere.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct LinkdownIgnored(Vec<u32>);
+pub(crate) struct LinkdownIgnored(Vec<IfIndex>);
 
 /// The set a compiled structure is built with: compiled answers are used only while a
 /// family's set is empty (see `Fib::fast_applies`).
 pub(crate) static NONE_IGNORED: LinkdownIgnored = LinkdownIgnored(Vec::new());
 
 impl LinkdownIgnored {
-    pub fn new(sorted: Vec<u32>) -> LinkdownIgnored {
+    pub fn new(sorted: Vec<IfIndex>) -> LinkdownIgnored {
         LinkdownIgnored(sorted)
     }
 
@@ -98,7 +99,7 @@ impl LinkdownIgnored {
 
     /// Whether the next hop through `dev` in state `st` is unusable for a packet lookup.
     #[inline]
-    pub fn skips(&self, flags: LookupFlags, st_flags: u32, dev: u32) -> bool {
+    pub fn skips(&self, flags: LookupFlags, st_flags: u32, dev: IfIndex) -> bool {
         flags.linkdown_conf
             && st_flags & nh_flags::LINKDOWN != 0
             && !self.0.is_empty()

@@ -115,7 +115,7 @@ impl Fib {
                         addr,
                         len: x.dst.len,
                     };
-                    (spec.family, spec.table, dst)
+                    (spec.family, spec.table.0, dst)
                 })
             })
             .collect()

@@ -11,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
+use crate::ids::{IfIndex, TableId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::lookup::Res;
 use crate::types::{
@@ -74,7 +75,7 @@ impl Fib {
         lf: LookupFlags,
     ) -> Result<Res, LookupError> {
         match q.table {
-            Some(t) => match self.table(family, t) {
+            Some(t) => match self.table(family, TableId(t)) {
                 Some(tb) => match self.table_lookup(family, tb, flow, lf) {
                     crate::lookup::TableResult::Found(r) => Ok(r),
                     crate::lookup::TableResult::Reject(e) => Err(e),
@@ -91,12 +92,12 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         }
         if let Some(i) = q.iif {
-            if self.links.get(i).is_none() {
+            if self.links.get(IfIndex(i)).is_none() {
                 return Err(err(Errno::ENODEV));
             }
         }
         if let Some(o) = q.oif {
-            if self.links.get(o).is_none() {
+            if self.links.get(IfIndex(o)).is_none() {
                 return Err(err(Errno::ENODEV));
             }
         }
@@ -165,7 +166,10 @@ impl Fib {
             }
         }
         if flow.oif != 0 {
-            let l = self.links.get(flow.oif).ok_or(err(Errno::ENODEV))?;
+            let l = self
+                .links
+                .get(IfIndex(flow.oif))
+                .ok_or(err(Errno::ENODEV))?;
             if !l.up {
                 return Err(err(Errno::ENETUNREACH));
             }
@@ -194,11 +198,15 @@ impl Fib {
                     // on link." (the kernel's output path with an oif)
                     ans.nexthop.oif = flow.oif;
                     if s == 0 {
-                        ans.prefsrc =
-                            crate::srcsel::select_v4(&self.links, flow.oif, 0, scope::LINK)
-                                .map(|a| IpAddr::V4(Ipv4Addr::from(a)));
+                        ans.prefsrc = crate::srcsel::select_v4(
+                            &self.links,
+                            IfIndex(flow.oif),
+                            0,
+                            scope::LINK,
+                        )
+                        .map(|a| IpAddr::V4(Ipv4Addr::from(a)));
                     }
-                    self.classify_out4(&mut ans, d, flow.oif);
+                    self.classify_out4(&mut ans, d, IfIndex(flow.oif));
                     return Ok((ans, None));
                 }
                 return Err(err(e.errno()));
@@ -229,7 +237,7 @@ impl Fib {
         self.select_multipath(&mut res, &flow);
         let dst = &info.nh[res.nh].dst;
         let n = &info.spec.nhs[res.nh];
-        ans.nexthop.oif = n.oif;
+        ans.nexthop.oif = n.oif.0;
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
             ans.nexthop.gateway = n.gw;
         }
@@ -253,7 +261,7 @@ impl Fib {
     }
 
     /// __mkroute_output's type and flag adjustments.
-    fn classify_out4(&self, ans: &mut Route, d: u32, oif: u32) {
+    fn classify_out4(&self, ans: &mut Route, d: u32, oif: IfIndex) {
         if is_lbcast(d) || ans.rtype == RouteType::Broadcast {
             ans.rtype = RouteType::Broadcast;
             ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
@@ -269,25 +277,25 @@ impl Fib {
         } else if ans.rtype == RouteType::Unspec {
             ans.rtype = RouteType::Unicast;
         }
-        if oif == LOOPBACK_IFINDEX {
+        if oif == IfIndex::LOOPBACK {
             ans.flags |= rtcf::LOCAL;
         }
     }
 
     /// The table a `route get` answer names: until the first IPv4 rule is added the kernel
     /// keeps table local merged into main (fib_unmerge), so local routes answer as main.
-    fn reported_table4(&self, t: u32) -> u32 {
-        if t == crate::types::table::LOCAL && !self.custom_rules4 {
-            crate::types::table::MAIN
+    fn reported_table4(&self, t: TableId) -> u32 {
+        if t == TableId::LOCAL && !self.custom_rules4 {
+            TableId::MAIN.0
         } else {
-            t
+            t.0
         }
     }
 
     /// __ip_dev_find: an address of some link, or a local route of table local.
     pub(crate) fn is_local4(&self, a: u32) -> bool {
         self.links.iter().any(|l| l.v4.iter().any(|x| x.local == a))
-            || self.addr_type4(a, crate::types::table::LOCAL) == RouteType::Local
+            || self.addr_type4(a, TableId::LOCAL) == RouteType::Local
     }
 
     /// ip_route_input_slow.
@@ -306,7 +314,7 @@ impl Fib {
             // brd_input: a source other than 0.0.0.0 must pass the reverse-path check, which
             // brd_input runs without the destination (the reverse flow has no source).
             if s != 0 {
-                self.validate_source4(&Flow { dst: 0, ..flow }, 0)?;
+                self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
             }
             ans.rtype = RouteType::Broadcast;
             ans.nexthop.oif = LOOPBACK_IFINDEX;
@@ -330,7 +338,7 @@ impl Fib {
         let info = self.infos.get(res.entry.info);
         // Answers from a route name its table (the merged trie counts as main).
         if res.rtype == RouteType::Broadcast {
-            self.validate_source4(&Flow { dst: 0, ..flow }, 0)?;
+            self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
             ans.table = self.reported_table4(res.table);
             ans.tos = res.entry.tos;
             ans.rtype = RouteType::Broadcast;
@@ -339,7 +347,7 @@ impl Fib {
             return Ok(ans);
         }
         if res.rtype == RouteType::Local {
-            self.validate_source4(&flow, 0)?;
+            self.validate_source4(&flow, IfIndex::NONE)?;
             ans.table = self.reported_table4(res.table);
             ans.tos = res.entry.tos;
             ans.rtype = RouteType::Local;
@@ -355,13 +363,13 @@ impl Fib {
         }
         self.select_multipath(&mut res, &flow);
         let n = &info.spec.nhs[res.nh];
-        if self.validate_source4(&flow, n.oif)? && n.oif == iif {
+        if self.validate_source4(&flow, n.oif)? && n.oif == IfIndex(iif) {
             ans.flags |= rtcf::DOREDIRECT;
         }
         ans.table = self.reported_table4(res.table);
         ans.tos = res.entry.tos;
         ans.rtype = RouteType::Unicast;
-        ans.nexthop.oif = n.oif;
+        ans.nexthop.oif = n.oif.0;
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
             ans.nexthop.gateway = n.gw;
         }
@@ -373,12 +381,14 @@ impl Fib {
     /// (`oif` is the output device of a forwarded packet, 0 for local delivery). `Ok(true)`
     /// when the source is directly connected through the input device (a redirect may be
     /// due).
-    fn validate_source4(&self, flow: &Flow, oif: u32) -> Result<bool, RtError> {
+    fn validate_source4(&self, flow: &Flow, oif: IfIndex) -> Result<bool, RtError> {
         let (s, d, iif) = (flow.src as u32, flow.dst as u32, flow.iif);
         // IN_DEV_RPFILTER: the larger of conf.all and the input link's own setting.
-        let rpf = self.confs.rp_filter(self.settings().rp_filter, iif);
+        let rpf = self
+            .confs
+            .rp_filter(self.settings().rp_filter, IfIndex(iif));
         // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
-        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif {
+        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif.0 {
             if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
                 return Err(err(Errno::EINVAL));
             }
@@ -398,7 +408,11 @@ impl Fib {
         let rev = Flow {
             dst: s as u128,
             src: d as u128,
-            iif: if oif != 0 { oif } else { LOOPBACK_IFINDEX },
+            iif: if oif != IfIndex::NONE {
+                oif.0
+            } else {
+                LOOPBACK_IFINDEX
+            },
             tos: flow.tos,
             proto: flow.proto,
             sport: flow.dport,
@@ -412,10 +426,10 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         }
         let info = self.infos.get(res.entry.info);
-        if info.spec.nhs.iter().any(|n| n.oif == iif) {
+        if info.spec.nhs.iter().any(|n| n.oif == IfIndex(iif)) {
             return Ok(info.nh[res.nh].scope >= scope::HOST);
         }
-        if self.links.get(iif).is_none_or(|l| l.v4.is_empty()) {
+        if self.links.get(IfIndex(iif)).is_none_or(|l| l.v4.is_empty()) {
             return last_resort();
         }
         if rpf == 1 {
@@ -474,7 +488,7 @@ impl Fib {
             addr: q.src.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
             len: 128,
         });
-        ans.table = res.table;
+        ans.table = res.table.0;
         ans.protocol = info.spec.protocol_of(res.nh);
         ans.priority = Some(info.spec.priority);
         ans.pref = info.spec.pref.or(Some(0));
@@ -483,7 +497,7 @@ impl Fib {
         ans.metrics.mtu = info.spec.mtu_of(res.nh);
         ans.nexthop = NextHop {
             gateway: n.gw,
-            oif: n.oif,
+            oif: n.oif.0,
             hops: 0,
             flags: 0,
         };

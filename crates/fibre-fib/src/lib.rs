@@ -82,7 +82,7 @@ use addr::{Addr4, Addr6, AddrInsertError};
 use dst::Reason;
 use fibtable::Table;
 use hash::KeyedMap;
-use ids::{IfIndex, InfoId};
+use ids::{IfIndex, InfoId, NhId, TableId};
 use link::{LinkState, Links};
 use nexthop::NhObjs;
 use prefix::{u128_ip, Key};
@@ -133,8 +133,8 @@ pub struct Fib {
     /// Tables by id, boxed: a router may hold thousands of small ones, and a map of inline
     /// tables would reserve a table's fields for every empty slot it keeps. Keyed hash: table
     /// ids are chosen by netlink peers.
-    t4: KeyedMap<u32, Box<Table>>,
-    t6: KeyedMap<u32, Box<Table>>,
+    t4: KeyedMap<TableId, Box<Table>>,
+    t6: KeyedMap<TableId, Box<Table>>,
     table_seq: u64,
     infos: Infos,
     rules: Rules,
@@ -143,7 +143,7 @@ pub struct Fib {
     gens: memo::Generations,
     /// Gateway resolutions by (gateway, device, table, scope) of route requests, valid at one
     /// `gens.resolve()`.
-    gw_memo: memo::Memo<(u32, u32, u32, u8), NhResolved, u64>,
+    gw_memo: memo::Memo<(u32, IfIndex, TableId, u8), NhResolved, u64>,
     /// Infos of plain requests already validated (see `route4::SimpleKey`), valid at one
     /// (`gens.resolve()`, `infos.frees()`).
     simple_memo: memo::Memo<route4::SimpleKey, InfoId, (u64, u64)>,
@@ -237,8 +237,8 @@ impl Fib {
             confs: conf::Confs::new(&settings_copy),
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
-        f.confs.link_added(link::LOOPBACK_IFINDEX, all4);
-        for tb in [table::LOCAL, table::MAIN] {
+        f.confs.link_added(IfIndex::LOOPBACK, all4);
+        for tb in [TableId::LOCAL, TableId::MAIN] {
             f.table_seq += 1;
             f.t4.insert(tb, Table::new(tb, 32, f.table_seq));
             f.t6.insert(tb, Table::new(tb, 128, f.table_seq));
@@ -315,9 +315,9 @@ impl Fib {
         }
     }
 
-    fn find_link(&self, l: &Link) -> Option<u32> {
+    fn find_link(&self, l: &Link) -> Option<IfIndex> {
         if l.ifindex != 0 {
-            return self.links.get(l.ifindex).map(|x| x.ifindex);
+            return self.links.get(IfIndex(l.ifindex)).map(|x| x.ifindex);
         }
         l.ifname.as_deref().and_then(|n| self.links.index_of(n))
     }
@@ -357,10 +357,10 @@ impl Fib {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 let idx = if link.ifindex != 0 {
-                    if self.links.get(link.ifindex).is_some() {
+                    if self.links.get(IfIndex(link.ifindex)).is_some() {
                         return Err(RtError::new(Errno::EBUSY));
                     }
-                    link.ifindex
+                    IfIndex(link.ifindex)
                 } else {
                     self.links.alloc_index()
                 };
@@ -386,7 +386,7 @@ impl Fib {
     }
 
     /// Applies the changeable attributes of `link` to link `idx`.
-    fn link_change(&mut self, idx: u32, link: &Link) -> Result<(), RtError> {
+    fn link_change(&mut self, idx: IfIndex, link: &Link) -> Result<(), RtError> {
         let Some(cur) = self.links.get(idx) else {
             return Err(RtError::new(Errno::ENODEV));
         };
@@ -486,13 +486,13 @@ impl Fib {
             if v6_was && v6_now {
                 self.mtu_change6(idx, old_mtu, m);
             }
-            why.push(Reason::MtuChange(IfIndex(idx)));
+            why.push(Reason::MtuChange(idx));
         }
         if was_up != now_up {
             why.push(if now_up {
-                Reason::LinkUp(IfIndex(idx))
+                Reason::LinkUp(idx)
             } else {
-                Reason::LinkDown(IfIndex(idx))
+                Reason::LinkDown(idx)
             });
             // lo coming up gains 127.0.0.1 (`link_up4`), which source selection may take.
             if is_lo {
@@ -501,9 +501,9 @@ impl Fib {
         }
         if had_carrier != carrier {
             why.push(if carrier {
-                Reason::CarrierUp(IfIndex(idx))
+                Reason::CarrierUp(idx)
             } else {
-                Reason::CarrierDown(IfIndex(idx))
+                Reason::CarrierDown(idx)
             });
         }
         self.after_state_change(&why);
@@ -511,7 +511,7 @@ impl Fib {
     }
 
     /// IPv4 side of a link coming up (inetdev NETDEV_UP, then fib_netdev_event).
-    fn link_up4(&mut self, idx: u32) {
+    fn link_up4(&mut self, idx: IfIndex) {
         if self.links.get(idx).is_some_and(|l| l.is_loopback()) {
             let lo = Addr4 {
                 local: u32::from(Ipv4Addr::LOCALHOST),
@@ -551,7 +551,7 @@ impl Fib {
         let Some(idx) = self.find_link(link) else {
             return Err(RtError::new(Errno::ENODEV));
         };
-        if idx == link::LOOPBACK_IFINDEX {
+        if idx == IfIndex::LOOPBACK {
             return Err(RtError::new(Errno::EOPNOTSUPP));
         }
         // Closing the device comes first (NETDEV_DOWN before NETDEV_UNREGISTER): its next-hop
@@ -583,7 +583,7 @@ impl Fib {
         self.links
             .iter()
             .map(|l| Link {
-                ifindex: l.ifindex,
+                ifindex: l.ifindex.0,
                 ifname: Some(l.name.clone()),
                 kind: Some(l.kind),
                 flags: l.flags(),
@@ -599,7 +599,7 @@ impl Fib {
 
     /// The index of the link named `name`.
     pub fn link_index(&self, name: &str) -> Option<u32> {
-        self.links.index_of(name)
+        self.links.index_of(name).map(|i| i.0)
     }
 
     /// RTM_NEWADDR.
@@ -623,7 +623,8 @@ impl Fib {
             };
             return Err(RtError::msg(Errno::EINVAL, text));
         }
-        if self.links.get(a.ifindex).is_none() {
+        let dev = IfIndex(a.ifindex);
+        if self.links.get(dev).is_none() {
             return Err(RtError::new(Errno::ENODEV));
         }
         let local = a.local.or(a.address);
@@ -654,7 +655,7 @@ impl Fib {
                         },
                     label: a.label.clone().unwrap_or_else(|| {
                         self.links
-                            .get(a.ifindex)
+                            .get(dev)
                             .map(|l| l.name.clone())
                             .unwrap_or_default()
                     }),
@@ -662,7 +663,7 @@ impl Fib {
                     valid_lft: a.valid_lft,
                     preferred_lft: a.preferred_lft,
                 };
-                let l = self.links.get_mut(a.ifindex).expect("checked");
+                let l = self.links.get_mut(dev).expect("checked");
                 if let Some(pos) =
                     l.v4.iter()
                         .position(|x| x.local == new.local && x.prefixlen == new.prefixlen)
@@ -680,7 +681,7 @@ impl Fib {
                     l.v4[pos].preferred_lft = new.preferred_lft;
                     l.v4[pos].metric = new.metric;
                     if old.metric != new.metric {
-                        self.modify_prefix_metric4(a.ifindex, &old, new.metric);
+                        self.modify_prefix_metric4(dev, &old, new.metric);
                     }
                     self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
@@ -700,7 +701,7 @@ impl Fib {
                         return Err(RtError::msg(Errno::EINVAL, "ipv4: Invalid scope value"))
                     }
                 };
-                self.add_ifaddr4(a.ifindex, &inserted);
+                self.add_ifaddr4(dev, &inserted);
                 self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
@@ -709,7 +710,7 @@ impl Fib {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 // ipv6_find_idev fails on a link below IPv6's minimum MTU.
-                if !self.links.get(a.ifindex).is_some_and(|l| l.ipv6_enabled()) {
+                if !self.links.get(dev).is_some_and(|l| l.ipv6_enabled()) {
                     return Err(RtError::new(Errno::EINVAL));
                 }
                 let peer = match a.address {
@@ -727,7 +728,7 @@ impl Fib {
                     valid_lft: a.valid_lft,
                     preferred_lft: a.preferred_lft,
                 };
-                let lk = self.links.get_mut(a.ifindex).expect("checked");
+                let lk = self.links.get_mut(dev).expect("checked");
                 if let Some(pos) = lk.v6.iter().position(|x| x.addr == l) {
                     if flags.excl || !flags.replace {
                         return Err(RtError::new(Errno::EEXIST));
@@ -740,7 +741,7 @@ impl Fib {
                     if new.metric != 0 {
                         lk.v6[pos].metric = new.metric;
                     }
-                    self.modify_prefix_metric6(a.ifindex, &old, new.metric);
+                    self.modify_prefix_metric6(dev, &old, new.metric);
                     self.after_state_change(&[Reason::AddrChange]);
                     return Ok(());
                 }
@@ -750,7 +751,7 @@ impl Fib {
                 if addr::insert6(&mut lk.v6, new.clone()).is_err() {
                     return Err(RtError::new(Errno::EEXIST));
                 }
-                self.add_ifaddr6(a.ifindex, &new, true);
+                self.add_ifaddr6(dev, &new, true);
                 self.after_state_change(&[Reason::AddrChange]);
                 Ok(())
             }
@@ -766,7 +767,8 @@ impl Fib {
     }
 
     fn addr_del_inner(&mut self, a: &Address) -> Result<(), RtError> {
-        let Some(l) = self.links.get(a.ifindex) else {
+        let dev = IfIndex(a.ifindex);
+        let Some(l) = self.links.get(dev) else {
             return Err(RtError::new(Errno::ENODEV));
         };
         let local = a.local.or(a.address);
@@ -783,10 +785,10 @@ impl Fib {
                         "ipv4: Address not found",
                     ));
                 };
-                self.del_addr4_at(a.ifindex, pos);
+                self.del_addr4_at(dev, pos);
                 // The last IPv4 address gone disables IPv4 on the link (fib_disable_ip).
-                if self.links.get(a.ifindex).is_some_and(|l| l.v4.is_empty()) {
-                    self.neigh_ifdown(a.ifindex, Some(Family::Inet));
+                if self.links.get(dev).is_some_and(|l| l.v4.is_empty()) {
+                    self.neigh_ifdown(dev, Some(Family::Inet));
                 }
             }
             Some(IpAddr::V6(x)) => {
@@ -800,13 +802,8 @@ impl Fib {
                         "ipv6: address not found",
                     ));
                 };
-                let gone = self
-                    .links
-                    .get_mut(a.ifindex)
-                    .expect("checked")
-                    .v6
-                    .remove(pos);
-                self.del_ifaddr6(a.ifindex, &gone);
+                let gone = self.links.get_mut(dev).expect("checked").v6.remove(pos);
+                self.del_ifaddr6(dev, &gone);
             }
             None => return Err(RtError::new(Errno::EINVAL)),
         }
@@ -815,7 +812,7 @@ impl Fib {
     }
 
     /// __inet_del_ifa without promotion: a primary takes its secondaries with it.
-    fn del_addr4_at(&mut self, dev: u32, pos: usize) {
+    fn del_addr4_at(&mut self, dev: IfIndex, pos: usize) {
         let Some(l) = self.links.get(dev) else { return };
         let victim = l.v4[pos].clone();
         if !victim.is_secondary() {
@@ -853,7 +850,7 @@ impl Fib {
                         prefixlen: a.prefixlen,
                         flags: a.flags,
                         scope: a.scope,
-                        ifindex: l.ifindex,
+                        ifindex: l.ifindex.0,
                         local: Some(IpAddr::V4(Ipv4Addr::from(a.local))),
                         address: Some(IpAddr::V4(Ipv4Addr::from(a.address))),
                         broadcast: (a.broadcast != 0)
@@ -874,7 +871,7 @@ impl Fib {
                         prefixlen: a.prefixlen,
                         flags: a.flags,
                         scope: a.scope,
-                        ifindex: l.ifindex,
+                        ifindex: l.ifindex.0,
                         local: a.peer.map(|_| IpAddr::V6(a.addr)),
                         address: Some(IpAddr::V6(a.peer.unwrap_or(a.addr))),
                         broadcast: None,
@@ -976,7 +973,7 @@ impl Fib {
                     "Nexthop specification and nexthop id are mutually exclusive",
                 ));
             }
-            if self.nhobjs.get(id).is_none() {
+            if self.nhobjs.get(NhId(id)).is_none() {
                 return Err(types::einval("Nexthop id does not exist"));
             }
         }
@@ -994,7 +991,11 @@ impl Fib {
             Family::Inet6 => &self.t6,
         };
         let mut v: Vec<&Table> = m.values().map(|t| &**t).collect();
-        v.sort_by(|a, b| (a.id & 0xff).cmp(&(b.id & 0xff)).then(b.seq.cmp(&a.seq)));
+        v.sort_by(|a, b| {
+            (a.id.0 & 0xff)
+                .cmp(&(b.id.0 & 0xff))
+                .then(b.seq.cmp(&a.seq))
+        });
         v
     }
 
@@ -1134,7 +1135,7 @@ impl Fib {
     }
 
     /// A stored entry as RTM_NEWROUTE shows it (fib_dump_info / rt6_fill_node).
-    pub(crate) fn entry_route(&self, f: Family, tb: u32, k: Key, e: &Entry) -> Route {
+    pub(crate) fn entry_route(&self, f: Family, tb: TableId, k: Key, e: &Entry) -> Route {
         let info = self.infos.get(e.info);
         let s = &info.spec;
         let mut r = Route::new(
@@ -1145,13 +1146,13 @@ impl Fib {
             },
         );
         r.tos = e.tos;
-        r.table = tb;
+        r.table = tb.0;
         r.protocol = s.protocol;
         r.scope = s.scope;
         r.rtype = self.effective_type(info);
         r.prefsrc = s.prefsrc;
         r.metrics = s.metrics.clone();
-        r.nhid = s.nhid;
+        r.nhid = s.nhid.map(|n| n.0);
         r.expires = s
             .expires
             .map(|x| expiry::remaining_secs(x.at, self.now_ms()));
@@ -1177,7 +1178,7 @@ impl Fib {
             }
             NextHop {
                 gateway: s.nhs[i].gw,
-                oif: s.nhs[i].oif,
+                oif: s.nhs[i].oif.0,
                 hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
                 flags,
             }
@@ -1225,7 +1226,7 @@ impl Fib {
         let with_table;
         let rule = if allocates {
             let table = (1..=u32::MAX)
-                .find(|id| !self.t4.contains_key(id))
+                .find(|id| !self.t4.contains_key(&TableId(*id)))
                 .ok_or_else(|| RtError::new(Errno::ENOBUFS))?;
             with_table = Rule {
                 table,
@@ -1238,16 +1239,16 @@ impl Fib {
         self.rules.add(rule, flags.excl)?;
         if allocates {
             let seq = &mut self.table_seq;
-            self.t4.entry(rule.table).or_insert_with(|| {
+            self.t4.entry(TableId(rule.table)).or_insert_with(|| {
                 *seq += 1;
-                fibtable::Table::new(rule.table, 32, *seq)
+                fibtable::Table::new(TableId(rule.table), 32, *seq)
             });
         }
         match rule.family {
             Family::Inet => self.custom_rules4 = true,
             // fib6_rule_configure makes the rule's table.
             Family::Inet6 if rule.action == RuleAction::ToTbl && rule.table != 0 => {
-                self.table6_mut(rule.table);
+                self.table6_mut(TableId(rule.table));
             }
             Family::Inet6 => {}
         }
@@ -1320,7 +1321,7 @@ impl Fib {
         if id == 0 {
             return Err(RtError::msg(Errno::EINVAL, "Invalid nexthop id"));
         }
-        self.nexthop_remove(id)
+        self.nexthop_remove(NhId(id))
     }
 
     /// RTM_GETNEXTHOP dump, in id order.
@@ -1341,12 +1342,14 @@ impl Fib {
         nhid: Option<u32>,
         dev: u32,
     ) -> Result<Vec<NexthopBucket>, RtError> {
-        self.nhobjs.buckets(id, nhid, dev, self.now_ms())
+        let dev = (dev != 0).then_some(IfIndex(dev));
+        self.nhobjs
+            .buckets(id.map(NhId), nhid.map(NhId), dev, self.now_ms())
     }
 
     /// RTM_GETNEXTHOPBUCKET for bucket `index` of resilient group `id`.
     pub fn nexthop_bucket(&self, id: u32, index: u16) -> Result<NexthopBucket, RtError> {
-        self.nhobjs.bucket(id, index, self.now_ms())
+        self.nhobjs.bucket(NhId(id), index, self.now_ms())
     }
 }
 
@@ -1354,7 +1357,7 @@ impl Fib {
 pub struct RouteEntry<'a> {
     fib: &'a Fib,
     family: Family,
-    table: u32,
+    table: TableId,
     key: Key,
     entry: Entry,
 }
@@ -1371,7 +1374,7 @@ impl RouteEntry<'_> {
     }
 
     pub fn table(&self) -> u32 {
-        self.table
+        self.table.0
     }
 
     /// The destination prefix.

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use crate::addr::{Addr4, Addr6};
 use crate::hash::KeyedMap;
+use crate::ids::IfIndex;
 use crate::types::{iff, LinkKind};
 
 /// Default MTU of a dummy link (ether_setup's).
@@ -28,7 +29,7 @@ pub(crate) const MAX_MTU: u32 = 65535;
 pub(crate) const DEFAULT_TXQLEN: u32 = 1000;
 /// The ifindex of `lo`, which exists from the start as in the kernel; blackhole next hops are
 /// on it.
-pub const LOOPBACK_IFINDEX: u32 = 1;
+pub const LOOPBACK_IFINDEX: u32 = IfIndex::LOOPBACK.0;
 
 /// The longest link name (IFNAMSIZ less its NUL).
 pub(crate) const MAX_NAME: usize = 15;
@@ -51,7 +52,7 @@ pub(crate) const IPV6_MIN_MTU: u32 = 1280;
 
 #[derive(Debug, Clone)]
 pub(crate) struct LinkState {
-    pub ifindex: u32,
+    pub ifindex: IfIndex,
     pub name: String,
     pub kind: LinkKind,
     /// Administrative state (IFF_UP).
@@ -100,16 +101,16 @@ impl LinkState {
 }
 
 /// A locally administered unicast MAC derived from the ifindex, so that runs are reproducible.
-pub(crate) fn default_mac(ifindex: u32) -> Vec<u8> {
-    let b = ifindex.to_be_bytes();
+pub(crate) fn default_mac(ifindex: IfIndex) -> Vec<u8> {
+    let b = ifindex.0.to_be_bytes();
     vec![0x02, 0x66, b[0], b[1], b[2], b[3]]
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct Links {
-    pub by_index: BTreeMap<u32, LinkState>,
+    pub by_index: BTreeMap<IfIndex, LinkState>,
     /// Interface names, chosen by netlink peers: keyed hash.
-    by_name: KeyedMap<String, u32>,
+    by_name: KeyedMap<String, IfIndex>,
     next_index: u32,
 }
 
@@ -121,7 +122,7 @@ impl Links {
             next_index: 2,
         };
         l.insert(LinkState {
-            ifindex: LOOPBACK_IFINDEX,
+            ifindex: IfIndex::LOOPBACK,
             name: "lo".into(),
             kind: LinkKind::Loopback,
             up: false,
@@ -137,30 +138,30 @@ impl Links {
     }
 
     /// The index a new link gets when the request names none.
-    pub fn alloc_index(&mut self) -> u32 {
-        while self.by_index.contains_key(&self.next_index) {
+    pub fn alloc_index(&mut self) -> IfIndex {
+        while self.by_index.contains_key(&IfIndex(self.next_index)) {
             self.next_index += 1;
         }
-        let i = self.next_index;
+        let i = IfIndex(self.next_index);
         self.next_index += 1;
         i
     }
 
     pub fn insert(&mut self, link: LinkState) {
-        if link.ifindex >= self.next_index {
-            self.next_index = link.ifindex + 1;
+        if link.ifindex.0 >= self.next_index {
+            self.next_index = link.ifindex.0 + 1;
         }
         self.by_name.insert(link.name.clone(), link.ifindex);
         self.by_index.insert(link.ifindex, link);
     }
 
-    pub fn remove(&mut self, ifindex: u32) -> Option<LinkState> {
+    pub fn remove(&mut self, ifindex: IfIndex) -> Option<LinkState> {
         let l = self.by_index.remove(&ifindex)?;
         self.by_name.remove(&l.name);
         Some(l)
     }
 
-    pub fn rename(&mut self, ifindex: u32, name: &str) {
+    pub fn rename(&mut self, ifindex: IfIndex, name: &str) {
         if let Some(l) = self.by_index.get_mut(&ifindex) {
             self.by_name.remove(&l.name);
             l.name = name.to_string();
@@ -168,17 +169,17 @@ impl Links {
         }
     }
 
-    pub fn index_of(&self, name: &str) -> Option<u32> {
+    pub fn index_of(&self, name: &str) -> Option<IfIndex> {
         self.by_name.get(name).copied()
     }
 
     #[inline]
-    pub fn get(&self, ifindex: u32) -> Option<&LinkState> {
+    pub fn get(&self, ifindex: IfIndex) -> Option<&LinkState> {
         self.by_index.get(&ifindex)
     }
 
     #[inline]
-    pub fn get_mut(&mut self, ifindex: u32) -> Option<&mut LinkState> {
+    pub fn get_mut(&mut self, ifindex: IfIndex) -> Option<&mut LinkState> {
         self.by_index.get_mut(&ifindex)
     }
 
@@ -186,7 +187,7 @@ impl Links {
         self.by_index.values()
     }
 
-    pub fn is_up(&self, ifindex: u32) -> bool {
+    pub fn is_up(&self, ifindex: IfIndex) -> bool {
         self.get(ifindex).is_some_and(|l| l.up)
     }
 }
@@ -199,27 +200,27 @@ mod tests {
     fn fresh_has_lo_down() {
         // Kernel: a new namespace shows `1: lo: <LOOPBACK> mtu 65536 ... state DOWN`.
         let l = Links::new();
-        let lo = l.get(1).expect("lo");
+        let lo = l.get(IfIndex(1)).expect("lo");
         assert_eq!(lo.name, "lo");
         assert_eq!(lo.mtu, 65536);
         assert_eq!(lo.flags(), iff::LOOPBACK);
-        assert_eq!(l.index_of("lo"), Some(1));
+        assert_eq!(l.index_of("lo"), Some(IfIndex(1)));
     }
 
     #[test]
     fn indexes_increase_and_are_not_reused() {
         let mut l = Links::new();
         let a = l.alloc_index();
-        assert_eq!(a, 2);
+        assert_eq!(a, IfIndex(2));
         let b = l.alloc_index();
-        assert_eq!(b, 3);
-        assert_eq!(l.alloc_index(), 4);
+        assert_eq!(b, IfIndex(3));
+        assert_eq!(l.alloc_index(), IfIndex(4));
     }
 
     #[test]
     fn mac_is_deterministic_and_local() {
-        let m = default_mac(7);
-        assert_eq!(m, default_mac(7));
+        let m = default_mac(IfIndex(7));
+        assert_eq!(m, default_mac(IfIndex(7)));
         assert_eq!(m[0] & 0x02, 0x02);
         assert_eq!(m[0] & 0x01, 0);
     }

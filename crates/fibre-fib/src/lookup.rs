@@ -16,11 +16,12 @@
 use crate::dst::{Dst, LookupError};
 use crate::fibtable::Table;
 use crate::flow::{tos_matches, Flow, LinkdownIgnored, LookupFlags, IPTOS_RT_MASK, NONE_IGNORED};
+use crate::ids::{IfIndex, NhId, TableId};
 use crate::nexthop::NhObjs;
 use crate::prefix::Key;
 use crate::route::{Entry, Info, Infos};
 use crate::rule::Rules;
-use crate::types::{nh_flags, scope, table, Family, RouteType, RuleAction};
+use crate::types::{nh_flags, scope, Family, RouteType, RuleAction};
 use crate::Fib;
 
 /// lo's 127.0.0.0/8, a local route every instance has: leaving it out of the merged-tables
@@ -31,7 +32,7 @@ const LOOPBACK_NET4: u32 = 0x7f00_0000;
 /// A lookup's outcome: which stored route and which of its next hops.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Res {
-    pub table: u32,
+    pub table: TableId,
     pub key: Key,
     pub entry: Entry,
     pub nh: usize,
@@ -104,7 +105,7 @@ fn first_good_nh(
         if st.flags & nh_flags::DEAD != 0 || ign.skips(flags, st.flags, spec.oif) {
             continue;
         }
-        if flow.oif != 0 && flow.oif != spec.oif && (!v6 || flags.strict_oif) {
+        if flow.oif != 0 && flow.oif != spec.oif.0 && (!v6 || flags.strict_oif) {
             continue;
         }
         return Some(i);
@@ -244,7 +245,7 @@ impl<'a> Select6<'a, '_> {
             {
                 continue;
             }
-            let on_oif = self.flow.oif == 0 || n.oif == self.flow.oif;
+            let on_oif = self.flow.oif == 0 || n.oif == IfIndex(self.flow.oif);
             if !on_oif && self.flags.strict_oif {
                 continue;
             }
@@ -283,7 +284,7 @@ fn effective_type(nhobjs: &NhObjs, info: &Info) -> RouteType {
 }
 
 impl Fib {
-    pub(crate) fn table(&self, family: Family, id: u32) -> Option<&Table> {
+    pub(crate) fn table(&self, family: Family, id: TableId) -> Option<&Table> {
         match family {
             Family::Inet => self.t4.get(&id).map(|t| &**t),
             Family::Inet6 => self.t6.get(&id).map(|t| &**t),
@@ -406,7 +407,7 @@ impl Fib {
     #[inline]
     fn entry_result4(
         &self,
-        table: u32,
+        table: TableId,
         key: Key,
         e: &Entry,
         flow: &Flow,
@@ -451,8 +452,8 @@ impl Fib {
         if self.custom_rules4 {
             return None;
         }
-        let local = self.t4.get(&table::LOCAL)?;
-        let main = self.t4.get(&table::MAIN)?;
+        let local = self.t4.get(&TableId::LOCAL)?;
+        let main = self.t4.get(&TableId::MAIN)?;
         let lo_net = Key::new(u128::from(LOOPBACK_NET4), 8, 32);
         let competes = local
             .lengths()
@@ -481,9 +482,9 @@ impl Fib {
                 (None, None) => break TableResult::Continue,
             };
             let (tid, next) = if from_local {
-                (table::LOCAL, l.next())
+                (TableId::LOCAL, l.next())
             } else {
-                (table::MAIN, m.next())
+                (TableId::MAIN, m.next())
             };
             let Some((key, entries)) = next else {
                 break TableResult::Continue;
@@ -496,7 +497,7 @@ impl Fib {
             }
         };
         let outcome = match merged {
-            TableResult::Continue => match self.t4.get(&table::DEFAULT) {
+            TableResult::Continue => match self.t4.get(&TableId::DEFAULT) {
                 Some(t) => self.table_lookup4(t, flow, flags),
                 None => TableResult::Continue,
             },
@@ -651,7 +652,7 @@ impl Fib {
         while i < rules.len() {
             let r = &rules[i];
             i += 1;
-            if !Rules::matches(r, flow, bits, |n| self.links.index_of(n)) {
+            if !Rules::matches(r, flow, bits, |n| self.links.index_of(n).map(|i| i.0)) {
                 continue;
             }
             let tid = match r.action {
@@ -670,7 +671,7 @@ impl Fib {
                 RuleAction::Unreachable => return Err(LookupError::NoRoute),
                 RuleAction::Prohibit => return Err(LookupError::Prohibit),
                 RuleAction::Blackhole | RuleAction::Unspec => return Err(LookupError::Blackhole),
-                RuleAction::ToTbl => r.table,
+                RuleAction::ToTbl => TableId(r.table),
             };
             let Some(t) = self.table(family, tid) else {
                 continue;
@@ -719,7 +720,7 @@ impl Fib {
                 if let Some(i) = self
                     .nhobjs
                     .get(id)
-                    .and_then(|g| g.group.iter().position(|m| m.id == member))
+                    .and_then(|g| g.group.iter().position(|m| NhId(m.id) == member))
                 {
                     res.nh = i;
                 }

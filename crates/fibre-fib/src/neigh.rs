@@ -29,6 +29,7 @@
 //! announces on RTNLGRP_NEIGH is recorded as a [`NeighEvent`] for the daemon to drain with
 //! [`crate::Fib::take_neigh_events`] after each request; proxy entries are never announced.
 
+use crate::ids::{IfIndex, TableId};
 use crate::prefix::ip_u128;
 use crate::types::{ntf, nud, Errno, Family, NeighEvent, Neighbour, ReqFlags, RouteType, RtError};
 use crate::Fib;
@@ -49,7 +50,7 @@ const IN_TIMER: u16 = nud::INCOMPLETE | nud::REACHABLE | nud::DELAY | nud::PROBE
 /// Length of a link-layer address on every link fibre models (Ethernet-like dummies and `lo`).
 pub const LLADDR_LEN: usize = 6;
 
-type Key = (Family, u32, IpAddr);
+type Key = (Family, IfIndex, IpAddr);
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -88,7 +89,7 @@ struct Update {
 fn answer(k: &Key, e: &Entry) -> Neighbour {
     Neighbour {
         family: k.0,
-        ifindex: k.1,
+        ifindex: k.1 .0,
         dst: k.2,
         lladdr: (e.state & nud::VALID != 0).then(|| e.ha.to_vec()),
         state: e.state,
@@ -103,7 +104,7 @@ fn answer(k: &Key, e: &Entry) -> Neighbour {
 fn proxy_answer(k: &Key, p: &Proxy) -> Neighbour {
     Neighbour {
         family: k.0,
-        ifindex: k.1,
+        ifindex: k.1 .0,
         dst: k.2,
         lladdr: None,
         state: nud::NONE,
@@ -197,7 +198,7 @@ impl Neighs {
     /// announcing each; proxies go too when `proxies`.
     fn flush_dev(
         &mut self,
-        dev: u32,
+        dev: IfIndex,
         family: Option<Family>,
         proxies: bool,
         doomed: impl Fn(&Entry) -> bool,
@@ -255,7 +256,7 @@ impl Fib {
     }
 
     /// The key an entry of `dst` on `dev` is stored under.
-    fn neigh_key(&self, family: Family, dev: u32, dst: IpAddr) -> Key {
+    fn neigh_key(&self, family: Family, dev: IfIndex, dst: IpAddr) -> Key {
         let lo = self.links.get(dev).is_some_and(|l| l.is_loopback());
         let dst = if lo && family == Family::Inet {
             IpAddr::V4(Ipv4Addr::UNSPECIFIED)
@@ -266,7 +267,7 @@ impl Fib {
     }
 
     /// The kernel's `inet_addr_type_dev_table` for `a` on `dev`: the local table's type.
-    fn neigh_addr_type4(&self, dev: u32, a: Ipv4Addr) -> RouteType {
+    fn neigh_addr_type4(&self, dev: IfIndex, a: Ipv4Addr) -> RouteType {
         if a.octets()[0] == 0 || a.is_broadcast() {
             return RouteType::Broadcast;
         }
@@ -275,7 +276,7 @@ impl Fib {
         }
         let Some(t) = self
             .t4
-            .get(&crate::table::LOCAL)
+            .get(&TableId::LOCAL)
             .filter(|t| t.iter().next().is_some())
         else {
             return RouteType::Broadcast;
@@ -353,7 +354,7 @@ impl Fib {
             return Err(RtError::msg(Errno::EINVAL, "Invalid network address"));
         }
         if n.ifindex != 0 {
-            if self.links.get(n.ifindex).is_none() {
+            if self.links.get(IfIndex(n.ifindex)).is_none() {
                 return Err(RtError::new(Errno::ENODEV));
             }
             if n.lladdr.as_ref().is_some_and(|l| l.len() < LLADDR_LEN) {
@@ -364,7 +365,7 @@ impl Fib {
             let p = self
                 .neighs
                 .proxies
-                .entry((n.family, n.ifindex, n.dst))
+                .entry((n.family, IfIndex(n.ifindex), n.dst))
                 .or_insert(Proxy {
                     flags: 0,
                     protocol: 0,
@@ -378,7 +379,7 @@ impl Fib {
         if n.ifindex == 0 {
             return Err(RtError::msg(Errno::EINVAL, "Device not specified"));
         }
-        let k = self.neigh_key(n.family, n.ifindex, n.dst);
+        let k = self.neigh_key(n.family, IfIndex(n.ifindex), n.dst);
         let mut up = Update {
             override_ll: true,
             override_isrouter: true,
@@ -450,11 +451,15 @@ impl Fib {
         if Family::of(&n.dst) != n.family {
             return Err(RtError::msg(Errno::EINVAL, "Invalid network address"));
         }
-        if n.ifindex != 0 && self.links.get(n.ifindex).is_none() {
+        if n.ifindex != 0 && self.links.get(IfIndex(n.ifindex)).is_none() {
             return Err(RtError::new(Errno::ENODEV));
         }
         if n.is_proxy() {
-            return match self.neighs.proxies.remove(&(n.family, n.ifindex, n.dst)) {
+            return match self
+                .neighs
+                .proxies
+                .remove(&(n.family, IfIndex(n.ifindex), n.dst))
+            {
                 Some(_) => Ok(()),
                 None => Err(RtError::new(Errno::ENOENT)),
             };
@@ -462,7 +467,7 @@ impl Fib {
         if n.ifindex == 0 {
             return Err(RtError::new(Errno::EINVAL));
         }
-        let k = self.neigh_key(n.family, n.ifindex, n.dst);
+        let k = self.neigh_key(n.family, IfIndex(n.ifindex), n.dst);
         if !self.neighs.entries.contains_key(&k) {
             return Err(RtError::new(Errno::ENOENT));
         }
@@ -481,21 +486,21 @@ impl Fib {
 
     /// RTM_GETNEIGH for one entry (`neigh_get`).
     pub fn neigh_get(&self, n: &Neighbour) -> Result<Neighbour, RtError> {
-        if n.ifindex != 0 && self.links.get(n.ifindex).is_none() {
+        if n.ifindex != 0 && self.links.get(IfIndex(n.ifindex)).is_none() {
             return Err(RtError::msg(Errno::ENODEV, "Unknown device ifindex"));
         }
         if n.is_proxy() {
             return self
                 .neighs
                 .proxies
-                .get_key_value(&(n.family, n.ifindex, n.dst))
+                .get_key_value(&(n.family, IfIndex(n.ifindex), n.dst))
                 .map(|(k, p)| proxy_answer(k, p))
                 .ok_or_else(|| RtError::msg(Errno::ENOENT, "Proxy neighbour entry not found"));
         }
         if n.ifindex == 0 {
             return Err(RtError::msg(Errno::EINVAL, "No device specified"));
         }
-        let k = self.neigh_key(n.family, n.ifindex, n.dst);
+        let k = self.neigh_key(n.family, IfIndex(n.ifindex), n.dst);
         self.neighs
             .entries
             .get_key_value(&k)
@@ -526,12 +531,12 @@ impl Fib {
 
     /// `neigh_ifdown` for link `dev` (down or deleted): every entry and proxy entry of the
     /// link goes; `family` `None` = both tables.
-    pub(crate) fn neigh_ifdown(&mut self, dev: u32, family: Option<Family>) {
+    pub(crate) fn neigh_ifdown(&mut self, dev: IfIndex, family: Option<Family>) {
         self.neighs.flush_dev(dev, family, true, |_| true);
     }
 
     /// `neigh_carrier_down`: entries of `dev` but the PERMANENT ones go; proxies stay.
-    pub(crate) fn neigh_carrier_down(&mut self, dev: u32) {
+    pub(crate) fn neigh_carrier_down(&mut self, dev: IfIndex) {
         self.neighs
             .flush_dev(dev, None, false, |e| e.state & nud::PERMANENT == 0);
     }

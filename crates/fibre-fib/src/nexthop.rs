@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::hash::KeyedMap;
+use crate::ids::{IfIndex, NhId, TableId};
 use crate::resilient::{ResTable, DEFAULT_IDLE_TIMER};
 use crate::route::NhSpec;
 use crate::types::einval;
@@ -34,9 +35,9 @@ pub(crate) fn object_path_scope4(n: &NhSpec) -> u8 {
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NhObjs {
-    pub by_id: BTreeMap<u32, NexthopObj>,
+    pub by_id: BTreeMap<NhId, NexthopObj>,
     /// Bucket tables of resilient groups, by group id (chosen by netlink peers: keyed hash).
-    pub res: KeyedMap<u32, ResTable>,
+    pub res: KeyedMap<NhId, ResTable>,
     /// The id last given to an object added with id 0 (the kernel's last_id_allocated): the
     /// next such object gets the first free id after it.
     last_auto_id: u32,
@@ -44,7 +45,7 @@ pub(crate) struct NhObjs {
     /// the head of its device's hash chain then, and a link going down removes them from the
     /// head on, newest first (nexthop_flush_dev), which decides how resilient groups holding
     /// several of them regroup. Keyed hash: next-hop ids are chosen by netlink peers.
-    attached: KeyedMap<u32, u64>,
+    attached: KeyedMap<NhId, u64>,
     attach_count: u64,
 }
 
@@ -58,25 +59,25 @@ impl NhObjs {
             if self.last_auto_id == start {
                 return None;
             }
-            if self.last_auto_id != 0 && !self.by_id.contains_key(&self.last_auto_id) {
+            if self.last_auto_id != 0 && !self.by_id.contains_key(&NhId(self.last_auto_id)) {
                 return Some(self.last_auto_id);
             }
         }
     }
 
-    pub fn get(&self, id: u32) -> Option<&NexthopObj> {
+    pub fn get(&self, id: NhId) -> Option<&NexthopObj> {
         self.by_id.get(&id)
     }
 
     /// The member a resilient group `id` gives a flow hash (None for other objects).
-    pub fn select_res(&self, id: u32, hash: u32, now: u64) -> Option<u32> {
+    pub fn select_res(&self, id: NhId, hash: u32, now: u64) -> Option<NhId> {
         self.res.get(&id)?.select(hash, now)
     }
 
     /// The object as dumped: a resilient group with its parameters and current imbalance.
     pub fn answer(&self, o: &NexthopObj, now: u64) -> NexthopObj {
         let mut o = o.clone();
-        if let Some(t) = self.res.get(&o.id) {
+        if let Some(t) = self.res.get(&NhId(o.id)) {
             o.res = Some(ResGroup {
                 buckets: Some(t.buckets.len() as u16),
                 idle_timer: Some(t.idle_timer),
@@ -107,18 +108,21 @@ impl NhObjs {
         } else {
             obj.group
                 .iter()
-                .filter_map(|m| self.by_id.get(&m.id))
+                .filter_map(|m| self.by_id.get(&NhId(m.id)))
                 .any(v4)
         }
     }
 
     /// nexthop_is_blackhole: a blackhole object, or a group of one blackhole (a blackhole is
     /// never beside other members).
-    pub fn is_blackhole(&self, id: u32) -> bool {
+    pub fn is_blackhole(&self, id: NhId) -> bool {
         self.by_id.get(&id).is_some_and(|o| {
             o.blackhole
                 || (o.group.len() == 1
-                    && self.by_id.get(&o.group[0].id).is_some_and(|m| m.blackhole))
+                    && self
+                        .by_id
+                        .get(&NhId(o.group[0].id))
+                        .is_some_and(|m| m.blackhole))
         })
     }
 
@@ -128,7 +132,7 @@ impl NhObjs {
             if obj.blackhole {
                 return vec![NhSpec {
                     gw: None,
-                    oif: crate::link::LOOPBACK_IFINDEX,
+                    oif: IfIndex::LOOPBACK,
                     weight: 1,
                     flags: 0,
                     mtu: None,
@@ -137,7 +141,7 @@ impl NhObjs {
             }
             return vec![NhSpec {
                 gw: obj.gateway,
-                oif: obj.oif,
+                oif: IfIndex(obj.oif),
                 weight: 1,
                 flags: if obj.onlink { nh_flags::ONLINK } else { 0 },
                 mtu: None,
@@ -147,13 +151,13 @@ impl NhObjs {
         obj.group
             .iter()
             .filter_map(|m| {
-                let o = self.by_id.get(&m.id)?;
+                let o = self.by_id.get(&NhId(m.id))?;
                 Some(NhSpec {
                     gw: o.gateway,
                     oif: if o.blackhole {
-                        crate::link::LOOPBACK_IFINDEX
+                        IfIndex::LOOPBACK
                     } else {
-                        o.oif
+                        IfIndex(o.oif)
                     },
                     weight: m.weight_minus_one as u32 + 1,
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
@@ -179,7 +183,7 @@ impl NhObjs {
         };
         let mut family = None;
         for m in &obj.group {
-            let Some(o) = self.by_id.get(&m.id) else {
+            let Some(o) = self.by_id.get(&NhId(m.id)) else {
                 return Err(einval("Invalid nexthop id"));
             };
             if !o.group.is_empty() {
@@ -212,15 +216,15 @@ impl NhObjs {
 
     /// Removes an object: from the groups holding it (whose resilient tables regroup at
     /// `now`), and its own table if it is a resilient group.
-    pub fn remove(&mut self, id: u32, now: u64) -> Result<NexthopObj, RtError> {
+    pub fn remove(&mut self, id: NhId, now: u64) -> Result<NexthopObj, RtError> {
         let o = self.by_id.remove(&id).ok_or(RtError::new(Errno::ENOENT))?;
         self.res.remove(&id);
         self.attached.remove(&id);
         for g in self.by_id.values_mut() {
             let before = g.group.len();
-            g.group.retain(|m| m.id != id);
+            g.group.retain(|m| NhId(m.id) != id);
             if g.group.len() != before && !g.group.is_empty() {
-                if let Some(t) = self.res.get_mut(&g.id) {
+                if let Some(t) = self.res.get_mut(&NhId(g.id)) {
                     t.regroup(&g.group, now);
                 }
             }
@@ -231,12 +235,12 @@ impl NhObjs {
     /// The buckets of resilient groups, in group id then bucket order (the kernel's bucket
     /// dump): of group `id` only when given (ENOENT if it does not exist, EINVAL if it is not
     /// a resilient group), holding member `nhid` only when given, of members on device `dev`
-    /// only when non-zero.
+    /// only when given.
     pub fn buckets(
         &self,
-        id: Option<u32>,
-        nhid: Option<u32>,
-        dev: u32,
+        id: Option<NhId>,
+        nhid: Option<NhId>,
+        dev: Option<IfIndex>,
         now: u64,
     ) -> Result<Vec<NexthopBucket>, RtError> {
         if let Some(id) = id {
@@ -244,10 +248,10 @@ impl NhObjs {
         }
         let mut out = Vec::new();
         for g in self.by_id.values() {
-            if id.is_some_and(|i| i != g.id) {
+            if id.is_some_and(|i| i != NhId(g.id)) {
                 continue;
             }
-            let Some(t) = self.res.get(&g.id) else {
+            let Some(t) = self.res.get(&NhId(g.id)) else {
                 continue;
             };
             for (index, b) in t.buckets.iter().enumerate() {
@@ -263,13 +267,13 @@ impl NhObjs {
                         m.oif
                     }
                 };
-                if dev != 0 && self.by_id.get(&member).map_or(0, on) != dev {
+                if dev.is_some_and(|d| self.by_id.get(&member).map_or(0, on) != d.0) {
                     continue;
                 }
                 out.push(NexthopBucket {
                     id: g.id,
                     index: index as u16,
-                    nhid: member,
+                    nhid: member.0,
                     idle_time: t.idle_time(b, now),
                     protocol: g.protocol,
                 });
@@ -279,23 +283,23 @@ impl NhObjs {
     }
 
     /// RTM_GETNEXTHOPBUCKET: one bucket of a resilient group.
-    pub fn bucket(&self, id: u32, index: u16, now: u64) -> Result<NexthopBucket, RtError> {
+    pub fn bucket(&self, id: NhId, index: u16, now: u64) -> Result<NexthopBucket, RtError> {
         let (g, t) = self.res_group(id)?;
         let b = t
             .buckets
             .get(index as usize)
             .ok_or_else(|| RtError::msg(Errno::ERANGE, "Bucket index out of bounds"))?;
         Ok(NexthopBucket {
-            id,
+            id: id.0,
             index,
-            nhid: b.nh.unwrap_or(0),
+            nhid: b.nh.map_or(0, |n| n.0),
             idle_time: t.idle_time(b, now),
             protocol: g.protocol,
         })
     }
 
     /// nh_valid_dump_bucket_req / nh_res_table_get: the resilient group `id`.
-    fn res_group(&self, id: u32) -> Result<(&NexthopObj, &ResTable), RtError> {
+    fn res_group(&self, id: NhId) -> Result<(&NexthopObj, &ResTable), RtError> {
         let g = self.by_id.get(&id).ok_or(RtError::new(Errno::ENOENT))?;
         if g.group.is_empty() {
             return Err(einval("Not a nexthop group"));
@@ -352,11 +356,7 @@ impl crate::Fib {
             }
             // A blackhole is on `lo`, checked as any device (fib_check_nh_nongw for IPv4,
             // fib6_nh_init for IPv6).
-            if !self
-                .links
-                .get(crate::link::LOOPBACK_IFINDEX)
-                .is_some_and(|l| l.up)
-            {
+            if !self.links.get(IfIndex::LOOPBACK).is_some_and(|l| l.up) {
                 let text = if nh.family == Some(crate::types::Family::Inet6) {
                     "Nexthop device is not up"
                 } else {
@@ -370,7 +370,7 @@ impl crate::Fib {
                     "Device attribute required for non-blackhole and non-fdb nexthops",
                 ));
             }
-            let Some(l) = self.links.get(nh.oif) else {
+            let Some(l) = self.links.get(IfIndex(nh.oif)) else {
                 return Err(einval("Invalid device index"));
             };
             if !l.up {
@@ -380,7 +380,7 @@ impl crate::Fib {
                 Some(IpAddr::V4(_)) => {
                     let spec = NhSpec {
                         gw: nh.gateway,
-                        oif: nh.oif,
+                        oif: IfIndex(nh.oif),
                         weight: 1,
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
                         mtu: None,
@@ -388,15 +388,14 @@ impl crate::Fib {
                     };
                     // fib_check_nh: the scope of the route the gateway resolves through
                     // (host for a local address).
-                    self.check_nh4(&spec, crate::types::table::MAIN, scope::UNIVERSE)?
-                        .scope
+                    self.check_nh4(&spec, TableId::MAIN, scope::UNIVERSE)?.scope
                 }
                 Some(IpAddr::V6(g)) => {
                     self.check_nh6_gw(
                         &g,
-                        nh.oif,
+                        IfIndex(nh.oif),
                         if nh.onlink { nh_flags::ONLINK } else { 0 },
-                        crate::types::table::MAIN,
+                        TableId::MAIN,
                     )?;
                     scope::LINK
                 }
@@ -415,7 +414,7 @@ impl crate::Fib {
             nh.to_mut().id = id;
         }
         let nh = nh.as_ref();
-        let exists = self.nhobjs.by_id.contains_key(&nh.id);
+        let exists = self.nhobjs.by_id.contains_key(&NhId(nh.id));
         if exists {
             if !flags.replace {
                 return Err(RtError::new(Errno::EEXIST));
@@ -438,7 +437,7 @@ impl crate::Fib {
                 ));
             }
             self.check_replace(nh)?;
-            let old = &self.nhobjs.by_id[&nh.id];
+            let old = &self.nhobjs.by_id[&NhId(nh.id)];
             // An object stays a group or a single next hop (replace_nexthop_grp /
             // replace_nexthop_single).
             match (old.group.is_empty(), nh.group.is_empty()) {
@@ -464,7 +463,7 @@ impl crate::Fib {
                     "Can not replace a nexthop group with one of a different type",
                 ));
             }
-            if let (Some(t), Some(b)) = (self.nhobjs.res.get(&nh.id), res.buckets) {
+            if let (Some(t), Some(b)) = (self.nhobjs.res.get(&NhId(nh.id)), res.buckets) {
                 if t.buckets.len() != b as usize {
                     return Err(einval(
                         "Can not change number of buckets of a resilient nexthop group",
@@ -483,7 +482,7 @@ impl crate::Fib {
         obj.res = None;
         if !nh.group.is_empty() && nh.group_type == GROUP_RES {
             let now = self.now_ms();
-            let t = self.nhobjs.res.entry(nh.id).or_insert_with(|| {
+            let t = self.nhobjs.res.entry(NhId(nh.id)).or_insert_with(|| {
                 ResTable::new(
                     res.buckets.unwrap_or(1),
                     res.idle_timer.unwrap_or(DEFAULT_IDLE_TIMER),
@@ -501,9 +500,9 @@ impl crate::Fib {
         if obj.group.is_empty() {
             self.nhobjs.attach_count += 1;
             let n = self.nhobjs.attach_count;
-            self.nhobjs.attached.insert(nh.id, n);
+            self.nhobjs.attached.insert(NhId(nh.id), n);
         }
-        self.nhobjs.by_id.insert(nh.id, obj);
+        self.nhobjs.by_id.insert(NhId(nh.id), obj);
         if exists {
             self.refresh_nh_users();
         }
@@ -516,20 +515,20 @@ impl crate::Fib {
     /// definition, with the checks a route through it meets when it is added.
     fn check_replace(&self, new: &NexthopObj) -> Result<(), RtError> {
         let id = new.id;
-        let users: Vec<u32> = std::iter::once(id)
+        let users: Vec<NhId> = std::iter::once(NhId(id))
             .chain(
                 self.nhobjs
                     .by_id
                     .values()
                     .filter(|g| g.group.iter().any(|m| m.id == id))
-                    .map(|g| g.id),
+                    .map(|g| NhId(g.id)),
             )
             .collect();
         // fib_check_nexthop checks a group's scope on its first member (members of one group
         // share a scope).
         let group = !new.group.is_empty();
         let first = if group {
-            new.group.first().and_then(|m| self.nhobjs.get(m.id))
+            new.group.first().and_then(|m| self.nhobjs.get(NhId(m.id)))
         } else {
             Some(new)
         };
@@ -568,11 +567,11 @@ impl crate::Fib {
 
     /// RTM_DELNEXTHOP: the object goes, and every route using it (directly or via a group
     /// that becomes empty).
-    pub(crate) fn nexthop_remove(&mut self, id: u32) -> Result<(), RtError> {
+    pub(crate) fn nexthop_remove(&mut self, id: NhId) -> Result<(), RtError> {
         let now = self.now_ms();
         self.nhobjs.remove(id, now)?;
         // Groups left without members (no gateway, device, blackhole or member) go too.
-        let gone: std::collections::HashSet<u32> = std::iter::once(id)
+        let gone: std::collections::HashSet<NhId> = std::iter::once(id)
             .chain(
                 self.nhobjs
                     .by_id
@@ -580,7 +579,7 @@ impl crate::Fib {
                     .filter(|o| {
                         o.gateway.is_none() && o.oif == 0 && !o.blackhole && o.group.is_empty()
                     })
-                    .map(|o| o.id),
+                    .map(|o| NhId(o.id)),
             )
             .collect();
         for g in &gone {
@@ -595,15 +594,15 @@ impl crate::Fib {
 
     /// nexthop_flush_dev: when a link goes down or away, the next-hop objects through it go,
     /// and with them the routes using them (blackholes point at `lo` and stay).
-    pub(crate) fn nexthop_flush_dev(&mut self, dev: u32) {
-        let mut dead: Vec<u32> = self
+    pub(crate) fn nexthop_flush_dev(&mut self, dev: IfIndex) {
+        let mut dead: Vec<NhId> = self
             .nhobjs
             .by_id
             .values()
-            .filter(|o| o.oif == dev && o.group.is_empty() && !o.blackhole)
-            .map(|o| o.id)
+            .filter(|o| o.oif == dev.0 && o.group.is_empty() && !o.blackhole)
+            .map(|o| NhId(o.id))
             .collect();
-        let attached = |id: &u32| self.nhobjs.attached.get(id).copied().unwrap_or(0);
+        let attached = |id: &NhId| self.nhobjs.attached.get(id).copied().unwrap_or(0);
         dead.sort_by_key(|id| std::cmp::Reverse(attached(id)));
         for id in dead {
             let _ = self.nexthop_remove(id);

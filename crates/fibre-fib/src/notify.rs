@@ -5,6 +5,7 @@
 //! (the route as stored, with its resolved defaults, not the request). Reading one prefix
 //! costs a hash lookup, so bulk loads with listeners stay linear.
 
+use crate::ids::TableId;
 use crate::prefix::ip_u128;
 use crate::prefix::Key;
 use crate::types::{Family, Prefix, Route};
@@ -14,7 +15,7 @@ impl Fib {
     /// The routes of table `table` (0 = main) stored under exactly `dst`, as a dump shows
     /// them, in dump order.
     pub fn routes_at(&self, family: Family, table: u32, dst: Prefix) -> Vec<Route> {
-        let table = if table == 0 { 254 } else { table };
+        let table = TableId::or_main(table);
         let tables = match family {
             Family::Inet => &self.t4,
             Family::Inet6 => &self.t6,

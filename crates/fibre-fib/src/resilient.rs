@@ -23,6 +23,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::ids::NhId;
 use crate::types::GroupMember;
 
 /// NH_RES_DEFAULT_IDLE_TIMER: 120 s, in clock_t (1/100 s) as netlink carries it.
@@ -36,7 +37,7 @@ const NOT_USED: u64 = u64::MAX;
 #[derive(Debug)]
 pub(crate) struct Bucket {
     /// The member id, None while unoccupied.
-    pub nh: Option<u32>,
+    pub nh: Option<NhId>,
     /// Clock time (ms) of the last lookup through this bucket, or NOT_USED.
     used: AtomicU64,
     /// Clock time (ms) the bucket last moved.
@@ -102,7 +103,9 @@ impl ResTable {
     fn counts(&self, members: &[GroupMember]) -> Vec<u64> {
         let mut c = vec![0u64; members.len()];
         for b in &self.buckets {
-            if let Some(i) = b.nh.and_then(|id| members.iter().position(|m| m.id == id)) {
+            if let Some(i) =
+                b.nh.and_then(|id| members.iter().position(|m| NhId(m.id) == id))
+            {
                 c[i] += 1;
             }
         }
@@ -114,7 +117,9 @@ impl ResTable {
     /// (replace_nexthop_grp_res).
     pub fn regroup(&mut self, members: &[GroupMember], now: u64) {
         for b in &mut self.buckets {
-            if b.nh.is_some_and(|id| !members.iter().any(|m| m.id == id)) {
+            if b.nh
+                .is_some_and(|id| !members.iter().any(|m| NhId(m.id) == id))
+            {
                 b.nh = None;
             }
         }
@@ -147,7 +152,8 @@ impl ResTable {
             let Some(&to) = uw.first() else {
                 break;
             };
-            let from = b.nh.and_then(|id| members.iter().position(|m| m.id == id));
+            let from =
+                b.nh.and_then(|id| members.iter().position(|m| NhId(m.id) == id));
             let moves = match from {
                 None => true,
                 Some(i) if counts[i] <= wants[i] => false,
@@ -162,7 +168,7 @@ impl ResTable {
             if let Some(i) = from {
                 counts[i] -= 1;
             }
-            b.nh = Some(members[to].id);
+            b.nh = Some(NhId(members[to].id));
             b.used.store(NOT_USED, Ordering::Relaxed);
             b.migrated = now;
             counts[to] += 1;
@@ -176,7 +182,7 @@ impl ResTable {
     }
 
     /// The member for a flow hash, marking its bucket used (nexthop_select_path_res).
-    pub fn select(&self, hash: u32, now: u64) -> Option<u32> {
+    pub fn select(&self, hash: u32, now: u64) -> Option<NhId> {
         let b = self.buckets.get(hash as usize % self.buckets.len())?;
         b.used.store(now, Ordering::Relaxed);
         b.nh
@@ -208,7 +214,7 @@ mod tests {
     }
 
     fn ids(t: &ResTable) -> Vec<u32> {
-        t.buckets.iter().map(|b| b.nh.unwrap_or(0)).collect()
+        t.buckets.iter().map(|b| b.nh.map_or(0, |n| n.0)).collect()
     }
 
     /// Recorded from kernel 6.18 (`ip nexthop bucket show` after the same commands).
@@ -246,7 +252,7 @@ mod tests {
         t.regroup(&[m(1, 1)], 0);
         assert_eq!(ids(&t), [1, 1, 1, 1]);
         for h in 0..4 {
-            assert_eq!(t.select(h, 500), Some(1));
+            assert_eq!(t.select(h, 500), Some(NhId(1)));
         }
         t.regroup(&[m(1, 1), m(2, 1)], 600);
         assert_eq!(ids(&t), [1, 1, 1, 1]);
@@ -307,7 +313,7 @@ mod tests {
                 for (i, b) in before.iter().enumerate() {
                     if let Some(j) = new.iter().position(|x| x.id == *b) {
                         if old_counts[j] <= wants[j] {
-                            assert_eq!(t.buckets[i].nh, Some(*b));
+                            assert_eq!(t.buckets[i].nh, Some(NhId(*b)));
                         }
                     }
                 }

@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use crate::dst::{Dst, DstAt};
 use crate::expiry::{ExpiryQueue, InfoRef};
 use crate::hash::{InternalState, KeyedMap};
-use crate::ids::{IfIndex, InfoId};
+use crate::ids::{IfIndex, InfoId, NhId, TableId};
 use crate::prefix::Key;
 use crate::types::{Family, Metrics, RouteType};
 
@@ -31,7 +31,7 @@ use crate::types::{Family, Metrics, RouteType};
 pub(crate) struct NhSpec {
     pub gw: Option<IpAddr>,
     /// Resolved output device (0 for reject routes).
-    pub oif: u32,
+    pub oif: IfIndex,
     pub weight: u32,
     /// Configured RTNH_F_* flags (ONLINK); never DEAD or LINKDOWN.
     pub flags: u32,
@@ -49,7 +49,7 @@ pub(crate) struct NhSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct InfoSpec {
     pub family: Family,
-    pub table: u32,
+    pub table: TableId,
     pub rtype: RouteType,
     pub protocol: u8,
     pub scope: u8,
@@ -58,7 +58,7 @@ pub(crate) struct InfoSpec {
     pub prefsrc: Option<IpAddr>,
     pub metrics: Metrics,
     pub nhs: Vec<NhSpec>,
-    pub nhid: Option<u32>,
+    pub nhid: Option<NhId>,
     pub pref: Option<u8>,
     /// Deadline of an expiring route, with its prefix (see `expiry`).
     pub expires: Option<crate::expiry::Expiry>,
@@ -314,7 +314,7 @@ impl Infos {
             self.expiry.insert(x.at, (id, self.serials));
         }
         for n in &spec.nhs {
-            self.by_link.entry(IfIndex(n.oif)).or_default().insert(id);
+            self.by_link.entry(n.oif).or_default().insert(id);
         }
         let info = self.slots[id.slot()].as_mut().expect("just stored");
         for (i, s) in info.nh.iter_mut().enumerate() {
@@ -438,10 +438,10 @@ impl Infos {
             self.expiry.remove(x.at, (id, i.serial));
         }
         for n in &i.spec.nhs {
-            if let Some(s) = self.by_link.get_mut(&IfIndex(n.oif)) {
+            if let Some(s) = self.by_link.get_mut(&n.oif) {
                 s.remove(&id);
                 if s.is_empty() {
-                    self.by_link.remove(&IfIndex(n.oif));
+                    self.by_link.remove(&n.oif);
                 }
             }
         }

@@ -14,14 +14,12 @@ use std::net::IpAddr;
 use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
-use crate::ids::InfoId;
+use crate::ids::{IfIndex, InfoId, NhId, TableId};
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{Entry, InfoSpec, NhSpec, NhState};
 use crate::types::einval;
-use crate::types::{
-    nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
-};
+use crate::types::{nh_flags, scope, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError};
 use crate::Fib;
 
 /// fib_props[type].scope: the narrowest scope a route of this type may have.
@@ -40,7 +38,7 @@ fn min_scope(t: RouteType) -> u8 {
 /// a bulk load validates each distinct next hop once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SimpleKey {
-    table: u32,
+    table: TableId,
     protocol: u8,
     scope: u8,
     rtype: RouteType,
@@ -48,7 +46,7 @@ pub(crate) struct SimpleKey {
     priority: Option<u32>,
     prefsrc: Option<IpAddr>,
     gw: Option<IpAddr>,
-    oif: u32,
+    oif: IfIndex,
     nh_flags: u32,
 }
 
@@ -88,7 +86,7 @@ impl std::hash::Hash for SimpleKey {
         let (pk, pv) = ip(self.prefsrc);
         let (gk, gv) = ip(self.gw);
         h.write_u64(
-            u64::from(self.table) << 32
+            u64::from(self.table.0) << 32
                 | u64::from(self.protocol) << 24
                 | u64::from(self.scope) << 16
                 | u64::from(self.rtype as u8) << 8
@@ -97,7 +95,7 @@ impl std::hash::Hash for SimpleKey {
         );
         h.write_u64(u64::from(self.flags) << 32 | u64::from(self.nh_flags));
         h.write_u64(
-            u64::from(self.oif) << 33 | self.priority.map_or(0, |p| 1 << 32 | u64::from(p)),
+            u64::from(self.oif.0) << 33 | self.priority.map_or(0, |p| 1 << 32 | u64::from(p)),
         );
         h.write_u128(gv);
         if pk != 0 {
@@ -107,7 +105,7 @@ impl std::hash::Hash for SimpleKey {
 }
 
 impl SimpleKey {
-    fn of(r: &Route, tb: u32) -> Option<SimpleKey> {
+    fn of(r: &Route, tb: TableId) -> Option<SimpleKey> {
         let plain = r.nhid.is_none()
             && r.multipath.is_empty()
             && r.expires.is_none()
@@ -121,7 +119,7 @@ impl SimpleKey {
             priority: r.priority,
             prefsrc: r.prefsrc,
             gw: r.nexthop.gateway,
-            oif: r.nexthop.oif,
+            oif: IfIndex(r.nexthop.oif),
             nh_flags: r.nexthop.flags,
         })
     }
@@ -130,7 +128,7 @@ impl SimpleKey {
 /// What a gateway check resolved: device, next-hop scope and whether the link is down.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NhResolved {
-    pub oif: u32,
+    pub oif: IfIndex,
     pub scope: u8,
     pub linkdown: bool,
 }
@@ -151,7 +149,7 @@ struct Decided {
     info: InfoId,
     /// `(resolution generation, infos.frees())` when the cache decided.
     at: (u64, u64),
-    table: u32,
+    table: TableId,
     key: Key,
     tos: u8,
     /// A local route (it makes the local table's routes custom, see `custom_local4`).
@@ -183,7 +181,7 @@ impl Fib {
         let IpAddr::V4(d) = r.dst.addr else {
             return Err(RtError::new(Errno::EINVAL));
         };
-        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let tb = TableId::or_main(r.table);
         // inet_rtm_newroute makes the table before fib_table_insert validates anything else.
         if !self.t4.contains_key(&tb) {
             self.table_seq += 1;
@@ -247,7 +245,7 @@ impl Fib {
     pub(crate) fn create_info4(
         &mut self,
         r: &Route,
-        tb: u32,
+        tb: TableId,
     ) -> Result<(InfoSpec, Vec<NhState>), RtError> {
         let rtype = r.rtype;
         if (rtype as u8) > RouteType::Xresolve as u8 {
@@ -263,7 +261,7 @@ impl Fib {
         }
         let mut nhs: Vec<NhSpec> = Vec::new();
         if let Some(id) = r.nhid {
-            let Some(obj) = self.nhobjs.get(id) else {
+            let Some(obj) = self.nhobjs.get(NhId(id)) else {
                 return Err(einval("Nexthop id does not exist"));
             };
             if obj.fdb {
@@ -279,14 +277,14 @@ impl Fib {
                 }
                 nhs.push(NhSpec {
                     gw: m.gateway,
-                    oif: m.oif,
+                    oif: IfIndex(m.oif),
                     weight: m.hops as u32 + 1,
                     flags: (r.flags & !0xff) | m.flags,
                     mtu: None,
                     protocol: None,
                 });
             }
-            if r.nexthop.oif != 0 && nhs[0].oif != r.nexthop.oif {
+            if r.nexthop.oif != 0 && nhs[0].oif != IfIndex(r.nexthop.oif) {
                 return Err(einval("Nexthop device index does not match RTA_OIF"));
             }
             if r.nexthop.gateway.is_some() && nhs[0].gw != r.nexthop.gateway {
@@ -297,7 +295,7 @@ impl Fib {
         } else {
             nhs.push(NhSpec {
                 gw: r.nexthop.gateway,
-                oif: r.nexthop.oif,
+                oif: IfIndex(r.nexthop.oif),
                 weight: 1,
                 flags: r.flags | r.nexthop.flags,
                 mtu: None,
@@ -340,7 +338,10 @@ impl Fib {
             if let Some(id) = r.nhid {
                 // The kernel checks a group's scope once, on its first member: members of
                 // one group share a scope.
-                let is_group = self.nhobjs.get(id).is_some_and(|o| !o.group.is_empty());
+                let is_group = self
+                    .nhobjs
+                    .get(NhId(id))
+                    .is_some_and(|o| !o.group.is_empty());
                 if r.scope == scope::HOST && is_group {
                     return Err(einval(
                         "Route with host scope can not have multiple nexthops",
@@ -410,7 +411,7 @@ impl Fib {
             prefsrc: r.prefsrc,
             metrics: r.metrics.clone(),
             nhs,
-            nhid: r.nhid,
+            nhid: r.nhid.map(NhId),
             pref: None,
             expires: self.expiry_of(
                 r.expires,
@@ -422,29 +423,33 @@ impl Fib {
     }
 
     /// fib_valid_prefsrc: the address must be local (in the route's table, or `local`).
-    fn valid_prefsrc4(&self, r: &Route, tb: u32, src: IpAddr) -> bool {
+    fn valid_prefsrc4(&self, r: &Route, tb: TableId, src: IpAddr) -> bool {
         if r.rtype == RouteType::Local && r.dst.len == 32 && r.dst.addr == src {
             return true;
         }
         let IpAddr::V4(s) = src else { return false };
         let s = u32::from(s);
-        let t = if tb == table::MAIN { table::LOCAL } else { tb };
+        let t = if tb == TableId::MAIN {
+            TableId::LOCAL
+        } else {
+            tb
+        };
         if self.addr_type4(s, t) == RouteType::Local {
             return true;
         }
-        t != table::LOCAL && self.addr_type4(s, table::LOCAL) == RouteType::Local
+        t != TableId::LOCAL && self.addr_type4(s, TableId::LOCAL) == RouteType::Local
     }
 
     /// inet_addr_type_table: the type of the route `addr` matches in table `tb`
     /// (unicast when nothing matches).
-    pub(crate) fn addr_type4(&self, addr: u32, tb: u32) -> RouteType {
+    pub(crate) fn addr_type4(&self, addr: u32, tb: TableId) -> RouteType {
         if addr == 0 || addr == u32::MAX {
             return RouteType::Broadcast;
         }
         if addr >> 28 == 0xe {
             return RouteType::Multicast;
         }
-        let Some(t) = self.t4.get(&tb).or_else(|| self.t4.get(&table::MAIN)) else {
+        let Some(t) = self.t4.get(&tb).or_else(|| self.t4.get(&TableId::MAIN)) else {
             return RouteType::Unicast;
         };
         let flow = Flow {
@@ -470,7 +475,7 @@ impl Fib {
     pub(crate) fn check_nh4(
         &mut self,
         n: &NhSpec,
-        tb: u32,
+        tb: TableId,
         rscope: u8,
     ) -> Result<NhResolved, RtError> {
         match n.gw {
@@ -510,9 +515,9 @@ impl Fib {
     fn check_nh4_gw(
         &mut self,
         gw: u32,
-        oif: u32,
+        oif: IfIndex,
         flags: u32,
-        tb: u32,
+        tb: TableId,
         rscope: u8,
     ) -> Result<NhResolved, RtError> {
         if flags & nh_flags::ONLINK != 0 {
@@ -546,14 +551,14 @@ impl Fib {
         }
         let flow = Flow {
             dst: gw as u128,
-            oif,
+            oif: oif.0,
             iif: crate::link::LOOPBACK_IFINDEX,
             scope: want_scope,
             ..Flow::empty()
         };
         let lf = LookupFlags::default();
         let mut found = None;
-        if tb != table::MAIN {
+        if tb != TableId::MAIN {
             if let Some(t) = self.t4.get(&tb) {
                 if let TableResult::Found(r) = self.table_lookup4(t, &flow, lf) {
                     found = Some(r);
@@ -592,14 +597,14 @@ impl Fib {
     }
 
     /// inet_addr_type_dev_table: the address type seen from `dev`'s table (main).
-    fn addr_type_dev4(&self, addr: u32, _dev: u32) -> RouteType {
-        self.addr_type4(addr, table::LOCAL)
+    fn addr_type_dev4(&self, addr: u32, _dev: IfIndex) -> RouteType {
+        self.addr_type4(addr, TableId::LOCAL)
     }
 
     /// fib_table_insert after fib_create_info.
     pub(crate) fn insert4(
         &mut self,
-        tb: u32,
+        tb: TableId,
         key: Key,
         tos: u8,
         new_id: InfoId,
@@ -691,7 +696,7 @@ impl Fib {
         let IpAddr::V4(d) = r.dst.addr else {
             return Err(RtError::new(Errno::EINVAL));
         };
-        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let tb = TableId::or_main(r.table);
         let Some(t) = self.t4.get(&tb) else {
             return Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"));
         };
@@ -742,14 +747,14 @@ fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
         }
     }
     if let Some(id) = r.nhid {
-        return s.nhid == Some(id);
+        return s.nhid == Some(NhId(id));
     }
     if s.nhid.is_some() {
         return r.nexthop.oif == 0 && r.nexthop.gateway.is_none() && r.multipath.is_empty();
     }
     if r.nexthop.oif != 0 || r.nexthop.gateway.is_some() {
         let Some(n) = s.nhs.first() else { return false };
-        if r.nexthop.oif != 0 && r.nexthop.oif != n.oif {
+        if r.nexthop.oif != 0 && r.nexthop.oif != n.oif.0 {
             return false;
         }
         if let Some(g) = r.nexthop.gateway {
@@ -767,7 +772,7 @@ fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
         .iter()
         .zip(&s.nhs)
         .all(|(m, n): (&NextHop, &NhSpec)| {
-            (m.oif == 0 || m.oif == n.oif) && (m.gateway.is_none() || m.gateway == n.gw)
+            (m.oif == 0 || m.oif == n.oif.0) && (m.gateway.is_none() || m.gateway == n.gw)
         })
 }
 

@@ -15,13 +15,12 @@ use std::net::{IpAddr, Ipv6Addr};
 use crate::fibtable::leaf6;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
+use crate::ids::{IfIndex, NhId, TableId};
 use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{between_siblings, sibling_hops, Entry, InfoSpec, Infos, NhSpec, NhState};
 use crate::types::einval;
-use crate::types::{
-    nh_flags, scope, table, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
-};
+use crate::types::{nh_flags, scope, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError};
 use crate::Fib;
 
 /// Metric of user routes without RTA_PRIORITY (IP6_RT_PRIO_USER).
@@ -93,7 +92,7 @@ impl Fib {
         if r.nhid.is_some() && src.is_some() {
             return Err(einval("Nexthops can not be used with source routing"));
         }
-        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let tb = TableId::or_main(r.table);
         let key = Key::new(crate::prefix::ip_u128(r.dst.addr), r.dst.len, 128);
         let hops: Vec<NextHop> = if r.multipath.is_empty() {
             vec![NextHop {
@@ -153,7 +152,7 @@ impl Fib {
     fn create_info6(
         &mut self,
         r: &Route,
-        tb: u32,
+        tb: TableId,
         h: &NextHop,
         int: Internal6,
     ) -> Result<(InfoSpec, Vec<NhState>), RtError> {
@@ -165,7 +164,7 @@ impl Fib {
         };
         let mut linkdown = false;
         if let Some(id) = r.nhid {
-            let Some(obj) = self.nhobjs.get(id) else {
+            let Some(obj) = self.nhobjs.get(NhId(id)) else {
                 return Err(einval("Nexthop id does not exist"));
             };
             // fib6_check_nexthop: the family first, then fdb.
@@ -189,7 +188,7 @@ impl Fib {
             });
         }
         if let Some(ps) = r.prefsrc {
-            let dev = nhs.first().map(|n| n.oif).unwrap_or(0);
+            let dev = nhs.first().map(|n| n.oif).unwrap_or(IfIndex::NONE);
             if !self.chk_addr6(ps, Some(dev)) {
                 return Err(einval("Invalid source address"));
             }
@@ -212,7 +211,7 @@ impl Fib {
             prefsrc: r.prefsrc,
             metrics: r.metrics.clone(),
             nhs,
-            nhid: r.nhid,
+            nhid: r.nhid.map(NhId),
             // ip6_route_info_create sets a reject route's flags to RTF_REJECT alone: the
             // router preference kept in those flags is lost (shown as medium).
             pref: Some(if is_reject6(rtype) {
@@ -245,15 +244,15 @@ impl Fib {
         &self,
         r: &Route,
         h: &NextHop,
-        tb: u32,
+        tb: TableId,
         int: Internal6,
-    ) -> Result<(u32, bool, Option<IpAddr>), RtError> {
+    ) -> Result<(IfIndex, bool, Option<IpAddr>), RtError> {
         let mut dev = None;
         if h.oif != 0 {
-            if self.links.get(h.oif).is_none() {
+            if self.links.get(IfIndex(h.oif)).is_none() {
                 return Err(RtError::new(Errno::ENODEV));
             }
-            dev = Some(h.oif);
+            dev = Some(IfIndex(h.oif));
         }
         if h.flags & nh_flags::ONLINK != 0 {
             let Some(d) = dev else {
@@ -265,7 +264,7 @@ impl Fib {
         }
         // Reject routes point at `lo` (kernel 6.18 keeps a unicast route via `lo` unicast).
         if is_reject_type(r.rtype) {
-            return Ok((crate::link::LOOPBACK_IFINDEX, false, None));
+            return Ok((IfIndex::LOOPBACK, false, None));
         }
         let mut gw = None;
         if let Some(IpAddr::V6(g)) = h.gateway {
@@ -291,10 +290,10 @@ impl Fib {
     fn validate_gw6(
         &self,
         g: &Ipv6Addr,
-        dev: Option<u32>,
+        dev: Option<IfIndex>,
         flags: u32,
-        tb: u32,
-    ) -> Result<u32, RtError> {
+        tb: TableId,
+    ) -> Result<IfIndex, RtError> {
         let ll = is_linklocal(g);
         if let Some(d) = dev {
             if self.gw_is_local6(g, d, ll) {
@@ -315,7 +314,7 @@ impl Fib {
         let Some(d) = dev else {
             return Err(einval("Egress device not specified"));
         };
-        if d == crate::link::LOOPBACK_IFINDEX {
+        if d == IfIndex::LOOPBACK {
             return Err(einval(
                 "Egress device can not be loopback device for this route",
             ));
@@ -327,7 +326,7 @@ impl Fib {
     }
 
     /// ipv6_chk_addr_and_flags for a gateway: a local address (any device unless link-local).
-    fn gw_is_local6(&self, g: &Ipv6Addr, dev: u32, ll: bool) -> bool {
+    fn gw_is_local6(&self, g: &Ipv6Addr, dev: IfIndex, ll: bool) -> bool {
         self.links
             .iter()
             .any(|l| (!ll || l.ifindex == dev) && l.v6.iter().any(|a| a.addr == *g))
@@ -335,7 +334,7 @@ impl Fib {
 
     /// ipv6_chk_addr(addr, dev, strict=0): the address is local; link- and host-scope ones
     /// must be on `dev`.
-    pub(crate) fn chk_addr6(&self, a: IpAddr, dev: Option<u32>) -> bool {
+    pub(crate) fn chk_addr6(&self, a: IpAddr, dev: Option<IfIndex>) -> bool {
         let IpAddr::V6(a) = a else { return false };
         self.links.iter().any(|l| {
             l.v6.iter().any(|x| {
@@ -347,10 +346,15 @@ impl Fib {
     }
 
     /// ip6_route_check_nh: the gateway must be reachable without a gateway.
-    fn check_nh6(&self, g: &Ipv6Addr, dev: Option<u32>, tb: u32) -> Result<u32, RtError> {
+    fn check_nh6(
+        &self,
+        g: &Ipv6Addr,
+        dev: Option<IfIndex>,
+        tb: TableId,
+    ) -> Result<IfIndex, RtError> {
         let flow = Flow {
             dst: u128::from(*g),
-            oif: dev.unwrap_or(0),
+            oif: dev.map_or(0, |d| d.0),
             iif: crate::link::LOOPBACK_IFINDEX,
             ..Flow::empty()
         };
@@ -366,7 +370,7 @@ impl Fib {
                 || dev.is_some_and(|d| d != n.oif);
             (!unusable).then_some(n.oif)
         };
-        if tb != 0 {
+        if tb != TableId::UNSPEC {
             if let Some(t) = self.t6.get(&tb) {
                 if let TableResult::Found(res) = self.table_lookup6(t, &flow, lf) {
                     if let Some(d) = ok(self, &res) {
@@ -383,8 +387,13 @@ impl Fib {
 
     /// ip6_route_check_nh_onlink: an onlink gateway must not be covered by a route of
     /// another device or type (the default route does not count).
-    fn check_nh6_onlink(&self, g: &Ipv6Addr, dev: Option<u32>, _tb: u32) -> Result<(), RtError> {
-        let Some(t) = self.t6.get(&table::MAIN) else {
+    fn check_nh6_onlink(
+        &self,
+        g: &Ipv6Addr,
+        dev: Option<IfIndex>,
+        _tb: TableId,
+    ) -> Result<(), RtError> {
+        let Some(t) = self.t6.get(&TableId::MAIN) else {
             return Ok(());
         };
         let flow = Flow {
@@ -406,10 +415,10 @@ impl Fib {
     pub(crate) fn check_nh6_gw(
         &self,
         g: &Ipv6Addr,
-        oif: u32,
+        oif: IfIndex,
         flags: u32,
-        tb: u32,
-    ) -> Result<(u32, bool), RtError> {
+        tb: TableId,
+    ) -> Result<(IfIndex, bool), RtError> {
         let r = Route::new(
             Family::Inet6,
             crate::types::Prefix {
@@ -419,7 +428,7 @@ impl Fib {
         );
         let h = NextHop {
             gateway: Some(IpAddr::V6(*g)),
-            oif,
+            oif: oif.0,
             hops: 0,
             flags,
         };
@@ -430,7 +439,7 @@ impl Fib {
     /// fib6_add_rt2node for one single-next-hop route.
     fn insert6_one(
         &mut self,
-        tb: u32,
+        tb: TableId,
         key: Key,
         src: Option<Key>,
         spec: InfoSpec,
@@ -564,7 +573,7 @@ impl Fib {
         Ok(())
     }
 
-    fn snapshot6(&mut self, tb: u32, key: Key) -> Vec<Entry> {
+    fn snapshot6(&mut self, tb: TableId, key: Key) -> Vec<Entry> {
         let v: Vec<Entry> = self
             .t6
             .get(&tb)
@@ -583,7 +592,7 @@ impl Fib {
         }
     }
 
-    fn restore6(&mut self, tb: u32, key: Key, v: Vec<Entry>) {
+    fn restore6(&mut self, tb: TableId, key: Key, v: Vec<Entry>) {
         let t = self.table6_mut(tb);
         let cur = std::mem::replace(t.entries_mut(key), crate::fibtable::Entries::from_vec(v));
         t.prune(&key);
@@ -595,7 +604,7 @@ impl Fib {
 
     /// ip6_route_del (and ip6_route_multipath_del for RTA_MULTIPATH requests).
     pub(crate) fn route6_del(&mut self, r: &Route) -> Result<(), RtError> {
-        let tb = if r.table == 0 { table::MAIN } else { r.table };
+        let tb = TableId::or_main(r.table);
         if !self.t6.contains_key(&tb) {
             return Err(RtError::msg(Errno::ESRCH, "FIB table does not exist"));
         }
@@ -632,7 +641,7 @@ impl Fib {
         for (i, hop) in leaf_order6(&self.infos, &list, src) {
             let e = &list[i];
             let s = &self.infos.get(e.info).spec;
-            if r.nhid.is_some() && s.nhid.is_some() && r.nhid != s.nhid {
+            if r.nhid.is_some() && s.nhid.is_some() && r.nhid.map(NhId) != s.nhid {
                 continue;
             }
             if r.priority.is_some_and(|p| p != 0 && p != s.priority) {
@@ -657,7 +666,7 @@ impl Fib {
                 if r.protocol != 0 && r.protocol != s.protocol_of(k) {
                     continue;
                 }
-                if r.nexthop.oif != 0 && n.oif != r.nexthop.oif {
+                if r.nexthop.oif != 0 && n.oif != IfIndex(r.nexthop.oif) {
                     continue;
                 }
                 if r.nexthop.gateway.is_some() && n.gw != r.nexthop.gateway {
@@ -687,7 +696,7 @@ impl Fib {
     }
 
     /// Removes next hop `k` of the sibling group at `key[i]`.
-    pub(crate) fn remove_sibling6(&mut self, tb: u32, key: Key, i: usize, k: usize) {
+    pub(crate) fn remove_sibling6(&mut self, tb: TableId, key: Key, i: usize, k: usize) {
         let list = self.t6[&tb].get(&key).expect("entry");
         let old = list[i].info;
         let (metric, src) = (self.infos.get(old).spec.priority, list[i].src());
@@ -729,7 +738,7 @@ impl Fib {
         self.route_changed(true);
     }
 
-    pub(crate) fn table6_mut(&mut self, tb: u32) -> &mut crate::fibtable::Table {
+    pub(crate) fn table6_mut(&mut self, tb: TableId) -> &mut crate::fibtable::Table {
         let seq = &mut self.table_seq;
         self.t6.entry(tb).or_insert_with(|| {
             *seq += 1;

@@ -13,11 +13,12 @@
 use std::net::Ipv6Addr;
 
 use crate::addr::{v6_src_scope, Addr6};
+use crate::ids::IfIndex;
 use crate::link::{LinkState, Links};
 use crate::types::{ifa_flags, scope};
 
 /// inet_select_addr(dev, dst, scope).
-pub(crate) fn select_v4(links: &Links, dev: u32, dst: u32, want_scope: u8) -> Option<u32> {
+pub(crate) fn select_v4(links: &Links, dev: IfIndex, dst: u32, want_scope: u8) -> Option<u32> {
     if let Some(l) = links.get(dev) {
         let mut addr = None;
         for a in &l.v4 {
@@ -77,7 +78,13 @@ fn common_prefix(a: &Ipv6Addr, b: &Ipv6Addr) -> u32 {
 }
 
 /// One candidate's scores, compared rule by rule; larger wins.
-fn score(a: &Addr6, dev: u32, dst: &Ipv6Addr, dst_scope: i32, out_dev: Option<u32>) -> [i64; 6] {
+fn score(
+    a: &Addr6,
+    dev: IfIndex,
+    dst: &Ipv6Addr,
+    dst_scope: i32,
+    out_dev: Option<IfIndex>,
+) -> [i64; 6] {
     let same = (a.addr == *dst) as i64;
     let sc = v6_src_scope(&a.addr) as i32;
     let scope_rank = if sc >= dst_scope {
@@ -93,7 +100,11 @@ fn score(a: &Addr6, dev: u32, dst: &Ipv6Addr, dst_scope: i32, out_dev: Option<u3
 }
 
 /// ipv6_dev_get_saddr(dst_dev, daddr).
-pub(crate) fn select_v6(links: &Links, out_dev: Option<u32>, dst: &Ipv6Addr) -> Option<Ipv6Addr> {
+pub(crate) fn select_v6(
+    links: &Links,
+    out_dev: Option<IfIndex>,
+    dst: &Ipv6Addr,
+) -> Option<Ipv6Addr> {
     let dst_scope = v6_src_scope(dst) as i32;
     let restrict = dst.is_multicast() || dst_scope <= 0x2;
     let mut best: Option<([i64; 6], Ipv6Addr)> = None;

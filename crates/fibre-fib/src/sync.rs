@@ -21,14 +21,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::addr::{self, Addr4, Addr6};
 use crate::dst::{Dst, DstAt, Reason, Walk};
-use crate::ids::{IfIndex, InfoId};
+use crate::ids::{IfIndex, InfoId, TableId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::prefix::Key;
 
 use crate::route::{between_siblings, InfoSpec, NhSpec, NhState};
 use crate::route6::{Internal6, PRIO_ADDRCONF};
 use crate::types::{
-    ifa_flags, nh_flags, protocol, scope, table, Family, Prefix, ReqFlags, Route, RouteType,
+    ifa_flags, nh_flags, protocol, scope, Family, Prefix, ReqFlags, Route, RouteType,
 };
 use crate::Fib;
 
@@ -37,10 +37,10 @@ fn kernel_route4(
     rtype: RouteType,
     dst: u32,
     len: u8,
-    tb: u32,
+    tb: TableId,
     rscope: u8,
     prefsrc: u32,
-    oif: u32,
+    oif: IfIndex,
     metric: u32,
 ) -> Route {
     let mut r = Route::new(
@@ -51,11 +51,11 @@ fn kernel_route4(
         },
     );
     r.rtype = rtype;
-    r.table = tb;
+    r.table = tb.0;
     r.scope = rscope;
     r.protocol = protocol::KERNEL;
     r.prefsrc = Some(IpAddr::V4(Ipv4Addr::from(prefsrc)));
-    r.nexthop.oif = oif;
+    r.nexthop.oif = oif.0;
     r.priority = Some(metric);
     r
 }
@@ -64,8 +64,8 @@ fn kernel_route6(
     rtype: RouteType,
     dst: Ipv6Addr,
     len: u8,
-    tb: u32,
-    oif: u32,
+    tb: TableId,
+    oif: IfIndex,
     metric: u32,
 ) -> Route {
     let mut r = Route::new(
@@ -76,9 +76,9 @@ fn kernel_route6(
         },
     );
     r.rtype = rtype;
-    r.table = tb;
+    r.table = tb.0;
     r.protocol = protocol::KERNEL;
-    r.nexthop.oif = oif;
+    r.nexthop.oif = oif.0;
     r.priority = Some(metric);
     r
 }
@@ -88,7 +88,7 @@ const LOCAL6_METRIC: u32 = 0;
 
 impl Fib {
     /// fib_add_ifaddr.
-    pub(crate) fn add_ifaddr4(&mut self, dev: u32, a: &Addr4) {
+    pub(crate) fn add_ifaddr4(&mut self, dev: IfIndex, a: &Addr4) {
         let Some(l) = self.links.get(dev) else { return };
         let up = l.up;
         let lo = l.is_loopback();
@@ -109,7 +109,7 @@ impl Fib {
                 RouteType::Local,
                 a.local,
                 32,
-                table::LOCAL,
+                TableId::LOCAL,
                 scope::HOST,
                 prim_local,
                 dev,
@@ -126,7 +126,7 @@ impl Fib {
                     RouteType::Broadcast,
                     a.broadcast,
                     32,
-                    table::LOCAL,
+                    TableId::LOCAL,
                     scope::LINK,
                     prim_local,
                     dev,
@@ -138,9 +138,9 @@ impl Fib {
         if prefix != 0 && !a.is_secondary() && (prefix != a.local || a.prefixlen < 32) {
             if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let (t, tb, sc) = if lo {
-                    (RouteType::Local, table::LOCAL, scope::HOST)
+                    (RouteType::Local, TableId::LOCAL, scope::HOST)
                 } else {
-                    (RouteType::Unicast, table::MAIN, scope::LINK)
+                    (RouteType::Unicast, TableId::MAIN, scope::LINK)
                 };
                 add(
                     self,
@@ -155,7 +155,7 @@ impl Fib {
                         RouteType::Broadcast,
                         brd,
                         32,
-                        table::LOCAL,
+                        TableId::LOCAL,
                         scope::LINK,
                         prim_local,
                         dev,
@@ -167,7 +167,7 @@ impl Fib {
     }
 
     /// fib_del_ifaddr, after `a` left the list of `dev`.
-    pub(crate) fn del_ifaddr4(&mut self, dev: u32, a: &Addr4) {
+    pub(crate) fn del_ifaddr4(&mut self, dev: IfIndex, a: &Addr4) {
         const LOCAL_OK: u32 = 1;
         const BRD_OK: u32 = 2;
         const BRD0_OK: u32 = 4;
@@ -189,9 +189,9 @@ impl Fib {
         if !a.is_secondary() && any != 0 && (any != a.local || a.prefixlen < 32) {
             if a.flags & ifa_flags::NOPREFIXROUTE == 0 {
                 let (t, tb, sc) = if lo {
-                    (RouteType::Local, table::LOCAL, scope::HOST)
+                    (RouteType::Local, TableId::LOCAL, scope::HOST)
                 } else {
-                    (RouteType::Unicast, table::MAIN, scope::LINK)
+                    (RouteType::Unicast, TableId::MAIN, scope::LINK)
                 };
                 let mut r = kernel_route4(t, any, a.prefixlen, tb, sc, prim.local, dev, 0);
                 r.priority = None;
@@ -258,7 +258,7 @@ impl Fib {
                 RouteType::Broadcast,
                 d,
                 32,
-                table::LOCAL,
+                TableId::LOCAL,
                 scope::LINK,
                 prim.local,
                 dev,
@@ -282,7 +282,7 @@ impl Fib {
                 RouteType::Local,
                 a.local,
                 32,
-                table::LOCAL,
+                TableId::LOCAL,
                 scope::HOST,
                 prim.local,
                 dev,
@@ -295,11 +295,11 @@ impl Fib {
             }
             let _ = self.route4_del(&r);
         }
-        if local_gone && self.addr_type4(a.local, table::LOCAL) != RouteType::Local {
+        if local_gone && self.addr_type4(a.local, TableId::LOCAL) != RouteType::Local {
             // fib_sync_down_addr: routes of table main using the address as prefsrc die.
             let src = Some(IpAddr::V4(Ipv4Addr::from(a.local)));
             self.flush_infos(|s| {
-                s.family == Family::Inet && s.table == table::MAIN && s.prefsrc == src
+                s.family == Family::Inet && s.table == TableId::MAIN && s.prefsrc == src
             });
         }
     }
@@ -308,7 +308,7 @@ impl Fib {
     /// prefix route to the new metric (added first, then the old one deleted). Addresses
     /// without a prefix route of their own (secondary, noprefixroute, a /32, a down link)
     /// have nothing to move.
-    pub(crate) fn modify_prefix_metric4(&mut self, dev: u32, a: &Addr4, new_metric: u32) {
+    pub(crate) fn modify_prefix_metric4(&mut self, dev: IfIndex, a: &Addr4, new_metric: u32) {
         let up = self.links.get(dev).is_some_and(|l| l.up);
         let prefix = a.prefix();
         if !up
@@ -324,7 +324,7 @@ impl Fib {
                 RouteType::Unicast,
                 prefix,
                 a.prefixlen,
-                table::MAIN,
+                TableId::MAIN,
                 scope::LINK,
                 a.local,
                 dev,
@@ -341,7 +341,7 @@ impl Fib {
 
     /// modify_prefix_route: a replace giving an IPv6 address a new metric moves its prefix
     /// route to it (the new route first, then the old deleted); metric 0 keeps the old one.
-    pub(crate) fn modify_prefix_metric6(&mut self, dev: u32, a: &Addr6, new_metric: u32) {
+    pub(crate) fn modify_prefix_metric6(&mut self, dev: IfIndex, a: &Addr6, new_metric: u32) {
         let eff = |m: u32| if m != 0 { m } else { PRIO_ADDRCONF };
         if new_metric == 0 || eff(new_metric) == eff(a.metric) {
             return;
@@ -351,7 +351,14 @@ impl Fib {
         }
         let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
         let route = |metric: u32| {
-            kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric)
+            kernel_route6(
+                RouteType::Unicast,
+                p,
+                a.prefixlen,
+                TableId::MAIN,
+                dev,
+                metric,
+            )
         };
         let int = Internal6 { kernel: true };
         let _ = self.route6_new_internal(&route(new_metric), ReqFlags::PREPEND, int);
@@ -359,7 +366,7 @@ impl Fib {
     }
 
     /// Adds the routes of an IPv6 address whose link is ready (addrconf's NEWADDR work).
-    pub(crate) fn add_ifaddr6(&mut self, dev: u32, a: &Addr6, with_prefix: bool) {
+    pub(crate) fn add_ifaddr6(&mut self, dev: IfIndex, a: &Addr6, with_prefix: bool) {
         let int = Internal6 { kernel: true };
         let add = |fib: &mut Fib, r: Route| {
             let _ = fib.route6_new_internal(&r, ReqFlags::PREPEND, int);
@@ -377,7 +384,14 @@ impl Fib {
             };
             add(
                 self,
-                kernel_route6(RouteType::Unicast, p, a.prefixlen, table::MAIN, dev, metric),
+                kernel_route6(
+                    RouteType::Unicast,
+                    p,
+                    a.prefixlen,
+                    TableId::MAIN,
+                    dev,
+                    metric,
+                ),
             );
         }
         if let Some(peer) = a.peer {
@@ -387,7 +401,7 @@ impl Fib {
                     RouteType::Unicast,
                     peer,
                     a.prefixlen,
-                    table::MAIN,
+                    TableId::MAIN,
                     dev,
                     PRIO_ADDRCONF,
                 ),
@@ -399,7 +413,7 @@ impl Fib {
                 RouteType::Local,
                 a.addr,
                 128,
-                table::LOCAL,
+                TableId::LOCAL,
                 dev,
                 LOCAL6_METRIC,
             ),
@@ -409,19 +423,26 @@ impl Fib {
             if !p.is_unspecified() {
                 add(
                     self,
-                    kernel_route6(RouteType::Anycast, p, 128, table::LOCAL, dev, LOCAL6_METRIC),
+                    kernel_route6(
+                        RouteType::Anycast,
+                        p,
+                        128,
+                        TableId::LOCAL,
+                        dev,
+                        LOCAL6_METRIC,
+                    ),
                 );
             }
         }
     }
 
     /// Removes the routes of an IPv6 address that left `dev`.
-    pub(crate) fn del_ifaddr6(&mut self, dev: u32, a: &Addr6) {
+    pub(crate) fn del_ifaddr6(&mut self, dev: IfIndex, a: &Addr6) {
         let del = |fib: &mut Fib,
                    rtype: RouteType,
                    d: Ipv6Addr,
                    len: u8,
-                   tb: u32,
+                   tb: TableId,
                    metric: Option<u32>| {
             let r = Route {
                 priority: metric,
@@ -434,7 +455,7 @@ impl Fib {
             RouteType::Local,
             a.addr,
             128,
-            table::LOCAL,
+            TableId::LOCAL,
             Some(LOCAL6_METRIC),
         );
         let p = Ipv6Addr::from(u128::from(a.addr) & crate::prefix::mask(a.prefixlen, 128));
@@ -465,7 +486,7 @@ impl Fib {
                 RouteType::Anycast,
                 p,
                 128,
-                table::LOCAL,
+                TableId::LOCAL,
                 Some(LOCAL6_METRIC),
             );
         }
@@ -484,7 +505,7 @@ impl Fib {
     /// no longer valid for the route's device (a global address still on another link is).
     pub(crate) fn remove_prefsrc6(&mut self, addr: Ipv6Addr) {
         let gone = Some(IpAddr::V6(addr));
-        let valid: Vec<u32> = self
+        let valid: Vec<IfIndex> = self
             .links
             .iter()
             .map(|l| l.ifindex)
@@ -502,14 +523,14 @@ impl Fib {
         });
     }
 
-    fn del_kernel_route6(&mut self, dev: u32, p: Ipv6Addr, len: u8, metric: u32) {
-        let mut r = kernel_route6(RouteType::Unicast, p, len, table::MAIN, dev, metric);
+    fn del_kernel_route6(&mut self, dev: IfIndex, p: Ipv6Addr, len: u8, metric: u32) {
+        let mut r = kernel_route6(RouteType::Unicast, p, len, TableId::MAIN, dev, metric);
         r.protocol = protocol::KERNEL;
         let _ = self.route6_del(&r);
     }
 
     /// addrconf_dev_config when a link becomes ready (up with carrier).
-    pub(crate) fn v6_link_ready(&mut self, dev: u32) {
+    pub(crate) fn v6_link_ready(&mut self, dev: IfIndex) {
         let Some(l) = self.links.get(dev) else { return };
         if l.is_loopback() {
             let lo = Addr6 {
@@ -537,7 +558,7 @@ impl Fib {
                 RouteType::Multicast,
                 "ff00::".parse().expect("literal"),
                 8,
-                table::LOCAL,
+                TableId::LOCAL,
                 dev,
                 PRIO_ADDRCONF,
             ),
@@ -576,14 +597,14 @@ impl Fib {
 
     /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down). The
     /// addresses go without ipv6_del_addr, so routes elsewhere keep them as prefsrc.
-    pub(crate) fn v6_link_down(&mut self, dev: u32) {
+    pub(crate) fn v6_link_down(&mut self, dev: IfIndex) {
         self.v6_ifdown(dev, false);
     }
 
     /// addrconf_ifdown: the link's IPv6 addresses go (without ipv6_del_addr), and the routes
     /// through it as on NETDEV_DOWN, or with `unregister` as on NETDEV_UNREGISTER (multipath
     /// siblings through it removed, not marked dead).
-    pub(crate) fn v6_ifdown(&mut self, dev: u32, unregister: bool) {
+    pub(crate) fn v6_ifdown(&mut self, dev: IfIndex, unregister: bool) {
         if let Some(l) = self.links.get_mut(dev) {
             l.v6.clear();
         }
@@ -594,12 +615,12 @@ impl Fib {
     /// through `dev` go; in a sibling group the next hops through it are marked dead and
     /// linkdown (the group goes once every next hop is dead). `unregister` true: every
     /// next hop through `dev` goes, and with it the route when it was the last.
-    pub(crate) fn drop_nhs6(&mut self, dev: u32, unregister: bool) {
+    pub(crate) fn drop_nhs6(&mut self, dev: IfIndex, unregister: bool) {
         if !unregister {
             self.mark_siblings6_dead(dev);
         }
         // By id, as `tables_by_id_mut` walks them, for the same reason.
-        let mut ids: Vec<u32> = self.t6.keys().copied().collect();
+        let mut ids: Vec<TableId> = self.t6.keys().copied().collect();
         ids.sort_unstable();
         for tb in ids {
             let keys: Vec<Key> = self.t6[&tb].iter().map(|(k, _)| *k).collect();
@@ -661,7 +682,7 @@ impl Fib {
     /// Each sibling of a multipath route has its own metrics: only those of the siblings
     /// through `dev` move (`NhSpec::mtu`). A route through an object moves when any of the
     /// object's next hops is on `dev`.
-    pub(crate) fn mtu_change6(&mut self, dev: u32, old: u32, new: u32) {
+    pub(crate) fn mtu_change6(&mut self, dev: IfIndex, old: u32, new: u32) {
         let lock = 1 << crate::exception::RTAX_MTU;
         let moves = |m: Option<u32>| m.filter(|&m| (m >= new || m == old) && m != new).is_some();
         self.rewrite_infos(|s| {
@@ -690,9 +711,9 @@ impl Fib {
 
     /// NETDEV_DOWN on IPv6 sibling groups (rt6_multipath_nh_flags_set): next hops through
     /// `dev` become dead and linkdown, and the group is rebalanced over the others.
-    fn mark_siblings6_dead(&mut self, dev: u32) {
+    fn mark_siblings6_dead(&mut self, dev: IfIndex) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             let s = &info.spec;
             if s.family != Family::Inet6 || s.nhid.is_some() || s.nhs.len() < 2 {
@@ -713,9 +734,9 @@ impl Fib {
     /// fib_sync_down_dev for IPv4: DOWN marks next hops dead (except host-scope ones) and
     /// flushes routes with every next hop dead; CHANGE (carrier loss) marks them linkdown;
     /// UNREGISTER (`force`) kills every route with any next hop on the device.
-    pub(crate) fn sync_down4(&mut self, dev: u32, down: bool, force: bool) {
+    pub(crate) fn sync_down4(&mut self, dev: IfIndex, down: bool, force: bool) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             // IPv6 routes are dropped on down (drop_nhs6); only carrier changes mark them here.
             if info.spec.family == Family::Inet6 && down {
@@ -762,9 +783,9 @@ impl Fib {
     /// NETDEV_DOWN with force): every IPv4 next hop through `dev` dies whatever its scope, and
     /// routes left without a live next hop are flushed. Routes through next-hop objects keep
     /// theirs: objects follow link events only.
-    pub(crate) fn disable_ip4(&mut self, dev: u32) {
+    pub(crate) fn disable_ip4(&mut self, dev: IfIndex) {
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             if info.spec.family != Family::Inet
                 || info.spec.nhid.is_some()
@@ -791,10 +812,10 @@ impl Fib {
 
     /// fib_sync_up / rt6_sync_up: clears `flag` (DEAD or LINKDOWN) on next hops through
     /// `dev` (LINKDOWN stays while the carrier is off).
-    pub(crate) fn sync_up(&mut self, dev: u32) {
+    pub(crate) fn sync_up(&mut self, dev: IfIndex) {
         let carrier = self.links.get(dev).is_some_and(|l| l.carrier);
         let ign = &self.confs.ignored();
-        let ids = self.infos.on_link(IfIndex(dev));
+        let ids = self.infos.on_link(dev);
         self.infos.update(&ids, |info| {
             // rt6_sync_up runs when the link becomes ready (up with carrier).
             if info.spec.family == Family::Inet6 && !carrier {
@@ -925,7 +946,7 @@ impl Fib {
     }
 
     /// Removes entry `i` of `key`.
-    pub(crate) fn remove_entry(&mut self, family: Family, tb: u32, key: Key, i: usize) {
+    pub(crate) fn remove_entry(&mut self, family: Family, tb: TableId, key: Key, i: usize) {
         let t = match family {
             Family::Inet => self.t4.get_mut(&tb),
             Family::Inet6 => self.t6.get_mut(&tb),
@@ -975,12 +996,12 @@ impl Fib {
             oif: if spec.rtype == RouteType::Local && spec.family == Family::Inet {
                 LOOPBACK_IFINDEX
             } else {
-                n.oif
+                n.oif.0
             },
             gateway: n.gw,
             mtu,
             prefsrc,
-            table: spec.table,
+            table: spec.table.0,
             nh_flags: st.flags | n.flags,
             gen: 0,
             at: DstAt::default(),
@@ -992,7 +1013,7 @@ impl Fib {
     pub(crate) fn dead_dst(&self, n: &NhSpec) -> Dst {
         Dst {
             rtype: RouteType::Unspec,
-            oif: n.oif,
+            oif: n.oif.0,
             gateway: n.gw,
             mtu: 0,
             prefsrc: None,

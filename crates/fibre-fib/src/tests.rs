@@ -312,7 +312,12 @@ fn compiled_lookups_agree_as_tables_grow_and_shrink() {
             })
             .collect();
         let check = |f: &Fib, present: &[(u128, u8)], large: bool| {
-            assert_eq!(f.table(family, TABLE).unwrap().is_compiled_large(), large);
+            assert_eq!(
+                f.table(family, crate::ids::TableId(TABLE))
+                    .unwrap()
+                    .is_compiled_large(),
+                large
+            );
             for &p in &probes {
                 let want = present
                     .iter()
