@@ -25,6 +25,7 @@ pub mod wire;
 
 pub mod address;
 mod error;
+pub mod fpm;
 pub mod link;
 pub mod message;
 pub mod neighbour;
