@@ -151,6 +151,13 @@ impl FpmHeader {
         packet.set_length(self.length);
     }
 
+    /// The header as bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN);
+        self.emit(&mut out);
+        out
+    }
+
     /// Checks that the header describes a netlink frame this codec accepts. Every error it
     /// returns is fatal: see the module documentation.
     pub fn check(&self) -> Result<(), FpmErrorKind> {
@@ -475,6 +482,72 @@ fn close_frame(out: &mut [u8], at: usize) {
     let len = out.len() - at;
     FpmHeaderPacket::new_unchecked(&mut out[at..])
         .set_length(u16::try_from(len).unwrap_or(u16::MAX));
+}
+
+/// The decoder's properties, for the fuzzer and the tests that replay its seeds: decoding
+/// `buf` as a stream whole and in pieces (of a size its first byte picks) yields the same
+/// frames and errors, and the messages of every frame, framed again by [`emit_frames`], decode
+/// to the same messages. Returns how many frames were decoded.
+///
+/// Panics when a property fails, which is a bug in this crate, never a property of the input.
+#[allow(
+    clippy::expect_used,
+    reason = "a property check: it panics when the property fails"
+)]
+pub fn check_stream(buf: &[u8]) -> usize {
+    let step = buf.first().map_or(1, |&b| usize::from(b % 64) + 1);
+    let whole = decode_all(buf.chunks(buf.len().max(1)));
+    let pieces = decode_all(buf.chunks(step));
+    assert_eq!(whole, pieces, "pieces of {step} bytes decode differently");
+    let mut frames = 0;
+    for (header, payload) in whole.iter().filter_map(|r| r.as_ref().ok()) {
+        let mut framed = header.to_bytes();
+        framed.extend_from_slice(payload);
+        let (frame, _) = Frame::parse(&framed, 0).expect("a decoded frame parses alone");
+        let mut again = Vec::new();
+        emit_frames(&frame.messages, &mut again).expect("decoded messages fit in frames");
+        let mut messages = Vec::new();
+        let mut input = &again[..];
+        let mut decoder = FrameDecoder::new();
+        while !input.is_empty() {
+            let f = decoder.decode(&mut input).expect("emitted frames decode");
+            messages.extend(
+                f.iter()
+                    .flat_map(|f| f.messages.iter().map(|m| m.to_bytes())),
+            );
+        }
+        let expected: Vec<Vec<u8>> = frame.messages.iter().map(|m| m.to_bytes()).collect();
+        assert_eq!(messages, expected, "re-framed messages decode differently");
+        frames += 1;
+    }
+    frames
+}
+
+/// Decodes a stream given in pieces: each frame (header and payload) or error, in order, up to
+/// the first fatal error or the end.
+fn decode_all<'a>(
+    pieces: impl Iterator<Item = &'a [u8]>,
+) -> Vec<Result<(FpmHeader, Vec<u8>), FpmError>> {
+    let mut decoder = FrameDecoder::new();
+    let mut out = Vec::new();
+    for mut input in pieces {
+        while !input.is_empty() {
+            match decoder.decode(&mut input) {
+                Ok(Some(f)) => out.push(Ok((f.header, f.payload.to_vec()))),
+                Ok(None) => {}
+                Err(e) => {
+                    out.push(Err(e));
+                    if e.is_fatal() {
+                        return out;
+                    }
+                }
+            }
+        }
+    }
+    if let Err(e) = decoder.finish() {
+        out.push(Err(e));
+    }
+    out
 }
 
 #[cfg(test)]

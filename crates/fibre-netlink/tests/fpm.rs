@@ -6,7 +6,7 @@
 mod streams;
 
 use fibre_netlink::fpm::{
-    emit_frames, FpmError, FpmErrorKind, FpmHeader, Frame, FrameDecoder, DEFAULT_PORT, HEADER_LEN,
+    check_stream, emit_frames, FpmError, FpmErrorKind, FpmHeader, Frame, FrameDecoder, DEFAULT_PORT, HEADER_LEN,
     MAX_FRAME_LEN, MAX_PAYLOAD_LEN,
 };
 use fibre_netlink::message::types::{RTM_DELROUTE, RTM_NEWROUTE};
@@ -25,6 +25,24 @@ fn captured_route() -> Vec<u8> {
         }
     }
     panic!("no RTM_NEWROUTE in dump_routes.bin");
+}
+
+#[test]
+fn seed_frames_decode_and_hold_their_properties() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fpm-frames");
+    let mut seeds = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "bin") {
+            let bytes = std::fs::read(&path).unwrap();
+            let (frames, err) = decode(&[&bytes]);
+            assert_eq!(err, None, "{}", path.display());
+            assert!(frames.iter().all(|f| !f.2.is_empty()));
+            assert_eq!(check_stream(&bytes), frames.len());
+            seeds += 1;
+        }
+    }
+    assert!(seeds >= 4);
 }
 
 /// A frame, owned: header, payload and each message re-emitted.
@@ -328,6 +346,7 @@ proptest! {
         prop_assert_eq!(offset, bytes.len());
         let (pieces, err) = decode(&cut(&bytes, &cuts));
         prop_assert_eq!(err, None);
+        prop_assert_eq!(check_stream(&bytes), whole.len());
         prop_assert_eq!(pieces, whole);
     }
 
@@ -343,6 +362,7 @@ proptest! {
         let (pieces, e2) = decode(&cut(&bytes, &cuts));
         prop_assert_eq!(whole, pieces);
         prop_assert_eq!(e1, e2);
+        check_stream(&bytes);
     }
 
     #[test]
@@ -356,6 +376,7 @@ proptest! {
         let (pieces, e2) = decode(&cut(&bytes, &cuts));
         prop_assert_eq!(&whole, &pieces);
         prop_assert_eq!(e1, e2);
+        check_stream(&bytes);
         if let Some(e) = e1 {
             prop_assert!(!e.is_fatal(), "{}", e);
             prop_assert!(whole.is_empty());
