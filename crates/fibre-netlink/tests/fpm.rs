@@ -6,8 +6,8 @@
 mod streams;
 
 use fibre_netlink::fpm::{
-    check_stream, emit_frames, FpmError, FpmErrorKind, FpmHeader, Frame, FrameDecoder, DEFAULT_PORT, HEADER_LEN,
-    MAX_FRAME_LEN, MAX_PAYLOAD_LEN,
+    check_stream, emit_frames, FpmError, FpmErrorKind, FpmHeader, Frame, FrameDecoder,
+    DEFAULT_PORT, HEADER_LEN, MAX_FRAME_LEN, MAX_PAYLOAD_LEN,
 };
 use fibre_netlink::message::types::{RTM_DELROUTE, RTM_NEWROUTE};
 use fibre_netlink::{parse_stream, Messages, NetlinkMessage};
