@@ -12,10 +12,15 @@
 //! frame as one batch. Its error contract ([`FpmError::is_fatal`]):
 //! - a bad header (version, type, a length shorter than the header) is fatal: the length
 //!   cannot be trusted, so the stream has lost sync and the connection must be closed; the
-//!   decoder then returns the same error on every call;
+//!   decoder then returns the same error on every call. A stream that ends inside a frame
+//!   ([`FrameDecoder::finish`]) is fatal too;
 //! - bad content in a well-framed frame (a netlink message that overruns the frame, trailing
 //!   bytes, a malformed message) is not: the frame's bytes have been consumed, the frame is
 //!   rejected whole (none of its messages are handed out), and decoding continues with the next.
+//!
+//! A frame length that is not a multiple of 4 is accepted: `fpm.h` asks senders for aligned
+//! netlink frames, but zebra's own reader does not insist, and the netlink parser needs no
+//! padding after the last message. An empty frame (the header alone) is an empty batch.
 //!
 //! [`emit_frames`] wraps netlink messages into frames, starting a new frame when the next
 //! message would push the 16-bit length over [`MAX_FRAME_LEN`].
@@ -44,7 +49,8 @@ pub const MAX_PAYLOAD_LEN: usize = MAX_FRAME_LEN - HEADER_LEN;
 pub const DEFAULT_PORT: u16 = 2620;
 
 /// View of an FPM header over a buffer, in the style of the codec's other views: `new_checked`
-/// guarantees that no accessor panics.
+/// guarantees that no accessor panics. Written out rather than declared with
+/// `wire::fixed_header!`, whose fields are in host byte order: the FPM length is big-endian.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FpmHeaderPacket<T: AsRef<[u8]>> {
     buffer: T,
