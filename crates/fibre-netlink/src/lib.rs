@@ -4,8 +4,9 @@
 //! control messages ([`message`]), and one module per rtnetlink object -- [`link`],
 //! [`address`], [`route`], [`rule`], [`neighbour`], [`nexthop`] -- each with a fixed header and
 //! one file per attribute group; [`policy`] holds the kernel's attribute policies, which
-//! requests are checked against before anything reads them. The codec knows the wire only:
-//! turning messages into routing requests and objects is fibre-proto's job, above it.
+//! requests are checked against before anything reads them; [`fpm`] frames netlink messages in
+//! FRR's FPM stream. The codec knows the wire only: turning messages into routing requests and
+//! objects is fibre-proto's job, above it.
 //!
 //! Invariants, relied on by the server and checked by the tests and the fuzzer:
 //! - Parsing never panics, whatever the input; malformed framing is a [`DecodeError`] that says
@@ -25,6 +26,7 @@ pub mod wire;
 
 pub mod address;
 mod error;
+pub mod fpm;
 pub mod link;
 pub mod message;
 pub mod neighbour;
