@@ -41,7 +41,7 @@ use crate::Fib;
 /// RTAX_MTU: the bit of the metrics lock mask that locks the MTU.
 pub(crate) const RTAX_MTU: u32 = 2;
 /// IPv6's minimum link MTU (IPV6_MIN_MTU, RFC 8200): a "packet too big" reporting less is ignored.
-pub const IPV6_MIN_MTU: u32 = 1280;
+pub use crate::link::IPV6_MIN_MTU;
 
 /// Heap bytes one exception costs at most (hash entry, its place in the bucket's eviction
 /// order and in the expiry queue, with the containers' slack), measured by

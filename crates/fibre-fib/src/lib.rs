@@ -437,7 +437,7 @@ impl Fib {
         if let Some(g) = link.addr_gen_mode {
             l.addr_gen_mode = g;
         }
-        let v6_was = old_mtu >= link::IPV6_MIN_MTU;
+        let v6_was = link::ipv6_runs_at(old_mtu);
         let v6_now = l.ipv6_enabled();
         let was_up = l.up;
         let was_ready = l.oper_up();
@@ -459,7 +459,7 @@ impl Fib {
         if was_up && !now_up {
             self.neigh_ifdown(idx, None);
             self.sync_down4(idx, true, false);
-            self.v6_link_down(idx);
+            self.v6_ifdown(idx, false);
             self.exceptions_dev_down(idx);
         }
         if !was_up && now_up {
@@ -567,7 +567,7 @@ impl Fib {
             self.del_ifaddr4(idx, a);
         }
         self.neigh_ifdown(idx, None);
-        self.v6_link_down(idx);
+        self.v6_ifdown(idx, false);
         self.sync_down4(idx, true, true);
         self.drop_nhs6(idx, true);
         self.exceptions_dev_down(idx);

@@ -48,7 +48,13 @@ pub(crate) fn valid_name(name: &str) -> bool {
 }
 
 /// The smallest MTU IPv6 runs over (RFC 8200 section 5, the kernel's IPV6_MIN_MTU).
-pub(crate) const IPV6_MIN_MTU: u32 = 1280;
+pub const IPV6_MIN_MTU: u32 = 1280;
+
+/// Whether IPv6 runs on a link of this MTU. Below IPv6's minimum the kernel's addrconf tears
+/// the link's IPv6 state down and refuses addresses.
+pub(crate) fn ipv6_runs_at(mtu: u32) -> bool {
+    mtu >= IPV6_MIN_MTU
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct LinkState {
@@ -78,10 +84,9 @@ impl LinkState {
         self.up && self.carrier
     }
 
-    /// IPv6 runs on the link: its MTU is at least IPv6's minimum (RFC 8200 section 5).
-    /// Below it the kernel's addrconf tears the link's IPv6 state down and refuses addresses.
+    /// IPv6 runs on the link (see [`ipv6_runs_at`]).
     pub fn ipv6_enabled(&self) -> bool {
-        self.mtu >= IPV6_MIN_MTU
+        ipv6_runs_at(self.mtu)
     }
 
     /// `ifi_flags` as a dump shows them.

@@ -595,15 +595,10 @@ impl Fib {
         }
     }
 
-    /// IPv6 side of a link going down (addrconf_ifdown without keep_addr_on_down). The
-    /// addresses go without ipv6_del_addr, so routes elsewhere keep them as prefsrc.
-    pub(crate) fn v6_link_down(&mut self, dev: IfIndex) {
-        self.v6_ifdown(dev, false);
-    }
-
-    /// addrconf_ifdown: the link's IPv6 addresses go (without ipv6_del_addr), and the routes
-    /// through it as on NETDEV_DOWN, or with `unregister` as on NETDEV_UNREGISTER (multipath
-    /// siblings through it removed, not marked dead).
+    /// addrconf_ifdown (without keep_addr_on_down): the link's IPv6 addresses go without
+    /// ipv6_del_addr, so routes elsewhere keep them as prefsrc, and the routes through it go
+    /// as on NETDEV_DOWN, or with `unregister` as on NETDEV_UNREGISTER (multipath siblings
+    /// through it removed, not marked dead).
     pub(crate) fn v6_ifdown(&mut self, dev: IfIndex, unregister: bool) {
         if let Some(l) = self.links.get_mut(dev) {
             l.v6.clear();
