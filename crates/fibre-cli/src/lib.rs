@@ -27,6 +27,7 @@ pub mod neigh;
 pub mod nexthop;
 pub mod online;
 pub mod out;
+pub mod pcap;
 pub mod route;
 pub mod rule;
 pub mod save;

@@ -21,9 +21,9 @@
 //!   every entry and proxy entry of the link; carrier loss removes all but PERMANENT entries
 //!   and keeps proxies.
 //!
-//! fibre has no data plane resolving addresses yet, so states never age (a REACHABLE entry
-//! stays REACHABLE; the kernel's timers would move it to STALE, DELAY to PROBE, PROBE and
-//! INCOMPLETE to FAILED).
+//! Entries made or changed by requests never age (a REACHABLE entry added by `neigh add`
+//! stays REACHABLE); entries the data plane resolves and learns move through the kernel's
+//! states on its clock: see [`resolve`].
 //!
 //! Notifications: when [`crate::Fib::set_neigh_events`] is on, every change the kernel
 //! announces on RTNLGRP_NEIGH is recorded as a [`NeighEvent`] for the daemon to drain with
@@ -33,8 +33,10 @@ use crate::ids::{IfIndex, TableId};
 use crate::prefix::ip_u128;
 use crate::types::{ntf, nud, Errno, Family, NeighEvent, Neighbour, ReqFlags, RouteType, RtError};
 use crate::Fib;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
+
+pub mod resolve;
 
 /// How long ago (USER_HZ clock ticks) an entry that was never confirmed reads as confirmed:
 /// the kernel backdates `confirmed` by twice base_reachable_time (30 s) on creation and when a
@@ -60,6 +62,7 @@ struct Entry {
     kind: u8,
     protocol: u8,
     confirmed: u32,
+    nud: resolve::Nud,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +78,9 @@ pub(crate) struct Neighs {
     proxies: BTreeMap<Key, Proxy>,
     record: bool,
     events: Vec<NeighEvent>,
+    /// Running timers of data-plane entries by deadline (see [`resolve`]); an entry's own
+    /// `nud.timer` says which of its deadlines is current, the others are skipped.
+    timers: BTreeSet<(u64, Key)>,
 }
 
 /// `NEIGH_UPDATE_F_*` of one update.
@@ -317,6 +323,7 @@ impl Fib {
             kind: RouteType::Unicast as u8,
             protocol: 0,
             confirmed: UNCONFIRMED_TICKS,
+            nud: resolve::Nud::default(),
         };
         match k.2 {
             IpAddr::V4(a) => {
