@@ -196,9 +196,7 @@ impl Fib {
     ) -> Option<[u8; LLADDR_LEN]> {
         let family = Family::of(&addr);
         let k = self.neigh_key(family, IfIndex(ifindex), addr);
-        if self.links.get(k.1).is_none() {
-            return None;
-        }
+        self.links.get(k.1)?;
         if !self.neighs.entries.contains_key(&k) {
             let e = self.neigh_construct(&k);
             self.neighs.entries.insert(k, e.clone());
