@@ -30,8 +30,10 @@
 //!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
 //!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`get`]
 //!    (answers to `route get`), [`sync`] (effects of link and address events), and [`conf`]
-//!    (per-link settings), [`neigh`] (ARP/NDP neighbours and proxies), [`notify`] (route
-//!    change notices), [`gc`] (expiry passes), which use none of the others.
+//!    (per-link settings), [`neigh`] (ARP/NDP neighbours and proxies, and their resolution
+//!    states on the data plane's clock), [`local`] (the router's own links and addresses as
+//!    the data plane asks about them), [`notify`] (route change notices), [`gc`] (expiry
+//!    passes), which use none of the others.
 
 #![forbid(unsafe_code)]
 
@@ -47,6 +49,7 @@ mod get;
 pub mod hash;
 mod ids;
 mod link;
+mod local;
 mod lookup;
 mod memo;
 mod neigh;

@@ -273,7 +273,7 @@ impl Fib {
     }
 
     /// The kernel's `inet_addr_type_dev_table` for `a` on `dev`: the local table's type.
-    fn neigh_addr_type4(&self, dev: IfIndex, a: Ipv4Addr) -> RouteType {
+    pub(crate) fn neigh_addr_type4(&self, dev: IfIndex, a: Ipv4Addr) -> RouteType {
         if a.octets()[0] == 0 || a.is_broadcast() {
             return RouteType::Broadcast;
         }

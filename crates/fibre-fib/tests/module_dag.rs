@@ -31,6 +31,7 @@ const LAYERS: [&[&str]; 3] = [
         "sync",
         "conf",
         "neigh",
+        "local",
         "notify",
         "gc",
     ],
