@@ -78,7 +78,7 @@ pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use flow::Flow;
 pub use link::LOOPBACK_IFINDEX;
-pub use neigh::resolve::{Heard, Learn, NudAction, NudParams};
+pub use neigh::resolve::{Heard, Learn, NudAction, NudParams, Override};
 pub use route4::RouteHint;
 pub use types::*;
 

@@ -536,6 +536,21 @@ impl Fib {
         }
     }
 
+    /// The link-layer address of the entry for `addr` on `dev` while it has a usable one.
+    pub fn neigh_lladdr(&self, dev: u32, addr: IpAddr) -> Option<[u8; LLADDR_LEN]> {
+        let k = self.neigh_key(Family::of(&addr), IfIndex(dev), addr);
+        let e = self.neighs.entries.get(&k)?;
+        (e.state & nud::VALID != 0).then_some(e.ha)
+    }
+
+    /// `pneigh_lookup`: whether a proxy entry answers for `addr` on `dev` (an entry made
+    /// without a device answers on every link).
+    pub fn neigh_proxies(&self, dev: u32, addr: IpAddr) -> bool {
+        let f = Family::of(&addr);
+        self.neighs.proxies.contains_key(&(f, IfIndex(dev), addr))
+            || self.neighs.proxies.contains_key(&(f, IfIndex::NONE, addr))
+    }
+
     /// `neigh_ifdown` for link `dev` (down or deleted): every entry and proxy entry of the
     /// link goes; `family` `None` = both tables.
     pub(crate) fn neigh_ifdown(&mut self, dev: IfIndex, family: Option<Family>) {

@@ -109,9 +109,21 @@ pub struct Heard<'a> {
     /// A request or solicitation for one of our addresses creates the entry; replies and
     /// advertisements only update one that exists.
     pub create: bool,
-    /// Whether a different address replaces a known one (ARP: after `locktime`, or for a
-    /// gratuitous ARP; NDP: the O flag).
-    pub override_ll: bool,
+    /// Whether a different address replaces a known one.
+    pub override_ll: Override,
+}
+
+/// When a message naming a different link-layer address replaces the one an entry has
+/// (`NEIGH_UPDATE_F_OVERRIDE` and ARP's lock time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Override {
+    /// A request for us, a gratuitous ARP, an NDP message with the O flag.
+    Always,
+    /// Other ARP messages: once `locktime` has passed since the entry last changed.
+    AfterLocktime,
+    /// An NDP advertisement without the O flag: a connected entry only loses its
+    /// confirmation (`NEIGH_UPDATE_F_WEAK_OVERRIDE`).
+    Never,
 }
 
 /// Timer and probe state of a dynamic entry.
@@ -265,17 +277,21 @@ impl Fib {
         if old & (nud::NOARP | nud::PERMANENT) != 0 {
             return;
         }
-        let locked = family == Family::Inet && now < e.nud.updated.saturating_add(p.locktime_ns);
-        let override_ll = override_ll && !locked;
+        let override_ll = match override_ll {
+            Override::Always => true,
+            Override::AfterLocktime => now >= e.nud.updated.saturating_add(p.locktime_ns),
+            Override::Never => false,
+        };
         let changed = old & nud::VALID == 0 || e.ha != ll;
         let mut new = match how {
             Learn::Confirmed => nud::REACHABLE,
             Learn::Unconfirmed => nud::STALE,
         };
         if old & nud::VALID != 0 && changed && !override_ll {
-            // A different address without the right to override: a connected entry only
-            // loses its confirmation (NEIGH_UPDATE_F_WEAK_OVERRIDE), others stay.
-            if old & CONNECTED != 0 && how == Learn::Unconfirmed {
+            // A different address without the right to override: NDP's updates are weak
+            // overrides (NEIGH_UPDATE_F_WEAK_OVERRIDE), so a connected entry loses its
+            // confirmation; otherwise nothing changes.
+            if old & CONNECTED != 0 && family == Family::Inet6 {
                 self.neighs.set_state(k, nud::STALE, now);
                 self.neighs.disarm(k);
             }
@@ -406,7 +422,7 @@ mod tests {
         (fib, d0)
     }
 
-    /// What an ARP message with the right to override says about `addr`.
+    /// What an ARP message (not a gratuitous one) says about `addr`.
     #[allow(clippy::too_many_arguments)]
     fn learn(
         fib: &mut Fib,
@@ -424,7 +440,7 @@ mod tests {
             lladdr: &lladdr,
             how,
             create,
-            override_ll: true,
+            override_ll: Override::AfterLocktime,
         };
         fib.neigh_learn(&h, now, out);
     }
