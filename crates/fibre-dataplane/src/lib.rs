@@ -5,3 +5,4 @@
 //! teaches (a neighbour's address) leaves as an event for the writer. Nothing here locks or
 //! allocates per packet; buffers come from a `fibre_packet::Pool` allocated once.
 #![forbid(unsafe_code)]
+pub mod waiting;
