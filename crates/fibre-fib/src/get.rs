@@ -8,10 +8,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::dst::LookupError;
 use crate::flow::Flow;
 use crate::flow::LookupFlags;
 use crate::ids::{IfIndex, TableId};
+use crate::input::{is_lbcast, is_multicast4, is_zeronet, Input4};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::lookup::Res;
 use crate::types::{
@@ -23,22 +23,8 @@ use crate::Fib;
 /// The protocol of an IPv4 `route get` without `ipproto`.
 const IPPROTO_UDP: u8 = 17;
 
-fn is_lbcast(a: u32) -> bool {
-    a == u32::MAX
-}
-/// 0.0.0.0 only: since Linux 5.3 the rest of 0.0.0.0/8 is ordinary unicast.
-fn is_zeronet(a: u32) -> bool {
-    a == 0
-}
 /// 224.0.0.1, the all-hosts group (IGMP_ALL_HOSTS).
 const IGMP_ALL_HOSTS: u32 = 0xe000_0001;
-
-fn is_multicast4(a: u32) -> bool {
-    a >> 28 == 0xe
-}
-fn is_loopback4(a: u32) -> bool {
-    a >> 24 == 127
-}
 
 fn err(e: Errno) -> RtError {
     RtError::new(e)
@@ -63,27 +49,6 @@ impl Fib {
             sport: q.sport.unwrap_or(0),
             dport: q.dport.unwrap_or(0),
             scope: scope::UNIVERSE,
-        }
-    }
-
-    /// The lookup of a `route get`, restricted to one table when the query names one.
-    fn get_lookup(
-        &self,
-        family: Family,
-        q: &RouteQuery,
-        flow: &Flow,
-        lf: LookupFlags,
-    ) -> Result<Res, LookupError> {
-        match q.table {
-            Some(t) => match self.table(family, TableId(t)) {
-                Some(tb) => match self.table_lookup(family, tb, flow, lf) {
-                    crate::lookup::TableResult::Found(r) => Ok(r),
-                    crate::lookup::TableResult::Reject(e) => Err(e),
-                    crate::lookup::TableResult::Continue => Err(LookupError::NoRoute),
-                },
-                None => Err(LookupError::NoRoute),
-            },
-            None => self.fib_lookup(family, flow, lf),
         }
     }
 
@@ -128,8 +93,8 @@ impl Fib {
             // with the FIB entry the lookup matched; a route made without one (the on-link
             // fallback of an output with an oif) is EHOSTUNREACH.
             let res = if q.iif.is_some() {
-                self.input4(q, flow)?;
-                self.get_lookup(Family::Inet, q, &flow, LookupFlags::packet())
+                self.input4(&flow, q.table).map_err(|d| err(d.errno()))?;
+                self.lookup_in(Family::Inet, q.table, &flow, LookupFlags::packet())
                     .map_err(|e| err(e.errno()))?
             } else {
                 self.output4(q, flow)?.1.ok_or(err(Errno::EHOSTUNREACH))?
@@ -142,7 +107,7 @@ impl Fib {
             return Ok(self.entry_route(Family::Inet, res.table, res.key, e));
         }
         if q.iif.is_some() {
-            return self.input4(q, flow);
+            return self.input_answer4(q, &flow);
         }
         self.output4(q, flow).map(|(ans, _)| ans)
     }
@@ -190,7 +155,7 @@ impl Fib {
             }
             return Ok((ans, None));
         }
-        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::packet()) {
+        let mut res = match self.lookup_in(Family::Inet, q.table, &flow, LookupFlags::packet()) {
             Ok(r) => r,
             Err(e) => {
                 if flow.oif != 0 {
@@ -298,150 +263,49 @@ impl Fib {
             || self.addr_type4(a, TableId::LOCAL) == RouteType::Local
     }
 
-    /// ip_route_input_slow.
-    fn input4(&self, q: &RouteQuery, flow: Flow) -> Result<Route, RtError> {
-        let d = flow.dst as u32;
-        let s = flow.src as u32;
-        let iif = flow.iif;
+    /// The answer to `route get ... iif`: the input decision ([`Fib::input4`]) as
+    /// rt_fill_info reports it.
+    fn input_answer4(&self, q: &RouteQuery, flow: &Flow) -> Result<Route, RtError> {
         let mut ans = self.answer(q, Family::Inet);
         ans.src = q.src.map(|a| Prefix { addr: a, len: 32 });
         ans.flags = rtm_flags::CLONED;
         ans.cache = Some(CacheInfo::default());
-        if is_multicast4(s) || is_lbcast(s) {
-            return Err(err(Errno::EINVAL));
-        }
-        if is_lbcast(d) || (s == 0 && d == 0) {
-            // brd_input: a source other than 0.0.0.0 must pass the reverse-path check, which
-            // brd_input runs without the destination (the reverse flow has no source).
-            if s != 0 {
-                self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
+        let (res, rtype) = match self.input4(flow, q.table).map_err(|d| err(d.errno()))? {
+            Input4::LimitedBroadcast => {
+                ans.rtype = RouteType::Broadcast;
+                ans.nexthop.oif = LOOPBACK_IFINDEX;
+                ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
+                return Ok(ans);
             }
-            ans.rtype = RouteType::Broadcast;
-            ans.nexthop.oif = LOOPBACK_IFINDEX;
-            ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
-            return Ok(ans);
-        }
-        if is_multicast4(d) {
-            return Err(err(Errno::EINVAL));
-        }
-        if is_zeronet(s) || is_zeronet(d) || is_loopback4(d) || is_loopback4(s) {
-            return Err(err(Errno::EINVAL));
-        }
-        let fwd = self.settings().ipv4_forwarding;
-        let flow = Flow { oif: 0, ..flow };
-        let mut res = match self.get_lookup(Family::Inet, q, &flow, LookupFlags::packet()) {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(err(if fwd { e.errno() } else { Errno::EHOSTUNREACH }));
+            Input4::Broadcast(res) => {
+                ans.nexthop.oif = LOOPBACK_IFINDEX;
+                ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
+                (res, RouteType::Broadcast)
+            }
+            Input4::Local(res) => {
+                ans.nexthop.oif = LOOPBACK_IFINDEX;
+                ans.flags |= rtcf::LOCAL;
+                (res, RouteType::Local)
+            }
+            Input4::Forward { res, redirect } => {
+                if redirect {
+                    ans.flags |= rtcf::DOREDIRECT;
+                }
+                let info = self.infos.get(res.entry.info);
+                let n = &info.spec.nhs[res.nh];
+                ans.nexthop.oif = n.oif.0;
+                if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
+                    ans.nexthop.gateway = n.gw;
+                }
+                ans.metrics = info.spec.metrics.clone();
+                (res, RouteType::Unicast)
             }
         };
-        let info = self.infos.get(res.entry.info);
         // Answers from a route name its table (the merged trie counts as main).
-        if res.rtype == RouteType::Broadcast {
-            self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
-            ans.table = self.reported_table4(res.table);
-            ans.tos = res.entry.tos;
-            ans.rtype = RouteType::Broadcast;
-            ans.nexthop.oif = LOOPBACK_IFINDEX;
-            ans.flags |= rtcf::BROADCAST | rtcf::LOCAL;
-            return Ok(ans);
-        }
-        if res.rtype == RouteType::Local {
-            self.validate_source4(&flow, IfIndex::NONE)?;
-            ans.table = self.reported_table4(res.table);
-            ans.tos = res.entry.tos;
-            ans.rtype = RouteType::Local;
-            ans.nexthop.oif = LOOPBACK_IFINDEX;
-            ans.flags |= rtcf::LOCAL;
-            return Ok(ans);
-        }
-        if !fwd {
-            return Err(err(Errno::EHOSTUNREACH));
-        }
-        if res.rtype != RouteType::Unicast {
-            return Err(err(Errno::EINVAL));
-        }
-        self.select_multipath(&mut res, &flow);
-        let n = &info.spec.nhs[res.nh];
-        if self.validate_source4(&flow, n.oif)? && n.oif == IfIndex(iif) {
-            ans.flags |= rtcf::DOREDIRECT;
-        }
         ans.table = self.reported_table4(res.table);
         ans.tos = res.entry.tos;
-        ans.rtype = RouteType::Unicast;
-        ans.nexthop.oif = n.oif.0;
-        if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
-            ans.nexthop.gateway = n.gw;
-        }
-        ans.metrics = info.spec.metrics.clone();
+        ans.rtype = rtype;
         Ok(ans)
-    }
-
-    /// fib_validate_source: martian and reverse-path checks of an input packet's source
-    /// (`oif` is the output device of a forwarded packet, 0 for local delivery). `Ok(true)`
-    /// when the source is directly connected through the input device (a redirect may be
-    /// due).
-    fn validate_source4(&self, flow: &Flow, oif: IfIndex) -> Result<bool, RtError> {
-        let (s, d, iif) = (flow.src as u32, flow.dst as u32, flow.iif);
-        // IN_DEV_RPFILTER: the larger of conf.all and the input link's own setting.
-        let rpf = self
-            .confs
-            .rp_filter(self.settings().rp_filter, IfIndex(iif));
-        // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
-        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif.0 {
-            if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
-                return Err(err(Errno::EINVAL));
-            }
-            return Ok(false);
-        }
-        // A reverse-path failure is fib_validate_source's EXDEV, but since the kernel's input
-        // path returns drop reasons (6.13), `route get ... iif` answers every dropped input
-        // with EINVAL: so does fibre.
-        let last_resort = || {
-            if rpf != 0 {
-                Err(err(Errno::EINVAL))
-            } else {
-                Ok(false)
-            }
-        };
-        // The reverse flow keeps the packet's protocol and swaps its ports.
-        let rev = Flow {
-            dst: s as u128,
-            src: d as u128,
-            iif: if oif != IfIndex::NONE {
-                oif.0
-            } else {
-                LOOPBACK_IFINDEX
-            },
-            tos: flow.tos,
-            proto: flow.proto,
-            sport: flow.dport,
-            dport: flow.sport,
-            ..Flow::empty()
-        };
-        let Ok(res) = self.fib_lookup(Family::Inet, &rev, LookupFlags::packet()) else {
-            return last_resort();
-        };
-        if res.rtype != RouteType::Unicast {
-            return Err(err(Errno::EINVAL));
-        }
-        let info = self.infos.get(res.entry.info);
-        if info.spec.nhs.iter().any(|n| n.oif == IfIndex(iif)) {
-            return Ok(info.nh[res.nh].scope >= scope::HOST);
-        }
-        if self.links.get(IfIndex(iif)).is_none_or(|l| l.v4.is_empty()) {
-            return last_resort();
-        }
-        if rpf == 1 {
-            return Err(err(Errno::EINVAL));
-        }
-        let rev = Flow { oif: iif, ..rev };
-        match self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) {
-            Ok(r) if r.rtype == RouteType::Unicast => {
-                Ok(self.infos.get(r.entry.info).nh[r.nh].scope >= scope::HOST)
-            }
-            _ => Ok(false),
-        }
     }
 
     fn get6(&self, q: &RouteQuery) -> Result<Route, RtError> {
@@ -450,19 +314,10 @@ impl Fib {
             return Err(err(Errno::EINVAL));
         };
         let input = q.iif.is_some();
-        let need_strict =
-            d6.is_multicast() || d6.is_loopback() || d6.segments()[0] & 0xffc0 == 0xfe80;
-        let strict = need_strict || (!input && flow.oif != 0 && flow.src == 0);
-        let lf = LookupFlags {
-            strict_oif: strict,
-            iif_as_oif: input,
-            linkdown_conf: true,
-        };
-        let mut res = self
-            .get_lookup(Family::Inet6, q, &flow, lf)
+        let res = self
+            .lookup6(&flow, q.table, input)
             .map_err(|e| err(e.errno()))?;
         let info = self.infos.get(res.entry.info);
-        self.select_multipath(&mut res, &flow);
         if q.fibmatch {
             let t = self.t6.get(&res.table).expect("result table exists");
             let e = t

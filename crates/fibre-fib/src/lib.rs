@@ -28,12 +28,13 @@
 //!    [`rule`] (policy rules), [`srcsel`] (source address selection).
 //! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects),
 //!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
-//!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`get`]
-//!    (answers to `route get`), [`sync`] (effects of link and address events), and [`conf`]
-//!    (per-link settings), [`neigh`] (ARP/NDP neighbours and proxies, and their resolution
-//!    states on the data plane's clock), [`local`] (the router's own links and addresses as
-//!    the data plane asks about them), [`notify`] (route change notices), [`gc`] (expiry
-//!    passes), which use none of the others.
+//!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`input`]
+//!    (the input route decision for packets), [`get`] (answers to `route get`), [`sync`]
+//!    (effects of link and address events), and [`conf`] (per-link settings), [`neigh`]
+//!    (ARP/NDP neighbours and proxies, and their resolution states on the data plane's
+//!    clock), [`local`] (the router's own links and addresses as the data plane asks about
+//!    them), [`notify`] (route change notices), [`gc`] (expiry passes), which use none of the
+//!    others.
 
 #![forbid(unsafe_code)]
 
@@ -48,6 +49,7 @@ mod gc;
 mod get;
 pub mod hash;
 mod ids;
+mod input;
 mod link;
 mod local;
 mod lookup;
@@ -77,6 +79,7 @@ pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use flow::Flow;
+pub use input::{DstRef, ForwardHop, ForwardRoute, InputDrop, InputKey, InputRoute};
 pub use link::LOOPBACK_IFINDEX;
 pub use neigh::resolve::{Heard, Learn, NudAction, NudParams, Override};
 pub use route4::RouteHint;

@@ -383,10 +383,16 @@ impl Infos {
     /// Whether `d` is the current result of its next hop (see `dst`).
     #[inline]
     pub fn dst_is_current(&self, d: &Dst) -> bool {
-        d.at.info
+        self.dst_at(d.at).is_some_and(|x| x.gen == d.gen)
+    }
+
+    /// The result stored at `at`, if its info lives.
+    #[inline]
+    pub fn dst_at(&self, at: DstAt) -> Option<&Dst> {
+        at.info
             .and_then(|id| self.slots.get(id.slot())?.as_ref())
-            .and_then(|i| i.nh.get(d.at.nh))
-            .is_some_and(|s| s.dst.gen == d.gen)
+            .and_then(|i| i.nh.get(at.nh))
+            .map(|s| &s.dst)
     }
 
     pub fn hold(&mut self, id: InfoId) {
@@ -480,6 +486,14 @@ impl Infos {
         self.slots[id.slot()]
             .as_ref()
             .expect("entry points at a live info")
+    }
+
+    /// The live infos, by slot.
+    pub fn iter(&self) -> impl Iterator<Item = (InfoId, &Info)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((InfoId::new(i), s.as_ref()?)))
     }
 
     pub fn ids(&self) -> Vec<InfoId> {

@@ -10,6 +10,7 @@ use crate::*;
 
 mod conf;
 mod dst;
+mod input;
 mod resilient;
 
 fn ip(s: &str) -> IpAddr {

@@ -27,6 +27,7 @@ const LAYERS: [&[&str]; 3] = [
         "route4",
         "route6",
         "exception",
+        "input",
         "get",
         "sync",
         "conf",

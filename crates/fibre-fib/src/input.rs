@@ -1,0 +1,547 @@
+//! The input route decision: what the kernel decides for a packet received on a link, as
+//! [`Fib::route_input`] answers it per packet for the data plane and as `route get ... iif`
+//! answers it (`get` builds its answers on the same functions, so the two cannot disagree).
+//!
+//! IPv4 follows ip_route_input_slow: martian addresses, the limited broadcast, the rules
+//! walk, then fib_validate_source (the martian-source and reverse-path checks) for local,
+//! broadcast and forwarded packets. IPv6 follows ip6_route_input: the rules walk with the input
+//! link standing for the output link (RT6_LOOKUP_F_IFACE for multicast, loopback and
+//! link-local destinations), then the type of the route found; the forwarding switch and the
+//! redirect condition are ip6_forward's.
+//!
+//! Rules for callers: [`Fib::route_input`] takes `&self`, never allocates and returns `Copy`
+//! values; a [`DstRef`] stays meaningful only while [`Fib::dst_ref_is_current`] says so (the
+//! contract of `dst`). What a drop leads to on the wire is stated on each [`InputDrop`]
+//! variant: the route lookup decides, the ICMP error is the caller's to build.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use crate::dst::{Dst, DstAt, LookupError};
+use crate::flow::{Flow, LookupFlags};
+use crate::ids::{IfIndex, InfoId, TableId};
+use crate::link::LOOPBACK_IFINDEX;
+use crate::lookup::{Res, TableResult};
+use crate::prefix::{ip_u128, u128_ip};
+use crate::types::{scope, Errno, Family, RouteType};
+use crate::Fib;
+
+/// A received packet as the input route decision sees it (the fields of the kernel's flowi4 /
+/// flowi6 that ip_route_input_slow and ip6_route_input fill from the packet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputKey {
+    pub dst: IpAddr,
+    pub src: IpAddr,
+    /// The link the packet came in on.
+    pub iif: u32,
+    /// IPv4: the header's TOS byte (only IPTOS_RT_MASK bits select routes and rules); IPv6:
+    /// the traffic class.
+    pub tos: u8,
+    pub mark: u32,
+    /// The transport protocol (IPv6: the last next header), for rules that select on it.
+    pub proto: u8,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+/// Where an input packet goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputRoute {
+    /// To this host: a local address (IPv6 also an anycast address, or a multicast group the
+    /// input link joined).
+    Local {
+        /// The table of the route that said so.
+        table: u32,
+    },
+    /// A broadcast to this host's subnet or the limited broadcast: delivered here, never
+    /// forwarded.
+    Broadcast {
+        /// The table of the broadcast route; `None` for 255.255.255.255 and for a packet from
+        /// and to 0.0.0.0, which the kernel takes as broadcasts before any lookup.
+        table: Option<u32>,
+    },
+    Forward(ForwardRoute),
+}
+
+/// A packet to forward: the chosen next hop's forwarding result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardRoute {
+    /// The output link.
+    pub oif: u32,
+    /// The neighbour to send to: the gateway of a next hop that has one at link scope (the
+    /// kernel's rt_gw4 / rt6i_gateway); `None` when the destination is on link and the
+    /// packet's own destination is the neighbour.
+    pub gateway: Option<IpAddr>,
+    /// The MTU the kernel's forward path checks the packet against: for IPv4 the route's `mtu`
+    /// metric, else the output link's MTU (ip_dst_mtu_maybe_forward, without
+    /// ip_forward_use_pmtu); for IPv6 the output link's MTU, the route's metric only when
+    /// locked (ip6_dst_mtu_maybe_forward). PMTU exceptions are not used for forwarding.
+    pub mtu: u32,
+    /// RTCF_DOREDIRECT: the packet leaves by the link it came in on, towards a source on
+    /// that link, so the kernel sends an ICMP redirect (IPv4: __mkroute_input with the
+    /// default send_redirects and shared_media; IPv6: ip6_forward's condition, which also
+    /// excludes source-routed packets, a check for the caller that parses the header).
+    pub redirect: bool,
+    /// The table the route lives in.
+    pub table: u32,
+    /// The next hop's forwarding result, as a handle (see [`DstRef`]).
+    pub dst: DstRef,
+}
+
+/// A handle of one next hop's forwarding result ([`Dst`]): where it lives and which
+/// generation of it the decision saw. Forwarding state built beside the FIB keys its per-next-
+/// hop objects by [`DstRef::slot`] and [`DstRef::hop`] (small, dense numbers) and checks
+/// [`DstRef::gen`] against what it built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DstRef {
+    slot: u32,
+    hop: u32,
+    gen: u64,
+}
+
+impl DstRef {
+    fn of(d: &Dst) -> DstRef {
+        DstRef {
+            slot: d.at.info.map_or(u32::MAX, |i| i.raw()),
+            hop: d.at.nh as u32,
+            gen: d.gen,
+        }
+    }
+
+    /// The slot of the route info holding the next hop: below the number of infos the FIB
+    /// ever held at once.
+    #[inline]
+    pub fn slot(self) -> usize {
+        self.slot as usize
+    }
+
+    /// The next hop's position in its route info.
+    #[inline]
+    pub fn hop(self) -> usize {
+        self.hop as usize
+    }
+
+    /// The result's generation (see `Dst::gen`).
+    #[inline]
+    pub fn gen(self) -> u64 {
+        self.gen
+    }
+}
+
+/// A next hop packets can be forwarded through, as [`Fib::forward_hops`] lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardHop {
+    pub dst: DstRef,
+    pub oif: u32,
+    /// As [`ForwardRoute::gateway`].
+    pub gateway: Option<IpAddr>,
+}
+
+/// Why an input packet is not delivered or forwarded: one variant per outcome of the kernel's
+/// input path, each saying what the kernel sends back (dst.input = ip_error for IPv4; the
+/// reject routes' ip6_pkt_discard / ip6_pkt_prohibit for IPv6). ICMP errors from these are
+/// rate-limited by the kernel (IPv4 ip_error: a token bucket per source, on top of the
+/// icmp_ratelimit rules; IPv6: icmpv6_xrlim_allow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputDrop {
+    /// A source that is multicast, the limited broadcast, 0.0.0.0 (with a destination other
+    /// than 0.0.0.0) or in 127/8 (ip_route_input_slow's `martian_source`,
+    /// SKB_DROP_REASON_IP_INVALID_SOURCE). Silent.
+    MartianSource,
+    /// The route back to the source is not unicast: the source is one of this host's
+    /// addresses (fib_validate_source without accept_local), or the route back is a broadcast
+    /// or reject route (fib_validate_source's EINVAL, SKB_DROP_REASON_IP_LOCAL_SOURCE). Silent.
+    LocalSource,
+    /// Reverse-path filtering failed (rp_filter 1 or 2: the source is not reachable back
+    /// through the input link, or not at all; SKB_DROP_REASON_IP_RPFILTER). Silent.
+    ReversePath,
+    /// A destination that is 0.0.0.0 or in 127/8, or a route found of a type that is neither
+    /// local, broadcast nor unicast (`martian_destination`,
+    /// SKB_DROP_REASON_IP_INVALID_DEST). Silent.
+    MartianDestination,
+    /// An IPv4 multicast destination, or an IPv6 one that the input link did not join:
+    /// fibre routes no multicast (the kernel forwards it only with a multicast router
+    /// running). Silent.
+    Multicast,
+    /// No route (ENETUNREACH). IPv4: ip_error sends destination unreachable, net
+    /// unreachable (type 3 code 0). IPv6: ip6_pkt_discard sends destination unreachable, no
+    /// route (type 1 code 0), except to an unspecified destination.
+    NoRoute,
+    /// An `unreachable` route or rule (EHOSTUNREACH). IPv4: host unreachable (type 3 code
+    /// 1). IPv6: ip6_pkt_discard, no route (type 1 code 0).
+    Unreachable,
+    /// A `prohibit` route or rule (EACCES). IPv4: communication administratively prohibited
+    /// (type 3 code 13, ICMP_PKT_FILTERED). IPv6: ip6_pkt_prohibit, administratively
+    /// prohibited (type 1 code 1).
+    Prohibit,
+    /// A `blackhole` route or rule (EINVAL). Silent.
+    Blackhole,
+    /// Forwarding is off. IPv4: a packet not for this host, and any failed lookup, become
+    /// EHOSTUNREACH, which ip_error drops without an error when forwarding is off (counted as
+    /// InAddrErrors). IPv6: ip6_forward drops a packet to forward (InAddrErrors); reject
+    /// routes keep their own outcome. Silent.
+    ForwardingOff,
+}
+
+impl InputDrop {
+    /// The error `route get ... iif` answers with: since Linux 6.13 the kernel's input path
+    /// returns drop reasons, and every source or destination check answers EINVAL (a
+    /// reverse-path failure included, which fib_validate_source itself reports as EXDEV).
+    pub fn errno(self) -> Errno {
+        match self {
+            InputDrop::NoRoute => Errno::ENETUNREACH,
+            InputDrop::Unreachable | InputDrop::ForwardingOff => Errno::EHOSTUNREACH,
+            InputDrop::Prohibit => Errno::EACCES,
+            InputDrop::MartianSource
+            | InputDrop::LocalSource
+            | InputDrop::ReversePath
+            | InputDrop::MartianDestination
+            | InputDrop::Multicast
+            | InputDrop::Blackhole => Errno::EINVAL,
+        }
+    }
+
+    fn of(e: LookupError) -> InputDrop {
+        match e {
+            LookupError::NoRoute | LookupError::NoDevice => InputDrop::NoRoute,
+            LookupError::Unreachable => InputDrop::Unreachable,
+            LookupError::Prohibit => InputDrop::Prohibit,
+            LookupError::Blackhole => InputDrop::Blackhole,
+        }
+    }
+}
+
+/// The IPv4 decision with the lookup result it came from (which `route get` reports).
+pub(crate) enum Input4 {
+    /// 255.255.255.255, or 0.0.0.0 to 0.0.0.0: no lookup made.
+    LimitedBroadcast,
+    Broadcast(Res),
+    Local(Res),
+    Forward {
+        res: Res,
+        redirect: bool,
+    },
+}
+
+pub(crate) fn is_lbcast(a: u32) -> bool {
+    a == u32::MAX
+}
+/// 0.0.0.0 only: since Linux 5.3 the rest of 0.0.0.0/8 is ordinary unicast.
+pub(crate) fn is_zeronet(a: u32) -> bool {
+    a == 0
+}
+pub(crate) fn is_multicast4(a: u32) -> bool {
+    a >> 28 == 0xe
+}
+pub(crate) fn is_loopback4(a: u32) -> bool {
+    a >> 24 == 127
+}
+
+/// RTAX_MTU's bit in a route's `lock` metric.
+const LOCK_MTU: u32 = 1 << 2;
+
+impl Fib {
+    /// The kernel's input route decision for a packet received on link `k.iif`: deliver
+    /// here, take as a broadcast, forward through a next hop, or drop (see [`InputDrop`] for
+    /// the ICMP error each drop leads to). Multipath routes choose the next hop by the
+    /// packet's flow hash. No allocation, no lock: the data plane's per-packet call.
+    pub fn route_input(&self, k: &InputKey) -> Result<InputRoute, InputDrop> {
+        let flow = Flow {
+            dst: ip_u128(k.dst),
+            src: ip_u128(k.src),
+            iif: k.iif,
+            tos: k.tos,
+            mark: k.mark,
+            proto: k.proto,
+            sport: k.sport,
+            dport: k.dport,
+            ..Flow::empty()
+        };
+        match (k.dst, k.src) {
+            (IpAddr::V4(_), IpAddr::V4(_)) => Ok(match self.input4(&flow, None)? {
+                Input4::LimitedBroadcast => InputRoute::Broadcast { table: None },
+                Input4::Broadcast(res) => InputRoute::Broadcast {
+                    table: Some(res.table.0),
+                },
+                Input4::Local(res) => InputRoute::Local { table: res.table.0 },
+                Input4::Forward { res, redirect } => {
+                    let d = self.res_dst(&res);
+                    InputRoute::Forward(ForwardRoute {
+                        oif: d.oif,
+                        gateway: self.neighbour_gateway(&res),
+                        mtu: d.mtu,
+                        redirect,
+                        table: res.table.0,
+                        dst: DstRef::of(d),
+                    })
+                }
+            }),
+            (IpAddr::V6(d6), IpAddr::V6(_)) => self.input6(&flow, &d6),
+            _ => Err(InputDrop::MartianSource),
+        }
+    }
+
+    /// Whether the result `r` names is still its next hop's (see `dst`'s contract).
+    #[inline]
+    pub fn dst_ref_is_current(&self, r: DstRef) -> bool {
+        self.dst_of(r).is_some_and(|d| d.gen == r.gen)
+    }
+
+    /// The current result of the next hop `r` names, whatever its generation; `None` once
+    /// its route info is gone.
+    pub fn dst_of(&self, r: DstRef) -> Option<&Dst> {
+        self.infos.dst_at(DstAt {
+            info: (r.slot != u32::MAX).then(|| InfoId::new(r.slot())),
+            nh: r.hop(),
+        })
+    }
+
+    /// Every unicast next hop with an output link that a [`ForwardRoute`] can name, with its
+    /// current handle: what forwarding state built beside the FIB is built from.
+    pub fn forward_hops(&self) -> impl Iterator<Item = ForwardHop> + '_ {
+        self.infos.iter().flat_map(|(_, info)| {
+            let unicast = self.effective_type(info) == RouteType::Unicast;
+            info.nh
+                .iter()
+                .zip(&info.spec.nhs)
+                .filter(move |(_, n)| unicast && n.oif != IfIndex::NONE)
+                .map(|(st, n)| ForwardHop {
+                    dst: DstRef::of(&st.dst),
+                    oif: st.dst.oif,
+                    gateway: n.gw.filter(|_| st.scope == scope::LINK),
+                })
+        })
+    }
+
+    fn res_dst(&self, res: &Res) -> &Dst {
+        &self.infos.get(res.entry.info).nh[res.nh].dst
+    }
+
+    /// The gateway packets are sent to (rt_set_nexthop: only a gateway at link scope).
+    fn neighbour_gateway(&self, res: &Res) -> Option<IpAddr> {
+        let info = self.infos.get(res.entry.info);
+        info.spec.nhs[res.nh]
+            .gw
+            .filter(|_| info.nh[res.nh].scope == scope::LINK)
+    }
+
+    /// The rules walk of an input or `route get` lookup, or one table's lookup when `table`
+    /// names one (RTM_F_LOOKUP_TABLE).
+    pub(crate) fn lookup_in(
+        &self,
+        family: Family,
+        table: Option<u32>,
+        flow: &Flow,
+        lf: LookupFlags,
+    ) -> Result<Res, LookupError> {
+        match table {
+            Some(t) => match self.table(family, TableId(t)) {
+                Some(tb) => match self.table_lookup(family, tb, flow, lf) {
+                    TableResult::Found(r) => Ok(r),
+                    TableResult::Reject(e) => Err(e),
+                    TableResult::Continue => Err(LookupError::NoRoute),
+                },
+                None => Err(LookupError::NoRoute),
+            },
+            None => self.fib_lookup(family, flow, lf),
+        }
+    }
+
+    /// ip_route_input_slow for `flow` (its `oif` is ignored), restricted to one table when
+    /// `table` names one.
+    pub(crate) fn input4(&self, flow: &Flow, table: Option<u32>) -> Result<Input4, InputDrop> {
+        let d = flow.dst as u32;
+        let s = flow.src as u32;
+        if is_multicast4(s) || is_lbcast(s) {
+            return Err(InputDrop::MartianSource);
+        }
+        if is_lbcast(d) || (s == 0 && d == 0) {
+            // brd_input: a source other than 0.0.0.0 must pass the reverse-path check, which
+            // brd_input runs without the destination (the reverse flow has no source).
+            if s != 0 {
+                self.validate_source4(&Flow { dst: 0, ..*flow }, IfIndex::NONE)?;
+            }
+            return Ok(Input4::LimitedBroadcast);
+        }
+        if is_multicast4(d) {
+            return Err(InputDrop::Multicast);
+        }
+        if is_zeronet(s) {
+            return Err(InputDrop::MartianSource);
+        }
+        if is_zeronet(d) || is_loopback4(d) {
+            return Err(InputDrop::MartianDestination);
+        }
+        if is_loopback4(s) {
+            return Err(InputDrop::MartianSource);
+        }
+        let fwd = self.settings().ipv4_forwarding;
+        let flow = Flow { oif: 0, ..*flow };
+        let mut res = match self.lookup_in(Family::Inet, table, &flow, LookupFlags::packet()) {
+            Ok(r) => r,
+            Err(_) if !fwd => return Err(InputDrop::ForwardingOff),
+            Err(e) => return Err(InputDrop::of(e)),
+        };
+        match res.rtype {
+            RouteType::Broadcast => {
+                self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
+                return Ok(Input4::Broadcast(res));
+            }
+            RouteType::Local => {
+                self.validate_source4(&flow, IfIndex::NONE)?;
+                return Ok(Input4::Local(res));
+            }
+            _ if !fwd => return Err(InputDrop::ForwardingOff),
+            RouteType::Unicast => {}
+            _ => return Err(InputDrop::MartianDestination),
+        }
+        self.select_multipath(&mut res, &flow);
+        let oif = self.infos.get(res.entry.info).spec.nhs[res.nh].oif;
+        let redirect = self.validate_source4(&flow, oif)? && oif == IfIndex(flow.iif);
+        Ok(Input4::Forward { res, redirect })
+    }
+
+    /// fib_validate_source: martian and reverse-path checks of an input packet's source
+    /// (`oif` is the output device of a forwarded packet, none for local delivery). `Ok(true)`
+    /// when the source is directly connected through the input device (a redirect may be
+    /// due).
+    fn validate_source4(&self, flow: &Flow, oif: IfIndex) -> Result<bool, InputDrop> {
+        let (s, d, iif) = (flow.src as u32, flow.dst as u32, flow.iif);
+        // IN_DEV_RPFILTER: the larger of conf.all and the input link's own setting.
+        let rpf = self
+            .confs
+            .rp_filter(self.settings().rp_filter, IfIndex(iif));
+        // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
+        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif.0 {
+            if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
+                return Err(InputDrop::LocalSource);
+            }
+            return Ok(false);
+        }
+        let last_resort = || {
+            if rpf != 0 {
+                Err(InputDrop::ReversePath)
+            } else {
+                Ok(false)
+            }
+        };
+        // The reverse flow keeps the packet's protocol and swaps its ports.
+        let rev = Flow {
+            dst: s as u128,
+            src: d as u128,
+            iif: if oif != IfIndex::NONE {
+                oif.0
+            } else {
+                LOOPBACK_IFINDEX
+            },
+            tos: flow.tos,
+            proto: flow.proto,
+            sport: flow.dport,
+            dport: flow.sport,
+            ..Flow::empty()
+        };
+        let Ok(res) = self.fib_lookup(Family::Inet, &rev, LookupFlags::packet()) else {
+            return last_resort();
+        };
+        if res.rtype != RouteType::Unicast {
+            return Err(InputDrop::LocalSource);
+        }
+        let info = self.infos.get(res.entry.info);
+        if info.spec.nhs.iter().any(|n| n.oif == IfIndex(iif)) {
+            return Ok(info.nh[res.nh].scope >= scope::HOST);
+        }
+        if self.links.get(IfIndex(iif)).is_none_or(|l| l.v4.is_empty()) {
+            return last_resort();
+        }
+        if rpf == 1 {
+            return Err(InputDrop::ReversePath);
+        }
+        let rev = Flow { oif: iif, ..rev };
+        match self.fib_lookup(Family::Inet, &rev, LookupFlags::default()) {
+            Ok(r) if r.rtype == RouteType::Unicast => {
+                Ok(self.infos.get(r.entry.info).nh[r.nh].scope >= scope::HOST)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// ip6_route_input_lookup (`input`) or the table walk of ip6_route_output: the lookup
+    /// flags the destination calls for, then multipath selection.
+    pub(crate) fn lookup6(
+        &self,
+        flow: &Flow,
+        table: Option<u32>,
+        input: bool,
+    ) -> Result<Res, LookupError> {
+        let d6 = match u128_ip(Family::Inet6, flow.dst) {
+            IpAddr::V6(a) => a,
+            IpAddr::V4(_) => Ipv6Addr::UNSPECIFIED,
+        };
+        let need_strict =
+            d6.is_multicast() || d6.is_loopback() || d6.segments()[0] & 0xffc0 == 0xfe80;
+        let strict = need_strict || (!input && flow.oif != 0 && flow.src == 0);
+        let lf = LookupFlags {
+            strict_oif: strict,
+            iif_as_oif: input,
+            linkdown_conf: true,
+        };
+        let mut res = self.lookup_in(Family::Inet6, table, flow, lf)?;
+        self.select_multipath(&mut res, flow);
+        Ok(res)
+    }
+
+    /// ip6_route_input, then what the route found's input function does with the packet.
+    fn input6(&self, flow: &Flow, d6: &Ipv6Addr) -> Result<InputRoute, InputDrop> {
+        let res = self.lookup6(flow, None, true).map_err(InputDrop::of)?;
+        let info = self.infos.get(res.entry.info);
+        let table = res.table.0;
+        if res.rtype == RouteType::Local || info.spec.rtf_anycast {
+            return Ok(InputRoute::Local { table });
+        }
+        if d6.is_multicast() {
+            return match self.joined6(IfIndex(flow.iif), d6) {
+                true => Ok(InputRoute::Local { table }),
+                false => Err(InputDrop::Multicast),
+            };
+        }
+        if !self.settings().ipv6_forwarding {
+            return Err(InputDrop::ForwardingOff);
+        }
+        let d = self.res_dst(&res);
+        let locked = info.spec.metrics.lock & LOCK_MTU != 0;
+        let mtu = match info.spec.mtu_of(res.nh) {
+            Some(m) if locked => m,
+            Some(_) => self.links.get(IfIndex(d.oif)).map_or(d.mtu, |l| l.mtu),
+            None => d.mtu,
+        };
+        Ok(InputRoute::Forward(ForwardRoute {
+            oif: d.oif,
+            gateway: self.neighbour_gateway(&res),
+            mtu,
+            redirect: d.oif == flow.iif,
+            table,
+            dst: DstRef::of(d),
+        }))
+    }
+
+    /// Whether link `dev` is in multicast group `g`: every IPv6 link joins all-nodes
+    /// (ipv6_add_dev), all-routers while forwarding (dev_forward_change) and the
+    /// solicited-node group of each of its addresses (addrconf_join_solict).
+    fn joined6(&self, dev: IfIndex, g: &Ipv6Addr) -> bool {
+        let s = g.segments();
+        let all_nodes = s == [0xff01, 0, 0, 0, 0, 0, 0, 1] || s == [0xff02, 0, 0, 0, 0, 0, 0, 1];
+        let all_routers =
+            matches!(s[0], 0xff01 | 0xff02 | 0xff05) && s[1..] == [0, 0, 0, 0, 0, 0, 2];
+        if all_nodes || (all_routers && self.settings().ipv6_forwarding) {
+            return true;
+        }
+        let solicited = s[..6] == [0xff02, 0, 0, 0, 0, 1] && s[6] >> 8 == 0xff;
+        solicited
+            && self.links.get(dev).is_some_and(|l| {
+                l.v6.iter().any(|a| {
+                    let o = a.addr.octets();
+                    let go = g.octets();
+                    o[13..] == go[13..]
+                })
+            })
+    }
+}
