@@ -12,5 +12,6 @@
 #![forbid(unsafe_code)]
 
 pub mod drop;
+pub mod forward;
 pub mod icmp;
 pub mod rx;
