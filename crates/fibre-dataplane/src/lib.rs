@@ -14,4 +14,5 @@
 pub mod drop;
 pub mod forward;
 pub mod icmp;
+pub mod ratelimit;
 pub mod rx;
