@@ -13,6 +13,7 @@
 
 pub mod drop;
 pub mod forward;
+pub mod frag;
 pub mod icmp;
 pub mod ratelimit;
 pub mod rx;
