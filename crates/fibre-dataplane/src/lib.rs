@@ -4,5 +4,17 @@
 //! The crate reads the routing state (`fibre_fib::Fib`) and never changes it: what a packet
 //! teaches (a neighbour's address) leaves as an event for the writer. Nothing here locks or
 //! allocates per packet; buffers come from a `fibre_packet::Pool` allocated once.
+//!
+//! The per-packet stages are pure functions over a frame's bytes, each documenting what it
+//! reads, what it writes and what it returns, in the order a packet meets them:
+//! [`rx`] (receive checks), [`forward`] (TTL, options, MTU), [`frag`] (IPv4 fragmentation),
+//! [`icmp`] (errors and echo replies) with [`ratelimit`], and [`drop`] (reasons and counters).
 #![forbid(unsafe_code)]
+
+pub mod drop;
+pub mod forward;
+pub mod frag;
+pub mod icmp;
+pub mod ratelimit;
+pub mod rx;
 pub mod waiting;
