@@ -99,11 +99,23 @@ pub enum DropReason {
     RejectRoute,
     /// `DEV_READY`: the egress link is down or has no carrier.
     DevReady,
+    /// `IPV6_NDISC_HOP_LIMIT`: an NDP message whose hop limit is not 255 (it came from
+    /// beyond the link).
+    Ipv6NdiscHopLimit,
+    /// `IPV6_NDISC_BAD_CODE`: an NDP message with a code other than 0.
+    Ipv6NdiscBadCode,
+    /// `IPV6_NDISC_BAD_OPTIONS`: a malformed NDP message or option, or one that breaks a
+    /// rule of RFC 4861 section 7.1 (a multicast target, a solicited advertisement to a
+    /// group, a duplicate address probe with a link-layer option).
+    Ipv6NdiscBadOptions,
+    /// `IPV6_NDISC_NS_OTHERHOST`: a neighbour solicitation for an address that is not the
+    /// router's (nor proxied).
+    Ipv6NdiscNsOtherhost,
 }
 
 impl DropReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`.
-    pub const ALL: [DropReason; 24] = [
+    pub const ALL: [DropReason; 28] = [
         DropReason::NotSpecified,
         DropReason::Otherhost,
         DropReason::UnhandledProto,
@@ -128,6 +140,10 @@ impl DropReason {
         DropReason::Blackhole,
         DropReason::RejectRoute,
         DropReason::DevReady,
+        DropReason::Ipv6NdiscHopLimit,
+        DropReason::Ipv6NdiscBadCode,
+        DropReason::Ipv6NdiscBadOptions,
+        DropReason::Ipv6NdiscNsOtherhost,
     ];
 
     /// How many reasons there are: the length of [`DropCounters`]' array.
@@ -166,6 +182,10 @@ impl DropReason {
             DropReason::Blackhole => "BLACKHOLE",
             DropReason::RejectRoute => "REJECT_ROUTE",
             DropReason::DevReady => "DEV_READY",
+            DropReason::Ipv6NdiscHopLimit => "IPV6_NDISC_HOP_LIMIT",
+            DropReason::Ipv6NdiscBadCode => "IPV6_NDISC_BAD_CODE",
+            DropReason::Ipv6NdiscBadOptions => "IPV6_NDISC_BAD_OPTIONS",
+            DropReason::Ipv6NdiscNsOtherhost => "IPV6_NDISC_NS_OTHERHOST",
         }
     }
 

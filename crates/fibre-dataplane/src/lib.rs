@@ -17,4 +17,6 @@ pub mod frag;
 pub mod icmp;
 pub mod ratelimit;
 pub mod rx;
+pub mod neigh;
+pub mod pipeline;
 pub mod waiting;

@@ -18,7 +18,7 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use fibre_fib::{Fib, Heard, InputKey, InputRoute, Learn, Override, RouteType};
-use fibre_wire::consts::{ethertype, ip_proto};
+use fibre_wire::consts::{arp as arp_op, ethertype, ip_proto};
 use fibre_wire::ethernet::{self, Address};
 use fibre_wire::ndp::{self, na_flags};
 use fibre_wire::ndp_option::NdpOption;
@@ -128,7 +128,7 @@ pub fn arp_input(fib: &Fib, link: OnLink, body: &[u8], out: &mut [u8]) -> Outcom
     let Ok(a) = arp::Repr::parse(&p) else {
         return Outcome::dropped(DropReason::NotSpecified);
     };
-    if a.operation != arp::OP_REQUEST && a.operation != arp::OP_REPLY {
+    if a.operation != arp_op::OP_REQUEST && a.operation != arp_op::OP_REPLY {
         return Outcome::dropped(DropReason::NotSpecified);
     }
     let (sip, tip) = (a.source_protocol_addr, a.target_protocol_addr);
@@ -137,7 +137,7 @@ pub fn arp_input(fib: &Fib, link: OnLink, body: &[u8], out: &mut [u8]) -> Outcom
     }
     let sha = a.source_hardware_addr.0;
     let reply = arp::Repr {
-        operation: arp::OP_REPLY,
+        operation: arp_op::OP_REPLY,
         source_hardware_addr: Address(link.mac),
         source_protocol_addr: tip,
         target_hardware_addr: Address(sha),
@@ -146,14 +146,14 @@ pub fn arp_input(fib: &Fib, link: OnLink, body: &[u8], out: &mut [u8]) -> Outcom
     // A duplicate address probe (RFC 5227): answered for our own address, nothing learnt.
     if sip.is_unspecified() {
         let mut o = Outcome::consumed();
-        if a.operation == arp::OP_REQUEST
+        if a.operation == arp_op::OP_REQUEST
             && fib.addr_type4_on(link.ifindex, tip) == RouteType::Local
         {
-            o.reply_len = write_arp(out, arp::OP_REPLY, sha, &reply);
+            o.reply_len = write_arp(out, arp_op::OP_REPLY, sha, &reply);
         }
         return o;
     }
-    if a.operation == arp::OP_REQUEST {
+    if a.operation == arp_op::OP_REQUEST {
         let key = InputKey {
             dst: IpAddr::V4(tip),
             src: IpAddr::V4(sip),
@@ -174,7 +174,7 @@ pub fn arp_input(fib: &Fib, link: OnLink, body: &[u8], out: &mut [u8]) -> Outcom
         };
         if answer {
             return Outcome {
-                reply_len: write_arp(out, arp::OP_REPLY, sha, &reply),
+                reply_len: write_arp(out, arp_op::OP_REPLY, sha, &reply),
                 learned: Some(Learned {
                     ifindex: link.ifindex,
                     addr: IpAddr::V4(sip),
@@ -191,9 +191,9 @@ pub fn arp_input(fib: &Fib, link: OnLink, body: &[u8], out: &mut [u8]) -> Outcom
     // same unicast address; for a reply also the same hardware addresses) overrides at once,
     // others after the lock time; a unicast reply confirms.
     let garp = sip == tip
-        && (a.operation != arp::OP_REPLY || a.target_hardware_addr.0 == sha)
+        && (a.operation != arp_op::OP_REPLY || a.target_hardware_addr.0 == sha)
         && fib.addr_type4_on(link.ifindex, sip) == RouteType::Unicast;
-    let confirmed = a.operation == arp::OP_REPLY && link.l2 == L2Class::Host;
+    let confirmed = a.operation == arp_op::OP_REPLY && link.l2 == L2Class::Host;
     Outcome {
         reply_len: 0,
         learned: Some(Learned {
@@ -236,13 +236,13 @@ pub fn arp_request(
         return 0;
     };
     let r = arp::Repr {
-        operation: arp::OP_REQUEST,
+        operation: arp_op::OP_REQUEST,
         source_hardware_addr: Address(mac),
         source_protocol_addr: sip,
         target_hardware_addr: Address([0; 6]),
         target_protocol_addr: target,
     };
-    write_arp(out, arp::OP_REQUEST, unicast.unwrap_or([0xff; 6]), &r)
+    write_arp(out, arp_op::OP_REQUEST, unicast.unwrap_or([0xff; 6]), &r)
 }
 
 /// The solicited-node multicast group of `a` (RFC 4291 section 2.7.1).
@@ -290,6 +290,8 @@ fn write_ndp(
         next_header: ip_proto::ICMPV6,
         payload_len: icmp_len,
         hop_limit: NDP_HOP_LIMIT,
+        traffic_class: 0,
+        flow_label: 0,
     };
     let mut pkt = ipv6::Packet::new_unchecked(eth.payload_mut());
     ip.emit(&mut pkt);
@@ -399,7 +401,7 @@ pub fn ndp_input(
                 (all, multicast_mac(&all))
             } else {
                 let mac = sllao
-                    .or_else(|| fib.neigh_lladdr(link.ifindex, IpAddr::V6(src)))
+                    .or_else(|| fib.neigh_state(link.ifindex, IpAddr::V6(src)).and_then(|(_, ha)| ha))
                     .unwrap_or(eth_src);
                 (src, mac)
             };

@@ -2,11 +2,15 @@
 //! originates a packet: a link's MAC, the source address the kernel would pick, whether an
 //! IPv6 address is configured on a link. Reads only; none of these allocate.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::dst::{Dst, LookupError};
+use crate::flow::Flow;
+use crate::prefix::ip_u128;
 
 use crate::ids::IfIndex;
 use crate::srcsel;
-use crate::types::{ifa_flags, scope, RouteType};
+use crate::types::{ifa_flags, scope, Family, RouteType};
 use crate::Fib;
 
 impl Fib {
@@ -50,5 +54,36 @@ impl Fib {
     /// (LOCAL only for an address whose local route is on `dev`).
     pub fn addr_type4_on(&self, dev: u32, a: Ipv4Addr) -> RouteType {
         self.neigh_addr_type4(IfIndex(dev), a)
+    }
+
+    /// Whether the link is up with its carrier: it receives and sends.
+    pub fn link_is_oper_up(&self, ifindex: u32) -> bool {
+        self.links.get(IfIndex(ifindex)).is_some_and(|l| l.oper_up())
+    }
+
+    /// The route a packet the router originates takes to `dst` (from `src` when the packet
+    /// has a source already, with `tos`): icmp_route_lookup / icmpv6_route_lookup's output
+    /// lookup.
+    pub fn route_output(&self, dst: IpAddr, src: Option<IpAddr>, tos: u8) -> Result<&Dst, LookupError> {
+        let flow = Flow {
+            dst: ip_u128(dst),
+            src: src.map_or(0, ip_u128),
+            tos,
+            ..Flow::empty()
+        };
+        self.lookup_output(Family::of(&dst), &flow)
+    }
+
+    /// Whether the link resolves no neighbours (IFF_NOARP): frames leave it to its own
+    /// address, as the kernel's neighbours on such a link hold.
+    pub fn link_noarp(&self, ifindex: u32) -> bool {
+        self.links
+            .get(IfIndex(ifindex))
+            .is_some_and(|l| l.flags() & crate::types::iff::NOARP != 0)
+    }
+
+    /// ipv6_chk_addr without a device: whether `a` is one of the router's IPv6 addresses.
+    pub fn is_own_addr6(&self, a: &Ipv6Addr) -> bool {
+        self.links.iter().any(|l| l.v6.iter().any(|x| x.addr == *a))
     }
 }

@@ -536,11 +536,12 @@ impl Fib {
         }
     }
 
-    /// The link-layer address of the entry for `addr` on `dev` while it has a usable one.
-    pub fn neigh_lladdr(&self, dev: u32, addr: IpAddr) -> Option<[u8; LLADDR_LEN]> {
+    /// The entry for `addr` on `dev`: its NUD state and, while the state is valid, its
+    /// link-layer address.
+    pub fn neigh_state(&self, dev: u32, addr: IpAddr) -> Option<(u16, Option<[u8; LLADDR_LEN]>)> {
         let k = self.neigh_key(Family::of(&addr), IfIndex(dev), addr);
         let e = self.neighs.entries.get(&k)?;
-        (e.state & nud::VALID != 0).then_some(e.ha)
+        Some((e.state, (e.state & nud::VALID != 0).then_some(e.ha)))
     }
 
     /// `pneigh_lookup`: whether a proxy entry answers for `addr` on `dev` (an entry made

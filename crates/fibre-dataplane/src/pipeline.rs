@@ -1,0 +1,888 @@
+//! The pipeline of one worker: a vector of received frames in, frames out, in stages that
+//! each run over the whole vector (VPP's graph nodes, grout's rte_graph): receive checks,
+//! the input route decision, then delivery, forwarding or the drop, each with what the kernel
+//! sends back.
+//!
+//! Who calls what: the worker owns its [`Dataplane`] and calls [`Dataplane::receive`] with a
+//! vector of frames and a `&Fib` it reads and never changes; what the vector teaches (a
+//! neighbour's address, a neighbour to resolve) leaves as [`Event`]s that the writer applies
+//! between vectors with [`apply_events`], whose [`NudAction`]s (probes to send, neighbours
+//! resolved or failed) come back through [`Dataplane::neigh_actions`]. Frames leave through
+//! the caller's [`Tx`].
+//!
+//! Invariants: nothing allocates after [`Dataplane::new`] (buffers come from the pool, events
+//! and the waiting packets have fixed room, and a full queue drops and counts); every frame
+//! received is accounted for exactly once, as forwarded, delivered (answered or punted to the
+//! host), waiting for a neighbour, or dropped with a reason (`received = forwarded +
+//! delivered + waiting + dropped` between calls, checked by the fuzz target). Packets the
+//! router originates (ICMP errors, echo replies, ARP and NDP) are counted as sent, not
+//! received.
+//!
+//! Values the kernel draws from keyed hashes or random numbers, which no other router can
+//! reproduce: the IPv4 ID of originated packets (a counter here), the IPv6 flow label of
+//! originated packets (a hash of the addresses here), and the 0-2 credits each ICMP error
+//! takes from the global bucket (always 1 here: the mean). The differential check masks the
+//! first two.
+
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use fibre_fib::{nud, Fib, ForwardRoute, InputDrop, InputKey, InputRoute, NudAction, RouteType};
+use fibre_packet::{Buf, Pool, PoolConfig};
+use fibre_wire::consts::{ethertype, icmpv6 as icmpv6_consts, ip_proto};
+use fibre_wire::ethernet::{self, Address};
+use fibre_wire::{icmpv6, ipv4, ipv6};
+
+use crate::drop::{Discard, DropCounters, DropReason, LinkStats};
+use crate::forward::{self, V4Route, V6Route};
+use crate::icmp::{self, Icmp4Error, Icmp6Error, IcmpError, V4Reply, V6Reply};
+use crate::neigh::{self, Learned, OnLink};
+use crate::ratelimit::{self, Global, RateLimiter};
+use crate::rx::{self, L2Class, Meta, Rx};
+use crate::waiting::{Full, Waiting, QUEUE_LEN};
+
+/// The most frames one call takes (VPP's and grout's vector size).
+pub const VECTOR: usize = 256;
+
+/// Bytes of the scratch frame replies are built in: the largest ICMPv6 error (1280) behind
+/// an Ethernet header, or an echo reply to a jumbo request.
+const SCRATCH: usize = 9216 + ethernet::HEADER_LEN;
+
+/// Events a vector can leave for the writer before further ones are dropped (and counted).
+const EVENTS: usize = 2 * VECTOR;
+
+/// The most fragments one IPv4 packet makes: 65,535 bytes in pieces of 8.
+const MAX_FRAGMENTS: usize = 65_536 / 8;
+
+/// The ICMP global bucket's credits an error takes (the kernel draws 0, 1 or 2).
+const ICMP_CREDITS: u32 = 1;
+
+/// INADDR_DUMMY (RFC 7600): the source of an ICMP error when the router has no address.
+const INADDR_DUMMY: Ipv4Addr = Ipv4Addr::new(192, 0, 0, 8);
+
+/// How the worker is sized.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    pub pool: PoolConfig,
+    /// Neighbours that may have packets waiting at once, and packets waiting in all.
+    pub waiting_neighbours: usize,
+    pub waiting_packets: usize,
+    pub ratelimit: ratelimit::Settings,
+    /// Destinations the ICMP rate limiter remembers.
+    pub ratelimit_peers: usize,
+    /// Links the per-link counters have room for (ifindex below this).
+    pub max_links: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pool: PoolConfig {
+                frames: 4096,
+                frame_size: 2048,
+                large_frames: 64,
+                large_frame_size: 16384,
+                headroom: fibre_packet::Headroom::default(),
+            },
+            waiting_neighbours: 1024,
+            waiting_packets: 2048,
+            ratelimit: ratelimit::Settings::default(),
+            ratelimit_peers: 4096,
+            max_links: 4096,
+        }
+    }
+}
+
+/// Where frames leave.
+pub trait Tx {
+    fn send(&mut self, oif: u32, frame: &[u8]);
+}
+
+/// What the writer should do after a vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// An ARP or NDP message named a neighbour's address.
+    Learned(Learned),
+    /// A packet is leaving (or waiting) through the neighbour `addr` on `oif`: the kernel's
+    /// `neigh_event_send` (resolution starts, a STALE entry goes to DELAY).
+    Used { oif: u32, addr: IpAddr },
+}
+
+/// Packets by what became of them (the drops are in [`DropCounters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub received: u64,
+    pub forwarded: u64,
+    /// Fragments sent for forwarded packets (one forwarded packet, several fragments).
+    pub fragments: u64,
+    /// For the router: answered (echo, ARP, NDP) or learnt from.
+    pub delivered: u64,
+    /// For the router but not answered here: the host's (the real-I/O layer hands them to
+    /// it; offline they end here).
+    pub punted: u64,
+    /// Held for a neighbour now (not cumulative).
+    pub waiting: u64,
+    /// Originated by the router: ICMP errors, echo replies, ARP and NDP.
+    pub icmp_errors: u64,
+    pub echo_replies: u64,
+    pub neigh_sent: u64,
+    /// ICMP errors the rate limits held back.
+    pub icmp_ratelimited: u64,
+    /// Events lost to a full queue.
+    pub events_dropped: u64,
+}
+
+/// One received packet between stages.
+struct Slot {
+    iif: u32,
+    buf: Buf,
+    meta: Meta,
+    route: Result<InputRoute, InputDrop>,
+}
+
+/// One worker's forwarding state: buffers, counters, limits and waiting packets.
+pub struct Dataplane {
+    pool: Pool,
+    drops: DropCounters,
+    links: Vec<LinkStats>,
+    counters: Counters,
+    rate: RateLimiter,
+    waiting: Waiting,
+    events: Vec<Event>,
+    slots: Vec<Slot>,
+    scratch: Box<[u8; SCRATCH]>,
+    /// Fragments of one packet, and packets leaving a neighbour's queue, between stages.
+    frags: Vec<Buf>,
+    flush: Vec<Buf>,
+    next_ident: u16,
+}
+
+/// Why [`Dataplane::new`] refused a configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigError {
+    Pool(fibre_packet::ConfigError),
+}
+
+impl Dataplane {
+    pub fn new(cfg: &Config) -> Result<Dataplane, ConfigError> {
+        Ok(Dataplane {
+            pool: Pool::new(cfg.pool).map_err(ConfigError::Pool)?,
+            drops: DropCounters::default(),
+            links: vec![LinkStats::default(); cfg.max_links],
+            counters: Counters::default(),
+            rate: RateLimiter::new(cfg.ratelimit, cfg.ratelimit_peers),
+            waiting: Waiting::new(cfg.waiting_neighbours, cfg.waiting_packets),
+            events: Vec::with_capacity(EVENTS),
+            slots: Vec::with_capacity(VECTOR),
+            scratch: Box::new([0; SCRATCH]),
+            frags: Vec::with_capacity(MAX_FRAGMENTS),
+            flush: Vec::with_capacity(QUEUE_LEN as usize),
+            next_ident: 0,
+        })
+    }
+
+    pub fn counters(&self) -> Counters {
+        Counters {
+            waiting: self.waiting.len() as u64,
+            ..self.counters
+        }
+    }
+
+    pub fn drops(&self) -> &DropCounters {
+        &self.drops
+    }
+
+    /// The counters of link `ifindex` (zero for a link never seen).
+    pub fn link_stats(&self, ifindex: u32) -> LinkStats {
+        self.links
+            .get(ifindex as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The events of the vectors since the last call, oldest first.
+    pub fn take_events(&mut self) -> impl Iterator<Item = Event> + '_ {
+        self.events.drain(..)
+    }
+
+    fn event(&mut self, e: Event) {
+        if self.events.last() == Some(&e) {
+            return;
+        }
+        if self.events.len() < EVENTS {
+            self.events.push(e);
+        } else {
+            self.counters.events_dropped += 1;
+        }
+    }
+
+    fn stats(&mut self, ifindex: u32) -> Option<&mut LinkStats> {
+        self.links.get_mut(ifindex as usize)
+    }
+
+    fn drop_packet(&mut self, iif: u32, reason: DropReason) {
+        self.drops.count(reason);
+        if let Some(s) = self.stats(iif) {
+            s.dropped(reason);
+        }
+    }
+
+
+    /// Processes a vector of frames received at `now` (nanoseconds), each with the link it
+    /// came in on. Takes at most [`VECTOR`] frames; the caller splits longer runs.
+    pub fn receive(&mut self, fib: &Fib, now: u64, frames: &[(u32, &[u8])], tx: &mut dyn Tx) {
+        debug_assert!(frames.len() <= VECTOR);
+        // Stage 1: receive checks; ARP is answered here, IP packets go into buffers.
+        for &(iif, frame) in frames.iter().take(VECTOR) {
+            self.counters.received += 1;
+            self.rx_one(fib, iif, frame, tx);
+        }
+        // Stage 2: the input route decision for the whole vector.
+        let mut slots = std::mem::take(&mut self.slots);
+        for s in slots.iter_mut() {
+            let m = &s.meta;
+            s.route = fib.route_input(&InputKey {
+                dst: m.dst,
+                src: m.src,
+                iif: s.iif,
+                tos: m.tos,
+                mark: 0,
+                proto: m.proto,
+                sport: m.sport,
+                dport: m.dport,
+            });
+        }
+        // Stage 3: deliver, forward or drop.
+        for s in slots.drain(..) {
+            self.act(fib, now, s, tx);
+        }
+        self.slots = slots;
+    }
+
+    fn rx_one(&mut self, fib: &Fib, iif: u32, frame: &[u8], tx: &mut dyn Tx) {
+        let multicast = frame.first().is_some_and(|b| b & 1 != 0);
+        if let Some(s) = self.stats(iif) {
+            s.received(frame.len(), multicast);
+        }
+        let Some(mac) = fib.link_mac(iif).filter(|_| fib.link_is_oper_up(iif)) else {
+            self.drop_packet(iif, DropReason::DevReady);
+            return;
+        };
+        let got = match rx::receive(frame, Address(mac)) {
+            Ok(r) => r,
+            Err(d) => {
+                self.drop_packet(iif, d.reason);
+                return;
+            }
+        };
+        match got {
+            Rx::Arp { l2, l3 } => {
+                let link = OnLink {
+                    ifindex: iif,
+                    mac,
+                    l2,
+                };
+                let body = frame.get(usize::from(l3)..).unwrap_or(&[]);
+                let o = neigh::arp_input(fib, link, body, &mut self.scratch[..]);
+                self.neigh_outcome(iif, o, tx);
+            }
+            Rx::Ip(meta) => {
+                let mut buf = match self.pool.alloc() {
+                    Ok(b) => b,
+                    Err(_) => {
+                        self.drop_packet(iif, DropReason::Nomem);
+                        return;
+                    }
+                };
+                let len = usize::from(meta.frame_len);
+                match buf.append(&mut self.pool, len) {
+                    Ok(b) => b.copy_from_slice(&frame[..len]),
+                    Err(_) => {
+                        self.pool.free(buf);
+                        self.drop_packet(iif, DropReason::Nomem);
+                        return;
+                    }
+                }
+                self.slots.push(Slot {
+                    iif,
+                    buf,
+                    meta,
+                    route: Err(InputDrop::NoRoute),
+                });
+            }
+        }
+    }
+
+    fn neigh_outcome(&mut self, iif: u32, o: neigh::Outcome, tx: &mut dyn Tx) {
+        if let Some(r) = o.drop {
+            self.drop_packet(iif, r);
+            return;
+        }
+        self.counters.delivered += 1;
+        if let Some(l) = o.learned {
+            self.event(Event::Learned(l));
+        }
+        if o.reply_len > 0 {
+            self.counters.neigh_sent += 1;
+            transmit(&mut self.links, tx, iif, &self.scratch[..o.reply_len]);
+        }
+    }
+
+    fn act(&mut self, fib: &Fib, now: u64, s: Slot, tx: &mut dyn Tx) {
+        let Slot {
+            iif,
+            buf,
+            meta,
+            route,
+        } = s;
+        let l3 = usize::from(meta.l3);
+        let route = match route {
+            Ok(r) => r,
+            Err(d) => {
+                let (reason, err) = input_drop(d, meta.is_ipv4());
+                if let Some(e) = err {
+                    let allowed = match meta.src {
+                        IpAddr::V4(src) if meta.is_ipv4() => self.rate.route_error_v4(src, now),
+                        _ => true,
+                    };
+                    if allowed {
+                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, tx);
+                    }
+                }
+                self.drop_packet(iif, reason);
+                self.pool.free(buf);
+                return;
+            }
+        };
+        if meta.options {
+            let spec_dst = match route {
+                InputRoute::Local { .. } => meta.dst,
+                _ => fib
+                    .route_output(meta.src, None, meta.tos)
+                    .ok()
+                    .and_then(|d| d.prefsrc)
+                    .unwrap_or(meta.dst),
+            };
+            let IpAddr::V4(spec) = spec_dst else {
+                unreachable!("IPv4 options come with IPv4 addresses")
+            };
+            let ms = ((now / 1_000_000) % 86_400_000) as u32;
+            let ip = &mut buf.data_mut(&mut self.pool)[l3..];
+            let stamps = |a: Ipv4Addr| fib.addr_type4_on(0, a) != RouteType::Unicast;
+            match forward::compile_options(ip, spec, ms, stamps) {
+                Ok(o) => self.after_options(fib, now, iif, buf, meta, route, Some(o), tx),
+                Err(d) => {
+                    let local = matches!(route, InputRoute::Local { .. });
+                    self.discard(fib, now, iif, buf, &meta, d, local, tx)
+                }
+            }
+            return;
+        }
+        self.after_options(fib, now, iif, buf, meta, route, None, tx);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn after_options(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        iif: u32,
+        buf: Buf,
+        meta: Meta,
+        route: InputRoute,
+        opts: Option<forward::Ipv4Options>,
+        tx: &mut dyn Tx,
+    ) {
+        match route {
+            InputRoute::Forward(f) => self.forward(fib, now, iif, buf, meta, f, opts, tx),
+            InputRoute::Local { .. } => self.local(fib, now, iif, buf, meta, false, tx),
+            InputRoute::Broadcast { .. } => self.local(fib, now, iif, buf, meta, true, tx),
+        }
+    }
+
+    /// A drop with the ICMP error the stage says the kernel sends about it.
+    #[allow(clippy::too_many_arguments)]
+    fn discard(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        iif: u32,
+        buf: Buf,
+        meta: &Meta,
+        d: Discard,
+        local: bool,
+        tx: &mut dyn Tx,
+    ) {
+        if let Some(e) = d.icmp {
+            self.icmp_error(fib, now, e, &buf, usize::from(meta.l3), meta.l2, local, tx);
+        }
+        self.drop_packet(iif, d.reason);
+        self.pool.free(buf);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        iif: u32,
+        buf: Buf,
+        meta: Meta,
+        f: ForwardRoute,
+        opts: Option<forward::Ipv4Options>,
+        tx: &mut dyn Tx,
+    ) {
+        let l3 = usize::from(meta.l3);
+        if !fib.link_is_oper_up(f.oif) {
+            self.drop_packet(iif, DropReason::DevReady);
+            self.pool.free(buf);
+            return;
+        }
+        let nh = f.gateway.unwrap_or(meta.dst);
+        if meta.is_ipv4() {
+            let ip = &mut buf.data_mut(&mut self.pool)[l3..];
+            let fwd = match forward::forward_v4(ip, meta.l2, &V4Route { mtu: f.mtu }) {
+                Ok(x) => x,
+                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, tx),
+            };
+            // Source-routed packets never get here (compile_options drops them), so every
+            // redirect the route asks for is sent.
+            if f.redirect {
+                if let IpAddr::V4(src) = meta.src {
+                    if self.rate.redirect_v4(src, now) {
+                        let gw = match nh {
+                            IpAddr::V4(g) => g,
+                            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+                        };
+                        let e = IcmpError::V4(Icmp4Error::RedirectHost { gateway: gw });
+                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, tx);
+                    }
+                }
+            }
+            if let Some(o) = opts {
+                let egress = fib
+                    .route_output(meta.dst, None, meta.tos)
+                    .ok()
+                    .and_then(|d| d.prefsrc)
+                    .or_else(|| fib.select_src4(f.oif, Ipv4Addr::UNSPECIFIED, fibre_fib::scope::UNIVERSE).map(IpAddr::V4));
+                if let Some(IpAddr::V4(e)) = egress {
+                    let ip = &mut buf.data_mut(&mut self.pool)[l3..];
+                    forward::forward_options_v4(ip, &o, e);
+                }
+            }
+            self.counters.forwarded += 1;
+            if fwd.fragment {
+                let mut frags = std::mem::take(&mut self.frags);
+                let cut = crate::frag::fragment_v4(&mut self.pool, buf, l3, f.mtu, |_, frag| {
+                    frags.push(frag)
+                });
+                if let Err(e) = cut {
+                    self.drop_packet(iif, e.reason());
+                }
+                for frag in frags.drain(..) {
+                    self.counters.fragments += 1;
+                    self.output(fib, now, f.oif, nh, meta.src, frag, 0, tx);
+                }
+                self.frags = frags;
+                return;
+            }
+            self.output(fib, now, f.oif, nh, meta.src, buf, l3, tx);
+        } else {
+            let ip = &mut buf.data_mut(&mut self.pool)[l3..];
+            let route = V6Route {
+                mtu: f.mtu,
+                same_link: f.oif == iif,
+            };
+            match forward::forward_v6(ip, meta.l2, &route) {
+                Ok(_) => {}
+                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, tx),
+            }
+            self.counters.forwarded += 1;
+            self.output(fib, now, f.oif, nh, meta.src, buf, l3, tx);
+        }
+    }
+
+    /// Sends the IP packet at `l3` in `buf` to the neighbour `nh` on `oif` (ip_finish_output2
+    /// and neigh_output): with the link-layer header when the neighbour's address is known,
+    /// else held until it is (the writer starts resolution on the [`Event::Used`]).
+    #[allow(clippy::too_many_arguments)]
+    fn output(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        oif: u32,
+        nh: IpAddr,
+        src: IpAddr,
+        mut buf: Buf,
+        l3: usize,
+        tx: &mut dyn Tx,
+    ) {
+        let _ = now;
+        if buf.trim_front(l3).is_err() {
+            self.drop_packet(oif, DropReason::NotSpecified);
+            self.pool.free(buf);
+            return;
+        }
+        let Some(mac) = fib.link_mac(oif).filter(|_| fib.link_is_oper_up(oif)) else {
+            self.drop_packet(oif, DropReason::DevReady);
+            self.pool.free(buf);
+            return;
+        };
+        let ha = if fib.link_noarp(oif) {
+            // The kernel's neighbours on a link without ARP hold the link's own address.
+            Some(mac)
+        } else {
+            match fib.neigh_state(oif, nh) {
+                Some((state, ha)) => {
+                    if state & (nud::PERMANENT | nud::NOARP) == 0 {
+                        self.event(Event::Used { oif, addr: nh });
+                    }
+                    ha
+                }
+                None => {
+                    self.event(Event::Used { oif, addr: nh });
+                    None
+                }
+            }
+        };
+        let Some(ha) = ha else {
+            match self.waiting.push(oif, nh, src, buf) {
+                Ok(None) => {}
+                Ok(Some(old)) | Err(Full::Refused(old)) => {
+                    self.drop_packet(oif, DropReason::NeighQueuefull);
+                    self.pool.free(old);
+                }
+            }
+            return;
+        };
+        let ty = match buf.data(&self.pool).first().map(|b| b >> 4) {
+            Some(4) => ethertype::IPV4,
+            _ => ethertype::IPV6,
+        };
+        match buf.prepend(&mut self.pool, ethernet::HEADER_LEN) {
+            Ok(h) => {
+                let mut eth = ethernet::Frame::new_unchecked(h);
+                eth.set_dst_addr(Address(ha));
+                eth.set_src_addr(Address(mac));
+                eth.set_ethertype(ty);
+            }
+            Err(_) => {
+                self.drop_packet(oif, DropReason::Nomem);
+                self.pool.free(buf);
+                return;
+            }
+        }
+        transmit(&mut self.links, tx, oif, buf.data(&self.pool));
+        self.pool.free(buf);
+    }
+
+    /// Sends the `len` bytes of an IP packet the router built in the scratch frame (after
+    /// room for a link-layer header) to `dst`, through the route back.
+    fn originate(&mut self, fib: &Fib, now: u64, route: (u32, IpAddr), src: IpAddr, len: usize, tx: &mut dyn Tx) {
+        let Ok(mut buf) = self.pool.alloc() else {
+            self.drops.count(DropReason::Nomem);
+            return;
+        };
+        match buf.append(&mut self.pool, len) {
+            Ok(b) => b.copy_from_slice(&self.scratch[ethernet::HEADER_LEN..ethernet::HEADER_LEN + len]),
+            Err(_) => {
+                self.pool.free(buf);
+                self.drops.count(DropReason::Nomem);
+                return;
+            }
+        }
+        self.output(fib, now, route.0, route.1, src, buf, 0, tx);
+    }
+
+    /// icmp_send / icmp6_send about the IP packet at `l3` in `buf`: eligibility, the global
+    /// limit, the route back and its source, the per-destination limit, then the message.
+    /// `local_dst`: the packet was for one of the router's addresses, which answers from it.
+    #[allow(clippy::too_many_arguments)]
+    fn icmp_error(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        err: IcmpError,
+        buf: &Buf,
+        l3: usize,
+        l2: L2Class,
+        local_dst: bool,
+        tx: &mut dyn Tx,
+    ) {
+        let orig = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
+        let out = &mut self.scratch[ethernet::HEADER_LEN..];
+        let built = match err {
+            IcmpError::V4(e) => {
+                let Ok(p) = ipv4::Packet::new_checked(orig) else {
+                    return;
+                };
+                let (src, dst, tos) = (p.src_addr(), p.dst_addr(), p.tos());
+                if icmp::eligible_v4(orig, l2, false).is_err() {
+                    return;
+                }
+                let (t, code, _) = e.type_code_info();
+                let Global::Allowed { apply_peer_limit } = self.rate.global_v4(t, code, now) else {
+                    self.counters.icmp_ratelimited += 1;
+                    return;
+                };
+                let Ok(back) = fib.route_output(IpAddr::V4(src), None, tos) else {
+                    return;
+                };
+                let from = if local_dst {
+                    dst
+                } else {
+                    match back.prefsrc {
+                        Some(IpAddr::V4(a)) => a,
+                        _ => INADDR_DUMMY,
+                    }
+                };
+                if !self.rate.peer_v4(src, apply_peer_limit, ICMP_CREDITS, now) {
+                    self.counters.icmp_ratelimited += 1;
+                    return;
+                }
+                self.next_ident = self.next_ident.wrapping_add(1);
+                let reply = V4Reply {
+                    src: from,
+                    ident: self.next_ident,
+                    mtu: back.mtu,
+                };
+                let nh = back.gateway.unwrap_or(IpAddr::V4(src));
+                icmp::build_error_v4(e, orig, &reply, out).map(|n| (n, (back.oif, nh), IpAddr::V4(from)))
+            }
+            IcmpError::V6(e) => {
+                let Ok(p) = ipv6::Packet::new_checked(orig) else {
+                    return;
+                };
+                let (src, dst) = (p.src_addr(), p.dst_addr());
+                if icmp::eligible_v6(e, orig, l2).is_err() {
+                    return;
+                }
+                let (t, _, _) = e.type_code_info();
+                let Global::Allowed { apply_peer_limit } = self.rate.global_v6(t, now) else {
+                    self.counters.icmp_ratelimited += 1;
+                    return;
+                };
+                let Ok(back) = fib.route_output(IpAddr::V6(src), None, 0) else {
+                    return;
+                };
+                let from = if local_dst || fib.is_own_addr6(&dst) {
+                    dst
+                } else {
+                    match back.prefsrc {
+                        Some(IpAddr::V6(a)) => a,
+                        _ => match fib.select_src6(Some(back.oif), &src) {
+                            Some(a) => a,
+                            None => return,
+                        },
+                    }
+                };
+                if !self.rate.peer_v6(src, 128, apply_peer_limit, ICMP_CREDITS, now) {
+                    self.counters.icmp_ratelimited += 1;
+                    return;
+                }
+                let reply = V6Reply {
+                    src: from,
+                    flow_label: flow_label(&from, &src),
+                };
+                let nh = back.gateway.unwrap_or(IpAddr::V6(src));
+                icmp::build_error_v6(e, orig, &reply, out).map(|n| (n, (back.oif, nh), IpAddr::V6(from)))
+            }
+        };
+        let Ok((len, route, from)) = built else {
+            return;
+        };
+        self.counters.icmp_errors += 1;
+        self.originate(fib, now, route, from, len, tx);
+    }
+
+    /// Packets for the router itself: echo requests answered, ARP's IPv6 counterpart (NDP)
+    /// handled, the rest punted to the host.
+    #[allow(clippy::too_many_arguments)]
+    fn local(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        iif: u32,
+        buf: Buf,
+        meta: Meta,
+        broadcast: bool,
+        tx: &mut dyn Tx,
+    ) {
+        let l3 = usize::from(meta.l3);
+        let l4 = usize::from(meta.l4) - l3;
+        if meta.fragment {
+            self.drop_packet(iif, DropReason::FragNotReassembled);
+            self.pool.free(buf);
+            return;
+        }
+        let data = buf.data(&self.pool);
+        let ip = data.get(l3..).unwrap_or(&[]);
+        let out = &mut self.scratch[ethernet::HEADER_LEN..];
+        let answer = match (meta.src, meta.dst, meta.proto) {
+            (IpAddr::V4(src), IpAddr::V4(dst), ip_proto::ICMP) => {
+                self.next_ident = self.next_ident.wrapping_add(1);
+                icmp::echo_reply_v4(ip, broadcast, dst, self.next_ident, out)
+                    .map(|n| (n, IpAddr::V4(src), IpAddr::V4(dst)))
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst), ip_proto::ICMPV6) => {
+                let kind = ip.get(l4).copied().unwrap_or(0);
+                if kind == icmpv6_consts::NEIGHBOR_SOLICIT || kind == icmpv6_consts::NEIGHBOR_ADVERT {
+                    let p = ipv6::Packet::new_unchecked(ip);
+                    let msg = icmpv6::Packet::new_unchecked(&ip[l4..]);
+                    if msg.verify_checksum(src, dst).is_err() {
+                        self.drop_packet(iif, DropReason::IcmpCsum);
+                        self.pool.free(buf);
+                        return;
+                    }
+                    let eth_src = ethernet::Frame::new_unchecked(data).src_addr().0;
+                    let mac = fib.link_mac(iif).unwrap_or_default();
+                    let link = OnLink { ifindex: iif, mac, l2: meta.l2 };
+                    let o = neigh::ndp_input(fib, link, eth_src, &p, &msg, &mut self.scratch[..]);
+                    self.pool.free(buf);
+                    self.neigh_outcome(iif, o, tx);
+                    return;
+                }
+                let from = if dst.is_multicast() {
+                    match fib.select_src6(Some(iif), &src) {
+                        Some(a) => a,
+                        None => dst,
+                    }
+                } else {
+                    dst
+                };
+                icmp::echo_reply_v6(ip, l4, from, flow_label(&from, &src), out)
+                    .map(|n| (n, IpAddr::V6(src), IpAddr::V6(from)))
+            }
+            _ => Ok((0, meta.src, meta.dst)),
+        };
+        self.pool.free(buf);
+        match answer {
+            Ok((0, _, _)) | Err(icmp::EchoError::NotSent(_)) => self.counters.punted += 1,
+            Ok((len, to, from)) => {
+                self.counters.delivered += 1;
+                self.counters.echo_replies += 1;
+                let Ok(back) = fib.route_output(to, Some(from), meta.tos) else {
+                    return;
+                };
+                let nh = back.gateway.unwrap_or(to);
+                self.originate(fib, now, (back.oif, nh), from, len, tx);
+            }
+            Err(icmp::EchoError::Drop(r)) => self.drop_packet(iif, r),
+        }
+    }
+
+    /// Carries out what the writer's neighbour states ask: solicitations to send, held
+    /// packets to send now that their neighbour resolved, or to answer with "unreachable"
+    /// when it failed.
+    pub fn neigh_actions(&mut self, fib: &Fib, now: u64, actions: &[NudAction], tx: &mut dyn Tx) {
+        for a in actions {
+            match *a {
+                NudAction::Probe { ifindex, addr, unicast } => {
+                    let Some(mac) = fib.link_mac(ifindex) else { continue };
+                    let newest = self.waiting.newest_src(ifindex, addr);
+                    let len = match (addr, newest) {
+                        (IpAddr::V4(t), s) => neigh::arp_request(fib, ifindex, mac, t, unicast, s.and_then(v4), &mut self.scratch[..]),
+                        (IpAddr::V6(t), s) => neigh::neighbour_solicit(fib, ifindex, mac, t, unicast, s.and_then(v6), &mut self.scratch[..]),
+                    };
+                    if len > 0 {
+                        self.counters.neigh_sent += 1;
+                        transmit(&mut self.links, tx, ifindex, &self.scratch[..len]);
+                    }
+                }
+                NudAction::Resolved { ifindex, addr, .. } => {
+                    let mut flush = std::mem::take(&mut self.flush);
+                    self.waiting.drain(ifindex, addr, |b| flush.push(b));
+                    for b in flush.drain(..) {
+                        self.output(fib, now, ifindex, addr, addr, b, 0, tx);
+                    }
+                    self.flush = flush;
+                }
+                NudAction::Failed { ifindex, addr } => {
+                    let mut flush = std::mem::take(&mut self.flush);
+                    self.waiting.drain(ifindex, addr, |b| flush.push(b));
+                    for b in flush.drain(..) {
+                        let err = if addr.is_ipv4() {
+                            IcmpError::V4(Icmp4Error::HostUnreachable)
+                        } else {
+                            IcmpError::V6(Icmp6Error::AddressUnreachable)
+                        };
+                        self.icmp_error(fib, now, err, &b, 0, L2Class::Host, false, tx);
+                        self.drop_packet(ifindex, DropReason::NeighFailed);
+                        self.pool.free(b);
+                    }
+                    self.flush = flush;
+                }
+            }
+        }
+    }
+}
+
+/// The writer's side of a vector's events: applies them to the routing state and collects
+/// what the data plane must do in return ([`Dataplane::neigh_actions`]).
+pub fn apply_events(fib: &mut Fib, events: impl Iterator<Item = Event>, now: u64, actions: &mut Vec<NudAction>) {
+    for e in events {
+        match e {
+            Event::Learned(l) => fib.neigh_learn(&l.heard(), now, actions),
+            Event::Used { oif, addr } => {
+                fib.neigh_event_send(oif, addr, now, actions);
+            }
+        }
+    }
+}
+
+fn v4(a: IpAddr) -> Option<Ipv4Addr> {
+    match a {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(_) => None,
+    }
+}
+
+fn v6(a: IpAddr) -> Option<Ipv6Addr> {
+    match a {
+        IpAddr::V6(a) => Some(a),
+        IpAddr::V4(_) => None,
+    }
+}
+
+/// The flow label of a packet the router originates. The kernel hashes the flow with a key
+/// drawn at boot (`auto_flowlabels`); any stable nonzero 20-bit value plays its part.
+fn flow_label(src: &Ipv6Addr, dst: &Ipv6Addr) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in src.octets().iter().chain(dst.octets().iter()) {
+        h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+    }
+    (h & 0xf_ffff).max(1)
+}
+
+/// Sends `frame` on `oif`, counting it on the link.
+fn transmit(links: &mut [LinkStats], tx: &mut dyn Tx, oif: u32, frame: &[u8]) {
+    if let Some(s) = links.get_mut(oif as usize) {
+        s.sent(frame.len());
+    }
+    tx.send(oif, frame);
+}
+
+/// The drop reason and ICMP error of an input route decision's refusal.
+fn input_drop(d: InputDrop, v4: bool) -> (DropReason, Option<IcmpError>) {
+    let err = |e4, e6| Some(if v4 { IcmpError::V4(e4) } else { IcmpError::V6(e6) });
+    match d {
+        InputDrop::MartianSource => (DropReason::IpInvalidSource, None),
+        InputDrop::LocalSource => (DropReason::IpLocalSource, None),
+        InputDrop::ReversePath => (DropReason::IpRpfilter, None),
+        InputDrop::MartianDestination => (DropReason::IpInvalidDest, None),
+        InputDrop::Multicast => (DropReason::NotSpecified, None),
+        InputDrop::NoRoute => (
+            DropReason::IpInnoroutes,
+            err(Icmp4Error::NetUnreachable, Icmp6Error::NoRoute),
+        ),
+        InputDrop::Unreachable => (
+            DropReason::RejectRoute,
+            err(Icmp4Error::HostUnreachable, Icmp6Error::NoRoute),
+        ),
+        InputDrop::Prohibit => (
+            DropReason::RejectRoute,
+            err(Icmp4Error::AdminProhibited, Icmp6Error::AdminProhibited),
+        ),
+        InputDrop::Blackhole => (DropReason::Blackhole, None),
+        InputDrop::ForwardingOff => (DropReason::IpInaddrerrors, None),
+    }
+}
