@@ -2,7 +2,7 @@
 kernel's.
 
     python3 tests/forward/fwdcompare.py KERNELDIR OTHERDIR   # compare, print the results
-    python3 tests/forward/fwdcompare.py --show DIR           # what DIR's router sent, per case
+    python3 tests/forward/fwdcompare.py --show DIR [--brief] # what DIR's router sent, per case
 
 Both directories hold LINK.pcap per link that sent anything. Per link, the two frame
 sequences are aligned (difflib, so one missing or extra frame does not shift the rest) and
@@ -149,9 +149,9 @@ def compare(kernel_dir: str, other_dir: str, casedir: str = HERE, who: str = "fi
     return Report(who, results)
 
 
-def describe(frame: bytes) -> str:
-    """A one-line description of `frame`: scapy's summary when scapy is installed, and the
-    frame in hex."""
+def describe(frame: bytes, brief: bool = False) -> str:
+    """A one-line description of `frame`: scapy's summary when scapy is installed, and (unless
+    `brief`) the frame in hex."""
     try:
         import scapy.all as s  # noqa: PLC0415
 
@@ -159,16 +159,16 @@ def describe(frame: bytes) -> str:
         text = s.Ether(frame).summary()
     except ImportError:
         text = ""
-    return f"{text} [{len(frame)} bytes] {frame.hex()}"
+    return f"{text} [{len(frame)} bytes]" + ("" if brief else f" {frame.hex()}")
 
 
-def show(d: str, casedir: str = HERE) -> str:
+def show(d: str, casedir: str = HERE, brief: bool = False) -> str:
     cases, _ = load_cases(casedir)
     starts = [c["times"][0] for c in cases]
     per_case: list[list[str]] = [[] for _ in cases]
     for link, frames in load_outputs(d).items():
         for ts, f in frames:
-            per_case[_attribute(starts, ts)].append(f"{link}: {describe(f)}")
+            per_case[_attribute(starts, ts)].append(f"{link}: {describe(f, brief)}")
     lines = []
     for c, outs in zip(cases, per_case):
         lines.append(f"{c['group']}: {c['name']} (in on {c['link']}, {len(c['times'])} frame(s))")
@@ -179,10 +179,11 @@ def show(d: str, casedir: str = HERE) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--show", metavar="DIR", help="list what DIR's router sent, per case")
+    ap.add_argument("--brief", action="store_true", help="with --show: no hex")
     ap.add_argument("dirs", nargs="*", metavar="DIR", help="KERNELDIR OTHERDIR")
     a = ap.parse_args()
     if a.show:
-        print(show(a.show))
+        print(show(a.show, brief=a.brief))
         return 0
     if len(a.dirs) != 2:
         ap.error("give KERNELDIR and OTHERDIR")
