@@ -8,7 +8,7 @@ use crate::args::{get_u32, matches, Args};
 use crate::{Cli, CmdError};
 use fibre_fib::{iff, Link, LinkKind, ReqFlags};
 
-const USAGE: &str = "Usage: fibre link add [ name ] NAME type dummy [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ up ]\n       fibre link delete DEVICE\n       fibre link set { DEVICE | dev DEVICE } [ { up | down } ] [ carrier { on | off } ]\n                      [ mtu MTU ] [ address LLADDR ] [ txqueuelen PACKETS ] [ name NEWNAME ]\n       fibre link show [ DEVICE ] [ up ]\n";
+const USAGE: &str = "Usage: fibre link add [ name ] NAME type dummy [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ up ]\n       fibre link delete DEVICE\n       fibre link set { DEVICE | dev DEVICE } [ { up | down } ] [ carrier { on | off } ]\n                      [ arp { on | off } ] [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ name NEWNAME ]\n       fibre link show [ DEVICE ] [ up ]\n";
 
 /// `ip link ...`
 pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
@@ -131,6 +131,25 @@ fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
                     ))
                 }
             });
+        } else if w == "arp" {
+            let v = a.next_arg()?;
+            let on =
+                match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(CmdError::fail(
+                        1,
+                        format!(
+                            "Error: argument of \"arp\" must be \"on\" or \"off\", not \"{v}\"\n"
+                        ),
+                    )),
+                };
+            link.change |= iff::NOARP;
+            if on {
+                link.flags &= !iff::NOARP;
+            } else {
+                link.flags |= iff::NOARP;
+            }
         } else if w == "addrgenmode" {
             let v = a.next_arg()?;
             link.addr_gen_mode = Some(match v {

@@ -379,6 +379,7 @@ impl Fib {
                     kind: LinkKind::Dummy,
                     up: false,
                     carrier: true,
+                    noarp: true,
                     mtu: link::DEFAULT_MTU,
                     mac: link::default_mac(idx),
                     txqlen: link::DEFAULT_TXQLEN,
@@ -457,6 +458,11 @@ impl Fib {
                 l.carrier = c;
             }
         }
+        let had_noarp = l.noarp;
+        if link.change & iff::NOARP != 0 {
+            l.noarp = link.flags & iff::NOARP != 0;
+        }
+        let noarp_changed = l.noarp != had_noarp;
         let now_up = l.up;
         let now_ready = l.oper_up();
         let carrier = l.carrier;
@@ -478,6 +484,11 @@ impl Fib {
         }
         if now_up && !had_carrier && carrier {
             self.sync_up(idx);
+        }
+        // A NOARP change leaving the link up (NETDEV_CHANGE, sent only to an up link) makes
+        // ARP and NDP forget the link's entries, PERMANENT ones too (neigh_changeaddr).
+        if noarp_changed && now_up {
+            self.neigh_changeaddr(idx);
         }
         // addrconf's NETDEV_CHANGEMTU: below IPv6's minimum the link loses its IPv6 state as
         // if unregistered (lo only as if down); back above it, IPv6 starts as on a link that

@@ -65,6 +65,9 @@ pub(crate) struct LinkState {
     pub up: bool,
     /// Carrier (the cable); always on for `lo`.
     pub carrier: bool,
+    /// IFF_NOARP: the link resolves no neighbours (`ip link set DEV arp off`). A dummy starts
+    /// with it (dummy_setup), `lo` without.
+    pub noarp: bool,
     pub mtu: u32,
     pub mac: Vec<u8>,
     pub txqlen: u32,
@@ -93,8 +96,11 @@ impl LinkState {
     pub fn flags(&self) -> u32 {
         let mut f = match self.kind {
             LinkKind::Loopback => iff::LOOPBACK,
-            LinkKind::Dummy => iff::BROADCAST | iff::NOARP,
+            LinkKind::Dummy => iff::BROADCAST,
         };
+        if self.noarp {
+            f |= iff::NOARP;
+        }
         if self.up {
             f |= iff::UP;
             if self.carrier {
@@ -132,6 +138,7 @@ impl Links {
             kind: LinkKind::Loopback,
             up: false,
             carrier: true,
+            noarp: false,
             mtu: LOOPBACK_MTU,
             mac: vec![0; 6],
             txqlen: DEFAULT_TXQLEN,

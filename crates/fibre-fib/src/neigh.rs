@@ -558,6 +558,11 @@ impl Fib {
         self.neighs.flush_dev(dev, family, true, |_| true);
     }
 
+    /// `neigh_changeaddr`: every entry of `dev`, PERMANENT ones too, goes; proxies stay.
+    pub(crate) fn neigh_changeaddr(&mut self, dev: IfIndex) {
+        self.neighs.flush_dev(dev, None, false, |_| true);
+    }
+
     /// `neigh_carrier_down`: entries of `dev` but the PERMANENT ones go; proxies stay.
     pub(crate) fn neigh_carrier_down(&mut self, dev: IfIndex) {
         self.neighs
@@ -671,6 +676,34 @@ mod tests {
             Errno::EEXIST
         );
         assert_eq!(fib.neigh_get(&n).unwrap().state, nud::NONE);
+    }
+
+    #[test]
+    fn arp_flag_changes_on_an_up_link_forget_entries_and_keep_proxies() {
+        let (mut fib, d0) = fib_with_link();
+        let flags = |fib: &Fib| fib.links().iter().find(|l| l.ifindex == d0).unwrap().flags;
+        assert_ne!(flags(&fib) & iff::NOARP, 0, "a dummy starts without ARP");
+        let arp = |on: bool| Link {
+            ifindex: d0,
+            flags: if on { 0 } else { iff::NOARP },
+            change: iff::NOARP,
+            ..Link::default()
+        };
+        fib.neigh_new(&req("10.0.0.2", d0, Some(2), nud::PERMANENT), ReqFlags::ADD)
+            .unwrap();
+        let mut proxy = req("10.0.0.9", d0, None, 0);
+        proxy.flags = ntf::PROXY;
+        fib.neigh_new(&proxy, ReqFlags::ADD).unwrap();
+        fib.link_new(&arp(false), ReqFlags::NONE).unwrap();
+        assert_eq!(
+            fib.neighbours(None, false).len(),
+            1,
+            "no change: entries stay"
+        );
+        fib.link_new(&arp(true), ReqFlags::NONE).unwrap();
+        assert_eq!(flags(&fib) & iff::NOARP, 0);
+        assert!(fib.neighbours(None, false).is_empty());
+        assert_eq!(fib.neighbours(None, true).len(), 1);
     }
 
     #[test]

@@ -1,0 +1,119 @@
+"""The forwarding differential (README.md): `fibre forward` against the Linux kernel, frame for
+frame, on the generated inputs.
+
+- The committed inputs are what fwdgen.py builds (needs scapy).
+- The recording in kernel/ is what the live kernel sends (needs root, network namespaces and
+  the recording's kernel release).
+- `fibre forward config.batch --in LINK=input/LINK.pcap ... --out DIR` sends, case by case,
+  what the kernel sends: the live kernel's outputs when namespaces are available here, else the
+  recording. Each case is one test; cases listed in known.json (case name -> reason) are
+  expected to differ, strictly, so a case fibre starts getting right fails until it is removed
+  from the list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "differential"))
+import fwdcompare  # noqa: E402
+import fwdgen  # noqa: E402
+import fwdkernel  # noqa: E402
+import kernelns  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIBRE = os.environ.get("FIBRE", os.path.join(REPO, "target", "release", "fibre"))
+CASES, _ = fwdcompare.load_cases(HERE)
+with open(os.path.join(HERE, "known.json")) as _f:
+    KNOWN: dict[str, str] = json.load(_f)
+
+
+def case_id(c: dict) -> str:
+    return f"{c['group']}: {c['name']}"
+
+
+def _recorded_here() -> bool:
+    with open(os.path.join(fwdkernel.RECORDING, "recording.json")) as f:
+        return json.load(f)["kernel"] == platform.release()
+
+
+@pytest.fixture(scope="module")
+def live_kernel():
+    """The directory of the live kernel's outputs, or None when namespaces are unavailable."""
+    if kernelns.available():
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="fibre-fwd-kernel-") as d:
+        fwdkernel.run(d)
+        yield d
+
+
+@pytest.fixture(scope="module")
+def fibre_report(request):
+    """fibre forward's outputs compared with the kernel's (live, else recorded)."""
+    if not os.access(FIBRE, os.X_OK):
+        pytest.skip(f"no fibre binary at {FIBRE}")
+    probe = subprocess.run([FIBRE, "forward", "--help"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("fibre has no `forward` subcommand yet (`fibre forward --help` exited "
+                    f"{probe.returncode}: {(probe.stderr or probe.stdout).strip()[:200]})")
+    inputs = sorted(os.listdir(os.path.join(HERE, "input")))
+    with tempfile.TemporaryDirectory(prefix="fibre-fwd-out-") as out:
+        args = [FIBRE, "forward", os.path.join(HERE, "config.batch")]
+        for name in inputs:
+            args += ["--in", f"{name[:-len('.pcap')]}={os.path.join(HERE, 'input', name)}"]
+        args += ["--out", out]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, f"{' '.join(args)} exited {p.returncode}: {p.stderr.strip()}"
+        kernel_dir = request.getfixturevalue("live_kernel") or fwdkernel.RECORDING
+        report = fwdcompare.compare(kernel_dir, out, HERE, who="fibre")
+    print("\n" + report.summary(details=0))
+    return {case_id(r.case): r for r in report.results}
+
+
+def test_inputs_are_the_generators():
+    pytest.importorskip("scapy", reason="fwdgen.py builds the inputs with scapy")
+    with tempfile.TemporaryDirectory() as tmp:
+        fwdgen.write(tmp)
+        diff = fwdgen.differences(HERE, tmp)
+    assert not diff, f"the committed inputs differ from fwdgen.py's (run it): {diff}"
+
+
+def test_known_names_are_cases():
+    unknown = sorted(set(KNOWN) - {case_id(c) for c in CASES})
+    assert not unknown, f"known.json names cases that do not exist: {unknown}"
+
+
+def test_recording_is_the_live_kernels(live_kernel):
+    if live_kernel is None:
+        pytest.skip(f"re-checking the recording {kernelns.available()}")
+    if not _recorded_here():
+        pytest.skip(f"recorded on another kernel release, this is {platform.release()}")
+    report = fwdcompare.compare(fwdkernel.RECORDING, live_kernel, HERE, who="the live kernel")
+    assert report.all_agree(), "the live kernel no longer sends what kernel/ recorded:\n" + report.summary()
+
+
+def _params():
+    out = []
+    for c in CASES:
+        cid = case_id(c)
+        marks = [pytest.mark.xfail(reason=KNOWN[cid], strict=True)] if cid in KNOWN else []
+        out.append(pytest.param(cid, id=cid, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("cid", _params())
+def test_fibre_forward_sends_what_the_kernel_sends(fibre_report, cid):
+    r = fibre_report[cid]
+    lines = [f"{l} kernel only: {fwdcompare.describe(f)}" for l, f in r.unmatched_kernel]
+    lines += [f"{l} fibre only: {fwdcompare.describe(f)}" for l, f in r.unmatched_other]
+    assert r.agrees, f"{cid}: fibre differs from the kernel:\n  " + "\n  ".join(lines)
