@@ -192,6 +192,9 @@ pub fn main_with(args: &[String], stdout: &mut dyn Write, stderr: &mut dyn Write
     if words.first() == Some(&"demo") {
         return crate::demo::run(&words[1..], stdout, stderr);
     }
+    if words.first() == Some(&"forward") {
+        return crate::forward::run(&words[1..], &cli.opts, stdout, stderr);
+    }
     if words.is_empty() {
         let _ = stderr.write_all(usage_text().as_bytes());
         return 255;

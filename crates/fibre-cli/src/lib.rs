@@ -20,6 +20,7 @@ pub mod args;
 pub mod batch;
 pub mod demo;
 pub mod error;
+pub mod forward;
 pub mod link;
 pub mod monitor;
 pub mod names;
@@ -242,7 +243,7 @@ fn clock(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
 
 /// fibre's own usage text.
 pub fn usage_text() -> String {
-    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre clock advance SECONDS\n       fibre sysctl [ -q ] [ -w ] KEY=VALUE | KEY\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename |\n                    -n SOCKET | -offline }\n"
+    "Usage: fibre [ OPTIONS ] OBJECT { COMMAND | help }\n       fibre [ -force ] -batch filename\n       fibre demo\n       fibre [ -j ] forward CONFIG --in LINK=FILE.pcap ... --out DIR\n       fibre clock advance SECONDS\n       fibre sysctl [ -q ] [ -w ] KEY=VALUE | KEY\nwhere  OBJECT := { address | link | neigh | nexthop | route | rule }\n       OPTIONS := { -4 | -6 | -f[amily] { inet | inet6 } | -j[son] | -p[retty] |\n                    -d[etails] | -s[tatistics] | -force | -b[atch] filename |\n                    -n SOCKET | -offline }\n"
         .to_string()
 }
 

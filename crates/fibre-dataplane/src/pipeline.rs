@@ -19,10 +19,10 @@
 //! received.
 //!
 //! Values the kernel draws from keyed hashes or random numbers, which no other router can
-//! reproduce: the IPv4 ID of originated packets (a counter here), the IPv6 flow label of
-//! originated packets (a hash of the addresses here), and the 0-2 credits each ICMP error
-//! takes from the global bucket (always 1 here: the mean). The differential check masks the
-//! first two.
+//! reproduce: the IPv4 ID of originated packets (a counter here; the differential check masks
+//! it), the IPv6 flow label of originated packets (0 here, the kernel's with
+//! `auto_flowlabels` 0), and the 0-2 credits each ICMP error takes from the global bucket
+//! (always 1 here: the mean).
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -55,6 +55,11 @@ const MAX_FRAGMENTS: usize = 65_536 / 8;
 
 /// The ICMP global bucket's credits an error takes (the kernel draws 0, 1 or 2).
 const ICMP_CREDITS: u32 = 1;
+
+/// The flow label of IPv6 packets the router originates: the kernel's with `auto_flowlabels`
+/// 0. By default the kernel hashes the flow with a key drawn at boot, which no other router
+/// can reproduce; 0 is its documented alternative.
+const ORIGINATED_FLOW_LABEL: u32 = 0;
 
 /// INADDR_DUMMY (RFC 7600): the source of an ICMP error when the router has no address.
 const INADDR_DUMMY: Ipv4Addr = Ipv4Addr::new(192, 0, 0, 8);
@@ -681,7 +686,7 @@ impl Dataplane {
                 }
                 let reply = V6Reply {
                     src: from,
-                    flow_label: flow_label(&from, &src),
+                    flow_label: ORIGINATED_FLOW_LABEL,
                 };
                 let nh = back.gateway.unwrap_or(IpAddr::V6(src));
                 icmp::build_error_v6(e, orig, &reply, out).map(|n| (n, (back.oif, nh), IpAddr::V6(from)))
@@ -749,7 +754,7 @@ impl Dataplane {
                 } else {
                     dst
                 };
-                icmp::echo_reply_v6(ip, l4, from, flow_label(&from, &src), out)
+                icmp::echo_reply_v6(ip, l4, from, ORIGINATED_FLOW_LABEL, out)
                     .map(|n| (n, IpAddr::V6(src), IpAddr::V6(from)))
             }
             _ => Ok((0, meta.src, meta.dst)),
@@ -841,16 +846,6 @@ fn v6(a: IpAddr) -> Option<Ipv6Addr> {
         IpAddr::V6(a) => Some(a),
         IpAddr::V4(_) => None,
     }
-}
-
-/// The flow label of a packet the router originates. The kernel hashes the flow with a key
-/// drawn at boot (`auto_flowlabels`); any stable nonzero 20-bit value plays its part.
-fn flow_label(src: &Ipv6Addr, dst: &Ipv6Addr) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in src.octets().iter().chain(dst.octets().iter()) {
-        h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
-    }
-    (h & 0xf_ffff).max(1)
 }
 
 /// Sends `frame` on `oif`, counting it on the link.

@@ -1,0 +1,330 @@
+//! `fibre forward CONFIG --in LINK=FILE ... --out DIR`: the forwarding plane offline, on
+//! captures.
+//!
+//! CONFIG is a batch file (`ip -batch` syntax) applied to a fresh in-process FIB; each input
+//! capture's Ethernet frames are received on its link, all inputs merged in capture-time order
+//! (a stable merge: equal times keep the order of the `--in` options, then of the file). The
+//! clock is the captures': a frame is processed at its own time, and neighbour timers (probes,
+//! failures, ageing) fire at theirs in between, so a run is deterministic. What each link
+//! sends (forwarded frames, ICMP errors, ARP and NDP) is written to `DIR/LINK.pcap` with the
+//! time it was sent; then the counters are printed (`-j`: one JSON object).
+//!
+//! Frames with the same time form one vector for the pipeline (up to its vector size); after
+//! each vector the events it left (neighbours learnt or to resolve) are applied to the FIB, as
+//! fibred's writer does between a worker's vectors. After the last input the clock runs on
+//! until no neighbour timer is left (at most [`DRAIN_NS`] past the last frame), so that
+//! resolutions in progress end as they would.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+
+use fibre_dataplane::pipeline::{apply_events, Config, Dataplane, Tx, VECTOR};
+use fibre_fib::Fib;
+
+use crate::online::{offline_fib, Backend};
+use crate::pcap::{self, Captured};
+use crate::{Cli, Options};
+
+/// How long the clock runs on after the last input frame: long enough for a resolution that
+/// started at the end to fail (three probes a second apart) and for a reachable entry to age
+/// through DELAY and PROBE.
+const DRAIN_NS: u64 = 60_000_000_000;
+
+const USAGE: &str =
+    "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n";
+
+struct Args<'a> {
+    config: &'a str,
+    inputs: Vec<(&'a str, &'a str)>,
+    out: &'a str,
+}
+
+fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
+    let mut config = None;
+    let mut inputs = Vec::new();
+    let mut out = None;
+    let mut it = words.iter();
+    while let Some(&w) = it.next() {
+        match w {
+            "--in" | "-in" => {
+                let v = it.next().ok_or("--in needs LINK=FILE")?;
+                let (link, file) = v
+                    .split_once('=')
+                    .filter(|(l, f)| !l.is_empty() && !f.is_empty())
+                    .ok_or_else(|| format!("--in \"{v}\": expected LINK=FILE"))?;
+                inputs.push((link, file));
+            }
+            "--out" | "-out" => out = Some(*it.next().ok_or("--out needs a directory")?),
+            "help" | "--help" | "-h" => return Err(String::new()),
+            _ if config.is_none() && !w.starts_with('-') => config = Some(w),
+            _ => return Err(format!("unexpected argument \"{w}\"")),
+        }
+    }
+    Ok(Args {
+        config: config.ok_or("a configuration file is needed")?,
+        inputs,
+        out: out.ok_or("--out DIR is needed")?,
+    })
+}
+
+/// Frames sent, into one pcap per link, stamped with the current time.
+struct PcapTx<'a> {
+    fib_names: BTreeMap<u32, String>,
+    dir: &'a str,
+    writers: BTreeMap<u32, pcap::Writer>,
+    now: u64,
+    error: Option<String>,
+}
+
+impl Tx for PcapTx<'_> {
+    fn send(&mut self, oif: u32, frame: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        if !self.writers.contains_key(&oif) {
+            let name = self
+                .fib_names
+                .get(&oif)
+                .cloned()
+                .unwrap_or_else(|| format!("if{oif}"));
+            match pcap::Writer::create(&format!("{}/{name}.pcap", self.dir)) {
+                Ok(w) => {
+                    self.writers.insert(oif, w);
+                }
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            }
+        }
+        if let Some(w) = self.writers.get_mut(&oif) {
+            if let Err(e) = w.write(self.now, frame) {
+                self.error = Some(e);
+            }
+        }
+    }
+}
+
+/// Runs the neighbour timers due up to `until`, each at its own time.
+fn run_timers(fib: &mut Fib, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
+    let mut actions = Vec::new();
+    while let Some(at) = fib.neigh_next_timer().filter(|at| *at <= until) {
+        tx.now = at;
+        fib.neigh_timers(at, &mut actions);
+        dp.neigh_actions(fib, at, &actions, tx);
+        actions.clear();
+    }
+}
+
+/// `fibre forward`; returns the exit status.
+pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let args = match parse(words) {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                let _ = writeln!(stderr, "fibre forward: {e}");
+            }
+            let _ = stderr.write_all(USAGE.as_bytes());
+            return if e.is_empty() { 0 } else { 255 };
+        }
+    };
+    let mut cli = Cli::new(
+        Backend::from(offline_fib()),
+        Options {
+            json: false,
+            ..opts.clone()
+        },
+    );
+    let status = crate::batch::run_batch(&mut cli, args.config, stdout, stderr);
+    if status != 0 {
+        return status;
+    }
+    let Backend::Local(fib) = cli.fib else {
+        unreachable!("forward runs on an offline FIB")
+    };
+    let mut fib = *fib;
+    let mut frames: Vec<(u64, u32, Captured)> = Vec::new();
+    for (link, file) in &args.inputs {
+        let Some(ifindex) = fib.link_index(link) else {
+            let _ = writeln!(stderr, "Cannot find device \"{link}\"");
+            return 1;
+        };
+        match pcap::read(file) {
+            Ok(c) => frames.extend(c.into_iter().map(|c| (c.time_ns, ifindex, c))),
+            Err(e) => {
+                let _ = writeln!(stderr, "fibre forward: {e}");
+                return 1;
+            }
+        }
+    }
+    // A stable sort keeps the order of equal times: --in order, then file order.
+    frames.sort_by_key(|(t, _, _)| *t);
+    if let Err(e) = std::fs::create_dir_all(args.out) {
+        let _ = writeln!(stderr, "fibre forward: cannot create \"{}\": {e}", args.out);
+        return 1;
+    }
+    let mut dp = match Dataplane::new(&Config::default()) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = writeln!(stderr, "fibre forward: {e:?}");
+            return 1;
+        }
+    };
+    let names: BTreeMap<u32, String> = fib
+        .links()
+        .into_iter()
+        .filter_map(|l| Some((l.ifindex, l.ifname?)))
+        .collect();
+    let mut tx = PcapTx {
+        fib_names: names.clone(),
+        dir: args.out,
+        writers: BTreeMap::new(),
+        now: 0,
+        error: None,
+    };
+    let mut actions = Vec::new();
+    let mut vector: Vec<(u32, &[u8])> = Vec::with_capacity(VECTOR);
+    let mut i = 0;
+    while i < frames.len() {
+        let t = frames[i].0;
+        vector.clear();
+        while i < frames.len() && frames[i].0 == t && vector.len() < VECTOR {
+            vector.push((frames[i].1, &frames[i].2.frame));
+            i += 1;
+        }
+        run_timers(&mut fib, &mut dp, &mut tx, t);
+        tx.now = t;
+        dp.receive(&fib, t, &vector, &mut tx);
+        apply_events(&mut fib, dp.take_events(), t, &mut actions);
+        dp.neigh_actions(&fib, t, &actions, &mut tx);
+        actions.clear();
+    }
+    if let Some(last) = frames.last() {
+        run_timers(&mut fib, &mut dp, &mut tx, last.0 + DRAIN_NS);
+    }
+    if let Some(e) = tx.error.take() {
+        let _ = writeln!(stderr, "fibre forward: {e}");
+        return 1;
+    }
+    for (_, w) in std::mem::take(&mut tx.writers) {
+        if let Err(e) = w.finish() {
+            let _ = writeln!(stderr, "fibre forward: {e}");
+            return 1;
+        }
+    }
+    let text = if opts.json {
+        report_json(&dp, &names)
+    } else {
+        report_text(&dp, &names)
+    };
+    let _ = stdout.write_all(text.as_bytes());
+    0
+}
+
+fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
+    let c = dp.counters();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "received {} forwarded {} fragments {} delivered {} punted {} waiting {}",
+        c.received, c.forwarded, c.fragments, c.delivered, c.punted, c.waiting
+    );
+    let _ = writeln!(
+        s,
+        "sent icmp_errors {} echo_replies {} neigh {} icmp_ratelimited {}",
+        c.icmp_errors, c.echo_replies, c.neigh_sent, c.icmp_ratelimited
+    );
+    let _ = write!(s, "dropped {}", dp.drops().total());
+    for (r, n) in dp.drops().nonzero() {
+        let _ = write!(s, " {} {n}", r.name());
+    }
+    s.push('\n');
+    for (ifindex, name) in names {
+        let l = dp.link_stats(*ifindex);
+        if l == Default::default() {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{name}: rx packets {} bytes {} dropped {} otherhost {} multicast {} tx packets {} bytes {} dropped {}",
+            l.rx_packets,
+            l.rx_bytes,
+            l.rx_dropped,
+            l.rx_otherhost_dropped,
+            l.multicast,
+            l.tx_packets,
+            l.tx_bytes,
+            l.tx_dropped
+        );
+    }
+    s
+}
+
+/// A JSON string literal.
+fn quote(v: &str) -> String {
+    let mut s = String::with_capacity(v.len() + 2);
+    s.push('"');
+    for ch in v.chars() {
+        match ch {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", c as u32);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
+    let c = dp.counters();
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{{\"received\":{},\"forwarded\":{},\"fragments\":{},\"delivered\":{},\"punted\":{},\"waiting\":{},\"sent\":{{\"icmp_errors\":{},\"echo_replies\":{},\"neigh\":{},\"icmp_ratelimited\":{}}},\"dropped\":{{\"total\":{}",
+        c.received,
+        c.forwarded,
+        c.fragments,
+        c.delivered,
+        c.punted,
+        c.waiting,
+        c.icmp_errors,
+        c.echo_replies,
+        c.neigh_sent,
+        c.icmp_ratelimited,
+        dp.drops().total()
+    );
+    for (r, n) in dp.drops().nonzero() {
+        let _ = write!(s, ",{}:{n}", quote(r.name()));
+    }
+    s.push_str("},\"links\":[");
+    let mut first = true;
+    for (ifindex, name) in names {
+        let l = dp.link_stats(*ifindex);
+        if l == Default::default() {
+            continue;
+        }
+        if !first {
+            s.push(',');
+        }
+        first = false;
+        let _ = write!(
+            s,
+            "{{\"ifname\":{},\"rx\":{{\"packets\":{},\"bytes\":{},\"dropped\":{},\"otherhost_dropped\":{},\"multicast\":{}}},\"tx\":{{\"packets\":{},\"bytes\":{},\"dropped\":{}}}}}",
+            quote(name),
+            l.rx_packets,
+            l.rx_bytes,
+            l.rx_dropped,
+            l.rx_otherhost_dropped,
+            l.multicast,
+            l.tx_packets,
+            l.tx_bytes,
+            l.tx_dropped
+        );
+    }
+    s.push_str("]}\n");
+    s
+}
