@@ -99,6 +99,8 @@ pub enum DropReason {
     RejectRoute,
     /// `DEV_READY`: the egress link is down or has no carrier.
     DevReady,
+    /// `UDP_CSUM`: a UDP datagram for the router whose checksum does not verify.
+    UdpCsum,
     /// `IPV6_NDISC_HOP_LIMIT`: an NDP message whose hop limit is not 255 (it came from
     /// beyond the link).
     Ipv6NdiscHopLimit,
@@ -115,7 +117,7 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`.
-    pub const ALL: [DropReason; 28] = [
+    pub const ALL: [DropReason; 29] = [
         DropReason::NotSpecified,
         DropReason::Otherhost,
         DropReason::UnhandledProto,
@@ -140,6 +142,7 @@ impl DropReason {
         DropReason::Blackhole,
         DropReason::RejectRoute,
         DropReason::DevReady,
+        DropReason::UdpCsum,
         DropReason::Ipv6NdiscHopLimit,
         DropReason::Ipv6NdiscBadCode,
         DropReason::Ipv6NdiscBadOptions,
@@ -182,6 +185,7 @@ impl DropReason {
             DropReason::Blackhole => "BLACKHOLE",
             DropReason::RejectRoute => "REJECT_ROUTE",
             DropReason::DevReady => "DEV_READY",
+            DropReason::UdpCsum => "UDP_CSUM",
             DropReason::Ipv6NdiscHopLimit => "IPV6_NDISC_HOP_LIMIT",
             DropReason::Ipv6NdiscBadCode => "IPV6_NDISC_BAD_CODE",
             DropReason::Ipv6NdiscBadOptions => "IPV6_NDISC_BAD_OPTIONS",

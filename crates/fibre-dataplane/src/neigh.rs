@@ -231,8 +231,7 @@ pub fn arp_request(
     out: &mut [u8],
 ) -> usize {
     let own = queued_src.filter(|s| fib.addr_type4_on(ifindex, *s) == RouteType::Local);
-    let Some(sip) = own.or_else(|| fib.select_src4(ifindex, target, fibre_fib::scope::LINK))
-    else {
+    let Some(sip) = own.or_else(|| fib.select_src4(ifindex, target, fibre_fib::scope::LINK)) else {
         return 0;
     };
     let r = arp::Repr {
@@ -375,8 +374,7 @@ pub fn ndp_input(
         ndp::Repr::NeighborSolicit { target, .. } => {
             let sllao = lladdr(true);
             let dad = src.is_unspecified();
-            if target.is_multicast()
-                || (dad && (dst != solicited_node(&target) || sllao.is_some()))
+            if target.is_multicast() || (dad && (dst != solicited_node(&target) || sllao.is_some()))
             {
                 return Outcome::dropped(DropReason::Ipv6NdiscBadOptions);
             }
@@ -401,7 +399,10 @@ pub fn ndp_input(
                 (all, multicast_mac(&all))
             } else {
                 let mac = sllao
-                    .or_else(|| fib.neigh_state(link.ifindex, IpAddr::V6(src)).and_then(|(_, ha)| ha))
+                    .or_else(|| {
+                        fib.neigh_state(link.ifindex, IpAddr::V6(src))
+                            .and_then(|(_, ha)| ha)
+                    })
                     .unwrap_or(eth_src);
                 (src, mac)
             };
@@ -446,8 +447,7 @@ pub fn ndp_input(
             }
         }
         ndp::Repr::NeighborAdvert { flags, target, .. } => {
-            if target.is_multicast() || (dst.is_multicast() && flags & na_flags::SOLICITED != 0)
-            {
+            if target.is_multicast() || (dst.is_multicast() && flags & na_flags::SOLICITED != 0) {
                 return Outcome::dropped(DropReason::Ipv6NdiscBadOptions);
             }
             let Some(tllao) = lladdr(false) else {

@@ -28,9 +28,10 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use fibre_fib::{nud, Fib, ForwardRoute, InputDrop, InputKey, InputRoute, NudAction, RouteType};
 use fibre_packet::{Buf, Pool, PoolConfig};
+use fibre_wire::checksum::PseudoHeader;
 use fibre_wire::consts::{ethertype, icmpv6 as icmpv6_consts, ip_proto};
 use fibre_wire::ethernet::{self, Address};
-use fibre_wire::{icmpv6, ipv4, ipv6};
+use fibre_wire::{icmpv6, ipv4, ipv6, udp};
 
 use crate::drop::{Discard, DropCounters, DropReason, LinkStats};
 use crate::forward::{self, V4Route, V6Route};
@@ -76,6 +77,10 @@ pub struct Config {
     pub ratelimit_peers: usize,
     /// Links the per-link counters have room for (ifindex below this).
     pub max_links: usize,
+    /// Whether a host stack takes the router's own traffic (the real-I/O layer hands it
+    /// over). Without one the router answers as a host where nothing listens: UDP gets port
+    /// unreachable.
+    pub host: bool,
 }
 
 impl Default for Config {
@@ -93,6 +98,7 @@ impl Default for Config {
             ratelimit: ratelimit::Settings::default(),
             ratelimit_peers: 4096,
             max_links: 4096,
+            host: false,
         }
     }
 }
@@ -159,6 +165,7 @@ pub struct Dataplane {
     frags: Vec<Buf>,
     flush: Vec<Buf>,
     next_ident: u16,
+    host: bool,
 }
 
 /// Why [`Dataplane::new`] refused a configuration.
@@ -182,6 +189,7 @@ impl Dataplane {
             frags: Vec::with_capacity(MAX_FRAGMENTS),
             flush: Vec::with_capacity(QUEUE_LEN as usize),
             next_ident: 0,
+            host: cfg.host,
         })
     }
 
@@ -231,7 +239,6 @@ impl Dataplane {
         }
     }
 
-
     /// Processes a vector of frames received at `now` (nanoseconds), each with the link it
     /// came in on. Takes at most [`VECTOR`] frames; the caller splits longer runs.
     pub fn receive(&mut self, fib: &Fib, now: u64, frames: &[(u32, &[u8])], tx: &mut dyn Tx) {
@@ -239,7 +246,7 @@ impl Dataplane {
         // Stage 1: receive checks; ARP is answered here, IP packets go into buffers.
         for &(iif, frame) in frames.iter().take(VECTOR) {
             self.counters.received += 1;
-            self.rx_one(fib, iif, frame, tx);
+            self.rx_one(fib, now, iif, frame, tx);
         }
         // Stage 2: the input route decision for the whole vector.
         let mut slots = std::mem::take(&mut self.slots);
@@ -263,7 +270,7 @@ impl Dataplane {
         self.slots = slots;
     }
 
-    fn rx_one(&mut self, fib: &Fib, iif: u32, frame: &[u8], tx: &mut dyn Tx) {
+    fn rx_one(&mut self, fib: &Fib, now: u64, iif: u32, frame: &[u8], tx: &mut dyn Tx) {
         let multicast = frame.first().is_some_and(|b| b & 1 != 0);
         if let Some(s) = self.stats(iif) {
             s.received(frame.len(), multicast);
@@ -275,6 +282,13 @@ impl Dataplane {
         let got = match rx::receive(frame, Address(mac)) {
             Ok(r) => r,
             Err(d) => {
+                if let Some(e) = d.icmp {
+                    // Only IPv6's receive checks answer (a hop-by-hop option asking for a
+                    // parameter problem): the packet is past its link-layer header and tags.
+                    let (l3, l2) = ip_start(frame, mac);
+                    let orig = frame.get(l3..).unwrap_or(&[]);
+                    self.icmp_error_frame(fib, now, e, orig, l2, tx);
+                }
                 self.drop_packet(iif, d.reason);
                 return;
             }
@@ -468,7 +482,10 @@ impl Dataplane {
                     .route_output(meta.dst, None, meta.tos)
                     .ok()
                     .and_then(|d| d.prefsrc)
-                    .or_else(|| fib.select_src4(f.oif, Ipv4Addr::UNSPECIFIED, fibre_fib::scope::UNIVERSE).map(IpAddr::V4));
+                    .or_else(|| {
+                        fib.select_src4(f.oif, Ipv4Addr::UNSPECIFIED, fibre_fib::scope::UNIVERSE)
+                            .map(IpAddr::V4)
+                    });
                 if let Some(IpAddr::V4(e)) = egress {
                     let ip = &mut buf.data_mut(&mut self.pool)[l3..];
                     forward::forward_options_v4(ip, &o, e);
@@ -582,13 +599,23 @@ impl Dataplane {
 
     /// Sends the `len` bytes of an IP packet the router built in the scratch frame (after
     /// room for a link-layer header) to `dst`, through the route back.
-    fn originate(&mut self, fib: &Fib, now: u64, route: (u32, IpAddr), src: IpAddr, len: usize, tx: &mut dyn Tx) {
+    fn originate(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        route: (u32, IpAddr),
+        src: IpAddr,
+        len: usize,
+        tx: &mut dyn Tx,
+    ) {
         let Ok(mut buf) = self.pool.alloc() else {
             self.drops.count(DropReason::Nomem);
             return;
         };
         match buf.append(&mut self.pool, len) {
-            Ok(b) => b.copy_from_slice(&self.scratch[ethernet::HEADER_LEN..ethernet::HEADER_LEN + len]),
+            Ok(b) => {
+                b.copy_from_slice(&self.scratch[ethernet::HEADER_LEN..ethernet::HEADER_LEN + len])
+            }
             Err(_) => {
                 self.pool.free(buf);
                 self.drops.count(DropReason::Nomem);
@@ -598,9 +625,7 @@ impl Dataplane {
         self.output(fib, now, route.0, route.1, src, buf, 0, tx);
     }
 
-    /// icmp_send / icmp6_send about the IP packet at `l3` in `buf`: eligibility, the global
-    /// limit, the route back and its source, the per-destination limit, then the message.
-    /// `local_dst`: the packet was for one of the router's addresses, which answers from it.
+    /// icmp_send / icmp6_send about the IP packet at `l3` in `buf` (see [`icmp_error`]).
     #[allow(clippy::too_many_arguments)]
     fn icmp_error(
         &mut self,
@@ -614,89 +639,39 @@ impl Dataplane {
         tx: &mut dyn Tx,
     ) {
         let orig = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
+        let mut o = Originating {
+            rate: &mut self.rate,
+            counters: &mut self.counters,
+            next_ident: &mut self.next_ident,
+        };
         let out = &mut self.scratch[ethernet::HEADER_LEN..];
-        let built = match err {
-            IcmpError::V4(e) => {
-                let Ok(p) = ipv4::Packet::new_checked(orig) else {
-                    return;
-                };
-                let (src, dst, tos) = (p.src_addr(), p.dst_addr(), p.tos());
-                if icmp::eligible_v4(orig, l2, false).is_err() {
-                    return;
-                }
-                let (t, code, _) = e.type_code_info();
-                let Global::Allowed { apply_peer_limit } = self.rate.global_v4(t, code, now) else {
-                    self.counters.icmp_ratelimited += 1;
-                    return;
-                };
-                let Ok(back) = fib.route_output(IpAddr::V4(src), None, tos) else {
-                    return;
-                };
-                let from = if local_dst {
-                    dst
-                } else {
-                    match back.prefsrc {
-                        Some(IpAddr::V4(a)) => a,
-                        _ => INADDR_DUMMY,
-                    }
-                };
-                if !self.rate.peer_v4(src, apply_peer_limit, ICMP_CREDITS, now) {
-                    self.counters.icmp_ratelimited += 1;
-                    return;
-                }
-                self.next_ident = self.next_ident.wrapping_add(1);
-                let reply = V4Reply {
-                    src: from,
-                    ident: self.next_ident,
-                    mtu: back.mtu,
-                };
-                let nh = back.gateway.unwrap_or(IpAddr::V4(src));
-                icmp::build_error_v4(e, orig, &reply, out).map(|n| (n, (back.oif, nh), IpAddr::V4(from)))
-            }
-            IcmpError::V6(e) => {
-                let Ok(p) = ipv6::Packet::new_checked(orig) else {
-                    return;
-                };
-                let (src, dst) = (p.src_addr(), p.dst_addr());
-                if icmp::eligible_v6(e, orig, l2).is_err() {
-                    return;
-                }
-                let (t, _, _) = e.type_code_info();
-                let Global::Allowed { apply_peer_limit } = self.rate.global_v6(t, now) else {
-                    self.counters.icmp_ratelimited += 1;
-                    return;
-                };
-                let Ok(back) = fib.route_output(IpAddr::V6(src), None, 0) else {
-                    return;
-                };
-                let from = if local_dst || fib.is_own_addr6(&dst) {
-                    dst
-                } else {
-                    match back.prefsrc {
-                        Some(IpAddr::V6(a)) => a,
-                        _ => match fib.select_src6(Some(back.oif), &src) {
-                            Some(a) => a,
-                            None => return,
-                        },
-                    }
-                };
-                if !self.rate.peer_v6(src, 128, apply_peer_limit, ICMP_CREDITS, now) {
-                    self.counters.icmp_ratelimited += 1;
-                    return;
-                }
-                let reply = V6Reply {
-                    src: from,
-                    flow_label: ORIGINATED_FLOW_LABEL,
-                };
-                let nh = back.gateway.unwrap_or(IpAddr::V6(src));
-                icmp::build_error_v6(e, orig, &reply, out).map(|n| (n, (back.oif, nh), IpAddr::V6(from)))
-            }
+        if let Some((len, route, from)) =
+            icmp_error(fib, now, err, orig, l2, local_dst, &mut o, out)
+        {
+            self.originate(fib, now, route, from, len, tx);
+        }
+    }
+
+    /// The same about a packet still in the received frame (receive checks' errors).
+    #[allow(clippy::too_many_arguments)]
+    fn icmp_error_frame(
+        &mut self,
+        fib: &Fib,
+        now: u64,
+        err: IcmpError,
+        orig: &[u8],
+        l2: L2Class,
+        tx: &mut dyn Tx,
+    ) {
+        let mut o = Originating {
+            rate: &mut self.rate,
+            counters: &mut self.counters,
+            next_ident: &mut self.next_ident,
         };
-        let Ok((len, route, from)) = built else {
-            return;
-        };
-        self.counters.icmp_errors += 1;
-        self.originate(fib, now, route, from, len, tx);
+        let out = &mut self.scratch[ethernet::HEADER_LEN..];
+        if let Some((len, route, from)) = icmp_error(fib, now, err, orig, l2, false, &mut o, out) {
+            self.originate(fib, now, route, from, len, tx);
+        }
     }
 
     /// Packets for the router itself: echo requests answered, ARP's IPv6 counterpart (NDP)
@@ -730,7 +705,8 @@ impl Dataplane {
             }
             (IpAddr::V6(src), IpAddr::V6(dst), ip_proto::ICMPV6) => {
                 let kind = ip.get(l4).copied().unwrap_or(0);
-                if kind == icmpv6_consts::NEIGHBOR_SOLICIT || kind == icmpv6_consts::NEIGHBOR_ADVERT {
+                if kind == icmpv6_consts::NEIGHBOR_SOLICIT || kind == icmpv6_consts::NEIGHBOR_ADVERT
+                {
                     let p = ipv6::Packet::new_unchecked(ip);
                     let msg = icmpv6::Packet::new_unchecked(&ip[l4..]);
                     if msg.verify_checksum(src, dst).is_err() {
@@ -740,22 +716,56 @@ impl Dataplane {
                     }
                     let eth_src = ethernet::Frame::new_unchecked(data).src_addr().0;
                     let mac = fib.link_mac(iif).unwrap_or_default();
-                    let link = OnLink { ifindex: iif, mac, l2: meta.l2 };
+                    let link = OnLink {
+                        ifindex: iif,
+                        mac,
+                        l2: meta.l2,
+                    };
                     let o = neigh::ndp_input(fib, link, eth_src, &p, &msg, &mut self.scratch[..]);
                     self.pool.free(buf);
                     self.neigh_outcome(iif, o, tx);
                     return;
                 }
-                let from = if dst.is_multicast() {
-                    match fib.select_src6(Some(iif), &src) {
-                        Some(a) => a,
-                        None => dst,
-                    }
+                // A reply to a group or an anycast address comes from the address the route
+                // back selects (icmpv6_echo_reply without anycast_src_echo_reply).
+                let from = if dst.is_multicast() || !fib.is_own_addr6(&dst) {
+                    let back = fib.route_output(IpAddr::V6(src), None, 0).ok();
+                    let sel = back.and_then(|b| match b.prefsrc {
+                        Some(IpAddr::V6(a)) => Some(a),
+                        _ => fib.select_src6(Some(b.oif), &src),
+                    });
+                    sel.unwrap_or(dst)
                 } else {
                     dst
                 };
                 icmp::echo_reply_v6(ip, l4, from, ORIGINATED_FLOW_LABEL, out)
                     .map(|n| (n, IpAddr::V6(src), IpAddr::V6(from)))
+            }
+            (_, _, ip_proto::UDP) if !self.host && !broadcast && !meta.dst.is_multicast() => {
+                // No host stack behind the router: every port is closed (__udp4_lib_rcv and
+                // __udp6_lib_rcv without a socket): a datagram whose checksum verifies gets
+                // port unreachable.
+                let udp = udp::Packet::new_checked(ip.get(l4..).unwrap_or(&[]));
+                let pseudo = match (meta.src, meta.dst) {
+                    (IpAddr::V4(src), IpAddr::V4(dst)) => PseudoHeader::V4 { src, dst },
+                    (IpAddr::V6(src), IpAddr::V6(dst)) => PseudoHeader::V6 { src, dst },
+                    _ => unreachable!("one family per packet"),
+                };
+                let verified = udp.is_ok_and(|u| u.verify_checksum(&pseudo).is_ok());
+                if !verified {
+                    self.drop_packet(iif, DropReason::UdpCsum);
+                    self.pool.free(buf);
+                    return;
+                }
+                let err = if meta.is_ipv4() {
+                    IcmpError::V4(Icmp4Error::PortUnreachable)
+                } else {
+                    IcmpError::V6(Icmp6Error::PortUnreachable)
+                };
+                self.counters.delivered += 1;
+                self.icmp_error(fib, now, err, &buf, l3, meta.l2, true, tx);
+                self.pool.free(buf);
+                return;
             }
             _ => Ok((0, meta.src, meta.dst)),
         };
@@ -781,12 +791,34 @@ impl Dataplane {
     pub fn neigh_actions(&mut self, fib: &Fib, now: u64, actions: &[NudAction], tx: &mut dyn Tx) {
         for a in actions {
             match *a {
-                NudAction::Probe { ifindex, addr, unicast } => {
-                    let Some(mac) = fib.link_mac(ifindex) else { continue };
+                NudAction::Probe {
+                    ifindex,
+                    addr,
+                    unicast,
+                } => {
+                    let Some(mac) = fib.link_mac(ifindex) else {
+                        continue;
+                    };
                     let newest = self.waiting.newest_src(ifindex, addr);
                     let len = match (addr, newest) {
-                        (IpAddr::V4(t), s) => neigh::arp_request(fib, ifindex, mac, t, unicast, s.and_then(v4), &mut self.scratch[..]),
-                        (IpAddr::V6(t), s) => neigh::neighbour_solicit(fib, ifindex, mac, t, unicast, s.and_then(v6), &mut self.scratch[..]),
+                        (IpAddr::V4(t), s) => neigh::arp_request(
+                            fib,
+                            ifindex,
+                            mac,
+                            t,
+                            unicast,
+                            s.and_then(v4),
+                            &mut self.scratch[..],
+                        ),
+                        (IpAddr::V6(t), s) => neigh::neighbour_solicit(
+                            fib,
+                            ifindex,
+                            mac,
+                            t,
+                            unicast,
+                            s.and_then(v6),
+                            &mut self.scratch[..],
+                        ),
                     };
                     if len > 0 {
                         self.counters.neigh_sent += 1;
@@ -823,7 +855,12 @@ impl Dataplane {
 
 /// The writer's side of a vector's events: applies them to the routing state and collects
 /// what the data plane must do in return ([`Dataplane::neigh_actions`]).
-pub fn apply_events(fib: &mut Fib, events: impl Iterator<Item = Event>, now: u64, actions: &mut Vec<NudAction>) {
+pub fn apply_events(
+    fib: &mut Fib,
+    events: impl Iterator<Item = Event>,
+    now: u64,
+    actions: &mut Vec<NudAction>,
+) {
     for e in events {
         match e {
             Event::Learned(l) => fib.neigh_learn(&l.heard(), now, actions),
@@ -858,7 +895,13 @@ fn transmit(links: &mut [LinkStats], tx: &mut dyn Tx, oif: u32, frame: &[u8]) {
 
 /// The drop reason and ICMP error of an input route decision's refusal.
 fn input_drop(d: InputDrop, v4: bool) -> (DropReason, Option<IcmpError>) {
-    let err = |e4, e6| Some(if v4 { IcmpError::V4(e4) } else { IcmpError::V6(e6) });
+    let err = |e4, e6| {
+        Some(if v4 {
+            IcmpError::V4(e4)
+        } else {
+            IcmpError::V6(e6)
+        })
+    };
     match d {
         InputDrop::MartianSource => (DropReason::IpInvalidSource, None),
         InputDrop::LocalSource => (DropReason::IpLocalSource, None),
@@ -880,4 +923,136 @@ fn input_drop(d: InputDrop, v4: bool) -> (DropReason, Option<IcmpError>) {
         InputDrop::Blackhole => (DropReason::Blackhole, None),
         InputDrop::ForwardingOff => (DropReason::IpInaddrerrors, None),
     }
+}
+
+/// What building a packet the router originates changes in the worker's state.
+struct Originating<'a> {
+    rate: &'a mut RateLimiter,
+    counters: &'a mut Counters,
+    next_ident: &'a mut u16,
+}
+
+/// icmp_send / icmp6_send about the IP packet `orig` (from its IP header): eligibility, the
+/// global limit, the route back and its source, the per-destination limit, then the message,
+/// built into `out`. Returns its length, the route back (output link and neighbour) and its
+/// source; `None` when the kernel sends nothing. `local_dst`: the packet was for one of the
+/// router's addresses, which answers from it.
+#[allow(clippy::too_many_arguments)]
+fn icmp_error(
+    fib: &Fib,
+    now: u64,
+    err: IcmpError,
+    orig: &[u8],
+    l2: L2Class,
+    local_dst: bool,
+    o: &mut Originating,
+    out: &mut [u8],
+) -> Option<(usize, (u32, IpAddr), IpAddr)> {
+    let built = match err {
+        IcmpError::V4(e) => {
+            let Ok(p) = ipv4::Packet::new_checked(orig) else {
+                return None;
+            };
+            let (src, dst, tos) = (p.src_addr(), p.dst_addr(), p.tos());
+            if icmp::eligible_v4(orig, l2, false).is_err() {
+                return None;
+            }
+            let (t, code, _) = e.type_code_info();
+            let Global::Allowed { apply_peer_limit } = o.rate.global_v4(t, code, now) else {
+                o.counters.icmp_ratelimited += 1;
+                return None;
+            };
+            let Ok(back) = fib.route_output(IpAddr::V4(src), None, tos) else {
+                return None;
+            };
+            let from = if local_dst {
+                dst
+            } else {
+                match back.prefsrc {
+                    Some(IpAddr::V4(a)) => a,
+                    _ => INADDR_DUMMY,
+                }
+            };
+            if !o.rate.peer_v4(src, apply_peer_limit, ICMP_CREDITS, now) {
+                o.counters.icmp_ratelimited += 1;
+                return None;
+            }
+            *o.next_ident = o.next_ident.wrapping_add(1);
+            let reply = V4Reply {
+                src: from,
+                ident: *o.next_ident,
+                mtu: back.mtu,
+            };
+            let nh = back.gateway.unwrap_or(IpAddr::V4(src));
+            icmp::build_error_v4(e, orig, &reply, out)
+                .map(|n| (n, (back.oif, nh), IpAddr::V4(from)))
+        }
+        IcmpError::V6(e) => {
+            let Ok(p) = ipv6::Packet::new_checked(orig) else {
+                return None;
+            };
+            let (src, dst) = (p.src_addr(), p.dst_addr());
+            if icmp::eligible_v6(e, orig, l2).is_err() {
+                return None;
+            }
+            let (t, _, _) = e.type_code_info();
+            let Global::Allowed { apply_peer_limit } = o.rate.global_v6(t, now) else {
+                o.counters.icmp_ratelimited += 1;
+                return None;
+            };
+            let Ok(back) = fib.route_output(IpAddr::V6(src), None, 0) else {
+                return None;
+            };
+            let from = if local_dst || fib.is_own_addr6(&dst) {
+                dst
+            } else {
+                match back.prefsrc {
+                    Some(IpAddr::V6(a)) => a,
+                    _ => match fib.select_src6(Some(back.oif), &src) {
+                        Some(a) => a,
+                        None => return None,
+                    },
+                }
+            };
+            if !o
+                .rate
+                .peer_v6(src, 128, apply_peer_limit, ICMP_CREDITS, now)
+            {
+                o.counters.icmp_ratelimited += 1;
+                return None;
+            }
+            let reply = V6Reply {
+                src: from,
+                flow_label: ORIGINATED_FLOW_LABEL,
+            };
+            let nh = back.gateway.unwrap_or(IpAddr::V6(src));
+            icmp::build_error_v6(e, orig, &reply, out)
+                .map(|n| (n, (back.oif, nh), IpAddr::V6(from)))
+        }
+    };
+    let built = built.ok()?;
+    o.counters.icmp_errors += 1;
+    Some(built)
+}
+
+/// Where the IP header of a received frame starts (after the Ethernet header and any VLAN
+/// tags) and the frame's class by its destination MAC, for a frame the receive checks read.
+fn ip_start(frame: &[u8], mac: [u8; 6]) -> (usize, L2Class) {
+    let mut l3 = ethernet::HEADER_LEN;
+    let mut ty = ethernet::Frame::new_unchecked(frame).ethertype();
+    while matches!(ty, ethertype::VLAN | ethertype::QINQ) {
+        ty = frame
+            .get(l3 + 2..l3 + 4)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+        l3 += 4;
+    }
+    let dst = ethernet::Frame::new_unchecked(frame).dst_addr();
+    let l2 = if dst.0 == mac {
+        L2Class::Host
+    } else if dst.is_broadcast() {
+        L2Class::Broadcast
+    } else {
+        L2Class::Multicast
+    };
+    (l3, l2)
 }
