@@ -75,6 +75,9 @@ pub(crate) struct Neighs {
     proxies: BTreeMap<Key, Proxy>,
     record: bool,
     events: Vec<NeighEvent>,
+    /// Bumped by every request and link event that may change an entry (see
+    /// [`crate::Fib::neigh_gen`]).
+    changes: u64,
 }
 
 /// `NEIGH_UPDATE_F_*` of one update.
@@ -203,6 +206,7 @@ impl Neighs {
         proxies: bool,
         doomed: impl Fn(&Entry) -> bool,
     ) {
+        self.changes += 1;
         let hit = |k: &Key| k.1 == dev && family.is_none_or(|f| f == k.0);
         let keys: Vec<Key> = self
             .entries
@@ -253,6 +257,12 @@ impl Fib {
     /// The neighbour changes recorded since the last call, in the kernel's order.
     pub fn take_neigh_events(&mut self) -> Vec<NeighEvent> {
         std::mem::take(&mut self.neighs.events)
+    }
+
+    /// The neighbour generation: unchanged while no neighbour entry changed, so that state
+    /// compiled from the entries (forwarding adjacencies) knows when to look at them again.
+    pub fn neigh_gen(&self) -> u64 {
+        self.neighs.changes
     }
 
     /// The key an entry of `dst` on `dev` is stored under.
@@ -350,6 +360,7 @@ impl Fib {
 
     /// RTM_NEWNEIGH with the given NLM_F_* modifiers (`neigh_add`).
     pub fn neigh_new(&mut self, n: &Neighbour, flags: ReqFlags) -> Result<(), RtError> {
+        self.neighs.changes += 1;
         if Family::of(&n.dst) != n.family {
             return Err(RtError::msg(Errno::EINVAL, "Invalid network address"));
         }
@@ -448,6 +459,7 @@ impl Fib {
 
     /// RTM_DELNEIGH (`neigh_delete`).
     pub fn neigh_del(&mut self, n: &Neighbour) -> Result<(), RtError> {
+        self.neighs.changes += 1;
         if Family::of(&n.dst) != n.family {
             return Err(RtError::msg(Errno::EINVAL, "Invalid network address"));
         }
