@@ -27,12 +27,14 @@ use crate::table::{
     ETHERTYPE_IPV6, REWRITE_LEN,
 };
 
-/// A neighbour entry as adjacencies depend on it.
+/// A neighbour entry as adjacencies depend on it (entries in NUD_NONE count as none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Neigh {
-    /// The link-layer address, when the entry's state is NUD_VALID.
-    lladdr: Option<[u8; 6]>,
-    failed: bool,
+enum Neigh {
+    /// NUD_VALID, with its link-layer address.
+    Valid([u8; 6]),
+    Failed,
+    /// NUD_INCOMPLETE: being resolved, even on a NOARP link (the kernel queues the packet).
+    Incomplete,
 }
 
 /// An adjacency and who holds it.
@@ -107,12 +109,10 @@ fn adjacency(
     n: Option<Neigh>,
 ) -> Adjacency {
     let (dst, state) = match n {
-        Some(Neigh {
-            lladdr: Some(ha), ..
-        }) => (ha, NeighState::Resolved),
-        Some(Neigh { failed: true, .. }) => ([0; 6], NeighState::Failed),
-        _ if l.noarp => (l.mac, NeighState::Resolved),
-        _ => ([0; 6], NeighState::Incomplete),
+        Some(Neigh::Valid(ha)) => (ha, NeighState::Resolved),
+        Some(Neigh::Failed) => ([0; 6], NeighState::Failed),
+        None if l.noarp => (l.mac, NeighState::Resolved),
+        Some(Neigh::Incomplete) | None => ([0; 6], NeighState::Incomplete),
     };
     let ethertype = match family {
         Family::Inet => ETHERTYPE_IPV4,
@@ -218,8 +218,12 @@ impl Compiler {
                 .as_deref()
                 .filter(|_| n.state & nud::VALID != 0)
                 .and_then(|l| l.get(..6)?.try_into().ok());
-            let failed = n.state & nud::FAILED != 0;
-            now.insert((n.ifindex, n.dst), Neigh { lladdr, failed });
+            let entry = match lladdr {
+                Some(ha) => Neigh::Valid(ha),
+                None if n.state & nud::FAILED != 0 => Neigh::Failed,
+                None => Neigh::Incomplete,
+            };
+            now.insert((n.ifindex, n.dst), entry);
         }
         let mut moved: Vec<(u32, IpAddr)> = now
             .iter()

@@ -99,6 +99,10 @@ fn on_link_destinations_use_their_entry_or_the_links_glean_adjacency() {
     neigh(&mut f, d1, "10.9.0.7", None, nud::FAILED);
     w.update(&f);
     assert_eq!(reached(&f, &w, &k).1.state, NeighState::Failed);
+    // Being resolved, even on a NOARP link: the kernel queues the packet.
+    neigh(&mut f, d1, "10.9.0.7", None, nud::INCOMPLETE);
+    w.update(&f);
+    assert_eq!(reached(&f, &w, &k).1.state, NeighState::Incomplete);
     neigh_del(&mut f, d1, "10.9.0.7");
     w.update(&f);
     assert_eq!(reached(&f, &w, &k).0, i, "back to glean");

@@ -177,7 +177,7 @@ fn naive(
             NeighState::Resolved,
         ),
         Some(n) if n.state & nud::FAILED != 0 => ([0; 6], NeighState::Failed),
-        _ if l.flags & iff::NOARP != 0 => (mac, NeighState::Resolved),
+        None if l.flags & iff::NOARP != 0 => (mac, NeighState::Resolved),
         _ => ([0; 6], NeighState::Incomplete),
     };
     // An on-link destination without an entry may use a link's glean adjacency, or the
