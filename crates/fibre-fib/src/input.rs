@@ -131,6 +131,8 @@ impl DstRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardHop {
     pub dst: DstRef,
+    /// The family of the packets the route forwards (an IPv4 route's gateway may be IPv6).
+    pub family: Family,
     pub oif: u32,
     /// As [`ForwardRoute::gateway`].
     pub gateway: Option<IpAddr>,
@@ -304,8 +306,9 @@ impl Fib {
                 .iter()
                 .zip(&info.spec.nhs)
                 .filter(move |(_, n)| unicast && n.oif != IfIndex::NONE)
-                .map(|(st, n)| ForwardHop {
+                .map(move |(st, n)| ForwardHop {
                     dst: DstRef::of(&st.dst),
+                    family: info.spec.family,
                     oif: st.dst.oif,
                     gateway: n.gw.filter(|_| st.scope == scope::LINK),
                 })

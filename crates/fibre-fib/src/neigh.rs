@@ -81,6 +81,9 @@ pub(crate) struct Neighs {
     /// Running timers of data-plane entries by deadline (see [`resolve`]); an entry's own
     /// `nud.timer` says which of its deadlines is current, the others are skipped.
     timers: BTreeSet<(u64, Key)>,
+    /// Bumped by every request and link event that may change an entry (see
+    /// [`crate::Fib::neigh_gen`]).
+    changes: u64,
 }
 
 /// `NEIGH_UPDATE_F_*` of one update.
@@ -124,6 +127,9 @@ fn proxy_answer(k: &Key, p: &Proxy) -> Neighbour {
 
 impl Neighs {
     fn note(&mut self, deleted: bool, k: &Key, e: &Entry) {
+        // Every change the data plane's resolution makes is announced: the generation moves
+        // with it.
+        self.changes += 1;
         if self.record {
             self.events.push(NeighEvent {
                 deleted,
@@ -209,6 +215,7 @@ impl Neighs {
         proxies: bool,
         doomed: impl Fn(&Entry) -> bool,
     ) {
+        self.changes += 1;
         let hit = |k: &Key| k.1 == dev && family.is_none_or(|f| f == k.0);
         let keys: Vec<Key> = self
             .entries
@@ -259,6 +266,12 @@ impl Fib {
     /// The neighbour changes recorded since the last call, in the kernel's order.
     pub fn take_neigh_events(&mut self) -> Vec<NeighEvent> {
         std::mem::take(&mut self.neighs.events)
+    }
+
+    /// The neighbour generation: unchanged while no neighbour entry changed, so that state
+    /// compiled from the entries (forwarding adjacencies) knows when to look at them again.
+    pub fn neigh_gen(&self) -> u64 {
+        self.neighs.changes
     }
 
     /// The key an entry of `dst` on `dev` is stored under.
@@ -357,6 +370,7 @@ impl Fib {
 
     /// RTM_NEWNEIGH with the given NLM_F_* modifiers (`neigh_add`).
     pub fn neigh_new(&mut self, n: &Neighbour, flags: ReqFlags) -> Result<(), RtError> {
+        self.neighs.changes += 1;
         if Family::of(&n.dst) != n.family {
             return Err(RtError::msg(Errno::EINVAL, "Invalid network address"));
         }
@@ -455,6 +469,7 @@ impl Fib {
 
     /// RTM_DELNEIGH (`neigh_delete`).
     pub fn neigh_del(&mut self, n: &Neighbour) -> Result<(), RtError> {
+        self.neighs.changes += 1;
         if Family::of(&n.dst) != n.family {
             return Err(RtError::msg(Errno::EINVAL, "Invalid network address"));
         }

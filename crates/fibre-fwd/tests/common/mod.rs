@@ -1,0 +1,143 @@
+//! Building FIBs for the tests: the requests `fibre` makes for `link add`, `address add`,
+//! `route add`, `neigh add|del` and `link set`.
+
+#![allow(dead_code)]
+
+use std::net::IpAddr;
+
+use fibre_fib::types::{iff, nud};
+use fibre_fib::*;
+
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().expect("address literal")
+}
+
+/// `link add NAME address MAC type dummy` + `link set NAME up`.
+pub fn link(f: &mut Fib, name: &str, mac: [u8; 6]) -> u32 {
+    f.link_new(
+        &Link {
+            ifname: Some(name.into()),
+            kind: Some(LinkKind::Dummy),
+            address: Some(mac.to_vec()),
+            flags: iff::UP,
+            change: iff::UP,
+            ..Default::default()
+        },
+        ReqFlags::ADD,
+    )
+    .expect("link");
+    f.link_index(name).expect("index")
+}
+
+/// `link set` of one attribute: MTU, MAC, up/down, carrier.
+pub fn set_link(f: &mut Fib, ifindex: u32, l: Link) {
+    f.link_new(&Link { ifindex, ..l }, ReqFlags::NONE)
+        .expect("link set");
+}
+
+pub fn up(up: bool) -> Link {
+    Link {
+        flags: if up { iff::UP } else { 0 },
+        change: iff::UP,
+        ..Default::default()
+    }
+}
+
+/// `address add A/LEN dev IFINDEX`.
+pub fn addr(f: &mut Fib, ifindex: u32, a: &str, len: u8) {
+    let a = ip(a);
+    f.addr_new(
+        &Address {
+            family: Family::of(&a),
+            prefixlen: len,
+            flags: 0,
+            scope: 0,
+            ifindex,
+            local: Some(a),
+            address: Some(a),
+            broadcast: None,
+            label: None,
+            metric: None,
+            valid_lft: None,
+            preferred_lft: None,
+        },
+        ReqFlags::ADD,
+    )
+    .expect("address");
+}
+
+/// `route add DST/LEN via GW` (one next hop per gateway: multipath with more than one).
+pub fn route(dst: &str, len: u8, gws: &[&str]) -> Route {
+    let a = ip(dst);
+    let mut r = Route::new(Family::of(&a), Prefix { addr: a, len });
+    r.table = table::MAIN;
+    r.protocol = protocol::BOOT;
+    if let [gw] = gws {
+        r.nexthop.gateway = Some(ip(gw));
+    } else {
+        r.multipath = gws
+            .iter()
+            .map(|g| NextHop {
+                gateway: Some(ip(g)),
+                ..Default::default()
+            })
+            .collect();
+    }
+    r
+}
+
+/// `neigh add|replace A lladdr MAC dev IFINDEX nud STATE` (no lladdr for invalid states).
+pub fn neigh(f: &mut Fib, ifindex: u32, a: &str, mac: Option<[u8; 6]>, state: u16) {
+    let dst = ip(a);
+    let n = Neighbour {
+        family: Family::of(&dst),
+        ifindex,
+        dst,
+        lladdr: mac.map(|m| m.to_vec()),
+        state,
+        flags: 0,
+        kind: 0,
+        protocol: 0,
+        confirmed: 0,
+        refcnt: 0,
+    };
+    f.neigh_new(&n, ReqFlags::REPLACE).expect("neigh");
+}
+
+pub fn neigh_del(f: &mut Fib, ifindex: u32, a: &str) {
+    let dst = ip(a);
+    let n = Neighbour {
+        family: Family::of(&dst),
+        ifindex,
+        dst,
+        lladdr: None,
+        state: nud::NONE,
+        flags: 0,
+        kind: 0,
+        protocol: 0,
+        confirmed: 0,
+        refcnt: 0,
+    };
+    let _ = f.neigh_del(&n);
+}
+
+/// A UDP packet from `src` to `dst` in on `iif`.
+pub fn packet(dst: &str, src: &str, iif: u32) -> InputKey {
+    InputKey {
+        dst: ip(dst),
+        src: ip(src),
+        iif,
+        tos: 0,
+        mark: 0,
+        proto: 17,
+        sport: 1000,
+        dport: 53,
+    }
+}
+
+pub fn forward(f: &Fib, k: &InputKey) -> ForwardRoute {
+    match f.route_input(k) {
+        Ok(InputRoute::Forward(r)) => r,
+        other => panic!("{k:?}: {other:?}, not forwarded"),
+    }
+}
