@@ -14,9 +14,10 @@ use fibre_dataplane::forward::{
 use fibre_dataplane::frag::fragment_v4;
 use fibre_dataplane::icmp::{
     build_error_v4, build_error_v6, echo_reply_v4, echo_reply_v6, eligible_v4, eligible_v6,
-    Icmp4Error, Icmp6Error, IcmpError, V4Reply, V6Reply, MAX_ERROR_V4_LEN, MAX_ERROR_V6_LEN,
+    Icmp4Error, Icmp6Error, IcmpError, NotSent, V4Reply, V6Reply, MAX_ERROR_V4_LEN,
+    MAX_ERROR_V6_LEN,
 };
-use fibre_dataplane::rx::{receive, Meta, Rx};
+use fibre_dataplane::rx::{receive, L2Class, Meta, Rx};
 use fibre_packet::{Headroom, Pool, PoolConfig};
 use fibre_wire::ethernet::Address;
 
@@ -115,6 +116,23 @@ fn fragmentation_needed() {
 }
 
 #[test]
+fn small_packets_are_quoted_whole() {
+    icmp4_error(
+        &case(include_str!("kernel/ttl1_small.txt")),
+        DropReason::IpInhdr,
+        Icmp4Error::TimeExceeded,
+    );
+}
+
+#[test]
+fn no_error_about_an_error() {
+    let c = case(include_str!("kernel/ttl1_icmp_error.txt"));
+    assert!(c.s.is_empty() && c.d.is_empty());
+    let (m, ip) = ip_of(&c);
+    assert_eq!(eligible_v4(&ip, m.l2, false), Err(NotSent::AboutError));
+}
+
+#[test]
 fn forwarded_with_the_ttl_decremented() {
     let c = case(include_str!("kernel/fwd4.txt"));
     let (m, mut ip) = ip_of(&c);
@@ -174,16 +192,23 @@ fn icmp6_error(c: &Case, want: Icmp6Error) {
     };
     let d = forward_v6(&mut ip, m.l2, &route).unwrap_err();
     assert_eq!(d.icmp, Some(IcmpError::V6(want)));
-    eligible_v6(want, &ip, m.l2).unwrap();
+    reply_v6(c, &ip, m.l2, want);
+}
+
+/// Builds the ICMPv6 error `want` about `ip` and compares it with the kernel's, whose source
+/// address (the caller's choice) is taken from its frame.
+fn reply_v6(c: &Case, ip: &[u8], l2: L2Class, want: Icmp6Error) {
+    eligible_v6(want, ip, l2).unwrap();
     let [kernel] = &c.s[..] else {
         panic!("{} frames", c.s.len())
     };
+    let src: [u8; 16] = kernel[22..38].try_into().unwrap();
     let reply = V6Reply {
-        src: R0_V6,
+        src: Ipv6Addr::from(src),
         flow_label: flow_label(kernel),
     };
     let mut out = [0u8; MAX_ERROR_V6_LEN];
-    let n = build_error_v6(want, &ip, &reply, &mut out).unwrap();
+    let n = build_error_v6(want, ip, &reply, &mut out).unwrap();
     assert_eq!(&out[..n], &kernel[14..]);
 }
 
@@ -201,6 +226,39 @@ fn packet_too_big() {
         &case(include_str!("kernel/ptb6.txt")),
         Icmp6Error::PacketTooBig { mtu: R1_MTU },
     );
+}
+
+#[test]
+fn link_local_sources_stay_on_their_link() {
+    icmp6_error(
+        &case(include_str!("kernel/linklocal6.txt")),
+        Icmp6Error::BeyondScope,
+    );
+}
+
+#[test]
+fn unknown_hop_by_hop_option() {
+    let c = case(include_str!("kernel/hbh_unknown.txt"));
+    let d = receive(&c.input, R0).unwrap_err();
+    let want = Icmp6Error::ParamProblem {
+        code: 2,
+        pointer: 42,
+    };
+    assert_eq!(
+        d,
+        Discard::with_icmp(DropReason::UnhandledProto, IcmpError::V6(want))
+    );
+    // The receive checks refused it: the error quotes the packet as it came.
+    reply_v6(&c, &c.input[14..], L2Class::Host, want);
+}
+
+#[test]
+fn echo_reply_keeps_the_code() {
+    let c = case(include_str!("kernel/echo4_code5.txt"));
+    let (_, ip) = ip_of(&c);
+    let mut out = [0u8; 1500];
+    let n = echo_reply_v4(&ip, false, R0_V4, ident(&c.s[0]), &mut out).unwrap();
+    assert_eq!(&out[..n], &c.s[0][14..]);
 }
 
 #[test]

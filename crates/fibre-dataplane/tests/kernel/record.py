@@ -22,7 +22,8 @@ import subprocess
 import time
 
 from scapy.all import (
-    ICMP, IP, UDP, Ether, ICMPv6EchoRequest, IPOption_NOP, IPOption_RR, IPv6, raw,
+    ICMP, IP, UDP, Ether, HBHOptUnknown, ICMPv6EchoRequest, IPOption_NOP, IPOption_RR, IPv6,
+    IPv6ExtHdrHopByHop, PadN, raw,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,7 +62,8 @@ def setup():
         ns(n, f"ip addr add {a4} dev {dev}")
         ns(n, f"ip -6 addr add {a6} dev {dev} nodad")
     for a, dev, mac in [("10.0.0.2", "r0", S_MAC), ("10.0.1.2", "r1", D_MAC),
-                        ("2001:db8::2", "r0", S_MAC), ("2001:db8:1::2", "r1", D_MAC)]:
+                        ("2001:db8::2", "r0", S_MAC), ("fe80::2", "r0", S_MAC),
+                        ("2001:db8:1::2", "r1", D_MAC)]:
         ns("r", f"ip neigh replace {a} lladdr {mac} nud permanent dev {dev}")
     ns("r", "ip route add 203.0.113.0/24 via 10.0.1.2")
     ns("r", "ip -6 route add 2001:db8:5::/48 via 2001:db8:1::2")
@@ -147,6 +149,22 @@ CASES = {
     # IPv6 echo to the router, traffic class 0x28.
     "echo6": ETH / IPv6(src="2001:db8::2", dst="2001:db8::1", hlim=64, tc=0x28)
     / ICMPv6EchoRequest(id=7, seq=9, data=b"q" * 56),
+    # A small packet's error quotes all of it.
+    "ttl1_small": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, id=0x6666)
+    / ICMP(type=8, id=1, seq=1) / b"hi",
+    # No error about an error: silence.
+    "ttl1_icmp_error": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1)
+    / ICMP(type=3, code=1) / IP(src="203.0.113.5", dst="10.0.0.2") / UDP(),
+    # An echo request with code 5 is answered, the code kept.
+    "echo4_code5": ETH / IP(src="10.0.0.2", dst="10.0.0.1", id=0x7777)
+    / ICMP(type=8, code=5, id=3, seq=4) / b"abcd",
+    # A link-local source leaving its link: beyond scope, from the router's link-local.
+    "linklocal6": ETH / IPv6(src="fe80::2", dst="2001:db8:5::5", hlim=64)
+    / UDP(sport=1000, dport=2000) / b"f",
+    # An unknown hop-by-hop option of action 10: parameter problem code 2 at the option.
+    "hbh_unknown": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
+    / IPv6ExtHdrHopByHop(options=[HBHOptUnknown(otype=0x9e, optdata=b"\0\0\0\0")])
+    / UDP(sport=1000, dport=2000) / b"g",
     # Forwarded untouched but the TTL: the checksum's incremental update.
     "fwd4": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0x5555)
     / UDP(sport=1000, dport=2000) / b"x",
