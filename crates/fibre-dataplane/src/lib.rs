@@ -17,3 +17,7 @@ pub mod frag;
 pub mod icmp;
 pub mod ratelimit;
 pub mod rx;
+
+#[cfg(any(test, feature = "check"))]
+#[doc(hidden)]
+pub mod check;
