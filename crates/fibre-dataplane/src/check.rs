@@ -16,7 +16,7 @@ use fibre_wire::ethernet::Address;
 use fibre_wire::{checksum, icmpv6, ipv4};
 
 use crate::forward::{
-    compile_options, forward_options_v4, forward_v4, forward_v6, V4Route, V6Route,
+    compile_options, forward_options_v4, forward_v4, forward_v6, Ipv4Options, V4Route, V6Route,
 };
 use crate::frag::fragment_v4;
 use crate::icmp::{
@@ -55,27 +55,26 @@ pub fn stages(frame: &[u8]) {
 }
 
 fn v4(orig: &[u8], m: &Meta, dst: Ipv4Addr, mtu: u32) {
-    let mut out = [0u8; 2048];
-    if let Ok(n) = echo_reply_v4(orig, false, dst, 1, &mut out) {
-        if n != 0 {
-            check_icmp4(&out[..n], orig.len());
-        }
-    }
     let mut ip = orig.to_vec();
-    let opts = if m.options {
+    let options = if m.options {
         match compile_options(&mut ip, dst, 0, |a| a == dst) {
-            Ok(o) => Some(o),
-            Err(d) => return error4(d.icmp, &ip, m),
+            Ok(o) => o,
+            Err(e) => return error4(e.discard.icmp, &ip, m, e.options),
         }
     } else {
-        None
+        Ipv4Options::default()
     };
+    let mut out = [0u8; 2048];
+    if let Ok(n) = echo_reply_v4(&ip, false, &reply(options), &mut out) {
+        if n != 0 {
+            check_icmp4(&out[..n], orig.len() + 40);
+        }
+    }
+    let local = ip.clone();
     match forward_v4(&mut ip, m.l2, &V4Route { mtu }) {
-        Err(d) => error4(d.icmp, &ip, m),
+        Err(d) => error4(d.icmp, &local, m, options),
         Ok(f) => {
-            if let Some(o) = opts {
-                forward_options_v4(&mut ip, &o, Ipv4Addr::new(192, 0, 2, 1));
-            }
+            forward_options_v4(&mut ip, &options, Ipv4Addr::new(192, 0, 2, 1));
             assert_eq!(ip.len(), orig.len());
             ipv4::Packet::new_checked(&ip[..])
                 .and_then(|p| p.verify_checksum())
@@ -87,7 +86,17 @@ fn v4(orig: &[u8], m: &Meta, dst: Ipv4Addr, mtu: u32) {
     }
 }
 
-fn error4(icmp: Option<IcmpError>, ip: &[u8], m: &Meta) {
+fn reply(options: Ipv4Options) -> V4Reply {
+    V4Reply {
+        src: Ipv4Addr::new(192, 0, 2, 1),
+        ident: 7,
+        mtu: 1500,
+        options,
+        now_ms: 1,
+    }
+}
+
+fn error4(icmp: Option<IcmpError>, ip: &[u8], m: &Meta, options: Ipv4Options) {
     let Some(IcmpError::V4(e)) = icmp else {
         assert!(icmp.is_none(), "an IPv6 error for IPv4");
         return;
@@ -95,13 +104,8 @@ fn error4(icmp: Option<IcmpError>, ip: &[u8], m: &Meta) {
     if eligible_v4(ip, m.l2, false).is_err() {
         return;
     }
-    let reply = V4Reply {
-        src: Ipv4Addr::new(192, 0, 2, 1),
-        ident: 7,
-        mtu: 1500,
-    };
     let mut out = [0u8; MAX_ERROR_V4_LEN];
-    if let Ok(n) = build_error_v4(e, ip, &reply, &mut out) {
+    if let Ok(n) = build_error_v4(e, ip, &reply(options), &mut out) {
         check_icmp4(&out[..n], MAX_ERROR_V4_LEN);
     }
 }

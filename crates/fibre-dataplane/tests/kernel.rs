@@ -9,7 +9,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use fibre_dataplane::drop::{Discard, DropReason};
 use fibre_dataplane::forward::{
-    compile_options, forward_options_v4, forward_v4, forward_v6, Forwarded, V4Route, V6Route,
+    compile_options, forward_options_v4, forward_v4, forward_v6, Forwarded, Ipv4Options, V4Route,
+    V6Route,
 };
 use fibre_dataplane::frag::fragment_v4;
 use fibre_dataplane::icmp::{
@@ -91,10 +92,76 @@ fn icmp4_error(c: &Case, reason: DropReason, want: Icmp4Error) {
         src: R0_V4,
         ident: ident(kernel),
         mtu: 1500,
+        options: Ipv4Options::default(),
+        now_ms: 0,
     };
     let mut out = [0u8; MAX_ERROR_V4_LEN];
     let n = build_error_v4(want, &ip, &reply, &mut out).unwrap();
     assert_eq!(&out[..n], &kernel[14..]);
+}
+
+/// Time exceeded for a packet with options, read on receive at `now_ms` (the kernel's stamp,
+/// from its frame) as the router does before it forwards.
+fn time_exceeded_with_options(c: &Case, now_ms: u32) {
+    let (m, mut ip) = ip_of(c);
+    let options = compile_options(&mut ip, R0_V4, now_ms, |a| a == R0_V4 || a == R1_V4).unwrap();
+    let d = forward_v4(&mut ip, m.l2, &V4Route { mtu: R1_MTU }).unwrap_err();
+    let Some(IcmpError::V4(e)) = d.icmp else {
+        panic!("{d:?}")
+    };
+    eligible_v4(&ip, m.l2, false).unwrap();
+    let kernel = &c.s[0];
+    let reply = V4Reply {
+        src: R0_V4,
+        ident: ident(kernel),
+        mtu: 1500,
+        options,
+        now_ms,
+    };
+    let mut out = [0u8; MAX_ERROR_V4_LEN];
+    let n = build_error_v4(e, &ip, &reply, &mut out).unwrap();
+    assert_eq!(&out[..n], &kernel[14..]);
+}
+
+#[test]
+fn errors_echo_record_route() {
+    time_exceeded_with_options(&case(include_str!("kernel/ttl1_options.txt")), 0);
+    time_exceeded_with_options(&case(include_str!("kernel/ttl1_rr_full.txt")), 0);
+}
+
+#[test]
+fn errors_echo_timestamps_with_a_second_stamp() {
+    let c = case(include_str!("kernel/ttl1_timestamp.txt"));
+    // The reply's timestamp option: both stamps, taken in the same millisecond.
+    let stamp = &c.s[0][14 + 20 + 8..14 + 20 + 12];
+    assert_eq!(stamp, &c.s[0][14 + 20 + 16..14 + 20 + 20]);
+    time_exceeded_with_options(&c, u32::from_be_bytes(stamp.try_into().unwrap()));
+}
+
+#[test]
+fn redirect_quotes_the_forwarded_packet() {
+    let c = case(include_str!("kernel/redirect.txt"));
+    let (m, mut ip) = ip_of(&c);
+    assert_eq!(
+        forward_v4(&mut ip, m.l2, &V4Route { mtu: 1500 }),
+        Ok(Forwarded { fragment: false })
+    );
+    eligible_v4(&ip, m.l2, false).unwrap();
+    let [redirect, forwarded] = &c.s[..] else {
+        panic!("{} frames", c.s.len())
+    };
+    let reply = V4Reply {
+        src: R0_V4,
+        ident: ident(redirect),
+        mtu: 1500,
+        options: Ipv4Options::default(),
+        now_ms: 0,
+    };
+    let gateway = Ipv4Addr::new(10, 0, 0, 3);
+    let mut out = [0u8; MAX_ERROR_V4_LEN];
+    let n = build_error_v4(Icmp4Error::RedirectHost { gateway }, &ip, &reply, &mut out).unwrap();
+    assert_eq!(&out[..n], &redirect[14..]);
+    assert_eq!(ip, &forwarded[14..]);
 }
 
 #[test]
@@ -175,12 +242,37 @@ fn fragmented_with_the_route_recorded() {
     assert_eq!(frags, kernel);
 }
 
+/// The reply values for an echo from r0's address, the ID from the kernel's reply.
+fn echo_reply_from(c: &Case) -> V4Reply {
+    V4Reply {
+        src: R0_V4,
+        ident: ident(&c.s[0]),
+        mtu: 1500,
+        options: Ipv4Options::default(),
+        now_ms: 0,
+    }
+}
+
+#[test]
+fn echo_reply_records_the_route() {
+    let c = case(include_str!("kernel/echo4_rr.txt"));
+    let (_, mut ip) = ip_of(&c);
+    let options = compile_options(&mut ip, R0_V4, 0, |a| a == R0_V4).unwrap();
+    let reply = V4Reply {
+        options,
+        ..echo_reply_from(&c)
+    };
+    let mut out = [0u8; 1500];
+    let n = echo_reply_v4(&ip, false, &reply, &mut out).unwrap();
+    assert_eq!(&out[..n], &c.s[0][14..]);
+}
+
 #[test]
 fn echo_reply() {
     let c = case(include_str!("kernel/echo4.txt"));
     let (_, ip) = ip_of(&c);
     let mut out = [0u8; 1500];
-    let n = echo_reply_v4(&ip, false, R0_V4, ident(&c.s[0]), &mut out).unwrap();
+    let n = echo_reply_v4(&ip, false, &echo_reply_from(&c), &mut out).unwrap();
     assert_eq!(&out[..n], &c.s[0][14..]);
 }
 
@@ -257,7 +349,7 @@ fn echo_reply_keeps_the_code() {
     let c = case(include_str!("kernel/echo4_code5.txt"));
     let (_, ip) = ip_of(&c);
     let mut out = [0u8; 1500];
-    let n = echo_reply_v4(&ip, false, R0_V4, ident(&c.s[0]), &mut out).unwrap();
+    let n = echo_reply_v4(&ip, false, &echo_reply_from(&c), &mut out).unwrap();
     assert_eq!(&out[..n], &c.s[0][14..]);
 }
 

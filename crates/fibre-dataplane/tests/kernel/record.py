@@ -22,8 +22,8 @@ import subprocess
 import time
 
 from scapy.all import (
-    ICMP, IP, UDP, Ether, HBHOptUnknown, ICMPv6EchoRequest, IPOption_NOP, IPOption_RR, IPv6,
-    IPv6ExtHdrHopByHop, PadN, raw,
+    ICMP, IP, UDP, Ether, HBHOptUnknown, IPOption, ICMPv6EchoRequest, IPOption_NOP, IPOption_RR,
+    IPOption_Router_Alert, IPOption_Timestamp, IPv6, IPv6ExtHdrHopByHop, raw,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,6 +66,8 @@ def setup():
                         ("2001:db8:1::2", "r1", D_MAC)]:
         ns("r", f"ip neigh replace {a} lladdr {mac} nud permanent dev {dev}")
     ns("r", "ip route add 203.0.113.0/24 via 10.0.1.2")
+    ns("r", "ip route add 198.51.100.0/24 via 10.0.0.3")
+    ns("r", f"ip neigh replace 10.0.0.3 lladdr 02:00:00:00:00:03 nud permanent dev r0")
     ns("r", "ip -6 route add 2001:db8:5::/48 via 2001:db8:1::2")
     time.sleep(0.5)
 
@@ -165,6 +167,28 @@ CASES = {
     "hbh_unknown": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
     / IPv6ExtHdrHopByHop(options=[HBHOptUnknown(otype=0x9e, optdata=b"\0\0\0\0")])
     / UDP(sport=1000, dport=2000) / b"g",
+    # Time exceeded for a packet with record route (a slot left after the router's), Router
+    # Alert and a timestamp with addresses: the error echoes the record route and timestamp.
+    "ttl1_options": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, id=0x8888,
+                             options=[IPOption_RR(routers=["0.0.0.0"] * 3),
+                                      IPOption_Router_Alert()])
+    / UDP(sport=1000, dport=2000) / b"h",
+    # Time exceeded for a packet with a timestamp option with addresses, room for two: the
+    # router stamps it on receive, and its error carries a second stamp.
+    "ttl1_timestamp": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, id=0xcccc,
+                               options=[IPOption(b"D\x14\x05\x01" + b"\0" * 16)])
+    / UDP(sport=1000, dport=2000) / b"k",
+    # Echo with a record route: the reply records the router's address too.
+    "echo4_rr": ETH / IP(src="10.0.0.2", dst="10.0.0.1", id=0x9999,
+                         options=[IPOption_NOP(), IPOption_RR(routers=["0.0.0.0"] * 2)])
+    / ICMP(type=8, id=5, seq=6) / b"rr",
+    # A full record route is echoed as it is.
+    "ttl1_rr_full": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, id=0xaaaa,
+                             options=[IPOption_RR(pointer=8, routers=["192.0.2.9"])])
+    / UDP(sport=1000, dport=2000) / b"i",
+    # Out by the link it came in on: a host redirect to 10.0.0.3, and the packet forwarded.
+    "redirect": ETH / IP(src="10.0.0.2", dst="198.51.100.9", ttl=64, id=0xbbbb)
+    / UDP(sport=1000, dport=2000) / b"j",
     # Forwarded untouched but the TTL: the checksum's incremental update.
     "fwd4": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0x5555)
     / UDP(sport=1000, dport=2000) / b"x",
