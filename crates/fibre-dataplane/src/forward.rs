@@ -34,8 +34,13 @@ pub struct Ipv4Options {
     /// Record route, and whether a slot was left for this router's address.
     pub rr: u8,
     pub rr_needaddr: bool,
-    /// Timestamp.
+    /// Timestamp, and whether this router had an address and a time to put in it.
     pub ts: u8,
+    pub ts_needaddr: bool,
+    pub ts_needtime: bool,
+    /// A prespecified timestamp whose next named address, after this router's stamp, is
+    /// again one of the router's: a reply stamps that one too.
+    pub ts_prespec_next_here: bool,
     /// Router Alert with value 0.
     pub router_alert: u8,
     /// Bytes of the header were rewritten: the checksum must be recomputed before the packet
@@ -66,16 +71,39 @@ const CIPSO: u8 = 134;
 ///   broadcast or multicast address).
 ///
 /// A malformed option is a [`DropReason::IpInhdr`] with a parameter problem pointing at the
-/// faulty byte (from the IP header); a source route is a [`DropReason::NotSpecified`] drop.
-/// Panics if `ip` is shorter than its IHL (the receive checks guarantee it is not).
+/// faulty byte (from the IP header), and the options read before it, which that error echoes;
+/// a source route is a [`DropReason::NotSpecified`] drop. Panics if `ip` is shorter than its
+/// IHL (the receive checks guarantee it is not).
 pub fn compile_options(
     ip: &mut [u8],
     spec_dst: Ipv4Addr,
     now_ms: u32,
     stamps_here: impl Fn(Ipv4Addr) -> bool,
-) -> Result<Ipv4Options, Discard> {
-    let hlen = ipv4::Packet::new_unchecked(&*ip).header_len();
+) -> Result<Ipv4Options, OptionsDiscard> {
     let mut o = Ipv4Options::default();
+    compile_into(ip, spec_dst, now_ms, stamps_here, &mut o)
+        .map(|()| o)
+        .map_err(|discard| OptionsDiscard {
+            discard,
+            options: o,
+        })
+}
+
+/// A packet [`compile_options`] refused, and what it had read of the options by then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionsDiscard {
+    pub discard: Discard,
+    pub options: Ipv4Options,
+}
+
+fn compile_into(
+    ip: &mut [u8],
+    spec_dst: Ipv4Addr,
+    now_ms: u32,
+    stamps_here: impl Fn(Ipv4Addr) -> bool,
+    o: &mut Ipv4Options,
+) -> Result<(), Discard> {
+    let hlen = ipv4::Packet::new_unchecked(&*ip).header_len();
     let mut srr = false;
     let error = |at: usize| {
         Discard::with_icmp(
@@ -163,6 +191,7 @@ pub fn compile_options(
                     let stamp_at = match flags {
                         TS_ONLY => {
                             ip[at + 2] += 4;
+                            o.ts_needtime = true;
                             Some(at + ptr - 1)
                         }
                         TS_AND_ADDR => {
@@ -171,6 +200,8 @@ pub fn compile_options(
                             }
                             ip[at + ptr - 1..at + ptr + 3].copy_from_slice(&spec_dst.octets());
                             ip[at + 2] += 8;
+                            o.ts_needaddr = true;
+                            o.ts_needtime = true;
                             Some(at + ptr + 3)
                         }
                         TS_PRESPEC => {
@@ -185,6 +216,12 @@ pub fn compile_options(
                             );
                             if stamps_here(named) {
                                 ip[at + 2] += 8;
+                                o.ts_needtime = true;
+                                o.ts_prespec_next_here = ip
+                                    .get(at + ptr + 7..at + ptr + 11)
+                                    .filter(|_| ptr + 15 <= optlen)
+                                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                                    .is_some_and(|b| stamps_here(Ipv4Addr::from(b)));
                                 Some(at + ptr + 3)
                             } else {
                                 None
@@ -226,7 +263,7 @@ pub fn compile_options(
     if srr {
         return Err(DropReason::NotSpecified.into());
     }
-    Ok(o)
+    Ok(())
 }
 
 /// What the caller knows of the route that forwards an IPv4 packet.
@@ -463,7 +500,7 @@ mod tests {
     }
 
     fn compile(ip: &mut [u8]) -> Result<Ipv4Options, Discard> {
-        compile_options(ip, SPEC, 0x0102_0304, |a| a == SPEC)
+        compile_options(ip, SPEC, 0x0102_0304, |a| a == SPEC).map_err(|e| e.discard)
     }
 
     fn pointer(d: Discard) -> u8 {

@@ -21,9 +21,10 @@
 //! [`MAX_ERROR_V4_LEN`] / [`MAX_ERROR_V6_LEN`] bytes for errors and the request's length for
 //! echo replies, else the builder returns [`NotSent::NoRoom`].
 //!
-//! IPv4 packets with header options are not answered ([`NotSent::Options`]): the kernel echoes
-//! their record-route, timestamp and source-route options into the reply
-//! (`__ip_options_echo`), which fibre does not build.
+//! An IPv4 packet's record-route and timestamp options come back in the reply, with the
+//! reply's source and time added where they have room (`__ip_options_echo`, then
+//! `ip_options_build`): the caller passes what [`crate::forward::compile_options`] read.
+//! Source routes never get this far (they are dropped on receive), nor CIPSO.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -32,6 +33,7 @@ use fibre_wire::consts::{icmp, icmpv6, ip_proto};
 use fibre_wire::{ipv4, ipv6, ipv6_ext};
 
 use crate::drop::DropReason;
+use crate::forward::Ipv4Options;
 use crate::rx::L2Class;
 
 /// `sysctl_ip_default_ttl` and IPv6's `hop_limit` devconf: the TTL of what the router
@@ -191,8 +193,8 @@ pub enum NotSent {
     BadAddress,
     /// The route back's MTU leaves no room for the quoted IP header.
     TinyMtu,
-    /// IPv4 header options, whose echo fibre does not build (see the module comment).
-    Options,
+    /// The options to echo have no room for what the reply adds (`__ip_options_echo` fails).
+    OptionsEcho,
     /// `out` is too small, or the packet is too short to quote.
     NoRoom,
 }
@@ -245,8 +247,93 @@ pub struct V4Reply {
     pub src: Ipv4Addr,
     /// The IPv4 ID (see the module comment).
     pub ident: u16,
-    /// The MTU of the route back to the sender: errors are cut to it when below 576.
+    /// The MTU of the route back to the sender: errors are cut to it when below 576 (echo
+    /// replies ignore it).
     pub mtu: u32,
+    /// The offending packet's options as [`crate::forward::compile_options`] read them (the
+    /// default when it had none).
+    pub options: Ipv4Options,
+    /// Milliseconds since midnight UTC, for a timestamp option.
+    pub now_ms: u32,
+}
+
+/// The most option bytes an IPv4 header holds.
+const MAX_OPTIONS: usize = 40;
+/// The timestamp flag "prespecified addresses" (RFC 791).
+const TS_PRESPEC: u8 = 3;
+
+/// `__ip_options_echo` and `ip_options_build`: the options of a reply to `orig`, whose options
+/// `o` describes, sent from `src` at `now_ms`, into `out`; returns their length (a multiple of
+/// 4, padded with End of List). Record route and timestamp are copied, in that order, with
+/// the reply's source address and time in the next free slot when the router's own receive
+/// left one for it.
+fn echo_options(
+    orig: &[u8],
+    o: &Ipv4Options,
+    src: Ipv4Addr,
+    now_ms: u32,
+    out: &mut [u8; MAX_OPTIONS],
+) -> Result<usize, NotSent> {
+    let mut len = 0;
+    if o.rr != 0 {
+        let (opt, ptr) = copy_option(orig, o.rr, out, &mut len)?;
+        if o.rr_needaddr && ptr <= opt.len() {
+            if ptr + 3 > opt.len() {
+                return Err(NotSent::OptionsEcho);
+            }
+            opt[2] = (ptr + 4) as u8;
+            opt[ptr - 1..ptr + 3].copy_from_slice(&src.octets());
+        }
+    }
+    if o.ts != 0 {
+        let (opt, mut ptr) = copy_option(orig, o.ts, out, &mut len)?;
+        if ptr <= opt.len() {
+            if o.ts_needaddr {
+                if ptr + 3 > opt.len() {
+                    return Err(NotSent::OptionsEcho);
+                }
+                opt[ptr - 1..ptr + 3].copy_from_slice(&src.octets());
+                ptr += 4;
+            }
+            if o.ts_needtime {
+                if ptr + 3 > opt.len() {
+                    return Err(NotSent::OptionsEcho);
+                }
+                if opt[3] & 0x0F != TS_PRESPEC {
+                    opt[ptr - 1..ptr + 3].copy_from_slice(&now_ms.to_be_bytes());
+                    ptr += 4;
+                } else if o.ts_prespec_next_here && ptr + 7 <= opt.len() {
+                    opt[ptr + 3..ptr + 7].copy_from_slice(&now_ms.to_be_bytes());
+                    ptr += 8;
+                }
+            }
+            opt[2] = ptr as u8;
+        }
+    }
+    let padded = len.next_multiple_of(4);
+    out[len..padded].fill(0);
+    Ok(padded)
+}
+
+/// Appends the option at offset `at` of `orig`'s header to `out` at `*len`; returns the copy
+/// and its pointer byte.
+fn copy_option<'o>(
+    orig: &[u8],
+    at: u8,
+    out: &'o mut [u8; MAX_OPTIONS],
+    len: &mut usize,
+) -> Result<(&'o mut [u8], usize), NotSent> {
+    let at = usize::from(at);
+    let opt_len = usize::from(*orig.get(at + 1).ok_or(NotSent::NoRoom)?);
+    let src = orig.get(at..at + opt_len).ok_or(NotSent::NoRoom)?;
+    let start = *len;
+    let dst = out
+        .get_mut(start..start + opt_len)
+        .ok_or(NotSent::OptionsEcho)?;
+    dst.copy_from_slice(src);
+    *len += opt_len;
+    let ptr = usize::from(*dst.get(2).unwrap_or(&0));
+    Ok((dst, ptr))
 }
 
 /// Builds the ICMPv4 error `err` about `orig` (an IPv4 packet from its header, as received),
@@ -261,12 +348,11 @@ pub fn build_error_v4(
     out: &mut [u8],
 ) -> Result<usize, NotSent> {
     let p = ipv4::Packet::new_checked(orig).map_err(|_| NotSent::NoRoom)?;
-    if p.header_len() > ipv4::HEADER_LEN {
-        return Err(NotSent::Options);
-    }
+    let mut opts = [0u8; MAX_OPTIONS];
+    let opts_len = echo_options(orig, &reply.options, reply.src, reply.now_ms, &mut opts)?;
     let room = (reply.mtu as usize)
         .min(MAX_ERROR_V4_LEN)
-        .saturating_sub(ipv4::HEADER_LEN + 8);
+        .saturating_sub(ipv4::HEADER_LEN + opts_len + 8);
     if room <= ipv4::HEADER_LEN {
         return Err(NotSent::TinyMtu);
     }
@@ -280,6 +366,7 @@ pub fn build_error_v4(
             dst: p.src_addr(),
             tos,
             ident: reply.ident,
+            options: &opts[..opts_len],
         },
         [t, code],
         info,
@@ -288,15 +375,17 @@ pub fn build_error_v4(
 }
 
 /// The IPv4 header fields of an ICMP message the router originates.
-struct V4Header {
+struct V4Header<'a> {
     src: Ipv4Addr,
     dst: Ipv4Addr,
     tos: u8,
     ident: u16,
+    /// Echoed options, a multiple of 4 bytes.
+    options: &'a [u8],
 }
 
-/// Writes an IPv4 header (no options, DF clear, TTL 64) and an ICMP message of type and code
-/// `tc`, second word `info` and `data`, with both checksums.
+/// Writes an IPv4 header (DF clear, TTL 64) and an ICMP message of type and code `tc`, second
+/// word `info` and `data`, with both checksums.
 fn emit_v4(
     out: &mut [u8],
     h: V4Header,
@@ -304,7 +393,8 @@ fn emit_v4(
     info: [u8; 4],
     data: &[u8],
 ) -> Result<usize, NotSent> {
-    let len = ipv4::HEADER_LEN + 8 + data.len();
+    let hlen = ipv4::HEADER_LEN + h.options.len();
+    let len = hlen + 8 + data.len();
     let out = out.get_mut(..len).ok_or(NotSent::NoRoom)?;
     let repr = ipv4::Repr {
         src_addr: h.src,
@@ -318,9 +408,9 @@ fn emit_v4(
         dont_frag: false,
         more_frags: false,
         frag_offset: 0,
-        options: fibre_wire::OptionBytes::EMPTY,
+        options: fibre_wire::OptionBytes::new(h.options).map_err(|_| NotSent::OptionsEcho)?,
     };
-    let (hdr, msg) = out.split_at_mut(ipv4::HEADER_LEN);
+    let (hdr, msg) = out.split_at_mut(hlen);
     msg[..2].copy_from_slice(&tc);
     msg[2..4].fill(0);
     msg[4..8].copy_from_slice(&info);
@@ -471,15 +561,15 @@ pub enum EchoError {
 /// multicast route (`route_broadcast`) with `icmp_echo_ignore_broadcasts` 1
 /// ([`DropReason::InvalidProto`]). The reply: the request's ICMP header with type 0 (the code
 /// and the identifier and sequence are kept), its data, and an IP header with the request's
-/// TOS, TTL 64, DF clear and `src` as the source (`fib_compute_spec_dst`: the request's
-/// destination when it is a local unicast address). Echo replies are not rate-limited with the
+/// TOS, TTL 64, DF clear, the request's options echoed, and `reply.src` as the source
+/// (`fib_compute_spec_dst`: the request's destination when it is a local unicast address);
+/// `reply.mtu` is not used. Echo replies are not rate-limited with the
 /// default `icmp_ratemask`. A reply longer than the route back's MTU is fragmented by the
 /// caller ([`crate::frag`]), as `ip_append_data` would.
 pub fn echo_reply_v4(
     req: &[u8],
     route_broadcast: bool,
-    src: Ipv4Addr,
-    ident: u16,
+    reply: &V4Reply,
     out: &mut [u8],
 ) -> Result<usize, EchoError> {
     let p = ipv4::Packet::new_checked(req).map_err(|_| EchoError::Drop(DropReason::IpInhdr))?;
@@ -500,16 +590,17 @@ pub fn echo_reply_v4(
     if t != icmp::ECHO_REQUEST {
         return Ok(0);
     }
-    if p.header_len() > ipv4::HEADER_LEN {
-        return Err(EchoError::NotSent(NotSent::Options));
-    }
+    let mut opts = [0u8; MAX_OPTIONS];
+    let opts_len = echo_options(req, &reply.options, reply.src, reply.now_ms, &mut opts)
+        .map_err(EchoError::NotSent)?;
     emit_v4(
         out,
         V4Header {
-            src,
+            src: reply.src,
             dst: p.src_addr(),
             tos: p.tos(),
-            ident,
+            ident: reply.ident,
+            options: &opts[..opts_len],
         },
         [icmp::ECHO_REPLY, msg[1]],
         [msg[4], msg[5], msg[6], msg[7]],

@@ -20,3 +20,7 @@ pub mod pipeline;
 pub mod ratelimit;
 pub mod rx;
 pub mod waiting;
+
+#[cfg(any(test, feature = "check"))]
+#[doc(hidden)]
+pub mod check;
