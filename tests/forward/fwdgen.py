@@ -276,6 +276,8 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
     # --- redirects and reverse path --------------------------------------------------------
     c.add("redirect", "out the link it came in on: forwarded and redirected",
           v4(src="192.0.2.2", dst="192.0.2.3", id=80) / udp())
+    c.add("redirect", "source behind the host, not on-link: forwarded, no redirect",
+          v4(src=c.src(), dst="192.0.2.3", id=83) / udp())
     c.add("rp_filter", "strict rp_filter on d, source routed via d: forwarded",
           v4("d0", src="198.51.101.5", dst=far, id=81) / udp(), link="d0")
     c.add("rp_filter", "strict rp_filter on d, source routed via a: dropped",
@@ -338,6 +340,20 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
         c.add("ecmp", f"ports do not move flow 0 (policy 0), port {i}",
               v4(src="198.51.100.201", dst="100.64.1.8", id=140 + i) / udp(sport=3000 + i, dport=4000 + i))
 
+    # --- errors and replies for packets from another link: which address answers ------------
+    c.add("source", "ttl 1 in on b0, sender behind a0: the error leaves a0",
+          v4("b0", src=c.src(), dst="100.65.0.10", ttl=1, id=115) / udp(), link="b0")
+    c.add("source", "ttl 1 in on b0, sender behind d0: the error leaves d0",
+          v4("b0", src="198.51.101.6", dst="100.65.0.10", ttl=1, id=116) / udp(), link="b0")
+    c.add("source", "no route, in on b0, sender behind d0",
+          v4("b0", src="198.51.101.7", dst="192.168.99.2", id=117) / udp(), link="b0")
+    c.add("source", "echo to a0's address in on b0, sender behind d0",
+          v4("b0", src="198.51.101.8", dst="192.0.2.1", id=118) / s.ICMP(id=10, seq=1) / b"across", link="b0")
+    c.add("source", "hop limit 1 in on b0, sender behind a0",
+          v6("b0", src=c.src6(), dst="2001:db8:c100::10", hlim=1) / udp(), link="b0")
+    c.add("source", "echo to a0's IPv6 address in on b0, sender behind a0",
+          v6("b0", src=c.src6(), dst="2001:db8:a::1") / s.ICMPv6EchoRequest(id=10, seq=2, data=b"across"), link="b0")
+
     # --- ARP -----------------------------------------------------------------------------
     arp_req = eth(dst=bcast) / s.ARP(op=1, hwsrc=HOST_MAC["a0"], psrc="192.0.2.2", hwdst="00:00:00:00:00:00", pdst="192.0.2.1")
     c.add("arp", "request for a's address: reply", arp_req)
@@ -364,6 +380,12 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
           v6(src=c.src6(), dst=far6, hlim=1) / s.ICMPv6DestUnreach(code=3) / s.IPv6(src=far6, dst="2001:db8:5100::ffff") / udp())
     c.add("hoplimit", "hop limit 1 and over the MTU: time exceeded first",
           v6(src=c.src6(), dst="2001:db8:c100::10", hlim=1) / udp(1400))
+
+    for i in range(12):
+        c.add("ecmp6", f"flow {i} over the two next hops",
+              v6(src=f"2001:db8:5100::{0x100 + i:x}", dst=f"2001:db8:6400::{7 * i + 1:x}") / udp(sport=2000 + i))
+    c.add("ecmp6", "flow 0 with a flow label (policy 0 hashes it)",
+          v6(src="2001:db8:5100::100", dst="2001:db8:6400::1", fl=0xABCDE) / udp(sport=2000))
 
     # --- IPv6 receive checks and martians --------------------------------------------------------
     good6 = v6(src=c.src6(), dst=far6) / udp()
@@ -423,6 +445,8 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
     c.add("route6", "blackhole route: silence", v6(src=c.src6(), dst="2001:db8:ff03::1") / udp())
     c.add("redirect6", "out the link it came in on: forwarded and redirected",
           v6(src="2001:db8:a::2", dst="2001:db8:77::5") / udp())
+    c.add("redirect6", "source behind the host, not a neighbour: forwarded, no redirect",
+          v6(src=c.src6(), dst="2001:db8:77::6") / udp())
 
     # --- the router's own IPv6 addresses -----------------------------------------------------------
     c.add("local6", "echo to a's address", v6(src=c.src6(), dst="2001:db8:a::1") / s.ICMPv6EchoRequest(id=9, seq=1, data=b"hello"))
