@@ -116,6 +116,38 @@ def test_pcapio_reads_pcap_and_pcapng(tmp_path):
     assert [(pytest.approx(ts, abs=1e-6), f) for ts, f in frames] == pcapio.read(str(path))
 
 
+def test_comparison_masks_only_the_ids_of_the_routers_own_packets(tmp_path):
+    """Against a copy of the recording with one change of each kind, the comparison flags
+    exactly the cases changed, and passes over a new ID (and header checksum) in a packet the
+    router originates."""
+    router_v4 = fwdcompare.load_cases(HERE)[1]
+    rec = fwdcompare.load_outputs(fwdkernel.RECORDING)
+    a0 = list(rec["a0"])
+    own = [i for i, (_, f) in enumerate(a0) if fwdcompare.masked(f, router_v4) != f]
+    other = [i for i, (_, f) in enumerate(a0) if fwdcompare.masked(f, router_v4) == f]
+    i_id, i_byte, i_drop = own[0], other[0], own[-1]
+    flip = {fwdcompare.IPV4_ID: 0x5A, fwdcompare.IPV4_CSUM: 0xA5}
+    ts, f = a0[i_id]
+    a0[i_id] = (ts, bytes(b ^ flip.get(k, 0) for k, b in enumerate(f)))
+    ts, f = a0[i_byte]
+    a0[i_byte] = (ts, f[:-1] + bytes([f[-1] ^ 1]))
+    extra_ts = rec["b0"][0][0]
+    changed = {i_byte: a0[i_byte][0], i_drop: a0[i_drop][0]}
+    del a0[i_drop]
+    for link, frames in rec.items():
+        if link == "a0":
+            frames = a0
+        elif link == "b0":
+            frames = frames + [(extra_ts, b"\x00" * 60)]
+            frames.sort(key=lambda x: x[0])
+        pcapio.write(str(tmp_path / f"{link}.pcap"), frames)
+    report = fwdcompare.compare(fwdkernel.RECORDING, str(tmp_path), HERE, who="copy")
+    starts = [c["times"][0] for c in CASES]
+    want = {fwdcompare.attribute(starts, ts) for ts in [*changed.values(), extra_ts]}
+    got = {i for i, r in enumerate(report.results) if not r.agrees}
+    assert got == want, report.summary()
+
+
 def test_known_names_are_cases():
     unknown = sorted(set(KNOWN) - {case_id(c) for c in CASES})
     assert not unknown, f"known.json names cases that do not exist: {unknown}"
