@@ -114,7 +114,7 @@ class Report:
         return "\n".join(lines)
 
 
-def _attribute(starts: list[float], ts: float) -> int:
+def attribute(starts: list[float], ts: float) -> int:
     """The case a frame at capture time `ts` belongs to: the last case starting at or before
     it (the first case for anything earlier)."""
     return max(bisect.bisect_right(starts, ts + 1e-7) - 1, 0)
@@ -131,9 +131,9 @@ def compare(kernel_dir: str, other_dir: str, casedir: str = HERE, who: str = "fi
         km = [masked(f, router_v4) for _, f in ks]
         om = [masked(f, router_v4) for _, f in os_]
         for ts, f in ks:
-            results[_attribute(starts, ts)].kernel.append((link, f))
+            results[attribute(starts, ts)].kernel.append((link, f))
         for ts, f in os_:
-            results[_attribute(starts, ts)].other.append((link, f))
+            results[attribute(starts, ts)].other.append((link, f))
         k_ok = [False] * len(ks)
         o_ok = [False] * len(os_)
         for blk in difflib.SequenceMatcher(None, km, om, autojunk=False).get_matching_blocks():
@@ -142,10 +142,10 @@ def compare(kernel_dir: str, other_dir: str, casedir: str = HERE, who: str = "fi
                 o_ok[blk.b + i] = True
         for (ts, f), ok in zip(ks, k_ok):
             if not ok:
-                results[_attribute(starts, ts)].unmatched_kernel.append((link, f))
+                results[attribute(starts, ts)].unmatched_kernel.append((link, f))
         for (ts, f), ok in zip(os_, o_ok):
             if not ok:
-                results[_attribute(starts, ts)].unmatched_other.append((link, f))
+                results[attribute(starts, ts)].unmatched_other.append((link, f))
     return Report(who, results)
 
 
@@ -168,7 +168,7 @@ def show(d: str, casedir: str = HERE, brief: bool = False) -> str:
     per_case: list[list[str]] = [[] for _ in cases]
     for link, frames in load_outputs(d).items():
         for ts, f in frames:
-            per_case[_attribute(starts, ts)].append(f"{link}: {describe(f, brief)}")
+            per_case[attribute(starts, ts)].append(f"{link}: {describe(f, brief)}")
     lines = []
     for c, outs in zip(cases, per_case):
         lines.append(f"{c['group']}: {c['name']} (in on {c['link']}, {len(c['times'])} frame(s))")

@@ -4,9 +4,9 @@ and the frames each link receives, built with scapy.
     python3 tests/forward/fwdgen.py            # rewrite config.batch, input/*.pcap, cases.json
     python3 tests/forward/fwdgen.py --check    # exit 1 if the committed files differ
 
-The router has four Ethernet links (a0, b0, c0, d0; c0 has MTU 1280). Hosts sit behind a0: every
-frame that asks for an ICMP error comes in on a0 from its own source address (one address per
-case, so no case spends another's rate-limit tokens; see README.md). Each case is one frame or
+The router has four Ethernet links (a0, b0, c0, d0; c0 has MTU 1280). Most frames come in on
+a0, a few on b0 and d0; every case that draws an ICMP error (but the rate-limit bursts) has its
+own source address, so no case spends another's rate-limit tokens (see README.md). Each case is one frame or
 a few, at its own capture time, CASE_GAP apart; the frames of the rate-limit bursts are
 BURST_GAP apart. The last cases leave a neighbour unresolved, so the kernel's probes and the
 ICMP errors that follow its failure come within NEIGH_SETTLE; a last frame (dropped silently)
@@ -214,8 +214,8 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
     c.add("rx", "bad header checksum", raw(good, lambda b: b.__setitem__(24, b[24] ^ 0xFF)))
     c.add("rx", "ihl 4", raw(good, lambda b: b.__setitem__(14, 0x44)))
     c.add("rx", "version 5", raw(good, lambda b: b.__setitem__(14, 0x55)))
-    c.add("rx", "total length beyond the frame", raw(v4(src=c.src(), dst=far, id=21, len=200) / udp(), lambda b: None))
-    c.add("rx", "total length below the header", raw(v4(src=c.src(), dst=far, id=22, len=16) / udp(), lambda b: None))
+    c.add("rx", "total length beyond the frame", v4(src=c.src(), dst=far, id=21, len=200) / udp())
+    c.add("rx", "total length below the header", v4(src=c.src(), dst=far, id=22, len=16) / udp())
     c.add("rx", "frame shorter than a header", bytes(eth(t=0x0800)) + bytes(s.IP(src="198.51.100.1", dst=far))[:12])
     c.add("rx", "trailing bytes trimmed", v4(src=c.src(), dst=far, id=23) / udp() / s.Padding(b"\xee" * 20))
     c.add("rx", "frame for another host's MAC", v4(edst=OTHER_MAC, src=c.src(), dst=far, id=24) / udp())
@@ -276,6 +276,8 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
     # --- redirects and reverse path --------------------------------------------------------
     c.add("redirect", "out the link it came in on: forwarded and redirected",
           v4(src="192.0.2.2", dst="192.0.2.3", id=80) / udp())
+    c.add("redirect", "source behind the host, not on-link: forwarded, no redirect",
+          v4(src=c.src(), dst="192.0.2.3", id=83) / udp())
     c.add("rp_filter", "strict rp_filter on d, source routed via d: forwarded",
           v4("d0", src="198.51.101.5", dst=far, id=81) / udp(), link="d0")
     c.add("rp_filter", "strict rp_filter on d, source routed via a: dropped",
@@ -338,6 +340,20 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
         c.add("ecmp", f"ports do not move flow 0 (policy 0), port {i}",
               v4(src="198.51.100.201", dst="100.64.1.8", id=140 + i) / udp(sport=3000 + i, dport=4000 + i))
 
+    # --- errors and replies for packets from another link: which address answers ------------
+    c.add("source", "ttl 1 in on b0, sender behind a0: the error leaves a0",
+          v4("b0", src=c.src(), dst="100.65.0.10", ttl=1, id=115) / udp(), link="b0")
+    c.add("source", "ttl 1 in on b0, sender behind d0: the error leaves d0",
+          v4("b0", src="198.51.101.6", dst="100.65.0.10", ttl=1, id=116) / udp(), link="b0")
+    c.add("source", "no route, in on b0, sender behind d0",
+          v4("b0", src="198.51.101.7", dst="192.168.99.2", id=117) / udp(), link="b0")
+    c.add("source", "echo to a0's address in on b0, sender behind d0",
+          v4("b0", src="198.51.101.8", dst="192.0.2.1", id=118) / s.ICMP(id=10, seq=1) / b"across", link="b0")
+    c.add("source", "hop limit 1 in on b0, sender behind a0",
+          v6("b0", src=c.src6(), dst="2001:db8:c100::10", hlim=1) / udp(), link="b0")
+    c.add("source", "echo to a0's IPv6 address in on b0, sender behind a0",
+          v6("b0", src=c.src6(), dst="2001:db8:a::1") / s.ICMPv6EchoRequest(id=10, seq=2, data=b"across"), link="b0")
+
     # --- ARP -----------------------------------------------------------------------------
     arp_req = eth(dst=bcast) / s.ARP(op=1, hwsrc=HOST_MAC["a0"], psrc="192.0.2.2", hwdst="00:00:00:00:00:00", pdst="192.0.2.1")
     c.add("arp", "request for a's address: reply", arp_req)
@@ -364,6 +380,12 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
           v6(src=c.src6(), dst=far6, hlim=1) / s.ICMPv6DestUnreach(code=3) / s.IPv6(src=far6, dst="2001:db8:5100::ffff") / udp())
     c.add("hoplimit", "hop limit 1 and over the MTU: time exceeded first",
           v6(src=c.src6(), dst="2001:db8:c100::10", hlim=1) / udp(1400))
+
+    for i in range(12):
+        c.add("ecmp6", f"flow {i} over the two next hops",
+              v6(src=f"2001:db8:5100::{0x100 + i:x}", dst=f"2001:db8:6400::{7 * i + 1:x}") / udp(sport=2000 + i))
+    c.add("ecmp6", "flow 0 with a flow label (policy 0 hashes it)",
+          v6(src="2001:db8:5100::100", dst="2001:db8:6400::1", fl=0xABCDE) / udp(sport=2000))
 
     # --- IPv6 receive checks and martians --------------------------------------------------------
     good6 = v6(src=c.src6(), dst=far6) / udp()
@@ -423,6 +445,8 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
     c.add("route6", "blackhole route: silence", v6(src=c.src6(), dst="2001:db8:ff03::1") / udp())
     c.add("redirect6", "out the link it came in on: forwarded and redirected",
           v6(src="2001:db8:a::2", dst="2001:db8:77::5") / udp())
+    c.add("redirect6", "source behind the host, not a neighbour: forwarded, no redirect",
+          v6(src=c.src6(), dst="2001:db8:77::6") / udp())
 
     # --- the router's own IPv6 addresses -----------------------------------------------------------
     c.add("local6", "echo to a's address", v6(src=c.src6(), dst="2001:db8:a::1") / s.ICMPv6EchoRequest(id=9, seq=1, data=b"hello"))

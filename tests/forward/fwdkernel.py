@@ -104,8 +104,8 @@ def inject_and_capture(indir: str, outdir: str) -> None:
     by_fd = {s.fileno(): link for link, s in socks.items()}
     out: dict[str, list[tuple[float, bytes]]] = {link: [] for link in links}
     early: list[str] = []
-    # (capture time of the last frame sent, or None before the first)
-    current: list[float | None] = [None]
+    # The capture time of the last frame sent, None before the first.
+    current: float | None = None
 
     def drain(until: float) -> None:
         while True:
@@ -120,10 +120,10 @@ def inject_and_capture(indir: str, outdir: str) -> None:
                 if addr[2] == PACKET_OUTGOING:
                     continue
                 link = by_fd[s.fileno()]
-                if current[0] is None:
+                if current is None:
                     early.append(f"{link}: {data.hex()}")
                 else:
-                    out[link].append((current[0], data))
+                    out[link].append((current, data))
 
     start = time.monotonic() + LEAD
     t_first = inputs[0][0]
@@ -131,7 +131,7 @@ def inject_and_capture(indir: str, outdir: str) -> None:
     for ts, link, frame in inputs:
         drain(start + (ts - t_first))
         socks[link].send(frame)
-        current[0] = ts
+        current = ts
     drain(time.monotonic() + TAIL)
     if early:
         raise RuntimeError("the router sent frames before the first input (set-up not settled):\n  "

@@ -133,22 +133,18 @@ fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
             });
         } else if w == "arp" {
             let v = a.next_arg()?;
-            let on =
-                match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(CmdError::fail(
+            link.change |= iff::NOARP;
+            match v {
+                "on" => link.flags &= !iff::NOARP,
+                "off" => link.flags |= iff::NOARP,
+                _ => {
+                    return Err(CmdError::fail(
                         1,
                         format!(
                             "Error: argument of \"arp\" must be \"on\" or \"off\", not \"{v}\"\n"
                         ),
-                    )),
-                };
-            link.change |= iff::NOARP;
-            if on {
-                link.flags &= !iff::NOARP;
-            } else {
-                link.flags |= iff::NOARP;
+                    ))
+                }
             }
         } else if w == "addrgenmode" {
             let v = a.next_arg()?;

@@ -275,15 +275,17 @@ fn nexthop_request(mut nh: NexthopObj) -> NexthopObj {
     nh
 }
 
-/// What a link request sets of `l`, with `flags` and `carrier` given: the rest (queue
-/// discipline state, the loopback's fixed attributes) belongs to the device.
-fn link_request(l: &Link, flags: u32, carrier: Option<bool>) -> Link {
+/// What a link request sets of `l`, with its up flag and `carrier` given, and its ARP flag
+/// as it is: the rest (queue discipline state, the loopback's fixed attributes) belongs to the
+/// device. The ARP flag is set with the link, before any neighbour is restored, as a change
+/// of it forgets the link's neighbours.
+fn link_request(l: &Link, up: u32, carrier: Option<bool>) -> Link {
     Link {
         ifindex: l.ifindex,
         ifname: l.ifname.clone(),
         kind: l.kind,
-        flags,
-        change: iff::UP,
+        flags: up | (l.flags & iff::NOARP),
+        change: iff::UP | iff::NOARP,
         mtu: l.mtu,
         address: if l.kind == Some(LinkKind::Dummy) {
             l.address.clone()
@@ -1057,6 +1059,43 @@ mod tests {
         assert_eq!(e.fib().neighbours(None, false).len(), 1);
         assert_eq!(e.fib().neighbours(None, true).len(), 1);
         round_trip(&e);
+    }
+
+    /// A link's ARP flag (IFF_NOARP) survives a restart, with the neighbours on the link.
+    #[test]
+    fn the_arp_flag_survives_a_restart() {
+        let mut e = Engine::default();
+        let arp_on = Request::NewLink(
+            Link {
+                ifindex: 2,
+                change: iff::NOARP,
+                ..Link::default()
+            },
+            ReqFlags::NONE,
+        );
+        let mut n = Neighbour::new(ip("192.0.2.10"), 2);
+        n.lladdr = Some(vec![2, 0, 0, 0, 0, 0x10]);
+        n.state = nud::PERMANENT;
+        apply(
+            &mut e,
+            &[
+                dummy("eth0", true),
+                dummy("eth1", true),
+                arp_on,
+                Request::NewNeigh(n, ReqFlags::ADD),
+            ],
+        );
+        let noarp = |e: &Engine| -> Vec<bool> {
+            e.fib()
+                .links()
+                .iter()
+                .map(|l| l.flags & iff::NOARP != 0)
+                .collect()
+        };
+        assert_eq!(noarp(&e), [false, false, true]);
+        let again = round_trip(&e);
+        assert_eq!(noarp(&again), noarp(&e));
+        assert_eq!(again.fib().neighbours(None, false).len(), 1);
     }
 
     /// xorshift64*: a seeded generator, so that a failing configuration can be replayed.
