@@ -34,7 +34,7 @@ use fibre_wire::ethernet::{self, Address};
 use fibre_wire::{icmpv6, ipv4, ipv6, udp};
 
 use crate::drop::{Discard, DropCounters, DropReason, LinkStats};
-use crate::forward::{self, V4Route, V6Route};
+use crate::forward::{self, Ipv4Options, V4Route, V6Route};
 use crate::icmp::{self, Icmp4Error, Icmp6Error, IcmpError, V4Reply, V6Reply};
 use crate::neigh::{self, Learned, OnLink};
 use crate::ratelimit::{self, Global, RateLimiter};
@@ -354,6 +354,41 @@ impl Dataplane {
             route,
         } = s;
         let l3 = usize::from(meta.l3);
+        let local = matches!(route, Ok(InputRoute::Local { .. }));
+        // ip_rcv_finish reads the options after the route decision, before the packet goes
+        // anywhere (an error route included): what they say is echoed in any ICMP about it.
+        let mut opts = Ipv4Options::default();
+        if meta.options {
+            let spec_dst = if local {
+                meta.dst
+            } else {
+                fib.route_output(meta.src, None, meta.tos)
+                    .ok()
+                    .and_then(|d| d.prefsrc)
+                    .unwrap_or(meta.dst)
+            };
+            let IpAddr::V4(spec) = spec_dst else {
+                unreachable!("IPv4 options come with IPv4 addresses")
+            };
+            let ip = &mut buf.data_mut(&mut self.pool)[l3..];
+            let stamps = |a: Ipv4Addr| fib.addr_type4_on(0, a) != RouteType::Unicast;
+            match forward::compile_options(ip, spec, ms_of_day(now), stamps) {
+                Ok(o) => opts = o,
+                Err(od) => {
+                    return self.discard(
+                        fib,
+                        now,
+                        iif,
+                        buf,
+                        &meta,
+                        od.discard,
+                        local,
+                        &od.options,
+                        tx,
+                    )
+                }
+            }
+        }
         let route = match route {
             Ok(r) => r,
             Err(d) => {
@@ -364,7 +399,7 @@ impl Dataplane {
                         _ => true,
                     };
                     if allowed {
-                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, tx);
+                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, &opts, tx);
                     }
                 }
                 self.drop_packet(iif, reason);
@@ -372,49 +407,10 @@ impl Dataplane {
                 return;
             }
         };
-        if meta.options {
-            let spec_dst = match route {
-                InputRoute::Local { .. } => meta.dst,
-                _ => fib
-                    .route_output(meta.src, None, meta.tos)
-                    .ok()
-                    .and_then(|d| d.prefsrc)
-                    .unwrap_or(meta.dst),
-            };
-            let IpAddr::V4(spec) = spec_dst else {
-                unreachable!("IPv4 options come with IPv4 addresses")
-            };
-            let ms = ((now / 1_000_000) % 86_400_000) as u32;
-            let ip = &mut buf.data_mut(&mut self.pool)[l3..];
-            let stamps = |a: Ipv4Addr| fib.addr_type4_on(0, a) != RouteType::Unicast;
-            match forward::compile_options(ip, spec, ms, stamps) {
-                Ok(o) => self.after_options(fib, now, iif, buf, meta, route, Some(o), tx),
-                Err(d) => {
-                    let local = matches!(route, InputRoute::Local { .. });
-                    self.discard(fib, now, iif, buf, &meta, d, local, tx)
-                }
-            }
-            return;
-        }
-        self.after_options(fib, now, iif, buf, meta, route, None, tx);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn after_options(
-        &mut self,
-        fib: &Fib,
-        now: u64,
-        iif: u32,
-        buf: Buf,
-        meta: Meta,
-        route: InputRoute,
-        opts: Option<forward::Ipv4Options>,
-        tx: &mut dyn Tx,
-    ) {
         match route {
-            InputRoute::Forward(f) => self.forward(fib, now, iif, buf, meta, f, opts, tx),
-            InputRoute::Local { .. } => self.local(fib, now, iif, buf, meta, false, tx),
-            InputRoute::Broadcast { .. } => self.local(fib, now, iif, buf, meta, true, tx),
+            InputRoute::Forward(f) => self.forward(fib, now, iif, buf, meta, f, &opts, tx),
+            InputRoute::Local { .. } => self.local(fib, now, iif, buf, meta, false, &opts, tx),
+            InputRoute::Broadcast { .. } => self.local(fib, now, iif, buf, meta, true, &opts, tx),
         }
     }
 
@@ -429,10 +425,12 @@ impl Dataplane {
         meta: &Meta,
         d: Discard,
         local: bool,
+        opts: &Ipv4Options,
         tx: &mut dyn Tx,
     ) {
         if let Some(e) = d.icmp {
-            self.icmp_error(fib, now, e, &buf, usize::from(meta.l3), meta.l2, local, tx);
+            let l3 = usize::from(meta.l3);
+            self.icmp_error(fib, now, e, &buf, l3, meta.l2, local, opts, tx);
         }
         self.drop_packet(iif, d.reason);
         self.pool.free(buf);
@@ -447,7 +445,7 @@ impl Dataplane {
         buf: Buf,
         meta: Meta,
         f: ForwardRoute,
-        opts: Option<forward::Ipv4Options>,
+        opts: &Ipv4Options,
         tx: &mut dyn Tx,
     ) {
         let l3 = usize::from(meta.l3);
@@ -461,7 +459,7 @@ impl Dataplane {
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let fwd = match forward::forward_v4(ip, meta.l2, &V4Route { mtu: f.mtu }) {
                 Ok(x) => x,
-                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, tx),
+                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, tx),
             };
             // Source-routed packets never get here (compile_options drops them), so every
             // redirect the route asks for is sent.
@@ -473,11 +471,11 @@ impl Dataplane {
                             IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
                         };
                         let e = IcmpError::V4(Icmp4Error::RedirectHost { gateway: gw });
-                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, tx);
+                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, opts, tx);
                     }
                 }
             }
-            if let Some(o) = opts {
+            if meta.options {
                 let egress = fib
                     .route_output(meta.dst, None, meta.tos)
                     .ok()
@@ -488,7 +486,7 @@ impl Dataplane {
                     });
                 if let Some(IpAddr::V4(e)) = egress {
                     let ip = &mut buf.data_mut(&mut self.pool)[l3..];
-                    forward::forward_options_v4(ip, &o, e);
+                    forward::forward_options_v4(ip, opts, e);
                 }
             }
             self.counters.forwarded += 1;
@@ -516,7 +514,7 @@ impl Dataplane {
             };
             match forward::forward_v6(ip, meta.l2, &route) {
                 Ok(_) => {}
-                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, tx),
+                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, tx),
             }
             self.counters.forwarded += 1;
             self.output(fib, now, f.oif, nh, meta.src, buf, l3, tx);
@@ -636,6 +634,7 @@ impl Dataplane {
         l3: usize,
         l2: L2Class,
         local_dst: bool,
+        opts: &Ipv4Options,
         tx: &mut dyn Tx,
     ) {
         let orig = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
@@ -645,9 +644,13 @@ impl Dataplane {
             next_ident: &mut self.next_ident,
         };
         let out = &mut self.scratch[ethernet::HEADER_LEN..];
-        if let Some((len, route, from)) =
-            icmp_error(fib, now, err, orig, l2, local_dst, &mut o, out)
-        {
+        let why = Why {
+            err,
+            l2,
+            local_dst,
+            opts,
+        };
+        if let Some((len, route, from)) = icmp_error(fib, now, &why, orig, &mut o, out) {
             self.originate(fib, now, route, from, len, tx);
         }
     }
@@ -669,7 +672,13 @@ impl Dataplane {
             next_ident: &mut self.next_ident,
         };
         let out = &mut self.scratch[ethernet::HEADER_LEN..];
-        if let Some((len, route, from)) = icmp_error(fib, now, err, orig, l2, false, &mut o, out) {
+        let why = Why {
+            err,
+            l2,
+            local_dst: false,
+            opts: &Ipv4Options::default(),
+        };
+        if let Some((len, route, from)) = icmp_error(fib, now, &why, orig, &mut o, out) {
             self.originate(fib, now, route, from, len, tx);
         }
     }
@@ -685,6 +694,7 @@ impl Dataplane {
         buf: Buf,
         meta: Meta,
         broadcast: bool,
+        opts: &Ipv4Options,
         tx: &mut dyn Tx,
     ) {
         let l3 = usize::from(meta.l3);
@@ -700,7 +710,14 @@ impl Dataplane {
         let answer = match (meta.src, meta.dst, meta.proto) {
             (IpAddr::V4(src), IpAddr::V4(dst), ip_proto::ICMP) => {
                 self.next_ident = self.next_ident.wrapping_add(1);
-                icmp::echo_reply_v4(ip, broadcast, dst, self.next_ident, out)
+                let reply = V4Reply {
+                    src: dst,
+                    ident: self.next_ident,
+                    mtu: 0,
+                    options: *opts,
+                    now_ms: ms_of_day(now),
+                };
+                icmp::echo_reply_v4(ip, broadcast, &reply, out)
                     .map(|n| (n, IpAddr::V4(src), IpAddr::V4(dst)))
             }
             (IpAddr::V6(src), IpAddr::V6(dst), ip_proto::ICMPV6) => {
@@ -763,7 +780,7 @@ impl Dataplane {
                     IcmpError::V6(Icmp6Error::PortUnreachable)
                 };
                 self.counters.delivered += 1;
-                self.icmp_error(fib, now, err, &buf, l3, meta.l2, true, tx);
+                self.icmp_error(fib, now, err, &buf, l3, meta.l2, true, opts, tx);
                 self.pool.free(buf);
                 return;
             }
@@ -842,7 +859,10 @@ impl Dataplane {
                         } else {
                             IcmpError::V6(Icmp6Error::AddressUnreachable)
                         };
-                        self.icmp_error(fib, now, err, &b, 0, L2Class::Host, false, tx);
+                        // The options such a packet had were read when it came in; the held
+                        // copy does not keep them, so the error echoes none.
+                        let none = Ipv4Options::default();
+                        self.icmp_error(fib, now, err, &b, 0, L2Class::Host, false, &none, tx);
                         self.drop_packet(ifindex, DropReason::NeighFailed);
                         self.pool.free(b);
                     }
@@ -925,6 +945,16 @@ fn input_drop(d: InputDrop, v4: bool) -> (DropReason, Option<IcmpError>) {
     }
 }
 
+/// An ICMP error to send, and what the kernel knows of the packet it is about: how its
+/// frame came in, whether it was for the router, and its IPv4 options (echoed in the error).
+#[derive(Clone, Copy)]
+struct Why<'a> {
+    err: IcmpError,
+    l2: L2Class,
+    local_dst: bool,
+    opts: &'a Ipv4Options,
+}
+
 /// What building a packet the router originates changes in the worker's state.
 struct Originating<'a> {
     rate: &'a mut RateLimiter,
@@ -937,17 +967,20 @@ struct Originating<'a> {
 /// built into `out`. Returns its length, the route back (output link and neighbour) and its
 /// source; `None` when the kernel sends nothing. `local_dst`: the packet was for one of the
 /// router's addresses, which answers from it.
-#[allow(clippy::too_many_arguments)]
 fn icmp_error(
     fib: &Fib,
     now: u64,
-    err: IcmpError,
+    why: &Why,
     orig: &[u8],
-    l2: L2Class,
-    local_dst: bool,
     o: &mut Originating,
     out: &mut [u8],
 ) -> Option<(usize, (u32, IpAddr), IpAddr)> {
+    let Why {
+        err,
+        l2,
+        local_dst,
+        opts,
+    } = *why;
     let built = match err {
         IcmpError::V4(e) => {
             let Ok(p) = ipv4::Packet::new_checked(orig) else {
@@ -982,6 +1015,8 @@ fn icmp_error(
                 src: from,
                 ident: *o.next_ident,
                 mtu: back.mtu,
+                options: *opts,
+                now_ms: ms_of_day(now),
             };
             let nh = back.gateway.unwrap_or(IpAddr::V4(src));
             icmp::build_error_v4(e, orig, &reply, out)
@@ -1055,4 +1090,10 @@ fn ip_start(frame: &[u8], mac: [u8; 6]) -> (usize, L2Class) {
         L2Class::Multicast
     };
     (l3, l2)
+}
+
+/// Milliseconds since midnight UTC at `now` (nanoseconds since the epoch): the IPv4
+/// timestamp option's clock (`inet_current_timestamp`).
+fn ms_of_day(now: u64) -> u32 {
+    ((now / 1_000_000) % 86_400_000) as u32
 }
