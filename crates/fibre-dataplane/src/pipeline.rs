@@ -142,6 +142,16 @@ pub struct Counters {
     pub events_dropped: u64,
 }
 
+/// Where a packet leaves: the output link, the neighbour, and for a held packet its source
+/// (a solicitation may ask from it) and the link it came in on (0: the router made it).
+#[derive(Debug, Clone, Copy)]
+struct Hop {
+    oif: u32,
+    nh: IpAddr,
+    src: IpAddr,
+    iif: u32,
+}
+
 /// One received packet between stages.
 struct Slot {
     iif: u32,
@@ -163,7 +173,7 @@ pub struct Dataplane {
     scratch: Box<[u8; SCRATCH]>,
     /// Fragments of one packet, and packets leaving a neighbour's queue, between stages.
     frags: Vec<Buf>,
-    flush: Vec<Buf>,
+    flush: Vec<(Buf, u32)>,
     next_ident: u16,
     host: bool,
 }
@@ -287,7 +297,7 @@ impl Dataplane {
                     // parameter problem): the packet is past its link-layer header and tags.
                     let (l3, l2) = ip_start(frame, mac);
                     let orig = frame.get(l3..).unwrap_or(&[]);
-                    self.icmp_error_frame(fib, now, e, orig, l2, tx);
+                    self.icmp_error_frame(fib, now, e, orig, l2, iif, tx);
                 }
                 self.drop_packet(iif, d.reason);
                 return;
@@ -384,6 +394,7 @@ impl Dataplane {
                         od.discard,
                         local,
                         &od.options,
+                        iif,
                         tx,
                     )
                 }
@@ -399,7 +410,7 @@ impl Dataplane {
                         _ => true,
                     };
                     if allowed {
-                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, &opts, tx);
+                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, &opts, iif, tx);
                     }
                 }
                 self.drop_packet(iif, reason);
@@ -426,11 +437,12 @@ impl Dataplane {
         d: Discard,
         local: bool,
         opts: &Ipv4Options,
+        dev: u32,
         tx: &mut dyn Tx,
     ) {
         if let Some(e) = d.icmp {
             let l3 = usize::from(meta.l3);
-            self.icmp_error(fib, now, e, &buf, l3, meta.l2, local, opts, tx);
+            self.icmp_error(fib, now, e, &buf, l3, meta.l2, local, opts, dev, tx);
         }
         self.drop_packet(iif, d.reason);
         self.pool.free(buf);
@@ -455,11 +467,17 @@ impl Dataplane {
             return;
         }
         let nh = f.gateway.unwrap_or(meta.dst);
+        let hop = Hop {
+            oif: f.oif,
+            nh,
+            src: meta.src,
+            iif,
+        };
         if meta.is_ipv4() {
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let fwd = match forward::forward_v4(ip, meta.l2, &V4Route { mtu: f.mtu }) {
                 Ok(x) => x,
-                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, tx),
+                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, iif, tx),
             };
             // Source-routed packets never get here (compile_options drops them), so every
             // redirect the route asks for is sent.
@@ -471,7 +489,7 @@ impl Dataplane {
                             IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
                         };
                         let e = IcmpError::V4(Icmp4Error::RedirectHost { gateway: gw });
-                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, opts, tx);
+                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, opts, iif, tx);
                     }
                 }
             }
@@ -500,12 +518,12 @@ impl Dataplane {
                 }
                 for frag in frags.drain(..) {
                     self.counters.fragments += 1;
-                    self.output(fib, now, f.oif, nh, meta.src, frag, 0, tx);
+                    self.output(fib, now, hop, frag, 0, tx);
                 }
                 self.frags = frags;
                 return;
             }
-            self.output(fib, now, f.oif, nh, meta.src, buf, l3, tx);
+            self.output(fib, now, hop, buf, l3, tx);
         } else {
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let route = V6Route {
@@ -514,10 +532,10 @@ impl Dataplane {
             };
             match forward::forward_v6(ip, meta.l2, &route) {
                 Ok(_) => {}
-                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, tx),
+                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, iif, tx),
             }
             self.counters.forwarded += 1;
-            self.output(fib, now, f.oif, nh, meta.src, buf, l3, tx);
+            self.output(fib, now, hop, buf, l3, tx);
         }
     }
 
@@ -525,17 +543,8 @@ impl Dataplane {
     /// and neigh_output): with the link-layer header when the neighbour's address is known,
     /// else held until it is (the writer starts resolution on the [`Event::Used`]).
     #[allow(clippy::too_many_arguments)]
-    fn output(
-        &mut self,
-        fib: &Fib,
-        now: u64,
-        oif: u32,
-        nh: IpAddr,
-        src: IpAddr,
-        mut buf: Buf,
-        l3: usize,
-        tx: &mut dyn Tx,
-    ) {
+    fn output(&mut self, fib: &Fib, now: u64, hop: Hop, mut buf: Buf, l3: usize, tx: &mut dyn Tx) {
+        let Hop { oif, nh, src, iif } = hop;
         let _ = now;
         if buf.trim_front(l3).is_err() {
             self.drop_packet(oif, DropReason::NotSpecified);
@@ -565,7 +574,7 @@ impl Dataplane {
             }
         };
         let Some(ha) = ha else {
-            match self.waiting.push(oif, nh, src, buf) {
+            match self.waiting.push(oif, nh, src, iif, buf) {
                 Ok(None) => {}
                 Ok(Some(old)) | Err(Full::Refused(old)) => {
                     self.drop_packet(oif, DropReason::NeighQueuefull);
@@ -620,7 +629,13 @@ impl Dataplane {
                 return;
             }
         }
-        self.output(fib, now, route.0, route.1, src, buf, 0, tx);
+        let hop = Hop {
+            oif: route.0,
+            nh: route.1,
+            src,
+            iif: 0,
+        };
+        self.output(fib, now, hop, buf, 0, tx);
     }
 
     /// icmp_send / icmp6_send about the IP packet at `l3` in `buf` (see [`icmp_error`]).
@@ -635,6 +650,7 @@ impl Dataplane {
         l2: L2Class,
         local_dst: bool,
         opts: &Ipv4Options,
+        dev: u32,
         tx: &mut dyn Tx,
     ) {
         let orig = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
@@ -649,6 +665,7 @@ impl Dataplane {
             l2,
             local_dst,
             opts,
+            dev,
         };
         if let Some((len, route, from)) = icmp_error(fib, now, &why, orig, &mut o, out) {
             self.originate(fib, now, route, from, len, tx);
@@ -664,6 +681,7 @@ impl Dataplane {
         err: IcmpError,
         orig: &[u8],
         l2: L2Class,
+        dev: u32,
         tx: &mut dyn Tx,
     ) {
         let mut o = Originating {
@@ -677,6 +695,7 @@ impl Dataplane {
             l2,
             local_dst: false,
             opts: &Ipv4Options::default(),
+            dev,
         };
         if let Some((len, route, from)) = icmp_error(fib, now, &why, orig, &mut o, out) {
             self.originate(fib, now, route, from, len, tx);
@@ -780,7 +799,7 @@ impl Dataplane {
                     IcmpError::V6(Icmp6Error::PortUnreachable)
                 };
                 self.counters.delivered += 1;
-                self.icmp_error(fib, now, err, &buf, l3, meta.l2, true, opts, tx);
+                self.icmp_error(fib, now, err, &buf, l3, meta.l2, true, opts, iif, tx);
                 self.pool.free(buf);
                 return;
             }
@@ -844,16 +863,24 @@ impl Dataplane {
                 }
                 NudAction::Resolved { ifindex, addr, .. } => {
                     let mut flush = std::mem::take(&mut self.flush);
-                    self.waiting.drain(ifindex, addr, |b| flush.push(b));
-                    for b in flush.drain(..) {
-                        self.output(fib, now, ifindex, addr, addr, b, 0, tx);
+                    self.waiting
+                        .drain(ifindex, addr, |b, iif| flush.push((b, iif)));
+                    for (b, iif) in flush.drain(..) {
+                        let hop = Hop {
+                            oif: ifindex,
+                            nh: addr,
+                            src: addr,
+                            iif,
+                        };
+                        self.output(fib, now, hop, b, 0, tx);
                     }
                     self.flush = flush;
                 }
                 NudAction::Failed { ifindex, addr } => {
                     let mut flush = std::mem::take(&mut self.flush);
-                    self.waiting.drain(ifindex, addr, |b| flush.push(b));
-                    for b in flush.drain(..) {
+                    self.waiting
+                        .drain(ifindex, addr, |b, iif| flush.push((b, iif)));
+                    for (b, iif) in flush.drain(..) {
                         let err = if addr.is_ipv4() {
                             IcmpError::V4(Icmp4Error::HostUnreachable)
                         } else {
@@ -862,7 +889,7 @@ impl Dataplane {
                         // The options such a packet had were read when it came in; the held
                         // copy does not keep them, so the error echoes none.
                         let none = Ipv4Options::default();
-                        self.icmp_error(fib, now, err, &b, 0, L2Class::Host, false, &none, tx);
+                        self.icmp_error(fib, now, err, &b, 0, L2Class::Host, false, &none, iif, tx);
                         self.drop_packet(ifindex, DropReason::NeighFailed);
                         self.pool.free(b);
                     }
@@ -953,6 +980,9 @@ struct Why<'a> {
     l2: L2Class,
     local_dst: bool,
     opts: &'a Ipv4Options,
+    /// The link the packet came in on (0 for one the router made): IPv6 answers from the
+    /// address this link would use towards the sender.
+    dev: u32,
 }
 
 /// What building a packet the router originates changes in the worker's state.
@@ -980,6 +1010,7 @@ fn icmp_error(
         l2,
         local_dst,
         opts,
+        dev,
     } = *why;
     let built = match err {
         IcmpError::V4(e) => {
@@ -1038,16 +1069,17 @@ fn icmp_error(
             let Ok(back) = fib.route_output(IpAddr::V6(src), None, 0) else {
                 return None;
             };
+            // icmp6_send: the offending packet's destination when it is ours; else the route
+            // back's preferred source; else the address the input link would use towards
+            // the sender ("a more meaningful saddr from input if"), or for a packet the router
+            // made itself the one its route back would.
             let from = if local_dst || fib.is_own_addr6(&dst) {
                 dst
+            } else if let Some(IpAddr::V6(a)) = back.prefsrc {
+                a
             } else {
-                match back.prefsrc {
-                    Some(IpAddr::V6(a)) => a,
-                    _ => match fib.select_src6(Some(back.oif), &src) {
-                        Some(a) => a,
-                        None => return None,
-                    },
-                }
+                let d = if dev != 0 { dev } else { back.oif };
+                fib.select_src6(Some(d), &src)?
             };
             if !o
                 .rate

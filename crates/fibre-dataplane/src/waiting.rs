@@ -35,6 +35,9 @@ struct Queue {
 #[derive(Debug)]
 struct Node {
     buf: Option<Buf>,
+    /// The link the packet came in on (0: the router made it): an error about it answers
+    /// from that link's address.
+    iif: u32,
     next: u32,
 }
 
@@ -62,6 +65,7 @@ impl Waiting {
         let mut nodes: Vec<Node> = (0..packets)
             .map(|i| Node {
                 buf: None,
+                iif: 0,
                 next: if i + 1 < packets { i as u32 + 1 } else { NIL },
             })
             .collect();
@@ -78,14 +82,15 @@ impl Waiting {
         }
     }
 
-    /// Holds `buf` (from `src`) for the neighbour `addr` on `oif`. When the neighbour's queue
-    /// is full its oldest packet makes room and is returned, for the caller to drop
-    /// (NEIGH_QUEUEFULL).
+    /// Holds `buf` (from `src`, received on `iif`) for the neighbour `addr` on `oif`. When
+    /// the neighbour's queue is full its oldest packet makes room and is returned, for the
+    /// caller to drop (NEIGH_QUEUEFULL).
     pub fn push(
         &mut self,
         oif: u32,
         addr: IpAddr,
         src: IpAddr,
+        iif: u32,
         buf: Buf,
     ) -> Result<Option<Buf>, Full> {
         let key = (oif, addr);
@@ -112,7 +117,7 @@ impl Waiting {
             }
         };
         let evicted = if self.queues[q as usize].len >= QUEUE_LEN {
-            self.pop(q)
+            self.pop(q).map(|(b, _)| b)
         } else {
             None
         };
@@ -126,6 +131,7 @@ impl Waiting {
         self.free_node = self.nodes[n as usize].next;
         self.nodes[n as usize] = Node {
             buf: Some(buf),
+            iif,
             next: NIL,
         };
         let queue = &mut self.queues[q as usize];
@@ -140,7 +146,7 @@ impl Waiting {
         Ok(evicted)
     }
 
-    fn pop(&mut self, q: u32) -> Option<Buf> {
+    fn pop(&mut self, q: u32) -> Option<(Buf, u32)> {
         let queue = &mut self.queues[q as usize];
         let n = queue.head;
         if n == NIL {
@@ -155,7 +161,7 @@ impl Waiting {
         let buf = node.buf.take();
         node.next = self.free_node;
         self.free_node = n;
-        buf
+        buf.map(|b| (b, node.iif))
     }
 
     fn release(&mut self, q: u32) {
@@ -170,14 +176,14 @@ impl Waiting {
         Some(self.queues[q as usize].newest_src)
     }
 
-    /// Hands every packet waiting for `addr` on `oif` to `each`, oldest first, and forgets
-    /// the neighbour.
-    pub fn drain(&mut self, oif: u32, addr: IpAddr, mut each: impl FnMut(Buf)) {
+    /// Hands every packet waiting for `addr` on `oif` to `each` with the link it came in on,
+    /// oldest first, and forgets the neighbour.
+    pub fn drain(&mut self, oif: u32, addr: IpAddr, mut each: impl FnMut(Buf, u32)) {
         let Some(&q) = self.index.get(&(oif, addr)) else {
             return;
         };
-        while let Some(b) = self.pop(q) {
-            each(b);
+        while let Some((b, iif)) = self.pop(q) {
+            each(b, iif);
         }
         self.release(q);
     }
@@ -225,14 +231,15 @@ mod tests {
         for _ in 0..QUEUE_LEN + 2 {
             let b = p.alloc().unwrap();
             ids.push(b.idx());
-            if let Some(old) = w.push(3, a, src, b).unwrap() {
+            if let Some(old) = w.push(3, a, src, 1, b).unwrap() {
                 evicted.push(old.idx());
                 p.free(old);
             }
         }
         assert_eq!(evicted, ids[..2].to_vec());
         let mut got = Vec::new();
-        w.drain(3, a, |b| {
+        w.drain(3, a, |b, iif| {
+            assert_eq!(iif, 1);
             got.push(b.idx());
             p.free(b);
         });
@@ -257,7 +264,7 @@ mod tests {
                     let id = b.idx().get();
                     let total: usize = model.values().map(|q| q.len()).sum();
                     let has = model.contains_key(&k);
-                    match w.push(1, addr, src, b) {
+                    match w.push(1, addr, src, 2, b) {
                         Ok(ev) => {
                             prop_assert!(has || model.len() < 3);
                             let q = model.entry(k).or_default();
@@ -278,7 +285,7 @@ mod tests {
                     }
                 } else {
                     let mut got = Vec::new();
-                    w.drain(1, addr, |b| { got.push(b.idx().get()); p.free(b); });
+                    w.drain(1, addr, |b, _| { got.push(b.idx().get()); p.free(b); });
                     let want: Vec<u32> = model.remove(&k).map(Vec::from).unwrap_or_default();
                     prop_assert_eq!(got, want);
                 }
