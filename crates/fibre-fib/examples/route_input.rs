@@ -86,21 +86,8 @@ fn up_link(f: &mut Fib, name: &str, addrs: [(IpAddr, u8); 2]) -> u32 {
     f.link_new(&new, ReqFlags::ADD).expect("link");
     let ifindex = f.link_index(name).expect("index");
     for (a, prefixlen) in addrs {
-        let ad = Address {
-            family: Family::of(&a),
-            prefixlen,
-            flags: 0,
-            scope: 0,
-            ifindex,
-            local: Some(a),
-            address: Some(a),
-            broadcast: None,
-            label: None,
-            metric: None,
-            valid_lft: None,
-            preferred_lft: None,
-        };
-        f.addr_new(&ad, ReqFlags::ADD).expect("address");
+        f.addr_new(&Address::new(ifindex, a, prefixlen), ReqFlags::ADD)
+            .expect("address");
     }
     ifindex
 }

@@ -147,7 +147,8 @@ pub struct ForwardHop {
 pub enum InputDrop {
     /// A source that is multicast, the limited broadcast, 0.0.0.0 (with a destination other
     /// than 0.0.0.0) or in 127/8 (ip_route_input_slow's `martian_source`,
-    /// SKB_DROP_REASON_IP_INVALID_SOURCE). Silent.
+    /// SKB_DROP_REASON_IP_INVALID_SOURCE); also a key whose source and destination are of
+    /// different families. Silent.
     MartianSource,
     /// The route back to the source is not unicast: the source is one of this host's
     /// addresses (fib_validate_source without accept_local), or the route back is a broadcast
@@ -160,9 +161,11 @@ pub enum InputDrop {
     /// local, broadcast nor unicast (`martian_destination`,
     /// SKB_DROP_REASON_IP_INVALID_DEST). Silent.
     MartianDestination,
-    /// An IPv4 multicast destination, or an IPv6 one that the input link did not join:
-    /// fibre routes no multicast (the kernel forwards it only with a multicast router
-    /// running). Silent.
+    /// An IPv6 multicast destination the input link did not join, or any IPv4 multicast
+    /// destination: fibre routes no multicast (the kernel forwards it only with a multicast
+    /// router running). The kernel delivers an IPv4 group the link joined (224.0.0.1 on every
+    /// up link) locally; fibre drops it, as its `route get ... iif` answers EINVAL for it.
+    /// Silent.
     Multicast,
     /// No route (ENETUNREACH). IPv4: ip_error sends destination unreachable, net
     /// unreachable (type 3 code 0). IPv6: ip6_pkt_discard sends destination unreachable, no
@@ -234,7 +237,7 @@ pub(crate) fn is_zeronet(a: u32) -> bool {
 pub(crate) fn is_multicast4(a: u32) -> bool {
     a >> 28 == 0xe
 }
-pub(crate) fn is_loopback4(a: u32) -> bool {
+fn is_loopback4(a: u32) -> bool {
     a >> 24 == 127
 }
 

@@ -404,6 +404,27 @@ pub struct Address {
     pub preferred_lft: Option<u32>,
 }
 
+impl Address {
+    /// The request `ip address add LOCAL/PREFIXLEN dev IFINDEX` makes: no peer, broadcast,
+    /// label, metric or lifetime.
+    pub fn new(ifindex: u32, local: IpAddr, prefixlen: u8) -> Address {
+        Address {
+            family: Family::of(&local),
+            prefixlen,
+            flags: 0,
+            scope: 0,
+            ifindex,
+            local: Some(local),
+            address: Some(local),
+            broadcast: None,
+            label: None,
+            metric: None,
+            valid_lft: None,
+            preferred_lft: None,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Routes (RTM_NEWROUTE / RTM_DELROUTE / RTM_GETROUTE)
 // ---------------------------------------------------------------------------------------------

@@ -53,25 +53,8 @@ fn link(f: &mut Fib, name: &str, addrs: &[(&str, u8)]) -> u32 {
     .expect("link");
     let idx = f.link_index(name).expect("index");
     for &(a, len) in addrs {
-        let a = ip(a);
-        f.addr_new(
-            &Address {
-                family: Family::of(&a),
-                prefixlen: len,
-                flags: 0,
-                scope: 0,
-                ifindex: idx,
-                local: Some(a),
-                address: Some(a),
-                broadcast: None,
-                label: None,
-                metric: None,
-                valid_lft: None,
-                preferred_lft: None,
-            },
-            ReqFlags::ADD,
-        )
-        .expect("address");
+        f.addr_new(&Address::new(idx, ip(a), len), ReqFlags::ADD)
+            .expect("address");
     }
     idx
 }

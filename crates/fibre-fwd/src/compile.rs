@@ -155,6 +155,7 @@ impl Compiler {
     }
 
     fn update_links(&mut self, fib: &Fib, out: &mut Vec<Edit>) {
+        // In ifindex order (`Fib::links`).
         let links = fib.links();
         let mut changed = Vec::new();
         for l in &links {
@@ -186,7 +187,7 @@ impl Compiler {
         let gone: Vec<(u32, LinkIdx)> = self
             .links
             .iter()
-            .filter(|(ifindex, _)| !links.iter().any(|l| l.ifindex == **ifindex))
+            .filter(|(x, _)| links.binary_search_by_key(*x, |l| l.ifindex).is_err())
             .map(|(x, i)| (*x, *i))
             .collect();
         for (ifindex, i) in gone {

@@ -98,20 +98,7 @@ fn apply(f: &mut Fib, links: &[u32; 3], op: &Op) {
         Op::Neigh(l, h, v6, s, m) => {
             let state = STATES[*s];
             let mac = (state & nud::VALID != 0).then_some(MACS[*m]);
-            let n = Neighbour {
-                family: if *v6 { Family::Inet6 } else { Family::Inet },
-                ifindex: links[*l],
-                dst: ip(&host(*l, *h, *v6)),
-                lladdr: mac.map(|m| m.to_vec()),
-                state,
-                flags: 0,
-                kind: 0,
-                protocol: 0,
-                confirmed: 0,
-                refcnt: 0,
-            };
-            // A link that is down refuses nothing here, but its entries go with it.
-            let _ = f.neigh_new(&n, ReqFlags::REPLACE);
+            neigh(f, links[*l], &host(*l, *h, *v6), mac, state);
         }
         Op::DelNeigh(l, h, v6) => neigh_del(f, links[*l], &host(*l, *h, *v6)),
         Op::Mtu(l, m) => set_link(

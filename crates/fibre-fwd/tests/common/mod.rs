@@ -45,25 +45,8 @@ pub fn up(up: bool) -> Link {
 
 /// `address add A/LEN dev IFINDEX`.
 pub fn addr(f: &mut Fib, ifindex: u32, a: &str, len: u8) {
-    let a = ip(a);
-    f.addr_new(
-        &Address {
-            family: Family::of(&a),
-            prefixlen: len,
-            flags: 0,
-            scope: 0,
-            ifindex,
-            local: Some(a),
-            address: Some(a),
-            broadcast: None,
-            label: None,
-            metric: None,
-            valid_lft: None,
-            preferred_lft: None,
-        },
-        ReqFlags::ADD,
-    )
-    .expect("address");
+    f.addr_new(&Address::new(ifindex, ip(a), len), ReqFlags::ADD)
+        .expect("address");
 }
 
 /// `route add DST/LEN via GW` (one next hop per gateway: multipath with more than one).
@@ -86,10 +69,10 @@ pub fn route(dst: &str, len: u8, gws: &[&str]) -> Route {
     r
 }
 
-/// `neigh add|replace A lladdr MAC dev IFINDEX nud STATE` (no lladdr for invalid states).
-pub fn neigh(f: &mut Fib, ifindex: u32, a: &str, mac: Option<[u8; 6]>, state: u16) {
+/// The neighbour request `ip neigh ... A [lladdr MAC] dev IFINDEX nud STATE` makes.
+pub fn neighbour(ifindex: u32, a: &str, mac: Option<[u8; 6]>, state: u16) -> Neighbour {
     let dst = ip(a);
-    let n = Neighbour {
+    Neighbour {
         family: Family::of(&dst),
         ifindex,
         dst,
@@ -100,25 +83,18 @@ pub fn neigh(f: &mut Fib, ifindex: u32, a: &str, mac: Option<[u8; 6]>, state: u1
         protocol: 0,
         confirmed: 0,
         refcnt: 0,
-    };
-    f.neigh_new(&n, ReqFlags::REPLACE).expect("neigh");
+    }
 }
 
+/// `neigh replace A lladdr MAC dev IFINDEX nud STATE` (no lladdr for invalid states).
+pub fn neigh(f: &mut Fib, ifindex: u32, a: &str, mac: Option<[u8; 6]>, state: u16) {
+    f.neigh_new(&neighbour(ifindex, a, mac, state), ReqFlags::REPLACE)
+        .expect("neigh");
+}
+
+/// `neigh del A dev IFINDEX`, whether or not there is one.
 pub fn neigh_del(f: &mut Fib, ifindex: u32, a: &str) {
-    let dst = ip(a);
-    let n = Neighbour {
-        family: Family::of(&dst),
-        ifindex,
-        dst,
-        lladdr: None,
-        state: nud::NONE,
-        flags: 0,
-        kind: 0,
-        protocol: 0,
-        confirmed: 0,
-        refcnt: 0,
-    };
-    let _ = f.neigh_del(&n);
+    let _ = f.neigh_del(&neighbour(ifindex, a, None, nud::NONE));
 }
 
 /// A UDP packet from `src` to `dst` in on `iif`.
