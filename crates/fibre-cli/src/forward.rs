@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
 
-use fibre_dataplane::pipeline::{apply_events, Config, Dataplane, Tx, VECTOR};
+use fibre_dataplane::pipeline::{apply_events, Config, Dataplane, Tx, View, VECTOR};
 use fibre_fib::Fib;
+use fibre_fwd::FwdWriter;
 
 use crate::online::{offline_fib, Backend};
 use crate::pcap::{self, Captured};
@@ -106,14 +107,51 @@ impl Tx for PcapTx<'_> {
     }
 }
 
-/// Runs the neighbour timers due up to `until`, each at its own time.
-fn run_timers(fib: &mut Fib, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
-    let mut actions = Vec::new();
-    while let Some(at) = fib.neigh_next_timer().filter(|at| *at <= until) {
-        tx.now = at;
-        fib.neigh_timers(at, &mut actions);
-        dp.neigh_actions(fib, at, &actions, tx);
-        actions.clear();
+/// The routing state and the forwarding objects compiled from it: what fibred's writer owns.
+struct Router {
+    fib: Fib,
+    fwd: FwdWriter,
+}
+
+impl Router {
+    /// Runs the neighbour timers due up to `until`, each at its own time.
+    fn run_timers(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
+        let mut actions = Vec::new();
+        while let Some(at) = self.fib.neigh_next_timer().filter(|at| *at <= until) {
+            tx.now = at;
+            self.fib.neigh_timers(at, &mut actions);
+            self.fwd.update(&self.fib);
+            let fwd = self.fwd.latest();
+            let v = View {
+                fib: &self.fib,
+                fwd: &fwd,
+            };
+            dp.neigh_actions(v, at, &actions, tx);
+            actions.clear();
+        }
+    }
+
+    /// One vector received at `t`, then the writer's turn: the events applied, the objects
+    /// updated, and what the neighbour states ask done.
+    fn vector(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, t: u64, frames: &[(u32, &[u8])]) {
+        tx.now = t;
+        {
+            let fwd = self.fwd.latest();
+            let v = View {
+                fib: &self.fib,
+                fwd: &fwd,
+            };
+            dp.receive(v, t, frames, tx);
+        }
+        let mut actions = Vec::new();
+        apply_events(&mut self.fib, dp.take_events(), t, &mut actions);
+        self.fwd.update(&self.fib);
+        let fwd = self.fwd.latest();
+        let v = View {
+            fib: &self.fib,
+            fwd: &fwd,
+        };
+        dp.neigh_actions(v, t, &actions, tx);
     }
 }
 
@@ -143,7 +181,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
     let Backend::Local(fib) = cli.fib else {
         unreachable!("forward runs on an offline FIB")
     };
-    let mut fib = *fib;
+    let fib = *fib;
     let mut frames: Vec<(u64, u32, Captured)> = Vec::new();
     for (link, file) in &args.inputs {
         let Some(ifindex) = fib.link_index(link) else {
@@ -183,7 +221,8 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         now: 0,
         error: None,
     };
-    let mut actions = Vec::new();
+    let (fwd, _) = FwdWriter::new(&fib);
+    let mut router = Router { fib, fwd };
     let mut vector: Vec<(u32, &[u8])> = Vec::with_capacity(VECTOR);
     let mut i = 0;
     while i < frames.len() {
@@ -193,15 +232,11 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
             vector.push((frames[i].1, &frames[i].2.frame));
             i += 1;
         }
-        run_timers(&mut fib, &mut dp, &mut tx, t);
-        tx.now = t;
-        dp.receive(&fib, t, &vector, &mut tx);
-        apply_events(&mut fib, dp.take_events(), t, &mut actions);
-        dp.neigh_actions(&fib, t, &actions, &mut tx);
-        actions.clear();
+        router.run_timers(&mut dp, &mut tx, t);
+        router.vector(&mut dp, &mut tx, t, &vector);
     }
     if let Some(last) = frames.last() {
-        run_timers(&mut fib, &mut dp, &mut tx, last.0 + DRAIN_NS);
+        router.run_timers(&mut dp, &mut tx, last.0 + DRAIN_NS);
     }
     if let Some(e) = tx.error.take() {
         let _ = writeln!(stderr, "fibre forward: {e}");

@@ -48,10 +48,7 @@ pub fn read(path: &str) -> Result<Vec<Captured>, String> {
 fn read_pcap(input: impl Read) -> Result<Vec<Captured>, String> {
     let mut r = PcapReader::new(input).map_err(|e| e.to_string())?;
     if r.header().datalink != DataLink::ETHERNET {
-        return Err(format!(
-            "link type {:?}, not Ethernet",
-            r.header().datalink
-        ));
+        return Err(format!("link type {:?}, not Ethernet", r.header().datalink));
     }
     let mut out = Vec::new();
     while let Some(p) = r.next_packet() {

@@ -12,11 +12,13 @@
 //!
 //! Invariants: nothing allocates after [`Dataplane::new`] (buffers come from the pool, events
 //! and the waiting packets have fixed room, and a full queue drops and counts); every frame
-//! received is accounted for exactly once, as forwarded, delivered (answered or punted to the
-//! host), waiting for a neighbour, or dropped with a reason (`received = forwarded +
-//! delivered + waiting + dropped` between calls, checked by the fuzz target). Packets the
-//! router originates (ICMP errors, echo replies, ARP and NDP) are counted as sent, not
-//! received.
+//! received is accounted for exactly once when its vector ends: forwarded (handed to its
+//! neighbour: sent, or held until the neighbour resolves), delivered (answered or learnt
+//! from), punted to the host, or dropped before any of these (`received = forwarded +
+//! delivered + punted + dropped`, checked by the fuzz target). What happens to a packet after
+//! it was forwarded (a full neighbour queue, a failed resolution) and to the packets the
+//! router makes (ICMP errors, echo replies, ARP and NDP) is counted under drop reasons and
+//! link counters, not again in that sum.
 //!
 //! Values the kernel draws from keyed hashes or random numbers, which no other router can
 //! reproduce: the IPv4 ID of originated packets (a counter here; the differential check masks
@@ -26,7 +28,8 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use fibre_fib::{nud, Fib, ForwardRoute, InputDrop, InputKey, InputRoute, NudAction, RouteType};
+use fibre_fib::{Family, Fib, ForwardRoute, InputDrop, InputKey, InputRoute, NudAction, RouteType};
+use fibre_fwd::{AdjIdx, FwdTable, NeighState, REWRITE_LEN};
 use fibre_packet::{Buf, Pool, PoolConfig};
 use fibre_wire::checksum::PseudoHeader;
 use fibre_wire::consts::{ethertype, icmpv6 as icmpv6_consts, ip_proto};
@@ -130,6 +133,9 @@ pub struct Counters {
     /// For the router but not answered here: the host's (the real-I/O layer hands them to
     /// it; offline they end here).
     pub punted: u64,
+    /// Received packets dropped before they were forwarded or delivered (drops after that,
+    /// and of packets the router made, count only under their reason).
+    pub dropped: u64,
     /// Held for a neighbour now (not cumulative).
     pub waiting: u64,
     /// Originated by the router: ICMP errors, echo replies, ARP and NDP.
@@ -142,10 +148,13 @@ pub struct Counters {
     pub events_dropped: u64,
 }
 
-/// Where a packet leaves: the output link, the neighbour, and for a held packet its source
-/// (a solicitation may ask from it) and the link it came in on (0: the router made it).
+/// Where a packet leaves: its adjacency, the output link and the neighbour, and for a held
+/// packet its source (a solicitation may ask from it) and the link it came in on (0: the
+/// router made it).
 #[derive(Debug, Clone, Copy)]
 struct Hop {
+    /// The adjacency when the route decision found it; else looked up from `oif` and `nh`.
+    adj: Option<AdjIdx>,
     oif: u32,
     nh: IpAddr,
     src: IpAddr,
@@ -158,6 +167,16 @@ struct Slot {
     buf: Buf,
     meta: Meta,
     route: Result<InputRoute, InputDrop>,
+}
+
+/// What a worker reads while it processes a vector: the routing state (for the route
+/// decision and what the router answers for itself) and the forwarding objects compiled from
+/// it (links and adjacencies). The two may be of different moments: `fibre_fwd` says how an
+/// adjacency lookup copes.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub fib: &'a Fib,
+    pub fwd: &'a FwdTable,
 }
 
 /// One worker's forwarding state: buffers, counters, limits and waiting packets.
@@ -242,6 +261,15 @@ impl Dataplane {
         self.links.get_mut(ifindex as usize)
     }
 
+    /// Drops a received packet before it was forwarded or delivered: one of the four fates
+    /// the accounting counts (see the module documentation).
+    fn drop_received(&mut self, iif: u32, reason: DropReason) {
+        self.counters.dropped += 1;
+        self.drop_packet(iif, reason);
+    }
+
+    /// Counts a drop under its reason (a received packet's, or one the router made or
+    /// already forwarded, which the accounting counted before).
     fn drop_packet(&mut self, iif: u32, reason: DropReason) {
         self.drops.count(reason);
         if let Some(s) = self.stats(iif) {
@@ -251,18 +279,18 @@ impl Dataplane {
 
     /// Processes a vector of frames received at `now` (nanoseconds), each with the link it
     /// came in on. Takes at most [`VECTOR`] frames; the caller splits longer runs.
-    pub fn receive(&mut self, fib: &Fib, now: u64, frames: &[(u32, &[u8])], tx: &mut dyn Tx) {
+    pub fn receive(&mut self, v: View<'_>, now: u64, frames: &[(u32, &[u8])], tx: &mut dyn Tx) {
         debug_assert!(frames.len() <= VECTOR);
         // Stage 1: receive checks; ARP is answered here, IP packets go into buffers.
         for &(iif, frame) in frames.iter().take(VECTOR) {
             self.counters.received += 1;
-            self.rx_one(fib, now, iif, frame, tx);
+            self.rx_one(v, now, iif, frame, tx);
         }
         // Stage 2: the input route decision for the whole vector.
         let mut slots = std::mem::take(&mut self.slots);
         for s in slots.iter_mut() {
             let m = &s.meta;
-            s.route = fib.route_input(&InputKey {
+            s.route = v.fib.route_input(&InputKey {
                 dst: m.dst,
                 src: m.src,
                 iif: s.iif,
@@ -275,18 +303,19 @@ impl Dataplane {
         }
         // Stage 3: deliver, forward or drop.
         for s in slots.drain(..) {
-            self.act(fib, now, s, tx);
+            self.act(v, now, s, tx);
         }
         self.slots = slots;
     }
 
-    fn rx_one(&mut self, fib: &Fib, now: u64, iif: u32, frame: &[u8], tx: &mut dyn Tx) {
+    fn rx_one(&mut self, v: View<'_>, now: u64, iif: u32, frame: &[u8], tx: &mut dyn Tx) {
         let multicast = frame.first().is_some_and(|b| b & 1 != 0);
         if let Some(s) = self.stats(iif) {
             s.received(frame.len(), multicast);
         }
-        let Some(mac) = fib.link_mac(iif).filter(|_| fib.link_is_oper_up(iif)) else {
-            self.drop_packet(iif, DropReason::DevReady);
+        let link = v.fwd.link_index(iif).map(|i| v.fwd.link(i));
+        let Some(mac) = link.filter(|l| l.up).map(|l| l.mac) else {
+            self.drop_received(iif, DropReason::DevReady);
             return;
         };
         let got = match rx::receive(frame, Address(mac)) {
@@ -297,9 +326,9 @@ impl Dataplane {
                     // parameter problem): the packet is past its link-layer header and tags.
                     let (l3, l2) = ip_start(frame, mac);
                     let orig = frame.get(l3..).unwrap_or(&[]);
-                    self.icmp_error_frame(fib, now, e, orig, l2, iif, tx);
+                    self.icmp_error_frame(v, now, e, orig, l2, iif, tx);
                 }
-                self.drop_packet(iif, d.reason);
+                self.drop_received(iif, d.reason);
                 return;
             }
         };
@@ -311,14 +340,14 @@ impl Dataplane {
                     l2,
                 };
                 let body = frame.get(usize::from(l3)..).unwrap_or(&[]);
-                let o = neigh::arp_input(fib, link, body, &mut self.scratch[..]);
+                let o = neigh::arp_input(v.fib, link, body, &mut self.scratch[..]);
                 self.neigh_outcome(iif, o, tx);
             }
             Rx::Ip(meta) => {
                 let mut buf = match self.pool.alloc() {
                     Ok(b) => b,
                     Err(_) => {
-                        self.drop_packet(iif, DropReason::Nomem);
+                        self.drop_received(iif, DropReason::Nomem);
                         return;
                     }
                 };
@@ -327,7 +356,7 @@ impl Dataplane {
                     Ok(b) => b.copy_from_slice(&frame[..len]),
                     Err(_) => {
                         self.pool.free(buf);
-                        self.drop_packet(iif, DropReason::Nomem);
+                        self.drop_received(iif, DropReason::Nomem);
                         return;
                     }
                 }
@@ -343,7 +372,7 @@ impl Dataplane {
 
     fn neigh_outcome(&mut self, iif: u32, o: neigh::Outcome, tx: &mut dyn Tx) {
         if let Some(r) = o.drop {
-            self.drop_packet(iif, r);
+            self.drop_received(iif, r);
             return;
         }
         self.counters.delivered += 1;
@@ -356,7 +385,7 @@ impl Dataplane {
         }
     }
 
-    fn act(&mut self, fib: &Fib, now: u64, s: Slot, tx: &mut dyn Tx) {
+    fn act(&mut self, v: View<'_>, now: u64, s: Slot, tx: &mut dyn Tx) {
         let Slot {
             iif,
             buf,
@@ -372,7 +401,8 @@ impl Dataplane {
             let spec_dst = if local {
                 meta.dst
             } else {
-                fib.route_output(meta.src, None, meta.tos)
+                v.fib
+                    .route_output(meta.src, None, meta.tos)
                     .ok()
                     .and_then(|d| d.prefsrc)
                     .unwrap_or(meta.dst)
@@ -381,12 +411,12 @@ impl Dataplane {
                 unreachable!("IPv4 options come with IPv4 addresses")
             };
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
-            let stamps = |a: Ipv4Addr| fib.addr_type4_on(0, a) != RouteType::Unicast;
+            let stamps = |a: Ipv4Addr| v.fib.addr_type4_on(0, a) != RouteType::Unicast;
             match forward::compile_options(ip, spec, ms_of_day(now), stamps) {
                 Ok(o) => opts = o,
                 Err(od) => {
                     return self.discard(
-                        fib,
+                        v,
                         now,
                         iif,
                         buf,
@@ -410,18 +440,18 @@ impl Dataplane {
                         _ => true,
                     };
                     if allowed {
-                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, &opts, iif, tx);
+                        self.icmp_error(v, now, e, &buf, l3, meta.l2, false, &opts, iif, tx);
                     }
                 }
-                self.drop_packet(iif, reason);
+                self.drop_received(iif, reason);
                 self.pool.free(buf);
                 return;
             }
         };
         match route {
-            InputRoute::Forward(f) => self.forward(fib, now, iif, buf, meta, f, &opts, tx),
-            InputRoute::Local { .. } => self.local(fib, now, iif, buf, meta, false, &opts, tx),
-            InputRoute::Broadcast { .. } => self.local(fib, now, iif, buf, meta, true, &opts, tx),
+            InputRoute::Forward(f) => self.forward(v, now, iif, buf, meta, f, &opts, tx),
+            InputRoute::Local { .. } => self.local(v, now, iif, buf, meta, false, &opts, tx),
+            InputRoute::Broadcast { .. } => self.local(v, now, iif, buf, meta, true, &opts, tx),
         }
     }
 
@@ -429,7 +459,7 @@ impl Dataplane {
     #[allow(clippy::too_many_arguments)]
     fn discard(
         &mut self,
-        fib: &Fib,
+        v: View<'_>,
         now: u64,
         iif: u32,
         buf: Buf,
@@ -442,16 +472,16 @@ impl Dataplane {
     ) {
         if let Some(e) = d.icmp {
             let l3 = usize::from(meta.l3);
-            self.icmp_error(fib, now, e, &buf, l3, meta.l2, local, opts, dev, tx);
+            self.icmp_error(v, now, e, &buf, l3, meta.l2, local, opts, dev, tx);
         }
-        self.drop_packet(iif, d.reason);
+        self.drop_received(iif, d.reason);
         self.pool.free(buf);
     }
 
     #[allow(clippy::too_many_arguments)]
     fn forward(
         &mut self,
-        fib: &Fib,
+        v: View<'_>,
         now: u64,
         iif: u32,
         buf: Buf,
@@ -461,13 +491,9 @@ impl Dataplane {
         tx: &mut dyn Tx,
     ) {
         let l3 = usize::from(meta.l3);
-        if !fib.link_is_oper_up(f.oif) {
-            self.drop_packet(iif, DropReason::DevReady);
-            self.pool.free(buf);
-            return;
-        }
         let nh = f.gateway.unwrap_or(meta.dst);
         let hop = Hop {
+            adj: v.fwd.adjacency(&f, meta.dst),
             oif: f.oif,
             nh,
             src: meta.src,
@@ -477,7 +503,7 @@ impl Dataplane {
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let fwd = match forward::forward_v4(ip, meta.l2, &V4Route { mtu: f.mtu }) {
                 Ok(x) => x,
-                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, iif, tx),
+                Err(d) => return self.discard(v, now, iif, buf, &meta, d, false, opts, iif, tx),
             };
             // Source-routed packets never get here (compile_options drops them), so every
             // redirect the route asks for is sent.
@@ -489,17 +515,19 @@ impl Dataplane {
                             IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
                         };
                         let e = IcmpError::V4(Icmp4Error::RedirectHost { gateway: gw });
-                        self.icmp_error(fib, now, e, &buf, l3, meta.l2, false, opts, iif, tx);
+                        self.icmp_error(v, now, e, &buf, l3, meta.l2, false, opts, iif, tx);
                     }
                 }
             }
             if meta.options {
-                let egress = fib
+                let egress = v
+                    .fib
                     .route_output(meta.dst, None, meta.tos)
                     .ok()
                     .and_then(|d| d.prefsrc)
                     .or_else(|| {
-                        fib.select_src4(f.oif, Ipv4Addr::UNSPECIFIED, fibre_fib::scope::UNIVERSE)
+                        v.fib
+                            .select_src4(f.oif, Ipv4Addr::UNSPECIFIED, fibre_fib::scope::UNIVERSE)
                             .map(IpAddr::V4)
                     });
                 if let Some(IpAddr::V4(e)) = egress {
@@ -507,23 +535,26 @@ impl Dataplane {
                     forward::forward_options_v4(ip, opts, e);
                 }
             }
-            self.counters.forwarded += 1;
             if fwd.fragment {
                 let mut frags = std::mem::take(&mut self.frags);
                 let cut = crate::frag::fragment_v4(&mut self.pool, buf, l3, f.mtu, |_, frag| {
                     frags.push(frag)
                 });
-                if let Err(e) = cut {
-                    self.drop_packet(iif, e.reason());
+                // A packet cut short is a drop (the fragments made before the failure still
+                // leave, as in ip_do_fragment).
+                match cut {
+                    Ok(_) => self.counters.forwarded += 1,
+                    Err(e) => self.drop_received(iif, e.reason()),
                 }
                 for frag in frags.drain(..) {
                     self.counters.fragments += 1;
-                    self.output(fib, now, hop, frag, 0, tx);
+                    self.output(v, now, hop, frag, 0, tx);
                 }
                 self.frags = frags;
                 return;
             }
-            self.output(fib, now, hop, buf, l3, tx);
+            self.counters.forwarded += 1;
+            self.output(v, now, hop, buf, l3, tx);
         } else {
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let route = V6Route {
@@ -532,10 +563,10 @@ impl Dataplane {
             };
             match forward::forward_v6(ip, meta.l2, &route) {
                 Ok(_) => {}
-                Err(d) => return self.discard(fib, now, iif, buf, &meta, d, false, opts, iif, tx),
+                Err(d) => return self.discard(v, now, iif, buf, &meta, d, false, opts, iif, tx),
             }
             self.counters.forwarded += 1;
-            self.output(fib, now, hop, buf, l3, tx);
+            self.output(v, now, hop, buf, l3, tx);
         }
     }
 
@@ -543,38 +574,40 @@ impl Dataplane {
     /// and neigh_output): with the link-layer header when the neighbour's address is known,
     /// else held until it is (the writer starts resolution on the [`Event::Used`]).
     #[allow(clippy::too_many_arguments)]
-    fn output(&mut self, fib: &Fib, now: u64, hop: Hop, mut buf: Buf, l3: usize, tx: &mut dyn Tx) {
-        let Hop { oif, nh, src, iif } = hop;
+    fn output(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        hop: Hop,
+        mut buf: Buf,
+        l3: usize,
+        tx: &mut dyn Tx,
+    ) {
         let _ = now;
-        if buf.trim_front(l3).is_err() {
-            self.drop_packet(oif, DropReason::NotSpecified);
-            self.pool.free(buf);
-            return;
-        }
-        let Some(mac) = fib.link_mac(oif).filter(|_| fib.link_is_oper_up(oif)) else {
+        let Hop {
+            adj,
+            oif,
+            nh,
+            src,
+            iif,
+        } = hop;
+        let family = match buf.data(&self.pool).get(l3).map(|b| b >> 4) {
+            Some(4) => Family::Inet,
+            _ => Family::Inet6,
+        };
+        let adj = adj.or_else(|| adjacency_of(v.fwd, oif, nh, family));
+        let Some(a) = adj.map(|a| *v.fwd.adj(a)).filter(|a| v.fwd.link(a.link).up) else {
             self.drop_packet(oif, DropReason::DevReady);
             self.pool.free(buf);
             return;
         };
-        let ha = if fib.link_noarp(oif) {
-            // The kernel's neighbours on a link without ARP hold the link's own address.
-            Some(mac)
-        } else {
-            match fib.neigh_state(oif, nh) {
-                Some((state, ha)) => {
-                    if state & (nud::PERMANENT | nud::NOARP) == 0 {
-                        self.event(Event::Used { oif, addr: nh });
-                    }
-                    ha
-                }
-                None => {
-                    self.event(Event::Used { oif, addr: nh });
-                    None
-                }
-            }
-        };
-        let Some(ha) = ha else {
-            match self.waiting.push(oif, nh, src, iif, buf) {
+        if a.state != NeighState::Resolved {
+            self.event(Event::Used { oif, addr: nh });
+            let held = match buf.trim_front(l3) {
+                Ok(()) => self.waiting.push(oif, nh, src, iif, buf),
+                Err(_) => Err(Full::Refused(buf)),
+            };
+            match held {
                 Ok(None) => {}
                 Ok(Some(old)) | Err(Full::Refused(old)) => {
                     self.drop_packet(oif, DropReason::NeighQueuefull);
@@ -582,18 +615,21 @@ impl Dataplane {
                 }
             }
             return;
+        }
+        if a.report_use {
+            self.event(Event::Used { oif, addr: nh });
+        }
+        // The link-layer header goes right before the IP header: over the received one (and
+        // any tags) when there is one, else into the headroom.
+        let written = if l3 >= REWRITE_LEN {
+            buf.trim_front(l3 - REWRITE_LEN)
+                .map(|()| &mut buf.data_mut(&mut self.pool)[..REWRITE_LEN])
+        } else {
+            buf.trim_front(l3)
+                .and_then(|()| buf.prepend(&mut self.pool, REWRITE_LEN))
         };
-        let ty = match buf.data(&self.pool).first().map(|b| b >> 4) {
-            Some(4) => ethertype::IPV4,
-            _ => ethertype::IPV6,
-        };
-        match buf.prepend(&mut self.pool, ethernet::HEADER_LEN) {
-            Ok(h) => {
-                let mut eth = ethernet::Frame::new_unchecked(h);
-                eth.set_dst_addr(Address(ha));
-                eth.set_src_addr(Address(mac));
-                eth.set_ethertype(ty);
-            }
+        match written {
+            Ok(h) => h.copy_from_slice(&a.rewrite),
             Err(_) => {
                 self.drop_packet(oif, DropReason::Nomem);
                 self.pool.free(buf);
@@ -608,7 +644,7 @@ impl Dataplane {
     /// room for a link-layer header) to `dst`, through the route back.
     fn originate(
         &mut self,
-        fib: &Fib,
+        v: View<'_>,
         now: u64,
         route: (u32, IpAddr),
         src: IpAddr,
@@ -630,19 +666,20 @@ impl Dataplane {
             }
         }
         let hop = Hop {
+            adj: None,
             oif: route.0,
             nh: route.1,
             src,
             iif: 0,
         };
-        self.output(fib, now, hop, buf, 0, tx);
+        self.output(v, now, hop, buf, 0, tx);
     }
 
     /// icmp_send / icmp6_send about the IP packet at `l3` in `buf` (see [`icmp_error`]).
     #[allow(clippy::too_many_arguments)]
     fn icmp_error(
         &mut self,
-        fib: &Fib,
+        v: View<'_>,
         now: u64,
         err: IcmpError,
         buf: &Buf,
@@ -667,8 +704,8 @@ impl Dataplane {
             opts,
             dev,
         };
-        if let Some((len, route, from)) = icmp_error(fib, now, &why, orig, &mut o, out) {
-            self.originate(fib, now, route, from, len, tx);
+        if let Some((len, route, from)) = icmp_error(v.fib, now, &why, orig, &mut o, out) {
+            self.originate(v, now, route, from, len, tx);
         }
     }
 
@@ -676,7 +713,7 @@ impl Dataplane {
     #[allow(clippy::too_many_arguments)]
     fn icmp_error_frame(
         &mut self,
-        fib: &Fib,
+        v: View<'_>,
         now: u64,
         err: IcmpError,
         orig: &[u8],
@@ -697,8 +734,8 @@ impl Dataplane {
             opts: &Ipv4Options::default(),
             dev,
         };
-        if let Some((len, route, from)) = icmp_error(fib, now, &why, orig, &mut o, out) {
-            self.originate(fib, now, route, from, len, tx);
+        if let Some((len, route, from)) = icmp_error(v.fib, now, &why, orig, &mut o, out) {
+            self.originate(v, now, route, from, len, tx);
         }
     }
 
@@ -707,7 +744,7 @@ impl Dataplane {
     #[allow(clippy::too_many_arguments)]
     fn local(
         &mut self,
-        fib: &Fib,
+        v: View<'_>,
         now: u64,
         iif: u32,
         buf: Buf,
@@ -719,7 +756,7 @@ impl Dataplane {
         let l3 = usize::from(meta.l3);
         let l4 = usize::from(meta.l4) - l3;
         if meta.fragment {
-            self.drop_packet(iif, DropReason::FragNotReassembled);
+            self.drop_received(iif, DropReason::FragNotReassembled);
             self.pool.free(buf);
             return;
         }
@@ -746,29 +783,29 @@ impl Dataplane {
                     let p = ipv6::Packet::new_unchecked(ip);
                     let msg = icmpv6::Packet::new_unchecked(&ip[l4..]);
                     if msg.verify_checksum(src, dst).is_err() {
-                        self.drop_packet(iif, DropReason::IcmpCsum);
+                        self.drop_received(iif, DropReason::IcmpCsum);
                         self.pool.free(buf);
                         return;
                     }
                     let eth_src = ethernet::Frame::new_unchecked(data).src_addr().0;
-                    let mac = fib.link_mac(iif).unwrap_or_default();
+                    let mac = v.fib.link_mac(iif).unwrap_or_default();
                     let link = OnLink {
                         ifindex: iif,
                         mac,
                         l2: meta.l2,
                     };
-                    let o = neigh::ndp_input(fib, link, eth_src, &p, &msg, &mut self.scratch[..]);
+                    let o = neigh::ndp_input(v.fib, link, eth_src, &p, &msg, &mut self.scratch[..]);
                     self.pool.free(buf);
                     self.neigh_outcome(iif, o, tx);
                     return;
                 }
                 // A reply to a group or an anycast address comes from the address the route
                 // back selects (icmpv6_echo_reply without anycast_src_echo_reply).
-                let from = if dst.is_multicast() || !fib.is_own_addr6(&dst) {
-                    let back = fib.route_output(IpAddr::V6(src), None, 0).ok();
+                let from = if dst.is_multicast() || !v.fib.is_own_addr6(&dst) {
+                    let back = v.fib.route_output(IpAddr::V6(src), None, 0).ok();
                     let sel = back.and_then(|b| match b.prefsrc {
                         Some(IpAddr::V6(a)) => Some(a),
-                        _ => fib.select_src6(Some(b.oif), &src),
+                        _ => v.fib.select_src6(Some(b.oif), &src),
                     });
                     sel.unwrap_or(dst)
                 } else {
@@ -789,7 +826,7 @@ impl Dataplane {
                 };
                 let verified = udp.is_ok_and(|u| u.verify_checksum(&pseudo).is_ok());
                 if !verified {
-                    self.drop_packet(iif, DropReason::UdpCsum);
+                    self.drop_received(iif, DropReason::UdpCsum);
                     self.pool.free(buf);
                     return;
                 }
@@ -799,7 +836,7 @@ impl Dataplane {
                     IcmpError::V6(Icmp6Error::PortUnreachable)
                 };
                 self.counters.delivered += 1;
-                self.icmp_error(fib, now, err, &buf, l3, meta.l2, true, opts, iif, tx);
+                self.icmp_error(v, now, err, &buf, l3, meta.l2, true, opts, iif, tx);
                 self.pool.free(buf);
                 return;
             }
@@ -811,20 +848,20 @@ impl Dataplane {
             Ok((len, to, from)) => {
                 self.counters.delivered += 1;
                 self.counters.echo_replies += 1;
-                let Ok(back) = fib.route_output(to, Some(from), meta.tos) else {
+                let Ok(back) = v.fib.route_output(to, Some(from), meta.tos) else {
                     return;
                 };
                 let nh = back.gateway.unwrap_or(to);
-                self.originate(fib, now, (back.oif, nh), from, len, tx);
+                self.originate(v, now, (back.oif, nh), from, len, tx);
             }
-            Err(icmp::EchoError::Drop(r)) => self.drop_packet(iif, r),
+            Err(icmp::EchoError::Drop(r)) => self.drop_received(iif, r),
         }
     }
 
     /// Carries out what the writer's neighbour states ask: solicitations to send, held
     /// packets to send now that their neighbour resolved, or to answer with "unreachable"
     /// when it failed.
-    pub fn neigh_actions(&mut self, fib: &Fib, now: u64, actions: &[NudAction], tx: &mut dyn Tx) {
+    pub fn neigh_actions(&mut self, v: View<'_>, now: u64, actions: &[NudAction], tx: &mut dyn Tx) {
         for a in actions {
             match *a {
                 NudAction::Probe {
@@ -832,13 +869,13 @@ impl Dataplane {
                     addr,
                     unicast,
                 } => {
-                    let Some(mac) = fib.link_mac(ifindex) else {
+                    let Some(mac) = v.fib.link_mac(ifindex) else {
                         continue;
                     };
                     let newest = self.waiting.newest_src(ifindex, addr);
                     let len = match (addr, newest) {
                         (IpAddr::V4(t), s) => neigh::arp_request(
-                            fib,
+                            v.fib,
                             ifindex,
                             mac,
                             t,
@@ -847,7 +884,7 @@ impl Dataplane {
                             &mut self.scratch[..],
                         ),
                         (IpAddr::V6(t), s) => neigh::neighbour_solicit(
-                            fib,
+                            v.fib,
                             ifindex,
                             mac,
                             t,
@@ -867,12 +904,13 @@ impl Dataplane {
                         .drain(ifindex, addr, |b, iif| flush.push((b, iif)));
                     for (b, iif) in flush.drain(..) {
                         let hop = Hop {
+                            adj: None,
                             oif: ifindex,
                             nh: addr,
                             src: addr,
                             iif,
                         };
-                        self.output(fib, now, hop, b, 0, tx);
+                        self.output(v, now, hop, b, 0, tx);
                     }
                     self.flush = flush;
                 }
@@ -889,7 +927,7 @@ impl Dataplane {
                         // The options such a packet had were read when it came in; the held
                         // copy does not keep them, so the error echoes none.
                         let none = Ipv4Options::default();
-                        self.icmp_error(fib, now, err, &b, 0, L2Class::Host, false, &none, iif, tx);
+                        self.icmp_error(v, now, err, &b, 0, L2Class::Host, false, &none, iif, tx);
                         self.drop_packet(ifindex, DropReason::NeighFailed);
                         self.pool.free(b);
                     }
@@ -1128,4 +1166,13 @@ fn ip_start(frame: &[u8], mac: [u8; 6]) -> (usize, L2Class) {
 /// timestamp option's clock (`inet_current_timestamp`).
 fn ms_of_day(now: u64) -> u32 {
     ((now / 1_000_000) % 86_400_000) as u32
+}
+
+/// The adjacency a packet of `family` the router sends to `nh` on `oif` takes: the neighbour
+/// entry's, else the link's glean adjacency.
+fn adjacency_of(fwd: &FwdTable, oif: u32, nh: IpAddr, family: Family) -> Option<AdjIdx> {
+    fwd.neighbour(oif, nh, family).or_else(|| {
+        let link = fwd.link(fwd.link_index(oif)?);
+        Some(link.glean[usize::from(family == Family::Inet6)])
+    })
 }

@@ -58,13 +58,20 @@ impl Fib {
 
     /// Whether the link is up with its carrier: it receives and sends.
     pub fn link_is_oper_up(&self, ifindex: u32) -> bool {
-        self.links.get(IfIndex(ifindex)).is_some_and(|l| l.oper_up())
+        self.links
+            .get(IfIndex(ifindex))
+            .is_some_and(|l| l.oper_up())
     }
 
     /// The route a packet the router originates takes to `dst` (from `src` when the packet
     /// has a source already, with `tos`): icmp_route_lookup / icmpv6_route_lookup's output
     /// lookup.
-    pub fn route_output(&self, dst: IpAddr, src: Option<IpAddr>, tos: u8) -> Result<&Dst, LookupError> {
+    pub fn route_output(
+        &self,
+        dst: IpAddr,
+        src: Option<IpAddr>,
+        tos: u8,
+    ) -> Result<&Dst, LookupError> {
         let flow = Flow {
             dst: ip_u128(dst),
             src: src.map_or(0, ip_u128),

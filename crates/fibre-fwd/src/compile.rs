@@ -30,8 +30,9 @@ use crate::table::{
 /// A neighbour entry as adjacencies depend on it (entries in NUD_NONE count as none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Neigh {
-    /// NUD_VALID, with its link-layer address.
-    Valid([u8; 6]),
+    /// NUD_VALID, with its link-layer address, and whether the state is one the kernel's
+    /// timers move (not PERMANENT or NOARP).
+    Valid([u8; 6], bool),
     Failed,
     /// NUD_INCOMPLETE: being resolved, even on a NOARP link (the kernel queues the packet).
     Incomplete,
@@ -108,11 +109,11 @@ fn adjacency(
     family: Family,
     n: Option<Neigh>,
 ) -> Adjacency {
-    let (dst, state) = match n {
-        Some(Neigh::Valid(ha)) => (ha, NeighState::Resolved),
-        Some(Neigh::Failed) => ([0; 6], NeighState::Failed),
-        None if l.noarp => (l.mac, NeighState::Resolved),
-        Some(Neigh::Incomplete) | None => ([0; 6], NeighState::Incomplete),
+    let (dst, state, report_use) = match n {
+        Some(Neigh::Valid(ha, dynamic)) => (ha, NeighState::Resolved, dynamic),
+        Some(Neigh::Failed) => ([0; 6], NeighState::Failed, true),
+        None if l.noarp => (l.mac, NeighState::Resolved, false),
+        Some(Neigh::Incomplete) | None => ([0; 6], NeighState::Incomplete, true),
     };
     let ethertype = match family {
         Family::Inet => ETHERTYPE_IPV4,
@@ -129,6 +130,7 @@ fn adjacency(
         rewrite,
         mtu: l.mtu,
         state,
+        report_use,
     }
 }
 
@@ -220,7 +222,7 @@ impl Compiler {
                 .filter(|_| n.state & nud::VALID != 0)
                 .and_then(|l| l.get(..6)?.try_into().ok());
             let entry = match lladdr {
-                Some(ha) => Neigh::Valid(ha),
+                Some(ha) => Neigh::Valid(ha, n.state & (nud::PERMANENT | nud::NOARP) == 0),
                 None if n.state & nud::FAILED != 0 => Neigh::Failed,
                 None => Neigh::Incomplete,
             };

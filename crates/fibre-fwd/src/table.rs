@@ -80,6 +80,10 @@ pub struct Adjacency {
     /// The link's MTU.
     pub mtu: u32,
     pub state: NeighState,
+    /// Whether a packet sent through it is reported to the neighbour's state machine (the
+    /// kernel's `neigh_event_send`): for every entry but PERMANENT and NOARP ones, whose
+    /// state no use changes.
+    pub report_use: bool,
 }
 
 /// An adjacency's key: output ifindex, neighbour address, packet family.
