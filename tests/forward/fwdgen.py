@@ -164,6 +164,7 @@ class Cases:
             ts = round(self.t + i * gap, 6)
             self.frames[on].append((ts, bytes(f)))
             times.append(ts)
+        assert all((c["group"], c["name"]) != (group, name) for c in self.cases), f"two cases {group}: {name}"
         self.cases.append({"group": group, "name": name, "link": link, "times": times})
         self.t = round(times[-1] + CASE_GAP, 6)
 
