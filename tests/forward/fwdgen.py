@@ -51,6 +51,8 @@ HOST_MAC = {"a0": "02:00:00:00:a0:02", "b0": "02:00:00:00:b0:02", "c0": "02:00:0
             "d0": "02:00:00:00:d0:02"}
 HOST_A3_MAC = "02:00:00:00:a0:03"
 OTHER_MAC = "02:00:00:00:ee:ee"
+# A host that answers the router's ARP and NDP probes (on c0 and d0).
+HOST_B_MAC = "02:00:00:00:bb:bb"
 
 CONFIG = """\
 link set lo up
@@ -152,13 +154,17 @@ class Cases:
         return f"2001:db8:5100::{self._src6:x}"
 
     def add(self, group: str, name: str, frames, link: str = "a0", gap: float = BURST_GAP) -> None:
+        """A case: `frames` (one, or a list `gap` apart) on `link`; a list item `(LINK, frame)`
+        comes in on LINK instead."""
         if not isinstance(frames, list):
             frames = [frames]
         times = []
         for i, f in enumerate(frames):
+            on, f = f if isinstance(f, tuple) else (link, f)
             ts = round(self.t + i * gap, 6)
-            self.frames[link].append((ts, bytes(f)))
+            self.frames[on].append((ts, bytes(f)))
             times.append(ts)
+        assert all((c["group"], c["name"]) != (group, name) for c in self.cases), f"two cases {group}: {name}"
         self.cases.append({"group": group, "name": name, "link": link, "times": times})
         self.t = round(times[-1] + CASE_GAP, 6)
 
@@ -478,6 +484,22 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
     burst6 = c.src6()
     c.add("ratelimit", "8 hop-limit-expired packets from one source: the first 6 answered",
           [v6(src=burst6, dst=far6, hlim=1) / udp(sport=1024 + i) for i in range(8)])
+
+    # --- next hops resolved by a reply: the queued packet goes, and the next one at once ---------
+    # (the entry stays REACHABLE for at least 15 s, beyond the end of the run)
+    reply_gap = 0.01
+    c.add("resolve", "next hop without an entry, then an ARP reply: queued packet sent", [
+        v4(src=c.src(), dst="10.2.0.98", id=161) / udp(),
+        ("c0", eth("c0", src=HOST_B_MAC) / s.ARP(op=2, hwsrc=HOST_B_MAC, psrc="10.2.0.98",
+                                                hwdst=ROUTER_MAC["c0"], pdst="10.2.0.1")),
+        v4(src=c.src(), dst="10.2.0.98", id=162) / udp(),
+    ], gap=reply_gap)
+    c.add("resolve6", "next hop without an entry, then an advertisement: queued packet sent", [
+        v6(src=c.src6(), dst="2001:db8:d::98") / udp(),
+        ("d0", v6("d0", src="2001:db8:d::98", dst="2001:db8:d::1", hlim=255)
+         / s.ICMPv6ND_NA(tgt="2001:db8:d::98", R=0, S=1, O=1) / s.ICMPv6NDOptDstLLAddr(lladdr=HOST_B_MAC)),
+        v6(src=c.src6(), dst="2001:db8:d::98") / udp(sport=1025),
+    ], gap=reply_gap)
 
     # --- unresolved neighbours (last: their timers run for seconds) ------------------------------
     c.add("neigh", "next hop without a neighbour entry: probes, then host unreachable",
