@@ -30,8 +30,9 @@
 //!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
 //!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`input`]
 //!    (the input route decision for packets), [`get`] (answers to `route get`), [`sync`]
-//!    (effects of link and address events), and [`conf`] (per-link settings), [`neigh`] (ARP/NDP neighbours and proxies), [`notify`] (route
-//!    change notices), [`gc`] (expiry passes), which use none of the others.
+//!    (effects of link and address events), and [`conf`] (per-link settings), [`neigh`]
+//!    (ARP/NDP neighbours and proxies), [`notify`] (route change notices), [`gc`] (expiry
+//!    passes), which use none of the others.
 
 #![forbid(unsafe_code)]
 
