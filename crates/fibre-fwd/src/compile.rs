@@ -186,12 +186,13 @@ impl Compiler {
                 }
             }
         }
-        let gone: Vec<(u32, LinkIdx)> = self
+        let mut gone: Vec<(u32, LinkIdx)> = self
             .links
             .iter()
             .filter(|(x, _)| links.binary_search_by_key(*x, |l| l.ifindex).is_err())
             .map(|(x, i)| (*x, *i))
             .collect();
+        gone.sort_unstable();
         for (ifindex, i) in gone {
             self.links.remove(&ifindex);
             out.push(Edit::LinkIndex(ifindex, None));
@@ -234,6 +235,9 @@ impl Compiler {
             .map(|(k, _)| *k)
             .collect();
         moved.extend(self.neighs.keys().filter(|k| !now.contains_key(k)));
+        // Keyed maps iterate in a per-map random order: sorted, the adjacencies' places
+        // are the same in every run.
+        moved.sort_unstable();
         self.neighs = now;
         for (ifindex, addr) in moved {
             for family in [Family::Inet, Family::Inet6] {

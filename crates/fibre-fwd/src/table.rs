@@ -3,8 +3,9 @@
 //! adjacency ([`FwdTable::adjacency`]).
 //!
 //! Invariants (kept by `compile`, which alone makes the [`Edit`]s that change a table):
-//! - Every [`AdjIdx`] and [`LinkIdx`] a table hands out indexes its vectors: a reader never
-//!   checks bounds against anything but the index it got from the same table.
+//! - Every [`AdjIdx`] and [`LinkIdx`] a table hands out indexes its vectors, which never
+//!   shrink. An index means what it meant only within the read it came from: a freed
+//!   adjacency's place is reused by a later update.
 //! - `by_key` holds exactly the live adjacencies that have a neighbour: one per (output link,
 //!   neighbour address, packet family). An adjacency's rewrite string and MTU are those of its
 //!   link and neighbour entry in the same table.
