@@ -49,7 +49,7 @@ pub struct Ipv4Options {
 }
 
 /// The prespecified-address timestamp flag (RFC 791): stamp only where named.
-const TS_PRESPEC: u8 = 3;
+pub(crate) const TS_PRESPEC: u8 = 3;
 const TS_ONLY: u8 = 0;
 const TS_AND_ADDR: u8 = 1;
 /// The CIPSO option (RFC 1108's successor, FIPS 188): refused, as no DOI is configured.
@@ -344,8 +344,8 @@ pub struct V6Route {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Forwarded6 {
     /// The kernel sends a redirect (`ndisc_send_redirect`, rate-limited per destination): the
-    /// packet leaves by the link it came in on. The neighbour
-    /// stage builds it; the packet is forwarded all the same.
+    /// packet leaves by the link it came in on. The neighbour stage builds it; the packet is
+    /// forwarded all the same.
     pub redirect: bool,
 }
 
@@ -358,7 +358,7 @@ pub struct Forwarded6 {
 /// exceeded); when leaving by another link, an unspecified, multicast or loopback source
 /// ([`DropReason::IpInaddrerrors`]) or a link-local one (the same, with destination
 /// unreachable "beyond scope"); longer than the MTU ([`DropReason::PktTooBig`], packet too big
-/// with the MTU, which the kernel sends from the egress link's address).
+/// with the MTU).
 pub fn forward_v6(ip: &mut [u8], l2: L2Class, route: &V6Route) -> Result<Forwarded6, Discard> {
     if l2 != L2Class::Host {
         return Err(DropReason::NotSpecified.into());

@@ -30,10 +30,10 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 
 use fibre_wire::checksum;
 use fibre_wire::consts::{icmp, icmpv6, ip_proto};
-use fibre_wire::{ipv4, ipv6, ipv6_ext};
+use fibre_wire::{ipv4, ipv6, ipv6_ext, MAX_OPTION_LEN};
 
 use crate::drop::DropReason;
-use crate::forward::Ipv4Options;
+use crate::forward::{Ipv4Options, TS_PRESPEC};
 use crate::rx::L2Class;
 
 /// `sysctl_ip_default_ttl` and IPv6's `hop_limit` devconf: the TTL of what the router
@@ -257,11 +257,6 @@ pub struct V4Reply {
     pub now_ms: u32,
 }
 
-/// The most option bytes an IPv4 header holds.
-const MAX_OPTIONS: usize = 40;
-/// The timestamp flag "prespecified addresses" (RFC 791).
-const TS_PRESPEC: u8 = 3;
-
 /// `__ip_options_echo` and `ip_options_build`: the options of a reply to `orig`, whose options
 /// `o` describes, sent from `src` at `now_ms`, into `out`; returns their length (a multiple of
 /// 4, padded with End of List). Record route and timestamp are copied, in that order, with
@@ -272,7 +267,7 @@ fn echo_options(
     o: &Ipv4Options,
     src: Ipv4Addr,
     now_ms: u32,
-    out: &mut [u8; MAX_OPTIONS],
+    out: &mut [u8; MAX_OPTION_LEN],
 ) -> Result<usize, NotSent> {
     let mut len = 0;
     if o.rr != 0 {
@@ -320,7 +315,7 @@ fn echo_options(
 fn copy_option<'o>(
     orig: &[u8],
     at: u8,
-    out: &'o mut [u8; MAX_OPTIONS],
+    out: &'o mut [u8; MAX_OPTION_LEN],
     len: &mut usize,
 ) -> Result<(&'o mut [u8], usize), NotSent> {
     let at = usize::from(at);
@@ -348,7 +343,7 @@ pub fn build_error_v4(
     out: &mut [u8],
 ) -> Result<usize, NotSent> {
     let p = ipv4::Packet::new_checked(orig).map_err(|_| NotSent::NoRoom)?;
-    let mut opts = [0u8; MAX_OPTIONS];
+    let mut opts = [0u8; MAX_OPTION_LEN];
     let opts_len = echo_options(orig, &reply.options, reply.src, reply.now_ms, &mut opts)?;
     let room = (reply.mtu as usize)
         .min(MAX_ERROR_V4_LEN)
@@ -473,9 +468,10 @@ fn about_icmpv6_error(p: &ipv6::Packet<&[u8]>) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct V6Reply {
     /// The source: the offending packet's destination when it is one of the router's
-    /// (unicast or anycast) addresses; otherwise the source the route back prefers, or the
-    /// address `ipv6_dev_get_saddr` picks on the incoming link (on the outgoing link for
-    /// packet too big, which `ip6_forward` sends from there).
+    /// (unicast or anycast) addresses; otherwise the source the route back prefers, or else
+    /// the address `ipv6_dev_get_saddr` picks on the incoming link for the sender's address
+    /// (packet too big included: `ip6_forward` switches only the device whose table the
+    /// reply is routed in to the outgoing one).
     pub src: Ipv6Addr,
     /// The flow label (see the module comment).
     pub flow_label: u32,
@@ -590,7 +586,7 @@ pub fn echo_reply_v4(
     if t != icmp::ECHO_REQUEST {
         return Ok(0);
     }
-    let mut opts = [0u8; MAX_OPTIONS];
+    let mut opts = [0u8; MAX_OPTION_LEN];
     let opts_len = echo_options(req, &reply.options, reply.src, reply.now_ms, &mut opts)
         .map_err(EchoError::NotSent)?;
     emit_v4(
