@@ -192,6 +192,65 @@ fn small_packets_are_quoted_whole() {
 }
 
 #[test]
+fn the_ttl_before_the_mtu() {
+    icmp4_error(
+        &case(include_str!("kernel/ttl1_df_too_big.txt")),
+        DropReason::IpInhdr,
+        Icmp4Error::TimeExceeded,
+    );
+}
+
+#[test]
+fn no_error_about_a_later_fragment() {
+    let c = case(include_str!("kernel/ttl1_later_fragment.txt"));
+    assert!(c.s.is_empty() && c.d.is_empty());
+    let (m, mut ip) = ip_of(&c);
+    assert!(m.later_fragment);
+    forward_v4(&mut ip, m.l2, &V4Route { mtu: R1_MTU }).unwrap_err();
+    assert_eq!(eligible_v4(&ip, m.l2, false), Err(NotSent::LaterFragment));
+}
+
+#[test]
+fn unicast_in_a_broadcast_frame_is_dropped_silently() {
+    let c = case(include_str!("kernel/l2_broadcast_ttl1.txt"));
+    assert!(c.s.is_empty() && c.d.is_empty());
+    let (m, mut ip) = ip_of(&c);
+    assert_eq!(
+        forward_v4(&mut ip, m.l2, &V4Route { mtu: R1_MTU }),
+        Err(Discard::from(DropReason::NotSpecified))
+    );
+}
+
+#[test]
+fn malformed_options_get_a_parameter_problem() {
+    let c = case(include_str!("kernel/bad_option.txt"));
+    let (m, mut ip) = ip_of(&c);
+    let e = compile_options(&mut ip, R0_V4, 0, |a| a == R0_V4).unwrap_err();
+    let want = Icmp4Error::ParamProblem { pointer: 22 };
+    assert_eq!(
+        e.discard,
+        Discard::with_icmp(DropReason::IpInhdr, IcmpError::V4(want))
+    );
+    eligible_v4(&ip, m.l2, false).unwrap();
+    let reply = V4Reply {
+        options: e.options,
+        ..echo_reply_from(&c)
+    };
+    let mut out = [0u8; MAX_ERROR_V4_LEN];
+    let n = build_error_v4(want, &ip, &reply, &mut out).unwrap();
+    assert_eq!(&out[..n], &c.s[0][14..]);
+}
+
+#[test]
+fn link_padding_is_trimmed() {
+    let c = case(include_str!("kernel/fwd4_padded.txt"));
+    let (m, mut ip) = ip_of(&c);
+    assert_eq!(usize::from(m.frame_len) + 20, c.input.len());
+    forward_v4(&mut ip, m.l2, &V4Route { mtu: R1_MTU }).unwrap();
+    assert_eq!(ip, &c.d[0][14..]);
+}
+
+#[test]
 fn no_error_about_an_error() {
     let c = case(include_str!("kernel/ttl1_icmp_error.txt"));
     assert!(c.s.is_empty() && c.d.is_empty());

@@ -23,7 +23,7 @@ import time
 
 from scapy.all import (
     ICMP, IP, UDP, Ether, HBHOptUnknown, IPOption, ICMPv6EchoRequest, IPOption_NOP, IPOption_RR,
-    IPOption_Router_Alert, IPOption_Timestamp, IPv6, IPv6ExtHdrHopByHop, raw,
+    IPOption_Router_Alert, IPv6, IPv6ExtHdrHopByHop, Raw, raw,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -189,6 +189,23 @@ CASES = {
     # Out by the link it came in on: a host redirect to 10.0.0.3, and the packet forwarded.
     "redirect": ETH / IP(src="10.0.0.2", dst="198.51.100.9", ttl=64, id=0xbbbb)
     / UDP(sport=1000, dport=2000) / b"j",
+    # The TTL is checked before the MTU: time exceeded, not fragmentation needed.
+    "ttl1_df_too_big": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, flags="DF",
+                                id=0xdddd) / UDP(sport=1000, dport=2000) / (b"l" * 1392),
+    # Only a first fragment gets an error.
+    "ttl1_later_fragment": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, frag=2,
+                                    proto=17) / (b"m" * 16),
+    # A unicast packet in a broadcast frame is not forwarded, and gets no error.
+    "l2_broadcast_ttl1": Ether(src=S_MAC, dst="ff:ff:ff:ff:ff:ff")
+    / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1) / UDP(sport=1000, dport=2000) / b"n",
+    # A record route whose pointer is below 4: parameter problem at the pointer (22).
+    "bad_option": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0xeeee,
+                           options=[IPOption(b"\x07\x07\x03" + b"\0" * 5)])
+    / UDP(sport=1000, dport=2000) / b"o",
+    # Link-layer padding after the IP packet is trimmed before forwarding.
+    "fwd4_padded": Ether(src=S_MAC, dst=R0_MAC, type=0x0800)
+    / Raw(raw(IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0xffff)
+              / UDP(sport=1000, dport=2000) / b"p") + b"\xee" * 20),
     # Forwarded untouched but the TTL: the checksum's incremental update.
     "fwd4": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0x5555)
     / UDP(sport=1000, dport=2000) / b"x",
