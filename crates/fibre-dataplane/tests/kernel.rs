@@ -404,6 +404,62 @@ fn unknown_hop_by_hop_option() {
 }
 
 #[test]
+fn hop_by_hop_router_alert_is_forwarded() {
+    let c = case(include_str!("kernel/hbh_router_alert.txt"));
+    let (m, mut ip) = ip_of(&c);
+    assert!(m.router_alert && m.proto == 17 && m.dport == 2000);
+    let route = V6Route {
+        mtu: R1_MTU,
+        same_link: false,
+    };
+    forward_v6(&mut ip, m.l2, &route).unwrap();
+    assert_eq!(ip, &c.d[0][14..]);
+}
+
+#[test]
+fn jumbo_option_with_a_payload_length() {
+    let c = case(include_str!("kernel/hbh_jumbo.txt"));
+    let want = Icmp6Error::ParamProblem {
+        code: 0,
+        pointer: 42,
+    };
+    assert_eq!(
+        receive(&c.input, R0).unwrap_err(),
+        Discard::with_icmp(DropReason::IpInhdr, IcmpError::V6(want))
+    );
+    reply_v6(&c, &c.input[14..], L2Class::Host, want);
+}
+
+#[test]
+fn silent_ipv6_drops() {
+    let padn = case(include_str!("kernel/hbh_padn_nonzero.txt"));
+    assert_eq!(
+        receive(&padn.input, R0),
+        Err(Discard::from(DropReason::IpInhdr))
+    );
+    let route = V6Route {
+        mtu: R1_MTU,
+        same_link: false,
+    };
+    let mcast = case(include_str!("kernel/l2_multicast_hlim1.txt"));
+    let (m, mut ip) = ip_of(&mcast);
+    assert_eq!(
+        forward_v6(&mut ip, m.l2, &route),
+        Err(Discard::from(DropReason::NotSpecified))
+    );
+    let about_error = case(include_str!("kernel/hlim1_icmp6_error.txt"));
+    let (m, mut ip) = ip_of(&about_error);
+    let d = forward_v6(&mut ip, m.l2, &route).unwrap_err();
+    let Some(IcmpError::V6(e)) = d.icmp else {
+        panic!("{d:?}")
+    };
+    assert_eq!(eligible_v6(e, &ip, m.l2), Err(NotSent::AboutError));
+    for c in [padn, mcast, about_error] {
+        assert!(c.s.is_empty() && c.d.is_empty());
+    }
+}
+
+#[test]
 fn echo_reply_keeps_the_code() {
     let c = case(include_str!("kernel/echo4_code5.txt"));
     let (_, ip) = ip_of(&c);

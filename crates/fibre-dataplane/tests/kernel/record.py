@@ -23,7 +23,8 @@ import time
 
 from scapy.all import (
     ICMP, IP, UDP, Ether, HBHOptUnknown, IPOption, ICMPv6EchoRequest, IPOption_NOP, IPOption_RR,
-    IPOption_Router_Alert, IPv6, IPv6ExtHdrHopByHop, Raw, raw,
+    IPOption_Router_Alert, ICMPv6DestUnreach, IPv6, IPv6ExtHdrHopByHop, Jumbo, PadN, Raw,
+    RouterAlert, raw,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -206,6 +207,25 @@ CASES = {
     "fwd4_padded": Ether(src=S_MAC, dst=R0_MAC, type=0x0800)
     / Raw(raw(IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0xffff)
               / UDP(sport=1000, dport=2000) / b"p") + b"\xee" * 20),
+    # A hop-by-hop Router Alert is forwarded (no socket asks for it), hop limit decremented.
+    "hbh_router_alert": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
+    / IPv6ExtHdrHopByHop(options=[RouterAlert(value=0), PadN(optdata=b"")])
+    / UDP(sport=1000, dport=2000) / b"q",
+    # Padding that is not zeros: dropped, no error.
+    "hbh_padn_nonzero": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
+    / IPv6ExtHdrHopByHop(options=[PadN(optdata=b"\x01\x00\x00\x00")])
+    / UDP(sport=1000, dport=2000) / b"r",
+    # A jumbo option in a packet with a payload length: parameter problem at the option.
+    "hbh_jumbo": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
+    / IPv6ExtHdrHopByHop(options=[Jumbo(jumboplen=70000)])
+    / UDP(sport=1000, dport=2000) / b"s",
+    # A unicast packet in a multicast frame: dropped before its hop limit is looked at.
+    "l2_multicast_hlim1": Ether(src=S_MAC, dst="33:33:00:00:00:05")
+    / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=1) / UDP(sport=1000, dport=2000)
+    / b"t",
+    # No ICMPv6 error about an ICMPv6 error.
+    "hlim1_icmp6_error": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=1)
+    / ICMPv6DestUnreach(code=3) / IPv6(src="2001:db8:5::5", dst="2001:db8::2") / UDP(),
     # Forwarded untouched but the TTL: the checksum's incremental update.
     "fwd4": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0x5555)
     / UDP(sport=1000, dport=2000) / b"x",
