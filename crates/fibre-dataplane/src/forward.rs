@@ -316,14 +316,20 @@ pub fn forward_v4(ip: &mut [u8], l2: L2Class, route: &V4Route) -> Result<Forward
 /// `ip_forward_options`: on a forwarded IPv4 packet whose options [`compile_options`] read,
 /// puts `egress_src` (the address the packet leaves from: `ip_rt_get_source`, the route's
 /// preferred source or the egress link's address) in the record-route slot left for it, and
-/// recomputes the header checksum when any option byte changed since receive.
+/// recomputes the header checksum when any option byte changed since receive. `opts` must be
+/// what [`compile_options`] returned for this packet (other values write nothing out of
+/// bounds, but no sense either).
 pub fn forward_options_v4(ip: &mut [u8], opts: &Ipv4Options, egress_src: Ipv4Addr) {
     let mut changed = opts.changed;
     if opts.rr_needaddr {
+        // compile_options advanced the pointer past the slot it filled: that slot is 5 bytes
+        // before it (the pointer counts from 1).
         let rr = usize::from(opts.rr);
-        let slot = rr + usize::from(ip[rr + 2]) - 5;
-        ip[slot..slot + 4].copy_from_slice(&egress_src.octets());
-        changed = true;
+        let at = rr + usize::from(*ip.get(rr + 2).unwrap_or(&0));
+        if let Some(slot) = at.checked_sub(5).and_then(|s| ip.get_mut(s..s + 4)) {
+            slot.copy_from_slice(&egress_src.octets());
+            changed = true;
+        }
     }
     if changed {
         ipv4::Packet::new_unchecked(ip).fill_checksum();

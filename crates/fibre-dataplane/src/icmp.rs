@@ -10,7 +10,7 @@
 //! router can reproduce and which the differential check masks:
 //! - the IPv4 ID: `ip_select_ident` draws it from `ip_idents_reserve`, a per-boot keyed hash of
 //!   (destination, source, protocol) into a table of counters (the ICMP socket sends with DF
-//!   clear, so the ID is never zero-fixed);
+//!   clear, so every message takes its ID from there);
 //! - the IPv6 flow label: with `auto_flowlabels` 1 (the default) `ip6_make_flowlabel` takes it
 //!   from the flow hash (`skb_get_hash_flowi6`, keyed per boot) of the reply.
 //!
@@ -236,8 +236,9 @@ fn icmp4_is_error(t: u8) -> bool {
     )
 }
 
-/// What the caller decided for an ICMPv4 error: the values `icmp_send` takes from the routing
-/// state and its own hashes.
+/// What the caller decided for an ICMPv4 message the router originates (an error or an echo
+/// reply): the values `icmp_send` and `icmp_reply` take from the routing state and their own
+/// hashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct V4Reply {
     /// The source: the offending packet's destination when it was one of the router's
