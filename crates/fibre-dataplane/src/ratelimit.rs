@@ -495,6 +495,25 @@ mod tests {
     }
 
     #[test]
+    fn a_full_set_forgets_its_least_recently_used_peer() {
+        // One set of four: the fifth destination takes the slot of the one used longest ago,
+        // which then starts afresh with a full bucket.
+        let mut r = RateLimiter::new(Settings::default(), WAYS);
+        let addr = |i: u32| Ipv4Addr::from(0x0a00_0000 + i);
+        for i in 0..4 {
+            let t = u64::from(i) * 100;
+            while time_exceeded(&mut r, addr(i), t) {}
+        }
+        // Address 0, used longest ago, makes room for 4; 1 is still remembered (and empty).
+        assert!(time_exceeded(&mut r, addr(4), 400));
+        assert!(!time_exceeded(&mut r, addr(1), 400));
+        let sent = (0..8)
+            .filter(|_| time_exceeded(&mut r, addr(0), 400))
+            .count();
+        assert_eq!(sent, 6, "address 0 was forgotten, and is new again");
+    }
+
+    #[test]
     fn ipv6_wider_routes_shorten_the_interval() {
         let mut r = limiter();
         let d = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
