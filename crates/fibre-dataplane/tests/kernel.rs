@@ -18,6 +18,7 @@ use fibre_dataplane::icmp::{
     Icmp4Error, Icmp6Error, IcmpError, NotSent, V4Reply, V6Reply, MAX_ERROR_V4_LEN,
     MAX_ERROR_V6_LEN,
 };
+use fibre_dataplane::ratelimit::{Global, RateLimiter, Settings};
 use fibre_dataplane::rx::{receive, L2Class, Meta, Rx};
 use fibre_packet::{Headroom, Pool, PoolConfig};
 use fibre_wire::ethernet::Address;
@@ -31,7 +32,9 @@ const R0_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 const R1_MTU: u32 = 1400;
 
 struct Case {
+    /// The first frame sent; bursts have more in `burst`.
     input: Vec<u8>,
+    burst: usize,
     /// Frames captured on the sender's link (s) and the destination's (d).
     s: Vec<Vec<u8>>,
     d: Vec<Vec<u8>>,
@@ -40,6 +43,7 @@ struct Case {
 fn case(text: &str) -> Case {
     let mut c = Case {
         input: Vec::new(),
+        burst: 0,
         s: Vec::new(),
         d: Vec::new(),
     };
@@ -50,7 +54,12 @@ fn case(text: &str) -> Case {
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
             .collect();
         match who {
-            "in" => c.input = bytes,
+            "in" => {
+                c.burst += 1;
+                if c.input.is_empty() {
+                    c.input = bytes;
+                }
+            }
             "s" => c.s.push(bytes),
             "d" => c.d.push(bytes),
             _ => panic!("{who}"),
@@ -475,5 +484,46 @@ fn echo_reply_v6_from_the_requested_address() {
     let l4 = usize::from(m.l4 - m.l3);
     let mut out = [0u8; 1500];
     let n = echo_reply_v6(&ip, l4, R0_V6, flow_label(&c.s[0]), &mut out).unwrap();
+    assert_eq!(&out[..n], &c.s[0][14..]);
+}
+
+/// How many of `n` errors sent at one instant to the sender `dst` the limits let out; each
+/// consumes one global credit (the kernel draws 0 to 2). `route_error` adds `ip_error`'s
+/// bucket in front, as for reject routes.
+fn burst(n: usize, dst: Ipv4Addr, msg_type: u8, code: u8, route_error: bool) -> usize {
+    let mut r = RateLimiter::new(Settings::default(), 16);
+    (0..n)
+        .filter(|_| {
+            if route_error && !r.route_error_v4(dst, 0) {
+                return false;
+            }
+            match r.global_v4(msg_type, code, 0) {
+                Global::Denied => false,
+                Global::Allowed { apply_peer_limit } => r.peer_v4(dst, apply_peer_limit, 1, 0),
+            }
+        })
+        .count()
+}
+
+#[test]
+fn a_burst_gets_six_errors() {
+    let c = case(include_str!("kernel/ttl1_burst.txt"));
+    let src = Ipv4Addr::new(10, 0, 0, 20);
+    assert_eq!(c.s.len(), burst(c.burst, src, 11, 0, false));
+    assert_eq!((c.burst, c.s.len()), (10, 6));
+}
+
+#[test]
+fn a_burst_to_an_unreachable_route_gets_two() {
+    let c = case(include_str!("kernel/unreachable_burst.txt"));
+    let src = Ipv4Addr::new(10, 0, 0, 21);
+    assert_eq!(c.s.len(), burst(c.burst, src, 3, 1, true));
+    assert_eq!((c.burst, c.s.len()), (10, 2));
+    // Host unreachable, quoting the packet.
+    let (m, ip) = ip_of(&c);
+    eligible_v4(&ip, m.l2, false).unwrap();
+    let reply = echo_reply_from(&c);
+    let mut out = [0u8; MAX_ERROR_V4_LEN];
+    let n = build_error_v4(Icmp4Error::HostUnreachable, &ip, &reply, &mut out).unwrap();
     assert_eq!(&out[..n], &c.s[0][14..]);
 }
