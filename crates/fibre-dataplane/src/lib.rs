@@ -8,7 +8,7 @@
 //! The per-packet stages are pure functions over a frame's bytes, each documenting what it
 //! reads, what it writes and what it returns, in the order a packet meets them:
 //! [`rx`] (receive checks), [`forward`] (TTL, options, MTU), [`frag`] (IPv4 fragmentation),
-//! [`icmp`] (errors and echo replies) with [`ratelimit`], and [`drop`] (reasons and counters).
+//! [`icmp`] (errors and echo replies) with [`ratelimit`], and [`mod@drop`] (reasons and counters).
 #![forbid(unsafe_code)]
 
 pub mod drop;
