@@ -52,7 +52,7 @@ pub struct Ipv4Options {
 pub(crate) const TS_PRESPEC: u8 = 3;
 const TS_ONLY: u8 = 0;
 const TS_AND_ADDR: u8 = 1;
-/// The CIPSO option (RFC 1108's successor, FIPS 188): refused, as no DOI is configured.
+/// The Commercial IP Security Option (CIPSO, FIPS PUB 188): refused, as no DOI is configured.
 const CIPSO: u8 = 134;
 
 /// `__ip_options_compile` on a received packet, and `ip_rcv_options`' refusal of source
@@ -286,7 +286,9 @@ pub struct Forwarded {
 /// (RFC 1624, which gives the bytes `ip_decrease_ttl` gives on every valid header). Writes
 /// only the TTL and checksum. The kernel then sends a redirect when the route says so
 /// (`RTCF_DOREDIRECT` and no source route), quoting the packet as this leaves it; the caller
-/// does, then runs [`forward_options_v4`].
+/// does ([`Icmp4Error::RedirectHost`] naming the route's gateway, or the destination when it
+/// is on-link, limited by [`crate::ratelimit::RateLimiter::redirect_v4`] and by nothing
+/// else), then runs [`forward_options_v4`].
 ///
 /// Drops: a unicast packet in a link-layer broadcast or multicast frame
 /// ([`DropReason::NotSpecified`]); TTL 1 or 0 ([`DropReason::IpInhdr`], time exceeded); longer
