@@ -49,10 +49,10 @@ pub struct Ipv4Options {
 }
 
 /// The prespecified-address timestamp flag (RFC 791): stamp only where named.
-const TS_PRESPEC: u8 = 3;
+pub(crate) const TS_PRESPEC: u8 = 3;
 const TS_ONLY: u8 = 0;
 const TS_AND_ADDR: u8 = 1;
-/// The CIPSO option (RFC 1108's successor, FIPS 188): refused, as no DOI is configured.
+/// The Commercial IP Security Option (CIPSO, FIPS PUB 188): refused, as no DOI is configured.
 const CIPSO: u8 = 134;
 
 /// `__ip_options_compile` on a received packet, and `ip_rcv_options`' refusal of source
@@ -286,7 +286,9 @@ pub struct Forwarded {
 /// (RFC 1624, which gives the bytes `ip_decrease_ttl` gives on every valid header). Writes
 /// only the TTL and checksum. The kernel then sends a redirect when the route says so
 /// (`RTCF_DOREDIRECT` and no source route), quoting the packet as this leaves it; the caller
-/// does, then runs [`forward_options_v4`].
+/// does ([`Icmp4Error::RedirectHost`] naming the route's gateway, or the destination when it
+/// is on-link, limited by [`crate::ratelimit::RateLimiter::redirect_v4`] and by nothing
+/// else), then runs [`forward_options_v4`].
 ///
 /// Drops: a unicast packet in a link-layer broadcast or multicast frame
 /// ([`DropReason::NotSpecified`]); TTL 1 or 0 ([`DropReason::IpInhdr`], time exceeded); longer
@@ -316,14 +318,20 @@ pub fn forward_v4(ip: &mut [u8], l2: L2Class, route: &V4Route) -> Result<Forward
 /// `ip_forward_options`: on a forwarded IPv4 packet whose options [`compile_options`] read,
 /// puts `egress_src` (the address the packet leaves from: `ip_rt_get_source`, the route's
 /// preferred source or the egress link's address) in the record-route slot left for it, and
-/// recomputes the header checksum when any option byte changed since receive.
+/// recomputes the header checksum when any option byte changed since receive. `opts` must be
+/// what [`compile_options`] returned for this packet (other values write nothing out of
+/// bounds, but no sense either).
 pub fn forward_options_v4(ip: &mut [u8], opts: &Ipv4Options, egress_src: Ipv4Addr) {
     let mut changed = opts.changed;
     if opts.rr_needaddr {
+        // compile_options advanced the pointer past the slot it filled: that slot is 5 bytes
+        // before it (the pointer counts from 1).
         let rr = usize::from(opts.rr);
-        let slot = rr + usize::from(ip[rr + 2]) - 5;
-        ip[slot..slot + 4].copy_from_slice(&egress_src.octets());
-        changed = true;
+        let at = rr + usize::from(*ip.get(rr + 2).unwrap_or(&0));
+        if let Some(slot) = at.checked_sub(5).and_then(|s| ip.get_mut(s..s + 4)) {
+            slot.copy_from_slice(&egress_src.octets());
+            changed = true;
+        }
     }
     if changed {
         ipv4::Packet::new_unchecked(ip).fill_checksum();
@@ -344,8 +352,8 @@ pub struct V6Route {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Forwarded6 {
     /// The kernel sends a redirect (`ndisc_send_redirect`, rate-limited per destination): the
-    /// packet leaves by the link it came in on. The neighbour
-    /// stage builds it; the packet is forwarded all the same.
+    /// packet leaves by the link it came in on. The neighbour stage builds it; the packet is
+    /// forwarded all the same.
     pub redirect: bool,
 }
 
@@ -358,7 +366,7 @@ pub struct Forwarded6 {
 /// exceeded); when leaving by another link, an unspecified, multicast or loopback source
 /// ([`DropReason::IpInaddrerrors`]) or a link-local one (the same, with destination
 /// unreachable "beyond scope"); longer than the MTU ([`DropReason::PktTooBig`], packet too big
-/// with the MTU, which the kernel sends from the egress link's address).
+/// with the MTU).
 pub fn forward_v6(ip: &mut [u8], l2: L2Class, route: &V6Route) -> Result<Forwarded6, Discard> {
     if l2 != L2Class::Host {
         return Err(DropReason::NotSpecified.into());

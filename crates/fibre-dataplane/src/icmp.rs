@@ -10,7 +10,7 @@
 //! router can reproduce and which the differential check masks:
 //! - the IPv4 ID: `ip_select_ident` draws it from `ip_idents_reserve`, a per-boot keyed hash of
 //!   (destination, source, protocol) into a table of counters (the ICMP socket sends with DF
-//!   clear, so the ID is never zero-fixed);
+//!   clear, so every message takes its ID from there);
 //! - the IPv6 flow label: with `auto_flowlabels` 1 (the default) `ip6_make_flowlabel` takes it
 //!   from the flow hash (`skb_get_hash_flowi6`, keyed per boot) of the reply.
 //!
@@ -30,10 +30,10 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 
 use fibre_wire::checksum;
 use fibre_wire::consts::{icmp, icmpv6, ip_proto};
-use fibre_wire::{ipv4, ipv6, ipv6_ext};
+use fibre_wire::{ipv4, ipv6, ipv6_ext, MAX_OPTION_LEN};
 
 use crate::drop::DropReason;
-use crate::forward::Ipv4Options;
+use crate::forward::{Ipv4Options, TS_PRESPEC};
 use crate::rx::L2Class;
 
 /// `sysctl_ip_default_ttl` and IPv6's `hop_limit` devconf: the TTL of what the router
@@ -236,8 +236,9 @@ fn icmp4_is_error(t: u8) -> bool {
     )
 }
 
-/// What the caller decided for an ICMPv4 error: the values `icmp_send` takes from the routing
-/// state and its own hashes.
+/// What the caller decided for an ICMPv4 message the router originates (an error or an echo
+/// reply): the values `icmp_send` and `icmp_reply` take from the routing state and their own
+/// hashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct V4Reply {
     /// The source: the offending packet's destination when it was one of the router's
@@ -257,11 +258,6 @@ pub struct V4Reply {
     pub now_ms: u32,
 }
 
-/// The most option bytes an IPv4 header holds.
-const MAX_OPTIONS: usize = 40;
-/// The timestamp flag "prespecified addresses" (RFC 791).
-const TS_PRESPEC: u8 = 3;
-
 /// `__ip_options_echo` and `ip_options_build`: the options of a reply to `orig`, whose options
 /// `o` describes, sent from `src` at `now_ms`, into `out`; returns their length (a multiple of
 /// 4, padded with End of List). Record route and timestamp are copied, in that order, with
@@ -272,7 +268,7 @@ fn echo_options(
     o: &Ipv4Options,
     src: Ipv4Addr,
     now_ms: u32,
-    out: &mut [u8; MAX_OPTIONS],
+    out: &mut [u8; MAX_OPTION_LEN],
 ) -> Result<usize, NotSent> {
     let mut len = 0;
     if o.rr != 0 {
@@ -320,7 +316,7 @@ fn echo_options(
 fn copy_option<'o>(
     orig: &[u8],
     at: u8,
-    out: &'o mut [u8; MAX_OPTIONS],
+    out: &'o mut [u8; MAX_OPTION_LEN],
     len: &mut usize,
 ) -> Result<(&'o mut [u8], usize), NotSent> {
     let at = usize::from(at);
@@ -348,7 +344,7 @@ pub fn build_error_v4(
     out: &mut [u8],
 ) -> Result<usize, NotSent> {
     let p = ipv4::Packet::new_checked(orig).map_err(|_| NotSent::NoRoom)?;
-    let mut opts = [0u8; MAX_OPTIONS];
+    let mut opts = [0u8; MAX_OPTION_LEN];
     let opts_len = echo_options(orig, &reply.options, reply.src, reply.now_ms, &mut opts)?;
     let room = (reply.mtu as usize)
         .min(MAX_ERROR_V4_LEN)
@@ -473,9 +469,10 @@ fn about_icmpv6_error(p: &ipv6::Packet<&[u8]>) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct V6Reply {
     /// The source: the offending packet's destination when it is one of the router's
-    /// (unicast or anycast) addresses; otherwise the source the route back prefers, or the
-    /// address `ipv6_dev_get_saddr` picks on the incoming link (on the outgoing link for
-    /// packet too big, which `ip6_forward` sends from there).
+    /// (unicast or anycast) addresses; otherwise the source the route back prefers, or else
+    /// the address `ipv6_dev_get_saddr` picks on the incoming link for the sender's address
+    /// (packet too big included: `ip6_forward` switches only the device whose table the
+    /// reply is routed in to the outgoing one).
     pub src: Ipv6Addr,
     /// The flow label (see the module comment).
     pub flow_label: u32,
@@ -590,7 +587,7 @@ pub fn echo_reply_v4(
     if t != icmp::ECHO_REQUEST {
         return Ok(0);
     }
-    let mut opts = [0u8; MAX_OPTIONS];
+    let mut opts = [0u8; MAX_OPTION_LEN];
     let opts_len = echo_options(req, &reply.options, reply.src, reply.now_ms, &mut opts)
         .map_err(EchoError::NotSent)?;
     emit_v4(
@@ -658,4 +655,257 @@ pub fn echo_reply_v6(
         &msg[8..],
     )
     .map_err(EchoError::NotSent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+
+    fn reply() -> V4Reply {
+        V4Reply {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            ident: 1,
+            mtu: 1500,
+            options: Ipv4Options::default(),
+            now_ms: 0,
+        }
+    }
+
+    /// An IPv4 packet of `protocol` from 192.0.2.1 with `payload`.
+    fn v4(protocol: u8, payload: &[u8], frag_offset: u16) -> Vec<u8> {
+        let r = ipv4::Repr {
+            src_addr: SRC,
+            dst_addr: Ipv4Addr::new(10, 0, 0, 1),
+            protocol,
+            payload_len: payload.len(),
+            ttl: 1,
+            tos: 0,
+            ident: 5,
+            reserved_flag: false,
+            dont_frag: false,
+            more_frags: false,
+            frag_offset,
+            options: fibre_wire::OptionBytes::EMPTY,
+        };
+        let mut b = vec![0u8; 20];
+        r.emit(&mut ipv4::Packet::new_unchecked(&mut b[..]));
+        b.extend_from_slice(payload);
+        b
+    }
+
+    #[test]
+    fn v4_eligibility() {
+        let udp = v4(ip_proto::UDP, &[0; 8], 0);
+        assert_eq!(eligible_v4(&udp, L2Class::Host, false), Ok(()));
+        assert_eq!(
+            eligible_v4(&udp, L2Class::Broadcast, false),
+            Err(NotSent::L2NotHost)
+        );
+        assert_eq!(
+            eligible_v4(&udp, L2Class::Host, true),
+            Err(NotSent::RouteBroadcast)
+        );
+        let later = v4(ip_proto::UDP, &[0; 8], 1);
+        assert_eq!(
+            eligible_v4(&later, L2Class::Host, false),
+            Err(NotSent::LaterFragment)
+        );
+        for (t, ok) in [(8, true), (0, true), (3, false), (4, false), (19, false)] {
+            let p = v4(ip_proto::ICMP, &[t, 0, 0, 0, 0, 0, 0, 0], 0);
+            assert_eq!(
+                eligible_v4(&p, L2Class::Host, false).is_ok(),
+                ok,
+                "type {t}"
+            );
+        }
+        let empty = v4(ip_proto::ICMP, &[], 0);
+        assert_eq!(
+            eligible_v4(&empty, L2Class::Host, false),
+            Err(NotSent::AboutError)
+        );
+        assert_eq!(
+            eligible_v4(&udp[..19], L2Class::Host, false),
+            Err(NotSent::NoRoom)
+        );
+    }
+
+    #[test]
+    fn v4_quotes_fit_the_route_back() {
+        let big = v4(ip_proto::UDP, &[7; 1000], 0);
+        let mut out = [0u8; MAX_ERROR_V4_LEN];
+        let small_mtu = V4Reply {
+            mtu: 100,
+            ..reply()
+        };
+        let n = build_error_v4(Icmp4Error::HostUnreachable, &big, &small_mtu, &mut out);
+        assert_eq!(n, Ok(100));
+        let tiny = V4Reply { mtu: 48, ..reply() };
+        assert_eq!(
+            build_error_v4(Icmp4Error::HostUnreachable, &big, &tiny, &mut out),
+            Err(NotSent::TinyMtu)
+        );
+        assert_eq!(
+            build_error_v4(Icmp4Error::HostUnreachable, &big, &reply(), &mut out[..575]),
+            Err(NotSent::NoRoom)
+        );
+        let n = build_error_v4(
+            Icmp4Error::FragNeeded { mtu: 1400 },
+            &big,
+            &reply(),
+            &mut out,
+        );
+        assert_eq!(n, Ok(576));
+        assert_eq!(
+            (&out[20..22], &out[24..28]),
+            (&[3, 4][..], &[0, 0, 0x05, 0x78][..])
+        );
+        let n = build_error_v4(
+            Icmp4Error::ParamProblem { pointer: 22 },
+            &big,
+            &reply(),
+            &mut out,
+        );
+        assert_eq!((n, &out[20..22], out[24]), (Ok(576), &[12u8, 0][..], 22));
+    }
+
+    #[test]
+    fn v4_options_without_room_for_the_reply_are_not_echoed() {
+        // A record route with its pointer on a slot cut short: the echo cannot add the address.
+        let mut p = v4(ip_proto::UDP, &[0; 8], 0);
+        p.splice(20..20, [7, 7, 6, 10, 0, 0, 1, 0]);
+        let mut q = ipv4::Packet::new_unchecked(&mut p[..]);
+        q.set_version_and_header_len(28);
+        q.set_total_len(36);
+        let options = Ipv4Options {
+            rr: 20,
+            rr_needaddr: true,
+            ..Ipv4Options::default()
+        };
+        let r = V4Reply { options, ..reply() };
+        let mut out = [0u8; MAX_ERROR_V4_LEN];
+        assert_eq!(
+            build_error_v4(Icmp4Error::TimeExceeded, &p, &r, &mut out),
+            Err(NotSent::OptionsEcho)
+        );
+    }
+
+    #[test]
+    fn v4_echo_checks() {
+        let mut echo = [8u8, 0, 0, 0, 0, 1, 0, 2, b'x'];
+        let c = checksum::checksum(&echo);
+        echo[2..4].copy_from_slice(&c.to_be_bytes());
+        let mut out = [0u8; 64];
+        let req = v4(ip_proto::ICMP, &echo, 0);
+        assert_eq!(echo_reply_v4(&req, false, &reply(), &mut out), Ok(29));
+        assert_eq!(
+            (&out[20..22], &out[24..29]),
+            (&[0, 0][..], &[0, 1, 0, 2, b'x'][..])
+        );
+        assert!(checksum::verifies(checksum::sum(&out[20..29])));
+        assert_eq!(
+            echo_reply_v4(&req, true, &reply(), &mut out),
+            Err(EchoError::Drop(DropReason::InvalidProto))
+        );
+        let mut bad = echo;
+        bad[8] = b'y';
+        assert_eq!(
+            echo_reply_v4(&v4(ip_proto::ICMP, &bad, 0), false, &reply(), &mut out),
+            Err(EchoError::Drop(DropReason::IcmpCsum))
+        );
+        // A checksum over fewer than 8 bytes verifies, and the header is still too short.
+        let short = [0xff, 0xff];
+        assert_eq!(
+            echo_reply_v4(&v4(ip_proto::ICMP, &short, 0), false, &reply(), &mut out),
+            Err(EchoError::Drop(DropReason::NotSpecified))
+        );
+        let mut unknown = [40u8, 0, 0, 0, 0, 0, 0, 0];
+        let c = checksum::checksum(&unknown);
+        unknown[2..4].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(
+            echo_reply_v4(&v4(ip_proto::ICMP, &unknown, 0), false, &reply(), &mut out),
+            Err(EchoError::Drop(DropReason::UnhandledProto))
+        );
+        unknown[0] = 13;
+        let c = checksum::checksum(&[13, 0, 0, 0, 0, 0, 0, 0]);
+        unknown[2..4].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(
+            echo_reply_v4(&v4(ip_proto::ICMP, &unknown, 0), false, &reply(), &mut out),
+            Ok(0)
+        );
+        assert_eq!(
+            echo_reply_v4(&req, false, &reply(), &mut out[..28]),
+            Err(EchoError::NotSent(NotSent::NoRoom))
+        );
+    }
+
+    fn v6(src: Ipv6Addr, dst: Ipv6Addr, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 40];
+        let mut p = ipv6::Packet::new_unchecked(&mut b[..]);
+        p.set_version_tc_flow(0, 0);
+        p.set_payload_len(payload.len() as u16);
+        p.set_next_header(ip_proto::UDP);
+        p.set_hop_limit(1);
+        p.set_src_addr(src);
+        p.set_dst_addr(dst);
+        b.extend_from_slice(payload);
+        b
+    }
+
+    #[test]
+    fn v6_eligibility() {
+        let a = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+        let mc = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+        let ok = v6(a, a, &[0; 8]);
+        let hle = Icmp6Error::HopLimitExceeded;
+        let ptb = Icmp6Error::PacketTooBig { mtu: 1280 };
+        assert_eq!(eligible_v6(hle, &ok, L2Class::Host), Ok(()));
+        assert_eq!(
+            eligible_v6(hle, &ok, L2Class::Multicast),
+            Err(NotSent::L2NotHost)
+        );
+        assert_eq!(eligible_v6(ptb, &ok, L2Class::Multicast), Ok(()));
+        let to_mc = v6(a, mc, &[0; 8]);
+        assert_eq!(
+            eligible_v6(hle, &to_mc, L2Class::Host),
+            Err(NotSent::BadAddress)
+        );
+        assert_eq!(eligible_v6(ptb, &to_mc, L2Class::Host), Ok(()));
+        for src in [Ipv6Addr::UNSPECIFIED, mc] {
+            assert_eq!(
+                eligible_v6(ptb, &v6(src, a, &[0; 8]), L2Class::Host),
+                Err(NotSent::BadAddress)
+            );
+        }
+        // An unknown option of action 10 at offset 42 is answered even to multicast; 11 not.
+        for (kind, ok) in [(0x9e, true), (0xde, false)] {
+            let mut p = v6(a, mc, &[0; 8]);
+            p[42] = kind;
+            let e = Icmp6Error::ParamProblem {
+                code: 2,
+                pointer: 42,
+            };
+            assert_eq!(eligible_v6(e, &p, L2Class::Host).is_ok(), ok);
+        }
+    }
+
+    #[test]
+    fn v6_quotes_stop_at_1280() {
+        let a = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+        let big = v6(a, a, &[9; 1400]);
+        let r = V6Reply {
+            src: a,
+            flow_label: 0xabcde,
+        };
+        let mut out = [0u8; MAX_ERROR_V6_LEN];
+        let n = build_error_v6(Icmp6Error::NoRoute, &big, &r, &mut out).unwrap();
+        assert_eq!(n, MAX_ERROR_V6_LEN);
+        assert_eq!(&out[..4], &[0x60, 0x0a, 0xbc, 0xde]);
+        assert_eq!(&out[40..44], &[1, 0, out[42], out[43]]);
+        assert_eq!(
+            build_error_v6(Icmp6Error::NoRoute, &big, &r, &mut out[..1279]),
+            Err(NotSent::NoRoom)
+        );
+    }
 }

@@ -6,10 +6,11 @@
 //! allocates per packet; buffers come from a `fibre_packet::Pool` allocated once.
 //!
 //! The per-packet stages are pure functions over a frame's bytes, each documenting what it
-//! reads, what it writes and what it returns, in the order a packet meets them:
-//! [`rx`] (receive checks), [`forward`] (TTL, options, MTU), [`frag`] (IPv4 fragmentation),
-//! [`icmp`] (errors and echo replies) with [`ratelimit`], and [`drop`] (reasons and counters).
+//! reads, what it writes and what it returns, in the order a packet meets them: [`rx`]
+//! (receive checks), [`forward`] (TTL, options, MTU), [`frag`] (IPv4 fragmentation), [`icmp`]
+//! (errors and echo replies) with [`ratelimit`], and [`mod@drop`] (reasons and counters).
 #![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod drop;
 pub mod forward;
@@ -21,6 +22,8 @@ pub mod ratelimit;
 pub mod rx;
 pub mod waiting;
 
+// Test and fuzz code: an assertion that fails is the point.
 #[cfg(any(test, feature = "check"))]
 #[doc(hidden)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 pub mod check;

@@ -19,7 +19,7 @@
 //!
 //! Time is counted in jiffies at [`Settings::hz`] (this machine's kernel has `CONFIG_HZ` 250;
 //! the sysctls in milliseconds are converted as `msecs_to_jiffies` does), so rounding matches
-//! the kernel's. Peers live in a fixed table allocated once, [`PeerTable`], keyed by a seeded
+//! the kernel's. Peers live in a fixed table allocated once, keyed by a seeded
 //! hash (the addresses come from outside); a full set evicts its least recently used peer,
 //! which then starts afresh as a new `inet_peer` would. Nothing here allocates after
 //! [`RateLimiter::new`].
@@ -73,7 +73,7 @@ impl Settings {
         (u64::from(ms) * u64::from(self.hz)).div_ceil(1000)
     }
 
-    fn hz(&self) -> u64 {
+    fn ticks_per_sec(&self) -> u64 {
         u64::from(self.hz)
     }
 }
@@ -135,7 +135,7 @@ const ERROR_BURST_SECS: u64 = 5;
 const REDIRECT_NUMBER: u32 = 9;
 
 /// Where peers live: sets of [`WAYS`] slots chosen by a keyed hash of the address.
-pub struct PeerTable {
+struct PeerTable {
     slots: Box<[Slot]>,
     sets: usize,
     hasher: KeyedState,
@@ -153,7 +153,7 @@ struct Slot {
 
 impl PeerTable {
     /// A table for about `capacity` destinations (rounded up to whole sets).
-    pub fn new(capacity: usize) -> PeerTable {
+    fn new(capacity: usize) -> PeerTable {
         let sets = capacity.div_ceil(WAYS).max(1);
         PeerTable {
             slots: vec![
@@ -224,7 +224,7 @@ impl RateLimiter {
         if self.credit > 0 {
             return true;
         }
-        let hz = self.settings.hz();
+        let hz = self.settings.ticks_per_sec();
         let delta = self.stamp.map_or(hz, |s| now.wrapping_sub(s).min(hz));
         if delta < hz / 50 {
             return false;
@@ -324,7 +324,7 @@ impl RateLimiter {
         if !apply {
             return true;
         }
-        let (now, hz) = (self.settings.jiffies(now_ns), self.settings.hz());
+        let (now, hz) = (self.settings.jiffies(now_ns), self.settings.ticks_per_sec());
         let peers = if v6 {
             &mut self.peers_v6
         } else {
@@ -341,7 +341,7 @@ impl RateLimiter {
     /// the peer of the offending packet's source `src` (the same peer, and the same tokens,
     /// that [`RateLimiter::peer_v4`] then checks for the message to it).
     pub fn route_error_v4(&mut self, src: Ipv4Addr, now_ns: u64) -> bool {
-        let (now, hz) = (self.settings.jiffies(now_ns), self.settings.hz());
+        let (now, hz) = (self.settings.jiffies(now_ns), self.settings.ticks_per_sec());
         let p = self.peers_v4.peer(u128::from(src.to_bits()), now, hz);
         p.tokens = (p.tokens + now.wrapping_sub(p.last)).min(ERROR_BURST_SECS * hz);
         p.last = now;
@@ -356,7 +356,7 @@ impl RateLimiter {
     /// `ip_rt_send_redirect`'s backoff for a redirect about a packet from `src`: whether to
     /// send it (redirects are outside the default ratemask: nothing else limits them).
     pub fn redirect_v4(&mut self, src: Ipv4Addr, now_ns: u64) -> bool {
-        let (now, hz) = (self.settings.jiffies(now_ns), self.settings.hz());
+        let (now, hz) = (self.settings.jiffies(now_ns), self.settings.ticks_per_sec());
         // ip_rt_redirect_load and ip_rt_redirect_silence.
         let load = hz / 50;
         let silence = load << (REDIRECT_NUMBER + 1);
@@ -492,6 +492,25 @@ mod tests {
         assert!(!r.redirect_v4(A, t * MS));
         assert!(!r.redirect_v4(A, (t + 20_480) * MS));
         assert!(r.redirect_v4(A, (t + 20_480 + 20_484) * MS));
+    }
+
+    #[test]
+    fn a_full_set_forgets_its_least_recently_used_peer() {
+        // One set of four: the fifth destination takes the slot of the one used longest ago,
+        // which then starts afresh with a full bucket.
+        let mut r = RateLimiter::new(Settings::default(), WAYS);
+        let addr = |i: u32| Ipv4Addr::from(0x0a00_0000 + i);
+        for i in 0..4 {
+            let t = u64::from(i) * 100;
+            while time_exceeded(&mut r, addr(i), t) {}
+        }
+        // Address 0, used longest ago, makes room for 4; 1 is still remembered (and empty).
+        assert!(time_exceeded(&mut r, addr(4), 400));
+        assert!(!time_exceeded(&mut r, addr(1), 400));
+        let sent = (0..8)
+            .filter(|_| time_exceeded(&mut r, addr(0), 400))
+            .count();
+        assert_eq!(sent, 6, "address 0 was forgotten, and is new again");
     }
 
     #[test]

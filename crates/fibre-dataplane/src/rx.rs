@@ -101,10 +101,15 @@ const MAX_HBH_OPTS: usize = 8;
 
 /// Checks one received frame as the kernel does before the route lookup, for a link whose MAC
 /// is `mac`. Reads `frame` only; returns what it is ([`Rx`]) or why it goes no further (with
-/// the parameter problem that IPv6 hop-by-hop options may ask for). A
-/// frame shorter than an Ethernet header is `PktTooSmall` (the kernel's drivers never hand one
-/// up). The caller trims the frame to [`Meta::frame_len`] before forwarding it.
+/// the parameter problem that IPv6 hop-by-hop options may ask for). A frame longer than 65535
+/// bytes is `PktTooBig`, one shorter than an Ethernet header `PktTooSmall` (the kernel's
+/// drivers hand neither up). The caller trims the frame to [`Meta::frame_len`] before
+/// forwarding it.
 pub fn receive(frame: &[u8], mac: Address) -> Result<Rx, Discard> {
+    // Offsets are 16-bit: no link fibre drives carries a larger frame.
+    if frame.len() > usize::from(u16::MAX) {
+        return Err(DropReason::PktTooBig.into());
+    }
     let eth = ethernet::Frame::new_checked(frame).map_err(|_| DropReason::PktTooSmall)?;
     let dst_mac = eth.dst_addr();
     let mut l2 = if dst_mac == mac {

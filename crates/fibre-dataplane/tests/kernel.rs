@@ -18,6 +18,7 @@ use fibre_dataplane::icmp::{
     Icmp4Error, Icmp6Error, IcmpError, NotSent, V4Reply, V6Reply, MAX_ERROR_V4_LEN,
     MAX_ERROR_V6_LEN,
 };
+use fibre_dataplane::ratelimit::{Global, RateLimiter, Settings};
 use fibre_dataplane::rx::{receive, L2Class, Meta, Rx};
 use fibre_packet::{Headroom, Pool, PoolConfig};
 use fibre_wire::ethernet::Address;
@@ -31,7 +32,9 @@ const R0_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 const R1_MTU: u32 = 1400;
 
 struct Case {
+    /// The first frame sent; bursts have more in `burst`.
     input: Vec<u8>,
+    burst: usize,
     /// Frames captured on the sender's link (s) and the destination's (d).
     s: Vec<Vec<u8>>,
     d: Vec<Vec<u8>>,
@@ -40,6 +43,7 @@ struct Case {
 fn case(text: &str) -> Case {
     let mut c = Case {
         input: Vec::new(),
+        burst: 0,
         s: Vec::new(),
         d: Vec::new(),
     };
@@ -50,7 +54,12 @@ fn case(text: &str) -> Case {
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
             .collect();
         match who {
-            "in" => c.input = bytes,
+            "in" => {
+                c.burst += 1;
+                if c.input.is_empty() {
+                    c.input = bytes;
+                }
+            }
             "s" => c.s.push(bytes),
             "d" => c.d.push(bytes),
             _ => panic!("{who}"),
@@ -189,6 +198,65 @@ fn small_packets_are_quoted_whole() {
         DropReason::IpInhdr,
         Icmp4Error::TimeExceeded,
     );
+}
+
+#[test]
+fn the_ttl_before_the_mtu() {
+    icmp4_error(
+        &case(include_str!("kernel/ttl1_df_too_big.txt")),
+        DropReason::IpInhdr,
+        Icmp4Error::TimeExceeded,
+    );
+}
+
+#[test]
+fn no_error_about_a_later_fragment() {
+    let c = case(include_str!("kernel/ttl1_later_fragment.txt"));
+    assert!(c.s.is_empty() && c.d.is_empty());
+    let (m, mut ip) = ip_of(&c);
+    assert!(m.later_fragment);
+    forward_v4(&mut ip, m.l2, &V4Route { mtu: R1_MTU }).unwrap_err();
+    assert_eq!(eligible_v4(&ip, m.l2, false), Err(NotSent::LaterFragment));
+}
+
+#[test]
+fn unicast_in_a_broadcast_frame_is_dropped_silently() {
+    let c = case(include_str!("kernel/l2_broadcast_ttl1.txt"));
+    assert!(c.s.is_empty() && c.d.is_empty());
+    let (m, mut ip) = ip_of(&c);
+    assert_eq!(
+        forward_v4(&mut ip, m.l2, &V4Route { mtu: R1_MTU }),
+        Err(Discard::from(DropReason::NotSpecified))
+    );
+}
+
+#[test]
+fn malformed_options_get_a_parameter_problem() {
+    let c = case(include_str!("kernel/bad_option.txt"));
+    let (m, mut ip) = ip_of(&c);
+    let e = compile_options(&mut ip, R0_V4, 0, |a| a == R0_V4).unwrap_err();
+    let want = Icmp4Error::ParamProblem { pointer: 22 };
+    assert_eq!(
+        e.discard,
+        Discard::with_icmp(DropReason::IpInhdr, IcmpError::V4(want))
+    );
+    eligible_v4(&ip, m.l2, false).unwrap();
+    let reply = V4Reply {
+        options: e.options,
+        ..echo_reply_from(&c)
+    };
+    let mut out = [0u8; MAX_ERROR_V4_LEN];
+    let n = build_error_v4(want, &ip, &reply, &mut out).unwrap();
+    assert_eq!(&out[..n], &c.s[0][14..]);
+}
+
+#[test]
+fn link_padding_is_trimmed() {
+    let c = case(include_str!("kernel/fwd4_padded.txt"));
+    let (m, mut ip) = ip_of(&c);
+    assert_eq!(usize::from(m.frame_len) + 20, c.input.len());
+    forward_v4(&mut ip, m.l2, &V4Route { mtu: R1_MTU }).unwrap();
+    assert_eq!(ip, &c.d[0][14..]);
 }
 
 #[test]
@@ -345,6 +413,62 @@ fn unknown_hop_by_hop_option() {
 }
 
 #[test]
+fn hop_by_hop_router_alert_is_forwarded() {
+    let c = case(include_str!("kernel/hbh_router_alert.txt"));
+    let (m, mut ip) = ip_of(&c);
+    assert!(m.router_alert && m.proto == 17 && m.dport == 2000);
+    let route = V6Route {
+        mtu: R1_MTU,
+        same_link: false,
+    };
+    forward_v6(&mut ip, m.l2, &route).unwrap();
+    assert_eq!(ip, &c.d[0][14..]);
+}
+
+#[test]
+fn jumbo_option_with_a_payload_length() {
+    let c = case(include_str!("kernel/hbh_jumbo.txt"));
+    let want = Icmp6Error::ParamProblem {
+        code: 0,
+        pointer: 42,
+    };
+    assert_eq!(
+        receive(&c.input, R0).unwrap_err(),
+        Discard::with_icmp(DropReason::IpInhdr, IcmpError::V6(want))
+    );
+    reply_v6(&c, &c.input[14..], L2Class::Host, want);
+}
+
+#[test]
+fn silent_ipv6_drops() {
+    let padn = case(include_str!("kernel/hbh_padn_nonzero.txt"));
+    assert_eq!(
+        receive(&padn.input, R0),
+        Err(Discard::from(DropReason::IpInhdr))
+    );
+    let route = V6Route {
+        mtu: R1_MTU,
+        same_link: false,
+    };
+    let mcast = case(include_str!("kernel/l2_multicast_hlim1.txt"));
+    let (m, mut ip) = ip_of(&mcast);
+    assert_eq!(
+        forward_v6(&mut ip, m.l2, &route),
+        Err(Discard::from(DropReason::NotSpecified))
+    );
+    let about_error = case(include_str!("kernel/hlim1_icmp6_error.txt"));
+    let (m, mut ip) = ip_of(&about_error);
+    let d = forward_v6(&mut ip, m.l2, &route).unwrap_err();
+    let Some(IcmpError::V6(e)) = d.icmp else {
+        panic!("{d:?}")
+    };
+    assert_eq!(eligible_v6(e, &ip, m.l2), Err(NotSent::AboutError));
+    for c in [padn, mcast, about_error] {
+        assert!(c.s.is_empty() && c.d.is_empty());
+    }
+}
+
+#[test]
 fn echo_reply_keeps_the_code() {
     let c = case(include_str!("kernel/echo4_code5.txt"));
     let (_, ip) = ip_of(&c);
@@ -360,5 +484,46 @@ fn echo_reply_v6_from_the_requested_address() {
     let l4 = usize::from(m.l4 - m.l3);
     let mut out = [0u8; 1500];
     let n = echo_reply_v6(&ip, l4, R0_V6, flow_label(&c.s[0]), &mut out).unwrap();
+    assert_eq!(&out[..n], &c.s[0][14..]);
+}
+
+/// How many of `n` errors sent at one instant to the sender `dst` the limits let out; each
+/// consumes one global credit (the kernel draws 0 to 2). `route_error` adds `ip_error`'s
+/// bucket in front, as for reject routes.
+fn burst(n: usize, dst: Ipv4Addr, msg_type: u8, code: u8, route_error: bool) -> usize {
+    let mut r = RateLimiter::new(Settings::default(), 16);
+    (0..n)
+        .filter(|_| {
+            if route_error && !r.route_error_v4(dst, 0) {
+                return false;
+            }
+            match r.global_v4(msg_type, code, 0) {
+                Global::Denied => false,
+                Global::Allowed { apply_peer_limit } => r.peer_v4(dst, apply_peer_limit, 1, 0),
+            }
+        })
+        .count()
+}
+
+#[test]
+fn a_burst_gets_six_errors() {
+    let c = case(include_str!("kernel/ttl1_burst.txt"));
+    let src = Ipv4Addr::new(10, 0, 0, 20);
+    assert_eq!(c.s.len(), burst(c.burst, src, 11, 0, false));
+    assert_eq!((c.burst, c.s.len()), (10, 6));
+}
+
+#[test]
+fn a_burst_to_an_unreachable_route_gets_two() {
+    let c = case(include_str!("kernel/unreachable_burst.txt"));
+    let src = Ipv4Addr::new(10, 0, 0, 21);
+    assert_eq!(c.s.len(), burst(c.burst, src, 3, 1, true));
+    assert_eq!((c.burst, c.s.len()), (10, 2));
+    // Host unreachable, quoting the packet.
+    let (m, ip) = ip_of(&c);
+    eligible_v4(&ip, m.l2, false).unwrap();
+    let reply = echo_reply_from(&c);
+    let mut out = [0u8; MAX_ERROR_V4_LEN];
+    let n = build_error_v4(Icmp4Error::HostUnreachable, &ip, &reply, &mut out).unwrap();
     assert_eq!(&out[..n], &c.s[0][14..]);
 }

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Records what a Linux router sends back for a few frames that exercise fibre-dataplane's
-stages (time exceeded, fragmentation needed, fragmentation with options, echo replies, IPv6
-hop limit and packet too big), for tests/kernel.rs to compare the stages with byte for byte.
+"""Records what a Linux router sends for frames that exercise fibre-dataplane's stages (the
+receive checks, forwarding, IPv4 options, fragmentation, ICMP and ICMPv6 errors, echo replies,
+rate limits), for tests/kernel.rs to compare the stages with byte for byte; the comment above
+each case in CASES says what it shows.
 
 Three network namespaces, veth between them, MACs and neighbours fixed:
   S (s0 02:00:00:00:00:01, 10.0.0.2, 2001:db8::2)
     <-> (r0 02:00:00:00:00:02, 10.0.0.1, 2001:db8::1) R (r1 02:00:00:00:01:02, mtu 1400,
          10.0.1.1, 2001:db8:1::1)
     <-> D (d0 02:00:00:00:01:01, 10.0.1.2, 2001:db8:1::2)
-R routes 203.0.113.0/24 via 10.0.1.2 and 2001:db8:5::/48 via 2001:db8:1::2. Each case sends
-one frame from s0 and writes CASE.txt: the frame sent ("in"), then every frame captured on s0
-("s") and d0 ("d") within half a second, one hex line each. Run as root with scapy:
+R routes 203.0.113.0/24 via 10.0.1.2, 198.51.100.0/24 back via 10.0.0.3 (on r0),
+2001:db8:5::/48 via 2001:db8:1::2, and has 192.0.2.0/24 unreachable. Each case sends one frame
+(or a burst) from s0 and writes CASE.txt: the frames sent ("in"), then every unicast frame
+captured on s0 ("s") and d0 ("d") within half a second, one hex line each. Run as root with
+scapy:
 `python3 crates/fibre-dataplane/tests/kernel/record.py` (writes beside itself); the tests read
 the committed files and need neither root nor Python."""
 
@@ -23,7 +26,8 @@ import time
 
 from scapy.all import (
     ICMP, IP, UDP, Ether, HBHOptUnknown, IPOption, ICMPv6EchoRequest, IPOption_NOP, IPOption_RR,
-    IPOption_Router_Alert, IPOption_Timestamp, IPv6, IPv6ExtHdrHopByHop, raw,
+    IPOption_Router_Alert, ICMPv6DestUnreach, IPv6, IPv6ExtHdrHopByHop, Jumbo, PadN, Raw,
+    RouterAlert, raw,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,11 +66,13 @@ def setup():
         ns(n, f"ip addr add {a4} dev {dev}")
         ns(n, f"ip -6 addr add {a6} dev {dev} nodad")
     for a, dev, mac in [("10.0.0.2", "r0", S_MAC), ("10.0.1.2", "r1", D_MAC),
+                        ("10.0.0.20", "r0", S_MAC), ("10.0.0.21", "r0", S_MAC),
                         ("2001:db8::2", "r0", S_MAC), ("fe80::2", "r0", S_MAC),
                         ("2001:db8:1::2", "r1", D_MAC)]:
         ns("r", f"ip neigh replace {a} lladdr {mac} nud permanent dev {dev}")
     ns("r", "ip route add 203.0.113.0/24 via 10.0.1.2")
     ns("r", "ip route add 198.51.100.0/24 via 10.0.0.3")
+    ns("r", "ip route add unreachable 192.0.2.0/24")
     ns("r", f"ip neigh replace 10.0.0.3 lladdr 02:00:00:00:00:03 nud permanent dev r0")
     ns("r", "ip -6 route add 2001:db8:5::/48 via 2001:db8:1::2")
     time.sleep(0.5)
@@ -106,10 +112,11 @@ def drain(socks):
                 pass
 
 
-def run(name, frame, sock_s, sock_d):
+def run(name, frames, sock_s, sock_d):
     drain([sock_s, sock_d])
-    frame = raw(frame)
-    sock_s.send(frame)
+    frames = [raw(f) for f in (frames if isinstance(frames, list) else [frames])]
+    for frame in frames:
+        sock_s.send(frame)
     got = []
     end = time.time() + 0.5
     while time.time() < end:
@@ -122,7 +129,8 @@ def run(name, frame, sock_s, sock_d):
                 continue
             got.append(("s" if s is sock_s else "d", data))
     with open(os.path.join(HERE, f"{name}.txt"), "w") as f:
-        f.write(f"in {frame.hex()}\n")
+        for frame in frames:
+            f.write(f"in {frame.hex()}\n")
         for where, data in got:
             f.write(f"{where} {data.hex()}\n")
     print(name, [(w, len(d)) for w, d in got])
@@ -189,6 +197,49 @@ CASES = {
     # Out by the link it came in on: a host redirect to 10.0.0.3, and the packet forwarded.
     "redirect": ETH / IP(src="10.0.0.2", dst="198.51.100.9", ttl=64, id=0xbbbb)
     / UDP(sport=1000, dport=2000) / b"j",
+    # The TTL is checked before the MTU: time exceeded, not fragmentation needed.
+    "ttl1_df_too_big": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, flags="DF",
+                                id=0xdddd) / UDP(sport=1000, dport=2000) / (b"l" * 1392),
+    # Only a first fragment gets an error.
+    "ttl1_later_fragment": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1, frag=2,
+                                    proto=17) / (b"m" * 16),
+    # A unicast packet in a broadcast frame is not forwarded, and gets no error.
+    "l2_broadcast_ttl1": Ether(src=S_MAC, dst="ff:ff:ff:ff:ff:ff")
+    / IP(src="10.0.0.2", dst="203.0.113.5", ttl=1) / UDP(sport=1000, dport=2000) / b"n",
+    # A record route whose pointer is below 4: parameter problem at the pointer (22).
+    "bad_option": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0xeeee,
+                           options=[IPOption(b"\x07\x07\x03" + b"\0" * 5)])
+    / UDP(sport=1000, dport=2000) / b"o",
+    # Link-layer padding after the IP packet is trimmed before forwarding.
+    "fwd4_padded": Ether(src=S_MAC, dst=R0_MAC, type=0x0800)
+    / Raw(raw(IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0xffff)
+              / UDP(sport=1000, dport=2000) / b"p") + b"\xee" * 20),
+    # A hop-by-hop Router Alert is forwarded (no socket asks for it), hop limit decremented.
+    "hbh_router_alert": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
+    / IPv6ExtHdrHopByHop(options=[RouterAlert(value=0), PadN(optdata=b"")])
+    / UDP(sport=1000, dport=2000) / b"q",
+    # Padding that is not zeros: dropped, no error.
+    "hbh_padn_nonzero": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
+    / IPv6ExtHdrHopByHop(options=[PadN(optdata=b"\x01\x00\x00\x00")])
+    / UDP(sport=1000, dport=2000) / b"r",
+    # A jumbo option in a packet with a payload length: parameter problem at the option.
+    "hbh_jumbo": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=64)
+    / IPv6ExtHdrHopByHop(options=[Jumbo(jumboplen=70000)])
+    / UDP(sport=1000, dport=2000) / b"s",
+    # A unicast packet in a multicast frame: dropped before its hop limit is looked at.
+    "l2_multicast_hlim1": Ether(src=S_MAC, dst="33:33:00:00:00:05")
+    / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=1) / UDP(sport=1000, dport=2000)
+    / b"t",
+    # No ICMPv6 error about an ICMPv6 error.
+    "hlim1_icmp6_error": ETH / IPv6(src="2001:db8::2", dst="2001:db8:5::5", hlim=1)
+    / ICMPv6DestUnreach(code=3) / IPv6(src="2001:db8:5::5", dst="2001:db8::2") / UDP(),
+    # Ten at once from a source nothing else used: the peer's bucket lets six errors out.
+    "ttl1_burst": [ETH / IP(src="10.0.0.20", dst="203.0.113.5", ttl=1, id=i)
+                   / UDP(sport=1000, dport=2000) for i in range(10)],
+    # Ten at once to an unreachable route: ip_error's bucket and the peer's share tokens, and
+    # two host unreachables get out.
+    "unreachable_burst": [ETH / IP(src="10.0.0.21", dst="192.0.2.9", ttl=64, id=i)
+                          / UDP(sport=1000, dport=2000) for i in range(10)],
     # Forwarded untouched but the TTL: the checksum's incremental update.
     "fwd4": ETH / IP(src="10.0.0.2", dst="203.0.113.5", ttl=64, id=0x5555)
     / UDP(sport=1000, dport=2000) / b"x",
