@@ -265,24 +265,14 @@ fn multicast_mac(a: &Ipv6Addr) -> [u8; 6] {
     [0x33, 0x33, o[12], o[13], o[14], o[15]]
 }
 
-/// Writes an NDP message (NS or NA with at most one link-layer option) in a frame.
-fn write_ndp(
-    out: &mut [u8],
-    eth_dst: [u8; 6],
-    eth_src: [u8; 6],
-    src: Ipv6Addr,
-    dst: Ipv6Addr,
-    msg: &ndp::Repr,
-) -> usize {
+/// Writes an NDP message (its options included) as an IPv6 packet into `out`; returns its
+/// length, 0 when `out` is too small.
+fn write_ndp_ip(out: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, msg: &ndp::Repr) -> usize {
     let icmp_len = 4 + msg.body_len();
-    let len = ethernet::HEADER_LEN + ipv6::HEADER_LEN + icmp_len;
-    let Some(frame) = out.get_mut(..len) else {
+    let len = ipv6::HEADER_LEN + icmp_len;
+    let Some(packet) = out.get_mut(..len) else {
         return 0;
     };
-    let mut eth = ethernet::Frame::new_unchecked(&mut *frame);
-    eth.set_dst_addr(Address(eth_dst));
-    eth.set_src_addr(Address(eth_src));
-    eth.set_ethertype(ethertype::IPV6);
     let ip = ipv6::Repr {
         src_addr: src,
         dst_addr: dst,
@@ -292,7 +282,7 @@ fn write_ndp(
         traffic_class: 0,
         flow_label: 0,
     };
-    let mut pkt = ipv6::Packet::new_unchecked(eth.payload_mut());
+    let mut pkt = ipv6::Packet::new_unchecked(packet);
     ip.emit(&mut pkt);
     let mut icmp = icmpv6::Packet::new_unchecked(pkt.payload_mut());
     icmp.set_msg_type(msg.msg_type());
@@ -300,6 +290,29 @@ fn write_ndp(
     msg.emit(icmp.body_mut());
     icmp.fill_checksum(src, dst);
     len
+}
+
+/// Writes an NDP message in a frame to `eth_dst`.
+fn write_ndp(
+    out: &mut [u8],
+    eth_dst: [u8; 6],
+    eth_src: [u8; 6],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    msg: &ndp::Repr,
+) -> usize {
+    let Some((hdr, rest)) = out.split_at_mut_checked(ethernet::HEADER_LEN) else {
+        return 0;
+    };
+    let len = write_ndp_ip(rest, src, dst, msg);
+    if len == 0 {
+        return 0;
+    }
+    let mut eth = ethernet::Frame::new_unchecked(hdr);
+    eth.set_dst_addr(Address(eth_dst));
+    eth.set_src_addr(Address(eth_src));
+    eth.set_ethertype(ethertype::IPV6);
+    ethernet::HEADER_LEN + len
 }
 
 /// The neighbour solicitation that resolves `target` on `link` (ndisc_solicit): from
@@ -476,4 +489,64 @@ pub fn ndp_input(
         }
         _ => Outcome::consumed(),
     }
+}
+
+/// The most bytes of a redirected packet a redirect quotes: what fits IPv6's minimum MTU
+/// after the IPv6 header, the redirect's fixed part and a target link-layer option.
+const REDIRECT_QUOTE_ROOM: usize = 1280 - 40 - 40 - 8;
+
+/// Whether `ndisc_send_redirect` would tell the source `src` of a packet to `dst`, received
+/// and leaving on `ifindex`, to use `target` instead: the link needs a link-local address
+/// (the redirect's source, returned), the target must be the destination itself or a
+/// link-local unicast address, and the source must be reachable on the link directly.
+pub fn redirect6_source(
+    fib: &Fib,
+    ifindex: u32,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    target: Ipv6Addr,
+) -> Option<Ipv6Addr> {
+    let lladdr = fib.link_local6(ifindex)?;
+    let link_local = target.segments()[0] & 0xffc0 == 0xfe80;
+    if target != dst && !link_local {
+        return None;
+    }
+    let back = fib
+        .route_output(IpAddr::V6(src), Some(IpAddr::V6(lladdr)), 0)
+        .ok()?;
+    (back.gateway.is_none() && back.oif == ifindex).then_some(lladdr)
+}
+
+/// Builds the redirect (RFC 4861 section 8.2) about `orig` (the IPv6 packet as received, its
+/// hop limit not yet decremented) from `lladdr` to its source: `target` and the packet's
+/// destination, the target's link-layer address when its neighbour entry has one, and as much
+/// of the packet as fits 1280 bytes, in whole 8-byte units. Writes the IPv6 packet into `out`
+/// and returns its length (0 when `out` is too small).
+pub fn redirect6(
+    fib: &Fib,
+    ifindex: u32,
+    lladdr: Ipv6Addr,
+    target: Ipv6Addr,
+    orig: &[u8],
+    out: &mut [u8],
+) -> usize {
+    let Ok(p) = ipv6::Packet::new_checked(orig) else {
+        return 0;
+    };
+    let ha = fib
+        .neigh_state(ifindex, IpAddr::V6(target))
+        .and_then(|(_, ha)| ha);
+    let tllao = if ha.is_some() { 8 } else { 0 };
+    let rd_len = (REDIRECT_QUOTE_ROOM + 8 - tllao).min(orig.len() + 8) & !7;
+    let mut opts = [0u8; REDIRECT_QUOTE_ROOM + 8];
+    if let Some(ha) = ha {
+        NdpOption::TargetLinkLayerAddr(&ha).emit(&mut opts[..8]);
+    }
+    NdpOption::RedirectedHeader(&orig[..rd_len - 8]).emit(&mut opts[tllao..tllao + rd_len]);
+    let msg = ndp::Repr::Redirect {
+        target,
+        dest: p.dst_addr(),
+        options: &opts[..tllao + rd_len],
+    };
+    write_ndp_ip(out, lladdr, p.src_addr(), &msg)
 }

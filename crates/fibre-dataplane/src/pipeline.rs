@@ -556,6 +556,9 @@ impl Dataplane {
             self.counters.forwarded += 1;
             self.output(v, now, hop, buf, l3, tx);
         } else {
+            if f.oif == iif {
+                self.redirect6(v, now, iif, &buf, &meta, f.gateway, tx);
+            }
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let route = V6Route {
                 mtu: f.mtu,
@@ -567,6 +570,48 @@ impl Dataplane {
             }
             self.counters.forwarded += 1;
             self.output(v, now, hop, buf, l3, tx);
+        }
+    }
+
+    /// ip6_forward's redirect for a packet leaving by the link it came in on, made before the
+    /// hop limit is decremented and the MTU checked (so it quotes the packet as received):
+    /// the destination's rate limit, then ndisc_send_redirect's conditions and the source's.
+    #[allow(clippy::too_many_arguments)]
+    fn redirect6(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        iif: u32,
+        buf: &Buf,
+        meta: &Meta,
+        gateway: Option<IpAddr>,
+        tx: &mut dyn Tx,
+    ) {
+        let (IpAddr::V6(src), IpAddr::V6(dst)) = (meta.src, meta.dst) else {
+            return;
+        };
+        if meta.l2 != L2Class::Host || meta.ttl <= 1 {
+            return;
+        }
+        let target = match gateway {
+            Some(IpAddr::V6(g)) => g,
+            _ => dst,
+        };
+        if !self.rate.redirect_v6(dst, now) {
+            return;
+        }
+        let Some(lladdr) = neigh::redirect6_source(v.fib, iif, src, dst, target) else {
+            return;
+        };
+        if !self.rate.redirect_v6(src, now) {
+            return;
+        }
+        let orig = buf.data(&self.pool).get(usize::from(meta.l3)..).unwrap_or(&[]);
+        let out = &mut self.scratch[ethernet::HEADER_LEN..];
+        let len = neigh::redirect6(v.fib, iif, lladdr, target, orig, out);
+        if len > 0 {
+            self.counters.neigh_sent += 1;
+            self.originate(v, now, (iif, IpAddr::V6(src)), IpAddr::V6(lladdr), len, tx);
         }
     }
 

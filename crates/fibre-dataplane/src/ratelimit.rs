@@ -312,6 +312,15 @@ impl RateLimiter {
         )
     }
 
+    /// One of the two limits on an IPv6 redirect, one message a second per peer in bursts of
+    /// six (`inet_peer_xrlim_allow` with a timeout of HZ): `ip6_forward` asks it of the
+    /// packet's destination first, `ndisc_send_redirect` of its source later, with checks of
+    /// its own in between; each address has its own bucket in the IPv6 peers.
+    pub fn redirect_v6(&mut self, addr: Ipv6Addr, now_ns: u64) -> bool {
+        let hz = self.settings.ticks_per_sec();
+        self.peer_limit(true, addr.to_bits(), hz, true, 0, now_ns)
+    }
+
     fn peer_limit(
         &mut self,
         v6: bool,
