@@ -606,7 +606,10 @@ impl Dataplane {
         if !self.rate.redirect_v6(src, now) {
             return;
         }
-        let orig = buf.data(&self.pool).get(usize::from(meta.l3)..).unwrap_or(&[]);
+        let orig = buf
+            .data(&self.pool)
+            .get(usize::from(meta.l3)..)
+            .unwrap_or(&[]);
         let out = &mut self.scratch[ethernet::HEADER_LEN..];
         let len = neigh::redirect6(v.fib, iif, lladdr, target, orig, out);
         if len > 0 {
@@ -804,6 +807,12 @@ impl Dataplane {
             self.drop_received(iif, DropReason::FragNotReassembled);
             self.pool.free(buf);
             return;
+        }
+        if !meta.is_ipv4() {
+            let ip = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
+            if let Err(d) = rx::local_headers6(ip) {
+                return self.discard(v, now, iif, buf, &meta, d, true, opts, iif, tx);
+            }
         }
         let data = buf.data(&self.pool);
         let ip = data.get(l3..).unwrap_or(&[]);
