@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod addr;
+pub mod build;
 mod conf;
 mod dst;
 pub mod exception;

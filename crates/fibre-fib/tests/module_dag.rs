@@ -33,6 +33,7 @@ const LAYERS: [&[&str]; 3] = [
         "conf",
         "neigh",
         "local",
+        "build",
         "notify",
         "gc",
     ],
