@@ -195,6 +195,8 @@ pub struct Dataplane {
     flush: Vec<(Buf, u32)>,
     next_ident: u16,
     host: bool,
+    /// The pool's frames of both classes.
+    frames: usize,
 }
 
 /// Why [`Dataplane::new`] refused a configuration.
@@ -219,6 +221,7 @@ impl Dataplane {
             flush: Vec::with_capacity(QUEUE_LEN as usize),
             next_ident: 0,
             host: cfg.host,
+            frames: (cfg.pool.frames + cfg.pool.large_frames) as usize,
         })
     }
 
@@ -227,6 +230,12 @@ impl Dataplane {
             waiting: self.waiting.len() as u64,
             ..self.counters
         }
+    }
+
+    /// Pool frames (base and large) held now. Between calls only packets waiting for a
+    /// neighbour hold one: `frames_held() == counters().waiting` (the fuzz target checks it).
+    pub fn frames_held(&self) -> usize {
+        self.frames - self.pool.available() - self.pool.available_large()
     }
 
     pub fn drops(&self) -> &DropCounters {

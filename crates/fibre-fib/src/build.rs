@@ -99,4 +99,3 @@ pub fn neigh(f: &mut Fib, ifindex: u32, a: &str, mac: Option<[u8; 6]>, state: u1
 pub fn neigh_del(f: &mut Fib, ifindex: u32, a: &str) {
     let _ = f.neigh_del(&neighbour(ifindex, a, None, nud::NONE));
 }
-

@@ -1,0 +1,81 @@
+//! Any sequence of frames through the whole forwarding plane of tests/forward's router (its
+//! configuration applied as `fibre forward` applies it): each frame is a link byte (which of
+//! a0..d0 it comes in on), a time step byte (milliseconds), a 16-bit big-endian length and that
+//! many bytes. After every vector and the writer's turn, and after the neighbour timers have
+//! run out, no panic, every packet received is accounted for once (forwarded, delivered,
+//! punted or dropped), and only packets waiting for a neighbour hold a buffer.
+#![no_main]
+
+use fibre_cli::online::{offline_fib, Backend};
+use fibre_cli::{batch, Cli, Options};
+use fibre_dataplane::pipeline::{apply_events, Config, Dataplane, Tx, View};
+use fibre_fwd::FwdWriter;
+use libfuzzer_sys::fuzz_target;
+
+const CONFIG: &str = include_str!("../../tests/forward/config.batch");
+const LINKS: [&str; 4] = ["a0", "b0", "c0", "d0"];
+
+struct Discard;
+
+impl Tx for Discard {
+    fn send(&mut self, _: u32, _: &[u8]) {}
+}
+
+fn check(dp: &Dataplane) {
+    let c = dp.counters();
+    assert_eq!(
+        c.received,
+        c.forwarded + c.delivered + c.punted + c.dropped,
+        "every packet has one fate: {c:?}"
+    );
+    assert_eq!(dp.frames_held() as u64, c.waiting, "only waiting packets hold a frame");
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut cli = Cli::new(Backend::from(offline_fib()), Options::default());
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(batch::run_text(&mut cli, "config", CONFIG, &mut out, &mut err), 0);
+    let Backend::Local(fib) = cli.fib else {
+        unreachable!("an offline CLI")
+    };
+    let mut fib = *fib;
+    let ifindex: Vec<u32> = LINKS
+        .iter()
+        .map(|n| fib.link_index(n).expect("configured link"))
+        .collect();
+    let (mut fwd, _) = FwdWriter::new(&fib);
+    let mut dp = Dataplane::new(&Config::default()).expect("dataplane");
+    let mut now = 1_700_000_000_000_000_000u64;
+    let mut rest = data;
+    let mut actions = Vec::new();
+    while let [link, step, hi, lo, tail @ ..] = rest {
+        let len = usize::from(u16::from_be_bytes([*hi, *lo])).min(tail.len());
+        let (frame, next) = tail.split_at(len);
+        rest = next;
+        now += u64::from(*step) * 1_000_000;
+        actions.clear();
+        fib.neigh_timers(now, &mut actions);
+        fwd.update(&fib);
+        {
+            let table = fwd.latest();
+            let v = View { fib: &fib, fwd: &table };
+            dp.neigh_actions(v, now, &actions, &mut Discard);
+            let iif = ifindex[usize::from(*link) % LINKS.len()];
+            dp.receive(v, now, &[(iif, frame)], &mut Discard);
+        }
+        actions.clear();
+        apply_events(&mut fib, dp.take_events(), now, &mut actions);
+        fwd.update(&fib);
+        let table = fwd.latest();
+        dp.neigh_actions(View { fib: &fib, fwd: &table }, now, &actions, &mut Discard);
+        check(&dp);
+    }
+    while let Some(at) = fib.neigh_next_timer() {
+        actions.clear();
+        fib.neigh_timers(at, &mut actions);
+        fwd.update(&fib);
+        let table = fwd.latest();
+        dp.neigh_actions(View { fib: &fib, fwd: &table }, at, &actions, &mut Discard);
+        check(&dp);
+    }
+});
