@@ -58,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
         fwd.update(&fib);
         {
             let table = fwd.latest();
-            let v = View { fib: &fib, fwd: &table };
+            let v = View { fib: &fib, fwd: table };
             dp.neigh_actions(v, now, &actions, &mut Discard);
             let iif = ifindex[usize::from(*link) % LINKS.len()];
             dp.receive(v, now, &[(iif, frame)], &mut Discard);
@@ -67,7 +67,7 @@ fuzz_target!(|data: &[u8]| {
         apply_events(&mut fib, dp.take_events(), now, &mut actions);
         fwd.update(&fib);
         let table = fwd.latest();
-        dp.neigh_actions(View { fib: &fib, fwd: &table }, now, &actions, &mut Discard);
+        dp.neigh_actions(View { fib: &fib, fwd: table }, now, &actions, &mut Discard);
         check(&dp);
     }
     while let Some(at) = fib.neigh_next_timer() {
@@ -75,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
         fib.neigh_timers(at, &mut actions);
         fwd.update(&fib);
         let table = fwd.latest();
-        dp.neigh_actions(View { fib: &fib, fwd: &table }, at, &actions, &mut Discard);
+        dp.neigh_actions(View { fib: &fib, fwd: table }, at, &actions, &mut Discard);
         check(&dp);
     }
 });

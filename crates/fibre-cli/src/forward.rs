@@ -121,10 +121,9 @@ impl Router {
             tx.now = at;
             self.fib.neigh_timers(at, &mut actions);
             self.fwd.update(&self.fib);
-            let fwd = self.fwd.latest();
             let v = View {
                 fib: &self.fib,
-                fwd: &fwd,
+                fwd: self.fwd.latest(),
             };
             dp.neigh_actions(v, at, &actions, tx);
             actions.clear();
@@ -136,20 +135,18 @@ impl Router {
     fn vector(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, t: u64, frames: &[(u32, &[u8])]) {
         tx.now = t;
         {
-            let fwd = self.fwd.latest();
             let v = View {
                 fib: &self.fib,
-                fwd: &fwd,
+                fwd: self.fwd.latest(),
             };
             dp.receive(v, t, frames, tx);
         }
         let mut actions = Vec::new();
         apply_events(&mut self.fib, dp.take_events(), t, &mut actions);
         self.fwd.update(&self.fib);
-        let fwd = self.fwd.latest();
         let v = View {
             fib: &self.fib,
-            fwd: &fwd,
+            fwd: self.fwd.latest(),
         };
         dp.neigh_actions(v, t, &actions, tx);
     }

@@ -362,6 +362,57 @@ const IOAM: u8 = 0x31;
 /// The CALIPSO option (RFC 5570).
 const CALIPSO: u8 = 0x07;
 
+/// The fixed IPv6 header's next-header byte (RFC 8200 section 3).
+const IPV6_NEXT_HEADER_FIELD: usize = 6;
+
+/// The routing header type of Mobile IPv6 (RFC 6275), which the kernel processes at a node
+/// even with `accept_source_route` 0; every other type with segments left is refused there.
+const RH_TYPE_MOBILE: u8 = 2;
+
+/// ip6_input_finish's walk over the extension headers of an IPv6 packet for the router (`ip`
+/// from its fixed header, trimmed), before the upper layer sees it: a hop-by-hop header
+/// anywhere but first has no handler (parameter problem, unrecognized next header, pointing
+/// at the field that named it); a routing header with segments left of a type the router
+/// does not process (type 0 is deprecated, RFC 5095) is a parameter problem pointing at its
+/// type (ipv6_rthdr_rcv). A chain that cannot be read is a header error.
+pub fn local_headers6(ip: &[u8]) -> Result<(), Discard> {
+    let Ok(p) = ipv6::Packet::new_checked(ip) else {
+        return Err(DropReason::IpInhdr.into());
+    };
+    let payload = &ip[ipv6::HEADER_LEN..];
+    let mut chain = ipv6_ext::Chain::new(p.next_header(), payload);
+    // Where the field naming the next header is, from the IPv6 header's start: first the
+    // fixed header's.
+    let mut naming = IPV6_NEXT_HEADER_FIELD;
+    let param_problem = |code, pointer: usize, reason| {
+        Discard::with_icmp(
+            reason,
+            IcmpError::V6(Icmp6Error::ParamProblem {
+                code,
+                pointer: pointer as u32,
+            }),
+        )
+    };
+    for h in &mut chain {
+        let h = match h {
+            Ok(h) => h,
+            Err(_) if chain.end().protocol == ip_proto::HOP_BY_HOP => {
+                return Err(param_problem(1, naming, DropReason::UnhandledProto));
+            }
+            Err(_) => return Err(DropReason::IpInhdr.into()),
+        };
+        let at = ipv6::HEADER_LEN + h.offset;
+        if h.kind == ip_proto::IPV6_ROUTING {
+            let (rh_type, segments_left) = (h.bytes[2], h.bytes[3]);
+            if segments_left != 0 && rh_type != RH_TYPE_MOBILE {
+                return Err(param_problem(0, at + 2, DropReason::IpInhdr));
+            }
+        }
+        naming = at;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,55 +659,4 @@ mod tests {
         many.extend_from_slice(&[1, 2, 0, 0]);
         assert_eq!(hbh(&many).unwrap_err().reason, DropReason::IpInhdr);
     }
-}
-
-/// The fixed IPv6 header's next-header byte (RFC 8200 section 3).
-const IPV6_NEXT_HEADER_FIELD: usize = 6;
-
-/// The routing header type of Mobile IPv6 (RFC 6275), which the kernel processes at a node
-/// even with `accept_source_route` 0; every other type with segments left is refused there.
-const RH_TYPE_MOBILE: u8 = 2;
-
-/// ip6_input_finish's walk over the extension headers of an IPv6 packet for the router (`ip`
-/// from its fixed header, trimmed), before the upper layer sees it: a hop-by-hop header
-/// anywhere but first has no handler (parameter problem, unrecognized next header, pointing
-/// at the field that named it); a routing header with segments left of a type the router
-/// does not process (type 0 is deprecated, RFC 5095) is a parameter problem pointing at its
-/// type (ipv6_rthdr_rcv). A chain that cannot be read is a header error.
-pub fn local_headers6(ip: &[u8]) -> Result<(), Discard> {
-    let Ok(p) = ipv6::Packet::new_checked(ip) else {
-        return Err(DropReason::IpInhdr.into());
-    };
-    let payload = &ip[ipv6::HEADER_LEN..];
-    let mut chain = ipv6_ext::Chain::new(p.next_header(), payload);
-    // Where the field naming the next header is, from the IPv6 header's start: first the
-    // fixed header's.
-    let mut naming = IPV6_NEXT_HEADER_FIELD;
-    let param_problem = |code, pointer: usize, reason| {
-        Discard::with_icmp(
-            reason,
-            IcmpError::V6(Icmp6Error::ParamProblem {
-                code,
-                pointer: pointer as u32,
-            }),
-        )
-    };
-    for h in &mut chain {
-        let h = match h {
-            Ok(h) => h,
-            Err(_) if chain.end().protocol == ip_proto::HOP_BY_HOP => {
-                return Err(param_problem(1, naming, DropReason::UnhandledProto));
-            }
-            Err(_) => return Err(DropReason::IpInhdr.into()),
-        };
-        let at = ipv6::HEADER_LEN + h.offset;
-        if h.kind == ip_proto::IPV6_ROUTING {
-            let (rh_type, segments_left) = (h.bytes[2], h.bytes[3]);
-            if segments_left != 0 && rh_type != RH_TYPE_MOBILE {
-                return Err(param_problem(0, at + 2, DropReason::IpInhdr));
-            }
-        }
-        naming = at;
-    }
-    Ok(())
 }

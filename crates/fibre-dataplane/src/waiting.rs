@@ -57,6 +57,8 @@ pub struct Waiting {
     nodes: Vec<Node>,
     free_node: u32,
     max_queues: usize,
+    /// Packets held in all queues.
+    held: usize,
 }
 
 impl Waiting {
@@ -79,6 +81,7 @@ impl Waiting {
             nodes,
             free_node: if packets > 0 { 0 } else { NIL },
             max_queues: neighbours,
+            held: 0,
         }
     }
 
@@ -142,6 +145,7 @@ impl Waiting {
         }
         queue.tail = n;
         queue.len += 1;
+        self.held += 1;
         queue.newest_src = src;
         Ok(evicted)
     }
@@ -158,6 +162,7 @@ impl Waiting {
             queue.tail = NIL;
         }
         queue.len -= 1;
+        self.held -= 1;
         let buf = node.buf.take();
         node.next = self.free_node;
         self.free_node = n;
@@ -190,11 +195,7 @@ impl Waiting {
 
     /// How many packets wait in all.
     pub fn len(&self) -> usize {
-        self.queues
-            .iter()
-            .filter(|q| self.index.get(&q.key).is_some())
-            .map(|q| q.len as usize)
-            .sum()
+        self.held
     }
 
     pub fn is_empty(&self) -> bool {

@@ -196,7 +196,7 @@ proptest! {
             let f = frame(link, src, dst);
             {
                 let table = fwd.latest();
-                let v = View { fib: &fib, fwd: &table };
+                let v = View { fib: &fib, fwd: table };
                 dp.receive(v, now, &[(iif, &f)], &mut sent);
             }
             let mut actions = Vec::new();
