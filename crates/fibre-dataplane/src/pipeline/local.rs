@@ -1,0 +1,144 @@
+//! Packets for the router itself (ip_local_deliver, ip6_input_finish): echo requests
+//! answered, NDP handled, UDP answered as a closed port when no host stack is behind the
+//! router, the rest punted to the host.
+
+use core::net::IpAddr;
+
+use fibre_packet::Buf;
+use fibre_wire::checksum::PseudoHeader;
+use fibre_wire::consts::{icmpv6 as icmpv6_consts, ip_proto};
+use fibre_wire::{ethernet, icmpv6, ipv6, udp};
+
+use super::{ms_of_day, Dataplane, Tx, View, ORIGINATED_FLOW_LABEL};
+use crate::drop::DropReason;
+use crate::forward::Ipv4Options;
+use crate::icmp::{self, Icmp4Error, Icmp6Error, IcmpError, V4Reply};
+use crate::neigh::{self, OnLink};
+use crate::rx::{self, Meta};
+
+impl Dataplane {
+    /// Packets for the router itself: echo requests answered, ARP's IPv6 counterpart (NDP)
+    /// handled, the rest punted to the host.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn local(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        iif: u32,
+        buf: Buf,
+        meta: Meta,
+        broadcast: bool,
+        opts: &Ipv4Options,
+        tx: &mut dyn Tx,
+    ) {
+        let l3 = usize::from(meta.l3);
+        let l4 = usize::from(meta.l4) - l3;
+        if meta.fragment {
+            self.drop_received(iif, DropReason::FragNotReassembled);
+            self.pool.free(buf);
+            return;
+        }
+        if !meta.is_ipv4() {
+            let ip = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
+            if let Err(d) = rx::local_headers6(ip) {
+                return self.discard(v, now, iif, buf, &meta, d, true, opts, iif, tx);
+            }
+        }
+        let data = buf.data(&self.pool);
+        let ip = data.get(l3..).unwrap_or(&[]);
+        let out = &mut self.scratch[ethernet::HEADER_LEN..];
+        let answer = match (meta.src, meta.dst, meta.proto) {
+            (IpAddr::V4(src), IpAddr::V4(dst), ip_proto::ICMP) => {
+                self.next_ident = self.next_ident.wrapping_add(1);
+                let reply = V4Reply {
+                    src: dst,
+                    ident: self.next_ident,
+                    mtu: 0,
+                    options: *opts,
+                    now_ms: ms_of_day(now),
+                };
+                icmp::echo_reply_v4(ip, broadcast, &reply, out)
+                    .map(|n| (n, IpAddr::V4(src), IpAddr::V4(dst)))
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst), ip_proto::ICMPV6) => {
+                let kind = ip.get(l4).copied().unwrap_or(0);
+                if kind == icmpv6_consts::NEIGHBOR_SOLICIT || kind == icmpv6_consts::NEIGHBOR_ADVERT
+                {
+                    let p = ipv6::Packet::new_unchecked(ip);
+                    let msg = icmpv6::Packet::new_unchecked(&ip[l4..]);
+                    if msg.verify_checksum(src, dst).is_err() {
+                        self.drop_received(iif, DropReason::IcmpCsum);
+                        self.pool.free(buf);
+                        return;
+                    }
+                    let eth_src = ethernet::Frame::new_unchecked(data).src_addr().0;
+                    let mac = v.fib.link_mac(iif).unwrap_or_default();
+                    let link = OnLink {
+                        ifindex: iif,
+                        mac,
+                        l2: meta.l2,
+                    };
+                    let o = neigh::ndp_input(v.fib, link, eth_src, &p, &msg, &mut self.scratch[..]);
+                    self.pool.free(buf);
+                    self.neigh_outcome(iif, o, tx);
+                    return;
+                }
+                // A reply to a group or an anycast address comes from the address the route
+                // back selects (icmpv6_echo_reply without anycast_src_echo_reply).
+                let from = if dst.is_multicast() || !v.fib.is_own_addr6(&dst) {
+                    let back = v.fib.route_output(IpAddr::V6(src), None, 0).ok();
+                    let sel = back.and_then(|b| match b.prefsrc {
+                        Some(IpAddr::V6(a)) => Some(a),
+                        _ => v.fib.select_src6(Some(b.oif), &src),
+                    });
+                    sel.unwrap_or(dst)
+                } else {
+                    dst
+                };
+                icmp::echo_reply_v6(ip, l4, from, ORIGINATED_FLOW_LABEL, out)
+                    .map(|n| (n, IpAddr::V6(src), IpAddr::V6(from)))
+            }
+            (_, _, ip_proto::UDP) if !self.host && !broadcast && !meta.dst.is_multicast() => {
+                // No host stack behind the router: every port is closed (__udp4_lib_rcv and
+                // __udp6_lib_rcv without a socket): a datagram whose checksum verifies gets
+                // port unreachable.
+                let udp = udp::Packet::new_checked(ip.get(l4..).unwrap_or(&[]));
+                let pseudo = match (meta.src, meta.dst) {
+                    (IpAddr::V4(src), IpAddr::V4(dst)) => PseudoHeader::V4 { src, dst },
+                    (IpAddr::V6(src), IpAddr::V6(dst)) => PseudoHeader::V6 { src, dst },
+                    _ => unreachable!("one family per packet"),
+                };
+                let verified = udp.is_ok_and(|u| u.verify_checksum(&pseudo).is_ok());
+                if !verified {
+                    self.drop_received(iif, DropReason::UdpCsum);
+                    self.pool.free(buf);
+                    return;
+                }
+                let err = if meta.is_ipv4() {
+                    IcmpError::V4(Icmp4Error::PortUnreachable)
+                } else {
+                    IcmpError::V6(Icmp6Error::PortUnreachable)
+                };
+                self.counters.delivered += 1;
+                self.icmp_error(v, now, err, &buf, l3, meta.l2, true, opts, iif, tx);
+                self.pool.free(buf);
+                return;
+            }
+            _ => Ok((0, meta.src, meta.dst)),
+        };
+        self.pool.free(buf);
+        match answer {
+            Ok((0, _, _)) | Err(icmp::EchoError::NotSent(_)) => self.counters.punted += 1,
+            Ok((len, to, from)) => {
+                self.counters.delivered += 1;
+                self.counters.echo_replies += 1;
+                let Ok(back) = v.fib.route_output(to, Some(from), meta.tos) else {
+                    return;
+                };
+                let nh = back.gateway.unwrap_or(to);
+                self.originate(v, now, (back.oif, nh), from, len, tx);
+            }
+            Err(icmp::EchoError::Drop(r)) => self.drop_received(iif, r),
+        }
+    }
+}
