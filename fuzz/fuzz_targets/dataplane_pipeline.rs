@@ -3,7 +3,8 @@
 //! a0..d0 it comes in on), a time step byte (milliseconds), a 16-bit big-endian length and that
 //! many bytes. After every vector and the writer's turn, and after the neighbour timers have
 //! run out, no panic, every packet received is accounted for once (forwarded, delivered,
-//! punted or dropped), and only packets waiting for a neighbour hold a buffer.
+//! punted, dropped or taken into reassembly), and only packets waiting for a neighbour or in
+//! reassembly hold a buffer.
 #![no_main]
 
 use fibre_cli::online::{offline_fib, Backend};
@@ -25,10 +26,14 @@ fn check(dp: &Dataplane) {
     let c = dp.counters();
     assert_eq!(
         c.received,
-        c.forwarded + c.delivered + c.punted + c.dropped,
+        c.forwarded + c.delivered + c.punted + c.dropped + c.reasm_queued,
         "every packet has one fate: {c:?}"
     );
-    assert_eq!(dp.frames_held() as u64, c.waiting, "only waiting packets hold a frame");
+    assert_eq!(
+        dp.frames_held() as u64,
+        c.waiting + dp.reassembling() as u64,
+        "only waiting packets and packets in reassembly hold a frame"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -70,12 +75,13 @@ fuzz_target!(|data: &[u8]| {
         dp.neigh_actions(View { fib: &fib, fwd: table }, now, &actions, &mut Discard);
         check(&dp);
     }
-    while let Some(at) = fib.neigh_next_timer() {
+    while let Some(at) = [fib.neigh_next_timer(), dp.next_timer()].into_iter().flatten().min() {
         actions.clear();
         fib.neigh_timers(at, &mut actions);
         fwd.update(&fib);
-        let table = fwd.latest();
-        dp.neigh_actions(View { fib: &fib, fwd: table }, at, &actions, &mut Discard);
+        let v = View { fib: &fib, fwd: fwd.latest() };
+        dp.neigh_actions(v, at, &actions, &mut Discard);
+        dp.run_timers(v, at, &mut Discard);
         check(&dp);
     }
 });

@@ -114,10 +114,18 @@ struct Router {
 }
 
 impl Router {
-    /// Runs the neighbour timers due up to `until`, each at its own time.
+    /// Runs the timers due up to `until` (the FIB's neighbour timers and the data plane's
+    /// own), each at its own time.
     fn run_timers(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
         let mut actions = Vec::new();
-        while let Some(at) = self.fib.neigh_next_timer().filter(|at| *at <= until) {
+        loop {
+            let next = [self.fib.neigh_next_timer(), dp.next_timer()]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(at) = next.filter(|at| *at <= until) else {
+                break;
+            };
             tx.now = at;
             self.fib.neigh_timers(at, &mut actions);
             self.fwd.update(&self.fib);
@@ -126,6 +134,7 @@ impl Router {
                 fwd: self.fwd.latest(),
             };
             dp.neigh_actions(v, at, &actions, tx);
+            dp.run_timers(v, at, tx);
             actions.clear();
         }
     }
@@ -259,8 +268,8 @@ fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "received {} forwarded {} fragments {} delivered {} punted {} waiting {}",
-        c.received, c.forwarded, c.fragments, c.delivered, c.punted, c.waiting
+        "received {} forwarded {} fragments {} delivered {} punted {} reassembly {} waiting {}",
+        c.received, c.forwarded, c.fragments, c.delivered, c.punted, c.reasm_queued, c.waiting
     );
     let _ = writeln!(
         s,
@@ -316,12 +325,13 @@ fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"received\":{},\"forwarded\":{},\"fragments\":{},\"delivered\":{},\"punted\":{},\"waiting\":{},\"sent\":{{\"icmp_errors\":{},\"echo_replies\":{},\"neigh\":{},\"icmp_ratelimited\":{}}},\"dropped\":{{\"total\":{}",
+        "{{\"received\":{},\"forwarded\":{},\"fragments\":{},\"delivered\":{},\"punted\":{},\"reassembly\":{},\"waiting\":{},\"sent\":{{\"icmp_errors\":{},\"echo_replies\":{},\"neigh\":{},\"icmp_ratelimited\":{}}},\"dropped\":{{\"total\":{}",
         c.received,
         c.forwarded,
         c.fragments,
         c.delivered,
         c.punted,
+        c.reasm_queued,
         c.waiting,
         c.icmp_errors,
         c.echo_replies,

@@ -80,8 +80,9 @@ pub enum DropReason {
     InvalidProto,
     /// `IPV6_BAD_EXTHDR`: a malformed IPv6 extension header (hop-by-hop options).
     Ipv6BadExthdr,
-    /// A fragment for the router itself, which the kernel would reassemble (`ip_defrag`) and
-    /// fibre does not. No kernel reason of its own.
+    /// An IPv6 fragment for the router itself, which the kernel would reassemble
+    /// (`ipv6_frag_rcv`) and fibre does not (IPv4 fragments are: [`crate::reasm`]). No kernel
+    /// reason of its own.
     FragNotReassembled,
     /// `NOMEM`: no free buffer in the pool for a fragment or an ICMP error.
     Nomem,
@@ -99,6 +100,14 @@ pub enum DropReason {
     RejectRoute,
     /// `DEV_READY`: the egress link is down or has no carrier.
     DevReady,
+    /// `DUP_FRAG`: a fragment entirely inside bytes already queued for reassembly.
+    DupFrag,
+    /// `FRAG_REASM_TIMEOUT`: a packet in reassembly that did not arrive whole in time.
+    FragReasmTimeout,
+    /// A packet in reassembly given up (overlapping fragments, a length that disagrees,
+    /// beyond 65,535 bytes, or no room for another packet or fragment): the kernel counts it
+    /// as `IPSTATS_MIB_REASMFAILS` without a reason of its own.
+    FragReasmFailed,
     /// `UDP_CSUM`: a UDP datagram for the router whose checksum does not verify.
     UdpCsum,
     /// `IPV6_NDISC_HOP_LIMIT`: an NDP message whose hop limit is not 255 (it came from
@@ -117,7 +126,7 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`.
-    pub const ALL: [DropReason; 29] = [
+    pub const ALL: [DropReason; 32] = [
         DropReason::NotSpecified,
         DropReason::Otherhost,
         DropReason::UnhandledProto,
@@ -142,6 +151,9 @@ impl DropReason {
         DropReason::Blackhole,
         DropReason::RejectRoute,
         DropReason::DevReady,
+        DropReason::DupFrag,
+        DropReason::FragReasmTimeout,
+        DropReason::FragReasmFailed,
         DropReason::UdpCsum,
         DropReason::Ipv6NdiscHopLimit,
         DropReason::Ipv6NdiscBadCode,
@@ -185,6 +197,9 @@ impl DropReason {
             DropReason::Blackhole => "BLACKHOLE",
             DropReason::RejectRoute => "REJECT_ROUTE",
             DropReason::DevReady => "DEV_READY",
+            DropReason::DupFrag => "DUP_FRAG",
+            DropReason::FragReasmTimeout => "FRAG_REASM_TIMEOUT",
+            DropReason::FragReasmFailed => "FRAG_REASM_FAILED",
             DropReason::UdpCsum => "UDP_CSUM",
             DropReason::Ipv6NdiscHopLimit => "IPV6_NDISC_HOP_LIMIT",
             DropReason::Ipv6NdiscBadCode => "IPV6_NDISC_BAD_CODE",

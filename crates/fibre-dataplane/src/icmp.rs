@@ -60,6 +60,8 @@ const NR_ICMP_TYPES: u8 = 18;
 pub enum Icmp4Error {
     /// Time exceeded in transit (`ICMP_EXC_TTL`), from `ip_forward`.
     TimeExceeded,
+    /// Fragment reassembly time exceeded (`ICMP_EXC_FRAGTIME`), from `ip_expire`.
+    ReassemblyTimeExceeded,
     /// Net unreachable: no route (`ENETUNREACH` in `ip_error`).
     NetUnreachable,
     /// Host unreachable: an `unreachable` route (`EHOSTUNREACH`), a failed neighbour.
@@ -87,6 +89,9 @@ impl Icmp4Error {
         let unreach = |code| (icmp::DEST_UNREACHABLE, code, [0; 4]);
         match self {
             Icmp4Error::TimeExceeded => (icmp::TIME_EXCEEDED, icmp::time_exceeded::TTL, [0; 4]),
+            Icmp4Error::ReassemblyTimeExceeded => {
+                (icmp::TIME_EXCEEDED, icmp::time_exceeded::REASSEMBLY, [0; 4])
+            }
             Icmp4Error::NetUnreachable => unreach(unreach::NET),
             Icmp4Error::HostUnreachable => unreach(unreach::HOST),
             Icmp4Error::ProtoUnreachable => unreach(unreach::PROTOCOL),

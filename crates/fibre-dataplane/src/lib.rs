@@ -19,6 +19,7 @@ pub mod icmp;
 pub mod neigh;
 pub mod pipeline;
 pub mod ratelimit;
+pub mod reasm;
 pub mod rx;
 pub mod waiting;
 

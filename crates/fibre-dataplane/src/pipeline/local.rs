@@ -11,10 +11,11 @@ use fibre_wire::{ethernet, icmpv6, ipv6, udp};
 
 use super::{ms_of_day, Dataplane, Tx, View, ORIGINATED_FLOW_LABEL};
 use crate::drop::DropReason;
-use crate::forward::Ipv4Options;
+use crate::forward::{self, Ipv4Options};
 use crate::icmp::{self, Icmp4Error, Icmp6Error, IcmpError, V4Reply};
 use crate::neigh::{self, OnLink};
-use crate::rx::{self, Meta};
+use crate::reasm::Added;
+use crate::rx::{self, Meta, Rx};
 
 impl Dataplane {
     /// Packets for the router itself: echo requests answered, ARP's IPv6 counterpart (NDP)
@@ -34,9 +35,7 @@ impl Dataplane {
         let l3 = usize::from(meta.l3);
         let l4 = usize::from(meta.l4) - l3;
         if meta.fragment {
-            self.drop_received(iif, DropReason::FragNotReassembled);
-            self.pool.free(buf);
-            return;
+            return self.defragment(v, now, iif, buf, meta, broadcast, tx);
         }
         if !meta.is_ipv4() {
             let ip = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
@@ -140,5 +139,89 @@ impl Dataplane {
             }
             Err(icmp::EchoError::Drop(r)) => self.drop_received(iif, r),
         }
+    }
+
+    /// ip_defrag before local delivery: an IPv4 fragment joins its packet's queue; the
+    /// fragment that makes the packet whole delivers it (with the options of its first
+    /// fragment read again, as the kernel keeps them from the head). IPv6 fragments for the
+    /// router are not reassembled.
+    #[allow(clippy::too_many_arguments)]
+    fn defragment(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        iif: u32,
+        buf: Buf,
+        meta: Meta,
+        broadcast: bool,
+        tx: &mut dyn Tx,
+    ) {
+        if !meta.is_ipv4() {
+            self.drop_received(iif, DropReason::FragNotReassembled);
+            self.pool.free(buf);
+            return;
+        }
+        // The fragment's bytes pass through the scratch frame: the queue's buffer and the
+        // fragment's are both the pool's.
+        let len = buf.len().min(self.scratch.len());
+        self.scratch[..len].copy_from_slice(&buf.data(&self.pool)[..len]);
+        self.pool.free(buf);
+        let frame = &self.scratch[..len];
+        let added = self
+            .reasm
+            .add(&mut self.pool, now, iif, frame, usize::from(meta.l3));
+        match added {
+            Added::Queued => self.counters.reasm_queued += 1,
+            Added::Dropped(r) => self.drop_received(iif, r),
+            Added::Whole(whole) => {
+                let mac = ethernet::Frame::new_unchecked(whole.data(&self.pool)).dst_addr();
+                let Ok(Rx::Ip(meta)) = rx::receive(whole.data(&self.pool), mac) else {
+                    self.drop_received(iif, DropReason::FragReasmFailed);
+                    self.pool.free(whole);
+                    return;
+                };
+                let mut opts = Ipv4Options::default();
+                if meta.options {
+                    let l3 = usize::from(meta.l3);
+                    let IpAddr::V4(dst) = meta.dst else {
+                        unreachable!("IPv4 reassembly")
+                    };
+                    let ip = &mut whole.data_mut(&mut self.pool)[l3..];
+                    let stamps = |a| v.fib.addr_type4_on(0, a) != fibre_fib::RouteType::Unicast;
+                    if let Ok(o) = forward::compile_options(ip, dst, ms_of_day(now), stamps) {
+                        opts = o;
+                    }
+                }
+                self.local(v, now, iif, whole, meta, broadcast, &opts, tx);
+            }
+        }
+    }
+
+    /// ip_expire for the packets whose reassembly ran out of time by `now`: "fragment
+    /// reassembly time exceeded" quoting the first fragment, when it came.
+    pub(super) fn expire_reassembly(&mut self, v: View<'_>, now: u64, tx: &mut dyn Tx) {
+        let mut expired = std::mem::take(&mut self.flush);
+        self.reasm
+            .expire(&mut self.pool, now, |_, b, iif| expired.push((b, iif)));
+        for (b, iif) in expired.drain(..) {
+            self.drops.count(DropReason::FragReasmTimeout);
+            let meta_l2 = crate::rx::L2Class::Host;
+            let none = Ipv4Options::default();
+            let err = IcmpError::V4(Icmp4Error::ReassemblyTimeExceeded);
+            self.icmp_error(
+                v,
+                now,
+                err,
+                &b,
+                ethernet::HEADER_LEN,
+                meta_l2,
+                true,
+                &none,
+                iif,
+                tx,
+            );
+            self.pool.free(b);
+        }
+        self.flush = expired;
     }
 }

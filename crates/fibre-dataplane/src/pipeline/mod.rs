@@ -20,7 +20,9 @@
 //! received is accounted for exactly once when its vector ends: forwarded (handed to its
 //! neighbour: sent, or held until the neighbour resolves), delivered (answered or learnt
 //! from), punted to the host, or dropped before any of these (`received = forwarded +
-//! delivered + punted + dropped`, checked by the fuzz target). What happens to a packet after
+//! delivered + punted + dropped + reasm_queued`, checked by the fuzz target; a fragment taken
+//! into reassembly is `reasm_queued`, and the one that makes its packet whole counts as the
+//! packet's fate). What happens to a packet after
 //! it was forwarded (a full neighbour queue, a failed resolution) and to the packets the
 //! router makes (ICMP errors, echo replies, ARP and NDP) is counted under drop reasons and
 //! link counters, not again in that sum.
@@ -44,6 +46,7 @@ use crate::forward::{self, Ipv4Options};
 use crate::icmp::{Icmp4Error, Icmp6Error, IcmpError};
 use crate::neigh::{self, Learned, OnLink};
 use crate::ratelimit::{self, RateLimiter};
+use crate::reasm::Reassembly;
 use crate::rx::{self, L2Class, Meta, Rx};
 use crate::waiting::{Waiting, QUEUE_LEN};
 
@@ -51,6 +54,10 @@ mod errors;
 mod local;
 mod output;
 mod transit;
+
+/// Bytes of a large pool frame: the headroom, a link-layer header and the largest IPv4
+/// packet, which reassembly and the copies of packets outgrowing their frame need.
+const LARGE_FRAME: u32 = 66 * 1024;
 
 /// The most frames one call takes (VPP's and grout's vector size).
 pub const VECTOR: usize = 256;
@@ -101,7 +108,7 @@ impl Default for Config {
                 frames: 4096,
                 frame_size: 2048,
                 large_frames: 64,
-                large_frame_size: 16384,
+                large_frame_size: LARGE_FRAME,
                 headroom: fibre_packet::Headroom::default(),
             },
             waiting_neighbours: 1024,
@@ -141,6 +148,9 @@ pub struct Counters {
     /// For the router but not answered here: the host's (the real-I/O layer hands them to
     /// it; offline they end here).
     pub punted: u64,
+    /// IPv4 fragments for the router taken into reassembly (the one that makes a packet
+    /// whole is counted by the packet's own fate instead).
+    pub reasm_queued: u64,
     /// Received packets dropped before they were forwarded or delivered (drops after that,
     /// and of packets the router made, count only under their reason).
     pub dropped: u64,
@@ -195,6 +205,7 @@ pub struct Dataplane {
     counters: Counters,
     rate: RateLimiter,
     waiting: Waiting,
+    reasm: Reassembly,
     events: Vec<Event>,
     slots: Vec<Slot>,
     scratch: Box<[u8; SCRATCH]>,
@@ -222,6 +233,7 @@ impl Dataplane {
             counters: Counters::default(),
             rate: RateLimiter::new(cfg.ratelimit, cfg.ratelimit_peers),
             waiting: Waiting::new(cfg.waiting_neighbours, cfg.waiting_packets),
+            reasm: Reassembly::default(),
             events: Vec::with_capacity(EVENTS),
             slots: Vec::with_capacity(VECTOR),
             scratch: Box::new([0; SCRATCH]),
@@ -241,9 +253,26 @@ impl Dataplane {
     }
 
     /// Pool frames (base and large) held now. Between calls only packets waiting for a
-    /// neighbour hold one: `frames_held() == counters().waiting` (the fuzz target checks it).
+    /// neighbour and packets in reassembly hold one: `frames_held() == counters().waiting +
+    /// reassembling()` (the fuzz target checks it).
     pub fn frames_held(&self) -> usize {
         self.frames - self.pool.available() - self.pool.available_large()
+    }
+
+    /// Packets in IPv4 reassembly now.
+    pub fn reassembling(&self) -> usize {
+        self.reasm.len()
+    }
+
+    /// When the data plane's own next timer fires (a reassembly expiring), if one runs; the
+    /// caller runs [`Dataplane::run_timers`] then, as it runs the FIB's neighbour timers.
+    pub fn next_timer(&self) -> Option<u64> {
+        self.reasm.next_expiry()
+    }
+
+    /// Runs the data plane's timers due at `now`.
+    pub fn run_timers(&mut self, v: View<'_>, now: u64, tx: &mut dyn Tx) {
+        self.expire_reassembly(v, now, tx);
     }
 
     pub fn drops(&self) -> &DropCounters {
