@@ -45,6 +45,9 @@ const PUBLISH_EVERY: u64 = 100;
 /// never reach its rate. A router gives its writer and workers cores of their own.
 const GROUP_NICE: i32 = -10;
 
+/// The bar for the pipeline, nanoseconds per packet.
+const BAR_NS: f64 = 40.0;
+
 /// The clock the pipeline is given (nanoseconds): fixed, since nothing here expires.
 const NOW: u64 = 1_000_000_000;
 
@@ -520,6 +523,17 @@ fn report<A: Family>(rows: &[Row], mem: &Memory, kernel: Option<&KernelFigures>,
         "  (busy/idle: the idle rate over the rate with the writer at {} updates/s; the bar is >= 0.9x)",
         opts.update_rate
     );
+    for r in rows {
+        let verdict = if r.idle <= BAR_NS {
+            "met".to_owned()
+        } else {
+            format!("missed by {:.1}x", r.idle / BAR_NS)
+        };
+        println!(
+            "  {name}  bar <= {BAR_NS} ns/pkt, batch {:3}: {:.1} ns: {verdict} (the LPM alone: {:.1} ns)",
+            r.batch, r.idle, r.lpm
+        );
+    }
     if let Some(k) = kernel {
         println!(
             "\n  {name}  kernel: {} frames per run, {} runs, sender pinned to CPU {}",
