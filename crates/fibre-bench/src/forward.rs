@@ -36,9 +36,8 @@ use crate::{sys, BenchError};
 /// changes the standby copy replays) to a few MiB.
 const LOAD_CHUNK: usize = 65_536;
 
-/// Updates the writer publishes at once: one publish per millisecond at 100k updates/s, as a
-/// routing daemon's netlink batches would arrive.
-const PUBLISH_EVERY: u64 = 100;
+/// The share of the asked update rate a busy pass must reach to count.
+const AT_RATE: f64 = 0.95;
 
 /// The autogroup nice value the benchmark runs at (see `sys::GroupShare`): on a machine shared
 /// with other sessions' builds, the writer would otherwise wait for a CPU most of the time and
@@ -57,6 +56,8 @@ pub struct Options {
     pub batches: Vec<usize>,
     /// Route updates per second the writer applies during the busy passes.
     pub update_rate: u64,
+    /// Updates the writer publishes at once.
+    pub publish_every: u64,
     pub seed: u64,
     /// Whether to measure the kernel too (needs root and `ip netns`).
     pub kernel: bool,
@@ -271,14 +272,14 @@ struct WriterRun {
 }
 
 /// Applies route replaces at `rate` per second until `stop`: one publish per
-/// [`PUBLISH_EVERY`] updates, the forwarding objects updated after it. The standby copy
+/// `publish_every` updates, the forwarding objects updated after it. The standby copy
 /// catches up lazily, at the next batch's first change, by when the worker has left the
 /// vector it was in at the publish.
 fn writer<A: Family>(
     router: (&mut FibWriter, &mut FwdWriter),
     routes: &[Route<A>],
     out_if: u32,
-    rate: u64,
+    (rate, publish_every): (u64, u64),
     rng: &mut Rng,
     stop: &AtomicBool,
 ) -> WriterRun {
@@ -293,7 +294,7 @@ fn writer<A: Family>(
             std::thread::sleep(Duration::from_micros(100));
             continue;
         }
-        let n = (due - done).min(PUBLISH_EVERY);
+        let n = (due - done).min(publish_every);
         fib.with_standby(Fib::begin_batch);
         for _ in 0..n {
             let r = &routes[rng.below(routes.len())];
@@ -316,12 +317,32 @@ fn writer<A: Family>(
     }
 }
 
+/// One busy pass: the worker's nanoseconds per frame and what the writer did.
+struct Busy {
+    ns: f64,
+    rate: f64,
+    cpu: f64,
+    queued: f64,
+}
+
+/// One batch size's passes.
+#[derive(Default)]
+struct Samples {
+    idle: Vec<f64>,
+    lpm: Vec<f64>,
+    /// Busy passes where the writer kept its rate, and those where it fell short.
+    busy: Vec<Busy>,
+    busy_slow: Vec<Busy>,
+}
+
 /// One family's figures for one batch size (medians over the runs).
 struct Row {
     batch: usize,
     idle: f64,
     lpm: f64,
     busy: f64,
+    /// Busy passes in which the writer kept the rate (the busy figures are theirs, when any).
+    at_rate: usize,
     /// Updates per second the writer reached during the busy passes, and its CPU share.
     rate: f64,
     writer_cpu: f64,
@@ -341,12 +362,13 @@ struct Memory {
 pub fn run<A: Family + LpmFamily>(routes: &[Route<A>], opts: &Options) -> Result<(), BenchError> {
     let name = A::NAME;
     println!(
-        "\n== {name} forwarding: {} routes, {} frames of {FRAME_LEN} bytes, {} runs, batches {:?}, writer at {} updates/s ==",
+        "\n== {name} forwarding: {} routes, {} frames of {FRAME_LEN} bytes, {} runs, batches {:?}, writer at {} updates/s, {} per publish ==",
         routes.len(),
         opts.frames,
         opts.runs,
         opts.batches,
-        opts.update_rate
+        opts.update_rate,
+        opts.publish_every
     );
     println!("  {}", sys::uptime());
     let share = sys::GroupShare::raise(GROUP_NICE);
@@ -398,7 +420,7 @@ pub fn run<A: Family + LpmFamily>(routes: &[Route<A>], opts: &Options) -> Result
         .map(|f| (in_if, f))
         .collect();
     let lpm = A::lpm(routes)?;
-    let keys: Vec<A> = dsts.clone();
+    let keys = &dsts;
     let mut answers = vec![0u32; keys.len()];
     let mut dp = Dataplane::new(&Config::default())
         .map_err(|e| BenchError::Forward(format!("dataplane: {e:?}")))?;
@@ -417,7 +439,7 @@ pub fn run<A: Family + LpmFamily>(routes: &[Route<A>], opts: &Options) -> Result
         .filter(|r| !frames::own_subnet(r))
         .copied()
         .collect();
-    let mut samples: Vec<[Vec<f64>; 6]> = opts.batches.iter().map(|_| Default::default()).collect();
+    let mut samples: Vec<Samples> = opts.batches.iter().map(|_| Samples::default()).collect();
     for run in 0..opts.runs {
         for (bi, &batch) in opts.batches.iter().enumerate() {
             let idle = pipeline_pass(
@@ -441,7 +463,7 @@ pub fn run<A: Family + LpmFamily>(routes: &[Route<A>], opts: &Options) -> Result
             let (fib_r, fwd_r) = (&router.fib_reader, &router.fwd_reader);
             let (fib_w, fwd_w) = (&mut router.fib, &mut router.fwd);
             let out_if = router.out_if;
-            let rate = opts.update_rate;
+            let rate = (opts.update_rate, opts.publish_every);
             let (busy, w) = std::thread::scope(|s| {
                 let h =
                     s.spawn(|| writer((fib_w, fwd_w), &accepted, out_if, rate, &mut rng, &stop));
@@ -453,12 +475,21 @@ pub fn run<A: Family + LpmFamily>(routes: &[Route<A>], opts: &Options) -> Result
             let busy = busy?;
             let secs = w.wall.as_secs_f64();
             let s = &mut samples[bi];
-            s[0].push(idle);
-            s[1].push(lpm_ns);
-            s[2].push(busy);
-            s[3].push(w.updates as f64 / secs);
-            s[4].push(w.cpu.as_secs_f64() / secs);
-            s[5].push(w.queued.as_secs_f64() / secs);
+            s.idle.push(idle);
+            s.lpm.push(lpm_ns);
+            let reached = w.updates as f64 / secs;
+            let at_rate = reached >= AT_RATE * opts.update_rate as f64;
+            let busy_samples = if at_rate {
+                &mut s.busy
+            } else {
+                &mut s.busy_slow
+            };
+            busy_samples.push(Busy {
+                ns: busy,
+                rate: reached,
+                cpu: w.cpu.as_secs_f64() / secs,
+                queued: w.queued.as_secs_f64() / secs,
+            });
             eprintln!(
                 "  run {}/{} batch {batch}: pipeline {idle:.1} ns/frame, lpm {lpm_ns:.1} ns/addr, with updates {busy:.1} ns/frame ({:.0} updates/s, writer on a CPU {:.0}%, waiting for one {:.0}%); {}",
                 run + 1,
@@ -472,14 +503,23 @@ pub fn run<A: Family + LpmFamily>(routes: &[Route<A>], opts: &Options) -> Result
     }
     for (bi, &batch) in opts.batches.iter().enumerate() {
         let s = &samples[bi];
+        // Passes where the writer fell short of the rate (the machine's other tenants took
+        // its CPU) say nothing about the bar; they count only when no pass reached it.
+        let busy = if s.busy.is_empty() {
+            &s.busy_slow
+        } else {
+            &s.busy
+        };
+        let of = |f: fn(&Busy) -> f64| median(&busy.iter().map(f).collect::<Vec<_>>());
         rows.push(Row {
             batch,
-            idle: median(&s[0]),
-            lpm: median(&s[1]),
-            busy: median(&s[2]),
-            rate: median(&s[3]),
-            writer_cpu: median(&s[4]),
-            writer_queued: median(&s[5]),
+            idle: median(&s.idle),
+            lpm: median(&s.lpm),
+            busy: of(|b| b.ns),
+            at_rate: s.busy.len(),
+            rate: of(|b| b.rate),
+            writer_cpu: of(|b| b.cpu),
+            writer_queued: of(|b| b.queued),
             load: sys::loadavg(),
         });
     }
@@ -503,16 +543,18 @@ pub fn run<A: Family + LpmFamily>(routes: &[Route<A>], opts: &Options) -> Result
 fn report<A: Family>(rows: &[Row], mem: &Memory, kernel: Option<&KernelFigures>, opts: &Options) {
     let name = A::NAME;
     println!(
-        "\n  {name}  batch  pipeline ns/pkt  lpm ns/addr  +updates ns/pkt  busy/idle  updates/s  writer cpu  queued  load (1, 5, 15 min)"
+        "\n  {name}  batch  pipeline ns/pkt  lpm ns/addr  +updates ns/pkt  busy/idle  at rate  updates/s  writer cpu  queued  load (1, 5, 15 min)"
     );
     for r in rows {
         println!(
-            "  {name}  {:5}  {:15.1}  {:11.1}  {:15.1}  {:8.2}x  {:9.0}  {:9.0}%  {:5.0}%  {}",
+            "  {name}  {:5}  {:15.1}  {:11.1}  {:15.1}  {:8.2}x  {:3} of {:<2} {:9.0}  {:9.0}%  {:5.0}%  {}",
             r.batch,
             r.idle,
             r.lpm,
             r.busy,
             r.idle / r.busy,
+            r.at_rate,
+            opts.runs,
             r.rate,
             r.writer_cpu * 100.0,
             r.writer_queued * 100.0,
@@ -520,8 +562,9 @@ fn report<A: Family>(rows: &[Row], mem: &Memory, kernel: Option<&KernelFigures>,
         );
     }
     println!(
-        "  (busy/idle: the idle rate over the rate with the writer at {} updates/s; the bar is >= 0.9x)",
-        opts.update_rate
+        "  (busy/idle: the idle rate over the rate with the writer at {} updates/s, from the passes where it reached {:.0}% of that (\"at rate\"), else from all; the bar is >= 0.9x)",
+        opts.update_rate,
+        AT_RATE * 100.0
     );
     for r in rows {
         let verdict = if r.idle <= BAR_NS {

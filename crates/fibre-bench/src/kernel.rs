@@ -70,7 +70,7 @@ pub fn route_lines<A: Copy + PartialEq>(
     (text, routes.len() - skipped, skipped)
 }
 
-fn sh(args: &[&str]) -> Result<String, BenchError> {
+pub fn sh(args: &[&str]) -> Result<String, BenchError> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .stdin(Stdio::null())

@@ -35,11 +35,12 @@ use std::ffi::CString;
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::forward::Options;
 use crate::frames::{self, Family, FRAME_LEN};
+use crate::kernel;
 use crate::stats::{median, thread_cpu};
 use crate::table::Route;
 use crate::{sys, BenchError};
@@ -74,20 +75,11 @@ fn err(m: impl Into<String>) -> BenchError {
     BenchError::Kernel(m.into())
 }
 
+/// Runs `ip ARGS`, which must succeed; its output.
 fn ip(args: &[&str]) -> Result<String, BenchError> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| err(format!("ip {}: {e}", args.join(" "))))?;
-    if !out.status.success() {
-        return Err(err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let mut all = vec!["ip"];
+    all.extend_from_slice(args);
+    kernel::sh(&all)
 }
 
 fn mac(m: [u8; 6]) -> String {

@@ -6,7 +6,7 @@
 //! ```text
 //! fibre-bench [lookup|build|kernel|all|forward]... [-4|-6] [--addrs N] [--runs N] [--batch N]
 //!             [--build-runs N] [--updates N] [--seed N] [--only NAME,...]
-//!             [--frames N] [--batches N,...] [--update-rate N] [--no-kernel]
+//!             [--frames N] [--batches N,...] [--update-rate N] [--publish-every N] [--no-kernel]
 //! ```
 //! Every figure is printed beside the peer's with the ratio fibre/peer; every lookup answer is
 //! checked against a naive reference model before any figure is trusted.
@@ -79,7 +79,7 @@ impl fmt::Display for BenchError {
 const USAGE: &str =
     "usage: fibre-bench [lookup|build|kernel|all|forward]... [-4|-6] [--addrs N] [--runs N] \
 [--batch N] [--build-runs N] [--updates N] [--seed N] [--only fibre,rte_fib,...] \
-[--frames N] [--batches N,...] [--update-rate N] [--no-kernel]";
+[--frames N] [--batches N,...] [--update-rate N] [--publish-every N] [--no-kernel]";
 
 /// Addresses per lookup set: 2^21 keeps a set (8 MiB of IPv4 keys, 48 MiB of IPv6 keys and
 /// results) far beyond the caches, so lookups cannot be served from cached answers, while a pass
@@ -102,6 +102,9 @@ const DEFAULT_FORWARD_RUNS: usize = 5;
 const DEFAULT_BATCHES: [usize; 3] = [32, 64, 256];
 /// The issue's update rate for the writer.
 const DEFAULT_UPDATE_RATE: u64 = 100_000;
+/// Updates per publish: one publish per millisecond at 100k updates/s, as a routing daemon's
+/// netlink batches would arrive.
+const DEFAULT_PUBLISH_EVERY: usize = 100;
 
 struct Args {
     lookup: bool,
@@ -142,6 +145,7 @@ fn parse_args() -> Result<Args, BenchError> {
             runs: DEFAULT_FORWARD_RUNS,
             batches: DEFAULT_BATCHES.to_vec(),
             update_rate: DEFAULT_UPDATE_RATE,
+            publish_every: DEFAULT_PUBLISH_EVERY as u64,
             seed: DEFAULT_SEED,
             kernel: true,
         },
@@ -173,6 +177,7 @@ fn parse_args() -> Result<Args, BenchError> {
             }
             "--frames" => args.forward_opts.frames = num("--frames")?,
             "--update-rate" => args.forward_opts.update_rate = num("--update-rate")? as u64,
+            "--publish-every" => args.forward_opts.publish_every = num("--publish-every")? as u64,
             "--no-kernel" => args.forward_opts.kernel = false,
             "--batches" => {
                 let list = it
