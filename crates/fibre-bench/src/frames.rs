@@ -23,7 +23,7 @@ pub const FRAME_LEN: usize = 64;
 
 /// The router's links: input, and output towards the gateways (as in `kernel.rs`).
 pub const IN_DEV: &str = "fbi0";
-pub const OUT_DEV: &str = "fbk0";
+pub const OUT_DEV: &str = kernel::DEV;
 /// Their peers' names in the kernel benchmark's sender namespace.
 pub const IN_PEER: &str = "fbi1";
 pub const OUT_PEER: &str = "fbk1";

@@ -22,7 +22,7 @@ use crate::stats::children_cpu;
 use crate::table::{Route, Table};
 use crate::BenchError;
 
-const DEV: &str = "fbk0";
+pub const DEV: &str = "fbk0";
 const PEER_DEV: &str = "fbk1";
 pub const NET4: (u32, u8) = (0x0aff_0000, 24);
 const ADDR4: &str = "10.255.0.1/24";
