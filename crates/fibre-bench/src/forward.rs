@@ -272,8 +272,8 @@ struct WriterRun {
 
 /// Applies route replaces at `rate` per second until `stop`: one publish per
 /// `publish_every` updates, the forwarding objects updated after it. The standby copy
-/// catches up lazily, at the next batch's first change, by when the worker has left the
-/// vector it was in at the publish.
+/// catches up lazily, at the next batch's first change (`with_standby`), which first waits
+/// for the worker to leave the copy it was reading at the publish.
 fn writer<A: Family>(
     router: (&mut FibWriter, &mut FwdWriter),
     routes: &[Route<A>],
