@@ -22,17 +22,17 @@ use crate::stats::children_cpu;
 use crate::table::{Route, Table};
 use crate::BenchError;
 
-const DEV: &str = "fbk0";
+pub const DEV: &str = "fbk0";
 const PEER_DEV: &str = "fbk1";
-const NET4: (u32, u8) = (0x0aff_0000, 24);
+pub const NET4: (u32, u8) = (0x0aff_0000, 24);
 const ADDR4: &str = "10.255.0.1/24";
 /// fibre's `address add` arguments matching the namespace's set-up.
 const FIBRE_ADDR4: &str = "10.255.0.1/24 dev fbk0";
-const NET6: (u128, u8) = (0xfd00_00fb_u128 << 96, 64);
+pub const NET6: (u128, u8) = (0xfd00_00fb_u128 << 96, 64);
 const ADDR6: &str = "fd00:fb::1/64";
 const FIBRE_ADDR6: &str = "fd00:fb::1/64 dev fbk0 nodad";
 
-fn v4_line(out: &mut String, r: &Route<u32>) {
+pub fn v4_line(out: &mut String, r: &Route<u32>) {
     let p = std::net::Ipv4Addr::from(r.prefix);
     let _ = writeln!(
         out,
@@ -42,7 +42,7 @@ fn v4_line(out: &mut String, r: &Route<u32>) {
     );
 }
 
-fn v6_line(out: &mut String, r: &Route<u128>) {
+pub fn v6_line(out: &mut String, r: &Route<u128>) {
     let p = std::net::Ipv6Addr::from(r.prefix);
     let _ = writeln!(
         out,
@@ -53,7 +53,7 @@ fn v6_line(out: &mut String, r: &Route<u128>) {
 }
 
 /// The route lines of one family; returns the text, the line count and the routes left out.
-fn route_lines<A: Copy + PartialEq>(
+pub fn route_lines<A: Copy + PartialEq>(
     routes: &[Route<A>],
     net: (A, u8),
     line: fn(&mut String, &Route<A>),
@@ -70,7 +70,7 @@ fn route_lines<A: Copy + PartialEq>(
     (text, routes.len() - skipped, skipped)
 }
 
-fn sh(args: &[&str]) -> Result<String, BenchError> {
+pub fn sh(args: &[&str]) -> Result<String, BenchError> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .stdin(Stdio::null())

@@ -1,10 +1,12 @@
 //! fibre-bench: fibre's longest-prefix-match structures side by side with DPDK's (rte_lpm,
-//! rte_fib, rte_lpm6, rte_fib6; cargo feature `dpdk`) and with the Linux kernel, on the real
-//! 2026 Internet table (`../shared/data/rib-2026-06.tsv.gz`, see crates/fibre-bench/README.md).
+//! rte_fib, rte_lpm6, rte_fib6; cargo feature `dpdk`) and with the Linux kernel, and fibre's
+//! forwarding pipeline beside the kernel's forwarding, on the real 2026 Internet table
+//! (`../shared/data/rib-2026-06.tsv.gz`, see crates/fibre-bench/README.md).
 //!
 //! ```text
-//! fibre-bench [lookup|build|kernel|all]... [-4|-6] [--addrs N] [--runs N] [--batch N]
+//! fibre-bench [lookup|build|kernel|all|forward]... [-4|-6] [--addrs N] [--runs N] [--batch N]
 //!             [--build-runs N] [--updates N] [--seed N] [--only NAME,...]
+//!             [--frames N] [--batches N,...] [--update-rate N] [--publish-every N] [--no-kernel]
 //! ```
 //! Every figure is printed beside the peer's with the ratio fibre/peer; every lookup answer is
 //! checked against a naive reference model before any figure is trusted.
@@ -13,12 +15,16 @@ mod addrs;
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod fibre;
+mod forward;
+mod frames;
 mod kernel;
+mod kforward;
 mod load;
 mod lookup;
 mod peer;
 mod reference;
 mod stats;
+mod sys;
 mod table;
 mod update;
 
@@ -26,6 +32,7 @@ use std::fmt;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use fibre_dataplane::pipeline::VECTOR;
 use peer::{Maker, UpdateError};
 
 /// A lookup's answer when no route matches (fibre_lpm's `NO_ROUTE`).
@@ -50,6 +57,7 @@ pub enum BenchError {
         first: String,
     },
     Kernel(String),
+    Forward(String),
 }
 
 impl fmt::Display for BenchError {
@@ -63,13 +71,15 @@ impl fmt::Display for BenchError {
                 "{peer} disagrees with the reference model on {count} addresses ({what}); first: {first}"
             ),
             BenchError::Kernel(m) => write!(f, "kernel benchmark: {m}"),
+            BenchError::Forward(m) => write!(f, "forwarding benchmark: {m}"),
         }
     }
 }
 
 const USAGE: &str =
-    "usage: fibre-bench [lookup|build|kernel|all]... [-4|-6] [--addrs N] [--runs N] \
-[--batch N] [--build-runs N] [--updates N] [--seed N] [--only fibre,rte_fib,...]";
+    "usage: fibre-bench [lookup|build|kernel|all|forward]... [-4|-6] [--addrs N] [--runs N] \
+[--batch N] [--build-runs N] [--updates N] [--seed N] [--only fibre,rte_fib,...] \
+[--frames N] [--batches N,...] [--update-rate N] [--publish-every N] [--no-kernel]";
 
 /// Addresses per lookup set: 2^21 keeps a set (8 MiB of IPv4 keys, 48 MiB of IPv6 keys and
 /// results) far beyond the caches, so lookups cannot be served from cached answers, while a pass
@@ -82,17 +92,32 @@ const DEFAULT_BATCH: usize = 64;
 const DEFAULT_BUILD_RUNS: usize = 3;
 const DEFAULT_UPDATES: usize = 10_000;
 const DEFAULT_SEED: u64 = 0x00f1_b4e0;
+/// Frames per forwarding pass: 64 MiB of frames to as many destinations, far beyond the
+/// caches, and a pass of about a second at the kernel's speed.
+const DEFAULT_FRAMES: usize = 1 << 20;
+/// Timed forwarding runs (each runs every batch size idle, the LPM alone, and with the
+/// writer; the kernel's forwarded and baseline passes).
+const DEFAULT_FORWARD_RUNS: usize = 5;
+/// The issue's batch sizes (VPP's and DPDK's customary vectors).
+const DEFAULT_BATCHES: [usize; 3] = [32, 64, 256];
+/// The issue's update rate for the writer.
+const DEFAULT_UPDATE_RATE: u64 = 100_000;
+/// Updates per publish: one publish per millisecond at 100k updates/s, as a routing daemon's
+/// netlink batches would arrive.
+const DEFAULT_PUBLISH_EVERY: usize = 100;
 
 struct Args {
     lookup: bool,
     build: bool,
     kernel: bool,
+    forward: bool,
     v4: bool,
     v6: bool,
     /// Structures to run (by name), when not all.
     only: Option<Vec<String>>,
     lookup_opts: lookup::Options,
     update_opts: update::Options,
+    forward_opts: forward::Options,
 }
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -100,6 +125,7 @@ fn parse_args() -> Result<Args, BenchError> {
         lookup: false,
         build: false,
         kernel: false,
+        forward: false,
         v4: true,
         v6: true,
         only: None,
@@ -113,6 +139,15 @@ fn parse_args() -> Result<Args, BenchError> {
             builds: DEFAULT_BUILD_RUNS,
             updates: DEFAULT_UPDATES,
             seed: DEFAULT_SEED,
+        },
+        forward_opts: forward::Options {
+            frames: DEFAULT_FRAMES,
+            runs: DEFAULT_FORWARD_RUNS,
+            batches: DEFAULT_BATCHES.to_vec(),
+            update_rate: DEFAULT_UPDATE_RATE,
+            publish_every: DEFAULT_PUBLISH_EVERY as u64,
+            seed: DEFAULT_SEED,
+            kernel: true,
         },
     };
     let mut it = std::env::args().skip(1);
@@ -128,13 +163,34 @@ fn parse_args() -> Result<Args, BenchError> {
             "lookup" => (args.lookup, any) = (true, true),
             "build" => (args.build, any) = (true, true),
             "kernel" => (args.kernel, any) = (true, true),
+            "forward" => (args.forward, any) = (true, true),
             "all" => {
                 (args.lookup, args.build, args.kernel, any) = (true, true, true, true);
             }
             "-4" => (args.v4, args.v6) = (true, false),
             "-6" => (args.v4, args.v6) = (false, true),
             "--addrs" => args.lookup_opts.addrs = num("--addrs")?,
-            "--runs" => args.lookup_opts.runs = num("--runs")?,
+            "--runs" => {
+                let n = num("--runs")?;
+                args.lookup_opts.runs = n;
+                args.forward_opts.runs = n;
+            }
+            "--frames" => args.forward_opts.frames = num("--frames")?,
+            "--update-rate" => args.forward_opts.update_rate = num("--update-rate")? as u64,
+            "--publish-every" => args.forward_opts.publish_every = num("--publish-every")? as u64,
+            "--no-kernel" => args.forward_opts.kernel = false,
+            "--batches" => {
+                let list = it
+                    .next()
+                    .ok_or_else(|| BenchError::Usage("--batches needs sizes".into()))?;
+                let sizes: Option<Vec<usize>> = list
+                    .split(',')
+                    .map(|b| b.parse().ok().filter(|&b| b > 0 && b <= VECTOR))
+                    .collect();
+                args.forward_opts.batches = sizes.ok_or_else(|| {
+                    BenchError::Usage(format!("--batches needs sizes from 1 to {VECTOR}"))
+                })?;
+            }
             "--batch" => args.lookup_opts.batch = num("--batch")?,
             "--build-runs" => args.update_opts.builds = num("--build-runs")?,
             "--updates" => args.update_opts.updates = num("--updates")?,
@@ -142,6 +198,7 @@ fn parse_args() -> Result<Args, BenchError> {
                 let s = num("--seed")? as u64;
                 args.lookup_opts.seed = s;
                 args.update_opts.seed = s;
+                args.forward_opts.seed = s;
             }
             "--only" => {
                 let list = it
@@ -240,6 +297,14 @@ fn run(args: &Args, table: &table::Table) -> Result<(), BenchError> {
     }
     if args.kernel {
         kernel::run(table, args.v4, args.v6, kernel::fibre_binary().as_deref())?;
+    }
+    if args.forward {
+        if args.v4 {
+            forward::run(&table.v4, &args.forward_opts)?;
+        }
+        if args.v6 {
+            forward::run(&table.v6, &args.forward_opts)?;
+        }
     }
     Ok(())
 }
