@@ -16,67 +16,36 @@ use crate::icmp::{self, IcmpError, V4Reply, V6Reply};
 use crate::ratelimit::{Global, RateLimiter};
 use crate::rx::L2Class;
 
+/// The packet an error is about (from its IP header on).
+pub(super) enum Quote<'a> {
+    /// In a pool buffer, at this offset.
+    Held(&'a Buf, usize),
+    /// Still in the received frame.
+    Frame(&'a [u8]),
+}
+
 impl Dataplane {
-    /// icmp_send / icmp6_send about the IP packet at `l3` in `buf` (see [`icmp_error`]).
-    #[allow(clippy::too_many_arguments)]
+    /// icmp_send / icmp6_send about a packet (see [`icmp_error`]), sent as a packet the
+    /// router made.
     pub(super) fn icmp_error(
         &mut self,
         v: View<'_>,
         now: u64,
-        err: IcmpError,
-        buf: &Buf,
-        l3: usize,
-        l2: L2Class,
-        local_dst: bool,
-        opts: &Ipv4Options,
-        dev: u32,
+        why: &Why,
+        quote: Quote,
         tx: &mut dyn Tx,
     ) {
-        let orig = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
+        let orig = match quote {
+            Quote::Held(buf, l3) => buf.data(&self.pool).get(l3..).unwrap_or(&[]),
+            Quote::Frame(f) => f,
+        };
         let mut o = Originating {
             rate: &mut self.rate,
             counters: &mut self.counters,
             next_ident: &mut self.next_ident,
         };
         let out = &mut self.scratch[ethernet::HEADER_LEN..];
-        let why = Why {
-            err,
-            l2,
-            local_dst,
-            opts,
-            dev,
-        };
-        if let Some((len, route, from)) = icmp_error(v.fib, now, &why, orig, &mut o, out) {
-            self.originate(v, now, route, from, len, tx);
-        }
-    }
-
-    /// The same about a packet still in the received frame (receive checks' errors).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn icmp_error_frame(
-        &mut self,
-        v: View<'_>,
-        now: u64,
-        err: IcmpError,
-        orig: &[u8],
-        l2: L2Class,
-        dev: u32,
-        tx: &mut dyn Tx,
-    ) {
-        let mut o = Originating {
-            rate: &mut self.rate,
-            counters: &mut self.counters,
-            next_ident: &mut self.next_ident,
-        };
-        let out = &mut self.scratch[ethernet::HEADER_LEN..];
-        let why = Why {
-            err,
-            l2,
-            local_dst: false,
-            opts: &Ipv4Options::default(),
-            dev,
-        };
-        if let Some((len, route, from)) = icmp_error(v.fib, now, &why, orig, &mut o, out) {
+        if let Some((len, route, from)) = icmp_error(v.fib, now, why, orig, &mut o, out) {
             self.originate(v, now, route, from, len, tx);
         }
     }
@@ -85,14 +54,14 @@ impl Dataplane {
 /// An ICMP error to send, and what the kernel knows of the packet it is about: how its
 /// frame came in, whether it was for the router, and its IPv4 options (echoed in the error).
 #[derive(Clone, Copy)]
-struct Why<'a> {
-    err: IcmpError,
-    l2: L2Class,
-    local_dst: bool,
-    opts: &'a Ipv4Options,
+pub(super) struct Why<'a> {
+    pub err: IcmpError,
+    pub l2: L2Class,
+    pub local_dst: bool,
+    pub opts: &'a Ipv4Options,
     /// The link the packet came in on (0 for one the router made): IPv6 answers from the
     /// address this link would use towards the sender.
-    dev: u32,
+    pub dev: u32,
 }
 
 /// What building a packet the router originates changes in the worker's state.

@@ -9,6 +9,7 @@ use fibre_wire::checksum::PseudoHeader;
 use fibre_wire::consts::{icmpv6 as icmpv6_consts, ip_proto};
 use fibre_wire::{ethernet, icmpv6, ipv6, udp};
 
+use super::errors::{Quote, Why};
 use super::{ms_of_day, Dataplane, Tx, View, ORIGINATED_FLOW_LABEL};
 use crate::drop::DropReason;
 use crate::forward::{self, Ipv4Options};
@@ -119,7 +120,19 @@ impl Dataplane {
                     IcmpError::V6(Icmp6Error::PortUnreachable)
                 };
                 self.counters.delivered += 1;
-                self.icmp_error(v, now, err, &buf, l3, meta.l2, true, opts, iif, tx);
+                self.icmp_error(
+                    v,
+                    now,
+                    &Why {
+                        err,
+                        l2: meta.l2,
+                        local_dst: true,
+                        opts,
+                        dev: iif,
+                    },
+                    Quote::Held(&buf, l3),
+                    tx,
+                );
                 self.pool.free(buf);
                 return;
             }
@@ -208,18 +221,14 @@ impl Dataplane {
             let meta_l2 = crate::rx::L2Class::Host;
             let none = Ipv4Options::default();
             let err = IcmpError::V4(Icmp4Error::ReassemblyTimeExceeded);
-            self.icmp_error(
-                v,
-                now,
+            let why = Why {
                 err,
-                &b,
-                ethernet::HEADER_LEN,
-                meta_l2,
-                true,
-                &none,
-                iif,
-                tx,
-            );
+                l2: meta_l2,
+                local_dst: true,
+                opts: &none,
+                dev: iif,
+            };
+            self.icmp_error(v, now, &why, Quote::Held(&b, ethernet::HEADER_LEN), tx);
             self.pool.free(b);
         }
         self.flush = expired;

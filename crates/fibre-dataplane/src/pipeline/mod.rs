@@ -51,6 +51,7 @@ use crate::rx::{self, L2Class, Meta, Rx};
 use crate::waiting::{Waiting, QUEUE_LEN};
 
 mod errors;
+use errors::{Quote, Why};
 mod local;
 mod output;
 mod transit;
@@ -372,7 +373,14 @@ impl Dataplane {
                     // parameter problem): the packet is past its link-layer header and tags.
                     let (l3, l2) = ip_start(frame, mac);
                     let orig = frame.get(l3..).unwrap_or(&[]);
-                    self.icmp_error_frame(v, now, e, orig, l2, iif, tx);
+                    let why = Why {
+                        err: e,
+                        l2,
+                        local_dst: false,
+                        opts: &Ipv4Options::default(),
+                        dev: iif,
+                    };
+                    self.icmp_error(v, now, &why, Quote::Frame(orig), tx);
                 }
                 self.drop_received(iif, d.reason);
                 return;
@@ -486,7 +494,14 @@ impl Dataplane {
                         _ => true,
                     };
                     if allowed {
-                        self.icmp_error(v, now, e, &buf, l3, meta.l2, false, &opts, iif, tx);
+                        let why = Why {
+                            err: e,
+                            l2: meta.l2,
+                            local_dst: false,
+                            opts: &opts,
+                            dev: iif,
+                        };
+                        self.icmp_error(v, now, &why, Quote::Held(&buf, l3), tx);
                     }
                 }
                 self.drop_received(iif, reason);
@@ -518,7 +533,14 @@ impl Dataplane {
     ) {
         if let Some(e) = d.icmp {
             let l3 = usize::from(meta.l3);
-            self.icmp_error(v, now, e, &buf, l3, meta.l2, local, opts, dev, tx);
+            let why = Why {
+                err: e,
+                l2: meta.l2,
+                local_dst: local,
+                opts,
+                dev,
+            };
+            self.icmp_error(v, now, &why, Quote::Held(&buf, l3), tx);
         }
         self.drop_received(iif, d.reason);
         self.pool.free(buf);

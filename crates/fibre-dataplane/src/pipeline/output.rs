@@ -10,6 +10,7 @@ use fibre_fwd::{AdjIdx, FwdTable, NeighState, REWRITE_LEN};
 use fibre_packet::Buf;
 use fibre_wire::ethernet;
 
+use super::errors::{Quote, Why};
 use super::{transmit, Dataplane, Event, Hop, Tx, View};
 use crate::drop::DropReason;
 use crate::forward::Ipv4Options;
@@ -193,7 +194,14 @@ impl Dataplane {
                         // The options such a packet had were read when it came in; the held
                         // copy does not keep them, so the error echoes none.
                         let none = Ipv4Options::default();
-                        self.icmp_error(v, now, err, &b, 0, L2Class::Host, false, &none, iif, tx);
+                        let why = Why {
+                            err,
+                            l2: L2Class::Host,
+                            local_dst: false,
+                            opts: &none,
+                            dev: iif,
+                        };
+                        self.icmp_error(v, now, &why, Quote::Held(&b, 0), tx);
                         self.drop_packet(ifindex, DropReason::NeighFailed);
                         self.pool.free(b);
                     }

@@ -7,6 +7,7 @@ use fibre_fib::ForwardRoute;
 use fibre_packet::Buf;
 use fibre_wire::ethernet;
 
+use super::errors::{Quote, Why};
 use super::{Dataplane, Hop, Tx, View};
 use crate::forward::{self, Ipv4Options, V4Route, V6Route};
 use crate::icmp::{Icmp4Error, IcmpError};
@@ -51,7 +52,14 @@ impl Dataplane {
                             IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
                         };
                         let e = IcmpError::V4(Icmp4Error::RedirectHost { gateway: gw });
-                        self.icmp_error(v, now, e, &buf, l3, meta.l2, false, opts, iif, tx);
+                        let why = Why {
+                            err: e,
+                            l2: meta.l2,
+                            local_dst: false,
+                            opts,
+                            dev: iif,
+                        };
+                        self.icmp_error(v, now, &why, Quote::Held(&buf, l3), tx);
                     }
                 }
             }

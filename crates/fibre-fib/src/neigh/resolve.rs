@@ -389,36 +389,14 @@ impl Fib {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{iff, Address, Link, LinkKind, ReqFlags};
+    use crate::types::ReqFlags;
 
     const NS: u64 = SECOND;
 
     fn fib() -> (Fib, u32) {
         let mut fib = Fib::default();
-        let l = Link {
-            ifname: Some("d0".into()),
-            kind: Some(LinkKind::Dummy),
-            flags: iff::UP,
-            change: iff::UP,
-            ..Link::default()
-        };
-        fib.link_new(&l, ReqFlags::ADD).unwrap();
-        let d0 = fib.link_index("d0").unwrap();
-        let a = Address {
-            family: Family::Inet,
-            prefixlen: 24,
-            flags: 0,
-            scope: 0,
-            ifindex: d0,
-            local: Some("10.0.1.1".parse().unwrap()),
-            address: Some("10.0.1.1".parse().unwrap()),
-            broadcast: None,
-            label: None,
-            metric: None,
-            valid_lft: None,
-            preferred_lft: None,
-        };
-        fib.addr_new(&a, ReqFlags::ADD).unwrap();
+        let d0 = crate::build::link(&mut fib, "d0", [2, 0, 0, 0, 0, 1]);
+        crate::build::addr(&mut fib, d0, "10.0.1.1", 24);
         (fib, d0)
     }
 
