@@ -130,7 +130,20 @@ struct Compiled {
     pending: Vec<(Key, Option<u32>)>,
 }
 
-/// Winners per segment: 64 KiB of `(Key, Entry)` (the first grows to it from nothing).
+/// What a compiled value stands for: the key and the entry a plain flow stops at, and whether
+/// that entry is the key's only one (then no flow preference among the key's entries, such as
+/// IPv6's preference for routes through the flow's oif, can choose another).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Winner {
+    pub key: Key,
+    pub entry: Entry,
+    pub alone: bool,
+}
+
+/// The most addresses [`Table::fast_values`] takes at once.
+pub(crate) const FAST_BATCH: usize = 64;
+
+/// Winners per segment: 64 KiB of [`Winner`] (the first grows to it from nothing).
 const WINNER_SEGMENT: usize = 1024;
 
 /// The compiled values' meanings, indexed by value: a vector in fixed segments, so that
@@ -138,12 +151,12 @@ const WINNER_SEGMENT: usize = 1024;
 /// doubling `Vec` would copy and re-fault tens of megabytes on the way).
 #[derive(Debug, Default)]
 struct Winners {
-    segments: Vec<Vec<(Key, Entry)>>,
+    segments: Vec<Vec<Winner>>,
 }
 
 impl Winners {
     #[inline]
-    fn get(&self, i: u32) -> Option<(Key, Entry)> {
+    fn get(&self, i: u32) -> Option<Winner> {
         let i = i as usize;
         self.segments
             .get(i / WINNER_SEGMENT)?
@@ -152,13 +165,13 @@ impl Winners {
     }
 
     /// The winner `i`, which must have been pushed.
-    fn get_mut(&mut self, i: u32) -> &mut (Key, Entry) {
+    fn get_mut(&mut self, i: u32) -> &mut Winner {
         let i = i as usize;
         &mut self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT]
     }
 
     /// Appends `w`; returns its index.
-    fn push(&mut self, w: (Key, Entry)) -> u32 {
+    fn push(&mut self, w: Winner) -> u32 {
         if self
             .segments
             .last()
@@ -184,24 +197,25 @@ impl Compiled {
     fn apply(&mut self, key: Key, slot: &mut Slot, w: Option<Entry>, special: u32) {
         self.special_entries = self.special_entries - slot.special + special;
         slot.special = special;
-        match (w, slot.fast) {
+        let alone = slot.entries.len() == 1;
+        match (w.map(|entry| Winner { key, entry, alone }), slot.fast) {
             (None, NO_SLOT) => {}
             (None, i) => {
                 slot.fast = NO_SLOT;
                 self.drop(&key, i);
             }
-            (Some(e), NO_SLOT) => {
+            (Some(w), NO_SLOT) => {
                 let i = match self.free_winners.pop() {
                     Some(i) => {
-                        *self.winners.get_mut(i) = (key, e);
+                        *self.winners.get_mut(i) = w;
                         i
                     }
-                    None => self.winners.push((key, e)),
+                    None => self.winners.push(w),
                 };
                 slot.fast = i;
                 self.pending.push((key, Some(i)));
             }
-            (Some(e), i) => *self.winners.get_mut(i) = (key, e),
+            (Some(w), i) => *self.winners.get_mut(i) = w,
         }
     }
 
@@ -594,6 +608,50 @@ impl Table {
             Fast::V4(l) => l.lookup(addr as u32),
             Fast::V6(l) => l.lookup(addr),
         }?;
+        self.compiled.winners.get(v).map(|w| (w.key, w.entry))
+    }
+
+    /// [`Table::fast_lookup`] for a batch: the compiled value of each address of `addrs` into
+    /// the same place of `out` ([`fibre_lpm::NO_ROUTE`] for none), the large structures'
+    /// lookups overlapped (`addrs` and `out` of equal length, at most [`FAST_BATCH`]).
+    pub fn fast_values(&self, addrs: &[u128], out: &mut [u32]) {
+        match &self.compiled.fast {
+            Fast::Small(l) => {
+                for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                    *o = l.lookup(*a).unwrap_or(fibre_lpm::NO_ROUTE);
+                }
+            }
+            Fast::V4(l) => {
+                let mut a4 = [0u32; FAST_BATCH];
+                let a4 = &mut a4[..addrs.len()];
+                for (x, a) in a4.iter_mut().zip(addrs) {
+                    *x = *a as u32;
+                }
+                l.lookup_batch(a4, out);
+            }
+            Fast::V6(l) => l.lookup_batch(addrs, out),
+        }
+    }
+
+    /// Hints the CPU to fetch the winner of compiled value `v` (one of [`Table::fast_values`]'
+    /// answers, [`fibre_lpm::NO_ROUTE`] included).
+    #[inline]
+    pub fn prefetch_winner(&self, v: u32) {
+        let i = v as usize;
+        if let Some(w) = self
+            .compiled
+            .winners
+            .segments
+            .get(i / WINNER_SEGMENT)
+            .and_then(|s| s.get(i % WINNER_SEGMENT))
+        {
+            fibre_lpm::prefetch(w);
+        }
+    }
+
+    /// The winner of compiled value `v`; `None` for [`fibre_lpm::NO_ROUTE`].
+    #[inline]
+    pub fn winner(&self, v: u32) -> Option<Winner> {
         self.compiled.winners.get(v)
     }
 }

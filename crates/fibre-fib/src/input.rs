@@ -237,7 +237,7 @@ pub(crate) fn is_zeronet(a: u32) -> bool {
 pub(crate) fn is_multicast4(a: u32) -> bool {
     a >> 28 == 0xe
 }
-fn is_loopback4(a: u32) -> bool {
+pub(crate) fn is_loopback4(a: u32) -> bool {
     a >> 24 == 127
 }
 
@@ -269,15 +269,7 @@ impl Fib {
                 },
                 Input4::Local(res) => InputRoute::Local { table: res.table.0 },
                 Input4::Forward { res, redirect } => {
-                    let d = self.res_dst(&res);
-                    InputRoute::Forward(ForwardRoute {
-                        oif: d.oif,
-                        gateway: self.neighbour_gateway(&res),
-                        mtu: d.mtu,
-                        redirect,
-                        table: res.table.0,
-                        dst: DstRef::of(d),
-                    })
+                    InputRoute::Forward(self.forward4(&res, redirect))
                 }
             }),
             (IpAddr::V6(d6), IpAddr::V6(_)) => self.input6(&flow, &d6),
@@ -316,6 +308,41 @@ impl Fib {
                     gateway: n.gw.filter(|_| st.scope == scope::LINK),
                 })
         })
+    }
+
+    /// The IPv4 forwarding result of the next hop `res` chose.
+    #[inline]
+    pub(crate) fn forward4(&self, res: &Res, redirect: bool) -> ForwardRoute {
+        let d = self.res_dst(res);
+        ForwardRoute {
+            oif: d.oif,
+            gateway: self.neighbour_gateway(res),
+            mtu: d.mtu,
+            redirect,
+            table: res.table.0,
+            dst: DstRef::of(d),
+        }
+    }
+
+    /// The IPv6 forwarding result of the next hop `res` chose for a packet in on `iif`.
+    #[inline]
+    pub(crate) fn forward6(&self, res: &Res, iif: u32) -> ForwardRoute {
+        let info = self.infos.get(res.entry.info);
+        let d = &info.nh[res.nh].dst;
+        let locked = info.spec.metrics.lock & LOCK_MTU != 0;
+        let mtu = match info.spec.mtu_of(res.nh) {
+            Some(m) if locked => m,
+            Some(_) => self.links.get(IfIndex(d.oif)).map_or(d.mtu, |l| l.mtu),
+            None => d.mtu,
+        };
+        ForwardRoute {
+            oif: d.oif,
+            gateway: self.neighbour_gateway(res),
+            mtu,
+            redirect: d.oif == iif,
+            table: res.table.0,
+            dst: DstRef::of(d),
+        }
     }
 
     fn res_dst(&self, res: &Res) -> &Dst {
@@ -512,21 +539,7 @@ impl Fib {
         if !self.settings().ipv6_forwarding {
             return Err(InputDrop::ForwardingOff);
         }
-        let d = self.res_dst(&res);
-        let locked = info.spec.metrics.lock & LOCK_MTU != 0;
-        let mtu = match info.spec.mtu_of(res.nh) {
-            Some(m) if locked => m,
-            Some(_) => self.links.get(IfIndex(d.oif)).map_or(d.mtu, |l| l.mtu),
-            None => d.mtu,
-        };
-        Ok(InputRoute::Forward(ForwardRoute {
-            oif: d.oif,
-            gateway: self.neighbour_gateway(&res),
-            mtu,
-            redirect: d.oif == flow.iif,
-            table,
-            dst: DstRef::of(d),
-        }))
+        Ok(InputRoute::Forward(self.forward6(&res, flow.iif)))
     }
 
     /// Whether link `dev` is in multicast group `g`: every IPv6 link joins all-nodes

@@ -94,7 +94,7 @@ pub(crate) fn winner(
 
 /// A usable next hop of `info` for `flow`, in next-hop order.
 #[inline]
-fn first_good_nh(
+pub(crate) fn first_good_nh(
     info: &Info,
     flow: &Flow,
     flags: LookupFlags,
@@ -448,7 +448,7 @@ impl Fib {
     /// is added the kernel keeps both in one trie (fib_unmerge splits them), so a route of
     /// main longer than a matching route of local wins. That differs from the rules' order
     /// only when local holds prefixes shorter than /32 besides lo's 127.0.0.0/8.
-    fn merged4(&self) -> Option<(&Table, &Table)> {
+    pub(crate) fn merged4(&self) -> Option<(&Table, &Table)> {
         if self.custom_rules4 {
             return None;
         }
