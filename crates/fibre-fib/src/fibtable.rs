@@ -133,7 +133,11 @@ struct Compiled {
 /// What a compiled value stands for: the key and the entry a plain flow stops at, and whether
 /// that entry is the key's only one (then no flow preference among the key's entries, such as
 /// IPv6's preference for routes through the flow's oif, can choose another).
+///
+/// One cache line each, aligned to one: a lookup's answer costs one line to read (and one to
+/// prefetch), never two.
 #[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
 pub(crate) struct Winner {
     pub key: Key,
     pub entry: Entry,
@@ -152,6 +156,38 @@ const WINNER_SEGMENT: usize = 1024;
 #[derive(Debug, Default)]
 struct Winners {
     segments: Vec<Vec<Winner>>,
+    /// Each winner in brief (see [`Brief`]), by the same index: what the data plane's batch
+    /// reads per packet, sixteen winners to a cache line.
+    brief: Vec<u32>,
+}
+
+/// A winner in four bytes: its entry's route info and whether the entry is its key's only
+/// one (bit 31). [`Brief::NONE`] for no winner, and for an info slot too large to encode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Brief(u32);
+
+impl Brief {
+    const ALONE: u32 = 1 << 31;
+    pub const NONE: Brief = Brief(u32::MAX);
+
+    fn of(w: &Winner) -> Brief {
+        match w.entry.info.raw() {
+            i if i < Self::ALONE - 1 => Brief(i | if w.alone { Self::ALONE } else { 0 }),
+            _ => Brief::NONE,
+        }
+    }
+
+    /// The winner's route info; `None` for [`Brief::NONE`].
+    #[inline]
+    pub fn info(self) -> Option<InfoId> {
+        (self != Brief::NONE).then(|| InfoId::new((self.0 & !Self::ALONE) as usize))
+    }
+
+    /// Whether the winner is its key's only entry.
+    #[inline]
+    pub fn alone(self) -> bool {
+        self.0 & Self::ALONE != 0
+    }
 }
 
 impl Winners {
@@ -164,10 +200,11 @@ impl Winners {
             .copied()
     }
 
-    /// The winner `i`, which must have been pushed.
-    fn get_mut(&mut self, i: u32) -> &mut Winner {
+    /// Replaces the winner `i`, which must have been pushed.
+    fn set(&mut self, i: u32, w: Winner) {
         let i = i as usize;
-        &mut self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT]
+        self.brief[i] = Brief::of(&w).0;
+        self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT] = w;
     }
 
     /// Appends `w`; returns its index.
@@ -187,6 +224,7 @@ impl Winners {
         }
         let n = self.segments.len() - 1;
         let last = &mut self.segments[n];
+        self.brief.push(Brief::of(&w).0);
         last.push(w);
         (n * WINNER_SEGMENT + last.len() - 1) as u32
     }
@@ -207,7 +245,7 @@ impl Compiled {
             (Some(w), NO_SLOT) => {
                 let i = match self.free_winners.pop() {
                     Some(i) => {
-                        *self.winners.get_mut(i) = w;
+                        self.winners.set(i, w);
                         i
                     }
                     None => self.winners.push(w),
@@ -215,7 +253,7 @@ impl Compiled {
                 slot.fast = i;
                 self.pending.push((key, Some(i)));
             }
-            (Some(w), i) => *self.winners.get_mut(i) = w,
+            (Some(w), i) => self.winners.set(i, w),
         }
     }
 
@@ -633,26 +671,23 @@ impl Table {
         }
     }
 
-    /// Hints the CPU to fetch the winner of compiled value `v` (one of [`Table::fast_values`]'
-    /// answers, [`fibre_lpm::NO_ROUTE`] included).
+    /// Hints the CPU to fetch the brief winner of compiled value `v` (one of
+    /// [`Table::fast_values`]' answers, [`fibre_lpm::NO_ROUTE`] included).
     #[inline]
-    pub fn prefetch_winner(&self, v: u32) {
-        let i = v as usize;
-        if let Some(w) = self
-            .compiled
-            .winners
-            .segments
-            .get(i / WINNER_SEGMENT)
-            .and_then(|s| s.get(i % WINNER_SEGMENT))
-        {
-            fibre_lpm::prefetch(w);
+    pub fn prefetch_brief(&self, v: u32) {
+        if let Some(b) = self.compiled.winners.brief.get(v as usize) {
+            fibre_lpm::prefetch(b);
         }
     }
 
-    /// The winner of compiled value `v`; `None` for [`fibre_lpm::NO_ROUTE`].
+    /// The brief winner of compiled value `v`; [`Brief::NONE`] for [`fibre_lpm::NO_ROUTE`].
     #[inline]
-    pub fn winner(&self, v: u32) -> Option<Winner> {
-        self.compiled.winners.get(v)
+    pub fn brief(&self, v: u32) -> Brief {
+        self.compiled
+            .winners
+            .brief
+            .get(v as usize)
+            .map_or(Brief::NONE, |&b| Brief(b))
     }
 }
 

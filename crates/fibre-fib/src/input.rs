@@ -22,6 +22,7 @@ use crate::ids::{IfIndex, InfoId, TableId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::lookup::{Res, TableResult};
 use crate::prefix::{ip_u128, u128_ip};
+use crate::route::Info;
 use crate::types::{scope, Errno, Family, RouteType};
 use crate::Fib;
 
@@ -241,6 +242,14 @@ pub(crate) fn is_loopback4(a: u32) -> bool {
     a >> 24 == 127
 }
 
+/// The gateway packets through next hop `nh` of `info` are sent to (rt_set_nexthop: only a
+/// gateway at link scope).
+fn neighbour_gateway(info: &Info, nh: usize) -> Option<IpAddr> {
+    info.spec.nhs[nh]
+        .gw
+        .filter(|_| info.nh[nh].scope == scope::LINK)
+}
+
 /// RTAX_MTU's bit in a route's `lock` metric.
 const LOCK_MTU: u32 = 1 << 2;
 
@@ -269,7 +278,8 @@ impl Fib {
                 },
                 Input4::Local(res) => InputRoute::Local { table: res.table.0 },
                 Input4::Forward { res, redirect } => {
-                    InputRoute::Forward(self.forward4(&res, redirect))
+                    let info = self.infos.get(res.entry.info);
+                    InputRoute::Forward(self.forward4(info, res.nh, res.table, redirect))
                 }
             }),
             (IpAddr::V6(d6), IpAddr::V6(_)) => self.input6(&flow, &d6),
@@ -310,51 +320,51 @@ impl Fib {
         })
     }
 
-    /// The IPv4 forwarding result of the next hop `res` chose.
+    /// The IPv4 forwarding result of next hop `nh` of `info`, a route of table `table`.
     #[inline]
-    pub(crate) fn forward4(&self, res: &Res, redirect: bool) -> ForwardRoute {
-        let d = self.res_dst(res);
+    pub(crate) fn forward4(
+        &self,
+        info: &Info,
+        nh: usize,
+        table: TableId,
+        redirect: bool,
+    ) -> ForwardRoute {
+        let d = &info.nh[nh].dst;
         ForwardRoute {
             oif: d.oif,
-            gateway: self.neighbour_gateway(res),
+            gateway: neighbour_gateway(info, nh),
             mtu: d.mtu,
             redirect,
-            table: res.table.0,
+            table: table.0,
             dst: DstRef::of(d),
         }
     }
 
-    /// The IPv6 forwarding result of the next hop `res` chose for a packet in on `iif`.
+    /// The IPv6 forwarding result of next hop `nh` of `info`, a route of table `table`, for a
+    /// packet in on `iif`.
     #[inline]
-    pub(crate) fn forward6(&self, res: &Res, iif: u32) -> ForwardRoute {
-        let info = self.infos.get(res.entry.info);
-        let d = &info.nh[res.nh].dst;
+    pub(crate) fn forward6(
+        &self,
+        info: &Info,
+        nh: usize,
+        table: TableId,
+        iif: u32,
+    ) -> ForwardRoute {
+        let d = &info.nh[nh].dst;
         let locked = info.spec.metrics.lock & LOCK_MTU != 0;
-        let mtu = match info.spec.mtu_of(res.nh) {
+        let mtu = match info.spec.mtu_of(nh) {
             Some(m) if locked => m,
             Some(_) => self.links.get(IfIndex(d.oif)).map_or(d.mtu, |l| l.mtu),
             None => d.mtu,
         };
         ForwardRoute {
             oif: d.oif,
-            gateway: self.neighbour_gateway(res),
+            gateway: neighbour_gateway(info, nh),
             mtu,
             redirect: d.oif == iif,
-            table: res.table.0,
+            table: table.0,
             dst: DstRef::of(d),
         }
-    }
-
-    fn res_dst(&self, res: &Res) -> &Dst {
-        &self.infos.get(res.entry.info).nh[res.nh].dst
-    }
-
-    /// The gateway packets are sent to (rt_set_nexthop: only a gateway at link scope).
-    fn neighbour_gateway(&self, res: &Res) -> Option<IpAddr> {
-        let info = self.infos.get(res.entry.info);
-        info.spec.nhs[res.nh]
-            .gw
-            .filter(|_| info.nh[res.nh].scope == scope::LINK)
     }
 
     /// The rules walk of an input or `route get` lookup, or one table's lookup when `table`
@@ -539,7 +549,9 @@ impl Fib {
         if !self.settings().ipv6_forwarding {
             return Err(InputDrop::ForwardingOff);
         }
-        Ok(InputRoute::Forward(self.forward6(&res, flow.iif)))
+        Ok(InputRoute::Forward(
+            self.forward6(info, res.nh, res.table, flow.iif),
+        ))
     }
 
     /// Whether link `dev` is in multicast group `g`: every IPv6 link joins all-nodes

@@ -19,12 +19,13 @@
 
 use std::net::IpAddr;
 
-use crate::fibtable::{Table, FAST_BATCH};
+use crate::fibtable::{Brief, Table, FAST_BATCH};
 use crate::flow::{Flow, LookupFlags, IPTOS_RT_MASK};
 use crate::ids::{IfIndex, TableId};
 use crate::input::{is_lbcast, is_loopback4, is_multicast4, InputDrop, InputKey, InputRoute};
-use crate::lookup::{first_good_nh, Res};
+use crate::lookup::first_good_nh;
 use crate::prefix::ip_u128;
+use crate::route::{Info, Infos};
 use crate::types::{nh_flags, Family, RouteType};
 use crate::Fib;
 
@@ -74,17 +75,28 @@ impl Lanes {
         self.n += 1;
     }
 
-    /// The compiled values of the lanes' destinations in `local` and in `main`, `main`'s
-    /// winners prefetched.
-    fn look_up(&self, local: &Table, main: &Table) -> ([u32; FAST_BATCH], [u32; FAST_BATCH]) {
+    /// What `main` compiled for each lane's destination that `local` did not claim
+    /// ([`Brief::NONE`] for the others), the route infos named prefetched: two passes over
+    /// the lanes, each prefetching for the next what the one before found, so that the cache
+    /// misses of different packets overlap.
+    fn look_up(&self, infos: &Infos, local: &Table, main: &Table) -> [Brief; FAST_BATCH] {
         let (mut vl, mut vm) = ([0; FAST_BATCH], [0; FAST_BATCH]);
         let n = self.n;
         local.fast_values(&self.dst[..n], &mut vl[..n]);
         main.fast_values(&self.dst[..n], &mut vm[..n]);
         for &v in &vm[..n] {
-            main.prefetch_winner(v);
+            main.prefetch_brief(v);
         }
-        (vl, vm)
+        let mut briefs = [Brief::NONE; FAST_BATCH];
+        for ((b, &l), &m) in briefs.iter_mut().zip(&vl[..n]).zip(&vm[..n]) {
+            if l == fibre_lpm::NO_ROUTE {
+                *b = main.brief(m);
+                if let Some(i) = b.info() {
+                    infos.prefetch(i);
+                }
+            }
+        }
+        briefs
     }
 }
 
@@ -184,103 +196,73 @@ impl Fib {
             }
         }
         if let Some(f) = f4.filter(|_| l4.n != 0) {
-            let (vl, vm) = l4.look_up(f.local, f.main);
-            for j in 0..l4.n {
-                let k = &keys[l4.at[j] as usize];
-                out[l4.at[j] as usize] = self
-                    .finish4(f, k, vl[j], vm[j])
-                    .unwrap_or_else(|| self.route_input(k));
+            let briefs = l4.look_up(&self.infos, f.local, f.main);
+            for (&at, &b) in l4.at[..l4.n].iter().zip(&briefs) {
+                let k = &keys[at as usize];
+                out[at as usize] = self.finish4(f, k, b).unwrap_or_else(|| self.route_input(k));
             }
         }
         if let Some(f) = f6.filter(|_| l6.n != 0) {
-            let (vl, vm) = l6.look_up(f.local, f.main);
-            for j in 0..l6.n {
-                let k = &keys[l6.at[j] as usize];
-                out[l6.at[j] as usize] = self
-                    .finish6(f, k, vl[j], vm[j])
-                    .unwrap_or_else(|| self.route_input(k));
+            let briefs = l6.look_up(&self.infos, f.local, f.main);
+            for (&at, &b) in l6.at[..l6.n].iter().zip(&briefs) {
+                let k = &keys[at as usize];
+                out[at as usize] = self.finish6(f, k, b).unwrap_or_else(|| self.route_input(k));
             }
         }
     }
 
-    /// The winner `main` answered for a packet `local` did not claim, as a usable unicast
-    /// route of a live info: the result of the table's walk for a flow without oif (see
-    /// `fast_table_lookup`). `None` for anything else.
-    fn unicast_winner(&self, main: &Table, vl: u32, vm: u32) -> Option<(Res, bool)> {
-        if vl != fibre_lpm::NO_ROUTE {
-            return None;
-        }
-        let w = main.winner(vm)?;
-        let info = self.infos.get(w.entry.info);
-        if info.spec.expires.is_some()
-            || info.dead
-            || self.effective_type(info) != RouteType::Unicast
-        {
-            return None;
-        }
-        Some((
-            Res {
-                table: main.id,
-                key: w.key,
-                entry: w.entry,
-                nh: 0,
-                rtype: RouteType::Unicast,
-            },
-            w.alone,
-        ))
+    /// The route info of winner `b` when it is a usable unicast route: the result of the
+    /// table's walk for a flow without oif (see `fast_table_lookup`). `None` for anything else.
+    fn unicast_info(&self, b: Brief) -> Option<&Info> {
+        let info = self.infos.get(b.info()?);
+        let usable = info.spec.expires.is_none()
+            && !info.dead
+            && self.effective_type(info) == RouteType::Unicast;
+        usable.then_some(info)
     }
 
-    /// ip_route_input_slow's forwarding path for a packet `common4` let through: `local`'s
-    /// compiled value `vl` and `main`'s `vm` for its destination.
+    /// ip_route_input_slow's forwarding path for a packet `common4` let through, `main`'s
+    /// winner for it `b`.
     fn finish4(
         &self,
         f: &Fast4<'_>,
         k: &InputKey,
-        vl: u32,
-        vm: u32,
+        b: Brief,
     ) -> Option<Result<InputRoute, InputDrop>> {
-        let (mut res, _) = self.unicast_winner(f.main, vl, vm)?;
+        let info = self.unicast_info(b)?;
         let flow = flow_of(k);
-        let info = self.infos.get(res.entry.info);
-        res.nh = first_good_nh(
-            info,
-            &flow,
-            LookupFlags::packet(),
-            false,
-            &self.confs.ignored()[0],
-        )?;
-        self.select_multipath(&mut res, &flow);
-        let oif = info.spec.nhs[res.nh].oif;
+        let ign = &self.confs.ignored()[0];
+        let nh = first_good_nh(info, &flow, LookupFlags::packet(), false, ign)?;
+        let nh = self.multipath_nh(info, nh, &flow);
         // A packet leaving by its input link may call for a redirect: the general path's.
-        if oif == IfIndex(k.iif) {
+        if info.spec.nhs[nh].oif == IfIndex(k.iif) {
             return None;
         }
-        let s = flow.src as u32;
-        if f.addrs[..f.n_addrs].contains(&s) {
+        if f.addrs[..f.n_addrs].contains(&(flow.src as u32)) {
             return Some(Err(InputDrop::LocalSource));
         }
-        Some(Ok(InputRoute::Forward(self.forward4(&res, false))))
+        let fwd = self.forward4(info, nh, f.main.id, false);
+        Some(Ok(InputRoute::Forward(fwd)))
     }
 
     /// ip6_route_input's forwarding path for a destination looked up without
-    /// RT6_LOOKUP_F_IFACE. The input link stands for the flow's oif, which only prefers
-    /// next hops through it among those of the node the walk stops at (`pick6`); with the
-    /// node holding one route, that is a choice among its next hops, made here.
+    /// RT6_LOOKUP_F_IFACE, `main`'s winner for it `b`. The input link stands for the flow's
+    /// oif, which only prefers next hops through it among those of the node the walk stops at
+    /// (`pick6`); with the node holding one route, that is a choice among its next hops, made
+    /// here.
     fn finish6(
         &self,
         f: &Fast6<'_>,
         k: &InputKey,
-        vl: u32,
-        vm: u32,
+        b: Brief,
     ) -> Option<Result<InputRoute, InputDrop>> {
-        let (mut res, alone) = self.unicast_winner(f.main, vl, vm)?;
-        let info = self.infos.get(res.entry.info);
-        if !alone || info.spec.rtf_anycast {
+        let info = self.unicast_info(b)?;
+        if !b.alone() || info.spec.rtf_anycast {
             return None;
         }
         let live = |i: &usize| info.nh[*i].flags & nh_flags::DEAD == 0;
         let mut hops = 0..info.nh.len();
-        res.nh = match info.spec.nhid {
+        let nh = match info.spec.nhid {
             // A route through a next-hop object takes the first live member.
             Some(_) => hops.find(live),
             None => hops
@@ -289,8 +271,9 @@ impl Fib {
                 .find(|&i| info.spec.nhs[i].oif == IfIndex(k.iif))
                 .or_else(|| hops.find(live)),
         }?;
-        self.select_multipath(&mut res, &flow_of(k));
-        Some(Ok(InputRoute::Forward(self.forward6(&res, k.iif))))
+        let nh = self.multipath_nh(info, nh, &flow_of(k));
+        let fwd = self.forward6(info, nh, f.main.id, k.iif);
+        Some(Ok(InputRoute::Forward(fwd)))
     }
 }
 
