@@ -44,6 +44,24 @@ pub struct InputKey {
     pub dport: u16,
 }
 
+impl InputKey {
+    /// The flow the packet's lookups are made for.
+    #[inline]
+    pub(crate) fn flow(&self) -> Flow {
+        Flow {
+            dst: ip_u128(self.dst),
+            src: ip_u128(self.src),
+            iif: self.iif,
+            tos: self.tos,
+            mark: self.mark,
+            proto: self.proto,
+            sport: self.sport,
+            dport: self.dport,
+            ..Flow::empty()
+        }
+    }
+}
+
 /// Where an input packet goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputRoute {
@@ -259,17 +277,7 @@ impl Fib {
     /// the ICMP error each drop leads to). Multipath routes choose the next hop by the
     /// packet's flow hash. No allocation, no lock: the data plane's per-packet call.
     pub fn route_input(&self, k: &InputKey) -> Result<InputRoute, InputDrop> {
-        let flow = Flow {
-            dst: ip_u128(k.dst),
-            src: ip_u128(k.src),
-            iif: k.iif,
-            tos: k.tos,
-            mark: k.mark,
-            proto: k.proto,
-            sport: k.sport,
-            dport: k.dport,
-            ..Flow::empty()
-        };
+        let flow = k.flow();
         match (k.dst, k.src) {
             (IpAddr::V4(_), IpAddr::V4(_)) => Ok(match self.input4(&flow, None)? {
                 Input4::LimitedBroadcast => InputRoute::Broadcast { table: None },

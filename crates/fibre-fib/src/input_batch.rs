@@ -24,7 +24,6 @@ use crate::flow::{Flow, LookupFlags, IPTOS_RT_MASK};
 use crate::ids::{IfIndex, TableId};
 use crate::input::{is_lbcast, is_loopback4, is_multicast4, InputDrop, InputKey, InputRoute};
 use crate::lookup::first_good_nh;
-use crate::prefix::ip_u128;
 use crate::route::{Info, Infos};
 use crate::types::{nh_flags, Family, RouteType};
 use crate::Fib;
@@ -230,7 +229,7 @@ impl Fib {
         b: Brief,
     ) -> Option<Result<InputRoute, InputDrop>> {
         let info = self.unicast_info(b)?;
-        let flow = flow_of(k);
+        let flow = k.flow();
         let ign = &self.confs.ignored()[0];
         let nh = first_good_nh(info, &flow, LookupFlags::packet(), false, ign)?;
         let nh = self.multipath_nh(info, nh, &flow);
@@ -271,7 +270,7 @@ impl Fib {
                 .find(|&i| info.spec.nhs[i].oif == IfIndex(k.iif))
                 .or_else(|| hops.find(live)),
         }?;
-        let nh = self.multipath_nh(info, nh, &flow_of(k));
+        let nh = self.multipath_nh(info, nh, &k.flow());
         let fwd = self.forward6(info, nh, f.main.id, k.iif);
         Some(Ok(InputRoute::Forward(fwd)))
     }
@@ -287,19 +286,4 @@ fn common4(f: &Fast4<'_>, k: &InputKey) -> bool {
 fn unicast4(d: u32, s: u32) -> bool {
     let plain = |a: u32| a != 0 && !is_lbcast(a) && !is_multicast4(a) && !is_loopback4(a);
     plain(d) && plain(s)
-}
-
-/// The flow `route_input` builds for a key.
-fn flow_of(k: &InputKey) -> Flow {
-    Flow {
-        dst: ip_u128(k.dst),
-        src: ip_u128(k.src),
-        iif: k.iif,
-        tos: k.tos,
-        mark: k.mark,
-        proto: k.proto,
-        sport: k.sport,
-        dport: k.dport,
-        ..Flow::empty()
-    }
 }

@@ -233,16 +233,7 @@ fn the_common_case_answers_as_the_single_call() {
         ("2001:db8:77::1", "2001:db8::5", d0),
         ("2001:db8:77::1", "2001:db8:9::5", d1),
     ]
-    .map(|(d, s, iif)| InputKey {
-        dst: ip(d),
-        src: ip(s),
-        iif,
-        tos: 0,
-        mark: 0,
-        proto: 17,
-        sport: 0,
-        dport: 0,
-    });
+    .map(|(d, s, iif)| super::input::key(d, s, iif));
     let mut out = [Err(InputDrop::NoRoute); 4];
     f.route_input_batch(&keys, &mut out);
     let fwd = |r: &Result<InputRoute, InputDrop>| match r {
