@@ -3,7 +3,10 @@
 //! subnet, to an address inside each prefix of the table (in a shuffled order, so that
 //! consecutive lookups do not share a path down the trie), and leave through one of 64
 //! gateways on d1. IPv4 is measured with reverse-path filtering off (the kernel's default
-//! fast path: one address check) and strict (a second lookup, back to the source).
+//! fast path: one address check) and strict (a second lookup, back to the source). Beside
+//! them, per packet: `route_input_batch` over vectors of [`VECTORS`] packets, and fibre-lpm's
+//! batched lookup alone over the same destinations (a structure built from the table's
+//! prefixes), the floor of any input route decision.
 //!
 //! Run: `cargo run --release -p fibre-fib --example route_input [PATH]`; skips with a message
 //! when the data file is absent. Prints on-CPU nanoseconds per call (the median of
@@ -21,6 +24,8 @@ mod rib;
 const PEERS: u32 = 64;
 /// Timed passes over all destinations per figure; the median is printed.
 const ROUNDS: usize = 5;
+/// Vector sizes of the batch call (issue 14's benchmark sizes).
+const VECTORS: [usize; 3] = [32, 64, 256];
 
 /// Nanoseconds this thread spent on a CPU (Linux schedstat); wall time where unavailable.
 fn cpu_ns(wall: Instant) -> u64 {
@@ -31,8 +36,8 @@ fn cpu_ns(wall: Instant) -> u64 {
 }
 
 /// The median over `ROUNDS` passes of on-CPU nanoseconds per call of `one` over `keys`,
-/// and how many calls `ok` said yes to in the last pass.
-fn per_call<K>(keys: &[K], mut one: impl FnMut(&K) -> bool) -> (f64, usize) {
+/// and the sum of what `one` counted in the last pass.
+fn per_call<K>(keys: &[K], mut one: impl FnMut(&K) -> usize) -> (f64, usize) {
     let start = Instant::now();
     let mut ns = Vec::with_capacity(ROUNDS);
     let mut hits = 0;
@@ -40,7 +45,7 @@ fn per_call<K>(keys: &[K], mut one: impl FnMut(&K) -> bool) -> (f64, usize) {
         hits = 0;
         let c = cpu_ns(start);
         for k in keys {
-            hits += usize::from(one(std::hint::black_box(k)));
+            hits += one(std::hint::black_box(k));
         }
         ns.push((cpu_ns(start) - c) as f64 / keys.len() as f64);
     }
@@ -106,6 +111,55 @@ fn packet(dst: IpAddr, src: IpAddr, iif: u32) -> InputKey {
     }
 }
 
+fn forwarded(r: &Result<InputRoute, InputDrop>) -> usize {
+    usize::from(matches!(r, Ok(InputRoute::Forward(_))))
+}
+
+/// fibre-lpm's batched lookup alone over `dsts`, in vectors of each of [`VECTORS`], in a
+/// structure built from the table's prefixes of `dsts`' family.
+fn lpm_alone(name: &str, table: &[(IpAddr, u8, u32)], dsts: &[IpAddr]) {
+    let v4 = dsts.first().is_some_and(IpAddr::is_ipv4);
+    let bits = |a: &IpAddr| match a {
+        IpAddr::V4(a) => u128::from(u32::from(*a)),
+        IpAddr::V6(a) => u128::from(*a),
+    };
+    let prefixes = (0u32..).zip(table.iter().filter(|(a, _, _)| a.is_ipv4() == v4));
+    let addrs: Vec<u128> = dsts.iter().map(bits).collect();
+    let a4: Vec<u32> = addrs.iter().map(|&a| a as u32).collect();
+    let (l4, l6) = if v4 {
+        let routes = prefixes.map(|(i, (a, l, _))| (bits(a) as u32, *l, i));
+        (
+            Some(fibre_lpm::v4::Lpm4::from_routes(routes).expect("lpm")),
+            None,
+        )
+    } else {
+        let routes = prefixes.map(|(i, (a, l, _))| (bits(a), *l, i));
+        (
+            None,
+            Some(fibre_lpm::v6::Lpm6::from_routes(routes).expect("lpm")),
+        )
+    };
+    let mut out = [0u32; VECTORS[VECTORS.len() - 1]];
+    let found = |o: &[u32]| o.iter().filter(|&&x| x != fibre_lpm::NO_ROUTE).count();
+    for n in VECTORS {
+        let (ns, hits) = match (&l4, &l6) {
+            (Some(l), _) => per_call(&a4.chunks_exact(n).collect::<Vec<_>>(), |v| {
+                l.lookup_batch(v, &mut out[..n]);
+                found(&out[..n])
+            }),
+            (_, Some(l)) => per_call(&addrs.chunks_exact(n).collect::<Vec<_>>(), |v| {
+                l.lookup_batch(v, &mut out[..n]);
+                found(&out[..n])
+            }),
+            _ => unreachable!("one structure is built"),
+        };
+        let per = ns / n as f64;
+        println!(
+            "{name} fibre-lpm lookup_batch alone, {n} addresses: {per:.1} ns/address ({hits} found)"
+        );
+    }
+}
+
 fn uptime() -> String {
     std::process::Command::new("uptime")
         .output()
@@ -157,7 +211,7 @@ fn main() {
         .filter(|d| d.is_ipv4())
         .map(|&dst| packet(dst, ip("192.0.2.10"), d0))
         .collect();
-    let fwd = |k: &InputKey| matches!(f.route_input(k), Ok(InputRoute::Forward(_)));
+    let fwd = |k: &InputKey| forwarded(&f.route_input(k));
     let (inp, _) = per_call(&sorted, fwd);
     println!("ipv4 route_input in table order, rp_filter 0: {inp:.1} ns/call");
     shuffle(&mut dsts);
@@ -183,19 +237,32 @@ fn main() {
                 ..Flow::empty()
             })
             .collect();
-        let (out, hits) = per_call(&flows, |fl| f.lookup_output(family, fl).is_ok());
+        let (out, hits) = per_call(&flows, |fl| {
+            usize::from(f.lookup_output(family, fl).is_ok())
+        });
         println!(
             "{name} lookup_output: {out:.1} ns/call ({hits} of {} found)",
             flows.len()
         );
-        let fwd = |k: &InputKey| matches!(f.route_input(k), Ok(InputRoute::Forward(_)));
+        let fwd = |k: &InputKey| forwarded(&f.route_input(k));
         let (inp, hits) = per_call(&keys, fwd);
         println!("{name} route_input, rp_filter 0: {inp:.1} ns/call ({hits} forwarded)");
+        let mut out = vec![Err(InputDrop::NoRoute); VECTORS[VECTORS.len() - 1]];
+        for n in VECTORS {
+            let vectors: Vec<&[InputKey]> = keys.chunks_exact(n).collect();
+            let (ns, hits) = per_call(&vectors, |v| {
+                f.route_input_batch(v, &mut out[..n]);
+                out[..n].iter().map(forwarded).sum()
+            });
+            let per = ns / n as f64;
+            println!("{name} route_input_batch, {n} packets, rp_filter 0: {per:.1} ns/packet ({hits} forwarded)");
+        }
+        lpm_alone(name, &table, dsts);
         if family == Family::Inet {
             let mut s = f.settings().clone();
             s.rp_filter = 1;
             f.set_settings(s);
-            let fwd = |k: &InputKey| matches!(f.route_input(k), Ok(InputRoute::Forward(_)));
+            let fwd = |k: &InputKey| forwarded(&f.route_input(k));
             let (strict, hits) = per_call(&keys, fwd);
             println!("{name} route_input, rp_filter 1: {strict:.1} ns/call ({hits} forwarded)");
             let mut s = f.settings().clone();

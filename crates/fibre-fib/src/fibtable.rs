@@ -130,7 +130,24 @@ struct Compiled {
     pending: Vec<(Key, Option<u32>)>,
 }
 
-/// Winners per segment: 64 KiB of `(Key, Entry)` (the first grows to it from nothing).
+/// What a compiled value stands for: the key and the entry a plain flow stops at, and whether
+/// that entry is the key's only one (then no flow preference among the key's entries, such as
+/// IPv6's preference for routes through the flow's oif, can choose another).
+///
+/// One cache line each, aligned to one: a lookup's answer costs one line to read (and one to
+/// prefetch), never two.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+pub(crate) struct Winner {
+    pub key: Key,
+    pub entry: Entry,
+    pub alone: bool,
+}
+
+/// The most addresses [`Table::fast_values`] takes at once.
+pub(crate) const FAST_BATCH: usize = 64;
+
+/// Winners per segment: 64 KiB of [`Winner`] (the first grows to it from nothing).
 const WINNER_SEGMENT: usize = 1024;
 
 /// The compiled values' meanings, indexed by value: a vector in fixed segments, so that
@@ -138,12 +155,44 @@ const WINNER_SEGMENT: usize = 1024;
 /// doubling `Vec` would copy and re-fault tens of megabytes on the way).
 #[derive(Debug, Default)]
 struct Winners {
-    segments: Vec<Vec<(Key, Entry)>>,
+    segments: Vec<Vec<Winner>>,
+    /// Each winner in brief (see [`Brief`]), by the same index: what the data plane's batch
+    /// reads per packet, sixteen winners to a cache line.
+    brief: Vec<u32>,
+}
+
+/// A winner in four bytes: its entry's route info and whether the entry is its key's only
+/// one (bit 31). [`Brief::NONE`] for no winner, and for an info slot too large to encode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Brief(u32);
+
+impl Brief {
+    const ALONE: u32 = 1 << 31;
+    pub const NONE: Brief = Brief(u32::MAX);
+
+    fn of(w: &Winner) -> Brief {
+        match w.entry.info.raw() {
+            i if i < Self::ALONE - 1 => Brief(i | if w.alone { Self::ALONE } else { 0 }),
+            _ => Brief::NONE,
+        }
+    }
+
+    /// The winner's route info; `None` for [`Brief::NONE`].
+    #[inline]
+    pub fn info(self) -> Option<InfoId> {
+        (self != Brief::NONE).then(|| InfoId::new((self.0 & !Self::ALONE) as usize))
+    }
+
+    /// Whether the winner is its key's only entry.
+    #[inline]
+    pub fn alone(self) -> bool {
+        self.0 & Self::ALONE != 0
+    }
 }
 
 impl Winners {
     #[inline]
-    fn get(&self, i: u32) -> Option<(Key, Entry)> {
+    fn get(&self, i: u32) -> Option<Winner> {
         let i = i as usize;
         self.segments
             .get(i / WINNER_SEGMENT)?
@@ -151,14 +200,15 @@ impl Winners {
             .copied()
     }
 
-    /// The winner `i`, which must have been pushed.
-    fn get_mut(&mut self, i: u32) -> &mut (Key, Entry) {
+    /// Replaces the winner `i`, which must have been pushed.
+    fn set(&mut self, i: u32, w: Winner) {
         let i = i as usize;
-        &mut self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT]
+        self.brief[i] = Brief::of(&w).0;
+        self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT] = w;
     }
 
     /// Appends `w`; returns its index.
-    fn push(&mut self, w: (Key, Entry)) -> u32 {
+    fn push(&mut self, w: Winner) -> u32 {
         if self
             .segments
             .last()
@@ -174,6 +224,7 @@ impl Winners {
         }
         let n = self.segments.len() - 1;
         let last = &mut self.segments[n];
+        self.brief.push(Brief::of(&w).0);
         last.push(w);
         (n * WINNER_SEGMENT + last.len() - 1) as u32
     }
@@ -184,24 +235,25 @@ impl Compiled {
     fn apply(&mut self, key: Key, slot: &mut Slot, w: Option<Entry>, special: u32) {
         self.special_entries = self.special_entries - slot.special + special;
         slot.special = special;
-        match (w, slot.fast) {
+        let alone = slot.entries.len() == 1;
+        match (w.map(|entry| Winner { key, entry, alone }), slot.fast) {
             (None, NO_SLOT) => {}
             (None, i) => {
                 slot.fast = NO_SLOT;
                 self.drop(&key, i);
             }
-            (Some(e), NO_SLOT) => {
+            (Some(w), NO_SLOT) => {
                 let i = match self.free_winners.pop() {
                     Some(i) => {
-                        *self.winners.get_mut(i) = (key, e);
+                        self.winners.set(i, w);
                         i
                     }
-                    None => self.winners.push((key, e)),
+                    None => self.winners.push(w),
                 };
                 slot.fast = i;
                 self.pending.push((key, Some(i)));
             }
-            (Some(e), i) => *self.winners.get_mut(i) = (key, e),
+            (Some(w), i) => self.winners.set(i, w),
         }
     }
 
@@ -594,7 +646,48 @@ impl Table {
             Fast::V4(l) => l.lookup(addr as u32),
             Fast::V6(l) => l.lookup(addr),
         }?;
-        self.compiled.winners.get(v)
+        self.compiled.winners.get(v).map(|w| (w.key, w.entry))
+    }
+
+    /// [`Table::fast_lookup`] for a batch: the compiled value of each address of `addrs` into
+    /// the same place of `out` ([`fibre_lpm::NO_ROUTE`] for none), the large structures'
+    /// lookups overlapped (`addrs` and `out` of equal length, at most [`FAST_BATCH`]).
+    pub fn fast_values(&self, addrs: &[u128], out: &mut [u32]) {
+        match &self.compiled.fast {
+            Fast::Small(l) => {
+                for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                    *o = l.lookup(*a).unwrap_or(fibre_lpm::NO_ROUTE);
+                }
+            }
+            Fast::V4(l) => {
+                let mut a4 = [0u32; FAST_BATCH];
+                let a4 = &mut a4[..addrs.len()];
+                for (x, a) in a4.iter_mut().zip(addrs) {
+                    *x = *a as u32;
+                }
+                l.lookup_batch(a4, out);
+            }
+            Fast::V6(l) => l.lookup_batch(addrs, out),
+        }
+    }
+
+    /// Hints the CPU to fetch the brief winner of compiled value `v` (one of
+    /// [`Table::fast_values`]' answers, [`fibre_lpm::NO_ROUTE`] included).
+    #[inline]
+    pub fn prefetch_brief(&self, v: u32) {
+        if let Some(b) = self.compiled.winners.brief.get(v as usize) {
+            fibre_lpm::prefetch(b);
+        }
+    }
+
+    /// The brief winner of compiled value `v`; [`Brief::NONE`] for [`fibre_lpm::NO_ROUTE`].
+    #[inline]
+    pub fn brief(&self, v: u32) -> Brief {
+        self.compiled
+            .winners
+            .brief
+            .get(v as usize)
+            .map_or(Brief::NONE, |&b| Brief(b))
     }
 }
 

@@ -22,6 +22,7 @@ use crate::ids::{IfIndex, InfoId, TableId};
 use crate::link::LOOPBACK_IFINDEX;
 use crate::lookup::{Res, TableResult};
 use crate::prefix::{ip_u128, u128_ip};
+use crate::route::Info;
 use crate::types::{scope, Errno, Family, RouteType};
 use crate::Fib;
 
@@ -41,6 +42,24 @@ pub struct InputKey {
     pub proto: u8,
     pub sport: u16,
     pub dport: u16,
+}
+
+impl InputKey {
+    /// The flow the packet's lookups are made for.
+    #[inline]
+    pub(crate) fn flow(&self) -> Flow {
+        Flow {
+            dst: ip_u128(self.dst),
+            src: ip_u128(self.src),
+            iif: self.iif,
+            tos: self.tos,
+            mark: self.mark,
+            proto: self.proto,
+            sport: self.sport,
+            dport: self.dport,
+            ..Flow::empty()
+        }
+    }
 }
 
 /// Where an input packet goes.
@@ -237,8 +256,16 @@ pub(crate) fn is_zeronet(a: u32) -> bool {
 pub(crate) fn is_multicast4(a: u32) -> bool {
     a >> 28 == 0xe
 }
-fn is_loopback4(a: u32) -> bool {
+pub(crate) fn is_loopback4(a: u32) -> bool {
     a >> 24 == 127
+}
+
+/// The gateway packets through next hop `nh` of `info` are sent to (rt_set_nexthop: only a
+/// gateway at link scope).
+fn neighbour_gateway(info: &Info, nh: usize) -> Option<IpAddr> {
+    info.spec.nhs[nh]
+        .gw
+        .filter(|_| info.nh[nh].scope == scope::LINK)
 }
 
 /// RTAX_MTU's bit in a route's `lock` metric.
@@ -250,17 +277,7 @@ impl Fib {
     /// the ICMP error each drop leads to). Multipath routes choose the next hop by the
     /// packet's flow hash. No allocation, no lock: the data plane's per-packet call.
     pub fn route_input(&self, k: &InputKey) -> Result<InputRoute, InputDrop> {
-        let flow = Flow {
-            dst: ip_u128(k.dst),
-            src: ip_u128(k.src),
-            iif: k.iif,
-            tos: k.tos,
-            mark: k.mark,
-            proto: k.proto,
-            sport: k.sport,
-            dport: k.dport,
-            ..Flow::empty()
-        };
+        let flow = k.flow();
         match (k.dst, k.src) {
             (IpAddr::V4(_), IpAddr::V4(_)) => Ok(match self.input4(&flow, None)? {
                 Input4::LimitedBroadcast => InputRoute::Broadcast { table: None },
@@ -269,15 +286,8 @@ impl Fib {
                 },
                 Input4::Local(res) => InputRoute::Local { table: res.table.0 },
                 Input4::Forward { res, redirect } => {
-                    let d = self.res_dst(&res);
-                    InputRoute::Forward(ForwardRoute {
-                        oif: d.oif,
-                        gateway: self.neighbour_gateway(&res),
-                        mtu: d.mtu,
-                        redirect,
-                        table: res.table.0,
-                        dst: DstRef::of(d),
-                    })
+                    let info = self.infos.get(res.entry.info);
+                    InputRoute::Forward(self.forward4(info, res.nh, res.table, redirect))
                 }
             }),
             (IpAddr::V6(d6), IpAddr::V6(_)) => self.input6(&flow, &d6),
@@ -318,16 +328,51 @@ impl Fib {
         })
     }
 
-    fn res_dst(&self, res: &Res) -> &Dst {
-        &self.infos.get(res.entry.info).nh[res.nh].dst
+    /// The IPv4 forwarding result of next hop `nh` of `info`, a route of table `table`.
+    #[inline]
+    pub(crate) fn forward4(
+        &self,
+        info: &Info,
+        nh: usize,
+        table: TableId,
+        redirect: bool,
+    ) -> ForwardRoute {
+        let d = &info.nh[nh].dst;
+        ForwardRoute {
+            oif: d.oif,
+            gateway: neighbour_gateway(info, nh),
+            mtu: d.mtu,
+            redirect,
+            table: table.0,
+            dst: DstRef::of(d),
+        }
     }
 
-    /// The gateway packets are sent to (rt_set_nexthop: only a gateway at link scope).
-    fn neighbour_gateway(&self, res: &Res) -> Option<IpAddr> {
-        let info = self.infos.get(res.entry.info);
-        info.spec.nhs[res.nh]
-            .gw
-            .filter(|_| info.nh[res.nh].scope == scope::LINK)
+    /// The IPv6 forwarding result of next hop `nh` of `info`, a route of table `table`, for a
+    /// packet in on `iif`.
+    #[inline]
+    pub(crate) fn forward6(
+        &self,
+        info: &Info,
+        nh: usize,
+        table: TableId,
+        iif: u32,
+    ) -> ForwardRoute {
+        let d = &info.nh[nh].dst;
+        let locked = info.spec.metrics.lock & LOCK_MTU != 0;
+        let mtu = match info.spec.mtu_of(nh) {
+            Some(m) if locked => m,
+            Some(_) => self.links.get(IfIndex(d.oif)).map_or(d.mtu, |l| l.mtu),
+            None => d.mtu,
+        };
+        ForwardRoute {
+            oif: d.oif,
+            gateway: neighbour_gateway(info, nh),
+            mtu,
+            redirect: d.oif == iif,
+            table: table.0,
+            dst: DstRef::of(d),
+        }
     }
 
     /// The rules walk of an input or `route get` lookup, or one table's lookup when `table`
@@ -512,21 +557,9 @@ impl Fib {
         if !self.settings().ipv6_forwarding {
             return Err(InputDrop::ForwardingOff);
         }
-        let d = self.res_dst(&res);
-        let locked = info.spec.metrics.lock & LOCK_MTU != 0;
-        let mtu = match info.spec.mtu_of(res.nh) {
-            Some(m) if locked => m,
-            Some(_) => self.links.get(IfIndex(d.oif)).map_or(d.mtu, |l| l.mtu),
-            None => d.mtu,
-        };
-        Ok(InputRoute::Forward(ForwardRoute {
-            oif: d.oif,
-            gateway: self.neighbour_gateway(&res),
-            mtu,
-            redirect: d.oif == flow.iif,
-            table,
-            dst: DstRef::of(d),
-        }))
+        Ok(InputRoute::Forward(
+            self.forward6(info, res.nh, res.table, flow.iif),
+        ))
     }
 
     /// Whether link `dev` is in multicast group `g`: every IPv6 link joins all-nodes

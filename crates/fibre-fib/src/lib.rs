@@ -29,7 +29,8 @@
 //! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects),
 //!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
 //!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`input`]
-//!    (the input route decision for packets), [`get`] (answers to `route get`), [`sync`]
+//!    (the input route decision for packets), `input_batch` (the same for a vector of
+//!    packets, the common case looked up together), [`get`] (answers to `route get`), [`sync`]
 //!    (effects of link and address events), and [`conf`] (per-link settings), [`neigh`]
 //!    (ARP/NDP neighbours and proxies, and their resolution states on the data plane's
 //!    clock), [`local`] (the router's own links and addresses as the data plane asks about
@@ -51,6 +52,7 @@ mod get;
 pub mod hash;
 mod ids;
 mod input;
+mod input_batch;
 mod link;
 mod local;
 mod lookup;

@@ -94,7 +94,7 @@ pub(crate) fn winner(
 
 /// A usable next hop of `info` for `flow`, in next-hop order.
 #[inline]
-fn first_good_nh(
+pub(crate) fn first_good_nh(
     info: &Info,
     flow: &Flow,
     flags: LookupFlags,
@@ -448,7 +448,7 @@ impl Fib {
     /// is added the kernel keeps both in one trie (fib_unmerge splits them), so a route of
     /// main longer than a matching route of local wins. That differs from the rules' order
     /// only when local holds prefixes shorter than /32 besides lo's 127.0.0.0/8.
-    fn merged4(&self) -> Option<(&Table, &Table)> {
+    pub(crate) fn merged4(&self) -> Option<(&Table, &Table)> {
         if self.custom_rules4 {
             return None;
         }
@@ -707,9 +707,15 @@ impl Fib {
     /// fib_select_multipath: the first live next hop whose upper bound is >= the hash; through
     /// a resilient group, the member in the hash's bucket (nexthop_select_path_res).
     pub(crate) fn select_multipath(&self, res: &mut Res, flow: &Flow) {
-        let info = self.infos.get(res.entry.info);
+        res.nh = self.multipath_nh(self.infos.get(res.entry.info), res.nh, flow);
+    }
+
+    /// The next hop of `info` [`Fib::select_multipath`] chooses for `flow`, `nh` when it
+    /// chooses none.
+    #[inline]
+    pub(crate) fn multipath_nh(&self, info: &Info, nh: usize, flow: &Flow) -> usize {
         if info.nh.len() <= 1 || flow.oif != 0 {
-            return;
+            return nh;
         }
         if let Some(id) = info.spec.nhid {
             if let Some(member) = self
@@ -717,24 +723,18 @@ impl Fib {
                 .select_res(id, Self::flow_hash(flow), self.now_ms())
             {
                 // A route through a group has the group's members as its next hops, in order.
-                if let Some(i) = self
+                return self
                     .nhobjs
                     .get(id)
                     .and_then(|g| g.group.iter().position(|m| NhId(m.id) == member))
-                {
-                    res.nh = i;
-                }
-                return;
+                    .unwrap_or(nh);
             }
         }
         let h = Self::flow_hash(flow) as i64;
-        if let Some(i) = info
-            .nh
+        info.nh
             .iter()
             .position(|s| s.upper_bound >= 0 && h <= s.upper_bound)
-        {
-            res.nh = i;
-        }
+            .unwrap_or(nh)
     }
 
     /// The data plane's entry point: an output lookup through the rules, multipath selection

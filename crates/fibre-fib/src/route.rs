@@ -481,6 +481,15 @@ impl Infos {
         std::mem::take(&mut self.released)
     }
 
+    /// Hints the CPU to fetch the start of info `id` (a batch of lookups does it for each
+    /// of its answers before reading any).
+    #[inline]
+    pub fn prefetch(&self, id: InfoId) {
+        if let Some(s) = self.slots.get(id.slot()) {
+            fibre_lpm::prefetch(s);
+        }
+    }
+
     #[inline]
     pub fn get(&self, id: InfoId) -> &Info {
         self.slots[id.slot()]

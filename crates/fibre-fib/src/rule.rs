@@ -20,6 +20,9 @@ const MAIN_RULE_PRIO: u32 = 32766;
 pub(crate) struct Rules {
     pub v4: Vec<Rule>,
     pub v6: Vec<Rule>,
+    /// Per family (IPv4, IPv6): whether the list is a fresh instance's, so that a lookup may
+    /// walk the default tables in their order without matching rules (see [`Rules::plain`]).
+    plain: [bool; 2],
 }
 
 fn default_rule(family: Family, prio: u32, table: u32) -> Rule {
@@ -52,7 +55,20 @@ impl Rules {
         Rules {
             v4,
             v6: mk(Family::Inet6),
+            plain: [true; 2],
         }
+    }
+
+    /// Whether `f`'s rules are a fresh instance's (`0: lookup local`, `32766: lookup main`
+    /// and, for IPv4, `32767: lookup default`, without selectors): then every flow walks those
+    /// tables in that order.
+    #[inline]
+    pub fn plain(&self, f: Family) -> bool {
+        self.plain[(f == Family::Inet6) as usize]
+    }
+
+    fn changed(&mut self, f: Family) {
+        self.plain[(f == Family::Inet6) as usize] = *self.list(f) == *Rules::new().list(f);
     }
 
     pub fn list(&self, f: Family) -> &Vec<Rule> {
@@ -134,6 +150,7 @@ impl Rules {
             .position(|x| x.priority.unwrap_or(0) > prio)
             .unwrap_or(list.len());
         list.insert(pos, rule);
+        self.changed(r.family);
         Ok(())
     }
 
@@ -144,6 +161,7 @@ impl Rules {
         match pos {
             Some(i) => {
                 list.remove(i);
+                self.changed(r.family);
                 Ok(())
             }
             None => Err(RtError::new(Errno::ENOENT)),

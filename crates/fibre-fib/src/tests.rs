@@ -11,6 +11,7 @@ use crate::*;
 mod conf;
 mod dst;
 mod input;
+mod input_batch;
 mod resilient;
 
 fn ip(s: &str) -> IpAddr {

@@ -28,6 +28,7 @@ const LAYERS: [&[&str]; 3] = [
         "route6",
         "exception",
         "input",
+        "input_batch",
         "get",
         "sync",
         "conf",

@@ -1,6 +1,7 @@
 //! `Fib::route_input` is the data plane's per-packet call: it must not allocate, whatever
 //! path a packet takes (forwarded through a multipath route with strict reverse-path
-//! filtering, delivered locally, rejected, IPv6). A counting global allocator checks it.
+//! filtering, delivered locally, rejected, IPv6), nor must `Fib::route_input_batch`. A
+//! counting global allocator checks it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
@@ -136,4 +137,18 @@ fn route_input_does_not_allocate() {
     assert!(matches!(outcomes[0], Ok(InputRoute::Forward(_))));
     assert!(matches!(outcomes[5], Err(InputDrop::ReversePath)));
     assert!(matches!(outcomes[6], Ok(InputRoute::Forward(_))));
+
+    // The batch call, its fast path included (rp_filter 0), over a vector longer than one of
+    // its chunks.
+    let mut s = f.settings().clone();
+    s.rp_filter = 0;
+    f.set_settings(s);
+    let vector: Vec<InputKey> = packets.iter().copied().cycle().take(100).collect();
+    let mut out = vec![Err(InputDrop::NoRoute); vector.len()];
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    f.route_input_batch(&vector, &mut out);
+    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    assert_eq!(allocated, 0, "route_input_batch allocated: {out:?}");
+    assert!(matches!(out[0], Ok(InputRoute::Forward(_))));
+    assert!(matches!(out[6], Ok(InputRoute::Forward(_))));
 }

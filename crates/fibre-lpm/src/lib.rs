@@ -88,9 +88,11 @@ pub(crate) fn has_x86_v3() -> bool {
         && std::arch::is_x86_feature_detected!("avx2")
 }
 
-/// Hints the CPU to bring `p`'s cache line closer; a no-op where there is no such hint.
+/// Hints the CPU to bring `p`'s cache line closer; a no-op where there is no such hint. Public
+/// for the lookups' users, which fetch what a batch of answers points at the same way (their
+/// crates forbid `unsafe`).
 #[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
+pub fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint: it never faults and never reads memory architecturally,
     // whatever the address (SSE is part of the x86_64 baseline).

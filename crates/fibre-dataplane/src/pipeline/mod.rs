@@ -62,6 +62,9 @@ const LARGE_FRAME: u32 = 66 * 1024;
 
 /// The most frames one call takes (VPP's and grout's vector size).
 pub const VECTOR: usize = 256;
+/// Packets per call of `Fib::route_input_batch`: its own chunk size, so each call makes its
+/// lookups for all of them together; its keys and answers stay on the stack.
+const ROUTE_BATCH: usize = 64;
 
 /// Bytes of the scratch frame replies are built in: the largest ICMPv6 error (1280) behind
 /// an Ethernet header, or an echo reply to a jumbo request.
@@ -333,20 +336,30 @@ impl Dataplane {
             self.counters.received += 1;
             self.rx_one(v, now, iif, frame, tx);
         }
-        // Stage 2: the input route decision for the whole vector.
+        // Stage 2: the input route decision for the whole vector, in one batch call per
+        // `ROUTE_BATCH` packets.
         let mut slots = std::mem::take(&mut self.slots);
-        for s in slots.iter_mut() {
-            let m = &s.meta;
-            s.route = v.fib.route_input(&InputKey {
-                dst: m.dst,
-                src: m.src,
-                iif: s.iif,
-                tos: m.tos,
-                mark: 0,
-                proto: m.proto,
-                sport: m.sport,
-                dport: m.dport,
+        for chunk in slots.chunks_mut(ROUTE_BATCH) {
+            let keys: [InputKey; ROUTE_BATCH] = std::array::from_fn(|i| {
+                let s = &chunk[i.min(chunk.len() - 1)];
+                let m = &s.meta;
+                InputKey {
+                    dst: m.dst,
+                    src: m.src,
+                    iif: s.iif,
+                    tos: m.tos,
+                    mark: 0,
+                    proto: m.proto,
+                    sport: m.sport,
+                    dport: m.dport,
+                }
             });
+            let mut routes = [Err(InputDrop::NoRoute); ROUTE_BATCH];
+            let n = chunk.len();
+            v.fib.route_input_batch(&keys[..n], &mut routes[..n]);
+            for (s, r) in chunk.iter_mut().zip(routes) {
+                s.route = r;
+            }
         }
         // Stage 3: deliver, forward or drop.
         for s in slots.drain(..) {

@@ -4,7 +4,7 @@
 use super::*;
 use proptest::prelude::*;
 
-fn key(dst: &str, src: &str, iif: u32) -> InputKey {
+pub(super) fn key(dst: &str, src: &str, iif: u32) -> InputKey {
     InputKey {
         dst: ip(dst),
         src: ip(src),
