@@ -692,17 +692,6 @@ impl Fib {
         Err(LookupError::NoRoute)
     }
 
-    /// The flow hash used for multipath selection: 31 bits over the L3 addresses (the
-    /// kernel's policy 0; the kernel seeds its hash randomly, so only the split matters).
-    pub(crate) fn flow_hash(flow: &Flow) -> u32 {
-        let mut h = flow.src as u64 ^ (flow.src >> 64) as u64;
-        h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (flow.dst as u64 ^ (flow.dst >> 64) as u64);
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^= h >> 33;
-        (h as u32) >> 1
-    }
 
     /// fib_select_multipath: the first live next hop whose upper bound is >= the hash; through
     /// a resilient group, the member in the hash's bucket (nexthop_select_path_res).
@@ -711,10 +700,9 @@ impl Fib {
         if info.nh.len() <= 1 || flow.oif != 0 {
             return;
         }
+        let h = crate::mphash::flow_hash(&self.settings().multipath, info.spec.family, flow);
         if let Some(id) = info.spec.nhid {
-            if let Some(member) = self
-                .nhobjs
-                .select_res(id, Self::flow_hash(flow), self.now_ms())
+            if let Some(member) = self.nhobjs.select_res(id, h, self.now_ms())
             {
                 // A route through a group has the group's members as its next hops, in order.
                 if let Some(i) = self
@@ -727,7 +715,7 @@ impl Fib {
                 return;
             }
         }
-        let h = Self::flow_hash(flow) as i64;
+        let h = h as i64;
         if let Some(i) = info
             .nh
             .iter()
