@@ -114,7 +114,7 @@ struct Keys {
 
 /// The multipath hash of `flow` (31 bits). `flow.packet` says whether the kernel would have
 /// the packet itself in hand (forwarding; IPv4 `route get`, which builds one) or the flow only.
-pub(crate) fn flow_hash(cfg: &MultipathHash, family: Family, flow: &Flow) -> u32 {
+pub fn flow_hash(cfg: &MultipathHash, family: Family, flow: &Flow) -> u32 {
     let v6 = family == Family::Inet6;
     let (policy, field_bits) = match v6 {
         false => (cfg.policy4, cfg.fields4),
@@ -219,7 +219,7 @@ fn siphash_keys(key: &[u64; 2], v6: bool, mut k: Keys) -> u32 {
 
 /// SipHash-2-4 (Aumasson and Bernstein) over a whole number of 64-bit little-endian words.
 fn siphash24(key: &[u64; 2], data: &[u8]) -> u64 {
-    debug_assert!(data.len() % 8 == 0);
+    debug_assert!(data.len().is_multiple_of(8));
     let mut v = [
         key[0] ^ 0x736f_6d65_7073_6575,
         key[1] ^ 0x646f_7261_6e64_6f6d,
