@@ -184,8 +184,10 @@ fn sip_key(seed: u32) -> [u64; 2] {
 /// flow_hash_from_keys_seed over one image: ordered, hashed, never zero.
 fn siphash_keys(key: &[u64; 2], v6: bool, mut k: Keys) -> u32 {
     let ordered = match v6 {
-        false => u32::from_le_bytes((k.dst as u32).to_be_bytes())
-            < u32::from_le_bytes((k.src as u32).to_be_bytes()),
+        false => {
+            u32::from_le_bytes((k.dst as u32).to_be_bytes())
+                < u32::from_le_bytes((k.src as u32).to_be_bytes())
+        }
         true => k.dst < k.src,
     };
     if ordered {
@@ -290,7 +292,10 @@ mod tests {
         // The SipHash paper's test key 00..0f; the reference output for the 8-byte message
         // 00..07 is 0x93f5f5799a932462 (vectors.h, entry 8).
         let key = [0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908];
-        assert_eq!(siphash24(&key, &[0, 1, 2, 3, 4, 5, 6, 7]), 0x93f5_f579_9a93_2462);
+        assert_eq!(
+            siphash24(&key, &[0, 1, 2, 3, 4, 5, 6, 7]),
+            0x93f5_f579_9a93_2462
+        );
     }
 
     fn v4(s: [u8; 4], d: [u8; 4]) -> Flow {
@@ -349,14 +354,7 @@ mod tests {
     fn an_unset_seed_is_drawn_once() {
         let cfg = MultipathHash::default();
         assert_eq!(cfg.effective_seed(), cfg.effective_seed());
-        assert_eq!(
-            MultipathHash {
-                seed: 9,
-                ..cfg
-            }
-            .effective_seed(),
-            9
-        );
+        assert_eq!(MultipathHash { seed: 9, ..cfg }.effective_seed(), 9);
     }
 
     #[test]
