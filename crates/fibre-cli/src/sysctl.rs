@@ -84,7 +84,10 @@ fn parse_value(v: &str) -> Option<i64> {
 
 /// What sysctl says when the kernel refuses a value.
 fn invalid(key: &str) -> CmdError {
-    CmdError::fail(1, format!("sysctl: setting key \"{key}\": Invalid argument\n"))
+    CmdError::fail(
+        1,
+        format!("sysctl: setting key \"{key}\": Invalid argument\n"),
+    )
 }
 
 /// What sysctl says when the file does not exist (a link that is not there), or fibre's
@@ -172,8 +175,16 @@ mod tests {
     fn multipath_hash_settings_take_the_kernels_values() {
         let mut cli = Cli::new(Fib::default(), Options::default());
         run(&mut cli, &["-w", "net.ipv4.fib_multipath_hash_policy=1"]).unwrap();
-        run(&mut cli, &["-q", "-w", "net/ipv6/fib_multipath_hash_fields=0x3f"]).unwrap();
-        run(&mut cli, &["-q", "-w", "net.ipv4.fib_multipath_hash_seed=4294967295"]).unwrap();
+        run(
+            &mut cli,
+            &["-q", "-w", "net/ipv6/fib_multipath_hash_fields=0x3f"],
+        )
+        .unwrap();
+        run(
+            &mut cli,
+            &["-q", "-w", "net.ipv4.fib_multipath_hash_seed=4294967295"],
+        )
+        .unwrap();
         run(&mut cli, &["net.ipv6.fib_multipath_hash_fields"]).unwrap();
         run(&mut cli, &["net.ipv6.fib_multipath_hash_policy"]).unwrap();
         assert_eq!(
