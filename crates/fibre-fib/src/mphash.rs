@@ -22,10 +22,12 @@
 //!   hashes the fields of `fib_multipath_hash_fields`, nothing when none of the outer bits is
 //!   set. With a packet in hand, policy 3 mixes the outer hash with the inner one through
 //!   jhash_2words(outer, inner, 0); the inner hash is 0 without encapsulation.
-//! - Without a seed (0) the kernel keys every namespace with one random number drawn at boot;
-//!   fibre draws one per process from the operating system's random source, so a router's
-//!   choices cannot be predicted, and runs that must repeat (tests, the differential) set a
-//!   seed.
+//! - Without a seed (0) the kernel keys every namespace with one random number drawn at boot.
+//!   fibre derives one from the kernel's random boot id (/proc/sys/kernel/random/boot_id), so
+//!   every fibre process on a machine (fibred, offline `fibre`) chooses alike until the next
+//!   boot, as a kernel's namespaces do, and nobody off the machine can predict the choice;
+//!   without a boot id it draws one per process from the operating system's random source.
+//!   Runs that must repeat across boots (tests, the differential) set a seed.
 //!
 //! What [`Flow`] does not carry, and so this hash cannot see: the quoted header of an ICMP
 //! error (policies 0 and 2 hash its addresses instead of the outer ones, so an error follows
@@ -91,13 +93,35 @@ impl Default for MultipathHash {
 }
 
 impl MultipathHash {
-    /// The seed the hash is keyed with: the one set, else the process's random one.
+    /// The seed the hash is keyed with: the one set, else the boot's (see the module comment).
     fn effective_seed(&self) -> u32 {
-        static RANDOM: OnceLock<u32> = OnceLock::new();
+        static BOOT: OnceLock<u32> = OnceLock::new();
         match self.seed {
-            0 => *RANDOM.get_or_init(|| crate::hash::os_random() as u32),
+            0 => *BOOT.get_or_init(boot_seed),
             s => s,
         }
+    }
+}
+
+/// Where Linux keeps a random identifier drawn at each boot.
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// A seed for this boot: SipHash of the boot id under a fixed key (the id itself is readable
+/// by local users, as the kernel's own seed is not; a seed that needs keeping from them is set
+/// explicitly), else a random one for this process.
+fn boot_seed() -> u32 {
+    const KEY: [u64; 2] = [0x6669_6272_655f_6d70, 0x6861_7368_5f73_6565];
+    match std::fs::read(BOOT_ID) {
+        Ok(id) if !id.is_empty() => {
+            let mut words = [0u8; 64];
+            let n = id.len().min(words.len());
+            words[..n].copy_from_slice(&id[..n]);
+            match siphash24(&KEY, &words) as u32 {
+                0 => 1,
+                s => s,
+            }
+        }
+        _ => crate::hash::os_random() as u32,
     }
 }
 
@@ -351,8 +375,12 @@ mod tests {
     }
 
     #[test]
-    fn an_unset_seed_is_drawn_once() {
+    fn an_unset_seed_is_the_boots() {
         let cfg = MultipathHash::default();
+        // What another process on this machine derives too.
+        if std::fs::metadata(BOOT_ID).is_ok() {
+            assert_eq!(cfg.effective_seed(), boot_seed());
+        }
         assert_eq!(cfg.effective_seed(), cfg.effective_seed());
         assert_eq!(MultipathHash { seed: 9, ..cfg }.effective_seed(), 9);
     }
