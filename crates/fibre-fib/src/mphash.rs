@@ -4,7 +4,8 @@
 //! kernel with the same `net.ipv4.fib_multipath_hash_seed` send a flow the same way.
 //!
 //! What the kernel does (Linux 6.18; `ip route get ... ipproto P sport S dport D` answers in a
-//! namespace confirm it for every policy and family: tests/scenarios/model/multipath_hash_*):
+//! namespace confirm it for every policy and family, tests/scenarios/model/multipath_hash_*,
+//! and IPv6 packets forwarded by a namespace the flow label's place):
 //! - The hashed bytes are the kernel's `struct flow_keys` from its `basic` member on, with every
 //!   field the policy leaves out zero: protocol at offset 2, IPv6 flow label 4..8 (network
 //!   order), VLAN tags and GRE key 8..28 (always zero here), ports 28..32, ICMP key 32..36
@@ -18,10 +19,11 @@
 //!   64-bit key word (fib_multipath_hash_construct_key); a zero hash becomes 1
 //!   (__flow_hash_from_keys), and the result is shifted right by one (31 bits).
 //! - Policy 0 hashes the addresses (IPv6 also the flow label and protocol), 1 adds the ports
-//!   and protocol (IPv6 without the label), 2 is 0 for a packet without encapsulation, and 3
-//!   hashes the fields of `fib_multipath_hash_fields`, nothing when none of the outer bits is
-//!   set. With a packet in hand, policy 3 mixes the outer hash with the inner one through
-//!   jhash_2words(outer, inner, 0); the inner hash is 0 without encapsulation.
+//!   and protocol (IPv6 without the label), 2 hashes as 0 does for a packet without
+//!   encapsulation, and 3 hashes the fields of `fib_multipath_hash_fields`, nothing when none
+//!   of the outer bits is set. With a packet in hand, policy 3 mixes the outer hash with the
+//!   inner one through jhash_2words(outer, inner, 0); the inner hash is 0 without
+//!   encapsulation.
 //! - Without a seed (0) the kernel keys every namespace with one random number drawn at boot.
 //!   fibre derives one from the kernel's random boot id (/proc/sys/kernel/random/boot_id), so
 //!   every fibre process on a machine (fibred, offline `fibre`) chooses alike until the next
@@ -36,9 +38,11 @@
 //! zero for fragments, first ones included: the kernel's dissector stops at a fragment header.
 //!
 //! Cost: one SipHash-2-4 over six (IPv4) or nine (IPv6) 64-bit words, 18 or 24 SipRounds, no
-//! allocation and no lock; computed only for routes with more than one next hop.
+//! allocation and no lock (about 60 and 75 ns on the shared test machine,
+//! examples/mphash-results.md); computed only for routes with more than one next hop.
 //!
-//! Who calls what: `Fib::select_multipath` calls [`flow_hash`] with the settings' [`MultipathHash`].
+//! Who calls what: `Fib::select_multipath` calls [`flow_hash`] with the settings'
+//! [`MultipathHash`]; the data plane may call it for its own load-balance objects.
 
 use std::sync::OnceLock;
 
