@@ -118,6 +118,7 @@ rule add to 198.18.12.0/24 blackhole
 rule add tos 0x10 lookup 101
 rule add ipproto udp dport 5000 lookup 101
 sysctl -q -w net.ipv4.conf.d0.rp_filter=1
+sysctl -q -w net.ipv4.fib_multipath_hash_seed=1
 """
 
 # The router's own addresses: packets with one of these as IPv4 source are the router's own
@@ -338,7 +339,7 @@ def build() -> tuple[str, dict[str, list[tuple[float, bytes]]], list[dict]]:
     c.add("options", "ttl 1 with options: quoted with them",
           v4(src=c.src(), dst=far, ttl=1, id=112, options=opt(b"\x07\x0b\x04" + b"\0" * 8, b"\x00")) / udp())
 
-    # --- multipath (hash policy 0: addresses only) ------------------------------------------
+    # --- multipath (hash policy 0: addresses only; the config sets the hash seed) ----------
     for i in range(16):
         c.add("ecmp", f"flow {i} over the two next hops",
               v4(src=f"198.51.100.{200 + i}" if i % 2 else c.src(), dst=f"100.64.{i}.{7 * i + 1}", id=120 + i) / udp(sport=2000 + i))

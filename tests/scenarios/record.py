@@ -37,7 +37,7 @@ def main() -> int:
         got = scenario.run_kernel(s)
         if a.verify:
             want = s.expected()
-            diffs = ["not recorded"] if want is None else scenario.differences(want, got, "live kernel", s.leg_rotation)
+            diffs = ["not recorded"] if want is None else scenario.differences(want, got, "live kernel")
             print(f"{'OK  ' if not diffs else 'DIFF'} {s.name}")
             for d in diffs:
                 print("     " + d)
@@ -58,7 +58,7 @@ def mark_xfail(fibre: str, names: list[str]) -> int:
         if want is None:
             print(f"unrecorded {s.name}")
             continue
-        diffs = scenario.differences(want, scenario.run_fibre(fibre, s), leg_rotation=s.leg_rotation)
+        diffs = scenario.differences(want, scenario.run_fibre(fibre, s))
         reason = f"fibre differs: {diffs[0]}" if diffs else None
         lines = s.text.split("\n")
         if not lines[0].startswith("# fibre:"):

@@ -3,12 +3,10 @@
 A scenario is NAME.scn, an iproute2 batch file. Its first line says what fibre does with it:
 `# fibre: pass` or `# fibre: xfail: REASON` (fibre does not pass it yet; record.py --mark-xfail
 rewrites this line in place, so line numbers never move). A leading `# options: ...` line gives
-global `ip` options (such as -6 or -j). A leading `# multipath: rotation` line makes the
-`nexthop` lines of each multipath route compare up to rotation: an IPv6 `route get ...
-fibmatch` lists the sibling the flow hash chose first, then the others in their circular
-order, and fibre's flow hash is not the kernel's (the differential runner likewise accepts any
-of the matched route's next hops). The kernel's answer is NAME.expected.json, written by
-record.py.
+global `ip` options (such as -6 or -j). An answer that depends on the multipath flow hash (an
+IPv6 `route get ... fibmatch` lists the sibling the hash chose first) compares exactly when
+the scenario sets `net.ipv4.fib_multipath_hash_seed`: fibre's hash is the kernel's. The
+kernel's answer is NAME.expected.json, written by record.py.
 """
 
 from __future__ import annotations
@@ -39,8 +37,6 @@ class Scenario:
     options: list[str]
     xfail: str | None
     text: str
-    # `# multipath: rotation`: multipath legs compare up to rotation (see the module doc).
-    leg_rotation: bool = False
 
     @property
     def expected_path(self) -> str:
@@ -65,21 +61,18 @@ def load_all() -> list[Scenario]:
             text = f.read()
         options: list[str] = []
         xfail = None
-        rotation = False
         for line in text.splitlines():
             if not line.startswith("#"):
                 break
             body = line[1:].strip()
             if body.startswith("options:"):
                 options = body.split(":", 1)[1].split()
-            elif body.startswith("multipath:"):
-                rotation = body.split(":", 1)[1].strip() == "rotation"
             elif body.startswith("fibre:"):
                 verdict = body.split(":", 1)[1].strip()
                 if verdict.startswith("xfail:"):
                     xfail = verdict.split(":", 1)[1].strip()
         name = os.path.relpath(path, HERE)[: -len(".scn")]
-        out.append(Scenario(path, name, options, xfail, text, rotation))
+        out.append(Scenario(path, name, options, xfail, text))
     return out
 
 
@@ -139,32 +132,11 @@ def same_line(x: str, y: str) -> bool:
     return True
 
 
-def canonical_legs(lines: list[str]) -> list[str]:
-    """`lines` with each run of multipath `nexthop` lines turned to its smallest rotation (the
-    number and position of lines stay, so line numbers still point at the output)."""
-    out = list(lines)
-    i = 0
-    while i < len(out):
-        if not out[i].startswith("\tnexthop"):
-            i += 1
-            continue
-        j = i
-        while j < len(out) and out[j].startswith("\tnexthop"):
-            j += 1
-        legs = out[i:j]
-        out[i:j] = min(legs[k:] + legs[:k] for k in range(len(legs)))
-        i = j
-    return out
-
-
-def differences(want: dict, got: dict, who: str = "fibre", leg_rotation: bool = False) -> list[str]:
-    """Line-level differences between the kernel's recorded answer and another; with
-    `leg_rotation`, multipath legs compare up to rotation."""
+def differences(want: dict, got: dict, who: str = "fibre") -> list[str]:
+    """Line-level differences between the kernel's recorded answer and another."""
     out = []
     for key in ("stdout", "stderr"):
         a, b = want[key].splitlines(), got[key].splitlines()
-        if leg_rotation:
-            a, b = canonical_legs(a), canonical_legs(b)
         if a == b:
             continue
         for i in range(max(len(a), len(b))):

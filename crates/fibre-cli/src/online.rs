@@ -390,7 +390,7 @@ impl Backend {
         &mut self,
         target: fibre_fib::ConfTarget,
         key: fibre_fib::ConfKey,
-        value: i32,
+        value: i64,
     ) -> Result<(), RtError> {
         match self {
             Backend::Local(f) => f.set_conf(target, key, value),
@@ -403,7 +403,7 @@ impl Backend {
         &self,
         target: fibre_fib::ConfTarget,
         key: fibre_fib::ConfKey,
-    ) -> Result<i32, RtError> {
+    ) -> Result<i64, RtError> {
         match self {
             Backend::Local(f) => f.conf(target, key),
             Backend::Remote(_) => Err(offline_only()),

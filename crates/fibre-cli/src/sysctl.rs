@@ -4,8 +4,11 @@
 //!
 //! Keys: `net.ipv4.conf.{all,default,LINK}.{rp_filter,ignore_routes_with_linkdown}`,
 //! `net.ipv6.conf.{all,default,LINK}.ignore_routes_with_linkdown`,
-//! `net.ipv{4,6}.conf.all.forwarding` and `net.ipv4.ip_forward`; `/` may separate the parts.
-//! A write prints `KEY = VALUE` as sysctl does, unless `-q`.
+//! `net.ipv{4,6}.conf.all.forwarding`, `net.ipv4.ip_forward`,
+//! `net.ipv{4,6}.fib_multipath_hash_{policy,fields}` and `net.ipv4.fib_multipath_hash_seed`;
+//! `/` may separate the parts. Values are read as the kernel's proc handlers read them
+//! (`0x` hexadecimal, a leading `0` octal, else decimal). A write prints `KEY = VALUE` as sysctl
+//! does, unless `-q`; a value the kernel refuses fails as sysctl reports EINVAL.
 
 use crate::{Cli, CmdError};
 use fibre_fib::{ConfKey, ConfTarget, Errno, Family};
@@ -37,15 +40,11 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
         let (target, k) = resolve(cli, &shown)?;
         match value {
             Some(v) => {
-                let n: i32 = v.trim().parse().map_err(|_| {
-                    CmdError::fail(
-                        1,
-                        format!("sysctl: setting key \"{shown}\": Invalid argument\n"),
-                    )
+                let n = parse_value(v.trim()).ok_or_else(|| invalid(&shown))?;
+                cli.fib.set_conf(target, k, n).map_err(|e| match e.errno {
+                    Errno::EINVAL => invalid(&shown),
+                    errno => unsupported(&shown, errno),
                 })?;
-                cli.fib
-                    .set_conf(target, k, n)
-                    .map_err(|e| unsupported(&shown, e.errno))?;
                 if !quiet {
                     cli.out
                         .extend_from_slice(format!("{shown} = {}\n", v.trim()).as_bytes());
@@ -62,6 +61,33 @@ pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
         }
     }
     Ok(())
+}
+
+/// A number as the kernel's proc handlers parse one (base 0 of strtoul, with a sign).
+fn parse_value(v: &str) -> Option<i64> {
+    let (neg, digits) = match v.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, v),
+    };
+    let n = if let Some(h) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        i64::from_str_radix(h, 16).ok()?
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        i64::from_str_radix(&digits[1..], 8).ok()?
+    } else {
+        digits.parse::<i64>().ok()?
+    };
+    Some(if neg { -n } else { n })
+}
+
+/// What sysctl says when the kernel refuses a value.
+fn invalid(key: &str) -> CmdError {
+    CmdError::fail(
+        1,
+        format!("sysctl: setting key \"{key}\": Invalid argument\n"),
+    )
 }
 
 /// What sysctl says when the file does not exist (a link that is not there), or fibre's
@@ -85,10 +111,16 @@ fn missing(key: &str) -> CmdError {
 
 /// The setting a dotted key names.
 fn resolve(cli: &mut Cli, key: &str) -> Result<(ConfTarget, ConfKey), CmdError> {
-    if key == "net.ipv4.ip_forward" {
-        return Ok((ConfTarget::All, ConfKey::Forwarding4));
-    }
     let parts: Vec<&str> = key.split('.').collect();
+    if let ["net", fam, name] = parts[..] {
+        let family = match fam {
+            "ipv4" => Family::Inet,
+            "ipv6" => Family::Inet6,
+            _ => return Err(missing(key)),
+        };
+        let k = ConfKey::parse_global(family, name).ok_or_else(|| missing(key))?;
+        return Ok((ConfTarget::All, k));
+    }
     let [net, fam, conf, dev, name] = parts[..] else {
         return Err(missing(key));
     };
@@ -137,5 +169,52 @@ mod tests {
             ))
         );
         assert!(run(&mut cli, &["net.ipv4.conf.lo.forwarding=0"]).is_err());
+    }
+
+    #[test]
+    fn multipath_hash_settings_take_the_kernels_values() {
+        let mut cli = Cli::new(Fib::default(), Options::default());
+        run(&mut cli, &["-w", "net.ipv4.fib_multipath_hash_policy=1"]).unwrap();
+        run(
+            &mut cli,
+            &["-q", "-w", "net/ipv6/fib_multipath_hash_fields=0x3f"],
+        )
+        .unwrap();
+        run(
+            &mut cli,
+            &["-q", "-w", "net.ipv4.fib_multipath_hash_seed=4294967295"],
+        )
+        .unwrap();
+        run(&mut cli, &["net.ipv6.fib_multipath_hash_fields"]).unwrap();
+        run(&mut cli, &["net.ipv6.fib_multipath_hash_policy"]).unwrap();
+        assert_eq!(
+            String::from_utf8(std::mem::take(&mut cli.out)).unwrap(),
+            "net.ipv4.fib_multipath_hash_policy = 1\nnet.ipv6.fib_multipath_hash_fields = 63\nnet.ipv6.fib_multipath_hash_policy = 0\n"
+        );
+        assert_eq!(
+            cli.fib.conf(ConfTarget::All, ConfKey::MultipathHashSeed),
+            Ok(u32::MAX as i64)
+        );
+        // What the kernel refuses, sysctl reports as EINVAL; IPv6 has no seed of its own.
+        for bad in [
+            "net.ipv4.fib_multipath_hash_policy=4",
+            "net.ipv4.fib_multipath_hash_policy=-1",
+            "net.ipv4.fib_multipath_hash_fields=0",
+            "net.ipv6.fib_multipath_hash_fields=0x1000",
+            "net.ipv4.fib_multipath_hash_seed=4294967296",
+        ] {
+            let key = bad.split('=').next().unwrap();
+            assert_eq!(
+                run(&mut cli, &["-w", bad]),
+                Err(CmdError::fail(
+                    1,
+                    format!("sysctl: setting key \"{key}\": Invalid argument\n")
+                ))
+            );
+        }
+        assert_eq!(
+            run(&mut cli, &["net.ipv6.fib_multipath_hash_seed"]),
+            Err(missing("net.ipv6.fib_multipath_hash_seed"))
+        );
     }
 }

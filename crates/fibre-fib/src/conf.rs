@@ -1,5 +1,7 @@
 //! Per-link settings with the meaning of the kernel's `net.ipv4.conf.*` and `net.ipv6.conf.*`
-//! sysctls: reverse-path filtering and ignoring routes whose next hop has lost its carrier.
+//! sysctls: reverse-path filtering and ignoring routes whose next hop has lost its carrier; and
+//! the namespace-wide multipath hash settings (`net.ipv{4,6}.fib_multipath_hash_*`, see
+//! `mphash`), which exist for `all` only and refuse values the kernel refuses (EINVAL).
 //!
 //! The kernel's rules, which fibre follows:
 //! - IPv4 (`devinet`): each link has its own values, copied from `default` when the link is
@@ -45,6 +47,16 @@ pub enum ConfKey {
     IgnoreLinkdown4,
     /// net.ipv6.conf.X.ignore_routes_with_linkdown
     IgnoreLinkdown6,
+    /// net.ipv4.fib_multipath_hash_policy (no `conf.X`: one per instance).
+    MultipathHashPolicy4,
+    /// net.ipv6.fib_multipath_hash_policy
+    MultipathHashPolicy6,
+    /// net.ipv4.fib_multipath_hash_fields
+    MultipathHashFields4,
+    /// net.ipv6.fib_multipath_hash_fields
+    MultipathHashFields6,
+    /// net.ipv4.fib_multipath_hash_seed (both families' hash)
+    MultipathHashSeed,
 }
 
 impl ConfKey {
@@ -58,6 +70,30 @@ impl ConfKey {
             (Family::Inet6, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown6,
             _ => return None,
         })
+    }
+
+    /// A namespace-wide key `net.ipv{4,6}.NAME` (target `all`).
+    pub fn parse_global(family: Family, name: &str) -> Option<ConfKey> {
+        Some(match (family, name) {
+            (Family::Inet, "ip_forward") => ConfKey::Forwarding4,
+            (Family::Inet, "fib_multipath_hash_policy") => ConfKey::MultipathHashPolicy4,
+            (Family::Inet6, "fib_multipath_hash_policy") => ConfKey::MultipathHashPolicy6,
+            (Family::Inet, "fib_multipath_hash_fields") => ConfKey::MultipathHashFields4,
+            (Family::Inet6, "fib_multipath_hash_fields") => ConfKey::MultipathHashFields6,
+            (Family::Inet, "fib_multipath_hash_seed") => ConfKey::MultipathHashSeed,
+            _ => return None,
+        })
+    }
+
+    fn is_global(self) -> bool {
+        matches!(
+            self,
+            ConfKey::MultipathHashPolicy4
+                | ConfKey::MultipathHashPolicy6
+                | ConfKey::MultipathHashFields4
+                | ConfKey::MultipathHashFields6
+                | ConfKey::MultipathHashSeed
+        )
     }
 }
 
@@ -146,13 +182,20 @@ impl Confs {
 
 impl crate::Fib {
     /// Writes a setting, as `sysctl -w net.ipv{4,6}.conf.TARGET.KEY=VALUE` does. ENODEV for
-    /// a link that does not exist; EOPNOTSUPP for a forwarding setting other than `all`.
+    /// a link that does not exist; EOPNOTSUPP for a forwarding setting other than `all`;
+    /// EINVAL for a multipath hash value out of the kernel's range (policy 0-3, fields 1 to
+    /// 0xfff, seed a u32) or one of those keys with another target.
     pub fn set_conf(
         &mut self,
         target: ConfTarget,
         key: ConfKey,
-        value: i32,
+        value: i64,
     ) -> Result<(), RtError> {
+        if key.is_global() {
+            return self.set_multipath_hash(target, key, value);
+        }
+        // The per-link settings are C ints in the kernel.
+        let value = i32::try_from(value).map_err(|_| RtError::new(Errno::EINVAL))?;
         if let ConfTarget::Dev(i) = target {
             if !self.confs.dev.contains_key(&IfIndex(i)) {
                 return Err(RtError::new(Errno::ENODEV));
@@ -201,6 +244,8 @@ impl crate::Fib {
             (ConfKey::IgnoreLinkdown6, ConfTarget::Default) => {
                 self.confs.default.ignore_linkdown6 = value
             }
+            // The namespace-wide keys returned above.
+            (_, ConfTarget::All | ConfTarget::Default) => return Err(RtError::new(Errno::EINVAL)),
             (key, ConfTarget::Dev(i)) => {
                 let c = self.confs.dev.get_mut(&IfIndex(i)).expect("checked above");
                 match key {
@@ -222,19 +267,62 @@ impl crate::Fib {
         Ok(())
     }
 
-    /// Reads a setting (`sysctl net.ipv{4,6}.conf.TARGET.KEY`).
-    pub fn conf(&self, target: ConfTarget, key: ConfKey) -> Result<i32, RtError> {
+    /// The multipath hash keys of [`Fib::set_conf`].
+    fn set_multipath_hash(
+        &mut self,
+        target: ConfTarget,
+        key: ConfKey,
+        value: i64,
+    ) -> Result<(), RtError> {
+        let inval = || RtError::new(Errno::EINVAL);
+        if target != ConfTarget::All {
+            return Err(inval());
+        }
+        let policy = || {
+            u8::try_from(value)
+                .ok()
+                .filter(|&p| p <= crate::mphash::MAX_POLICY)
+                .ok_or_else(inval)
+        };
+        let fields = || {
+            u32::try_from(value)
+                .ok()
+                .filter(|&f| (1..=crate::mphash::fields::ALL_MASK).contains(&f))
+                .ok_or_else(inval)
+        };
+        let mut s = self.settings().clone();
+        let m = &mut s.multipath;
+        match key {
+            ConfKey::MultipathHashPolicy4 => m.policy4 = policy()?,
+            ConfKey::MultipathHashPolicy6 => m.policy6 = policy()?,
+            ConfKey::MultipathHashFields4 => m.fields4 = fields()?,
+            ConfKey::MultipathHashFields6 => m.fields6 = fields()?,
+            _ => m.seed = u32::try_from(value).map_err(|_| inval())?,
+        }
+        self.set_settings(s);
+        Ok(())
+    }
+
+    /// Reads a setting (`sysctl net.ipv{4,6}.conf.TARGET.KEY`, `sysctl net.ipv{4,6}.KEY`).
+    pub fn conf(&self, target: ConfTarget, key: ConfKey) -> Result<i64, RtError> {
         let s = self.settings();
+        let m = &s.multipath;
         let c = match target {
             ConfTarget::All => {
                 return Ok(match key {
-                    ConfKey::Forwarding4 => s.ipv4_forwarding as i32,
-                    ConfKey::Forwarding6 => s.ipv6_forwarding as i32,
-                    ConfKey::RpFilter => s.rp_filter as i32,
-                    ConfKey::IgnoreLinkdown4 => s.ignore_routes_with_linkdown4 as i32,
-                    ConfKey::IgnoreLinkdown6 => s.ignore_routes_with_linkdown6 as i32,
+                    ConfKey::Forwarding4 => s.ipv4_forwarding as i64,
+                    ConfKey::Forwarding6 => s.ipv6_forwarding as i64,
+                    ConfKey::RpFilter => s.rp_filter as i64,
+                    ConfKey::IgnoreLinkdown4 => s.ignore_routes_with_linkdown4 as i64,
+                    ConfKey::IgnoreLinkdown6 => s.ignore_routes_with_linkdown6 as i64,
+                    ConfKey::MultipathHashPolicy4 => m.policy4 as i64,
+                    ConfKey::MultipathHashPolicy6 => m.policy6 as i64,
+                    ConfKey::MultipathHashFields4 => m.fields4 as i64,
+                    ConfKey::MultipathHashFields6 => m.fields6 as i64,
+                    ConfKey::MultipathHashSeed => m.seed as i64,
                 })
             }
+            _ if key.is_global() => return Err(RtError::new(Errno::EINVAL)),
             ConfTarget::Default => &self.confs.default,
             ConfTarget::Dev(i) => self
                 .confs
@@ -243,11 +331,12 @@ impl crate::Fib {
                 .ok_or(RtError::new(Errno::ENODEV))?,
         };
         Ok(match key {
-            ConfKey::Forwarding4 => s.ipv4_forwarding as i32,
-            ConfKey::Forwarding6 => s.ipv6_forwarding as i32,
-            ConfKey::RpFilter => c.rp_filter,
-            ConfKey::IgnoreLinkdown4 => c.ignore_linkdown4,
-            ConfKey::IgnoreLinkdown6 => c.ignore_linkdown6,
+            ConfKey::Forwarding4 => s.ipv4_forwarding as i64,
+            ConfKey::Forwarding6 => s.ipv6_forwarding as i64,
+            ConfKey::RpFilter => c.rp_filter as i64,
+            ConfKey::IgnoreLinkdown4 => c.ignore_linkdown4 as i64,
+            ConfKey::IgnoreLinkdown6 => c.ignore_linkdown6 as i64,
+            _ => return Err(RtError::new(Errno::EINVAL)),
         })
     }
 }

@@ -296,6 +296,8 @@ impl Fib {
         let flow = Flow {
             dst: crate::prefix::ip_u128(dst),
             iif: crate::link::LOOPBACK_IFINDEX,
+            // The kernel's PMTU and redirect updates look the route up without the packet.
+            packet: false,
             ..Flow::empty()
         };
         let mut res = self

@@ -20,12 +20,18 @@ pub struct Flow {
     pub proto: u8,
     pub sport: u16,
     pub dport: u16,
+    /// IPv6: the flow label (flowi6_flowlabel's low 20 bits), which the multipath hash reads.
+    pub flowlabel: u32,
     /// Minimum route scope accepted (flowi4_scope): universe for ordinary lookups.
     pub scope: u8,
+    /// Whether the kernel would have the packet in hand for the multipath hash (forwarding,
+    /// IPv4 `route get`, which builds one) rather than the flow alone (IPv6 `route get`,
+    /// exception lookups): policy 3 hashes the two differently (see `mphash`).
+    pub packet: bool,
 }
 
 impl Flow {
-    /// A flow with every selector absent.
+    /// A packet's flow with every selector absent.
     pub fn empty() -> Flow {
         Flow {
             dst: 0,
@@ -38,7 +44,9 @@ impl Flow {
             proto: 0,
             sport: 0,
             dport: 0,
+            flowlabel: 0,
             scope: scope::UNIVERSE,
+            packet: true,
         }
     }
 }

@@ -48,7 +48,10 @@ impl Fib {
             }),
             sport: q.sport.unwrap_or(0),
             dport: q.dport.unwrap_or(0),
+            flowlabel: 0,
             scope: scope::UNIVERSE,
+            // inet_rtm_getroute hashes the packet it builds; inet6_rtm_getroute has none.
+            packet: q.family == Family::Inet,
         }
     }
 

@@ -32,7 +32,7 @@ use foldhash::SharedSeed;
 
 /// 64 bits from the operating system's random source: std's `RandomState` keys SipHash with
 /// them, so the hash of nothing under a fresh one is as unpredictable as its keys.
-fn os_random() -> u64 {
+pub(crate) fn os_random() -> u64 {
     std::hash::RandomState::new().build_hasher().finish()
 }
 

@@ -17,7 +17,8 @@
 //!
 //! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
 //!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes),
-//!    [`flow`] (what a lookup asks), [`hash`] (keyed and internal hash maps).
+//!    [`flow`] (what a lookup asks), [`hash`] (keyed and internal hash maps), [`mphash`] (the
+//!    kernel's multipath flow hash).
 //! 2. Stores and the pure functions over them, which know nothing of `Fib`: [`memo`] (change
 //!    counters and the validation memos stamped with them), [`addr`] (address lists),
 //!    [`link`] (interfaces), [`resilient`] (resilient groups' bucket tables), [`dst`]
@@ -57,6 +58,7 @@ mod link;
 mod local;
 mod lookup;
 mod memo;
+pub mod mphash;
 mod neigh;
 mod nexthop;
 mod notify;
@@ -84,6 +86,7 @@ pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use flow::Flow;
 pub use input::{DstRef, ForwardHop, ForwardRoute, InputDrop, InputKey, InputRoute};
 pub use link::LOOPBACK_IFINDEX;
+pub use mphash::MultipathHash;
 pub use neigh::resolve::{Heard, Learn, NudAction, NudParams, Override};
 pub use route4::RouteHint;
 pub use types::*;
@@ -115,6 +118,8 @@ pub struct Settings {
     pub ignore_routes_with_linkdown4: bool,
     /// net.ipv6.conf.all.ignore_routes_with_linkdown
     pub ignore_routes_with_linkdown6: bool,
+    /// net.ipv{4,6}.fib_multipath_hash_{policy,fields} and net.ipv4.fib_multipath_hash_seed.
+    pub multipath: MultipathHash,
 }
 
 impl Default for Settings {
@@ -125,6 +130,7 @@ impl Default for Settings {
             rp_filter: 0,
             ignore_routes_with_linkdown4: false,
             ignore_routes_with_linkdown6: false,
+            multipath: MultipathHash::default(),
         }
     }
 }

@@ -692,20 +692,10 @@ impl Fib {
         Err(LookupError::NoRoute)
     }
 
-    /// The flow hash used for multipath selection: 31 bits over the L3 addresses (the
-    /// kernel's policy 0; the kernel seeds its hash randomly, so only the split matters).
-    pub(crate) fn flow_hash(flow: &Flow) -> u32 {
-        let mut h = flow.src as u64 ^ (flow.src >> 64) as u64;
-        h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (flow.dst as u64 ^ (flow.dst >> 64) as u64);
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^= h >> 33;
-        (h as u32) >> 1
-    }
-
-    /// fib_select_multipath: the first live next hop whose upper bound is >= the hash; through
-    /// a resilient group, the member in the hash's bucket (nexthop_select_path_res).
+    /// fib_select_multipath: the first live next hop whose upper bound is >= the kernel's flow
+    /// hash (`mphash`), preferring for an IPv4 output lookup one whose source address is the
+    /// flow's; through a resilient group, the member in the hash's bucket
+    /// (nexthop_select_path_res).
     pub(crate) fn select_multipath(&self, res: &mut Res, flow: &Flow) {
         res.nh = self.multipath_nh(self.infos.get(res.entry.info), res.nh, flow);
     }
@@ -717,11 +707,9 @@ impl Fib {
         if info.nh.len() <= 1 || flow.oif != 0 {
             return nh;
         }
+        let h = crate::mphash::flow_hash(&self.settings().multipath, info.spec.family, flow);
         if let Some(id) = info.spec.nhid {
-            if let Some(member) = self
-                .nhobjs
-                .select_res(id, Self::flow_hash(flow), self.now_ms())
-            {
+            if let Some(member) = self.nhobjs.select_res(id, h, self.now_ms()) {
                 // A route through a group has the group's members as its next hops, in order.
                 return self
                     .nhobjs
@@ -730,11 +718,36 @@ impl Fib {
                     .unwrap_or(nh);
             }
         }
-        let h = Self::flow_hash(flow) as i64;
-        info.nh
-            .iter()
-            .position(|s| s.upper_bound >= 0 && h <= s.upper_bound)
-            .unwrap_or(nh)
+        // The first live next hop with the best score: 1 within its bound, 2 more when its own
+        // source address (nh_saddr) is the flow's, which only an IPv4 output lookup with a
+        // source through a route of its own next hops asks (ipv4's "prefer multipath nexthop
+        // that matches source address", 32607a332cfe, with its scoring fix).
+        let saddr = match (info.spec.family, info.spec.nhid) {
+            (Family::Inet, None) if flow.iif == crate::link::LOOPBACK_IFINDEX => flow.src as u32,
+            _ => 0,
+        };
+        let own = |n: &crate::route::NhSpec| {
+            let gw = match n.gw {
+                Some(std::net::IpAddr::V4(g)) => u32::from(g),
+                _ => 0,
+            };
+            crate::srcsel::select_v4(&self.links, n.oif, gw, info.spec.scope) == Some(saddr)
+        };
+        let h = h as i64;
+        let mut best: Option<(usize, u8)> = None;
+        for (i, (n, s)) in info.spec.nhs.iter().zip(&info.nh).enumerate() {
+            if s.upper_bound < 0 {
+                continue;
+            }
+            let score = 2 * u8::from(saddr != 0 && own(n)) + u8::from(h <= s.upper_bound);
+            if best.is_none_or(|(_, b)| score > b) {
+                best = Some((i, score));
+            }
+            if score == 3 || (saddr == 0 && score == 1) {
+                break;
+            }
+        }
+        best.map_or(nh, |(i, _)| i)
     }
 
     /// The data plane's entry point: an output lookup through the rules, multipath selection
