@@ -20,7 +20,7 @@
 use std::net::IpAddr;
 
 use crate::fibtable::{Brief, Table, FAST_BATCH};
-use crate::flow::{Flow, LookupFlags, IPTOS_RT_MASK};
+use crate::flow::{LookupFlags, IPTOS_RT_MASK};
 use crate::ids::{IfIndex, TableId};
 use crate::input::{is_lbcast, is_loopback4, is_multicast4, InputDrop, InputKey, InputRoute};
 use crate::lookup::first_good_nh;
