@@ -171,15 +171,20 @@ impl Fib {
         let (mut l4, mut l6) = (Lanes::new(), Lanes::new());
         let all = self.settings().rp_filter;
         // The effective rp_filter of the last input link seen: a vector comes mostly from one.
-        let mut rpf = (u32::MAX, 0u8);
+        let mut rpf: Option<(u32, u8)> = None;
         for (i, k) in keys.iter().enumerate() {
             let lane = match (k.dst, k.src) {
                 (IpAddr::V4(d), IpAddr::V4(s)) if f4.is_some_and(|f| common4(f, k)) => {
-                    if rpf.0 != k.iif {
-                        rpf = (k.iif, self.confs.rp_filter(all, IfIndex(k.iif)));
-                    }
+                    let filter = match rpf {
+                        Some((iif, f)) if iif == k.iif => f,
+                        _ => {
+                            let f = self.confs.rp_filter(all, IfIndex(k.iif));
+                            rpf = Some((k.iif, f));
+                            f
+                        }
+                    };
                     let (d, s) = (u32::from(d), u32::from(s));
-                    (rpf.1 == 0 && unicast4(d, s)).then_some((&mut l4, d as u128))
+                    (filter == 0 && unicast4(d, s)).then_some((&mut l4, d as u128))
                 }
                 (IpAddr::V6(d), IpAddr::V6(_)) if f6.is_some() => {
                     // RT6_LOOKUP_F_IFACE: only next hops on the input link qualify.
