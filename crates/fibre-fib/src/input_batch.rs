@@ -6,12 +6,12 @@
 //! that reflect every change, no links whose LINKDOWN next hops lookups skip, forwarding on.
 //! For it the batch looks every destination up in the compiled structures together (their
 //! batched lookups overlap the cache misses of independent packets), prefetches the winners
-//! the answers point at, and finishes each packet from the winner's route info and the
-//! forwarding result precomputed on its next hop. Any packet the common case does not cover --
-//! a martian or broadcast address, a local destination, a reject, throw, expiring or dead
-//! route, a route back through the input link, strict or loose reverse-path filtering, an
-//! IPv6 destination looked up strictly on its input link or whose node holds more than one
-//! route -- takes [`Fib::route_input`] itself. What decides which path a packet takes is only
+//! the answers name (in brief: four bytes each) and then their route infos, and finishes each
+//! packet from the route info and the forwarding result precomputed on its next hop. Any
+//! packet the common case does not cover -- a martian or broadcast address, a local
+//! destination, a reject, throw, expiring or dead route, an IPv4 packet leaving by its input
+//! link, strict or loose reverse-path filtering, an IPv6 destination looked up strictly on its
+//! input link or whose node holds more than one route -- takes [`Fib::route_input`] itself. What decides which path a packet takes is only
 //! ever a condition under which the two give the same answer; the property test
 //! `route_input_batch_is_route_input` checks that over random configurations.
 //!
@@ -118,9 +118,9 @@ impl Fib {
     }
 
     fn fast4(&self) -> Option<Fast4<'_>> {
-        // fib_validate_source's shortcut (no rp_filter is checked per packet) holds only
-        // without custom rules and local routes; merged local+main lookups are the general
-        // path's.
+        // fib_validate_source's shortcut (a scan of the local addresses instead of a lookup
+        // back to the source) holds only without custom rules and local routes, and with
+        // rp_filter 0 (checked per packet); merged local+main lookups are the general path's.
         if !self.rules.plain(Family::Inet)
             || self.custom_rules4
             || self.custom_local4
