@@ -6,12 +6,12 @@
 //! that reflect every change, no links whose LINKDOWN next hops lookups skip, forwarding on.
 //! For it the batch looks every destination up in the compiled structures together (their
 //! batched lookups overlap the cache misses of independent packets), prefetches the winners
-//! the answers point at, and finishes each packet from the winner's route info and the
-//! forwarding result precomputed on its next hop. Any packet the common case does not cover --
-//! a martian or broadcast address, a local destination, a reject, throw, expiring or dead
-//! route, a route back through the input link, strict or loose reverse-path filtering, an
-//! IPv6 destination looked up strictly on its input link or whose node holds more than one
-//! route -- takes [`Fib::route_input`] itself. What decides which path a packet takes is only
+//! the answers name (in brief: four bytes each) and then their route infos, and finishes each
+//! packet from the route info and the forwarding result precomputed on its next hop. Any
+//! packet the common case does not cover -- a martian or broadcast address, a local
+//! destination, a reject, throw, expiring or dead route, an IPv4 packet leaving by its input
+//! link, strict or loose reverse-path filtering, an IPv6 destination looked up strictly on its
+//! input link or whose node holds more than one route -- takes [`Fib::route_input`] itself. What decides which path a packet takes is only
 //! ever a condition under which the two give the same answer; the property test
 //! `route_input_batch_is_route_input` checks that over random configurations.
 //!
@@ -20,7 +20,7 @@
 use std::net::IpAddr;
 
 use crate::fibtable::{Brief, Table, FAST_BATCH};
-use crate::flow::{Flow, LookupFlags, IPTOS_RT_MASK};
+use crate::flow::{LookupFlags, IPTOS_RT_MASK};
 use crate::ids::{IfIndex, TableId};
 use crate::input::{is_lbcast, is_loopback4, is_multicast4, InputDrop, InputKey, InputRoute};
 use crate::lookup::first_good_nh;
@@ -118,9 +118,9 @@ impl Fib {
     }
 
     fn fast4(&self) -> Option<Fast4<'_>> {
-        // fib_validate_source's shortcut (no rp_filter is checked per packet) holds only
-        // without custom rules and local routes; merged local+main lookups are the general
-        // path's.
+        // fib_validate_source's shortcut (a scan of the local addresses instead of a lookup
+        // back to the source) holds only without custom rules and local routes, and with
+        // rp_filter 0 (checked per packet); merged local+main lookups are the general path's.
         if !self.rules.plain(Family::Inet)
             || self.custom_rules4
             || self.custom_local4
@@ -171,15 +171,20 @@ impl Fib {
         let (mut l4, mut l6) = (Lanes::new(), Lanes::new());
         let all = self.settings().rp_filter;
         // The effective rp_filter of the last input link seen: a vector comes mostly from one.
-        let mut rpf = (u32::MAX, 0u8);
+        let mut rpf: Option<(u32, u8)> = None;
         for (i, k) in keys.iter().enumerate() {
             let lane = match (k.dst, k.src) {
                 (IpAddr::V4(d), IpAddr::V4(s)) if f4.is_some_and(|f| common4(f, k)) => {
-                    if rpf.0 != k.iif {
-                        rpf = (k.iif, self.confs.rp_filter(all, IfIndex(k.iif)));
-                    }
+                    let filter = match rpf {
+                        Some((iif, f)) if iif == k.iif => f,
+                        _ => {
+                            let f = self.confs.rp_filter(all, IfIndex(k.iif));
+                            rpf = Some((k.iif, f));
+                            f
+                        }
+                    };
                     let (d, s) = (u32::from(d), u32::from(s));
-                    (rpf.1 == 0 && unicast4(d, s)).then_some((&mut l4, d as u128))
+                    (filter == 0 && unicast4(d, s)).then_some((&mut l4, d as u128))
                 }
                 (IpAddr::V6(d), IpAddr::V6(_)) if f6.is_some() => {
                     // RT6_LOOKUP_F_IFACE: only next hops on the input link qualify.
