@@ -30,7 +30,7 @@ fn forward(f: &Fib, dst: &str, src: &str, iif: u32) -> ForwardRoute {
 
 /// `two_links` with 198.51.100.0/24 via 10.9.0.2 and 2001:db8:77::/48 via 2001:db8:9::2
 /// (both on d1), and one route of each reject type.
-fn routed() -> (Fib, u32, u32) {
+pub(super) fn routed() -> (Fib, u32, u32) {
     let (mut f, d0, d1) = two_links();
     f.route_new(&rt("198.51.100.0/24", Some("10.9.0.2"), 0), ReqFlags::ADD)
         .unwrap();

@@ -219,14 +219,7 @@ proptest! {
 
 #[test]
 fn the_common_case_answers_as_the_single_call() {
-    let (mut f, d0, d1) = two_links();
-    f.route_new(&rt("198.51.100.0/24", Some("10.9.0.2"), 0), ReqFlags::ADD)
-        .unwrap();
-    f.route_new(
-        &rt("2001:db8:77::/48", Some("2001:db8:9::2"), 0),
-        ReqFlags::ADD,
-    )
-    .unwrap();
+    let (f, d0, d1) = super::input::routed();
     let keys = [
         ("198.51.100.7", "10.0.0.5", d0),
         ("198.51.100.7", "10.9.0.1", d0),
