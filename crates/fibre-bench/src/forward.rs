@@ -217,6 +217,7 @@ fn forwarded(fib: &Fib, in_if: u32, dst: std::net::IpAddr) -> bool {
         proto: 17,
         sport: 1024,
         dport: 9,
+        flowlabel: 0,
     };
     matches!(fib.route_input(&k), Ok(InputRoute::Forward(_)))
 }

@@ -163,6 +163,7 @@ pub fn arp_input(fib: &Fib, link: OnLink, body: &[u8], out: &mut [u8]) -> Outcom
             proto: 0,
             sport: 0,
             dport: 0,
+            flowlabel: 0,
         };
         let answer = match fib.route_input(&key) {
             Ok(InputRoute::Local { .. }) => true,

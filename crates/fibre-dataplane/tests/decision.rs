@@ -188,6 +188,7 @@ proptest! {
                 proto: 17,
                 sport: 4000,
                 dport: 5000,
+                flowlabel: 0,
             };
             let want = fib.route_input(&key);
             let before = dp.counters();

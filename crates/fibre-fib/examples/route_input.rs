@@ -108,6 +108,7 @@ fn packet(dst: IpAddr, src: IpAddr, iif: u32) -> InputKey {
         proto: 17,
         sport: 4000,
         dport: 53,
+        flowlabel: 0,
     }
 }
 

@@ -42,6 +42,9 @@ pub struct InputKey {
     pub proto: u8,
     pub sport: u16,
     pub dport: u16,
+    /// IPv6's flow label (0 for IPv4), which the multipath hash may cover
+    /// (`fib_multipath_hash_policy`).
+    pub flowlabel: u32,
 }
 
 impl InputKey {
@@ -57,6 +60,7 @@ impl InputKey {
             proto: self.proto,
             sport: self.sport,
             dport: self.dport,
+            flowlabel: self.flowlabel,
             ..Flow::empty()
         }
     }

@@ -125,6 +125,7 @@ fn route_input_does_not_allocate() {
         proto: 17,
         sport: 1000,
         dport: 53,
+        flowlabel: 0,
     })
     .collect();
     let mut outcomes = Vec::with_capacity(packets.len());

@@ -199,6 +199,7 @@ fn main() {
             proto: 17,
             sport: 4000,
             dport: 53,
+            flowlabel: 0,
         })
         .collect();
     let start = Instant::now();

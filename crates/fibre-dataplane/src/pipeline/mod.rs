@@ -352,6 +352,7 @@ impl Dataplane {
                     proto: m.proto,
                     sport: m.sport,
                     dport: m.dport,
+                    flowlabel: m.flow_label,
                 }
             });
             let mut routes = [Err(InputDrop::NoRoute); ROUTE_BATCH];

@@ -14,6 +14,7 @@ pub(super) fn key(dst: &str, src: &str, iif: u32) -> InputKey {
         proto: 17,
         sport: 0,
         dport: 0,
+        flowlabel: 0,
     }
 }
 

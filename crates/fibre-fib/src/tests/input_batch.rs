@@ -206,6 +206,7 @@ proptest! {
                     proto: 17,
                     sport: port,
                     dport: port.rotate_left(3),
+                    flowlabel: 0,
                 }
             })
             .collect();

@@ -16,6 +16,7 @@ pub fn packet(dst: &str, src: &str, iif: u32) -> InputKey {
         proto: 17,
         sport: 1000,
         dport: 53,
+        flowlabel: 0,
     }
 }
 
