@@ -1,14 +1,14 @@
 //! What the data plane asks about the router's own links and addresses when it answers or
 //! originates a packet: a link's MAC, the source address the kernel would pick, whether an
-//! IPv6 address is configured on a link. Reads only; none of these allocate.
+//! IPv6 address is configured on a link, the route a packet it makes takes. Reads only; none
+//! of these allocate.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::dst::{Dst, LookupError};
 use crate::flow::Flow;
-use crate::prefix::ip_u128;
-
 use crate::ids::IfIndex;
+use crate::prefix::ip_u128;
 use crate::srcsel;
 use crate::types::{ifa_flags, scope, Family, RouteType};
 use crate::Fib;
@@ -51,16 +51,10 @@ impl Fib {
     }
 
     /// inet_addr_type_dev_table(dev, a): the local table's type for `a` as seen from `dev`
-    /// (LOCAL only for an address whose local route is on `dev`).
+    /// (LOCAL only for an address whose local route is on `dev`); with `dev` 0, as from any
+    /// link (inet_addr_type).
     pub fn addr_type4_on(&self, dev: u32, a: Ipv4Addr) -> RouteType {
         self.neigh_addr_type4(IfIndex(dev), a)
-    }
-
-    /// Whether the link is up with its carrier: it receives and sends.
-    pub fn link_is_oper_up(&self, ifindex: u32) -> bool {
-        self.links
-            .get(IfIndex(ifindex))
-            .is_some_and(|l| l.oper_up())
     }
 
     /// The route a packet the router originates takes to `dst` (from `src` when the packet
@@ -79,14 +73,6 @@ impl Fib {
             ..Flow::empty()
         };
         self.lookup_output(Family::of(&dst), &flow)
-    }
-
-    /// Whether the link resolves no neighbours (IFF_NOARP): frames leave it to its own
-    /// address, as the kernel's neighbours on such a link hold.
-    pub fn link_noarp(&self, ifindex: u32) -> bool {
-        self.links
-            .get(IfIndex(ifindex))
-            .is_some_and(|l| l.flags() & crate::types::iff::NOARP != 0)
     }
 
     /// ipv6_chk_addr without a device: whether `a` is one of the router's IPv6 addresses.

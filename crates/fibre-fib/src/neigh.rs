@@ -285,7 +285,8 @@ impl Fib {
         (family, dev, dst)
     }
 
-    /// The kernel's `inet_addr_type_dev_table` for `a` on `dev`: the local table's type.
+    /// The kernel's `inet_addr_type_dev_table` for `a` on `dev` (`inet_addr_type` for dev 0):
+    /// the local table's type.
     pub(crate) fn neigh_addr_type4(&self, dev: IfIndex, a: Ipv4Addr) -> RouteType {
         if a.octets()[0] == 0 || a.is_broadcast() {
             return RouteType::Broadcast;
@@ -306,7 +307,7 @@ impl Fib {
         match found {
             Some(e) => {
                 let s = &self.infos.get(e.info).spec;
-                if s.nhs.first().is_none_or(|n| n.oif == dev) {
+                if dev == IfIndex::NONE || s.nhs.first().is_none_or(|n| n.oif == dev) {
                     s.rtype
                 } else {
                     RouteType::Unicast
