@@ -6,6 +6,7 @@
 //! `net.ipv6.conf.{all,default,LINK}.ignore_routes_with_linkdown`,
 //! `net.ipv{4,6}.conf.all.forwarding`, `net.ipv4.ip_forward`,
 //! `net.ipv{4,6}.fib_multipath_hash_{policy,fields}` and `net.ipv4.fib_multipath_hash_seed`;
+//! `net.ipv4.icmp_{ratelimit,ratemask,msgs_per_sec,msgs_burst}`, `net.ipv6.icmp.ratelimit`;
 //! `/` may separate the parts. Values are read as the kernel's proc handlers read them
 //! (`0x` hexadecimal, a leading `0` octal, else decimal). A write prints `KEY = VALUE` as sysctl
 //! does, unless `-q`; a value the kernel refuses fails as sysctl reports EINVAL.
@@ -112,6 +113,11 @@ fn missing(key: &str) -> CmdError {
 /// The setting a dotted key names.
 fn resolve(cli: &mut Cli, key: &str) -> Result<(ConfTarget, ConfKey), CmdError> {
     let parts: Vec<&str> = key.split('.').collect();
+    if let ["net", "ipv6", "icmp", name] = parts[..] {
+        let k = ConfKey::parse_global(Family::Inet6, &format!("icmp.{name}"))
+            .ok_or_else(|| missing(key))?;
+        return Ok((ConfTarget::All, k));
+    }
     if let ["net", fam, name] = parts[..] {
         let family = match fam {
             "ipv4" => Family::Inet,
@@ -215,6 +221,26 @@ mod tests {
         assert_eq!(
             run(&mut cli, &["net.ipv6.fib_multipath_hash_seed"]),
             Err(missing("net.ipv6.fib_multipath_hash_seed"))
+        );
+    }
+
+    #[test]
+    fn icmp_limits_are_written_read_and_refused_as_the_kernel_does() {
+        let mut cli = Cli::new(Fib::default(), Options::default());
+        run(&mut cli, &["-w", "net.ipv4.icmp_ratelimit=250"]).unwrap();
+        run(&mut cli, &["-q", "-w", "net/ipv6/icmp/ratelimit=0"]).unwrap();
+        run(&mut cli, &["net.ipv4.icmp_ratemask"]).unwrap();
+        run(&mut cli, &["net.ipv6.icmp.ratelimit"]).unwrap();
+        assert_eq!(
+            String::from_utf8(std::mem::take(&mut cli.out)).unwrap(),
+            "net.ipv4.icmp_ratelimit = 250\nnet.ipv4.icmp_ratemask = 6168\nnet.ipv6.icmp.ratelimit = 0\n"
+        );
+        assert_eq!(
+            run(&mut cli, &["-w", "net.ipv4.icmp_msgs_burst=-1"]),
+            Err(CmdError::fail(
+                1,
+                "sysctl: setting key \"net.ipv4.icmp_msgs_burst\": Invalid argument\n".to_string()
+            ))
         );
     }
 }

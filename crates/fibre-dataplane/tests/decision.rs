@@ -113,6 +113,10 @@ fn build(routes: &[RouteSpec]) -> (Fib, Vec<u32>) {
 
 /// A UDP datagram in an Ethernet frame to the link's MAC, TTL 64, checksums right.
 fn frame(link: usize, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
+    frame_ttl(link, src, dst, 64)
+}
+
+fn frame_ttl(link: usize, src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
     let payload = b"fibre decision";
     let udp_len = udp::HEADER_LEN + payload.len();
     let ip = ipv4::Repr {
@@ -120,7 +124,7 @@ fn frame(link: usize, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
         dst_addr: dst,
         protocol: 17,
         payload_len: udp_len,
-        ttl: 64,
+        ttl,
         tos: 0,
         ident: 7,
         reserved_flag: false,
@@ -249,4 +253,53 @@ proptest! {
             now += 10_000_000;
         }
     }
+}
+
+/// Time-exceeded errors for a burst of TTL-1 packets from one sender, 1 ms apart: how many
+/// the rate limits let out.
+fn time_exceeded_answered(settings: Option<(ConfKey, i64)>) -> u64 {
+    let routes = [RouteSpec {
+        dst: Ipv4Addr::new(203, 0, 113, 0),
+        len: 24,
+        via: 1,
+        kind: 7,
+    }];
+    let (mut fib, idx) = build(&routes);
+    if let Some((k, v)) = settings {
+        fib.set_conf(ConfTarget::All, k, v).expect("sysctl");
+    }
+    let (fwd, _) = FwdWriter::new(&fib);
+    let mut dp = Dataplane::new(&Config::default()).expect("dataplane");
+    let f = frame_ttl(0, host(0), Ipv4Addr::new(203, 0, 113, 9), 1);
+    for i in 0..10u64 {
+        let v = View {
+            fib: &fib,
+            fwd: fwd.latest(),
+        };
+        dp.receive(
+            v,
+            1_000_000_000 + i * 1_000_000,
+            &[(idx[0], &f)],
+            &mut Sent::default(),
+        );
+    }
+    dp.counters().icmp_errors
+}
+
+#[test]
+fn the_icmp_limits_follow_their_sysctls() {
+    // The kernel's default: a burst of six per destination (inet_peer_xrlim_allow).
+    assert_eq!(time_exceeded_answered(None), 6);
+    // icmp_ratelimit 0 lifts the per-destination limit.
+    assert_eq!(
+        time_exceeded_answered(Some((ConfKey::IcmpRatelimit4, 0))),
+        10
+    );
+    // Time exceeded (type 11) out of the mask: no limit either.
+    assert_eq!(
+        time_exceeded_answered(Some((ConfKey::IcmpRatemask, 0x1018 & !(1 << 11)))),
+        10
+    );
+    // The global bucket holds two credits: two errors, then none within the 20 ms refill.
+    assert_eq!(time_exceeded_answered(Some((ConfKey::IcmpMsgsBurst, 2))), 2);
 }

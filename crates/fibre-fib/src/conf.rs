@@ -57,6 +57,13 @@ pub enum ConfKey {
     MultipathHashFields6,
     /// net.ipv4.fib_multipath_hash_seed (both families' hash)
     MultipathHashSeed,
+    /// net.ipv4.icmp_ratelimit, icmp_ratemask, icmp_msgs_per_sec, icmp_msgs_burst and
+    /// net.ipv6.icmp.ratelimit (see [`crate::IcmpLimits`]).
+    IcmpRatelimit4,
+    IcmpRatemask,
+    IcmpMsgsPerSec,
+    IcmpMsgsBurst,
+    IcmpRatelimit6,
 }
 
 impl ConfKey {
@@ -81,6 +88,11 @@ impl ConfKey {
             (Family::Inet, "fib_multipath_hash_fields") => ConfKey::MultipathHashFields4,
             (Family::Inet6, "fib_multipath_hash_fields") => ConfKey::MultipathHashFields6,
             (Family::Inet, "fib_multipath_hash_seed") => ConfKey::MultipathHashSeed,
+            (Family::Inet, "icmp_ratelimit") => ConfKey::IcmpRatelimit4,
+            (Family::Inet, "icmp_ratemask") => ConfKey::IcmpRatemask,
+            (Family::Inet, "icmp_msgs_per_sec") => ConfKey::IcmpMsgsPerSec,
+            (Family::Inet, "icmp_msgs_burst") => ConfKey::IcmpMsgsBurst,
+            (Family::Inet6, "icmp.ratelimit") => ConfKey::IcmpRatelimit6,
             _ => return None,
         })
     }
@@ -93,6 +105,11 @@ impl ConfKey {
                 | ConfKey::MultipathHashFields4
                 | ConfKey::MultipathHashFields6
                 | ConfKey::MultipathHashSeed
+                | ConfKey::IcmpRatelimit4
+                | ConfKey::IcmpRatemask
+                | ConfKey::IcmpMsgsPerSec
+                | ConfKey::IcmpMsgsBurst
+                | ConfKey::IcmpRatelimit6
         )
     }
 }
@@ -184,7 +201,8 @@ impl crate::Fib {
     /// Writes a setting, as `sysctl -w net.ipv{4,6}.conf.TARGET.KEY=VALUE` does. ENODEV for
     /// a link that does not exist; EOPNOTSUPP for a forwarding setting other than `all`;
     /// EINVAL for a multipath hash value out of the kernel's range (policy 0-3, fields 1 to
-    /// 0xfff, seed a u32) or one of those keys with another target.
+    /// 0xfff, seed a u32), a negative ICMP limit, or one of those namespace-wide keys with
+    /// another target.
     pub fn set_conf(
         &mut self,
         target: ConfTarget,
@@ -192,7 +210,7 @@ impl crate::Fib {
         value: i64,
     ) -> Result<(), RtError> {
         if key.is_global() {
-            return self.set_multipath_hash(target, key, value);
+            return self.set_global(target, key, value);
         }
         // The per-link settings are C ints in the kernel.
         let value = i32::try_from(value).map_err(|_| RtError::new(Errno::EINVAL))?;
@@ -267,13 +285,8 @@ impl crate::Fib {
         Ok(())
     }
 
-    /// The multipath hash keys of [`Fib::set_conf`].
-    fn set_multipath_hash(
-        &mut self,
-        target: ConfTarget,
-        key: ConfKey,
-        value: i64,
-    ) -> Result<(), RtError> {
+    /// The namespace-wide keys of [`Fib::set_conf`]: the multipath hash and the ICMP limits.
+    fn set_global(&mut self, target: ConfTarget, key: ConfKey, value: i64) -> Result<(), RtError> {
         let inval = || RtError::new(Errno::EINVAL);
         if target != ConfTarget::All {
             return Err(inval());
@@ -291,8 +304,29 @@ impl crate::Fib {
                 .ok_or_else(inval)
         };
         let mut s = self.settings().clone();
+        // The ICMP limits are C ints the kernel keeps at 0 or above (proc_dointvec_minmax).
+        let limit = || {
+            u32::try_from(value)
+                .ok()
+                .filter(|&v| v <= i32::MAX as u32)
+                .ok_or_else(inval)
+        };
+        let icmp = &mut s.icmp;
+        match key {
+            ConfKey::IcmpRatelimit4 => icmp.ratelimit_ms = limit()?,
+            ConfKey::IcmpRatemask => icmp.ratemask = limit()?,
+            ConfKey::IcmpMsgsPerSec => icmp.msgs_per_sec = limit()?,
+            ConfKey::IcmpMsgsBurst => icmp.msgs_burst = limit()?,
+            ConfKey::IcmpRatelimit6 => icmp.ratelimit6_ms = limit()?,
+            _ => {}
+        }
         let m = &mut s.multipath;
         match key {
+            ConfKey::IcmpRatelimit4
+            | ConfKey::IcmpRatemask
+            | ConfKey::IcmpMsgsPerSec
+            | ConfKey::IcmpMsgsBurst
+            | ConfKey::IcmpRatelimit6 => {}
             ConfKey::MultipathHashPolicy4 => m.policy4 = policy()?,
             ConfKey::MultipathHashPolicy6 => m.policy6 = policy()?,
             ConfKey::MultipathHashFields4 => m.fields4 = fields()?,
@@ -320,6 +354,11 @@ impl crate::Fib {
                     ConfKey::MultipathHashFields4 => m.fields4 as i64,
                     ConfKey::MultipathHashFields6 => m.fields6 as i64,
                     ConfKey::MultipathHashSeed => m.seed as i64,
+                    ConfKey::IcmpRatelimit4 => s.icmp.ratelimit_ms as i64,
+                    ConfKey::IcmpRatemask => s.icmp.ratemask as i64,
+                    ConfKey::IcmpMsgsPerSec => s.icmp.msgs_per_sec as i64,
+                    ConfKey::IcmpMsgsBurst => s.icmp.msgs_burst as i64,
+                    ConfKey::IcmpRatelimit6 => s.icmp.ratelimit6_ms as i64,
                 })
             }
             _ if key.is_global() => return Err(RtError::new(Errno::EINVAL)),

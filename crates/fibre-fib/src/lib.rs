@@ -120,6 +120,9 @@ pub struct Settings {
     pub ignore_routes_with_linkdown6: bool,
     /// net.ipv{4,6}.fib_multipath_hash_{policy,fields} and net.ipv4.fib_multipath_hash_seed.
     pub multipath: MultipathHash,
+    /// The limits on the ICMP errors the router sends: net.ipv4.icmp_ratelimit,
+    /// icmp_ratemask, icmp_msgs_per_sec, icmp_msgs_burst and net.ipv6.icmp.ratelimit.
+    pub icmp: IcmpLimits,
 }
 
 impl Default for Settings {
@@ -131,6 +134,7 @@ impl Default for Settings {
             ignore_routes_with_linkdown4: false,
             ignore_routes_with_linkdown6: false,
             multipath: MultipathHash::default(),
+            icmp: IcmpLimits::default(),
         }
     }
 }

@@ -821,3 +821,32 @@ pub struct NeighEvent {
     pub deleted: bool,
     pub neigh: Neighbour,
 }
+
+/// The kernel's limits on the ICMP errors a router sends, as its sysctls hold them (the data
+/// plane applies them; their meaning is in fibre-dataplane's `ratelimit` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IcmpLimits {
+    /// net.ipv4.icmp_ratelimit: milliseconds between errors to one destination.
+    pub ratelimit_ms: u32,
+    /// net.ipv4.icmp_ratemask: bit n limits ICMP type n.
+    pub ratemask: u32,
+    /// net.ipv4.icmp_msgs_per_sec: the global bucket's refill, both families.
+    pub msgs_per_sec: u32,
+    /// net.ipv4.icmp_msgs_burst: the global bucket's size.
+    pub msgs_burst: u32,
+    /// net.ipv6.icmp.ratelimit: milliseconds between errors to one destination.
+    pub ratelimit6_ms: u32,
+}
+
+impl Default for IcmpLimits {
+    /// Linux's defaults.
+    fn default() -> Self {
+        IcmpLimits {
+            ratelimit_ms: 1000,
+            ratemask: 0x1818,
+            msgs_per_sec: 1000,
+            msgs_burst: 50,
+            ratelimit6_ms: 100,
+        }
+    }
+}

@@ -35,7 +35,7 @@
 
 use core::net::{IpAddr, Ipv4Addr};
 
-use fibre_fib::{Fib, InputDrop, InputKey, InputRoute, NudAction, RouteType};
+use fibre_fib::{Fib, IcmpLimits, InputDrop, InputKey, InputRoute, NudAction, RouteType};
 use fibre_fwd::{AdjIdx, FwdTable};
 use fibre_packet::{Buf, Pool, PoolConfig};
 use fibre_wire::consts::ethertype;
@@ -218,6 +218,8 @@ pub struct Dataplane {
     flush: Vec<(Buf, u32)>,
     next_ident: u16,
     host: bool,
+    /// The FIB's ICMP limits the rate limiter was last given.
+    icmp_limits: IcmpLimits,
     /// The pool's frames of both classes.
     frames: usize,
 }
@@ -245,6 +247,7 @@ impl Dataplane {
             flush: Vec::with_capacity(QUEUE_LEN as usize),
             next_ident: 0,
             host: cfg.host,
+            icmp_limits: IcmpLimits::default(),
             frames: (cfg.pool.frames + cfg.pool.large_frames) as usize,
         })
     }
@@ -274,8 +277,25 @@ impl Dataplane {
         self.reasm.next_expiry()
     }
 
+    /// Takes the ICMP limits of the routing state's settings (`sysctl
+    /// net.ipv4.icmp_ratelimit` and the others) when they changed: one compare per call.
+    pub(super) fn follow_settings(&mut self, fib: &Fib) {
+        let l = fib.settings().icmp;
+        if l == self.icmp_limits {
+            return;
+        }
+        self.icmp_limits = l;
+        let s = &mut self.rate.settings;
+        s.icmp_ratelimit_ms = l.ratelimit_ms;
+        s.icmp_ratemask = l.ratemask;
+        s.icmp_msgs_per_sec = l.msgs_per_sec;
+        s.icmp_msgs_burst = l.msgs_burst;
+        s.icmpv6_ratelimit_ms = l.ratelimit6_ms;
+    }
+
     /// Runs the data plane's timers due at `now`.
     pub fn run_timers(&mut self, v: View<'_>, now: u64, tx: &mut dyn Tx) {
+        self.follow_settings(v.fib);
         self.expire_reassembly(v, now, tx);
     }
 
@@ -330,6 +350,7 @@ impl Dataplane {
     /// Processes a vector of frames received at `now` (nanoseconds), each with the link it
     /// came in on. Takes at most [`VECTOR`] frames; the caller splits longer runs.
     pub fn receive(&mut self, v: View<'_>, now: u64, frames: &[(u32, &[u8])], tx: &mut dyn Tx) {
+        self.follow_settings(v.fib);
         debug_assert!(frames.len() <= VECTOR);
         // Stage 1: receive checks; ARP is answered here, IP packets go into buffers.
         for &(iif, frame) in frames.iter().take(VECTOR) {

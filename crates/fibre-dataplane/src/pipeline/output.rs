@@ -129,6 +129,7 @@ impl Dataplane {
     /// packets to send now that their neighbour resolved, or to answer with "unreachable"
     /// when it failed.
     pub fn neigh_actions(&mut self, v: View<'_>, now: u64, actions: &[NudAction], tx: &mut dyn Tx) {
+        self.follow_settings(v.fib);
         for a in actions {
             match *a {
                 NudAction::Probe {
