@@ -46,7 +46,7 @@ impl Dataplane {
         };
         let out = &mut self.scratch[ethernet::HEADER_LEN..];
         if let Some((len, route, from)) = icmp_error(v.fib, now, why, orig, &mut o, out) {
-            self.originate(v, now, route, from, len, tx);
+            self.originate(v, route, from, len, tx);
         }
     }
 }

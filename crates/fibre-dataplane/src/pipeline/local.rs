@@ -148,7 +148,7 @@ impl Dataplane {
                     return;
                 };
                 let nh = back.gateway.unwrap_or(to);
-                self.originate(v, now, (back.oif, nh), from, len, tx);
+                self.originate(v, (back.oif, nh), from, len, tx);
             }
             Err(icmp::EchoError::Drop(r)) => self.drop_received(iif, r),
         }

@@ -23,17 +23,14 @@ impl Dataplane {
     /// Sends the IP packet at `l3` in `buf` to the neighbour `nh` on `oif` (ip_finish_output2
     /// and neigh_output): with the link-layer header when the neighbour's address is known,
     /// else held until it is (the writer starts resolution on the [`Event::Used`]).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn output(
         &mut self,
         v: View<'_>,
-        now: u64,
         hop: Hop,
         mut buf: Buf,
         l3: usize,
         tx: &mut dyn Tx,
     ) {
-        let _ = now;
         let Hop {
             adj,
             oif,
@@ -95,7 +92,6 @@ impl Dataplane {
     pub(super) fn originate(
         &mut self,
         v: View<'_>,
-        now: u64,
         route: (u32, IpAddr),
         src: IpAddr,
         len: usize,
@@ -122,7 +118,7 @@ impl Dataplane {
             src,
             iif: 0,
         };
-        self.output(v, now, hop, buf, 0, tx);
+        self.output(v, hop, buf, 0, tx);
     }
 
     /// Carries out what the writer's neighbour states ask: solicitations to send, held
@@ -178,7 +174,7 @@ impl Dataplane {
                             src: addr,
                             iif,
                         };
-                        self.output(v, now, hop, b, 0, tx);
+                        self.output(v, hop, b, 0, tx);
                     }
                     self.flush = flush;
                 }

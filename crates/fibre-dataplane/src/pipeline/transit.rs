@@ -92,13 +92,13 @@ impl Dataplane {
                 }
                 for frag in frags.drain(..) {
                     self.counters.fragments += 1;
-                    self.output(v, now, hop, frag, 0, tx);
+                    self.output(v, hop, frag, 0, tx);
                 }
                 self.frags = frags;
                 return;
             }
             self.counters.forwarded += 1;
-            self.output(v, now, hop, buf, l3, tx);
+            self.output(v, hop, buf, l3, tx);
         } else {
             if f.oif == iif {
                 self.redirect6(v, now, iif, &buf, &meta, f.gateway, tx);
@@ -113,7 +113,7 @@ impl Dataplane {
                 Err(d) => return self.discard(v, now, iif, buf, &meta, d, false, opts, iif, tx),
             }
             self.counters.forwarded += 1;
-            self.output(v, now, hop, buf, l3, tx);
+            self.output(v, hop, buf, l3, tx);
         }
     }
 
@@ -158,7 +158,7 @@ impl Dataplane {
         let len = neigh::redirect6(v.fib, iif, lladdr, target, orig, out);
         if len > 0 {
             self.counters.neigh_sent += 1;
-            self.originate(v, now, (iif, IpAddr::V6(src)), IpAddr::V6(lladdr), len, tx);
+            self.originate(v, (iif, IpAddr::V6(src)), IpAddr::V6(lladdr), len, tx);
         }
     }
 }
