@@ -94,6 +94,9 @@ pub struct Config {
     /// Neighbours that may have packets waiting at once, and packets waiting in all.
     pub waiting_neighbours: usize,
     pub waiting_packets: usize,
+    /// The rate limiter's settings at the start (the tick rate among them); its ICMP limits
+    /// then follow the routing state's (`sysctl -w net.ipv4.icmp_ratelimit=...`) once those
+    /// differ from the kernel's defaults.
     pub ratelimit: ratelimit::Settings,
     /// Destinations the ICMP rate limiter remembers.
     pub ratelimit_peers: usize,
