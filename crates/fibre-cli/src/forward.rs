@@ -71,7 +71,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
 
 /// Frames sent, into one pcap per link, stamped with the current time.
 struct PcapTx<'a> {
-    fib_names: BTreeMap<u32, String>,
+    names: &'a BTreeMap<u32, String>,
     dir: &'a str,
     writers: BTreeMap<u32, pcap::Writer>,
     now: u64,
@@ -85,7 +85,7 @@ impl Tx for PcapTx<'_> {
         }
         if !self.writers.contains_key(&oif) {
             let name = self
-                .fib_names
+                .names
                 .get(&oif)
                 .cloned()
                 .unwrap_or_else(|| format!("if{oif}"));
@@ -221,7 +221,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         .filter_map(|l| Some((l.ifindex, l.ifname?)))
         .collect();
     let mut tx = PcapTx {
-        fib_names: names.clone(),
+        names: &names,
         dir: args.out,
         writers: BTreeMap::new(),
         now: 0,

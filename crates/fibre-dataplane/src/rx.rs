@@ -99,6 +99,20 @@ pub enum Rx {
 /// `net.ipv6.max_hbh_opts_cnt`'s default.
 const MAX_HBH_OPTS: usize = 8;
 
+/// The class `eth_type_trans` gives a frame to `dst` on a link whose MAC is `mac`; `None` for
+/// another station's (`PACKET_OTHERHOST`).
+pub fn class_of(dst: Address, mac: Address) -> Option<L2Class> {
+    if dst == mac {
+        Some(L2Class::Host)
+    } else if dst.is_broadcast() {
+        Some(L2Class::Broadcast)
+    } else if dst.is_multicast() {
+        Some(L2Class::Multicast)
+    } else {
+        None
+    }
+}
+
 /// Checks one received frame as the kernel does before the route lookup, for a link whose MAC
 /// is `mac`. Reads `frame` only; returns what it is ([`Rx`]) or why it goes no further (with
 /// the parameter problem that IPv6 hop-by-hop options may ask for). A frame longer than 65535
@@ -111,16 +125,7 @@ pub fn receive(frame: &[u8], mac: Address) -> Result<Rx, Discard> {
         return Err(DropReason::PktTooBig.into());
     }
     let eth = ethernet::Frame::new_checked(frame).map_err(|_| DropReason::PktTooSmall)?;
-    let dst_mac = eth.dst_addr();
-    let mut l2 = if dst_mac == mac {
-        Some(L2Class::Host)
-    } else if dst_mac.is_broadcast() {
-        Some(L2Class::Broadcast)
-    } else if dst_mac.is_multicast() {
-        Some(L2Class::Multicast)
-    } else {
-        None
-    };
+    let mut l2 = class_of(eth.dst_addr(), mac);
     // Tags are taken off in the core: a VLAN id no device of this link carries makes the
     // frame another host's; priority tags (id 0) are dropped and the frame goes on untagged.
     let (tags, ty, tag_len) = vlan::Tags::parse(eth.ethertype(), eth.payload())

@@ -38,8 +38,8 @@ use core::net::{IpAddr, Ipv4Addr};
 use fibre_fib::{Fib, IcmpLimits, InputDrop, InputKey, InputRoute, NudAction, RouteType};
 use fibre_fwd::{AdjIdx, FwdTable};
 use fibre_packet::{Buf, Pool, PoolConfig};
-use fibre_wire::consts::ethertype;
 use fibre_wire::ethernet::{self, Address};
+use fibre_wire::vlan;
 
 use crate::drop::{Discard, DropCounters, DropReason, LinkStats};
 use crate::forward::{self, Ipv4Options};
@@ -646,23 +646,11 @@ fn input_drop(d: InputDrop, v4: bool) -> (DropReason, Option<IcmpError>) {
 /// Where the IP header of a received frame starts (after the Ethernet header and any VLAN
 /// tags) and the frame's class by its destination MAC, for a frame the receive checks read.
 fn ip_start(frame: &[u8], mac: [u8; 6]) -> (usize, L2Class) {
-    let mut l3 = ethernet::HEADER_LEN;
-    let mut ty = ethernet::Frame::new_unchecked(frame).ethertype();
-    while matches!(ty, ethertype::VLAN | ethertype::QINQ) {
-        ty = frame
-            .get(l3 + 2..l3 + 4)
-            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-        l3 += 4;
-    }
-    let dst = ethernet::Frame::new_unchecked(frame).dst_addr();
-    let l2 = if dst.0 == mac {
-        L2Class::Host
-    } else if dst.is_broadcast() {
-        L2Class::Broadcast
-    } else {
-        L2Class::Multicast
-    };
-    (l3, l2)
+    let eth = ethernet::Frame::new_unchecked(frame);
+    let tags = vlan::Tags::parse(eth.ethertype(), eth.payload()).map_or(0, |(_, _, len)| len);
+    // Only a frame of one of the three classes gets that far.
+    let l2 = rx::class_of(eth.dst_addr(), Address(mac)).unwrap_or(L2Class::Multicast);
+    (ethernet::HEADER_LEN + tags, l2)
 }
 
 /// Milliseconds since midnight UTC at `now` (nanoseconds since the epoch): the IPv4
