@@ -808,6 +808,19 @@ pub fn wait_termination() -> i32 {
     }
 }
 
+/// The name of network interface `index` in the calling thread's network namespace
+/// (if_indextoname(3)); ENXIO when no interface has that index.
+pub fn interface_name(index: u32) -> io::Result<String> {
+    let mut buf = [0u8; libc::IF_NAMESIZE];
+    // SAFETY: buf has the IF_NAMESIZE bytes if_indextoname writes at most (name and NUL).
+    let p = unsafe { libc::if_indextoname(index, buf.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..len]).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -917,3 +930,4 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }
+

@@ -5,6 +5,8 @@
 //! - [`server`]: the threads -- one writer owning the engine, one per client connection
 //!   (netlink datagrams over AF_UNIX SOCK_SEQPACKET, or the shared-memory ring of fibre-ring
 //!   when the connection starts with its setup request), one for AF_UNIX SOCK_DGRAM.
+//! - [`fpm`]: the FPM server (`--fpm`): FRR's zebra streams routes and next-hop groups, which
+//!   the writer applies through the engine like any client's requests.
 //! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
 //!   checked restore and the atomic write.
 //! - [`log`]: leveled key=value logs on stderr.
@@ -22,6 +24,7 @@
 
 pub mod alloc;
 pub mod engine;
+pub mod fpm;
 pub mod log;
 pub mod server;
 pub mod state;

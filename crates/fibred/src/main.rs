@@ -1,5 +1,6 @@
 //! `fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]
-//! [--max-clients N] [--admin-group GROUP] [-v]...`
+//! [--max-clients N] [--admin-group GROUP] [--fpm ADDR:PORT [--fpm-sweep QUIET[,MAX]]
+//! [--fpm-offload] [--fpm-kernel-routes]] [-v]...`
 //!
 //! With no arguments it listens on [`fibre_proto::client::default_socket`] and keeps no state
 //! file. The log level comes from `-v` (debug) or FIBRE_LOG (error, warn, info, debug); SIGTERM
@@ -34,6 +35,8 @@ fn main() {
     let mut state = None;
     let mut access = Access::default();
     let mut discard_corrupt = false;
+    let mut fpm: Option<std::net::SocketAddr> = None;
+    let mut fpm_settings = fibred::fpm::Settings::default();
     if let Some(l) = std::env::var("FIBRE_LOG")
         .ok()
         .and_then(|s| Level::parse(&s))
@@ -65,6 +68,23 @@ fn main() {
                 }
             }
             "--state-discard-corrupt" => discard_corrupt = true,
+            "--fpm" => {
+                let v = value("--fpm");
+                fpm = Some(v.parse().unwrap_or_else(|_| {
+                    eprint!("fibred: --fpm {v:?}: not an ADDR:PORT\n{USAGE}");
+                    std::process::exit(2)
+                }))
+            }
+            "--fpm-sweep" => {
+                let v = value("--fpm-sweep");
+                let (quiet, max) = v.split_once(',').unwrap_or((&v, ""));
+                fpm_settings.sweep_quiet = seconds(quiet);
+                if !max.is_empty() {
+                    fpm_settings.sweep_max = seconds(max);
+                }
+            }
+            "--fpm-offload" => fpm_settings.offload = true,
+            "--fpm-kernel-routes" => fpm_settings.kernel_routes = true,
             "-v" | "--verbose" => log::set_level(Level::Debug),
             "-h" | "--help" => {
                 print!("{USAGE}");
@@ -87,6 +107,10 @@ fn main() {
         dgram,
         state,
         access,
+        fpm: fpm.map(|listen| fibred::fpm::Config {
+            listen,
+            settings: fpm_settings,
+        }),
     };
     let daemon = match Daemon::start(config.clone()) {
         Ok(d) => d,
@@ -124,6 +148,16 @@ fn main() {
         std::process::exit(1);
     }
     fibred::log!(Level::Info, "stopped");
+}
+
+fn seconds(s: &str) -> std::time::Duration {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => std::time::Duration::from_secs_f64(v),
+        _ => {
+            eprint!("fibred: {s:?}: not a number of seconds\n{USAGE}");
+            std::process::exit(2)
+        }
+    }
 }
 
 fn number(s: &str) -> usize {

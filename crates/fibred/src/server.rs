@@ -138,6 +138,8 @@ pub struct Config {
     pub state: Option<PathBuf>,
     /// Who may change the state, and how many may connect.
     pub access: Access,
+    /// The FPM server, if one is wanted.
+    pub fpm: Option<crate::fpm::Config>,
 }
 
 /// Who may change the state, and how many clients are served.
@@ -267,6 +269,8 @@ enum Job {
         /// instead of waiting on `answer`).
         wake: bool,
     },
+    /// From the FPM server.
+    Fpm(crate::fpm::Event),
     /// Save the state (if kept) and stop; the save's outcome is sent back.
     Shutdown(mpsc::Sender<io::Result<()>>),
 }
@@ -390,6 +394,14 @@ fn fan_out(clients: &[Weak<Client>], notes: Vec<engine::Note>) {
     }
 }
 
+/// The groups somebody listens to.
+fn listening_groups(clients: &[Weak<Client>]) -> u64 {
+    clients
+        .iter()
+        .filter_map(Weak::upgrade)
+        .fold(0, |m, c| m | c.groups.load(Ordering::Relaxed))
+}
+
 /// The writer's GC: reclaims what has expired, publishes, and announces the routes removed
 /// to every client listening. Returns whether the state changed. Runs when the earliest
 /// deadline passes and before every batch of requests, so a request never reclaims an
@@ -398,10 +410,7 @@ fn collect_garbage(engine: &mut Engine, clients: &[Weak<Client>]) -> bool {
     if engine.next_expiry().is_none_or(|d| !d.is_zero()) {
         return false;
     }
-    let listening = clients
-        .iter()
-        .filter_map(Weak::upgrade)
-        .fold(0, |m, c| m | c.groups.load(Ordering::Relaxed));
+    let listening = listening_groups(clients);
     let mut out = Outcome::default();
     engine.begin();
     engine.expire(listening, &mut out);
@@ -413,16 +422,35 @@ fn collect_garbage(engine: &mut Engine, clients: &[Weak<Client>]) -> bool {
 
 /// The writer thread: applies jobs in order, fans out notifications, runs GC when routes
 /// expire, keeps the state file.
-fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>) {
+fn writer(
+    mut engine: Engine,
+    jobs: mpsc::Receiver<Job>,
+    state: Option<PathBuf>,
+    mut fpm: Option<crate::fpm::Writer>,
+) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
     let mut unsaved = state::SaveTimer::default();
     loop {
         if collect_garbage(&mut engine, &clients) {
             unsaved.changed(Instant::now());
         }
+        if let Some(f) = &mut fpm {
+            if f.due().is_some_and(|d| d <= Instant::now()) {
+                let listening = listening_groups(&clients);
+                engine.begin();
+                let applied = f.sweep(&mut engine, listening);
+                engine.publish();
+                fan_out(&clients, applied.notes);
+                if applied.changed {
+                    unsaved.changed(Instant::now());
+                }
+                engine.catch_up();
+            }
+        }
         let save_due = state.as_ref().and(unsaved.due());
         let gc_due = engine.next_expiry().map(|d| Instant::now() + d);
-        let job = match save_due.into_iter().chain(gc_due).min() {
+        let fpm_due = fpm.as_ref().and_then(crate::fpm::Writer::due);
+        let job = match save_due.into_iter().chain(gc_due).chain(fpm_due).min() {
             Some(due) => match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
                 Ok(j) => j,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -485,6 +513,19 @@ fn writer(mut engine: Engine, jobs: mpsc::Receiver<Job>, state: Option<PathBuf>)
                 // While the clients read their answers.
                 engine.catch_up();
             }
+            Job::Fpm(event) => {
+                let Some(f) = &mut fpm else { continue };
+                let listening = listening_groups(&clients);
+                engine.begin();
+                let applied = f.event(&mut engine, event, listening);
+                // Visible to every reader before anybody hears of it.
+                engine.publish();
+                fan_out(&clients, applied.notes);
+                if applied.changed {
+                    unsaved.changed(Instant::now());
+                }
+                engine.catch_up();
+            }
             Job::Shutdown(done) => {
                 let saved = state.as_ref().map_or(Ok(()), |p| state::save(&engine, p));
                 let _ = done.send(saved);
@@ -539,13 +580,34 @@ impl Daemon {
         let (jobs, rx) = mpsc::sync_channel(JOB_QUEUE);
         let state = config.state.clone();
         let reader = Mutex::new(engine.reader());
+        let fpm = match &config.fpm {
+            Some(c) => Some((crate::fpm::bind(c)?, c.settings)),
+            None => None,
+        };
+        let fpm_writer = fpm.as_ref().map(|(_, settings)| {
+            crate::fpm::Writer::new(*settings, Box::new(crate::fpm::HostNames))
+        });
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
             .spawn(move || {
                 // Held until the final save is written.
                 let _state_lock = state_lock;
-                writer(engine, rx, state)
+                writer(engine, rx, state, fpm_writer)
             })?;
+        if let Some((listener, _)) = fpm {
+            let jobs = jobs.clone();
+            let shutdown = shutdown.clone();
+            let addr = listener.local_addr()?;
+            std::thread::Builder::new()
+                .name("fibred-fpm".into())
+                .spawn(move || {
+                    let sent = |e| jobs.send(Job::Fpm(e)).is_ok();
+                    if let Err(e) = crate::fpm::serve(listener, &shutdown, sent) {
+                        crate::log!(Level::Error, "fpm server failed", error = e);
+                    }
+                })?;
+            crate::log!(Level::Info, "fpm listening", address = addr);
+        }
         let shared = Arc::new(Shared {
             jobs,
             shutdown: shutdown.clone(),

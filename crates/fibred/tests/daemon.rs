@@ -26,6 +26,7 @@ fn start(dir: &std::path::Path, state: Option<PathBuf>) -> Daemon {
         socket,
         state,
         access: Default::default(),
+        fpm: None,
     })
     .unwrap()
 }
