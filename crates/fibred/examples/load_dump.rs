@@ -104,6 +104,7 @@ fn start(dir: &Path, name: &str) -> Daemon {
         dgram: None,
         state: None,
         access: Default::default(),
+        fpm: None,
     })
     .expect("fibred starts");
     // The link and address that make the 64 gateways reachable.

@@ -585,7 +585,7 @@ impl Daemon {
             None => None,
         };
         let fpm_writer = fpm.as_ref().map(|(_, settings)| {
-            crate::fpm::Writer::new(*settings, Box::new(crate::fpm::HostNames))
+            crate::fpm::Writer::new(*settings, Box::new(crate::fpm::HostNames), &engine)
         });
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())

@@ -352,9 +352,13 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(settings: Settings, names: Box<dyn Names + Send>) -> Writer {
+    /// The writer's side for `engine`'s state, adopting what an earlier run's feed left in
+    /// it ([`Session::adopt`]).
+    pub fn new(settings: Settings, names: Box<dyn Names + Send>, engine: &crate::Engine) -> Writer {
+        let mut session = Session::new(settings);
+        session.adopt(engine.fib());
         Writer {
-            session: Session::new(settings),
+            session,
             names,
             conn: None,
         }

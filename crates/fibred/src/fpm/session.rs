@@ -47,6 +47,9 @@ pub const MAX_HELD: usize = 1 << 20;
 const ID_TRIES: u32 = 64;
 
 const RTPROT_KERNEL: u8 = 2;
+const RTPROT_ZEBRA: u8 = 11;
+/// The metric zebra gives every route it installs (`ROUTE_INSTALLATION_METRIC`).
+const ZEBRA_METRIC: u32 = 20;
 const RT_TABLE_UNSPEC: u8 = 0;
 const RT_SCOPE_NOWHERE: u8 = 255;
 const AF_INET: u8 = 2;
@@ -224,6 +227,9 @@ pub struct Session {
     /// Interface names by zebra's index, filled on a miss, emptied at every connection.
     names: HashMap<u32, String>,
     next_id: u32,
+    /// Objects of the feed's id space an earlier run of fibred made ([`Session::adopt`]),
+    /// swept at the first sweep; largest id (a group's, made after its members) first.
+    orphans: Vec<u32>,
     /// When the connection to sweep for started and last sent a frame; `None` once swept.
     pending_sweep: Option<(Instant, Instant)>,
     counters: Counters,
@@ -250,6 +256,7 @@ impl Session {
             held_by_key: HashMap::new(),
             names: HashMap::new(),
             next_id: FIRST_ID,
+            orphans: Vec::new(),
             pending_sweep: None,
             counters: Counters::default(),
             feedback: Vec::new(),
@@ -267,6 +274,49 @@ impl Session {
         self.counters.connections += 1;
         self.names.clear();
         self.pending_sweep = Some((now, now));
+    }
+
+    /// Takes as the feed's, from an earlier run of fibred (a restored `--state`), the routes
+    /// zebra would have sent (metric 20 and one of FRR's protocols) and the objects of the
+    /// feed's id space that zebra made (protocol RTPROT_ZEBRA): a connection that does not
+    /// replay them sweeps them as it sweeps its own.
+    pub fn adopt(&mut self, fib: &fibre_fib::Fib) {
+        for r in fib.routes(None) {
+            if r.priority != Some(ZEBRA_METRIC) || !is_frr_protocol(r.protocol) {
+                continue;
+            }
+            let key = RouteKey {
+                family: if r.dst.addr.is_ipv4() {
+                    AF_INET
+                } else {
+                    AF_INET6
+                },
+                table: r.table,
+                dst: (r.dst.len > 0 || !r.dst.addr.is_unspecified()).then_some(r.dst.addr),
+                dst_len: r.dst.len,
+                src: r.src.map(|p| p.addr),
+                src_len: r.src.map_or(0, |p| p.len),
+                tos: r.tos,
+            };
+            let inst = Installed {
+                epoch: 0,
+                protocol: r.protocol,
+                metric: r.priority,
+            };
+            self.routes.insert(key, inst);
+        }
+        self.orphans = fib
+            .nexthops()
+            .into_iter()
+            .filter(|n| n.id >= FIRST_ID && n.protocol == RTPROT_ZEBRA)
+            .map(|n| n.id)
+            .collect();
+        // Groups first in the sweep's order: a group goes before the members it holds.
+        self.orphans.sort_by_key(|id| std::cmp::Reverse(*id));
+        self.next_id = self
+            .orphans
+            .first()
+            .map_or(FIRST_ID, |&m| m.checked_add(1).unwrap_or(FIRST_ID));
     }
 
     /// The connection went away before its sweep: nothing is removed until a later one has
@@ -328,6 +378,17 @@ impl Session {
             self.routes.remove(&key);
             if errno == 0 {
                 self.counters.swept_routes += 1;
+            }
+        }
+        // Objects an earlier run made, unless the replay took their ids again.
+        let reused: std::collections::HashSet<u32> = self.groups.values().map(|g| g.id).collect();
+        for id in std::mem::take(&mut self.orphans) {
+            if reused.contains(&id) {
+                continue;
+            }
+            let req = delete_group(id, self.next_seq());
+            if self.apply(engine, &req, listening, &mut out) == 0 {
+                self.counters.swept_groups += 1;
             }
         }
         let stale: Vec<(u32, Group)> = self
@@ -733,6 +794,12 @@ impl Session {
         .emit(&mut self.feedback);
         self.counters.feedback += 1;
     }
+}
+
+/// The protocols zebra stamps on routes (`zebra2proto` in FRR's `zebra/rt_netlink.c`):
+/// RTPROT_ZEBRA and FRR's block from RTPROT_BGP (186) to RTPROT_SRTE (198).
+fn is_frr_protocol(p: u8) -> bool {
+    p == RTPROT_ZEBRA || (186..=198).contains(&p)
 }
 
 /// The errno of the first NLMSG_ERROR among the answers (0 when all succeeded), and its

@@ -494,3 +494,45 @@ fn offload_feedback_echoes_each_route_with_its_outcome() {
     );
     assert_eq!(s.counters().feedback, 2);
 }
+
+#[test]
+fn a_restarted_fibred_sweeps_what_its_last_run_installed_and_zebra_did_not_replay() {
+    let mut e = engine();
+    let mut s = Session::new(Settings::default());
+    s.connected(Instant::now());
+    feed(
+        &mut s,
+        &mut e,
+        &[
+            frame(&[znh(1, "10.0.1.2")]),
+            frame(&[znh(2, "10.0.1.3")]),
+            frame(&[zroute("192.0.2.0", 24, Via::Group(1))]),
+            frame(&[zroute("198.51.100.0", 24, Via::Group(2))]),
+        ],
+    );
+    // fibred restarts on the same state; zebra replays one group and one route.
+    let mut s = Session::new(Settings::default());
+    s.adopt(e.fib());
+    s.connected(Instant::now());
+    feed(
+        &mut s,
+        &mut e,
+        &[
+            frame(&[znh(1, "10.0.1.2")]),
+            frame(&[zroute("192.0.2.0", 24, Via::Group(1))]),
+        ],
+    );
+    e.begin();
+    s.sweep(&mut e, 0);
+    e.publish();
+    // The replayed group took a new id; both old objects are gone.
+    let gw = vec!["10.0.1.2".parse().unwrap()];
+    assert_eq!(
+        routes(&e),
+        [("192.0.2.0/24".into(), gw, Some(FIRST_ID + 2), Some(20))]
+    );
+    let ids: Vec<u32> = e.fib().nexthops().into_iter().map(|n| n.id).collect();
+    assert_eq!(ids, [FIRST_ID + 2]);
+    let c = s.counters();
+    assert_eq!((c.swept_routes, c.swept_groups), (1, 2));
+}
