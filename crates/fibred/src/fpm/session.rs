@@ -12,7 +12,9 @@
 //!   nobody uses: a new id is created with NLM_F_EXCL, never replacing a user's object);
 //! - interface indexes are those of zebra's host; they are mapped to fibre links by name
 //!   ([`Names`]). A route through an interface fibre has no link of that name is refused;
-//! - a route whose group has not arrived is held (counted) and applied right after the group;
+//! - a route whose group has not arrived is held (counted) and applied right after the group,
+//!   and so is a group whose members have not: zebra walks its groups in no order of
+//!   dependency (FRR 8.4 sends a group before some of its members);
 //! - routes zebra installs as RTPROT_KERNEL (connected and local routes) are fibre's own to
 //!   derive from its addresses, and are skipped unless [`Settings::kernel_routes`] is set;
 //! - a reconnect replays everything with no end marker: every route and group the feed
@@ -40,7 +42,8 @@ use std::time::{Duration, Instant};
 /// scripts choose, so that the two spaces rarely meet (and when they do, the next free id is
 /// taken).
 pub const FIRST_ID: u32 = 0x7000_0000;
-/// Routes held for groups that have not arrived; one more is refused (and counted).
+/// Routes and groups held for groups that have not arrived; one more is refused (and
+/// counted).
 pub const MAX_HELD: usize = 1 << 20;
 /// Fresh ids tried for one group before it is refused: each failed try met an object a user
 /// created in the feed's id space.
@@ -115,7 +118,7 @@ pub struct Counters {
     pub unknown_link: u64,
     /// Messages left alone: RTPROT_KERNEL routes, other families, other message types.
     pub skipped: u64,
-    /// Routes held for their group now, and ever.
+    /// Routes and groups held for a group now, and ever.
     pub held: u64,
     pub held_total: u64,
     pub swept_routes: u64,
@@ -201,8 +204,15 @@ struct Group {
     epoch: u64,
 }
 
-/// A route waiting for its group: its key and the message as zebra sent it.
-type HeldRoute = (RouteKey, Box<[u8]>);
+/// What waits for a group: a route (by its key) or a group (by zebra's id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Waiter {
+    Route(RouteKey),
+    Group(u32),
+}
+
+/// A held message: what it is and its bytes as zebra sent them.
+type HeldMessage = (Waiter, Box<[u8]>);
 
 /// Why a message was not made into a request.
 enum Untranslated {
@@ -222,8 +232,9 @@ pub struct Session {
     routes: HashMap<RouteKey, Installed>,
     groups: HashMap<u32, Group>,
     /// Routes waiting for a group, by zebra's group id, as zebra sent them.
-    held: HashMap<u32, Vec<HeldRoute>>,
-    held_by_key: HashMap<RouteKey, u32>,
+    held: HashMap<u32, Vec<HeldMessage>>,
+    /// What each held message waits for.
+    held_by: HashMap<Waiter, u32>,
     /// Interface names by zebra's index, filled on a miss, emptied at every connection.
     names: HashMap<u32, String>,
     next_id: u32,
@@ -253,7 +264,7 @@ impl Session {
             routes: HashMap::new(),
             groups: HashMap::new(),
             held: HashMap::new(),
-            held_by_key: HashMap::new(),
+            held_by: HashMap::new(),
             names: HashMap::new(),
             next_id: FIRST_ID,
             orphans: Vec::new(),
@@ -451,7 +462,7 @@ impl Session {
         out: &mut Applied,
     ) {
         let key = RouteKey::of(r);
-        self.unhold(&key);
+        self.unhold(Waiter::Route(key));
         let req = match self.translate_route(engine, names, r) {
             Ok(req) => req,
             Err(Untranslated::Skip) => return self.counters.skipped += 1,
@@ -464,7 +475,9 @@ impl Session {
                 self.counters.unknown_link += 1;
                 return self.offload_feedback(r, -ENODEV);
             }
-            Err(Untranslated::NoGroup(zid)) => return self.hold(key, zid, r),
+            Err(Untranslated::NoGroup(zid)) => {
+                return self.hold(Waiter::Route(key), zid, Payload::Route(r.clone()))
+            }
         };
         let errno = self.apply(engine, &req, listening, out);
         if errno == 0 {
@@ -493,7 +506,7 @@ impl Session {
         out: &mut Applied,
     ) {
         let key = RouteKey::of(r);
-        let held = self.unhold(&key);
+        let held = self.unhold(Waiter::Route(key));
         let Some(inst) = self.routes.remove(&key) else {
             if !held {
                 self.counters.skipped += 1;
@@ -520,6 +533,7 @@ impl Session {
         }) else {
             return self.counters.skipped += 1;
         };
+        self.unhold(Waiter::Group(zid));
         let known = self.groups.get(&zid).map(|g| g.id);
         let mut id = known.unwrap_or_else(|| self.fresh_id());
         let mut errno;
@@ -535,9 +549,10 @@ impl Session {
                     );
                     return self.counters.unknown_link += 1;
                 }
-                Err(Untranslated::NoGroup(_) | Untranslated::Skip) => {
-                    return self.counters.skipped += 1
+                Err(Untranslated::NoGroup(member)) => {
+                    return self.hold(Waiter::Group(zid), member, Payload::Nexthop(n.clone()))
                 }
+                Err(Untranslated::Skip) => return self.counters.skipped += 1,
             };
             errno = self.apply(engine, &req, listening, out);
             // A fresh id met an object of somebody else's: the next one.
@@ -558,14 +573,12 @@ impl Session {
                 epoch: self.epoch,
             },
         );
-        // The routes that waited for this group, in the order they came.
-        for (_, bytes) in self.held.remove(&zid).unwrap_or_default() {
+        // What waited for this group, in the order it came.
+        for (waiter, bytes) in self.held.remove(&zid).unwrap_or_default() {
+            self.held_by.remove(&waiter);
             self.counters.held -= 1;
             if let Ok((m, _)) = NetlinkMessage::parse(&bytes, 0) {
-                if let Payload::Route(r) = &m.payload {
-                    self.held_by_key.remove(&RouteKey::of(r));
-                    self.new_route(engine, names, r, listening, out);
-                }
+                self.message(engine, names, &m, listening, out);
             }
         }
     }
@@ -581,8 +594,12 @@ impl Session {
             NexthopAttr::Id(i) => Some(*i),
             _ => None,
         });
+        let held = zid.is_some_and(|z| self.unhold(Waiter::Group(z)));
         let Some(g) = zid.and_then(|z| self.groups.remove(&z)) else {
-            return self.counters.skipped += 1;
+            if !held {
+                self.counters.skipped += 1;
+            }
+            return;
         };
         let req = delete_group(g.id, self.next_seq());
         if self.apply(engine, &req, listening, out) == 0 {
@@ -590,40 +607,44 @@ impl Session {
         }
     }
 
-    /// Holds a route until group `zid` arrives.
-    fn hold(&mut self, key: RouteKey, zid: u32, r: &RouteMessage<'_>) {
+    /// Holds a message (zebra's route or group, as `payload`) until group `awaited` arrives.
+    fn hold(&mut self, waiter: Waiter, awaited: u32, payload: Payload<'_>) {
         if self.counters.held as usize >= MAX_HELD {
             self.counters.refused += 1;
             return;
         }
+        let message_type = match payload {
+            Payload::Route(_) => mt::RTM_NEWROUTE,
+            _ => mt::RTM_NEWNEXTHOP,
+        };
         let msg = NetlinkMessage {
             header: NetlinkHeader {
                 length: 0,
-                message_type: mt::RTM_NEWROUTE,
+                message_type,
                 flags: nf::NLM_F_REQUEST,
                 sequence: 0,
                 port: 0,
             },
-            payload: Payload::Route(r.clone()),
+            payload,
         };
         self.held
-            .entry(zid)
+            .entry(awaited)
             .or_default()
-            .push((key, msg.to_bytes().into()));
-        self.held_by_key.insert(key, zid);
+            .push((waiter, msg.to_bytes().into()));
+        self.held_by.insert(waiter, awaited);
         self.counters.held += 1;
         self.counters.held_total += 1;
     }
 
-    /// Forgets a held route of `key`; whether one was held.
-    fn unhold(&mut self, key: &RouteKey) -> bool {
-        let Some(zid) = self.held_by_key.remove(key) else {
+    /// Forgets the held message of `waiter`; whether one was held.
+    fn unhold(&mut self, waiter: Waiter) -> bool {
+        let Some(awaited) = self.held_by.remove(&waiter) else {
             return false;
         };
-        if let Some(list) = self.held.get_mut(&zid) {
-            list.retain(|(k, _)| k != key);
+        if let Some(list) = self.held.get_mut(&awaited) {
+            list.retain(|(w, _)| *w != waiter);
             if list.is_empty() {
-                self.held.remove(&zid);
+                self.held.remove(&awaited);
             }
         }
         self.counters.held -= 1;

@@ -536,3 +536,30 @@ fn a_restarted_fibred_sweeps_what_its_last_run_installed_and_zebra_did_not_repla
     let c = s.counters();
     assert_eq!((c.swept_routes, c.swept_groups), (1, 2));
 }
+
+#[test]
+fn a_group_waits_for_its_members() {
+    let mut e = engine();
+    let mut s = Session::new(Settings::default());
+    s.connected(Instant::now());
+    // As FRR 8.4 walks its groups: the group after one member, before the others.
+    feed(
+        &mut s,
+        &mut e,
+        &[
+            frame(&[znh(16, "10.0.1.2")]),
+            frame(&[zgroup(17, &[16, 18, 19])]),
+            frame(&[znh(18, "10.0.1.3")]),
+            frame(&[zroute("198.51.100.0", 24, Via::Group(17))]),
+        ],
+    );
+    assert_eq!(routes(&e), []);
+    assert_eq!(s.counters().held, 2);
+    feed(&mut s, &mut e, &[frame(&[znh(19, "10.0.1.4")])]);
+    let gws = ["10.0.1.2", "10.0.1.3", "10.0.1.4"].map(|g| g.parse::<IpAddr>().unwrap());
+    let got = routes(&e);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, gws);
+    // The group waited twice (for 18, then for 19), the route once.
+    assert_eq!((s.counters().held, s.counters().held_total), (0, 3));
+}

@@ -1,0 +1,213 @@
+"""A network namespace in which FRR's zebra (with `dplane_fpm_nl`) and fibred meet over FPM.
+
+The namespace holds a veth pair (`eth1`, up with 10.0.1.1/24 and 2001:db8:1::1/64, and its
+peer `p1`), so zebra has connected routes to resolve static routes through; fibred runs in
+the same namespace (so that zebra's interface indexes name the same interfaces for it) with a
+link `eth1` of its own, configured alike. zebra and staticd run with `-N NS`, so their state
+lives in /var/run/frr/NS and their vty answers `vtysh -N NS`.
+
+`feed_from_routes` and `frr_routes` turn fibre's and FRR's JSON route tables into one form:
+(prefix, kind, sorted gateways) for every route zebra installs (FRR: protocol static,
+installed; fibre: zebra's protocol numbers, metric 20).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from binaries import binary
+
+ZEBRA = "/usr/lib/frr/zebra"
+STATICD = "/usr/lib/frr/staticd"
+FPM_PORT = 2620
+ETH1 = [("10.0.1.1/24", []), ("2001:db8:1::1/64", ["nodad"])]
+#: RTPROT_ZSTATIC, as zebra stamps static routes (`zebra2proto`).
+ZSTATIC = "196"
+
+
+def can_run() -> str | None:
+    """Why the lab cannot run here, or None."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return "needs root and iproute2 for a network namespace"
+    if binary("fibred") is None or binary("fibre") is None:
+        return "fibre and fibred are not built (cargo build --release)"
+    return None
+
+
+def frr_missing() -> str | None:
+    if not (os.access(ZEBRA, os.X_OK) and os.access(STATICD, os.X_OK) and shutil.which("vtysh")):
+        return "FRR is not installed (apt-get install frr; scripts/setup does it)"
+    return None
+
+
+class Lab:
+    def __init__(self, tag: str):
+        self.ns = f"fibre-fpm-{tag}-{os.getpid()}"
+        # zebra and staticd read their files as user frr: a directory of their own, outside
+        # the private temporary directories of test runners.
+        self.dir = tempfile.mkdtemp(prefix=f"{self.ns}-")
+        tmp = self.dir
+        os.chmod(tmp, 0o777)
+        self.sock = os.path.join(tmp, "fibred.sock")
+        self.state = os.path.join(tmp, "fibred.state")
+        self.fibred_proc: subprocess.Popen | None = None
+        self.fibred_log = os.path.join(tmp, "fibred.log")
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        for c in [
+            "link set lo up",
+            "link add eth1 type veth peer name p1",
+            "link set p1 up",
+            "link set eth1 up",
+        ] + [f"addr add {a} dev eth1 {' '.join(o)}" for a, o in ETH1]:
+            self.ip(*c.split())
+
+    def ip(self, *args: str) -> str:
+        return subprocess.run(["ip", "-n", self.ns, *args], check=True, capture_output=True, text=True).stdout
+
+    def exec(self, *cmd: str, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(["ip", "netns", "exec", self.ns, *cmd], **kw)
+
+    # fibred
+
+    def start_fibred(self, *extra: str) -> None:
+        """fibred in the namespace, FPM on 127.0.0.1:FPM_PORT, keeping its state; on a fresh
+        state its link eth1 is configured as the kernel's."""
+        fresh = not os.path.exists(self.state)
+        log = open(self.fibred_log, "a")
+        self.fibred_proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, binary("fibred"), "--socket", self.sock, "--no-dgram",
+             "--state", self.state, "--fpm", f"127.0.0.1:{FPM_PORT}", "--fpm-sweep", "1,20", *extra],
+            stderr=log,
+        )
+        deadline = time.time() + 10
+        while not os.path.exists(self.sock):
+            if time.time() > deadline or self.fibred_proc.poll() is not None:
+                raise RuntimeError("fibred did not start: " + open(self.fibred_log).read())
+            time.sleep(0.02)
+        if fresh:
+            # zebra's blackhole next hops hang off the loopback, which must be up (as the
+            # kernel's is in the namespace).
+            self.fibre("link", "set", "lo", "up")
+            self.fibre("link", "add", "eth1", "type", "dummy")
+            self.fibre("link", "set", "eth1", "up")
+            for a, _ in ETH1:
+                self.fibre("addr", "add", a, "dev", "eth1")
+
+    def stop_fibred(self) -> None:
+        if self.fibred_proc is not None:
+            self.fibred_proc.terminate()
+            self.fibred_proc.wait(10)
+            self.fibred_proc = None
+
+    def fibre(self, *args: str) -> str:
+        r = subprocess.run([binary("fibre"), "-n", self.sock, *args], capture_output=True, text=True)
+        assert r.returncode == 0, f"fibre {' '.join(args)}: {r.stderr}"
+        return r.stdout
+
+    def fibre_routes(self) -> set:
+        out = set()
+        for fam in ("-4", "-6"):
+            for r in json.loads(self.fibre("-j", fam, "route", "show")):
+                if r.get("protocol") != ZSTATIC:
+                    continue
+                gws = [h["gateway"] for h in r.get("nexthops", [])] or ([r["gateway"]] if "gateway" in r else [])
+                assert r.get("metric") == 20, r
+                out.add((r["dst"], r.get("type", "unicast"), tuple(sorted(gws))))
+        return out
+
+    # FRR
+
+    def start_frr(self, statics: list[str], fpm_port: int = FPM_PORT) -> None:
+        """zebra (with dplane_fpm_nl, pointed at `fpm_port`) and staticd with `statics`."""
+        zconf = os.path.join(self.dir, "zebra.conf")
+        sconf = os.path.join(self.dir, "staticd.conf")
+        with open(zconf, "w") as f:
+            f.write(f"hostname fibre-lab\nfpm address 127.0.0.1 port {fpm_port}\n!\n")
+        with open(sconf, "w") as f:
+            f.write("\n".join(statics) + "\n!\n")
+        for p in (zconf, sconf):
+            os.chmod(p, 0o644)
+        for name, exe, conf, extra in [
+            ("zebra", ZEBRA, zconf, ["-M", "dplane_fpm_nl"]),
+            ("staticd", STATICD, sconf, []),
+        ]:
+            self.exec(exe, "-d", "-N", self.ns, "-f", conf, "-i", os.path.join(self.dir, f"{name}.pid"),
+                      "--log", f"file:{self.dir}/{name}.log", *extra, check=True, capture_output=True)
+
+    def kill_frr(self) -> None:
+        """zebra and staticd die (SIGKILL: zebra withdraws nothing, as after a crash)."""
+        for name in ("staticd", "zebra"):
+            pid = os.path.join(self.dir, f"{name}.pid")
+            try:
+                os.kill(int(open(pid).read()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+            try:
+                os.unlink(pid)
+            except OSError:
+                pass
+        time.sleep(0.2)
+
+    def vtysh(self, *cmds: str) -> str:
+        args = []
+        for c in cmds:
+            args += ["-c", c]
+        r = self.exec("vtysh", "-N", self.ns, *args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    def frr_routes(self) -> set:
+        return frr_routes(self.vtysh("show ip route json"), self.vtysh("show ipv6 route json"))
+
+    def fpm_counters(self) -> dict:
+        return json.loads(self.vtysh("show fpm counters json"))
+
+    def close(self) -> None:
+        self.kill_frr()
+        self.stop_fibred()
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+        shutil.rmtree(f"/var/run/frr/{self.ns}", ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def logs(self) -> str:
+        """fibred's and FRR's logs, for a failure's message."""
+        out = []
+        for name in ("fibred", "zebra", "staticd"):
+            try:
+                out.append(f"--- {name}.log\n" + open(os.path.join(self.dir, f"{name}.log")).read()[-4000:])
+            except OSError:
+                pass
+        return "\n".join(out)
+
+
+def frr_routes(*tables: str) -> set:
+    """zebra's installed static routes from `show ip[v6] route json` texts."""
+    out = set()
+    for t in tables:
+        for prefix, entries in json.loads(t).items():
+            for e in entries:
+                if e.get("protocol") != "static" or not e.get("installed"):
+                    continue
+                hops = [h for h in e["nexthops"] if h.get("fib") or h.get("active")]
+                kind = "blackhole" if any(h.get("unreachable") or h.get("blackhole") for h in hops) else "unicast"
+                gws = tuple(sorted(h["ip"] for h in hops if "ip" in h))
+                out.add((prefix, kind, gws))
+    return out
+
+
+def wait_for(what: str, cond, timeout: float = 20.0, logs=None) -> None:
+    deadline = time.time() + timeout
+    while True:
+        last = cond()
+        if last is True:
+            return
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}: {last}\n{logs() if logs else ''}")
+        time.sleep(0.2)
