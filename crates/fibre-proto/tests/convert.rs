@@ -308,6 +308,12 @@ fn rules_and_nexthops_match_ip_json() {
         if j.get_opt("not").is_some() {
             assert_ne!(r.flags & rule_flags::INVERT, 0);
         }
+        // The kernel dumps an unset suppress_prefixlen as -1, which iproute2 leaves out;
+        // read back as a request, it sets nothing (else every lookup would be suppressed).
+        assert_eq!(
+            r.suppress_prefixlen.map(i64::from),
+            j.get_opt("suppress_prefixlen").map(|v| v.int())
+        );
         if let Some(dport) = j.get_opt("dport_start") {
             assert_eq!(r.dport.map(|d| d.0 as i64), Some(dport.int()));
         }

@@ -821,6 +821,72 @@ pub fn interface_name(index: u32) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
+/// A NETLINK_ROUTE socket of the calling thread's network namespace, joined to the rtnetlink
+/// multicast `groups` (RTNLGRP_* numbers), with a receive buffer of `rcvbuf` bytes
+/// (SO_RCVBUFFORCE, which passes net.core.rmem_max for a privileged caller; else SO_RCVBUF,
+/// which the kernel caps there).
+pub fn rtnetlink_socket(groups: &[u32], rcvbuf: usize) -> io::Result<OwnedFd> {
+    const SOL_NETLINK: libc::c_int = 270;
+    const NETLINK_ADD_MEMBERSHIP: libc::c_int = 1;
+    // SAFETY: socket() takes no pointers; the descriptor is new and owned here.
+    let fd = cvt(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    })?;
+    // SAFETY: fd was just returned by socket() and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let size = rcvbuf.min(i32::MAX as usize / 2) as libc::c_int;
+    if setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, size).is_err() {
+        setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, size)?;
+    }
+    // SAFETY: an all-zero sockaddr_nl is valid (family set below, port 0: the kernel picks).
+    let mut addr: libc::sockaddr_nl = unsafe { zeroed() };
+    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    // SAFETY: addr is a valid sockaddr_nl of the given size; fd is a live socket.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    })?;
+    for &g in groups {
+        setsockopt_int(&fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, g as libc::c_int)?;
+    }
+    Ok(fd)
+}
+
+fn setsockopt_int(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int and its size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Moves the calling thread into the network namespace at `path` (a file under
+/// /var/run/netns, or /proc/PID/ns/net); sockets it opens afterwards belong to that namespace.
+pub fn enter_netns(path: &Path) -> io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: setns takes a live descriptor and a flag; it changes only this thread.
+    cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) })?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -930,4 +996,3 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }
-

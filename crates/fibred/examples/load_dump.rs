@@ -105,6 +105,7 @@ fn start(dir: &Path, name: &str) -> Daemon {
         state: None,
         access: Default::default(),
         fpm: None,
+        mirror: None,
     })
     .expect("fibred starts");
     // The link and address that make the 64 gateways reachable.

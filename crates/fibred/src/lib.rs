@@ -7,6 +7,8 @@
 //!   when the connection starts with its setup request), one for AF_UNIX SOCK_DGRAM.
 //! - [`fpm`]: the FPM server (`--fpm`): FRR's zebra streams routes and next-hop groups, which
 //!   the writer applies through the engine like any client's requests.
+//! - [`mirror`]: mirror mode (`--mirror`): a Linux network namespace's state followed over
+//!   rtnetlink and applied through the engine.
 //! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
 //!   checked restore and the atomic write.
 //! - [`log`]: leveled key=value logs on stderr.
@@ -26,6 +28,7 @@ pub mod alloc;
 pub mod engine;
 pub mod fpm;
 pub mod log;
+pub mod mirror;
 pub mod server;
 pub mod state;
 use fibre_sys as sys;

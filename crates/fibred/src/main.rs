@@ -1,6 +1,6 @@
 //! `fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]
 //! [--max-clients N] [--admin-group GROUP] [--fpm ADDR:PORT [--fpm-sweep QUIET[,MAX]]
-//! [--fpm-offload] [--fpm-kernel-routes]] [-v]...`
+//! [--fpm-offload] [--fpm-kernel-routes]] [--mirror [NETNS] [--mirror-rcvbuf BYTES]] [-v]...`
 //!
 //! With no arguments it listens on [`fibre_proto::client::default_socket`] and keeps no state
 //! file. The log level comes from `-v` (debug) or FIBRE_LOG (error, warn, info, debug); SIGTERM
@@ -37,13 +37,15 @@ fn main() {
     let mut discard_corrupt = false;
     let mut fpm: Option<std::net::SocketAddr> = None;
     let mut fpm_settings = fibred::fpm::Settings::default();
+    let mut mirror: Option<fibred::mirror::Config> = None;
+    let mut mirror_rcvbuf = fibred::mirror::RCVBUF;
     if let Some(l) = std::env::var("FIBRE_LOG")
         .ok()
         .and_then(|s| Level::parse(&s))
     {
         log::set_level(l);
     }
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
     while let Some(a) = args.next() {
         let mut value = |name: &str| {
             args.next().unwrap_or_else(|| {
@@ -84,6 +86,17 @@ fn main() {
                 }
             }
             "--fpm-offload" => fpm_settings.offload = true,
+            "--mirror" => {
+                let netns = args.peek().filter(|a| !a.starts_with('-')).cloned();
+                if netns.is_some() {
+                    args.next();
+                }
+                mirror = Some(fibred::mirror::Config {
+                    netns: netns.map(PathBuf::from),
+                    rcvbuf: 0,
+                });
+            }
+            "--mirror-rcvbuf" => mirror_rcvbuf = number(&value("--mirror-rcvbuf")),
             "--fpm-kernel-routes" => fpm_settings.kernel_routes = true,
             "-v" | "--verbose" => log::set_level(Level::Debug),
             "-h" | "--help" => {
@@ -110,6 +123,10 @@ fn main() {
         fpm: fpm.map(|listen| fibred::fpm::Config {
             listen,
             settings: fpm_settings,
+        }),
+        mirror: mirror.map(|m| fibred::mirror::Config {
+            rcvbuf: mirror_rcvbuf,
+            ..m
         }),
     };
     let daemon = match Daemon::start(config.clone()) {

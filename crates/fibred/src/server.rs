@@ -140,6 +140,8 @@ pub struct Config {
     pub access: Access,
     /// The FPM server, if one is wanted.
     pub fpm: Option<crate::fpm::Config>,
+    /// The kernel namespace to mirror, if any.
+    pub mirror: Option<crate::mirror::Config>,
 }
 
 /// Who may change the state, and how many clients are served.
@@ -271,6 +273,8 @@ enum Job {
     },
     /// From the FPM server.
     Fpm(crate::fpm::Event),
+    /// From the mirror thread.
+    Mirror(crate::mirror::Event),
     /// Save the state (if kept) and stop; the save's outcome is sent back.
     Shutdown(mpsc::Sender<io::Result<()>>),
 }
@@ -427,6 +431,7 @@ fn writer(
     jobs: mpsc::Receiver<Job>,
     state: Option<PathBuf>,
     mut fpm: Option<crate::fpm::Writer>,
+    mut mirror: Option<crate::mirror::Mirror>,
 ) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
     let mut unsaved = state::SaveTimer::default();
@@ -526,6 +531,18 @@ fn writer(
                 }
                 engine.catch_up();
             }
+            Job::Mirror(event) => {
+                let Some(m) = &mut mirror else { continue };
+                let listening = listening_groups(&clients);
+                engine.begin();
+                let applied = m.event(&mut engine, event, listening);
+                engine.publish();
+                fan_out(&clients, applied.notes);
+                if applied.changed {
+                    unsaved.changed(Instant::now());
+                }
+                engine.catch_up();
+            }
             Job::Shutdown(done) => {
                 let saved = state.as_ref().map_or(Ok(()), |p| state::save(&engine, p));
                 let _ = done.send(saved);
@@ -587,12 +604,13 @@ impl Daemon {
         let fpm_writer = fpm.as_ref().map(|(_, settings)| {
             crate::fpm::Writer::new(*settings, Box::new(crate::fpm::HostNames), &engine)
         });
+        let mirror_writer = config.mirror.as_ref().map(|_| crate::mirror::Mirror::new());
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
             .spawn(move || {
                 // Held until the final save is written.
                 let _state_lock = state_lock;
-                writer(engine, rx, state, fpm_writer)
+                writer(engine, rx, state, fpm_writer, mirror_writer)
             })?;
         if let Some((listener, _)) = fpm {
             let jobs = jobs.clone();
@@ -607,6 +625,12 @@ impl Daemon {
                     }
                 })?;
             crate::log!(Level::Info, "fpm listening", address = addr);
+        }
+        if let Some(c) = &config.mirror {
+            // Before the start is reported: a namespace that cannot be followed refuses it.
+            let jobs = jobs.clone();
+            let sent = move |e| jobs.send(Job::Mirror(e)).is_ok();
+            crate::mirror::spawn(c.clone(), shutdown.clone(), sent)?;
         }
         let shared = Arc::new(Shared {
             jobs,

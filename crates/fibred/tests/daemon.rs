@@ -27,6 +27,7 @@ fn start(dir: &std::path::Path, state: Option<PathBuf>) -> Daemon {
         state,
         access: Default::default(),
         fpm: None,
+        mirror: None,
     })
     .unwrap()
 }

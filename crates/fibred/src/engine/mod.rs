@@ -450,6 +450,31 @@ impl Engine {
         each_message(datagram, |msg| self.one(msg, None, client, listening, out));
     }
 
+    /// Applies a request of the daemon's own (a translated FPM or mirrored message, one
+    /// message with NLM_F_ACK): its notifications go to `notes`, and the answer is the
+    /// request's errno (0: done) with its extended-ACK text.
+    pub fn apply_own(
+        &mut self,
+        request: &[u8],
+        listening: u64,
+        notes: &mut Vec<Note>,
+    ) -> (i32, Option<String>) {
+        let mut out = Outcome::default();
+        self.handle(request, &mut ClientCtx::default(), listening, &mut out);
+        notes.append(&mut out.notes);
+        for r in &out.replies {
+            let Reply::Messages(bytes) = r else { continue };
+            for (_, m) in fibre_netlink::message::Messages::new(bytes).flatten() {
+                if let fibre_netlink::Payload::Error(e) = &m.payload {
+                    if e.error != 0 {
+                        return (e.error, e.message().map(str::to_owned));
+                    }
+                }
+            }
+        }
+        (0, None)
+    }
+
     /// [`Engine::handle`] of a datagram whose route changes were read ahead. The list of
     /// what was read goes to the log whole and each route change is applied where it lies
     /// (see [`crate::view`]); everything else takes the general path.

@@ -28,7 +28,7 @@
 //! readers never see an update's RTM_DELROUTE without its RTM_NEWROUTE; a message that fails
 //! changes nothing (the engine's requests are atomic) and is counted under its errno.
 
-use crate::engine::{ClientCtx, Engine, Note, Outcome, Reply};
+use crate::engine::{Engine, Note};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::nexthop::{GroupEntry, NexthopAttr, NexthopMessage};
 use fibre_netlink::route::{RouteAttr, RouteHeader, RouteMessage, RouteNextHop};
@@ -772,12 +772,7 @@ impl Session {
     /// Hands one request to the engine; its errno (0: done). Failures are counted and
     /// logged.
     fn apply(&mut self, engine: &mut Engine, req: &[u8], listening: u64, out: &mut Applied) -> i32 {
-        let mut ctx = ClientCtx::default();
-        let mut o = Outcome::default();
-        engine.handle(req, &mut ctx, listening, &mut o);
-        out.notes.append(&mut o.notes);
-        out.changed |= o.changed;
-        let (errno, text) = first_error(&o.replies);
+        let (errno, text) = engine.apply_own(req, listening, &mut out.notes);
         if errno != 0 {
             self.counters.refused += 1;
             crate::log!(
@@ -786,6 +781,8 @@ impl Session {
                 errno = -errno,
                 why = text.unwrap_or_default()
             );
+        } else {
+            out.changed = true;
         }
         errno
     }
@@ -821,22 +818,6 @@ impl Session {
 /// RTPROT_ZEBRA and FRR's block from RTPROT_BGP (186) to RTPROT_SRTE (198).
 fn is_frr_protocol(p: u8) -> bool {
     p == RTPROT_ZEBRA || (186..=198).contains(&p)
-}
-
-/// The errno of the first NLMSG_ERROR among the answers (0 when all succeeded), and its
-/// extended-ACK text.
-fn first_error(replies: &[Reply]) -> (i32, Option<String>) {
-    for r in replies {
-        let Reply::Messages(bytes) = r else { continue };
-        for (_, m) in fibre_netlink::message::Messages::new(bytes).flatten() {
-            if let Payload::Error(e) = &m.payload {
-                if e.error != 0 {
-                    return (e.error, e.message().map(str::to_owned));
-                }
-            }
-        }
-    }
-    (0, None)
 }
 
 /// The RTM_DELROUTE that removes exactly the route the feed installed under `key`.
