@@ -1044,6 +1044,22 @@ impl Fib {
         v
     }
 
+    /// The prefixes of every table, by family and table id, in ascending order (counted as
+    /// they are inserted: no walk over the routes, for metrics read while tables are large).
+    pub fn table_sizes(&self) -> Vec<(Family, u32, u64)> {
+        let mut v: Vec<(Family, u32, u64)> = [(Family::Inet, &self.t4), (Family::Inet6, &self.t6)]
+            .into_iter()
+            .flat_map(|(f, m)| {
+                m.values().map(move |t| {
+                    let n = t.lengths().iter().map(|&l| u64::from(t.key_count(l))).sum();
+                    (f, t.id.0, n)
+                })
+            })
+            .collect();
+        v.sort_unstable_by_key(|&(f, id, _)| (f == Family::Inet6, id));
+        v
+    }
+
     /// RTM_GETROUTE dump: every table, in the kernel's dump order (IPv4 before IPv6).
     pub fn routes(&self, family: Option<Family>) -> Vec<Route> {
         let mut out = Vec::new();

@@ -106,6 +106,7 @@ fn start(dir: &Path, name: &str) -> Daemon {
         access: Default::default(),
         fpm: None,
         mirror: None,
+        metrics: None,
     })
     .expect("fibred starts");
     // The link and address that make the 64 gateways reachable.

@@ -7,6 +7,7 @@
 //!   when the connection starts with its setup request), one for AF_UNIX SOCK_DGRAM.
 //! - [`fpm`]: the FPM server (`--fpm`): FRR's zebra streams routes and next-hop groups, which
 //!   the writer applies through the engine like any client's requests.
+//! - [`metrics`]: Prometheus's text format at `/metrics` (`--metrics`).
 //! - [`mirror`]: mirror mode (`--mirror`): a Linux network namespace's state followed over
 //!   rtnetlink and applied through the engine.
 //! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
@@ -28,6 +29,7 @@ pub mod alloc;
 pub mod engine;
 pub mod fpm;
 pub mod log;
+pub mod metrics;
 pub mod mirror;
 pub mod server;
 pub mod state;

@@ -1,6 +1,7 @@
 //! `fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]
 //! [--max-clients N] [--admin-group GROUP] [--fpm ADDR:PORT [--fpm-sweep QUIET[,MAX]]
-//! [--fpm-offload] [--fpm-kernel-routes]] [--mirror [NETNS] [--mirror-rcvbuf BYTES]] [-v]...`
+//! [--fpm-offload] [--fpm-kernel-routes]] [--mirror [NETNS] [--mirror-rcvbuf BYTES]]
+//! [--metrics ADDR:PORT] [-v]...`
 //!
 //! With no arguments it listens on [`fibre_proto::client::default_socket`] and keeps no state
 //! file. The log level comes from `-v` (debug) or FIBRE_LOG (error, warn, info, debug); SIGTERM
@@ -39,6 +40,7 @@ fn main() {
     let mut fpm_settings = fibred::fpm::Settings::default();
     let mut mirror: Option<fibred::mirror::Config> = None;
     let mut mirror_rcvbuf = fibred::mirror::RCVBUF;
+    let mut metrics: Option<std::net::SocketAddr> = None;
     if let Some(l) = std::env::var("FIBRE_LOG")
         .ok()
         .and_then(|s| Level::parse(&s))
@@ -70,13 +72,7 @@ fn main() {
                 }
             }
             "--state-discard-corrupt" => discard_corrupt = true,
-            "--fpm" => {
-                let v = value("--fpm");
-                fpm = Some(v.parse().unwrap_or_else(|_| {
-                    eprint!("fibred: --fpm {v:?}: not an ADDR:PORT\n{USAGE}");
-                    std::process::exit(2)
-                }))
-            }
+            "--fpm" => fpm = Some(address("--fpm", &value("--fpm"))),
             "--fpm-sweep" => {
                 let v = value("--fpm-sweep");
                 let (quiet, max) = v.split_once(',').unwrap_or((&v, ""));
@@ -97,6 +93,7 @@ fn main() {
                 });
             }
             "--mirror-rcvbuf" => mirror_rcvbuf = number(&value("--mirror-rcvbuf")),
+            "--metrics" => metrics = Some(address("--metrics", &value("--metrics"))),
             "--fpm-kernel-routes" => fpm_settings.kernel_routes = true,
             "-v" | "--verbose" => log::set_level(Level::Debug),
             "-h" | "--help" => {
@@ -128,6 +125,7 @@ fn main() {
             rcvbuf: mirror_rcvbuf,
             ..m
         }),
+        metrics,
     };
     let daemon = match Daemon::start(config.clone()) {
         Ok(d) => d,
@@ -165,6 +163,13 @@ fn main() {
         std::process::exit(1);
     }
     fibred::log!(Level::Info, "stopped");
+}
+
+fn address(option: &str, v: &str) -> std::net::SocketAddr {
+    v.parse().unwrap_or_else(|_| {
+        eprint!("fibred: {option} {v:?}: not an ADDR:PORT\n{USAGE}");
+        std::process::exit(2)
+    })
 }
 
 fn seconds(s: &str) -> std::time::Duration {

@@ -44,6 +44,7 @@
 
 use crate::engine::{self, fit, ClientCtx, DumpStream, Engine, Outcome, Prepared, Reply};
 use crate::log::Level;
+use crate::metrics::{Feeds, Recorder};
 use crate::state;
 use crate::sys::{self, EventFd, UnixAddr};
 use crate::view::FibReader;
@@ -142,6 +143,8 @@ pub struct Config {
     pub fpm: Option<crate::fpm::Config>,
     /// The kernel namespace to mirror, if any.
     pub mirror: Option<crate::mirror::Config>,
+    /// Where metrics are served, if anywhere.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Who may change the state, and how many clients are served.
@@ -288,10 +291,11 @@ struct Shared {
     reader: Mutex<FibReader>,
     access: Access,
     /// Connections being served, in all and of each user who is no administrator.
-    connections: AtomicUsize,
+    connections: Arc<AtomicUsize>,
     /// By the peer's uid, as the kernel reports it (SO_PEERCRED): std's SipHash, seeded per map.
     per_user: Mutex<HashMap<u32, usize>>,
     rings: Arc<RingBudget>,
+    metrics: Recorder,
 }
 
 impl Shared {
@@ -333,7 +337,7 @@ impl Shared {
         read_only: bool,
     ) -> io::Result<Vec<Reply>> {
         if all_read_only(&datagrams) {
-            return Ok(answer_reads(client, reader, &datagrams));
+            return Ok(answer_reads(client, reader, &datagrams, &self.metrics));
         }
         self.send_requests(client, datagrams, false, read_only)?
             .recv()
@@ -368,7 +372,12 @@ fn all_read_only(datagrams: &[Box<[u8]>]) -> bool {
 }
 
 /// Answers datagrams that only read, from the published state, on the calling thread.
-fn answer_reads(client: &Client, reader: &FibReader, datagrams: &[Box<[u8]>]) -> Vec<Reply> {
+fn answer_reads(
+    client: &Client,
+    reader: &FibReader,
+    datagrams: &[Box<[u8]>],
+    metrics: &Recorder,
+) -> Vec<Reply> {
     let ctx = ClientCtx {
         port: client.port,
         groups: 0,
@@ -378,6 +387,7 @@ fn answer_reads(client: &Client, reader: &FibReader, datagrams: &[Box<[u8]>]) ->
     for d in datagrams {
         engine::handle_reads(reader, d, &ctx, &mut out);
     }
+    metrics.add(&out.tally);
     out.replies
 }
 
@@ -398,6 +408,23 @@ fn fan_out(clients: &[Weak<Client>], notes: Vec<engine::Note>) {
     }
 }
 
+/// Makes the batch visible to readers, timed for the metrics.
+fn publish(engine: &mut Engine, metrics: &Recorder) {
+    let start = Instant::now();
+    engine.publish();
+    metrics.published(start.elapsed());
+}
+
+/// The feeds' counters, for the metrics.
+fn feeds(fpm: &Option<crate::fpm::Writer>, mirror: &Option<crate::mirror::Mirror>) -> Feeds {
+    Feeds {
+        fpm: fpm
+            .as_ref()
+            .map(|f| (f.session().counters(), f.connected())),
+        mirror: mirror.as_ref().map(crate::mirror::Mirror::counters),
+    }
+}
+
 /// The groups somebody listens to.
 fn listening_groups(clients: &[Weak<Client>]) -> u64 {
     clients
@@ -410,7 +437,7 @@ fn listening_groups(clients: &[Weak<Client>]) -> u64 {
 /// to every client listening. Returns whether the state changed. Runs when the earliest
 /// deadline passes and before every batch of requests, so a request never reclaims an
 /// expired route silently (mutations reclaim what is due before they act).
-fn collect_garbage(engine: &mut Engine, clients: &[Weak<Client>]) -> bool {
+fn collect_garbage(engine: &mut Engine, clients: &[Weak<Client>], metrics: &Recorder) -> bool {
     if engine.next_expiry().is_none_or(|d| !d.is_zero()) {
         return false;
     }
@@ -418,7 +445,7 @@ fn collect_garbage(engine: &mut Engine, clients: &[Weak<Client>]) -> bool {
     let mut out = Outcome::default();
     engine.begin();
     engine.expire(listening, &mut out);
-    engine.publish();
+    publish(engine, metrics);
     fan_out(clients, out.notes);
     engine.catch_up();
     out.changed
@@ -432,11 +459,12 @@ fn writer(
     state: Option<PathBuf>,
     mut fpm: Option<crate::fpm::Writer>,
     mut mirror: Option<crate::mirror::Mirror>,
+    metrics: Recorder,
 ) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
     let mut unsaved = state::SaveTimer::default();
     loop {
-        if collect_garbage(&mut engine, &clients) {
+        if collect_garbage(&mut engine, &clients, &metrics) {
             unsaved.changed(Instant::now());
         }
         if let Some(f) = &mut fpm {
@@ -444,7 +472,8 @@ fn writer(
                 let listening = listening_groups(&clients);
                 engine.begin();
                 let applied = f.sweep(&mut engine, listening);
-                engine.publish();
+                publish(&mut engine, &metrics);
+                metrics.set_feeds(feeds(&fpm, &mirror));
                 fan_out(&clients, applied.notes);
                 if applied.changed {
                     unsaved.changed(Instant::now());
@@ -504,8 +533,9 @@ fn writer(
                     engine.handle_prepared(d, &mut ctx, listening, &mut out);
                 }
                 // Visible to every reader before anybody hears of it.
-                engine.publish();
+                publish(&mut engine, &metrics);
                 client.groups.store(ctx.groups, Ordering::Relaxed);
+                metrics.add(&out.tally);
                 // The client may have gone; its answers then go nowhere.
                 let _ = answer.send(std::mem::take(&mut out.replies));
                 if wake {
@@ -524,7 +554,8 @@ fn writer(
                 engine.begin();
                 let applied = f.event(&mut engine, event, listening);
                 // Visible to every reader before anybody hears of it.
-                engine.publish();
+                publish(&mut engine, &metrics);
+                metrics.set_feeds(feeds(&fpm, &mirror));
                 fan_out(&clients, applied.notes);
                 if applied.changed {
                     unsaved.changed(Instant::now());
@@ -536,7 +567,8 @@ fn writer(
                 let listening = listening_groups(&clients);
                 engine.begin();
                 let applied = m.event(&mut engine, event, listening);
-                engine.publish();
+                publish(&mut engine, &metrics);
+                metrics.set_feeds(feeds(&fpm, &mirror));
                 fan_out(&clients, applied.notes);
                 if applied.changed {
                     unsaved.changed(Instant::now());
@@ -605,12 +637,20 @@ impl Daemon {
             crate::fpm::Writer::new(*settings, Box::new(crate::fpm::HostNames), &engine)
         });
         let mirror_writer = config.mirror.as_ref().map(|_| crate::mirror::Mirror::new());
+        let metrics_listener = config.metrics.map(crate::metrics::bind).transpose()?;
+        let connections = Arc::new(AtomicUsize::new(0));
+        let metrics = Recorder(
+            metrics_listener
+                .as_ref()
+                .map(|_| crate::metrics::Metrics::new(connections.clone())),
+        );
+        let writer_metrics = metrics.clone();
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
             .spawn(move || {
                 // Held until the final save is written.
                 let _state_lock = state_lock;
-                writer(engine, rx, state, fpm_writer, mirror_writer)
+                writer(engine, rx, state, fpm_writer, mirror_writer, writer_metrics)
             })?;
         if let Some((listener, _)) = fpm {
             let jobs = jobs.clone();
@@ -638,10 +678,20 @@ impl Daemon {
             next_port: AtomicU32::new(1 << 31),
             reader,
             access: config.access.clone(),
-            connections: AtomicUsize::new(0),
+            connections,
             per_user: Mutex::new(HashMap::new()),
             rings: RingBudget::new(MAX_RING_SESSIONS, MAX_RING_BYTES),
+            metrics: metrics.clone(),
         });
+        if let (Some(listener), Some(m)) = (metrics_listener, metrics.0) {
+            let reader = shared.reader();
+            let shutdown = shutdown.clone();
+            let addr = listener.local_addr()?;
+            std::thread::Builder::new()
+                .name("fibred-metrics".into())
+                .spawn(move || crate::metrics::serve(listener, &m, &reader, &shutdown))?;
+            crate::log!(Level::Info, "metrics listening", address = addr);
+        }
         if let Some((fd, path)) = dgram {
             let sh = shared.clone();
             std::thread::Builder::new()
@@ -1257,7 +1307,7 @@ fn serve_ring(
         }
         if s.output_idle() && at_writer.is_empty() {
             if let Some(batch) = held.take() {
-                write_answers(&mut s, answer_reads(client, &reader, &batch));
+                write_answers(&mut s, answer_reads(client, &reader, &batch, &sh.metrics));
                 progressed = true;
             }
         }
@@ -1276,7 +1326,7 @@ fn serve_ring(
                 if !all_read_only(&batch) {
                     at_writer.push_back(sh.send_requests(client, batch, true, read_only)?);
                 } else if at_writer.is_empty() {
-                    write_answers(&mut s, answer_reads(client, &reader, &batch));
+                    write_answers(&mut s, answer_reads(client, &reader, &batch, &sh.metrics));
                 } else {
                     held = Some(batch);
                 }

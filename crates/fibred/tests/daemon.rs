@@ -28,6 +28,7 @@ fn start(dir: &std::path::Path, state: Option<PathBuf>) -> Daemon {
         access: Default::default(),
         fpm: None,
         mirror: None,
+        metrics: None,
     })
     .unwrap()
 }

@@ -86,3 +86,27 @@ fn state_files_are_restored_or_refused_whole() {
         check_state_file(&std::fs::read(&f).unwrap());
     }
 }
+
+/// The feeds target's properties (fuzz/fuzz_targets/feeds.rs) over its seeds: the FPM
+/// streams recorded from zebra (tests/fpm) and fibre-netlink's FPM frames for the FPM feed,
+/// the kernel captures for mirror mode.
+#[test]
+fn seed_corpus_passes_the_feeds_fuzz_checks() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut streams = files(&root.join("tests/fpm"), Some("fpm"));
+    streams.extend(files(
+        &root.join("crates/fibre-netlink/tests/fpm-frames"),
+        Some("bin"),
+    ));
+    assert!(streams.len() > 2);
+    for f in streams {
+        fibred::fpm::session::check_stream(&std::fs::read(&f).unwrap());
+    }
+    let captures = files(
+        &root.join("crates/fibre-netlink/tests/captures"),
+        Some("bin"),
+    );
+    for f in captures {
+        fibred::mirror::session::check_messages(&std::fs::read(&f).unwrap());
+    }
+}

@@ -133,11 +133,48 @@ pub struct Note {
     pub bytes: Vec<u8>,
 }
 
+/// Requests answered, by message type and result, for the metrics: the rtnetlink types
+/// (from NLMSG_MIN_TYPE to [`RTM_MAX`]; control messages and fibre's membership request are
+/// not counted).
+#[derive(Clone, Copy)]
+pub struct Tally([[u64; 2]; TALLY_TYPES]);
+
+/// Types a [`Tally`] counts: 0x10 ..= RTM_MAX.
+const TALLY_TYPES: usize = RTM_MAX as usize - 0x10 + 1;
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally([[0; 2]; TALLY_TYPES])
+    }
+}
+
+impl Tally {
+    fn count(&mut self, t: u16, ok: bool) {
+        if let Some(c) = usize::from(t)
+            .checked_sub(0x10)
+            .and_then(|i| self.0.get_mut(i))
+        {
+            c[usize::from(!ok)] += 1;
+        }
+    }
+
+    /// (message type, succeeded, failed) for every type with a count.
+    pub fn counts(&self) -> impl Iterator<Item = (u16, u64, u64)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c[0] + c[1] > 0)
+            .map(|(i, c)| (i as u16 + 0x10, c[0], c[1]))
+    }
+}
+
 /// Answers and notifications of one datagram.
 #[derive(Default)]
 pub struct Outcome {
     pub replies: Vec<Reply>,
     pub notes: Vec<Note>,
+    /// The requests answered.
+    pub tally: Tally,
     /// The state changed (for the state file).
     pub changed: bool,
     /// Bytes the first buffer of messages is made for (see [`Outcome::for_requests`]).
@@ -338,6 +375,7 @@ fn process(
     // A dump is acknowledged by its NLMSG_DONE alone, NLM_F_ACK or not, and one that fails
     // says so in its NLMSG_DONE, as the kernel's netlink_dump_done does.
     if flags & nf::NLM_F_DUMP == nf::NLM_F_DUMP && READ_TYPES.contains(&msg.header.message_type) {
+        out.tally.count(msg.header.message_type, result.is_ok());
         if let Err(e) = result {
             out.message(&convert::done_error(origin.seq, port, &e));
         }
@@ -353,6 +391,7 @@ fn answer(
     port: u32,
     out: &mut Outcome,
 ) {
+    out.tally.count(msg.header.message_type, result.is_ok());
     match result {
         Err(e) => out.message(&convert::ack(msg.bytes, Err(&e), false, port)),
         Ok(()) if want_ack => emit_ack(&msg.header, port, out.messages()),

@@ -368,6 +368,11 @@ impl Writer {
         &self.session
     }
 
+    /// Whether zebra is connected now.
+    pub fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
     /// When [`Writer::sweep`] is due.
     pub fn due(&self) -> Option<Instant> {
         self.session.sweep_due()

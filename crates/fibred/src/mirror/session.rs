@@ -467,3 +467,41 @@ impl Seen {
 
 /// NTF_PROXY: a proxy entry, a table of its own.
 const NTF_PROXY: u8 = 0x08;
+
+/// Mirror mode's robustness property, for the fuzzer and the tests: any bytes as kernel
+/// messages, applied as a dump, then as notifications, then as a resync's dump, never panic,
+/// and after the resync fibre holds no route the dump did not (what the sweep promises).
+/// Panics when the property fails.
+pub fn check_messages(data: &[u8]) {
+    let mut engine = Engine::default();
+    let mut mirror = Mirror::new();
+    for event in [
+        super::Event::Sync {
+            messages: data.to_vec(),
+            resync: false,
+        },
+        super::Event::Changes {
+            messages: data.to_vec(),
+        },
+        super::Event::Sync {
+            messages: data.to_vec(),
+            resync: true,
+        },
+    ] {
+        engine.begin();
+        mirror.event(&mut engine, event, 0);
+        engine.publish();
+    }
+    let mut seen = Seen::default();
+    for (_, m) in fibre_netlink::message::Messages::new(data).flatten() {
+        if let Some(req) = translate(engine.fib(), &m, true) {
+            seen.note(&req);
+        }
+    }
+    for r in engine.fib().routes(None) {
+        assert!(
+            r.protocol == RTPROT_KERNEL || seen.routes.contains(&RouteId::of(&r)),
+            "a route the dump did not hold survived the sweep: {r:?}"
+        );
+    }
+}
