@@ -21,51 +21,22 @@
 
 use fibre_fib::types::*;
 use fibre_netlink::message::flags as nf;
-use fibre_netlink::{Messages, Payload};
 use fibre_proto::client::SocketClient;
 use fibre_proto::convert::{self, Request};
 use fibred::{Config, Daemon};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// Gateways the routes are spread over (a realistic peer count).
-const PEERS: u32 = 64;
+#[path = "common/mod.rs"]
+mod common;
+use common::*;
+
 /// Requests are packed into datagrams of at most this many bytes: the ring's TX frame.
 const DATAGRAM: usize = 4096;
-
-fn read_table(path: &str) -> Vec<(Ipv4Addr, u8, u32)> {
-    let mut child = Command::new("zcat")
-        .arg(path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("zcat runs");
-    let out = child.stdout.take().expect("piped");
-    let mut v4 = Vec::new();
-    for line in BufReader::new(out).lines() {
-        let line = line.expect("readable");
-        let mut it = line.split('\t');
-        let (Some(p), Some(asn)) = (it.next(), it.next()) else {
-            continue;
-        };
-        let Some((a, l)) = p.split_once('/') else {
-            continue;
-        };
-        let (Ok(IpAddr::V4(addr)), Ok(len)) = (a.parse::<IpAddr>(), l.parse::<u8>()) else {
-            continue;
-        };
-        v4.push((addr, len, asn.trim().parse::<u32>().unwrap_or(0) % PEERS));
-    }
-    let _ = child.wait();
-    v4
-}
-
-fn gateway(peer: u32) -> Ipv4Addr {
-    Ipv4Addr::new(10, 128, 0, 2 + peer as u8)
-}
 
 fn route_of(addr: Ipv4Addr, len: u8, peer: u32) -> Route {
     let mut r = Route::new(
@@ -170,17 +141,7 @@ fn errors(datagram: &[u8]) -> (usize, usize) {
     n
 }
 
-fn route_get_answers(d: &Daemon, last: &(Ipv4Addr, u8, u32)) {
-    let mut c = SocketClient::connect(d.socket()).unwrap();
-    let q = RouteQuery::to(IpAddr::V4(last.0));
-    c.send(&convert::request_message(&Request::GetRoute(q), 1, 0).to_bytes())
-        .unwrap();
-    let reply = c.recv().unwrap().to_vec();
-    let ok = Messages::new(&reply)
-        .flatten()
-        .any(|(_, m)| matches!(m.payload, Payload::Route(_)));
-    assert!(ok, "the last route is visible to lookups");
-}
+const NLMSG_ERROR: u16 = fibre_netlink::message::types::NLMSG_ERROR;
 
 fn load_socket(d: &Daemon, grams: &[Vec<u8>], n: usize) -> f64 {
     let path = d.socket().to_path_buf();
@@ -232,30 +193,6 @@ fn dump_request() -> Vec<u8> {
     m.header.flags = nf::NLM_F_REQUEST | nf::NLM_F_DUMP;
     m.to_bytes()
 }
-
-/// Counts the routes in a datagram and whether NLMSG_DONE ended it, walking the message
-/// headers only: a dump reader's minimum (`ip route save` writes the bytes out unparsed).
-fn count_routes(datagram: &[u8]) -> (usize, bool) {
-    let mut n = 0;
-    let mut off = 0;
-    while let Some(h) = datagram.get(off..off + 16) {
-        let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
-        match u16::from_ne_bytes([h[4], h[5]]) {
-            RTM_NEWROUTE => n += 1,
-            NLMSG_DONE => return (n, true),
-            _ => {}
-        }
-        if len < 16 {
-            break;
-        }
-        off += len.next_multiple_of(4);
-    }
-    (n, false)
-}
-
-const RTM_NEWROUTE: u16 = fibre_netlink::message::types::RTM_NEWROUTE;
-const NLMSG_DONE: u16 = fibre_netlink::message::types::NLMSG_DONE;
-const NLMSG_ERROR: u16 = fibre_netlink::message::types::NLMSG_ERROR;
 
 fn dump_socket(d: &Daemon) -> (f64, usize) {
     let mut c = SocketClient::connect(d.socket()).unwrap();
@@ -424,54 +361,6 @@ fn dump_config(rx_frame: Option<u32>) -> fibre_ring::ClientConfig {
     c
 }
 
-/// What a results file records beside the figures: the machine, its load, the date.
-fn environment() -> Vec<String> {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown CPU", |(_, m)| m.trim())
-        .to_string();
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let mem_gib = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|l| l.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / (1 << 20) as f64);
-    let kernel = read("/proc/sys/kernel/osrelease");
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    vec![
-        format!(
-            "machine: {model}, {cpus} CPUs, {mem_gib:.0} GiB, Linux {}",
-            kernel.trim()
-        ),
-        format!("date: {date}; {}", load_average()),
-        format!(
-            "command: cargo run --release -p fibred --example load_dump -- {}",
-            std::env::args().skip(1).collect::<Vec<_>>().join(" ")
-        ),
-    ]
-}
-
-/// The 1, 5 and 15 minute load averages, as /proc/loadavg has them.
-fn load_average() -> String {
-    let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let v: Vec<&str> = l.split_whitespace().take(3).collect();
-    format!("load average {}", v.join(" "))
-}
-
-/// The median of some figures.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let mut kernel_side = true;
     let mut runs = 3;
@@ -513,7 +402,10 @@ fn main() {
         let d = start(&dir, &format!("socket{i}"));
         let (t, c) = (Instant::now(), cpu_seconds());
         load_socket(&d, &grams, n);
-        route_get_answers(&d, &table[n - 1]);
+        assert!(
+            route_visible(&d, &table[n - 1]),
+            "the last route is visible to lookups"
+        );
         ls.push(t.elapsed().as_secs_f64());
         cs.push(cpu_seconds() - c);
         d.stop();
@@ -522,7 +414,10 @@ fn main() {
         let threads = thread_cpu();
         let (t, c) = (Instant::now(), cpu_seconds());
         let (_, client) = load_ring(&d, &grams, n);
-        route_get_answers(&d, &table[n - 1]);
+        assert!(
+            route_visible(&d, &table[n - 1]),
+            "the last route is visible to lookups"
+        );
         lr.push(t.elapsed().as_secs_f64());
         cr.push(cpu_seconds() - c);
         ring_threads.push(thread_cpu_delta(&threads, &thread_cpu()));
