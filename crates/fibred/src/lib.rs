@@ -12,6 +12,7 @@
 //!   rtnetlink and applied through the engine.
 //! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
 //!   checked restore and the atomic write.
+//! - [`config`]: the configuration file (`--config`, TOML) and its embedded default.
 //! - [`log`]: leveled key=value logs on stderr.
 //! - [`alloc`]: the C allocator's settings for memory that crosses the daemon's threads.
 //!
@@ -26,6 +27,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod alloc;
+pub mod config;
 pub mod engine;
 pub mod fpm;
 pub mod log;

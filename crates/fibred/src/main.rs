@@ -1,10 +1,9 @@
-//! `fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]
-//! [--max-clients N] [--admin-group GROUP] [--fpm ADDR:PORT [--fpm-sweep QUIET[,MAX]]
-//! [--fpm-offload] [--fpm-kernel-routes]] [--mirror [NETNS] [--mirror-rcvbuf BYTES]]
-//! [--metrics ADDR:PORT] [-v]...`
+//! `fibred [--config FILE | --print-config] [OPTION]...`: the options (see USAGE) are those
+//! of the configuration file (`fibred::config`), and override it.
 //!
 //! With no arguments it listens on [`fibre_proto::client::default_socket`] and keeps no state
-//! file. The log level comes from `-v` (debug) or FIBRE_LOG (error, warn, info, debug); SIGTERM
+//! file. The log level comes from the file, then FIBRE_LOG (error, warn, info, debug), then
+//! `-v` (debug); SIGTERM
 //! or SIGINT stops it cleanly: the state is saved and the sockets are removed. Exits 1 when it
 //! cannot start (a state file it cannot restore or save to, among others) or when the final
 //! save fails.
@@ -12,13 +11,16 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use fibred::log::{self, Level};
-use fibred::server::Access;
-use fibred::{Config, Daemon};
-use std::path::PathBuf;
+use fibred::Daemon;
+use std::path::{Path, PathBuf};
 
-const USAGE: &str =
-    "Usage: fibred [--socket PATH] [--dgram PATH | --no-dgram] [--state FILE] [-v]\n\
-              [--state-discard-corrupt] [--max-clients N] [--admin-group GROUP]\n\
+const USAGE: &str = "Usage: fibred [--config FILE | --print-config] [--socket PATH]\n\
+              [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]\n\
+              [--max-clients N] [--admin-group GROUP] [--fpm ADDR:PORT\n\
+              [--fpm-sweep QUIET[,MAX]] [--fpm-offload] [--fpm-kernel-routes]]\n\
+              [--mirror [NETNS] [--mirror-rcvbuf BYTES]] [--metrics ADDR:PORT] [-v]\n\
+  --config FILE  read the configuration from FILE (TOML; options given here override it)\n\
+  --print-config  print the default configuration, every key with its default, and exit\n\
   --socket PATH  SOCK_SEQPACKET socket (netlink and ring); default $FIBRE_SOCKET,\n\
                  $XDG_RUNTIME_DIR/fibre/fibred.sock or /run/fibre/fibred.sock\n\
   --dgram PATH   SOCK_DGRAM socket; default beside --socket with the extension .dgram\n\
@@ -28,105 +30,106 @@ const USAGE: &str =
   --max-clients N  connections served at once (default 1024; administrators get 16 more)\n\
   --admin-group GROUP  members of GROUP (name or id) may change the state, as root and\n\
                  fibred's own user may; everyone who can connect may read\n\
+  --fpm ADDR:PORT  serve FRR's zebra over FPM (dplane_fpm_nl; its port is 2620)\n\
+  --fpm-sweep QUIET[,MAX]  after a reconnect, remove what zebra did not replay once it\n\
+                 was quiet QUIET seconds, or MAX seconds after it connected (10,120)\n\
+  --fpm-offload  send each route's outcome back to zebra (RTM_F_OFFLOAD; FRR >= 8.5)\n\
+  --fpm-kernel-routes  install zebra's connected and local routes too\n\
+  --mirror [NETNS]  follow the kernel's links, addresses, next hops, rules, routes and\n\
+                 neighbours in network namespace NETNS (default: fibred's own)\n\
+  --mirror-rcvbuf BYTES  receive buffer for the kernel's notifications (128 MiB)\n\
+  --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n\
   -v             debug logs (or FIBRE_LOG=error|warn|info|debug)\n";
 
 fn main() {
-    let mut socket: Option<PathBuf> = None;
-    let mut dgram: Option<Option<PathBuf>> = None;
-    let mut state = None;
-    let mut access = Access::default();
-    let mut discard_corrupt = false;
-    let mut fpm: Option<std::net::SocketAddr> = None;
-    let mut fpm_settings = fibred::fpm::Settings::default();
-    let mut mirror: Option<fibred::mirror::Config> = None;
-    let mut mirror_rcvbuf = fibred::mirror::RCVBUF;
-    let mut metrics: Option<std::net::SocketAddr> = None;
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // The file first, so that every other option overrides it.
+    let mut file = match args.iter().position(|a| a == "--config") {
+        Some(i) => {
+            let Some(path) = args.get(i + 1).cloned() else {
+                usage_error("--config needs a value")
+            };
+            args.drain(i..i + 2);
+            fibred::config::load(Path::new(&path)).unwrap_or_else(|e| {
+                eprintln!("fibred: {e}");
+                std::process::exit(2)
+            })
+        }
+        None => fibred::config::File::default(),
+    };
+    let mut verbose = false;
+    let mut args = args.into_iter().peekable();
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .unwrap_or_else(|| usage_error(&format!("{name} needs a value")))
+        };
+        let (d, f) = (&mut file.daemon, &mut file.fpm);
+        match a.as_str() {
+            "--socket" | "-s" => d.socket = Some(PathBuf::from(value("--socket"))),
+            "--dgram" => {
+                d.dgram = Some(PathBuf::from(value("--dgram")));
+                d.dgram_enabled = true;
+            }
+            "--no-dgram" => d.dgram_enabled = false,
+            "--state" => d.state = Some(PathBuf::from(value("--state"))),
+            "--max-clients" => d.max_clients = number(&value("--max-clients")),
+            "--admin-group" => d.admin_group = Some(value("--admin-group")),
+            "--state-discard-corrupt" => d.state_discard_corrupt = true,
+            "--fpm" => f.listen = Some(address("--fpm", &value("--fpm"))),
+            "--fpm-sweep" => {
+                let v = value("--fpm-sweep");
+                let (quiet, max) = v.split_once(',').unwrap_or((&v, ""));
+                f.sweep_quiet = seconds(quiet);
+                if !max.is_empty() {
+                    f.sweep_max = seconds(max);
+                }
+            }
+            "--fpm-offload" => f.offload = true,
+            "--fpm-kernel-routes" => f.kernel_routes = true,
+            "--mirror" => {
+                file.mirror.enabled = true;
+                if let Some(ns) = args.next_if(|a| !a.starts_with('-')) {
+                    file.mirror.netns = Some(PathBuf::from(ns));
+                }
+            }
+            "--mirror-rcvbuf" => file.mirror.rcvbuf = number(&value("--mirror-rcvbuf")),
+            "--metrics" => file.metrics.listen = Some(address("--metrics", &value("--metrics"))),
+            "-v" | "--verbose" => verbose = true,
+            "--print-config" => {
+                print!("{}", fibred::config::DEFAULT);
+                return;
+            }
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return;
+            }
+            _ => usage_error(&format!("unknown argument {a:?}")),
+        }
+    }
+    // The file's level, then FIBRE_LOG, then -v.
+    match file.log_level() {
+        Ok(l) => log::set_level(l),
+        Err(e) => usage_error(&e),
+    }
     if let Some(l) = std::env::var("FIBRE_LOG")
         .ok()
         .and_then(|s| Level::parse(&s))
     {
         log::set_level(l);
     }
-    let mut args = std::env::args().skip(1).peekable();
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().unwrap_or_else(|| {
-                eprint!("fibred: {name} needs a value\n{USAGE}");
-                std::process::exit(2)
-            })
-        };
-        match a.as_str() {
-            "--socket" | "-s" => socket = Some(PathBuf::from(value("--socket"))),
-            "--dgram" => dgram = Some(Some(PathBuf::from(value("--dgram")))),
-            "--no-dgram" => dgram = Some(None),
-            "--state" => state = Some(PathBuf::from(value("--state"))),
-            "--max-clients" => access.max_clients = number(&value("--max-clients")),
-            "--admin-group" => {
-                let g = value("--admin-group");
-                match fibre_sys::group_members(&g) {
-                    Ok(group) => access.admin_group = Some(group),
-                    Err(e) => {
-                        eprintln!("fibred: --admin-group {g}: {e}");
-                        std::process::exit(2);
-                    }
-                }
-            }
-            "--state-discard-corrupt" => discard_corrupt = true,
-            "--fpm" => fpm = Some(address("--fpm", &value("--fpm"))),
-            "--fpm-sweep" => {
-                let v = value("--fpm-sweep");
-                let (quiet, max) = v.split_once(',').unwrap_or((&v, ""));
-                fpm_settings.sweep_quiet = seconds(quiet);
-                if !max.is_empty() {
-                    fpm_settings.sweep_max = seconds(max);
-                }
-            }
-            "--fpm-offload" => fpm_settings.offload = true,
-            "--mirror" => {
-                let netns = args.peek().filter(|a| !a.starts_with('-')).cloned();
-                if netns.is_some() {
-                    args.next();
-                }
-                mirror = Some(fibred::mirror::Config {
-                    netns: netns.map(PathBuf::from),
-                    rcvbuf: 0,
-                });
-            }
-            "--mirror-rcvbuf" => mirror_rcvbuf = number(&value("--mirror-rcvbuf")),
-            "--metrics" => metrics = Some(address("--metrics", &value("--metrics"))),
-            "--fpm-kernel-routes" => fpm_settings.kernel_routes = true,
-            "-v" | "--verbose" => log::set_level(Level::Debug),
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return;
-            }
-            _ => {
-                eprint!("fibred: unknown argument {a:?}\n{USAGE}");
-                std::process::exit(2);
-            }
-        }
+    if verbose {
+        log::set_level(Level::Debug);
     }
-    let socket = socket.unwrap_or_else(fibre_proto::client::default_socket);
-    let dgram = dgram.unwrap_or_else(|| Some(Config::dgram_beside(&socket)));
+    let discard_corrupt = file.daemon.state_discard_corrupt;
+    let config = file.server_config().unwrap_or_else(|e| {
+        eprintln!("fibred: {e}");
+        std::process::exit(2)
+    });
     if let Err(e) = fibred::server::block_termination_signals() {
         fibred::log!(Level::Error, "cannot block signals", error = e);
         std::process::exit(1);
     }
-    let config = Config {
-        socket,
-        dgram,
-        state,
-        access,
-        fpm: fpm.map(|listen| fibred::fpm::Config {
-            listen,
-            settings: fpm_settings,
-        }),
-        mirror: mirror.map(|m| fibred::mirror::Config {
-            rcvbuf: mirror_rcvbuf,
-            ..m
-        }),
-        metrics,
-    };
     let daemon = match Daemon::start(config.clone()) {
         Ok(d) => d,
         Err(e) => {
@@ -166,27 +169,25 @@ fn main() {
 }
 
 fn address(option: &str, v: &str) -> std::net::SocketAddr {
-    v.parse().unwrap_or_else(|_| {
-        eprint!("fibred: {option} {v:?}: not an ADDR:PORT\n{USAGE}");
-        std::process::exit(2)
-    })
+    v.parse()
+        .unwrap_or_else(|_| usage_error(&format!("{option} {v:?}: not an ADDR:PORT")))
 }
 
-fn seconds(s: &str) -> std::time::Duration {
-    match s.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => std::time::Duration::from_secs_f64(v),
-        _ => {
-            eprint!("fibred: {s:?}: not a number of seconds\n{USAGE}");
-            std::process::exit(2)
-        }
-    }
+fn seconds(s: &str) -> f64 {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| *v >= 0.0 && v.is_finite())
+        .unwrap_or_else(|| usage_error(&format!("{s:?}: not a number of seconds")))
+}
+
+fn usage_error(what: &str) -> ! {
+    eprint!("fibred: {what}\n{USAGE}");
+    std::process::exit(2)
 }
 
 fn number(s: &str) -> usize {
-    s.parse().unwrap_or_else(|_| {
-        eprint!("fibred: not a number: {s:?}\n{USAGE}");
-        std::process::exit(2)
-    })
+    s.parse()
+        .unwrap_or_else(|_| usage_error(&format!("not a number: {s:?}")))
 }
 
 /// The start failed because of the state file ([`fibred::state::StateError`]).
