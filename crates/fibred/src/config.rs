@@ -16,7 +16,7 @@ use std::time::Duration;
 pub const DEFAULT: &str = include_str!("../fibred.toml");
 
 /// A parsed configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct File {
     pub daemon: Daemon,
@@ -66,18 +66,6 @@ pub struct Mirror {
 #[serde(deny_unknown_fields, default)]
 pub struct Metrics {
     pub listen: Option<SocketAddr>,
-}
-
-impl Default for File {
-    fn default() -> Self {
-        File {
-            daemon: Daemon::default(),
-            log: Log::default(),
-            fpm: Fpm::default(),
-            mirror: Mirror::default(),
-            metrics: Metrics::default(),
-        }
-    }
 }
 
 impl Default for Daemon {
