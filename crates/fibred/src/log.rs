@@ -99,6 +99,46 @@ macro_rules! log {
     };
 }
 
+/// How often a long operation reports how far it got.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Progress of a long operation (a state restore, a mirror's dump): a line at Info at most
+/// every [`PROGRESS_EVERY`], so that a large table's minutes are not silent.
+pub struct Progress {
+    what: &'static str,
+    total: usize,
+    start: std::time::Instant,
+    last: std::time::Instant,
+}
+
+impl Progress {
+    pub fn new(what: &'static str, total: usize) -> Progress {
+        let now = std::time::Instant::now();
+        Progress {
+            what,
+            total,
+            start: now,
+            last: now,
+        }
+    }
+
+    /// `done` of the total are done; reports if the last report is old enough.
+    pub fn at(&mut self, done: usize) {
+        let now = std::time::Instant::now();
+        if now.duration_since(self.last) < PROGRESS_EVERY {
+            return;
+        }
+        self.last = now;
+        crate::log!(
+            Level::Info,
+            self.what,
+            done = done,
+            total = self.total,
+            seconds = format_args!("{:.1}", now.duration_since(self.start).as_secs_f64())
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

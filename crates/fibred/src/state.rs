@@ -552,7 +552,9 @@ pub fn restore(engine: &mut Engine, bytes: &[u8]) -> Result<usize, Damage> {
     }
     engine.begin();
     let mut ctx = ClientCtx::default();
-    for &(offset, len) in &spans {
+    let mut progress = crate::log::Progress::new("restoring the state", spans.len());
+    for (i, &(offset, len)) in spans.iter().enumerate() {
+        progress.at(i);
         let msg = &payload[offset..offset + len];
         let mut out = Outcome::default();
         engine.handle(msg, &mut ctx, 0, &mut out);

@@ -203,7 +203,13 @@ impl Mirror {
             self.counters.resyncs += 1;
         }
         let mut seen = Seen::default();
-        for (_, m) in fibre_netlink::message::Messages::new(messages).flatten() {
+        let total = fibre_netlink::message::Messages::new(messages).count();
+        let mut progress = crate::log::Progress::new("mirror: applying the kernel's dump", total);
+        for (i, (_, m)) in fibre_netlink::message::Messages::new(messages)
+            .flatten()
+            .enumerate()
+        {
+            progress.at(i);
             self.counters.messages += 1;
             let Some(mut req) = translate(engine.fib(), &m, true) else {
                 self.counters.skipped += 1;
