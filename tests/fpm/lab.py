@@ -54,10 +54,8 @@ class Lab:
         self.dir = tempfile.mkdtemp(prefix=f"{self.ns}-")
         tmp = self.dir
         os.chmod(tmp, 0o777)
-        self.sock = os.path.join(tmp, "fibred.sock")
-        self.state = os.path.join(tmp, "fibred.state")
-        self.fibred_proc: subprocess.Popen | None = None
-        self.fibred_log = os.path.join(tmp, "fibred.log")
+        # fibreds by name (the first is "fibred"), each with its process, or None when stopped.
+        self.fibreds: dict[str, subprocess.Popen | None] = {}
         subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
         subprocess.run(["ip", "netns", "add", self.ns], check=True)
         for c in [
@@ -76,45 +74,51 @@ class Lab:
 
     # fibred
 
-    def start_fibred(self, *extra: str) -> None:
-        """fibred in the namespace, FPM on 127.0.0.1:FPM_PORT, keeping its state; on a fresh
-        state its link eth1 is configured as the kernel's."""
-        fresh = not os.path.exists(self.state)
-        log = open(self.fibred_log, "a")
-        self.fibred_proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, binary("fibred"), "--socket", self.sock, "--no-dgram",
-             "--state", self.state, "--fpm", f"127.0.0.1:{FPM_PORT}", "--fpm-sweep", "1,20", *extra],
-            stderr=log,
+    def sock(self, name: str = "fibred") -> str:
+        return os.path.join(self.dir, f"{name}.sock")
+
+    def start_fibred(self, *extra: str, name: str = "fibred", port: int = FPM_PORT) -> None:
+        """fibred `name` in the namespace, FPM on 127.0.0.1:`port`, keeping its state in the
+        lab's directory; on a fresh state its link eth1 is configured as the kernel's."""
+        state = os.path.join(self.dir, f"{name}.state")
+        fresh = not os.path.exists(state)
+        logfile = os.path.join(self.dir, f"{name}.log")
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, binary("fibred"), "--socket", self.sock(name), "--no-dgram",
+             "--state", state, "--fpm", f"127.0.0.1:{port}", "--fpm-sweep", "1,20", *extra],
+            stderr=open(logfile, "a"),
         )
+        self.fibreds[name] = proc
         deadline = time.time() + 10
-        while not os.path.exists(self.sock):
-            if time.time() > deadline or self.fibred_proc.poll() is not None:
-                raise RuntimeError("fibred did not start: " + open(self.fibred_log).read())
+        while not os.path.exists(self.sock(name)):
+            if time.time() > deadline or proc.poll() is not None:
+                raise RuntimeError("fibred did not start: " + open(logfile).read())
             time.sleep(0.02)
         if fresh:
             # zebra's blackhole next hops hang off the loopback, which must be up (as the
             # kernel's is in the namespace).
-            self.fibre("link", "set", "lo", "up")
-            self.fibre("link", "add", "eth1", "type", "dummy")
-            self.fibre("link", "set", "eth1", "up")
+            self.fibre("link", "set", "lo", "up", on=name)
+            self.fibre("link", "add", "eth1", "type", "dummy", on=name)
+            self.fibre("link", "set", "eth1", "up", on=name)
             for a, _ in ETH1:
-                self.fibre("addr", "add", a, "dev", "eth1")
+                self.fibre("addr", "add", a, "dev", "eth1", on=name)
 
-    def stop_fibred(self) -> None:
-        if self.fibred_proc is not None:
-            self.fibred_proc.terminate()
-            self.fibred_proc.wait(10)
-            self.fibred_proc = None
+    def stop_fibred(self, name: str = "fibred") -> None:
+        proc = self.fibreds.get(name)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+            self.fibreds[name] = None
 
-    def fibre(self, *args: str) -> str:
-        r = subprocess.run([binary("fibre"), "-n", self.sock, *args], capture_output=True, text=True)
+    def fibre(self, *args: str, on: str = "fibred") -> str:
+        r = subprocess.run([binary("fibre"), "-n", self.sock(on), *args], capture_output=True, text=True)
         assert r.returncode == 0, f"fibre {' '.join(args)}: {r.stderr}"
         return r.stdout
 
-    def fibre_routes(self) -> set:
+    def fibre_routes(self, on: str = "fibred") -> set:
         out = set()
         for fam in ("-4", "-6"):
-            for r in json.loads(self.fibre("-j", fam, "route", "show")):
+            for r in json.loads(self.fibre("-j", fam, "route", "show", on=on)):
                 if r.get("protocol") != ZSTATIC:
                     continue
                 gws = [h["gateway"] for h in r.get("nexthops", [])] or ([r["gateway"]] if "gateway" in r else [])
@@ -171,7 +175,8 @@ class Lab:
 
     def close(self) -> None:
         self.kill_frr()
-        self.stop_fibred()
+        for name in list(self.fibreds):
+            self.stop_fibred(name)
         subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
         shutil.rmtree(f"/var/run/frr/{self.ns}", ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -179,7 +184,7 @@ class Lab:
     def logs(self) -> str:
         """fibred's and FRR's logs, for a failure's message."""
         out = []
-        for name in ("fibred", "zebra", "staticd"):
+        for name in [*self.fibreds, "zebra", "staticd"]:
             try:
                 out.append(f"--- {name}.log\n" + open(os.path.join(self.dir, f"{name}.log")).read()[-4000:])
             except OSError:

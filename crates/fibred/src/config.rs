@@ -48,6 +48,7 @@ pub struct Log {
 #[serde(deny_unknown_fields, default)]
 pub struct Fpm {
     pub listen: Option<SocketAddr>,
+    pub relay: Vec<SocketAddr>,
     pub sweep_quiet: f64,
     pub sweep_max: f64,
     pub offload: bool,
@@ -95,6 +96,7 @@ impl Default for Fpm {
         let s = crate::fpm::Settings::default();
         Fpm {
             listen: None,
+            relay: Vec::new(),
             sweep_quiet: s.sweep_quiet.as_secs_f64(),
             sweep_max: s.sweep_max.as_secs_f64(),
             offload: s.offload,
@@ -181,6 +183,7 @@ impl File {
                     offload: self.fpm.offload,
                     kernel_routes: self.fpm.kernel_routes,
                 },
+                relay: self.fpm.relay.clone(),
             }),
             None => None,
         };

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 const USAGE: &str = "Usage: fibred [--config FILE | --print-config] [--socket PATH]\n\
               [--dgram PATH | --no-dgram] [--state FILE [--state-discard-corrupt]]\n\
               [--max-clients N] [--admin-group GROUP] [--fpm ADDR:PORT\n\
-              [--fpm-sweep QUIET[,MAX]] [--fpm-offload] [--fpm-kernel-routes]]\n\
+              [--fpm-sweep QUIET[,MAX]] [--fpm-offload] [--fpm-kernel-routes]\n\
+              [--fpm-relay ADDR:PORT]...]\n\
               [--mirror [NETNS] [--mirror-rcvbuf BYTES]] [--metrics ADDR:PORT] [-v]\n\
   --config FILE  read the configuration from FILE (TOML; options given here override it)\n\
   --print-config  print the default configuration, every key with its default, and exit\n\
@@ -35,6 +36,8 @@ const USAGE: &str = "Usage: fibred [--config FILE | --print-config] [--socket PA
                  was quiet QUIET seconds, or MAX seconds after it connected (10,120)\n\
   --fpm-offload  send each route's outcome back to zebra (RTM_F_OFFLOAD; FRR >= 8.5)\n\
   --fpm-kernel-routes  install zebra's connected and local routes too\n\
+  --fpm-relay ADDR:PORT  relay zebra's stream to the fibred whose FPM server is there\n\
+                 (repeatable: one FRR feeds many data planes)\n\
   --mirror [NETNS]  follow the kernel's links, addresses, next hops, rules, routes and\n\
                  neighbours in network namespace NETNS (default: fibred's own)\n\
   --mirror-rcvbuf BYTES  receive buffer for the kernel's notifications (128 MiB)\n\
@@ -87,6 +90,7 @@ fn main() {
             }
             "--fpm-offload" => f.offload = true,
             "--fpm-kernel-routes" => f.kernel_routes = true,
+            "--fpm-relay" => f.relay.push(address("--fpm-relay", &value("--fpm-relay"))),
             "--mirror" => {
                 file.mirror.enabled = true;
                 if let Some(ns) = args.next_if(|a| !a.starts_with('-')) {

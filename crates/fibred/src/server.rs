@@ -630,10 +630,10 @@ impl Daemon {
         let state = config.state.clone();
         let reader = Mutex::new(engine.reader());
         let fpm = match &config.fpm {
-            Some(c) => Some((crate::fpm::bind(c)?, c.settings)),
+            Some(c) => Some((crate::fpm::bind(c)?, c.settings, c.relay.clone())),
             None => None,
         };
-        let fpm_writer = fpm.as_ref().map(|(_, settings)| {
+        let fpm_writer = fpm.as_ref().map(|(_, settings, _)| {
             crate::fpm::Writer::new(*settings, Box::new(crate::fpm::HostNames), &engine)
         });
         let mirror_writer = config.mirror.as_ref().map(|_| crate::mirror::Mirror::new());
@@ -652,7 +652,7 @@ impl Daemon {
                 let _state_lock = state_lock;
                 writer(engine, rx, state, fpm_writer, mirror_writer, writer_metrics)
             })?;
-        if let Some((listener, _)) = fpm {
+        if let Some((listener, _, relay)) = fpm {
             let jobs = jobs.clone();
             let shutdown = shutdown.clone();
             let addr = listener.local_addr()?;
@@ -660,7 +660,8 @@ impl Daemon {
                 .name("fibred-fpm".into())
                 .spawn(move || {
                     let sent = |e| jobs.send(Job::Fpm(e)).is_ok();
-                    if let Err(e) = crate::fpm::serve(listener, &shutdown, sent) {
+                    let mut relay = crate::fpm::Relay::new(&relay);
+                    if let Err(e) = crate::fpm::serve(listener, &mut relay, &shutdown, sent) {
                         crate::log!(Level::Error, "fpm server failed", error = e);
                     }
                 })?;

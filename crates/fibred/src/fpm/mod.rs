@@ -23,6 +23,7 @@
 //!   ([`FEEDBACK_BYTES`]) and leaves as FPM frames whenever the socket takes them; what does
 //!   not fit is dropped and counted, never waited for.
 
+pub mod relay;
 pub mod session;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,7 @@ use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+pub use relay::Relay;
 pub use session::{Counters, HostNames, Names, Session, Settings};
 
 /// Bytes of frames handed to the writer at once: large enough that a table load pays for
@@ -48,11 +50,12 @@ const READ_BYTES: usize = 256 << 10;
 /// Offload feedback waiting for the socket; more is dropped (and counted).
 pub const FEEDBACK_BYTES: usize = 8 << 20;
 
-/// Where the server listens and how it applies the feed.
-#[derive(Debug, Clone, Copy)]
+/// Where the server listens, how it applies the feed, and the fibreds it relays it to.
+#[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub settings: Settings,
+    pub relay: Vec<SocketAddr>,
 }
 
 /// What the FPM thread tells the writer. `conn` numbers connections, so that the writer
@@ -141,6 +144,7 @@ pub fn bind(config: &Config) -> io::Result<TcpListener> {
 /// the writer and fails once the writer is gone.
 pub fn serve(
     listener: TcpListener,
+    relay: &mut Relay,
     shutdown: &EventFd,
     mut send: impl FnMut(Event) -> bool,
 ) -> io::Result<()> {
@@ -148,6 +152,21 @@ pub fn serve(
     let mut next = 0u64;
     let mut buf = vec![0u8; READ_BYTES];
     loop {
+        relay.flush();
+        // A downstream that (re)connected needs zebra's whole state: zebra replays it after
+        // it connects again.
+        if relay.connect_due(std::time::Instant::now()) {
+            if let Some(c) = conn.take() {
+                crate::log!(
+                    Level::Info,
+                    "fpm: a relay downstream connected, asking zebra for a replay",
+                    conn = c.id
+                );
+                if !send(Event::Closed { conn: c.id }) {
+                    return Ok(());
+                }
+            }
+        }
         let mut fds = vec![
             sys::pollfd(shutdown.fd(), libc::POLLIN),
             sys::pollfd(listener.as_fd(), libc::POLLIN),
@@ -157,7 +176,11 @@ pub fn serve(
             fds.push(sys::pollfd(c.stream.as_fd(), libc::POLLIN | out));
             fds.push(sys::pollfd(c.feedback.shared.wake.fd(), libc::POLLIN));
         }
-        sys::poll(&mut fds, None)?;
+        for (fd, pending) in relay.sockets() {
+            let out = if pending { libc::POLLOUT } else { 0 };
+            fds.push(sys::pollfd(fd, libc::POLLIN | out));
+        }
+        sys::poll(&mut fds, relay.wait(std::time::Instant::now()))?;
         if fds[0].revents != 0 {
             if let Some(c) = conn.take() {
                 send(Event::Closed { conn: c.id });
@@ -200,7 +223,7 @@ pub fn serve(
             }
         }
         if close.is_none() && fds[2].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-            match c.read(&mut buf, &mut send) {
+            match c.read(&mut buf, relay, &mut send) {
                 Ok(Progress::More) => {}
                 Ok(Progress::WriterGone) => return Ok(()),
                 Ok(Progress::End) => close = Some("closed by peer".into()),
@@ -285,6 +308,7 @@ impl Connection {
     fn read(
         &mut self,
         buf: &mut [u8],
+        relay: &mut Relay,
         send: &mut impl FnMut(Event) -> bool,
     ) -> Result<Progress, String> {
         loop {
@@ -310,6 +334,7 @@ impl Connection {
             while !input.is_empty() {
                 match self.decoder.decode(&mut input) {
                     Ok(Some(frame)) => {
+                        relay.frame(frame.header, frame.payload);
                         self.bytes.extend_from_slice(frame.payload);
                         self.ends.push(self.bytes.len());
                     }
