@@ -1,0 +1,467 @@
+//! Each port kind against the kernel, in network namespaces: frames a peer sends arrive at the
+//! port byte for byte and in order, frames the port sends arrive at the peer byte for byte, a
+//! burst larger than the rings is counted rather than lost silently, and the host interface
+//! removed under an open port gives `Gone` without a hang.
+//!
+//! The port's side of a veth pair lives in one namespace, the peer's in another, so nothing of
+//! the machine's own namespace is touched and concurrent runs do not meet. The peer is a raw
+//! AF_PACKET socket (not the kernel's stack), so the frames are exactly those written, and
+//! only frames of the local experimental EtherType are counted (the kernels' own IPv6
+//! chatter is ignored). For TAP the peer is a raw socket on the TAP device itself.
+//!
+//! Needs root and `ip netns`; each test says why and passes without them.
+
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use fibre_io::{packet, tap, xdp, Kind, Port, PortError};
+
+/// IEEE 802 local experimental EtherType 1: what the test frames carry.
+const TEST_ETHERTYPE: u16 = 0x88B5;
+
+fn can_run(test: &str) -> bool {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("{test}: skipped: needs root for network namespaces");
+        return false;
+    }
+    let ok = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("{test}: skipped: `ip netns` is not available");
+    }
+    ok
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace, deleted (with its interfaces) when dropped.
+struct Ns(String);
+
+impl Ns {
+    fn new() -> Ns {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "fibre-io-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        ip(&["netns", "add", &name]);
+        // No IPv6 chatter (router solicitations, MLD) from the kernel on the test links.
+        ip(&[
+            "netns",
+            "exec",
+            &name,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]);
+        ip(&[
+            "netns",
+            "exec",
+            &name,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ]);
+        Ns(name)
+    }
+
+    /// Runs `f` on a thread inside the namespace; sockets and devices it creates stay there.
+    fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/run/netns/{}", self.0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let file = File::open(&path).expect("open netns");
+                // SAFETY: setns with a namespace descriptor changes only this thread's
+                // network namespace.
+                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+                f()
+            })
+            .join()
+            .expect("thread in namespace")
+        })
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// Where a test runs: namespace `a` holds the port's interface `port`; for AF_PACKET and
+/// AF_XDP a veth pair joins it to `peer` in namespace `b`, for TAP the port creates `port`.
+struct Lab {
+    a: Ns,
+    b: Option<Ns>,
+}
+
+impl Lab {
+    fn new(kind: Kind) -> Lab {
+        let a = Ns::new();
+        if kind == Kind::Tap {
+            return Lab { a, b: None };
+        }
+        let b = Ns::new();
+        ip(&[
+            "-n", &a.0, "link", "add", "port", "type", "veth", "peer", "name", "peer", "netns",
+            &b.0,
+        ]);
+        ip(&["-n", &a.0, "link", "set", "port", "up"]);
+        ip(&["-n", &b.0, "link", "set", "peer", "up"]);
+        Lab { a, b: Some(b) }
+    }
+
+    /// The far side's socket: on the veth peer, or on the TAP device itself.
+    fn far_side(&self) -> Raw {
+        match &self.b {
+            Some(b) => b.run(|| Raw::open("peer")),
+            None => self.a.run(|| Raw::open("port")),
+        }
+    }
+}
+
+/// A raw AF_PACKET socket on one interface: the far side of a test.
+struct Raw(OwnedFd);
+
+impl Raw {
+    /// Opens on `dev` in the calling thread's namespace.
+    fn open(dev: &str) -> Raw {
+        let proto = 0x0003u16.to_be() as i32;
+        // SAFETY: socket(2) takes no pointers.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto) };
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        // SAFETY: a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let name = std::ffi::CString::new(dev).unwrap();
+        // SAFETY: a NUL-terminated name.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert_ne!(ifindex, 0, "no {dev}");
+        // SAFETY: sockaddr_ll is plain data.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = 0x0003u16.to_be();
+        sll.sll_ifindex = ifindex as i32;
+        let set = |level, name, v: i32| {
+            // SAFETY: an int option.
+            let r = unsafe {
+                libc::setsockopt(fd.as_raw_fd(), level, name, (&v as *const i32).cast(), 4)
+            };
+            assert_eq!(
+                r,
+                0,
+                "setsockopt {name}: {}",
+                std::io::Error::last_os_error()
+            );
+        };
+        set(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20);
+        set(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 32 << 20);
+        set(libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1);
+        // SAFETY: `sll` outlives the call.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
+        Raw(fd)
+    }
+
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: `frame` is valid for reads of its length.
+        let r = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        assert_eq!(
+            r,
+            frame.len() as isize,
+            "send: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// The test frames received until `want` of them or `timeout`.
+    fn collect(&self, want: usize, timeout: Duration) -> Vec<Vec<u8>> {
+        let deadline = Instant::now() + timeout;
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        while got.len() < want && Instant::now() < deadline {
+            let mut pfd = libc::pollfd {
+                fd: self.0.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, 20) };
+            // SAFETY: `buf` is valid for writes of its length.
+            let r = unsafe {
+                libc::recv(
+                    self.0.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 && is_test_frame(&buf[..r as usize]) {
+                got.push(buf[..r as usize].to_vec());
+            }
+        }
+        got
+    }
+}
+
+fn is_test_frame(f: &[u8]) -> bool {
+    f.len() >= 14 && f[12..14] == TEST_ETHERTYPE.to_be_bytes()
+}
+
+/// Test frame `seq`: broadcast, the EtherType, the sequence number, a pattern; sizes vary
+/// from 60 to 1514 bytes.
+fn frame(seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0xFF; 6];
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f.extend_from_slice(&TEST_ETHERTYPE.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend((f.len()..len).map(|i| (i as u32 ^ seq) as u8));
+    f
+}
+
+fn size(i: u32) -> usize {
+    60 + (i as usize * 37) % (1514 - 60)
+}
+
+/// The test frames the port receives until `want` of them or `timeout`.
+fn port_collect(port: &mut Port, want: usize, timeout: Duration) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    while got.len() < want && Instant::now() < deadline {
+        let mut frames: [&[u8]; 64] = [&[]; 64];
+        let n = port.rx.recv(&mut frames).expect("recv");
+        got.extend(
+            frames[..n]
+                .iter()
+                .filter(|f| is_test_frame(f))
+                .map(|f| f.to_vec()),
+        );
+        if n == 0 {
+            let mut pfd = libc::pollfd {
+                fd: port.rx.fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, 10) };
+        }
+    }
+    port.rx.release();
+    got
+}
+
+/// Opens a port on the veth pair's `port` side (or, for TAP, creates TAP `port`) in `ns`;
+/// `small` rings for a burst to overflow.
+fn open(kind: Kind, ns: &Ns, small: bool) -> Port {
+    ns.run(|| match kind {
+        _ if !small => Port::open(kind, "port"),
+        Kind::AfPacket => packet::open(
+            "port",
+            &packet::Config {
+                block_size: 4096,
+                block_count: 4,
+                tx_slots: 64,
+                ..packet::Config::default()
+            },
+        ),
+        Kind::AfXdp => xdp::open(
+            "port",
+            &xdp::Config {
+                rx_frames: 64,
+                tx_frames: 64,
+                ..xdp::Config::default()
+            },
+        ),
+        Kind::Tap => tap::open("port", &tap::Config::default()),
+    })
+    .unwrap_or_else(|e| panic!("open {}: {e}", kind.name()))
+}
+
+fn frames_both_ways(kind: Kind) {
+    let lab = Lab::new(kind);
+    let mut port = open(kind, &lab.a, false);
+    let far = lab.far_side();
+    // Fewer than the default rings hold, so none may be dropped.
+    const N: u32 = 40;
+    let sent: Vec<Vec<u8>> = (0..N).map(|i| frame(i, size(i))).collect();
+    for f in &sent {
+        far.send(f);
+    }
+    let got = port_collect(&mut port, sent.len(), Duration::from_secs(3));
+    assert_eq!(got.len(), sent.len(), "{}: frames received", kind.name());
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert_eq!(g, s, "{}: received frame {i} differs", kind.name());
+    }
+    let out: Vec<Vec<u8>> = (0..N).map(|i| frame(1000 + i, size(N - i))).collect();
+    for f in &out {
+        port.tx.send(f).expect("send");
+    }
+    port.tx.flush().expect("flush");
+    let got = far.collect(out.len(), Duration::from_secs(3));
+    assert_eq!(got.len(), out.len(), "{}: frames sent", kind.name());
+    for (i, (g, s)) in got.iter().zip(&out).enumerate() {
+        assert_eq!(g, s, "{}: sent frame {i} differs", kind.name());
+    }
+    let c = port.counters();
+    assert!(c.rx_packets >= u64::from(N), "{c:?}");
+    assert_eq!(c.tx_packets, u64::from(N), "{c:?}");
+    assert_eq!(c.rx_ring_drops + c.tx_full + c.errors, 0, "{c:?}");
+}
+
+/// A burst far larger than the receive ring, sent while the port does not read: every frame
+/// is either received or counted as a ring drop. Then a burst larger than the transmit ring,
+/// sent without flushing: every frame is sent or counted full, and the peer sees those sent.
+fn burst(kind: Kind) {
+    let lab = Lab::new(kind);
+    let mut port = open(kind, &lab.a, true);
+    let far = lab.far_side();
+    const N: u32 = 2000;
+    for i in 0..N {
+        far.send(&frame(i, 300));
+    }
+    let got = port_collect(&mut port, N as usize, Duration::from_millis(500));
+    let c = port.counters();
+    assert!(
+        c.rx_ring_drops > 0,
+        "{}: the burst overflowed nothing: {c:?}",
+        kind.name()
+    );
+    assert_eq!(
+        got.len() as u64 + c.rx_ring_drops,
+        u64::from(N),
+        "{}: received + dropped = sent: {c:?}",
+        kind.name()
+    );
+    let mut full = 0;
+    for i in 0..N {
+        match port.tx.send(&frame(i, 100)) {
+            Ok(()) => {}
+            Err(PortError::Full) => full += 1,
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    port.tx.flush().expect("flush");
+    let c = port.counters();
+    assert_eq!(c.tx_packets + c.tx_full, u64::from(N), "{c:?}");
+    assert_eq!(c.tx_full, full);
+    let seen = far.collect(c.tx_packets as usize, Duration::from_secs(3));
+    assert_eq!(
+        seen.len() as u64,
+        c.tx_packets,
+        "{}: the peer saw what was sent",
+        kind.name()
+    );
+}
+
+/// The host interface deleted under an open port: `check` says `Gone`, nothing blocks, and
+/// dropping the port afterwards releases what is left.
+fn interface_removed(kind: Kind) {
+    let lab = Lab::new(kind);
+    let mut port = open(kind, &lab.a, true);
+    assert_eq!(port.rx.check(), Ok(()));
+    ip(&["-n", &lab.a.0, "link", "del", "port"]);
+    let start = Instant::now();
+    let mut pfd = libc::pollfd {
+        fd: port.rx.fd().as_fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut pfd, 1, 100) };
+    assert_eq!(port.rx.check(), Err(PortError::Gone), "{}", kind.name());
+    let mut frames: [&[u8]; 8] = [&[]; 8];
+    let r = port.rx.recv(&mut frames);
+    assert!(
+        matches!(r, Ok(0) | Err(PortError::Gone)),
+        "{}: {r:?}",
+        kind.name()
+    );
+    let r = port.tx.send(&frame(0, 60)).and_then(|()| port.tx.flush());
+    assert!(
+        matches!(r, Err(PortError::Gone | PortError::Down)),
+        "{}: send on a removed interface: {r:?}",
+        kind.name()
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "no call may block"
+    );
+    drop(port);
+}
+
+#[test]
+fn af_packet_frames_both_ways() {
+    if can_run("af_packet_frames_both_ways") {
+        frames_both_ways(Kind::AfPacket);
+    }
+}
+
+#[test]
+fn af_packet_burst() {
+    if can_run("af_packet_burst") {
+        burst(Kind::AfPacket);
+    }
+}
+
+#[test]
+fn af_packet_interface_removed() {
+    if can_run("af_packet_interface_removed") {
+        interface_removed(Kind::AfPacket);
+    }
+}
+
+#[test]
+fn tap_frames_both_ways() {
+    if can_run("tap_frames_both_ways") {
+        frames_both_ways(Kind::Tap);
+    }
+}
+
+#[test]
+fn tap_interface_removed() {
+    if can_run("tap_interface_removed") {
+        interface_removed(Kind::Tap);
+    }
+}
+
+#[test]
+fn af_xdp_frames_both_ways() {
+    if can_run("af_xdp_frames_both_ways") {
+        frames_both_ways(Kind::AfXdp);
+    }
+}
+
+#[test]
+fn af_xdp_burst() {
+    if can_run("af_xdp_burst") {
+        burst(Kind::AfXdp);
+    }
+}
+
+#[test]
+fn af_xdp_interface_removed() {
+    if can_run("af_xdp_interface_removed") {
+        interface_removed(Kind::AfXdp);
+    }
+}
