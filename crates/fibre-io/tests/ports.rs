@@ -17,7 +17,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use std::net::Ipv4Addr;
+
 use fibre_io::{packet, tap, xdp, Kind, Port, PortError};
+use fibre_wire::checksum;
 
 /// IEEE 802 local experimental EtherType 1: what the test frames carry.
 const TEST_ETHERTYPE: u16 = 0x88B5;
@@ -463,5 +466,113 @@ fn af_xdp_burst() {
 fn af_xdp_interface_removed() {
     if can_run("af_xdp_interface_removed") {
         interface_removed(Kind::AfXdp);
+    }
+}
+
+/// Turns transmit checksum offload off on `dev` (ETHTOOL_STXCSUM, as `ethtool -K DEV tx off`)
+/// in the calling thread's namespace.
+fn tx_checksum_off(dev: &str) {
+    /// `struct ethtool_value`.
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let mut v = EthtoolValue {
+        cmd: ETHTOOL_STXCSUM,
+        data: 0,
+    };
+    // SAFETY: ifreq is plain data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(dev.bytes()) {
+        *d = s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut v as *mut EthtoolValue).cast();
+    // SAFETY: socket(2) takes no pointers.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+    assert!(s >= 0);
+    // SAFETY: a fresh descriptor nothing else owns.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: `req` names the device and points at `v`, both alive for the call.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), SIOCETHTOOL, &mut req) };
+    assert_eq!(r, 0, "ETHTOOL_STXCSUM: {}", std::io::Error::last_os_error());
+}
+
+/// UDP from the peer namespace's own stack. A veth with transmit checksum offload on (the
+/// default) leaves the checksum to "hardware" (CHECKSUM_PARTIAL). AF_PACKET marks such frames
+/// and the port completes their checksum (`completed` 1). AF_XDP has no such mark, so its
+/// peers must send complete checksums (offload off, `completed` 0); the crate's README says
+/// so.
+fn udp_checksums(kind: Kind, offload: bool) {
+    let lab = Lab::new(kind);
+    let b = lab.b.as_ref().expect("a veth lab");
+    ip(&["-n", &b.0, "addr", "add", "10.99.0.1/24", "dev", "peer"]);
+    ip(&[
+        "-n",
+        &b.0,
+        "neigh",
+        "add",
+        "10.99.0.2",
+        "lladdr",
+        "02:00:00:00:00:02",
+        "dev",
+        "peer",
+        "nud",
+        "permanent",
+    ]);
+    let mut port = open(kind, &lab.a, false);
+    b.run(|| {
+        if !offload {
+            tx_checksum_off("peer");
+        }
+        let s = std::net::UdpSocket::bind("10.99.0.1:0").expect("bind");
+        s.send_to(b"checksum me, 23 bytes..", "10.99.0.2:9")
+            .expect("send");
+    });
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut udp = None;
+    while udp.is_none() && Instant::now() < deadline {
+        let mut frames: [&[u8]; 16] = [&[]; 16];
+        let n = port.rx.recv(&mut frames).expect("recv");
+        udp = frames[..n]
+            .iter()
+            .find(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 17)
+            .map(|f| f.to_vec());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let f = udp.unwrap_or_else(|| panic!("{}: no UDP frame arrived", kind.name()));
+    let l4 = &f[34..];
+    let pseudo = checksum::pseudo_v4(
+        Ipv4Addr::new(10, 99, 0, 1),
+        Ipv4Addr::new(10, 99, 0, 2),
+        17,
+        l4.len() as u16,
+    );
+    assert!(
+        checksum::verifies(checksum::combine(&[pseudo, checksum::sum(l4)])),
+        "{}: UDP checksum incomplete: {f:02x?}",
+        kind.name()
+    );
+    assert_eq!(
+        port.counters().rx_csum_completed,
+        u64::from(offload),
+        "{}",
+        kind.name()
+    );
+}
+
+#[test]
+fn af_packet_completes_partial_checksums() {
+    if can_run("af_packet_completes_partial_checksums") {
+        udp_checksums(Kind::AfPacket, true);
+    }
+}
+
+#[test]
+fn af_xdp_checksums_without_offload() {
+    if can_run("af_xdp_checksums_without_offload") {
+        udp_checksums(Kind::AfXdp, false);
     }
 }
