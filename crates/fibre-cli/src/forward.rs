@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
 
-use fibre_dataplane::pipeline::{apply_events, Config, Dataplane, Tx, View, VECTOR};
+use fibre_dataplane::pipeline::{Config, Dataplane, Tx, VECTOR};
 use fibre_fib::Fib;
-use fibre_fwd::FwdWriter;
+use fibre_io::worker::Router;
 
 use crate::online::{offline_fib, Backend};
 use crate::pcap::{self, Captured};
@@ -107,62 +107,45 @@ impl Tx for PcapTx<'_> {
     }
 }
 
-/// The routing state and the forwarding objects compiled from it: what fibred's writer owns.
-struct Router {
-    fib: Fib,
-    fwd: FwdWriter,
+/// Runs the timers due up to `until` (the FIB's neighbour timers and the data plane's own),
+/// each at its own time.
+fn run_timers(router: &mut Router, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
+    while let Some(at) = router.next_due(dp, until) {
+        tx.now = at;
+        router.fire(dp, at, tx);
+    }
 }
 
-impl Router {
-    /// Runs the timers due up to `until` (the FIB's neighbour timers and the data plane's
-    /// own), each at its own time.
-    fn run_timers(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
-        let mut actions = Vec::new();
-        loop {
-            let next = [self.fib.neigh_next_timer(), dp.next_timer()]
-                .into_iter()
-                .flatten()
-                .min();
-            let Some(at) = next.filter(|at| *at <= until) else {
-                break;
-            };
-            tx.now = at;
-            self.fib.neigh_timers(at, &mut actions);
-            self.fwd.update(&self.fib);
-            let v = View {
-                fib: &self.fib,
-                fwd: self.fwd.latest(),
-            };
-            dp.neigh_actions(v, at, &actions, tx);
-            dp.run_timers(v, at, tx);
-            actions.clear();
-        }
+/// The batch file `config` applied to a fresh offline FIB; the batch's exit status if it
+/// fails.
+pub(crate) fn load(
+    config: &str,
+    opts: &Options,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Fib, i32> {
+    let mut cli = Cli::new(
+        Backend::from(offline_fib()),
+        Options {
+            json: false,
+            ..opts.clone()
+        },
+    );
+    let status = crate::batch::run_batch(&mut cli, config, stdout, stderr);
+    if status != 0 {
+        return Err(status);
     }
-
-    /// One vector received at `t`, then the writer's turn: the events applied, the objects
-    /// updated, and what the neighbour states ask done.
-    fn vector(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, t: u64, frames: &[(u32, &[u8])]) {
-        tx.now = t;
-        {
-            let v = View {
-                fib: &self.fib,
-                fwd: self.fwd.latest(),
-            };
-            dp.receive(v, t, frames, tx);
-        }
-        let mut actions = Vec::new();
-        apply_events(&mut self.fib, dp.take_events(), t, &mut actions);
-        self.fwd.update(&self.fib);
-        let v = View {
-            fib: &self.fib,
-            fwd: self.fwd.latest(),
-        };
-        dp.neigh_actions(v, t, &actions, tx);
-    }
+    let Backend::Local(fib) = cli.fib else {
+        unreachable!("forward runs on an offline FIB")
+    };
+    Ok(*fib)
 }
 
 /// `fibre forward`; returns the exit status.
 pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    if words.contains(&"--port") {
+        return crate::live::run(words, opts, stdout, stderr);
+    }
     let args = match parse(words) {
         Ok(a) => a,
         Err(e) => {
@@ -173,21 +156,10 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
             return if e.is_empty() { 0 } else { 255 };
         }
     };
-    let mut cli = Cli::new(
-        Backend::from(offline_fib()),
-        Options {
-            json: false,
-            ..opts.clone()
-        },
-    );
-    let status = crate::batch::run_batch(&mut cli, args.config, stdout, stderr);
-    if status != 0 {
-        return status;
-    }
-    let Backend::Local(fib) = cli.fib else {
-        unreachable!("forward runs on an offline FIB")
+    let fib = match load(args.config, opts, stdout, stderr) {
+        Ok(f) => f,
+        Err(status) => return status,
     };
-    let fib = *fib;
     let mut frames: Vec<(u64, u32, Captured)> = Vec::new();
     for (link, file) in &args.inputs {
         let Some(ifindex) = fib.link_index(link) else {
@@ -227,8 +199,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         now: 0,
         error: None,
     };
-    let (fwd, _) = FwdWriter::new(&fib);
-    let mut router = Router { fib, fwd };
+    let mut router = Router::new(fib);
     let mut vector: Vec<(u32, &[u8])> = Vec::with_capacity(VECTOR);
     let mut i = 0;
     while i < frames.len() {
@@ -238,11 +209,12 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
             vector.push((frames[i].1, &frames[i].2.frame));
             i += 1;
         }
-        router.run_timers(&mut dp, &mut tx, t);
-        router.vector(&mut dp, &mut tx, t, &vector);
+        run_timers(&mut router, &mut dp, &mut tx, t);
+        tx.now = t;
+        router.vector(&mut dp, t, &vector, &mut tx);
     }
     if let Some(last) = frames.last() {
-        router.run_timers(&mut dp, &mut tx, last.0 + DRAIN_NS);
+        run_timers(&mut router, &mut dp, &mut tx, last.0 + DRAIN_NS);
     }
     if let Some(e) = tx.error.take() {
         let _ = writeln!(stderr, "fibre forward: {e}");
@@ -263,7 +235,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
     0
 }
 
-fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
+pub(crate) fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
     let c = dp.counters();
     let mut s = String::new();
     let _ = writeln!(
@@ -303,7 +275,7 @@ fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
 }
 
 /// A JSON string literal.
-fn quote(v: &str) -> String {
+pub(crate) fn quote(v: &str) -> String {
     let mut s = String::with_capacity(v.len() + 2);
     s.push('"');
     for ch in v.chars() {
@@ -320,7 +292,7 @@ fn quote(v: &str) -> String {
     s
 }
 
-fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
+pub(crate) fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
     let c = dp.counters();
     let mut s = String::new();
     let _ = write!(

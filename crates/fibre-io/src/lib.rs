@@ -4,8 +4,8 @@
 //! interface, opened by one of three kinds ([`Kind`]): an AF_PACKET socket pair with
 //! TPACKET_V3 receive and TPACKET_V2 transmit rings ([`packet`]), an AF_XDP socket with its
 //! UMEM and the generated redirect program ([`xdp`], [`bpf`]), or a TAP device ([`tap`]). The
-//! halves are separate objects so that a worker can receive a vector from one port while it
-//! transmits on any port, the same one included.
+//! halves are separate objects so that a worker ([`worker`]) can receive a vector from one
+//! port while it transmits on any port, the same one included.
 //!
 //! Invariants, for every kind:
 //! - Received frames are borrowed from the kernel's ring where the ring allows it (AF_PACKET,
@@ -34,6 +34,7 @@ pub mod packet;
 pub mod ring;
 mod sys;
 pub mod tap;
+pub mod worker;
 pub mod xdp;
 
 use std::fmt;

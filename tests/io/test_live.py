@@ -1,0 +1,137 @@
+"""fibre forwarding live between two namespaces, for each I/O kind:
+
+    h1 (eth0 10.0.1.2) -- a0 [fibre in namespace r] a1 -- (eth0 10.0.2.2) h2
+
+`fibre forward CONFIG --port a0=a0:KIND --port a1=a1:KIND` binds fibre's links to r's veths
+(fibre's links are `type dummy` with ARP turned on, as a dummy is NOARP otherwise);
+r's own stack has no addresses and does not forward, so whatever crosses is fibre's doing.
+Checked: ping across fibre, ping of the router's address, UDP and TCP across, and the
+counters fibre prints when it stops (SIGTERM).
+
+Offloads: the hosts' veths keep transmit checksum offload for AF_PACKET (whose port completes
+CHECKSUM_PARTIAL frames) but have it off for AF_XDP (which cannot tell such frames; the
+fibre-io README says why); TSO and GSO are off for both, since the hosts would otherwise hand
+fibre 64 KiB TCP super-frames that no wire carries.
+
+Needs root, `ip netns` and a built fibre; skips with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from binaries import binary
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HELP = os.path.join(HERE, "nethelp.py")
+FIBRE = binary("fibre")
+
+CONFIG = """\
+link set lo up
+link add a0 type dummy
+link set a0 address 02:00:00:00:00:0a
+link set a0 arp on
+link set a0 up
+link add a1 type dummy
+link set a1 address 02:00:00:00:00:0b
+link set a1 arp on
+link set a1 up
+addr add 10.0.1.1/24 dev a0
+addr add 10.0.2.1/24 dev a1
+"""
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+def why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces"
+    if FIBRE is None:
+        return "fibre is not built"
+    if sh("ip", "netns", "list", check=False).returncode != 0:
+        return "`ip netns` is not available"
+    return None
+
+
+@pytest.fixture
+def topo():
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    tag = f"fibre-io-{os.getpid()}"
+    ns = {n: f"{tag}-{n}" for n in ("h1", "r", "h2")}
+    try:
+        for name in ns.values():
+            sh("ip", "netns", "add", name)
+            for k in ("all", "default"):
+                sh("ip", "netns", "exec", name, "sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1")
+        for h, link, mac in (("h1", "a0", "02:00:00:00:00:0a"), ("h2", "a1", "02:00:00:00:00:0b")):
+            sh("ip", "-n", ns["r"], "link", "add", link, "address", mac, "type", "veth",
+               "peer", "name", "eth0", "netns", ns[h])
+            sh("ip", "-n", ns["r"], "link", "set", link, "up")
+            sh("ip", "-n", ns[h], "link", "set", "eth0", "up")
+            sh("ip", "-n", ns[h], "link", "set", "lo", "up")
+        sh("ip", "-n", ns["h1"], "addr", "add", "10.0.1.2/24", "dev", "eth0")
+        sh("ip", "-n", ns["h1"], "route", "add", "default", "via", "10.0.1.1")
+        sh("ip", "-n", ns["h2"], "addr", "add", "10.0.2.2/24", "dev", "eth0")
+        sh("ip", "-n", ns["h2"], "route", "add", "default", "via", "10.0.2.1")
+        yield ns
+    finally:
+        for name in ns.values():
+            sh("ip", "netns", "del", name, check=False)
+
+
+def in_ns(ns: str, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen(("ip", "netns", "exec", ns) + args, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def helper(ns: str, *args: str) -> int:
+    return sh("ip", "netns", "exec", ns, sys.executable, HELP, *args, check=False).returncode
+
+
+@pytest.mark.parametrize("kind", ["af_packet", "af_xdp"])
+def test_traffic_through_fibre(topo, kind, tmp_path):
+    for h in ("h1", "h2"):
+        assert helper(topo[h], "offloads-off", "eth0", *(["tx"] if kind == "af_xdp" else [])) == 0
+    config = tmp_path / "config.batch"
+    config.write_text(CONFIG)
+    fibre = in_ns(topo["r"], FIBRE, "-j", "forward", str(config),
+                  "--port", f"a0=a0:{kind}", "--port", f"a1=a1:{kind}", "--duration", "60")
+    try:
+        # The first ping also waits for fibre to have bound its ports.
+        assert helper(topo["h1"], "ping", "10.0.2.2", "20") == 0, "ping across fibre"
+        assert helper(topo["h1"], "ping", "10.0.1.1", "4") == 0, "ping of the router"
+        assert helper(topo["h2"], "ping", "10.0.1.2", "4") == 0, "ping back across fibre"
+        echo = in_ns(topo["h2"], sys.executable, HELP, "udp-echo", "7", "10")
+        tcp = in_ns(topo["h2"], sys.executable, HELP, "tcp-echo", "7", "10")
+        time.sleep(0.3)
+        assert helper(topo["h1"], "udp-ask", "10.0.2.2", "7") == 0, "UDP across fibre"
+        assert helper(topo["h1"], "tcp-ask", "10.0.2.2", "7", "200000") == 0, "TCP across fibre"
+        for p in (echo, tcp):
+            p.kill()
+            p.wait()
+    finally:
+        fibre.send_signal(signal.SIGTERM)
+        out, err = fibre.communicate(timeout=10)
+    assert fibre.returncode == 0, err
+    report = json.loads(out)
+    assert report["forwarded"] > 100, report
+    assert report["sent"]["echo_replies"] >= 1, report
+    ports = {p["link"]: p for p in report["ports"]}
+    assert set(ports) == {"a0", "a1"}
+    for p in ports.values():
+        assert p["io"] == kind and p["state"] == "up", p
+        assert p["rx"]["packets"] > 0 and p["tx"]["packets"] > 0, p
+        assert p["rx"]["ring_drops"] == 0 and p["tx"]["full"] == 0, p
+    if kind == "af_packet":
+        assert ports["a0"]["rx"]["csum_completed"] > 0, "UDP and TCP from h1 left partial"
