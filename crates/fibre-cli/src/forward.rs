@@ -11,7 +11,8 @@
 //!
 //! Frames with the same time form one vector for the pipeline (up to its vector size); after
 //! each vector the events it left (neighbours learnt or to resolve) are applied to the FIB, as
-//! fibred's writer does between a worker's vectors. After the last input the clock runs on
+//! fibred's writer does between a worker's vectors (fibre-io's `Router`, which the live mode,
+//! `--port`, shares: see `live.rs`). After the last input the clock runs on
 //! until no neighbour timer is left (at most [`DRAIN_NS`] past the last frame), so that
 //! resolutions in progress end as they would.
 
@@ -33,7 +34,7 @@ use crate::{Cli, Options};
 const DRAIN_NS: u64 = 60_000_000_000;
 
 const USAGE: &str =
-    "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n";
+    "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n       fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:KIND] [ --port ... ] [ --duration SECONDS ]\n";
 
 struct Args<'a> {
     config: &'a str,

@@ -576,3 +576,44 @@ fn af_xdp_checksums_without_offload() {
         udp_checksums(Kind::AfXdp, false);
     }
 }
+
+/// Two AF_PACKET ports in one fanout group on one interface, as two workers would be: each
+/// frame reaches exactly one of them (without the group, each socket would see every frame).
+#[test]
+fn af_packet_fanout_shares_frames() {
+    if !can_run("af_packet_fanout_shares_frames") {
+        return;
+    }
+    let lab = Lab::new(Kind::AfPacket);
+    let cfg = packet::Config {
+        fanout: Some(7),
+        ..packet::Config::default()
+    };
+    let (mut p1, mut p2) = lab.a.run(|| {
+        (
+            packet::open("port", &cfg).expect("first"),
+            packet::open("port", &cfg).expect("second"),
+        )
+    });
+    let far = lab.far_side();
+    const N: u32 = 200;
+    for i in 0..N {
+        far.send(&frame(i, 100));
+    }
+    let mut got = port_collect(&mut p1, N as usize, Duration::from_millis(300));
+    got.extend(port_collect(
+        &mut p2,
+        N as usize,
+        Duration::from_millis(300),
+    ));
+    let mut seqs: Vec<u32> = got
+        .iter()
+        .map(|f| u32::from_be_bytes([f[14], f[15], f[16], f[17]]))
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(
+        seqs,
+        (0..N).collect::<Vec<_>>(),
+        "each frame once across the group"
+    );
+}
