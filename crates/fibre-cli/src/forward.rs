@@ -42,6 +42,31 @@ struct Args<'a> {
     out: &'a str,
 }
 
+/// The `LINK=WHAT` value of option `opt`, both sides non-empty.
+pub(crate) fn link_pair<'a>(
+    opt: &str,
+    value: Option<&&'a str>,
+    what: &str,
+) -> Result<(&'a str, &'a str), String> {
+    let v = value.ok_or_else(|| format!("{opt} needs LINK={what}"))?;
+    v.split_once('=')
+        .filter(|(l, r)| !l.is_empty() && !r.is_empty())
+        .ok_or_else(|| format!("{opt} \"{v}\": expected LINK={what}"))
+}
+
+/// A parse error (empty: help was asked for) and the usage, on stderr; the exit status.
+pub(crate) fn usage_error(e: &str, usage: &str, stderr: &mut dyn Write) -> i32 {
+    if !e.is_empty() {
+        let _ = writeln!(stderr, "fibre forward: {e}");
+    }
+    let _ = stderr.write_all(usage.as_bytes());
+    if e.is_empty() {
+        0
+    } else {
+        255
+    }
+}
+
 fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     let mut config = None;
     let mut inputs = Vec::new();
@@ -49,14 +74,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     let mut it = words.iter();
     while let Some(&w) = it.next() {
         match w {
-            "--in" | "-in" => {
-                let v = it.next().ok_or("--in needs LINK=FILE")?;
-                let (link, file) = v
-                    .split_once('=')
-                    .filter(|(l, f)| !l.is_empty() && !f.is_empty())
-                    .ok_or_else(|| format!("--in \"{v}\": expected LINK=FILE"))?;
-                inputs.push((link, file));
-            }
+            "--in" | "-in" => inputs.push(link_pair("--in", it.next(), "FILE")?),
             "--out" | "-out" => out = Some(*it.next().ok_or("--out needs a directory")?),
             "help" | "--help" | "-h" => return Err(String::new()),
             _ if config.is_none() && !w.starts_with('-') => config = Some(w),
@@ -142,6 +160,23 @@ pub(crate) fn load(
     Ok(*fib)
 }
 
+/// A data plane with the default configuration, and the FIB's link names by index.
+pub(crate) fn pipeline(
+    fib: &Fib,
+    stderr: &mut dyn Write,
+) -> Result<(Dataplane, BTreeMap<u32, String>), i32> {
+    let dp = Dataplane::new(&Config::default()).map_err(|e| {
+        let _ = writeln!(stderr, "fibre forward: {e:?}");
+        1
+    })?;
+    let names = fib
+        .links()
+        .into_iter()
+        .filter_map(|l| Some((l.ifindex, l.ifname?)))
+        .collect();
+    Ok((dp, names))
+}
+
 /// `fibre forward`; returns the exit status.
 pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     if words.contains(&"--port") {
@@ -149,13 +184,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
     }
     let args = match parse(words) {
         Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                let _ = writeln!(stderr, "fibre forward: {e}");
-            }
-            let _ = stderr.write_all(USAGE.as_bytes());
-            return if e.is_empty() { 0 } else { 255 };
-        }
+        Err(e) => return usage_error(&e, USAGE, stderr),
     };
     let fib = match load(args.config, opts, stdout, stderr) {
         Ok(f) => f,
@@ -181,18 +210,10 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         let _ = writeln!(stderr, "fibre forward: cannot create \"{}\": {e}", args.out);
         return 1;
     }
-    let mut dp = match Dataplane::new(&Config::default()) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = writeln!(stderr, "fibre forward: {e:?}");
-            return 1;
-        }
+    let (mut dp, names) = match pipeline(&fib, stderr) {
+        Ok(p) => p,
+        Err(status) => return status,
     };
-    let names: BTreeMap<u32, String> = fib
-        .links()
-        .into_iter()
-        .filter_map(|l| Some((l.ifindex, l.ifname?)))
-        .collect();
     let mut tx = PcapTx {
         names: &names,
         dir: args.out,

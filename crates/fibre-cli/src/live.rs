@@ -12,18 +12,16 @@
 //! tap, not a diversion), so the host interfaces should carry no addresses of their own; an
 //! AF_XDP port diverts its queue's frames from the host.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fibre_dataplane::pipeline::{Config, Dataplane};
 use fibre_io::worker::{monotonic_ns, Router, Worker};
-use fibre_io::{Counters, Kind, Port, PortError};
+use fibre_io::{Kind, Port, PortError};
 
-use crate::forward::{load, quote, report_json, report_text};
+use crate::forward::{link_pair, load, pipeline, quote, report_json, report_text, usage_error};
 use crate::Options;
 
 const USAGE: &str = "Usage: fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:{ af_packet | af_xdp | tap }] [ --port ... ]\n                        [ --duration SECONDS ]\n";
@@ -48,11 +46,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     while let Some(&w) = it.next() {
         match w {
             "--port" | "-port" => {
-                let v = it.next().ok_or("--port needs LINK=HOSTIF")?;
-                let (link, rest) = v
-                    .split_once('=')
-                    .filter(|(l, d)| !l.is_empty() && !d.is_empty())
-                    .ok_or_else(|| format!("--port \"{v}\": expected LINK=HOSTIF[:KIND]"))?;
+                let (link, rest) = link_pair("--port", it.next(), "HOSTIF[:KIND]")?;
                 let (dev, kind) = match rest.split_once(':') {
                     Some((d, k)) => (
                         d,
@@ -87,30 +81,16 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
 pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     let args = match parse(words) {
         Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                let _ = writeln!(stderr, "fibre forward: {e}");
-            }
-            let _ = stderr.write_all(USAGE.as_bytes());
-            return if e.is_empty() { 0 } else { 255 };
-        }
+        Err(e) => return usage_error(&e, USAGE, stderr),
     };
     let fib = match load(args.config, opts, stdout, stderr) {
         Ok(f) => f,
         Err(status) => return status,
     };
-    let dp = match Dataplane::new(&Config::default()) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = writeln!(stderr, "fibre forward: {e:?}");
-            return 1;
-        }
+    let (dp, names) = match pipeline(&fib, stderr) {
+        Ok(p) => p,
+        Err(status) => return status,
     };
-    let names: BTreeMap<u32, String> = fib
-        .links()
-        .into_iter()
-        .filter_map(|l| Some((l.ifindex, l.ifname?)))
-        .collect();
     let mut worker = Worker::new(dp);
     let mut bound = Vec::new();
     for b in &args.ports {
@@ -164,34 +144,33 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
             }
             let _ = write!(
                 s,
-                "{{\"link\":{},\"dev\":{},\"io\":{},\"mode\":{},\"state\":{},{}}}",
+                "{{\"link\":{},\"dev\":{},\"io\":{},\"mode\":{},\"state\":{},\"counters\":{{",
                 quote(link),
                 quote(dev),
                 quote(kind.name()),
                 quote(detail),
                 quote(state_name(*state)),
-                counters_json(c)
             );
+            for (j, (name, v)) in c.named().into_iter().enumerate() {
+                let _ = write!(s, "{}\"{name}\":{v}", if j > 0 { "," } else { "" });
+            }
+            s.push_str("}}");
         }
         let _ = writeln!(s, "],\"unrouted\":{}}}", worker.unrouted());
         s
     } else {
         let mut s = report_text(worker.dataplane(), &names);
         for ((link, dev, kind, detail), (_, c, state)) in bound.iter().zip(&ports) {
-            let _ = writeln!(
+            let _ = write!(
                 s,
-                "port {link} dev {dev} io {} ({detail}) {}: rx packets {} bytes {} ring_drops {} csum_completed {} tx packets {} bytes {} full {} errors {}",
+                "port {link} dev {dev} io {} ({detail}) {}:",
                 kind.name(),
-                state_name(*state),
-                c.rx_packets,
-                c.rx_bytes,
-                c.rx_ring_drops,
-                c.rx_csum_completed,
-                c.tx_packets,
-                c.tx_bytes,
-                c.tx_full,
-                c.errors
+                state_name(*state)
             );
+            for (name, v) in c.named() {
+                let _ = write!(s, " {name} {v}");
+            }
+            s.push('\n');
         }
         if worker.unrouted() > 0 {
             let _ = writeln!(s, "sent on links without a port {}", worker.unrouted());
@@ -208,18 +187,4 @@ fn state_name(s: Result<(), PortError>) -> &'static str {
         Err(PortError::Gone) => "gone",
         Err(_) => "down",
     }
-}
-
-fn counters_json(c: &Counters) -> String {
-    format!(
-        "\"rx\":{{\"packets\":{},\"bytes\":{},\"ring_drops\":{},\"csum_completed\":{}}},\"tx\":{{\"packets\":{},\"bytes\":{},\"full\":{},\"errors\":{}}}",
-        c.rx_packets,
-        c.rx_bytes,
-        c.rx_ring_drops,
-        c.rx_csum_completed,
-        c.tx_packets,
-        c.tx_bytes,
-        c.tx_full,
-        c.errors
-    )
 }

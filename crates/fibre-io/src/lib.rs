@@ -178,6 +178,20 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Each counter with its field's name, for reports.
+    pub fn named(&self) -> [(&'static str, u64); 8] {
+        [
+            ("rx_packets", self.rx_packets),
+            ("rx_bytes", self.rx_bytes),
+            ("rx_ring_drops", self.rx_ring_drops),
+            ("rx_csum_completed", self.rx_csum_completed),
+            ("tx_packets", self.tx_packets),
+            ("tx_bytes", self.tx_bytes),
+            ("tx_full", self.tx_full),
+            ("errors", self.errors),
+        ]
+    }
+
     pub fn add(&mut self, o: &Counters) {
         self.rx_packets += o.rx_packets;
         self.rx_bytes += o.rx_bytes;

@@ -5,20 +5,10 @@
 //! One test function, so that no other test of this binary opens descriptors while it counts
 //! them. Needs root and `ip netns`; says why and passes without them.
 
-use std::process::Command;
+mod common;
 
+use common::{can_run, ip, Ns};
 use fibre_io::{xdp, Kind, OpenError, Port};
-
-fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")
@@ -69,72 +59,51 @@ fn open_errors_and_cleanup() {
         assert_eq!(m, "Operation not permitted", "{}", kind.name());
     }
 
-    if !Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        eprintln!("open_errors_and_cleanup: cleanup part skipped: `ip netns` is not available");
-        return;
-    }
-    let ns = format!("fibre-io-open-{}", std::process::id());
-    ip(&["netns", "add", &ns]);
-    let result = std::panic::catch_unwind(|| cleanup(&ns));
-    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
+    if can_run("open_errors_and_cleanup (the cleanup part)") {
+        cleanup(&Ns::new());
     }
 }
 
-fn cleanup(ns: &str) {
+fn cleanup(ns: &Ns) {
+    let n = ns.0.as_str();
     ip(&[
-        "-n", ns, "link", "add", "ve0", "type", "veth", "peer", "name", "ve1",
+        "-n", n, "link", "add", "ve0", "type", "veth", "peer", "name", "ve1",
     ]);
-    ip(&["-n", ns, "link", "set", "ve0", "up"]);
-    ip(&["-n", ns, "link", "set", "ve1", "up"]);
-    let path = format!("/run/netns/{ns}");
-    let has_xdp = || ip(&["-n", ns, "-d", "link", "show", "ve0"]).contains("prog/xdp");
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let file = std::fs::File::open(&path).expect("open netns");
-            use std::os::fd::AsRawFd;
-            // SAFETY: changes only this thread's network namespace.
-            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0);
-            let before = open_fds();
-            // Queue 5 does not exist on a veth: bind fails after the UMEM, the socket and the
-            // rings are made.
-            let bad = xdp::Config {
-                queue: 5,
-                ..xdp::Config::default()
-            };
-            let e = xdp::open("ve0", &bad).expect_err("queue 5");
-            assert!(e.to_string().starts_with("bind:"), "{e}");
-            assert_eq!(open_fds(), before, "descriptors left by a failed open");
-            assert!(!has_xdp());
+    ip(&["-n", n, "link", "set", "ve0", "up"]);
+    ip(&["-n", n, "link", "set", "ve1", "up"]);
+    let has_xdp = || ip(&["-n", n, "-d", "link", "show", "ve0"]).contains("prog/xdp");
+    ns.run(|| {
+        let before = open_fds();
+        // Queue 5 does not exist on a veth: bind fails after the UMEM, the socket and the
+        // rings are made.
+        let bad = xdp::Config {
+            queue: 5,
+            ..xdp::Config::default()
+        };
+        let e = xdp::open("ve0", &bad).expect_err("queue 5");
+        assert!(e.to_string().starts_with("bind:"), "{e}");
+        assert_eq!(open_fds(), before, "descriptors left by a failed open");
+        assert!(!has_xdp());
 
-            let port = Port::open(Kind::AfXdp, "ve0").expect("open af_xdp");
-            assert!(has_xdp(), "the program is attached while the port is open");
-            assert_eq!(
-                port.detail, "copy, native XDP",
-                "veth: copy mode, native XDP"
-            );
+        let port = Port::open(Kind::AfXdp, "ve0").expect("open af_xdp");
+        assert!(has_xdp(), "the program is attached while the port is open");
+        assert_eq!(
+            port.detail, "copy, native XDP",
+            "veth: copy mode, native XDP"
+        );
+        drop(port);
+        assert!(!has_xdp(), "the program goes with the port");
+        assert_eq!(open_fds(), before, "descriptors left by a dropped port");
+
+        for kind in [Kind::AfPacket, Kind::Tap] {
+            let dev = if kind == Kind::Tap { "t0" } else { "ve0" };
+            let port = Port::open(kind, dev).expect("open");
             drop(port);
-            assert!(!has_xdp(), "the program goes with the port");
-            assert_eq!(open_fds(), before, "descriptors left by a dropped port");
-
-            for kind in [Kind::AfPacket, Kind::Tap] {
-                let dev = if kind == Kind::Tap { "t0" } else { "ve0" };
-                let port = Port::open(kind, dev).expect("open");
-                drop(port);
-                assert_eq!(open_fds(), before, "{}: descriptors left", kind.name());
-            }
-            assert!(
-                !ip(&["-n", ns, "link", "show"]).contains("t0"),
-                "the TAP device goes with its port"
-            );
-        })
-        .join()
-        .expect("thread in namespace")
+            assert_eq!(open_fds(), before, "{}: descriptors left", kind.name());
+        }
+        assert!(
+            !ip(&["-n", n, "link", "show"]).contains("t0"),
+            "the TAP device goes with its port"
+        );
     });
 }

@@ -11,101 +11,18 @@
 //!
 //! Needs root and `ip netns`; each test says why and passes without them.
 
-use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+mod common;
 
 use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
+use common::{can_run, ip, Ns};
 use fibre_io::{packet, tap, xdp, Kind, Port, PortError};
 use fibre_wire::checksum;
 
 /// IEEE 802 local experimental EtherType 1: what the test frames carry.
 const TEST_ETHERTYPE: u16 = 0x88B5;
-
-fn can_run(test: &str) -> bool {
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{test}: skipped: needs root for network namespaces");
-        return false;
-    }
-    let ok = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("{test}: skipped: `ip netns` is not available");
-    }
-    ok
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A network namespace, deleted (with its interfaces) when dropped.
-struct Ns(String);
-
-impl Ns {
-    fn new() -> Ns {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "fibre-io-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        ip(&["netns", "add", &name]);
-        // No IPv6 chatter (router solicitations, MLD) from the kernel on the test links.
-        ip(&[
-            "netns",
-            "exec",
-            &name,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ]);
-        ip(&[
-            "netns",
-            "exec",
-            &name,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
-        Ns(name)
-    }
-
-    /// Runs `f` on a thread inside the namespace; sockets and devices it creates stay there.
-    fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.0);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let file = File::open(&path).expect("open netns");
-                // SAFETY: setns with a namespace descriptor changes only this thread's
-                // network namespace.
-                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .expect("thread in namespace")
-        })
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
 
 /// Where a test runs: namespace `a` holds the port's interface `port`; for AF_PACKET and
 /// AF_XDP a veth pair joins it to `peer` in namespace `b`, for TAP the port creates `port`.
@@ -413,60 +330,29 @@ fn interface_removed(kind: Kind) {
     drop(port);
 }
 
-#[test]
-fn af_packet_frames_both_ways() {
-    if can_run("af_packet_frames_both_ways") {
-        frames_both_ways(Kind::AfPacket);
-    }
+/// One test per kind for each of the checks above, each skipped without root.
+macro_rules! per_kind {
+    ($($name:ident: $check:ident($kind:expr);)*) => {
+        $(
+            #[test]
+            fn $name() {
+                if can_run(stringify!($name)) {
+                    $check($kind);
+                }
+            }
+        )*
+    };
 }
 
-#[test]
-fn af_packet_burst() {
-    if can_run("af_packet_burst") {
-        burst(Kind::AfPacket);
-    }
-}
-
-#[test]
-fn af_packet_interface_removed() {
-    if can_run("af_packet_interface_removed") {
-        interface_removed(Kind::AfPacket);
-    }
-}
-
-#[test]
-fn tap_frames_both_ways() {
-    if can_run("tap_frames_both_ways") {
-        frames_both_ways(Kind::Tap);
-    }
-}
-
-#[test]
-fn tap_interface_removed() {
-    if can_run("tap_interface_removed") {
-        interface_removed(Kind::Tap);
-    }
-}
-
-#[test]
-fn af_xdp_frames_both_ways() {
-    if can_run("af_xdp_frames_both_ways") {
-        frames_both_ways(Kind::AfXdp);
-    }
-}
-
-#[test]
-fn af_xdp_burst() {
-    if can_run("af_xdp_burst") {
-        burst(Kind::AfXdp);
-    }
-}
-
-#[test]
-fn af_xdp_interface_removed() {
-    if can_run("af_xdp_interface_removed") {
-        interface_removed(Kind::AfXdp);
-    }
+per_kind! {
+    af_packet_frames_both_ways: frames_both_ways(Kind::AfPacket);
+    af_packet_burst: burst(Kind::AfPacket);
+    af_packet_interface_removed: interface_removed(Kind::AfPacket);
+    tap_frames_both_ways: frames_both_ways(Kind::Tap);
+    tap_interface_removed: interface_removed(Kind::Tap);
+    af_xdp_frames_both_ways: frames_both_ways(Kind::AfXdp);
+    af_xdp_burst: burst(Kind::AfXdp);
+    af_xdp_interface_removed: interface_removed(Kind::AfXdp);
 }
 
 /// Turns transmit checksum offload off on `dev` (ETHTOOL_STXCSUM, as `ethtool -K DEV tx off`)
