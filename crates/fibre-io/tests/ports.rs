@@ -330,6 +330,44 @@ fn interface_removed(kind: Kind) {
     drop(port);
 }
 
+/// The host interface set down and up again under an open port: `check` says `Down`, then
+/// `Ok` once the carrier is back, and frames flow both ways again.
+fn link_flap(kind: Kind) {
+    let lab = Lab::new(kind);
+    let mut port = open(kind, &lab.a, false);
+    let far = lab.far_side();
+    ip(&["-n", &lab.a.0, "link", "set", "port", "down"]);
+    assert_eq!(port.rx.check(), Err(PortError::Down), "{}", kind.name());
+    ip(&["-n", &lab.a.0, "link", "set", "port", "up"]);
+    // The carrier follows a moment later (the kernel's link watch).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while port.rx.check() != Ok(()) {
+        assert!(
+            Instant::now() < deadline,
+            "{}: still {:?}",
+            kind.name(),
+            port.rx.check()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    far.send(&frame(1, 100));
+    let got = port_collect(&mut port, 1, Duration::from_secs(2));
+    assert_eq!(
+        got,
+        [frame(1, 100)],
+        "{}: received after the flap",
+        kind.name()
+    );
+    port.tx.send(&frame(2, 100)).expect("send");
+    port.tx.flush().expect("flush");
+    assert_eq!(
+        far.collect(1, Duration::from_secs(2)),
+        [frame(2, 100)],
+        "{}: sent after the flap",
+        kind.name()
+    );
+}
+
 /// One test per kind for each of the checks above, each skipped without root.
 macro_rules! per_kind {
     ($($name:ident: $check:ident($kind:expr);)*) => {
@@ -348,11 +386,13 @@ per_kind! {
     af_packet_frames_both_ways: frames_both_ways(Kind::AfPacket);
     af_packet_burst: burst(Kind::AfPacket);
     af_packet_interface_removed: interface_removed(Kind::AfPacket);
+    af_packet_link_flap: link_flap(Kind::AfPacket);
     tap_frames_both_ways: frames_both_ways(Kind::Tap);
     tap_interface_removed: interface_removed(Kind::Tap);
     af_xdp_frames_both_ways: frames_both_ways(Kind::AfXdp);
     af_xdp_burst: burst(Kind::AfXdp);
     af_xdp_interface_removed: interface_removed(Kind::AfXdp);
+    af_xdp_link_flap: link_flap(Kind::AfXdp);
 }
 
 /// Turns transmit checksum offload off on `dev` (ETHTOOL_STXCSUM, as `ethtool -K DEV tx off`)
