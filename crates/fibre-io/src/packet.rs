@@ -221,6 +221,16 @@ impl PacketRx {
         true
     }
 
+    /// Moves past the frame just read, to the next one in the block or the next block.
+    fn advance(&mut self, next_offset: u32) {
+        self.left -= 1;
+        if self.left == 0 || next_offset == 0 {
+            self.next_block();
+        } else {
+            self.offset += next_offset as usize;
+        }
+    }
+
     fn next_block(&mut self) {
         self.left = 0;
         self.held += 1;
@@ -262,6 +272,13 @@ impl RxQueue for PacketRx {
                 self.next_block();
                 continue;
             }
+            self.advance(hdr.tp_next_offset);
+            if hdr.tp_snaplen < hdr.tp_len {
+                // Cut to fit a block (a 64 KiB GSO frame from a peer with segmentation
+                // offload): no whole frame to forward.
+                self.counters.errors += 1;
+                continue;
+            }
             // SAFETY: `start..end` is inside the handed-over block; each frame's bytes are
             // disjoint from every other's, and the slice lives no longer than `'a`, the
             // borrow of `self`: the block is given back only by the next `recv`/`release`.
@@ -274,12 +291,6 @@ impl RxQueue for PacketRx {
             self.counters.rx_bytes += frame.len() as u64;
             frames[n] = frame;
             n += 1;
-            self.left -= 1;
-            if self.left == 0 || hdr.tp_next_offset == 0 {
-                self.next_block();
-            } else {
-                self.offset += hdr.tp_next_offset as usize;
-            }
         }
         Ok(n)
     }
