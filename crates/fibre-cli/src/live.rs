@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fibre_io::worker::{monotonic_ns, Router, Worker};
-use fibre_io::{Kind, Port, PortError};
+use fibre_io::{Kind, OpenError, Port, PortError};
 
 use crate::forward::{link_pair, load, pipeline, quote, report_json, report_text, usage_error};
 use crate::Options;
@@ -105,7 +105,12 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
             }
             Err(e) => {
                 let _ = writeln!(stderr, "{e}");
-                return 2;
+                // As ip: 1 for a name it cannot resolve, 2 for what the kernel refused.
+                return if matches!(e, OpenError::NoDevice(_)) {
+                    1
+                } else {
+                    2
+                };
             }
         }
     }

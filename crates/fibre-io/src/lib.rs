@@ -23,15 +23,16 @@
 //!   [`RxQueue::check`], which a worker calls when poll(2) reports an error on the queue's
 //!   descriptor, or now and then while idle); no call blocks.
 //!
-//! Who calls what: one thread owns each half (both are `Send`, neither is `Sync`); opening
-//! needs CAP_NET_RAW (AF_PACKET), CAP_NET_ADMIN and CAP_BPF or root (AF_XDP, TAP).
+//! Who calls what: one thread owns each half (both are `Send`, neither is `Sync`). Opening
+//! needs CAP_NET_RAW for AF_PACKET; CAP_NET_RAW, CAP_BPF and CAP_NET_ADMIN for AF_XDP;
+//! CAP_NET_ADMIN for TAP.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod bpf;
 pub mod csum;
 pub mod packet;
-pub mod ring;
+mod ring;
 mod sys;
 pub mod tap;
 pub mod worker;

@@ -30,6 +30,14 @@ use crate::{Counters, Kind, OpenError, Port, PortError, RxQueue, TxQueue};
 /// bound on the kicks one flush needs.
 const COPY_BATCH: u32 = 32;
 
+/// The smallest UMEM chunk the kernel accepts (XDP_UMEM_MIN_CHUNK_SIZE).
+const MIN_CHUNK: u32 = 2048;
+/// What the kernel leaves free before a received frame, after the UMEM headroom.
+const XDP_PACKET_HEADROOM: u32 = 256;
+/// The smallest Ethernet frame with its FCS: a chunk must hold at least that after the
+/// headrooms.
+const MIN_FRAME: u32 = 64;
+
 /// Where the UMEM's rings are mapped on the socket (libc has them as `u64`, mmap takes
 /// `off_t`).
 const FILL_PGOFF: i64 = libc::XDP_UMEM_PGOFF_FILL_RING as i64;
@@ -93,12 +101,12 @@ pub fn open(dev: &str, config: &Config) -> Result<Port, OpenError> {
     let c = config;
     let page = page_size();
     if !c.frame_size.is_power_of_two()
-        || c.frame_size < 2048
+        || c.frame_size < MIN_CHUNK
         || c.frame_size > page
         || !c.rx_frames.is_power_of_two()
         || !c.tx_frames.is_power_of_two()
         || c.queue >= c.queues
-        || c.headroom + 256 + 64 > c.frame_size
+        || c.headroom + XDP_PACKET_HEADROOM + MIN_FRAME > c.frame_size
     {
         return Err(step(
             "AF_XDP configuration",
@@ -141,7 +149,7 @@ pub fn open(dev: &str, config: &Config) -> Result<Port, OpenError> {
     let tx =
         MappedRing::<libc::xdp_desc>::new(f, &off.tx, c.tx_frames, libc::XDP_PGOFF_TX_RING, true)
             .map_err(|e| step("mmap TX ring", e))?;
-    // Every receive chunk goes to the kernel now.
+    // Every receive chunk starts on the fill ring, for the kernel to fill.
     let fs = u64::from(c.frame_size);
     for i in 0..u64::from(c.rx_frames) {
         fill.ring.push(i * fs);
