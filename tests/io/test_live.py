@@ -6,8 +6,9 @@
 (fibre's links are `type dummy` with ARP turned on, as a dummy is NOARP otherwise); for TAP,
 fibre creates TAP devices a0 and a1 in r, which the test moves to the hosts as their eth0.
 r's own stack has no addresses and does not forward, so whatever crosses is fibre's doing.
-Checked: ping across fibre, ping of the router's address, UDP and TCP across, that fibre
-uses no CPU to speak of while idle, and the counters it prints when it stops (SIGTERM).
+Checked: ping across fibre, ping of the router's address, UDP and TCP across, ping again
+after a flap of r's link towards h2 (veth kinds), that fibre uses no CPU to speak of while
+idle, and the counters it prints when it stops (SIGTERM).
 
 Offloads: the hosts' veths keep transmit checksum offload for AF_PACKET (whose port completes
 CHECKSUM_PARTIAL frames) but have it off for AF_XDP (which cannot tell such frames; the
@@ -155,6 +156,13 @@ def test_traffic_through_fibre(topo, kind, tmp_path):
         for p in (echo, tcp):
             p.kill()
             p.wait()
+        if kind != "tap":
+            # A flap of r's link towards h2: fibre's a1 loses its carrier and regains it (its
+            # neighbours flushed), and traffic resumes.
+            sh("ip", "-n", topo["r"], "link", "set", "a1", "down")
+            time.sleep(0.3)
+            sh("ip", "-n", topo["r"], "link", "set", "a1", "up")
+            assert helper(topo["h1"], "ping", "10.0.2.2", "20") == 0, "ping after a flap"
         # Idle, the worker sleeps in poll(2): well under a tenth of a core.
         before = cpu_seconds(fibre.pid)
         time.sleep(1)

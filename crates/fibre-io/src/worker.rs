@@ -8,8 +8,9 @@
 //! vectors, as `fibre forward` does over captures: the events a vector left are applied,
 //! the objects updated, and the neighbour actions they ask for carried out.
 //!
-//! Ports whose interface is removed ([`PortError::Gone`]) are no longer polled; their counters
-//! stay readable. Frames sent to a link without a port, or that its ring refuses, are counted
+//! A port's host interface state becomes its link's carrier in the routing state (down or
+//! removed: no carrier), as the kernel's links follow their cables. Ports whose interface is
+//! removed ([`PortError::Gone`]) are no longer polled; their counters stay readable. Frames sent to a link without a port, or that its ring refuses, are counted
 //! by the port (`tx_full`, `errors`) or, without a port, in [`Worker::unrouted`].
 //!
 //! Who calls what: one thread owns a worker and its router. Nothing here allocates per frame:
@@ -20,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fibre_dataplane::pipeline::{apply_events, Dataplane, Tx, View, VECTOR};
+use fibre_fib::types::{Link, ReqFlags};
 use fibre_fib::{Fib, NudAction};
 use fibre_fwd::FwdWriter;
 
@@ -78,6 +80,21 @@ impl Router {
         dp.neigh_actions(v, at, &self.actions, tx);
         dp.run_timers(v, at, tx);
         self.actions.clear();
+    }
+
+    /// Gives link `ifindex` the carrier of its port's host interface, as the kernel does when
+    /// a cable comes or goes: next hops on it turn linkdown, its neighbours are flushed on the
+    /// loss, and the forwarding objects follow.
+    pub fn set_carrier(&mut self, ifindex: u32, carrier: bool) {
+        let link = Link {
+            ifindex,
+            carrier: Some(carrier),
+            ..Link::default()
+        };
+        // Only links of the configuration are bound, so the change applies; were the link
+        // deleted meanwhile, there would be nothing to follow.
+        let _ = self.fib.link_new(&link, ReqFlags::NONE);
+        self.fwd.update(&self.fib);
     }
 
     /// One vector received at `now`, then the writer's turn: the events applied, the objects
@@ -244,9 +261,8 @@ impl Worker {
     }
 
     /// Sleeps until a port has frames, the router's next timer (`now` on the same clock), or
-    /// [`IDLE_CHECK`], whichever is first; then asks the ports that reported an error, or all
-    /// of them after a full [`IDLE_CHECK`], for their state.
-    pub fn wait(&mut self, router: &Router, now: u64) {
+    /// [`IDLE_CHECK`], whichever is first. True when poll(2) reported an error on a port.
+    pub fn wait(&mut self, router: &Router, now: u64) -> bool {
         for i in &mut self.inputs {
             i.rx.release();
         }
@@ -259,35 +275,49 @@ impl Worker {
             p.revents = 0;
         }
         // SAFETY: `pollfds` is a valid array of its length for the whole call.
-        let r = unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as _, ms) };
-        let timed_out = r == 0;
-        let errors = self
-            .pollfds
+        unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as _, ms) };
+        self.pollfds
             .iter()
-            .any(|p| p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0);
-        if timed_out || errors {
-            let mut gone = false;
-            for i in &mut self.inputs {
-                if i.state != Err(PortError::Gone) {
-                    i.state = i.rx.check();
-                    gone |= i.state == Err(PortError::Gone);
-                }
+            .any(|p| p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0)
+    }
+
+    /// Asks every live port for its host interface's state; a link whose port went down or
+    /// came back up gets that carrier in the routing state, and ports whose interface is gone
+    /// are no longer polled.
+    pub fn check_ports(&mut self, router: &mut Router) {
+        let mut gone = false;
+        for i in &mut self.inputs {
+            if i.state == Err(PortError::Gone) {
+                continue;
             }
-            if gone {
-                self.rebuild_pollfds();
+            let state = i.rx.check();
+            if state.is_ok() != i.state.is_ok() {
+                router.set_carrier(i.ifindex, state.is_ok());
             }
+            i.state = state;
+            gone |= state == Err(PortError::Gone);
+        }
+        if gone {
+            self.rebuild_pollfds();
         }
     }
 
-    /// Forwards until `stop` is set: busy while frames come, asleep when none do. `clock`
-    /// gives the time in nanoseconds on the router's clock.
+    /// Forwards until `stop` is set: busy while frames come, asleep when none do, the ports'
+    /// state checked at the start, every [`IDLE_CHECK`] and when poll(2) reports an error.
+    /// `clock` gives the time in nanoseconds on the router's clock.
     pub fn run(&mut self, router: &mut Router, stop: &AtomicBool, clock: &dyn Fn() -> u64) {
         /// Vectors taken from one port before the next port's turn.
         const ROUNDS_PER_PORT: usize = 4;
+        let every = IDLE_CHECK.as_nanos() as u64;
+        let mut next_check = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = clock();
-            if self.poll_once(router, now, ROUNDS_PER_PORT) == 0 {
-                self.wait(router, now);
+            if now >= next_check {
+                self.check_ports(router);
+                next_check = now + every;
+            }
+            if self.poll_once(router, now, ROUNDS_PER_PORT) == 0 && self.wait(router, now) {
+                self.check_ports(router);
             }
         }
     }
