@@ -50,10 +50,12 @@ pub struct Config {
     /// frames, so a block fills in tens of microseconds under load.
     pub block_size: u32,
     /// Receive blocks: with `block_size`, how much the kernel can queue while a worker is
-    /// busy (2 MiB by default, about 1400 full-size or 20000 small frames).
+    /// busy (2 MiB by default: about 1300 full-size or 14000 minimum-size frames, each with
+    /// its 80-byte header).
     pub block_count: u32,
     /// How long a block that is not full waits before the kernel hands it over, in
-    /// milliseconds: the latency bound at low rates. 1 ms is the least the kernel accepts.
+    /// milliseconds: the latency bound at low rates. 1 ms is the least one can ask (0 means
+    /// the kernel's default, several milliseconds).
     pub retire_ms: u32,
     /// Bytes per transmit slot, a power of two: the largest frame the port sends is this less
     /// the slot header (32 bytes).
@@ -101,12 +103,6 @@ fn at<T>(step: &'static str, r: std::io::Result<T>) -> Step<T> {
     r.map_err(|e| (step, e))
 }
 
-fn page_size() -> u32 {
-    // SAFETY: sysconf takes no pointers.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u32::try_from(p).unwrap_or(4096)
-}
-
 fn invalid(what: &'static str) -> (&'static str, std::io::Error) {
     (what, std::io::Error::from_raw_os_error(libc::EINVAL))
 }
@@ -133,7 +129,7 @@ struct PacketRx {
 
 impl PacketRx {
     fn open(ifindex: u32, c: &Config) -> Step<PacketRx> {
-        if c.block_size == 0 || c.block_size % page_size() != 0 || c.block_count == 0 {
+        if c.block_size == 0 || c.block_size % sys::page_size() != 0 || c.block_count == 0 {
             return Err(invalid("receive ring geometry"));
         }
         // Protocol 0 until the ring is set up, so nothing is queued outside it.
@@ -188,7 +184,9 @@ impl PacketRx {
     }
 
     fn block_base(&self, block: usize) -> *mut u8 {
-        // SAFETY: `block < blocks`, so the offset stays inside the mapping.
+        debug_assert!(block < self.blocks);
+        // SAFETY: callers pass `block < blocks` (the read position and the held blocks, both
+        // kept modulo `blocks`), so the offset stays inside the mapping.
         unsafe { self.ring.ptr().add(block * self.block_size) }
     }
 
@@ -343,7 +341,7 @@ struct PacketTx {
 impl PacketTx {
     fn open(ifindex: u32, c: &Config) -> Step<PacketTx> {
         let slot = c.tx_slot_size;
-        let block = page_size().max(slot);
+        let block = sys::page_size().max(slot);
         if !slot.is_power_of_two() || (slot as usize) <= TX_DATA || c.tx_slots == 0 {
             return Err(invalid("transmit ring geometry"));
         }

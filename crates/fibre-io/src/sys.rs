@@ -134,6 +134,13 @@ pub(crate) fn kick(fd: BorrowedFd<'_>) -> Result<bool, PortError> {
     }
 }
 
+/// The size of a memory page, which ring blocks and UMEM chunks are measured against.
+pub(crate) fn page_size() -> u32 {
+    // SAFETY: sysconf takes no pointers.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(p).unwrap_or(4096)
+}
+
 /// The index of interface `name` in the calling thread's network namespace.
 pub(crate) fn ifindex(name: &str) -> Result<u32, OpenError> {
     let missing = || OpenError::NoDevice(name.to_owned());

@@ -99,7 +99,7 @@ pub fn open(dev: &str, config: &Config) -> Result<Port, OpenError> {
     let ifindex = sys::ifindex(dev)?;
     let step = |step, e| OpenError::step(step, e, dev);
     let c = config;
-    let page = page_size();
+    let page = sys::page_size();
     if !c.frame_size.is_power_of_two()
         || c.frame_size < MIN_CHUNK
         || c.frame_size > page
@@ -270,12 +270,6 @@ impl<T: Copy> MappedRing<T> {
         };
         Ok(MappedRing { ring, _map: map })
     }
-}
-
-fn page_size() -> u32 {
-    // SAFETY: sysconf takes no pointers.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u32::try_from(p).unwrap_or(4096)
 }
 
 /// The receive half: fill and RX rings and the chunks handed out.
