@@ -6,6 +6,8 @@
   udp-ask DST PORT        sends a datagram to DST:PORT and waits for it back; exit 0 if so
   tcp-echo PORT SECONDS   echoes one TCP connection on PORT, for at most SECONDS
   tcp-ask DST PORT BYTES  sends BYTES over TCP to DST:PORT and reads them back; exit 0 if equal
+  pmtu DST SIZE           sends SIZE-byte UDP datagrams with DF to DST until the path MTU
+                          learnt from an ICMP "fragmentation needed" is below SIZE; prints it
   offloads-off DEV [tx]   segmentation offloads (TSO, GSO) off on DEV, and with `tx` transmit
                           checksum offload too (ethtool -K DEV tso off gso off [tx off])
 """
@@ -114,6 +116,23 @@ def tcp_ask(dst: str, port: int, n: int) -> bool:
     return bytes(got) == payload
 
 
+def pmtu(dst: str, size: int) -> int | None:
+    IP_MTU_DISCOVER, IP_PMTUDISC_DO, IP_MTU = 10, 2, 14
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+    s.connect((dst, 9))
+    for _ in range(20):
+        try:
+            s.send(b"m" * (size - 28))
+        except OSError:
+            pass
+        time.sleep(0.1)
+        mtu = s.getsockopt(socket.IPPROTO_IP, IP_MTU)
+        if mtu < size:
+            return mtu
+    return None
+
+
 def ethtool_set(dev: str, cmd: int, value: int) -> None:
     SIOCETHTOOL = 0x8946
     buf = array.array("B", struct.pack("II", cmd, value))
@@ -145,6 +164,10 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "tcp-ask":
         return 0 if tcp_ask(argv[1], int(argv[2]), int(argv[3])) else 1
+    if cmd == "pmtu":
+        mtu = pmtu(argv[1], int(argv[2]))
+        print(mtu)
+        return 0 if mtu is not None else 1
     if cmd == "offloads-off":
         offloads_off(argv[1], argv[2:] == ["tx"])
         return 0

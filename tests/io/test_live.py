@@ -7,8 +7,9 @@
 fibre creates TAP devices a0 and a1 in r, which the test moves to the hosts as their eth0.
 r's own stack has no addresses and does not forward, so whatever crosses is fibre's doing.
 Checked: ping across fibre, ping of the router's address, UDP and TCP across, ping again
-after a flap of r's link towards h2 (veth kinds), that fibre uses no CPU to speak of while
-idle, and the counters it prints when it stops (SIGTERM).
+after a flap of r's link towards h2 and a path MTU learnt from fibre after that link's MTU
+is lowered (veth kinds: fibre's link follows its host interface), that fibre uses no CPU to
+speak of while idle, and the counters it prints when it stops (SIGTERM).
 
 Offloads: the hosts' veths keep transmit checksum offload for AF_PACKET (whose port completes
 CHECKSUM_PARTIAL frames) but have it off for AF_XDP (which cannot tell such frames; the
@@ -163,6 +164,13 @@ def test_traffic_through_fibre(topo, kind, tmp_path):
             time.sleep(0.3)
             sh("ip", "-n", topo["r"], "link", "set", "a1", "up")
             assert helper(topo["h1"], "ping", "10.0.2.2", "20") == 0, "ping after a flap"
+            # r's link towards h2 gets a smaller MTU: fibre's a1 follows, and answers a larger
+            # datagram with "fragmentation needed" naming it.
+            sh("ip", "-n", topo["r"], "link", "set", "a1", "mtu", "1400")
+            time.sleep(0.3)
+            learnt = sh("ip", "netns", "exec", topo["h1"], sys.executable, HELP, "pmtu",
+                        "10.0.2.2", "1450", check=False)
+            assert learnt.stdout.strip() == "1400", learnt
         # Idle, the worker sleeps in poll(2): well under a tenth of a core.
         before = cpu_seconds(fibre.pid)
         time.sleep(1)

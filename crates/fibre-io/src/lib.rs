@@ -224,6 +224,10 @@ pub trait RxQueue: Send {
     /// cause of POLLERR).
     fn check(&mut self) -> Result<(), PortError>;
 
+    /// The host interface's MTU, where the port can ask (a TAP moved to another namespace
+    /// cannot be asked by name).
+    fn mtu(&self) -> Option<u32>;
+
     /// The receive counters, the kernel's ring drops included.
     fn counters(&mut self) -> Counters;
 }

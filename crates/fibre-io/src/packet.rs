@@ -312,6 +312,10 @@ impl RxQueue for PacketRx {
         pending
     }
 
+    fn mtu(&self) -> Option<u32> {
+        self.probe.mtu()
+    }
+
     fn counters(&mut self) -> Counters {
         // PACKET_STATISTICS resets the kernel's counts on each read: add them up here.
         if let Ok(s) = sys::getsockopt::<libc::tpacket_stats_v3>(

@@ -270,8 +270,8 @@ impl LinkProbe {
         })
     }
 
-    /// `Ok` while the interface is up with carrier, `Down` while not, `Gone` once removed.
-    pub(crate) fn state(&self) -> Result<(), PortError> {
+    /// An `ifreq` naming the interface, or `Gone` once it is removed.
+    fn named(&self) -> Result<libc::ifreq, PortError> {
         // SAFETY: ifreq is plain data; all zeroes is valid.
         let mut req: libc::ifreq = unsafe { zeroed() };
         req.ifr_ifru.ifru_ifindex = self.ifindex as i32;
@@ -279,7 +279,13 @@ impl LinkProbe {
         if unsafe { libc::ioctl(self.sock.as_raw_fd(), libc::SIOCGIFNAME, &mut req) } < 0 {
             return Err(PortError::Gone);
         }
-        // SAFETY: as above; SIOCGIFFLAGS reads the name and writes the flags.
+        Ok(req)
+    }
+
+    /// `Ok` while the interface is up with carrier, `Down` while not, `Gone` once removed.
+    pub(crate) fn state(&self) -> Result<(), PortError> {
+        let mut req = self.named()?;
+        // SAFETY: `req` names the interface; SIOCGIFFLAGS writes the flags.
         if unsafe { libc::ioctl(self.sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
             return Err(PortError::Gone);
         }
@@ -291,5 +297,16 @@ impl LinkProbe {
         } else {
             Err(PortError::Down)
         }
+    }
+
+    /// The interface's MTU; `None` once it is removed.
+    pub(crate) fn mtu(&self) -> Option<u32> {
+        let mut req = self.named().ok()?;
+        // SAFETY: `req` names the interface; SIOCGIFMTU writes the MTU.
+        if unsafe { libc::ioctl(self.sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
+            return None;
+        }
+        // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
+        u32::try_from(unsafe { req.ifr_ifru.ifru_mtu }).ok()
     }
 }

@@ -160,6 +160,10 @@ impl RxQueue for TapRx {
         Ok(())
     }
 
+    fn mtu(&self) -> Option<u32> {
+        None
+    }
+
     fn counters(&mut self) -> Counters {
         self.counters
     }

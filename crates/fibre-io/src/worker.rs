@@ -9,7 +9,8 @@
 //! the objects updated, and the neighbour actions they ask for carried out.
 //!
 //! A port's host interface state becomes its link's carrier in the routing state (down or
-//! removed: no carrier), as the kernel's links follow their cables. Ports whose interface is
+//! removed: no carrier), and its MTU the link's MTU, as the kernel's links follow their
+//! cables and drivers. Ports whose interface is
 //! removed ([`PortError::Gone`]) are no longer polled; their counters stay readable. Frames sent to a link without a port, or that its ring refuses, are counted
 //! by the port (`tx_full`, `errors`) or, without a port, in [`Worker::unrouted`].
 //!
@@ -82,17 +83,19 @@ impl Router {
         self.actions.clear();
     }
 
-    /// Gives link `ifindex` the carrier of its port's host interface, as the kernel does when
-    /// a cable comes or goes: next hops on it turn linkdown, its neighbours are flushed on the
-    /// loss, and the forwarding objects follow.
-    pub fn set_carrier(&mut self, ifindex: u32, carrier: bool) {
+    /// Gives link `ifindex` the carrier and MTU of its port's host interface (`None`: left as
+    /// it is), as the kernel's links follow their cables and their drivers: on a carrier loss
+    /// next hops on the link turn linkdown and its neighbours are flushed; the forwarding
+    /// objects follow.
+    pub fn follow(&mut self, ifindex: u32, carrier: Option<bool>, mtu: Option<u32>) {
         let link = Link {
             ifindex,
-            carrier: Some(carrier),
+            carrier,
+            mtu,
             ..Link::default()
         };
-        // Only links of the configuration are bound, so the change applies; were the link
-        // deleted meanwhile, there would be nothing to follow.
+        // Only links of the configuration are bound, so the change applies but for an MTU
+        // fibre does not take (below 68 or above its maximum), which leaves the link's own.
         let _ = self.fib.link_new(&link, ReqFlags::NONE);
         self.fwd.update(&self.fib);
     }
@@ -123,6 +126,8 @@ struct Input {
     ifindex: u32,
     rx: Box<dyn RxQueue>,
     state: Result<(), PortError>,
+    /// The host interface's MTU as last given to the link.
+    mtu: Option<u32>,
 }
 
 /// The transmit sides, by fibre link index: the data plane's [`Tx`].
@@ -181,6 +186,7 @@ impl Worker {
             ifindex,
             rx: port.rx,
             state: Ok(()),
+            mtu: None,
         });
         self.out.ports.push((ifindex, port.tx));
         self.rebuild_pollfds();
@@ -281,9 +287,9 @@ impl Worker {
             .any(|p| p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0)
     }
 
-    /// Asks every live port for its host interface's state; a link whose port went down or
-    /// came back up gets that carrier in the routing state, and ports whose interface is gone
-    /// are no longer polled.
+    /// Asks every live port for its host interface's state and MTU; a link whose port went
+    /// down or came back up gets that carrier in the routing state, and one whose interface's
+    /// MTU changed that MTU. Ports whose interface is gone are no longer polled.
     pub fn check_ports(&mut self, router: &mut Router) {
         let mut gone = false;
         for i in &mut self.inputs {
@@ -291,10 +297,13 @@ impl Worker {
                 continue;
             }
             let state = i.rx.check();
-            if state.is_ok() != i.state.is_ok() {
-                router.set_carrier(i.ifindex, state.is_ok());
+            let carrier = (state.is_ok() != i.state.is_ok()).then_some(state.is_ok());
+            let mtu = i.rx.mtu().filter(|m| i.mtu != Some(*m));
+            if carrier.is_some() || mtu.is_some() {
+                router.follow(i.ifindex, carrier, mtu);
             }
             i.state = state;
+            i.mtu = mtu.or(i.mtu);
             gone |= state == Err(PortError::Gone);
         }
         if gone {

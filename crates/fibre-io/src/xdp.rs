@@ -357,6 +357,10 @@ impl RxQueue for XdpRx {
         })
     }
 
+    fn mtu(&self) -> Option<u32> {
+        self.shared.probe.mtu()
+    }
+
     fn counters(&mut self) -> Counters {
         if let Ok(s) = sys::getsockopt::<libc::xdp_statistics>(
             self.shared.fd.as_fd(),

@@ -349,12 +349,16 @@ fn interface_removed(kind: Kind) {
     drop(port);
 }
 
-/// The host interface set down and up again under an open port: `check` says `Down`, then
-/// `Ok` once the carrier is back, and frames flow both ways again.
+/// The host interface's MTU changed, and the interface set down and up again, under an open
+/// port: `mtu` follows, `check` says `Down`, then `Ok` once the carrier is back, and frames
+/// flow both ways again.
 fn link_flap(kind: Kind) {
     let lab = Lab::new(kind);
     let mut port = open(kind, &lab.a, false);
     let far = lab.far_side();
+    assert_eq!(port.rx.mtu(), Some(1500), "{}", kind.name());
+    ip(&["-n", &lab.a.0, "link", "set", "port", "mtu", "1400"]);
+    assert_eq!(port.rx.mtu(), Some(1400), "{}", kind.name());
     ip(&["-n", &lab.a.0, "link", "set", "port", "down"]);
     assert_eq!(port.rx.check(), Err(PortError::Down), "{}", kind.name());
     ip(&["-n", &lab.a.0, "link", "set", "port", "up"]);
