@@ -6,7 +6,9 @@
 //! (`af_packet`, the default here; `af_xdp`; `tap`, which creates HOSTIF as a TAP device).
 //! One worker forwards on the monotonic clock (fibre-io's `worker`), taking the writer's
 //! turn itself between vectors, until SIGINT or SIGTERM or until SECONDS have passed; then
-//! the counters are printed as for captures, followed by one line per port.
+//! the counters are printed as for captures, followed by one line per port. Each bound link
+//! follows its host interface: no carrier while that is down or gone, and its MTU (which
+//! replaces the configuration's from the start).
 //!
 //! The host's own stack still sees what arrives on an AF_PACKET port (a packet socket is a
 //! tap, not a diversion), so the host interfaces should carry no addresses of their own; an

@@ -93,6 +93,13 @@ struct Shared {
     zerocopy: bool,
 }
 
+impl Shared {
+    /// The socket's drop and error counts since it opened (XDP_STATISTICS).
+    fn statistics(&self) -> Option<libc::xdp_statistics> {
+        sys::getsockopt(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_STATISTICS).ok()
+    }
+}
+
 /// Opens an AF_XDP port on queue `config.queue` of interface `dev` in the calling thread's
 /// network namespace.
 pub fn open(dev: &str, config: &Config) -> Result<Port, OpenError> {
@@ -362,11 +369,7 @@ impl RxQueue for XdpRx {
     }
 
     fn counters(&mut self) -> Counters {
-        if let Ok(s) = sys::getsockopt::<libc::xdp_statistics>(
-            self.shared.fd.as_fd(),
-            libc::SOL_XDP,
-            libc::XDP_STATISTICS,
-        ) {
+        if let Some(s) = self.shared.statistics() {
             self.counters.rx_ring_drops = s.rx_dropped + s.rx_ring_full;
         }
         self.counters
@@ -481,11 +484,7 @@ impl TxQueue for XdpTx {
     }
 
     fn counters(&mut self) -> Counters {
-        if let Ok(s) = sys::getsockopt::<libc::xdp_statistics>(
-            self.shared.fd.as_fd(),
-            libc::SOL_XDP,
-            libc::XDP_STATISTICS,
-        ) {
+        if let Some(s) = self.shared.statistics() {
             self.invalid = s.tx_invalid_descs;
         }
         let mut c = self.counters;
