@@ -10,9 +10,9 @@
 //!
 //! A port's host interface state becomes its link's carrier in the routing state (down or
 //! removed: no carrier), and its MTU the link's MTU, as the kernel's links follow their
-//! cables and drivers. Ports whose interface is
-//! removed ([`PortError::Gone`]) are no longer polled; their counters stay readable. Frames sent to a link without a port, or that its ring refuses, are counted
-//! by the port (`tx_full`, `errors`) or, without a port, in [`Worker::unrouted`].
+//! cables and drivers. Ports whose interface is removed ([`PortError::Gone`]) are no longer
+//! polled; their counters stay readable. Frames that a port's ring refuses are counted by the
+//! port (`tx_full`, `errors`); frames for a link without a port in [`Worker::unrouted`].
 //!
 //! Who calls what: one thread owns a worker and its router. Nothing here allocates per frame:
 //! the vectors live on the stack, the port list is fixed after [`Worker::add`].
@@ -164,6 +164,8 @@ pub struct Worker {
     out: Outputs,
     /// poll(2)'s array, one entry per input, rebuilt only when an input dies.
     pollfds: Vec<libc::pollfd>,
+    /// A port failed to receive or reported an error: check the ports before the next round.
+    recheck: bool,
 }
 
 impl Worker {
@@ -176,6 +178,7 @@ impl Worker {
                 unrouted: 0,
             },
             pollfds: Vec::new(),
+            recheck: false,
         }
     }
 
@@ -241,12 +244,10 @@ impl Worker {
             }
             for _ in 0..rounds_per_port {
                 let mut frames: [&[u8]; VECTOR] = [&[]; VECTOR];
-                let n = match input.rx.recv(&mut frames) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        input.state = Err(e);
-                        0
-                    }
+                let Ok(n) = input.rx.recv(&mut frames) else {
+                    // The port's state, and its link's carrier, are settled by `check_ports`.
+                    self.recheck = true;
+                    break;
                 };
                 if n == 0 {
                     break;
@@ -291,6 +292,7 @@ impl Worker {
     /// down or came back up gets that carrier in the routing state, and one whose interface's
     /// MTU changed that MTU. Ports whose interface is gone are no longer polled.
     pub fn check_ports(&mut self, router: &mut Router) {
+        self.recheck = false;
         let mut gone = false;
         for i in &mut self.inputs {
             if i.state == Err(PortError::Gone) {
@@ -321,12 +323,12 @@ impl Worker {
         let mut next_check = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = clock();
-            if now >= next_check {
+            if now >= next_check || self.recheck {
                 self.check_ports(router);
                 next_check = now + every;
             }
-            if self.poll_once(router, now, ROUNDS_PER_PORT) == 0 && self.wait(router, now) {
-                self.check_ports(router);
+            if self.poll_once(router, now, ROUNDS_PER_PORT) == 0 {
+                self.recheck |= self.wait(router, now);
             }
         }
     }
