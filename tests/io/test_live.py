@@ -9,7 +9,8 @@ r's own stack has no addresses and does not forward, so whatever crosses is fibr
 Checked: ping across fibre, ping of the router's address, UDP and TCP across, ping again
 after a flap of r's link towards h2 and a path MTU learnt from fibre after that link's MTU
 is lowered (veth kinds: fibre's link follows its host interface), that fibre uses no CPU to
-speak of while idle, and the counters it prints when it stops (SIGTERM).
+speak of while idle, that it carries on when a1's host interface is removed and says so, and
+the counters it prints when it stops (SIGTERM).
 
 Offloads: the hosts' veths keep transmit checksum offload for AF_PACKET (whose port completes
 CHECKSUM_PARTIAL frames) but have it off for AF_XDP (which cannot tell such frames; the
@@ -175,6 +176,14 @@ def test_traffic_through_fibre(topo, kind, tmp_path):
         before = cpu_seconds(fibre.pid)
         time.sleep(1)
         assert cpu_seconds(fibre.pid) - before < 0.1, "fibre busy while idle"
+        # The host side of a1 removed (for TAP, the device itself): fibre carries on, and its
+        # port says the interface is gone.
+        if kind == "tap":
+            sh("ip", "-n", topo["h2"], "link", "del", "eth0")
+        else:
+            sh("ip", "-n", topo["r"], "link", "del", "a1")
+        time.sleep(0.3)
+        assert helper(topo["h1"], "ping", "10.0.1.1", "4") == 0, "ping of the router after"
     finally:
         fibre.send_signal(signal.SIGTERM)
         out, err = fibre.communicate(timeout=10)
@@ -184,8 +193,9 @@ def test_traffic_through_fibre(topo, kind, tmp_path):
     assert report["sent"]["echo_replies"] >= 1, report
     ports = {p["link"]: p for p in report["ports"]}
     assert set(ports) == {"a0", "a1"}
+    assert ports["a0"]["state"] == "up" and ports["a1"]["state"] == "gone", ports
     for p in ports.values():
-        assert p["io"] == kind and p["state"] == "up", p
+        assert p["io"] == kind, p
         c = p["counters"]
         assert c["rx_packets"] > 0 and c["tx_packets"] > 0, p
         assert c["rx_ring_drops"] == 0 and c["tx_full"] == 0, p

@@ -314,7 +314,8 @@ impl Worker {
     }
 
     /// Forwards until `stop` is set: busy while frames come, asleep when none do, the ports'
-    /// state checked at the start, every [`IDLE_CHECK`] and when poll(2) reports an error.
+    /// state checked at the start, every [`IDLE_CHECK`], and when poll(2) reports an error or
+    /// a port fails to receive.
     /// `clock` gives the time in nanoseconds on the router's clock.
     pub fn run(&mut self, router: &mut Router, stop: &AtomicBool, clock: &dyn Fn() -> u64) {
         /// Vectors taken from one port before the next port's turn.
