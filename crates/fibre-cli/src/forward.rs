@@ -11,7 +11,8 @@
 //!
 //! Frames with the same time form one vector for the pipeline (up to its vector size); after
 //! each vector the events it left (neighbours learnt or to resolve) are applied to the FIB, as
-//! fibred's writer does between a worker's vectors. After the last input the clock runs on
+//! fibred's writer does between a worker's vectors (fibre-io's `Router`, which the live mode,
+//! `--port`, shares: see `live.rs`). After the last input the clock runs on
 //! until no neighbour timer is left (at most [`DRAIN_NS`] past the last frame), so that
 //! resolutions in progress end as they would.
 
@@ -19,9 +20,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
 
-use fibre_dataplane::pipeline::{apply_events, Config, Dataplane, Tx, View, VECTOR};
+use fibre_dataplane::pipeline::{Config, Dataplane, Tx, VECTOR};
 use fibre_fib::Fib;
-use fibre_fwd::FwdWriter;
+use fibre_io::worker::Router;
 
 use crate::online::{offline_fib, Backend};
 use crate::pcap::{self, Captured};
@@ -33,12 +34,37 @@ use crate::{Cli, Options};
 const DRAIN_NS: u64 = 60_000_000_000;
 
 const USAGE: &str =
-    "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n";
+    "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n       fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:KIND] [ --port ... ] [ --duration SECONDS ]\n";
 
 struct Args<'a> {
     config: &'a str,
     inputs: Vec<(&'a str, &'a str)>,
     out: &'a str,
+}
+
+/// The `LINK=WHAT` value of option `opt`, both sides non-empty.
+pub(crate) fn link_pair<'a>(
+    opt: &str,
+    value: Option<&&'a str>,
+    what: &str,
+) -> Result<(&'a str, &'a str), String> {
+    let v = value.ok_or_else(|| format!("{opt} needs LINK={what}"))?;
+    v.split_once('=')
+        .filter(|(l, r)| !l.is_empty() && !r.is_empty())
+        .ok_or_else(|| format!("{opt} \"{v}\": expected LINK={what}"))
+}
+
+/// A parse error (empty: help was asked for) and the usage, on stderr; the exit status.
+pub(crate) fn usage_error(e: &str, usage: &str, stderr: &mut dyn Write) -> i32 {
+    if !e.is_empty() {
+        let _ = writeln!(stderr, "fibre forward: {e}");
+    }
+    let _ = stderr.write_all(usage.as_bytes());
+    if e.is_empty() {
+        0
+    } else {
+        255
+    }
 }
 
 fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
@@ -48,14 +74,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     let mut it = words.iter();
     while let Some(&w) = it.next() {
         match w {
-            "--in" | "-in" => {
-                let v = it.next().ok_or("--in needs LINK=FILE")?;
-                let (link, file) = v
-                    .split_once('=')
-                    .filter(|(l, f)| !l.is_empty() && !f.is_empty())
-                    .ok_or_else(|| format!("--in \"{v}\": expected LINK=FILE"))?;
-                inputs.push((link, file));
-            }
+            "--in" | "-in" => inputs.push(link_pair("--in", it.next(), "FILE")?),
             "--out" | "-out" => out = Some(*it.next().ok_or("--out needs a directory")?),
             "help" | "--help" | "-h" => return Err(String::new()),
             _ if config.is_none() && !w.starts_with('-') => config = Some(w),
@@ -107,72 +126,23 @@ impl Tx for PcapTx<'_> {
     }
 }
 
-/// The routing state and the forwarding objects compiled from it: what fibred's writer owns.
-struct Router {
-    fib: Fib,
-    fwd: FwdWriter,
-}
-
-impl Router {
-    /// Runs the timers due up to `until` (the FIB's neighbour timers and the data plane's
-    /// own), each at its own time.
-    fn run_timers(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
-        let mut actions = Vec::new();
-        loop {
-            let next = [self.fib.neigh_next_timer(), dp.next_timer()]
-                .into_iter()
-                .flatten()
-                .min();
-            let Some(at) = next.filter(|at| *at <= until) else {
-                break;
-            };
-            tx.now = at;
-            self.fib.neigh_timers(at, &mut actions);
-            self.fwd.update(&self.fib);
-            let v = View {
-                fib: &self.fib,
-                fwd: self.fwd.latest(),
-            };
-            dp.neigh_actions(v, at, &actions, tx);
-            dp.run_timers(v, at, tx);
-            actions.clear();
-        }
-    }
-
-    /// One vector received at `t`, then the writer's turn: the events applied, the objects
-    /// updated, and what the neighbour states ask done.
-    fn vector(&mut self, dp: &mut Dataplane, tx: &mut PcapTx, t: u64, frames: &[(u32, &[u8])]) {
-        tx.now = t;
-        {
-            let v = View {
-                fib: &self.fib,
-                fwd: self.fwd.latest(),
-            };
-            dp.receive(v, t, frames, tx);
-        }
-        let mut actions = Vec::new();
-        apply_events(&mut self.fib, dp.take_events(), t, &mut actions);
-        self.fwd.update(&self.fib);
-        let v = View {
-            fib: &self.fib,
-            fwd: self.fwd.latest(),
-        };
-        dp.neigh_actions(v, t, &actions, tx);
+/// Runs the timers due up to `until` (the FIB's neighbour timers and the data plane's own),
+/// each at its own time.
+fn run_timers(router: &mut Router, dp: &mut Dataplane, tx: &mut PcapTx, until: u64) {
+    while let Some(at) = router.next_due(dp, until) {
+        tx.now = at;
+        router.fire(dp, at, tx);
     }
 }
 
-/// `fibre forward`; returns the exit status.
-pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    let args = match parse(words) {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                let _ = writeln!(stderr, "fibre forward: {e}");
-            }
-            let _ = stderr.write_all(USAGE.as_bytes());
-            return if e.is_empty() { 0 } else { 255 };
-        }
-    };
+/// The batch file `config` applied to a fresh offline FIB; the batch's exit status if it
+/// fails.
+pub(crate) fn load(
+    config: &str,
+    opts: &Options,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Fib, i32> {
     let mut cli = Cli::new(
         Backend::from(offline_fib()),
         Options {
@@ -180,14 +150,46 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
             ..opts.clone()
         },
     );
-    let status = crate::batch::run_batch(&mut cli, args.config, stdout, stderr);
+    let status = crate::batch::run_batch(&mut cli, config, stdout, stderr);
     if status != 0 {
-        return status;
+        return Err(status);
     }
     let Backend::Local(fib) = cli.fib else {
         unreachable!("forward runs on an offline FIB")
     };
-    let fib = *fib;
+    Ok(*fib)
+}
+
+/// A data plane with the default configuration, and the FIB's link names by index.
+pub(crate) fn pipeline(
+    fib: &Fib,
+    stderr: &mut dyn Write,
+) -> Result<(Dataplane, BTreeMap<u32, String>), i32> {
+    let dp = Dataplane::new(&Config::default()).map_err(|e| {
+        let _ = writeln!(stderr, "fibre forward: {e:?}");
+        1
+    })?;
+    let names = fib
+        .links()
+        .into_iter()
+        .filter_map(|l| Some((l.ifindex, l.ifname?)))
+        .collect();
+    Ok((dp, names))
+}
+
+/// `fibre forward`; returns the exit status.
+pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    if words.contains(&"--port") {
+        return crate::live::run(words, opts, stdout, stderr);
+    }
+    let args = match parse(words) {
+        Ok(a) => a,
+        Err(e) => return usage_error(&e, USAGE, stderr),
+    };
+    let fib = match load(args.config, opts, stdout, stderr) {
+        Ok(f) => f,
+        Err(status) => return status,
+    };
     let mut frames: Vec<(u64, u32, Captured)> = Vec::new();
     for (link, file) in &args.inputs {
         let Some(ifindex) = fib.link_index(link) else {
@@ -208,18 +210,10 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         let _ = writeln!(stderr, "fibre forward: cannot create \"{}\": {e}", args.out);
         return 1;
     }
-    let mut dp = match Dataplane::new(&Config::default()) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = writeln!(stderr, "fibre forward: {e:?}");
-            return 1;
-        }
+    let (mut dp, names) = match pipeline(&fib, stderr) {
+        Ok(p) => p,
+        Err(status) => return status,
     };
-    let names: BTreeMap<u32, String> = fib
-        .links()
-        .into_iter()
-        .filter_map(|l| Some((l.ifindex, l.ifname?)))
-        .collect();
     let mut tx = PcapTx {
         names: &names,
         dir: args.out,
@@ -227,8 +221,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         now: 0,
         error: None,
     };
-    let (fwd, _) = FwdWriter::new(&fib);
-    let mut router = Router { fib, fwd };
+    let mut router = Router::new(fib);
     let mut vector: Vec<(u32, &[u8])> = Vec::with_capacity(VECTOR);
     let mut i = 0;
     while i < frames.len() {
@@ -238,11 +231,12 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
             vector.push((frames[i].1, &frames[i].2.frame));
             i += 1;
         }
-        router.run_timers(&mut dp, &mut tx, t);
-        router.vector(&mut dp, &mut tx, t, &vector);
+        run_timers(&mut router, &mut dp, &mut tx, t);
+        tx.now = t;
+        router.vector(&mut dp, t, &vector, &mut tx);
     }
     if let Some(last) = frames.last() {
-        router.run_timers(&mut dp, &mut tx, last.0 + DRAIN_NS);
+        run_timers(&mut router, &mut dp, &mut tx, last.0 + DRAIN_NS);
     }
     if let Some(e) = tx.error.take() {
         let _ = writeln!(stderr, "fibre forward: {e}");
@@ -263,7 +257,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
     0
 }
 
-fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
+pub(crate) fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
     let c = dp.counters();
     let mut s = String::new();
     let _ = writeln!(
@@ -303,7 +297,7 @@ fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
 }
 
 /// A JSON string literal.
-fn quote(v: &str) -> String {
+pub(crate) fn quote(v: &str) -> String {
     let mut s = String::with_capacity(v.len() + 2);
     s.push('"');
     for ch in v.chars() {
@@ -320,7 +314,7 @@ fn quote(v: &str) -> String {
     s
 }
 
-fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
+pub(crate) fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
     let c = dp.counters();
     let mut s = String::new();
     let _ = write!(

@@ -22,6 +22,7 @@ pub mod demo;
 pub mod error;
 pub mod forward;
 pub mod link;
+pub mod live;
 pub mod monitor;
 pub mod names;
 pub mod neigh;

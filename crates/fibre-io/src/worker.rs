@@ -1,0 +1,347 @@
+//! A forwarding worker: the ports of some fibre links, polled in turn, each vector of frames
+//! run through the data plane (`fibre_dataplane::Dataplane::receive`) and what it sends
+//! transmitted on the port of its output link; asleep in poll(2) while no port has frames and
+//! no timer is due, so an idle worker uses no CPU.
+//!
+//! [`Router`] is the writer's side (the routing state and the forwarding objects compiled from
+//! it): in a single-threaded driver the worker takes the writer's turn itself between
+//! vectors, as `fibre forward` does over captures: the events a vector left are applied,
+//! the objects updated, and the neighbour actions they ask for carried out.
+//!
+//! A port's host interface state becomes its link's carrier in the routing state (down or
+//! removed: no carrier), and its MTU the link's MTU, as the kernel's links follow their
+//! cables and drivers. Ports whose interface is removed ([`PortError::Gone`]) are no longer
+//! polled; their counters stay readable. Frames that a port's ring refuses are counted by the
+//! port (`tx_full`, `errors`); frames for a link without a port in [`Worker::unrouted`].
+//!
+//! Who calls what: one thread owns a worker and its router. Nothing here allocates per frame:
+//! the vectors live on the stack, the port list is fixed after [`Worker::add`].
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use fibre_dataplane::pipeline::{apply_events, Dataplane, Tx, View, VECTOR};
+use fibre_fib::types::{Link, ReqFlags};
+use fibre_fib::{Fib, NudAction};
+use fibre_fwd::FwdWriter;
+
+use crate::{Counters, Port, PortError, RxQueue, TxQueue};
+
+/// The longest an idle worker sleeps before it looks at its ports' state and its stop flag:
+/// an AF_XDP socket signals nothing when its interface goes away, and a stop request waits
+/// at most this long.
+pub const IDLE_CHECK: Duration = Duration::from_millis(100);
+
+/// The routing state and the forwarding objects compiled from it: what fibred's writer owns.
+pub struct Router {
+    pub fib: Fib,
+    pub fwd: FwdWriter,
+    actions: Vec<NudAction>,
+}
+
+impl Router {
+    pub fn new(fib: Fib) -> Router {
+        let (fwd, _) = FwdWriter::new(&fib);
+        Router {
+            fib,
+            fwd,
+            actions: Vec::new(),
+        }
+    }
+
+    pub fn view(&self) -> View<'_> {
+        View {
+            fib: &self.fib,
+            fwd: self.fwd.latest(),
+        }
+    }
+
+    /// The earliest timer due at or before `until`: the FIB's neighbour timers and the data
+    /// plane's own.
+    pub fn next_due(&self, dp: &Dataplane, until: u64) -> Option<u64> {
+        self.next_timer(dp).filter(|at| *at <= until)
+    }
+
+    fn next_timer(&self, dp: &Dataplane) -> Option<u64> {
+        [self.fib.neigh_next_timer(), dp.next_timer()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `at`.
+    pub fn fire(&mut self, dp: &mut Dataplane, at: u64, tx: &mut dyn Tx) {
+        self.fib.neigh_timers(at, &mut self.actions);
+        self.fwd.update(&self.fib);
+        let v = View {
+            fib: &self.fib,
+            fwd: self.fwd.latest(),
+        };
+        dp.neigh_actions(v, at, &self.actions, tx);
+        dp.run_timers(v, at, tx);
+        self.actions.clear();
+    }
+
+    /// Gives link `ifindex` the carrier and MTU of its port's host interface (`None`: left as
+    /// it is), as the kernel's links follow their cables and their drivers: on a carrier loss
+    /// next hops on the link turn linkdown and its neighbours are flushed; the forwarding
+    /// objects follow.
+    pub fn follow(&mut self, ifindex: u32, carrier: Option<bool>, mtu: Option<u32>) {
+        let link = Link {
+            ifindex,
+            carrier,
+            mtu,
+            ..Link::default()
+        };
+        // Only links of the configuration are bound, so the change applies but for an MTU
+        // fibre does not take (below 68 or above its maximum), which leaves the link's own.
+        let _ = self.fib.link_new(&link, ReqFlags::NONE);
+        self.fwd.update(&self.fib);
+    }
+
+    /// One vector received at `now`, then the writer's turn: the events applied, the objects
+    /// updated, and what the neighbour states ask done.
+    pub fn vector(
+        &mut self,
+        dp: &mut Dataplane,
+        now: u64,
+        frames: &[(u32, &[u8])],
+        tx: &mut dyn Tx,
+    ) {
+        dp.receive(self.view(), now, frames, tx);
+        apply_events(&mut self.fib, dp.take_events(), now, &mut self.actions);
+        self.fwd.update(&self.fib);
+        let v = View {
+            fib: &self.fib,
+            fwd: self.fwd.latest(),
+        };
+        dp.neigh_actions(v, now, &self.actions, tx);
+        self.actions.clear();
+    }
+}
+
+/// The receive side of one bound link.
+struct Input {
+    ifindex: u32,
+    rx: Box<dyn RxQueue>,
+    state: Result<(), PortError>,
+    /// The host interface's MTU as last given to the link.
+    mtu: Option<u32>,
+}
+
+/// The transmit sides, by fibre link index: the data plane's [`Tx`].
+struct Outputs {
+    ports: Vec<(u32, Box<dyn TxQueue>)>,
+    unrouted: u64,
+}
+
+impl Tx for Outputs {
+    fn send(&mut self, oif: u32, frame: &[u8]) {
+        match self.ports.iter_mut().find(|(i, _)| *i == oif) {
+            // The port counts what it refuses.
+            Some((_, tx)) => {
+                let _ = tx.send(frame);
+            }
+            None => self.unrouted += 1,
+        }
+    }
+}
+
+impl Outputs {
+    fn flush(&mut self) {
+        for (_, tx) in &mut self.ports {
+            // The port counts failed kicks; a removed interface shows in its input's state.
+            let _ = tx.flush();
+        }
+    }
+}
+
+/// A worker over a fixed set of ports.
+pub struct Worker {
+    dp: Dataplane,
+    inputs: Vec<Input>,
+    out: Outputs,
+    /// poll(2)'s array, one entry per input, rebuilt only when an input dies.
+    pollfds: Vec<libc::pollfd>,
+    /// A port failed to receive or reported an error: check the ports before the next round.
+    recheck: bool,
+}
+
+impl Worker {
+    pub fn new(dp: Dataplane) -> Worker {
+        Worker {
+            dp,
+            inputs: Vec::new(),
+            out: Outputs {
+                ports: Vec::new(),
+                unrouted: 0,
+            },
+            pollfds: Vec::new(),
+            recheck: false,
+        }
+    }
+
+    /// Binds fibre link `ifindex` to `port`: what the port receives enters on the link, what
+    /// the data plane sends on the link leaves by the port.
+    pub fn add(&mut self, ifindex: u32, port: Port) {
+        self.inputs.push(Input {
+            ifindex,
+            rx: port.rx,
+            state: Ok(()),
+            mtu: None,
+        });
+        self.out.ports.push((ifindex, port.tx));
+        self.rebuild_pollfds();
+    }
+
+    fn rebuild_pollfds(&mut self) {
+        self.pollfds = self
+            .inputs
+            .iter()
+            .filter(|i| i.state != Err(PortError::Gone))
+            .map(|i| libc::pollfd {
+                fd: i.rx.fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+    }
+
+    pub fn dataplane(&self) -> &Dataplane {
+        &self.dp
+    }
+
+    /// Frames the data plane sent on links without a port.
+    pub fn unrouted(&self) -> u64 {
+        self.out.unrouted
+    }
+
+    /// Each bound link's port counters and state.
+    pub fn ports(&mut self) -> Vec<(u32, Counters, Result<(), PortError>)> {
+        self.inputs
+            .iter_mut()
+            .zip(&mut self.out.ports)
+            .map(|(i, (_, tx))| {
+                let mut c = i.rx.counters();
+                c.add(&tx.counters());
+                (i.ifindex, c, i.state)
+            })
+            .collect()
+    }
+
+    /// One round at time `now`: the timers due, then every live port's waiting frames, a
+    /// vector at a time (at most `rounds_per_port` vectors each, so one busy port cannot
+    /// starve the others), each followed by the writer's turn. Returns the frames received.
+    pub fn poll_once(&mut self, router: &mut Router, now: u64, rounds_per_port: usize) -> usize {
+        while let Some(at) = router.next_due(&self.dp, now) {
+            router.fire(&mut self.dp, at, &mut self.out);
+        }
+        let mut total = 0;
+        for input in &mut self.inputs {
+            if input.state == Err(PortError::Gone) {
+                continue;
+            }
+            for _ in 0..rounds_per_port {
+                let mut frames: [&[u8]; VECTOR] = [&[]; VECTOR];
+                let Ok(n) = input.rx.recv(&mut frames) else {
+                    // The port's state, and its link's carrier, are settled by `check_ports`.
+                    self.recheck = true;
+                    break;
+                };
+                if n == 0 {
+                    break;
+                }
+                let mut vector: [(u32, &[u8]); VECTOR] = [(0, &[]); VECTOR];
+                for (v, f) in vector.iter_mut().zip(&frames[..n]) {
+                    *v = (input.ifindex, f);
+                }
+                router.vector(&mut self.dp, now, &vector[..n], &mut self.out);
+                self.out.flush();
+                total += n;
+                if n < VECTOR {
+                    break;
+                }
+            }
+        }
+        total
+    }
+
+    /// Sleeps until a port has frames, the router's next timer (`now` on the same clock), or
+    /// [`IDLE_CHECK`], whichever is first. True when poll(2) reported an error on a port.
+    pub fn wait(&mut self, router: &Router, now: u64) -> bool {
+        for i in &mut self.inputs {
+            i.rx.release();
+        }
+        let idle = IDLE_CHECK.as_nanos() as u64;
+        let sleep = router
+            .next_timer(&self.dp)
+            .map_or(idle, |at| at.saturating_sub(now).min(idle));
+        let ms = sleep.div_ceil(1_000_000) as i32;
+        for p in &mut self.pollfds {
+            p.revents = 0;
+        }
+        // SAFETY: `pollfds` is a valid array of its length for the whole call.
+        unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as _, ms) };
+        self.pollfds
+            .iter()
+            .any(|p| p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0)
+    }
+
+    /// Asks every live port for its host interface's state and MTU; a link whose port went
+    /// down or came back up gets that carrier in the routing state, and one whose interface's
+    /// MTU changed that MTU. Ports whose interface is gone are no longer polled.
+    pub fn check_ports(&mut self, router: &mut Router) {
+        self.recheck = false;
+        let mut gone = false;
+        for i in &mut self.inputs {
+            if i.state == Err(PortError::Gone) {
+                continue;
+            }
+            let state = i.rx.check();
+            let carrier = (state.is_ok() != i.state.is_ok()).then_some(state.is_ok());
+            let mtu = i.rx.mtu().filter(|m| i.mtu != Some(*m));
+            if carrier.is_some() || mtu.is_some() {
+                router.follow(i.ifindex, carrier, mtu);
+            }
+            i.state = state;
+            i.mtu = mtu.or(i.mtu);
+            gone |= state == Err(PortError::Gone);
+        }
+        if gone {
+            self.rebuild_pollfds();
+        }
+    }
+
+    /// Forwards until `stop` is set: busy while frames come, asleep when none do, the ports'
+    /// state checked at the start, every [`IDLE_CHECK`], and when poll(2) reports an error or
+    /// a port fails to receive.
+    /// `clock` gives the time in nanoseconds on the router's clock.
+    pub fn run(&mut self, router: &mut Router, stop: &AtomicBool, clock: &dyn Fn() -> u64) {
+        /// Vectors taken from one port before the next port's turn.
+        const ROUNDS_PER_PORT: usize = 4;
+        let every = IDLE_CHECK.as_nanos() as u64;
+        let mut next_check = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let now = clock();
+            if now >= next_check || self.recheck {
+                self.check_ports(router);
+                next_check = now + every;
+            }
+            if self.poll_once(router, now, ROUNDS_PER_PORT) == 0 {
+                self.recheck |= self.wait(router, now);
+            }
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock a live worker and its router share.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is valid for writes; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
