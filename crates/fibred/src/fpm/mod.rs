@@ -198,6 +198,7 @@ pub fn serve(
                     }
                     next += 1;
                     let c = Connection::new(next, stream)?;
+                    relay.upstream_connected();
                     crate::log!(Level::Info, "fpm connected", conn = next, peer = peer);
                     if !send(Event::Connected {
                         conn: next,

@@ -5,10 +5,11 @@
 //! header and all, for every downstream fibred it is connected to; the downstreams see the
 //! relaying fibred as their zebra. Invariants:
 //! - a downstream receives whole frames only, in zebra's order, from the moment it connected;
-//! - a downstream that (re)connects needs everything: the relay then closes zebra's
-//!   connection, which makes zebra connect again and replay its whole state (FPM's only way
-//!   to ask for it); the relaying fibred treats that as any reconnect (nothing is removed,
-//!   what is not replayed is swept), and so do the downstreams already connected;
+//! - a downstream that (re)connects after zebra sent frames on its present connection
+//!   missed them: the relay then closes zebra's connection, which makes zebra connect again
+//!   and replay its whole state (FPM's only way to ask for it); the relaying fibred treats
+//!   that as any reconnect (nothing is removed, what is not replayed is swept), and so do the
+//!   downstreams already connected;
 //! - a downstream that does not keep up ([`QUEUE_BYTES`] queued) or fails is disconnected and
 //!   tried again every [`RETRY`], so it costs the relay bounded memory and never stalls zebra.
 
@@ -38,6 +39,8 @@ struct Target {
 /// The downstream fibreds.
 pub struct Relay {
     targets: Vec<Target>,
+    /// zebra's present connection has sent frames: a downstream connecting now missed them.
+    relayed: bool,
 }
 
 impl Relay {
@@ -54,11 +57,18 @@ impl Relay {
                     retry_at: now,
                 })
                 .collect(),
+            relayed: false,
         }
+    }
+
+    /// zebra connected: what it sends from now on reaches every downstream connected.
+    pub fn upstream_connected(&mut self) {
+        self.relayed = false;
     }
 
     /// Queues one of zebra's frames for every connected downstream.
     pub fn frame(&mut self, header: FpmHeader, payload: &[u8]) {
+        self.relayed = true;
         for t in &mut self.targets {
             if t.stream.is_none() {
                 continue;
@@ -82,8 +92,8 @@ impl Relay {
         }
     }
 
-    /// Connects the downstreams whose retry is due; whether one connected (and so needs
-    /// zebra's whole state).
+    /// Connects the downstreams whose retry is due; whether one connected after zebra's
+    /// present connection sent frames (and so needs zebra to replay them).
     pub fn connect_due(&mut self, now: Instant) -> bool {
         let mut connected = false;
         for t in &mut self.targets {
@@ -111,7 +121,7 @@ impl Relay {
                 }
             }
         }
-        connected
+        connected && self.relayed
     }
 
     /// How long until the next connection attempt is due, if one is.
