@@ -15,42 +15,19 @@ use fibre_netlink::message::flags as nf;
 use fibre_proto::convert::{self, Request};
 use fibred::engine::{ClientCtx, Outcome, Prepared, Reply};
 use fibred::Engine;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Command, Stdio};
 
-const PEERS: u32 = 64;
+// Each example uses a part of what they share.
+#[path = "common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+use common::*;
+
 const DATAGRAM: usize = 4096;
 /// Datagrams the daemon's writer applies between two publishes (its BATCH_DATAGRAMS).
 const BATCH: usize = 64;
 /// Bytes per dump piece: a ring RX frame.
 const PIECE: usize = 16 << 10;
-
-fn read_table(path: &str) -> Vec<(Ipv4Addr, u8, u32)> {
-    let mut child = Command::new("zcat")
-        .arg(path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("zcat runs");
-    let out = child.stdout.take().expect("piped");
-    let mut v4 = Vec::new();
-    for line in BufReader::new(out).lines() {
-        let line = line.expect("readable");
-        let mut it = line.split('\t');
-        let (Some(p), Some(asn)) = (it.next(), it.next()) else {
-            continue;
-        };
-        let Some((a, l)) = p.split_once('/') else {
-            continue;
-        };
-        let (Ok(IpAddr::V4(addr)), Ok(len)) = (a.parse::<IpAddr>(), l.parse::<u8>()) else {
-            continue;
-        };
-        v4.push((addr, len, asn.trim().parse::<u32>().unwrap_or(0) % PEERS));
-    }
-    let _ = child.wait();
-    v4
-}
 
 fn cpu_now() -> f64 {
     let mut ts = libc::timespec {

@@ -28,10 +28,12 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
+// Each example uses a part of what they share.
 #[path = "common/mod.rs"]
+#[allow(dead_code)]
 mod common;
 use common::*;
 
@@ -230,26 +232,12 @@ fn dump_ring(d: &Daemon, rx_frame: Option<u32>) -> (f64, usize) {
 /// the load once (it takes minutes), the save `runs` times (median).
 fn kernel(table: &[(Ipv4Addr, u8, u32)], dir: &Path, runs: usize) -> Option<(f64, f64, usize)> {
     let ns = format!("fibre-daemon-bench-{}", std::process::id());
-    let ip = |args: &[&str]| {
-        Command::new("ip")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-    };
     if !ip(&["netns", "add", &ns]) {
         println!("kernel: skipped (cannot create a network namespace; run as root)");
         return None;
     }
     let r = (|| {
-        let ok = ip(&[
-            "-n", &ns, "link", "add", "v0", "type", "veth", "peer", "name", "p0",
-        ]) && ip(&["-n", &ns, "link", "set", "p0", "up"])
-            && ip(&["-n", &ns, "link", "set", "v0", "up"])
-            && ip(&["-n", &ns, "addr", "add", "10.128.0.1/16", "dev", "v0"]);
-        if !ok {
+        if !gateways_namespace(&ns) {
             println!("kernel: skipped (namespace setup failed)");
             return None;
         }

@@ -23,10 +23,12 @@ use fibre_proto::convert::{self, Request};
 use fibred::{Config, Daemon};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+// Each example uses a part of what they share.
 #[path = "common/mod.rs"]
+#[allow(dead_code)]
 mod common;
 use common::*;
 
@@ -34,15 +36,6 @@ use common::*;
 const GIVE_UP: Duration = Duration::from_secs(600);
 /// How often fibre is asked whether the last route has arrived.
 const POLL: Duration = Duration::from_millis(1);
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// fibred's IPv4 routes (every table), counted from a dump.
 fn fibre_routes(d: &Daemon) -> usize {
@@ -74,16 +67,7 @@ fn run(
         return None;
     }
     let result = (|| {
-        let setup = [
-            vec!["-n", &ns, "link", "set", "lo", "up"],
-            vec![
-                "-n", &ns, "link", "add", "v0", "type", "veth", "peer", "name", "p0",
-            ],
-            vec!["-n", &ns, "link", "set", "p0", "up"],
-            vec!["-n", &ns, "link", "set", "v0", "up"],
-            vec!["-n", &ns, "addr", "add", "10.128.0.1/16", "dev", "v0"],
-        ];
-        if !setup.iter().all(|a| ip(a)) {
+        if !gateways_namespace(&ns) {
             println!("skip: namespace setup failed");
             return None;
         }

@@ -408,6 +408,27 @@ fn fan_out(clients: &[Weak<Client>], notes: Vec<engine::Note>) {
     }
 }
 
+/// A feed's batch (FPM frames or their sweep, mirrored messages): applied by `apply` (given
+/// the groups somebody listens to), visible to every reader before anybody hears of it,
+/// announced, and marked for the state file.
+fn feed_batch(
+    engine: &mut Engine,
+    clients: &[Weak<Client>],
+    metrics: &Recorder,
+    unsaved: &mut state::SaveTimer,
+    apply: impl FnOnce(&mut Engine, u64) -> crate::engine::Applied,
+) {
+    let listening = listening_groups(clients);
+    engine.begin();
+    let applied = apply(engine, listening);
+    publish(engine, metrics);
+    fan_out(clients, applied.notes);
+    if applied.changed {
+        unsaved.changed(Instant::now());
+    }
+    engine.catch_up();
+}
+
 /// Makes the batch visible to readers, timed for the metrics.
 fn publish(engine: &mut Engine, metrics: &Recorder) {
     let start = Instant::now();
@@ -469,16 +490,10 @@ fn writer(
         }
         if let Some(f) = &mut fpm {
             if f.due().is_some_and(|d| d <= Instant::now()) {
-                let listening = listening_groups(&clients);
-                engine.begin();
-                let applied = f.sweep(&mut engine, listening);
-                publish(&mut engine, &metrics);
+                feed_batch(&mut engine, &clients, &metrics, &mut unsaved, |e, l| {
+                    f.sweep(e, l)
+                });
                 metrics.set_feeds(feeds(&fpm, &mirror));
-                fan_out(&clients, applied.notes);
-                if applied.changed {
-                    unsaved.changed(Instant::now());
-                }
-                engine.catch_up();
             }
         }
         let save_due = state.as_ref().and(unsaved.due());
@@ -550,30 +565,17 @@ fn writer(
             }
             Job::Fpm(event) => {
                 let Some(f) = &mut fpm else { continue };
-                let listening = listening_groups(&clients);
-                engine.begin();
-                let applied = f.event(&mut engine, event, listening);
-                // Visible to every reader before anybody hears of it.
-                publish(&mut engine, &metrics);
+                feed_batch(&mut engine, &clients, &metrics, &mut unsaved, |e, l| {
+                    f.event(e, event, l)
+                });
                 metrics.set_feeds(feeds(&fpm, &mirror));
-                fan_out(&clients, applied.notes);
-                if applied.changed {
-                    unsaved.changed(Instant::now());
-                }
-                engine.catch_up();
             }
             Job::Mirror(event) => {
                 let Some(m) = &mut mirror else { continue };
-                let listening = listening_groups(&clients);
-                engine.begin();
-                let applied = m.event(&mut engine, event, listening);
-                publish(&mut engine, &metrics);
+                feed_batch(&mut engine, &clients, &metrics, &mut unsaved, |e, l| {
+                    m.event(e, event, l)
+                });
                 metrics.set_feeds(feeds(&fpm, &mirror));
-                fan_out(&clients, applied.notes);
-                if applied.changed {
-                    unsaved.changed(Instant::now());
-                }
-                engine.catch_up();
             }
             Job::Shutdown(done) => {
                 let saved = state.as_ref().map_or(Ok(()), |p| state::save(&engine, p));

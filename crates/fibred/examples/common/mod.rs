@@ -149,3 +149,29 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
+
+/// Runs `ip` with `args`, quietly; whether it succeeded.
+pub fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Sets namespace `ns` up as the examples' kernel side: a veth whose address (10.128.0.1/16)
+/// makes the gateways of [`gateway`] reachable. Whether it worked.
+pub fn gateways_namespace(ns: &str) -> bool {
+    [
+        vec!["-n", ns, "link", "set", "lo", "up"],
+        vec![
+            "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "p0",
+        ],
+        vec!["-n", ns, "link", "set", "p0", "up"],
+        vec!["-n", ns, "link", "set", "v0", "up"],
+        vec!["-n", ns, "addr", "add", "10.128.0.1/16", "dev", "v0"],
+    ]
+    .iter()
+    .all(|a| ip(a))
+}

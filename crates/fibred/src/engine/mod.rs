@@ -126,6 +126,14 @@ pub fn split_messages(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// What a change of the daemon's own (an FPM frame, a mirrored message, a sweep) did, for the
+/// writer to announce and save.
+#[derive(Default)]
+pub struct Applied {
+    pub notes: Vec<Note>,
+    pub changed: bool,
+}
+
 /// A notification for the members of `group`.
 #[derive(Debug, Clone)]
 pub struct Note {

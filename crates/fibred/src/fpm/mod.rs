@@ -410,12 +410,12 @@ impl Writer {
         engine: &mut crate::Engine,
         event: Event,
         listening: u64,
-    ) -> session::Applied {
+    ) -> crate::engine::Applied {
         match event {
             Event::Connected { conn, feedback } => {
                 self.session.connected(Instant::now());
                 self.conn = Some((conn, feedback));
-                session::Applied::default()
+                crate::engine::Applied::default()
             }
             Event::Closed { conn } => {
                 if self.conn.as_ref().is_some_and(|(c, _)| *c == conn) {
@@ -423,11 +423,11 @@ impl Writer {
                     self.session.disconnected();
                     crate::log!(Level::Info, "fpm feed", counters = self.session.counters());
                 }
-                session::Applied::default()
+                crate::engine::Applied::default()
             }
             Event::Frames { conn, bytes, ends } => {
                 if self.conn.as_ref().is_none_or(|(c, _)| *c != conn) {
-                    return session::Applied::default();
+                    return crate::engine::Applied::default();
                 }
                 let mut start = 0;
                 let frames = ends.iter().map(|&end| {
@@ -452,9 +452,9 @@ impl Writer {
     }
 
     /// Runs the sweep if it is due (inside the caller's engine batch).
-    pub fn sweep(&mut self, engine: &mut crate::Engine, listening: u64) -> session::Applied {
+    pub fn sweep(&mut self, engine: &mut crate::Engine, listening: u64) -> crate::engine::Applied {
         if self.due().is_none_or(|d| d > Instant::now()) {
-            return session::Applied::default();
+            return crate::engine::Applied::default();
         }
         let applied = self.session.sweep(engine, listening);
         let c = self.session.counters();

@@ -28,7 +28,7 @@
 //! readers never see an update's RTM_DELROUTE without its RTM_NEWROUTE; a message that fails
 //! changes nothing (the engine's requests are atomic) and is counted under its errno.
 
-use crate::engine::{Engine, Note};
+use crate::engine::{Applied, Engine};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::nexthop::{GroupEntry, NexthopAttr, NexthopMessage};
 use fibre_netlink::route::{RouteAttr, RouteHeader, RouteMessage, RouteNextHop};
@@ -247,13 +247,6 @@ pub struct Session {
     /// Offload feedback for zebra, netlink messages back to back.
     feedback: Vec<u8>,
     seq: u32,
-}
-
-/// What one call changed, for the writer to pass on.
-#[derive(Default)]
-pub struct Applied {
-    pub notes: Vec<Note>,
-    pub changed: bool,
 }
 
 impl Session {

@@ -51,6 +51,13 @@ fn engine() -> Engine {
     e
 }
 
+/// The engine of [`engine`] and a session whose first connection has just started.
+fn connected() -> (Engine, Session) {
+    let mut s = Session::new(Settings::default());
+    s.connected(Instant::now());
+    (engine(), s)
+}
+
 fn request(e: &mut Engine, r: &Request) -> i32 {
     let mut m = convert::request_message(r, 1, 0);
     m.header.flags |= nf::NLM_F_ACK;
@@ -268,9 +275,7 @@ fn groups_get_ids_of_their_own_and_routes_use_them() {
 
 #[test]
 fn a_route_waits_for_its_group() {
-    let mut e = engine();
-    let mut s = Session::new(Settings::default());
-    s.connected(Instant::now());
+    let (mut e, mut s) = connected();
     feed(
         &mut s,
         &mut e,
@@ -301,9 +306,7 @@ fn a_route_waits_for_its_group() {
 
 #[test]
 fn every_add_replaces_and_an_update_pair_leaves_one_route() {
-    let mut e = engine();
-    let mut s = Session::new(Settings::default());
-    s.connected(Instant::now());
+    let (mut e, mut s) = connected();
     // IPv6 adds without NLM_F_REPLACE would append next hops on rtnetlink.
     feed(
         &mut s,
@@ -344,9 +347,7 @@ fn every_add_replaces_and_an_update_pair_leaves_one_route() {
 
 #[test]
 fn interfaces_map_by_name_and_unknown_ones_are_refused() {
-    let mut e = engine();
-    let mut s = Session::new(Settings::default());
-    s.connected(Instant::now());
+    let (mut e, mut s) = connected();
     let mut unknown = zroute("10.8.0.0", 16, Via::Gateway("10.0.1.2"));
     if let Payload::Route(r) = &mut unknown.payload {
         for a in &mut r.attributes {
@@ -375,9 +376,7 @@ fn interfaces_map_by_name_and_unknown_ones_are_refused() {
 
 #[test]
 fn connected_routes_are_fibres_own() {
-    let mut e = engine();
-    let mut s = Session::new(Settings::default());
-    s.connected(Instant::now());
+    let (mut e, mut s) = connected();
     let mut m = zroute("10.0.1.0", 24, Via::Gateway("10.0.1.2"));
     if let Payload::Route(r) = &mut m.payload {
         r.header.protocol = 2;
@@ -453,9 +452,7 @@ fn a_reconnect_sweeps_only_what_was_not_replayed() {
 
 #[test]
 fn deleting_a_group_deletes_zebras_object() {
-    let mut e = engine();
-    let mut s = Session::new(Settings::default());
-    s.connected(Instant::now());
+    let (mut e, mut s) = connected();
     feed(
         &mut s,
         &mut e,
@@ -497,9 +494,7 @@ fn offload_feedback_echoes_each_route_with_its_outcome() {
 
 #[test]
 fn a_restarted_fibred_sweeps_what_its_last_run_installed_and_zebra_did_not_replay() {
-    let mut e = engine();
-    let mut s = Session::new(Settings::default());
-    s.connected(Instant::now());
+    let (mut e, mut s) = connected();
     feed(
         &mut s,
         &mut e,
@@ -539,9 +534,7 @@ fn a_restarted_fibred_sweeps_what_its_last_run_installed_and_zebra_did_not_repla
 
 #[test]
 fn a_group_waits_for_its_members() {
-    let mut e = engine();
-    let mut s = Session::new(Settings::default());
-    s.connected(Instant::now());
+    let (mut e, mut s) = connected();
     // As FRR 8.4 walks its groups: the group after one member, before the others.
     feed(
         &mut s,

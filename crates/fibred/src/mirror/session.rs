@@ -20,7 +20,7 @@
 //! publishes; requests the engine refuses change nothing and are counted (a rule that
 //! exists already, which the kernel allows twice and a dump names once, is not a refusal).
 
-use crate::engine::{Engine, Note};
+use crate::engine::{Applied, Engine};
 use fibre_fib::types::*;
 use fibre_fib::Fib;
 use fibre_netlink::message::{flags as nf, types as mt};
@@ -73,13 +73,6 @@ impl fmt::Display for Counters {
             self.corrected
         )
     }
-}
-
-/// What one event changed, for the writer to pass on.
-#[derive(Default)]
-pub struct Applied {
-    pub notes: Vec<Note>,
-    pub changed: bool,
 }
 
 /// A route's key: what the kernel tells routes apart by, but for the IPv4 routes

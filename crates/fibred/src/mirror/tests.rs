@@ -47,6 +47,16 @@ fn namespace() -> Vec<Request> {
     links.chain(rules).collect()
 }
 
+/// The namespace with eth1 up and 10.0.1.1/24 on it.
+fn with_eth1() -> Vec<Request> {
+    let mut v = namespace();
+    v.extend([
+        Request::NewLink(eth1(), ReqFlags::ADD),
+        Request::NewAddr(addr(), ReqFlags::ADD),
+    ]);
+    v
+}
+
 fn eth1() -> Link {
     Link {
         ifindex: 3,
@@ -107,12 +117,11 @@ fn routes(e: &Engine) -> Vec<(IpAddr, Option<IpAddr>)> {
 fn a_dump_builds_the_kernels_state_with_its_indexes() {
     let mut e = Engine::default();
     let mut m = Mirror::new();
-    let mut reqs = namespace();
-    reqs.extend([
-        Request::NewLink(eth1(), ReqFlags::ADD),
-        Request::NewAddr(addr(), ReqFlags::ADD),
-        Request::NewRoute(route("192.0.2.0", "10.0.1.2"), ReqFlags::ADD),
-    ]);
+    let mut reqs = with_eth1();
+    reqs.push(Request::NewRoute(
+        route("192.0.2.0", "10.0.1.2"),
+        ReqFlags::ADD,
+    ));
     let msgs: Vec<_> = reqs.iter().map(dumped).collect();
     sync(&mut m, &mut e, &msgs, false);
     assert_eq!(e.fib().link_index("eth1"), Some(3));
@@ -186,11 +195,7 @@ fn what_the_kernel_reports_but_a_request_cannot_say_is_left_out() {
 fn a_resync_removes_what_was_missed_and_counts_it() {
     let mut e = Engine::default();
     let mut m = Mirror::new();
-    let mut base = namespace();
-    base.extend([
-        Request::NewLink(eth1(), ReqFlags::ADD),
-        Request::NewAddr(addr(), ReqFlags::ADD),
-    ]);
+    let base = with_eth1();
     let a = Request::NewRoute(route("192.0.2.0", "10.0.1.2"), ReqFlags::ADD);
     let b = Request::NewRoute(route("192.0.2.0", "10.0.1.3"), ReqFlags::ADD);
     let c = Request::NewRoute(route("198.51.100.0", "10.0.1.2"), ReqFlags::ADD);
@@ -215,11 +220,7 @@ fn a_resync_removes_what_was_missed_and_counts_it() {
 fn notifications_apply_in_order_and_ipv4_appends_append() {
     let mut e = Engine::default();
     let mut m = Mirror::new();
-    let mut base = namespace();
-    base.extend([
-        Request::NewLink(eth1(), ReqFlags::ADD),
-        Request::NewAddr(addr(), ReqFlags::ADD),
-    ]);
+    let base = with_eth1();
     let msgs: Vec<_> = base.iter().map(dumped).collect();
     sync(&mut m, &mut e, &msgs, false);
     let add = Request::NewRoute(route("192.0.2.0", "10.0.1.2"), ReqFlags::ADD);
