@@ -237,6 +237,8 @@ pub struct Session {
     held_by: HashMap<Waiter, u32>,
     /// Interface names by zebra's index, filled on a miss, emptied at every connection.
     names: HashMap<u32, String>,
+    /// zebra's interfaces without a fibre link already logged on this connection.
+    unknown_warned: std::collections::HashSet<u32>,
     next_id: u32,
     /// Objects of the feed's id space an earlier run of fibred made ([`Session::adopt`]),
     /// swept at the first sweep; largest id (a group's, made after its members) first.
@@ -259,6 +261,7 @@ impl Session {
             held: HashMap::new(),
             held_by: HashMap::new(),
             names: HashMap::new(),
+            unknown_warned: Default::default(),
             next_id: FIRST_ID,
             orphans: Vec::new(),
             pending_sweep: None,
@@ -277,6 +280,7 @@ impl Session {
         self.epoch += 1;
         self.counters.connections += 1;
         self.names.clear();
+        self.unknown_warned.clear();
         self.pending_sweep = Some((now, now));
     }
 
@@ -460,12 +464,7 @@ impl Session {
             Ok(req) => req,
             Err(Untranslated::Skip) => return self.counters.skipped += 1,
             Err(Untranslated::UnknownLink(i)) => {
-                crate::log!(
-                    crate::log::Level::Warn,
-                    "fpm route through an interface fibre has no link for",
-                    ifindex = i
-                );
-                self.counters.unknown_link += 1;
+                self.unknown_link(i);
                 return self.offload_feedback(r, -ENODEV);
             }
             Err(Untranslated::NoGroup(zid)) => {
@@ -535,12 +534,7 @@ impl Session {
             let req = match self.translate_group(engine, names, n, id, known.is_some()) {
                 Ok(req) => req,
                 Err(Untranslated::UnknownLink(i)) => {
-                    crate::log!(
-                        crate::log::Level::Warn,
-                        "fpm next hop through an interface fibre has no link for",
-                        ifindex = i
-                    );
-                    return self.counters.unknown_link += 1;
+                    return self.unknown_link(i);
                 }
                 Err(Untranslated::NoGroup(member)) => {
                     return self.hold(Waiter::Group(zid), member, Payload::Nexthop(n.clone()))
@@ -597,6 +591,20 @@ impl Session {
         let req = delete_group(g.id, self.next_seq());
         if self.apply(engine, &req, listening, out) == 0 {
             self.counters.groups_deleted += 1;
+        }
+    }
+
+    /// Counts a message through zebra's interface `ifindex`, which fibre has no link for;
+    /// logged once per interface and connection (a table through it would log every route).
+    fn unknown_link(&mut self, ifindex: u32) {
+        self.counters.unknown_link += 1;
+        if self.unknown_warned.insert(ifindex) {
+            crate::log!(
+                crate::log::Level::Warn,
+                "fpm: zebra names an interface fibre has no link for; its routes are refused",
+                ifindex = ifindex,
+                name = self.names.get(&ifindex).map_or("?", String::as_str)
+            );
         }
     }
 
