@@ -19,6 +19,7 @@ pub mod addr;
 pub mod args;
 pub mod batch;
 pub mod demo;
+pub mod encap;
 pub mod error;
 pub mod forward;
 pub mod link;

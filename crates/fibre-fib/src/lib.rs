@@ -16,6 +16,7 @@
 //! layer names `Fib` (`tests/module_dag.rs` checks this and prints the graph):
 //!
 //! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
+//!    [`encap`] (next hops' encapsulations checked and built as the kernel keeps them),
 //!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes),
 //!    [`flow`] (what a lookup asks), [`hash`] (keyed and internal hash maps), [`mphash`] (the
 //!    kernel's multipath flow hash).
@@ -44,6 +45,7 @@ mod addr;
 pub mod build;
 mod conf;
 mod dst;
+pub mod encap;
 pub mod exception;
 pub mod expiry;
 mod fibtable;
@@ -1212,6 +1214,7 @@ impl Fib {
                 oif: s.nhs[i].oif.0,
                 hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
                 flags,
+                encap: s.nhs[i].encap.clone(),
             }
         };
         // rt6_fill_node shows an IPv6 route through a group object as multipath, whatever

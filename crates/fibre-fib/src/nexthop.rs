@@ -137,6 +137,7 @@ impl NhObjs {
                     flags: 0,
                     mtu: None,
                     protocol: None,
+                    encap: None,
                 }];
             }
             return vec![NhSpec {
@@ -146,6 +147,7 @@ impl NhObjs {
                 flags: if obj.onlink { nh_flags::ONLINK } else { 0 },
                 mtu: None,
                 protocol: None,
+                encap: None,
             }];
         }
         obj.group
@@ -163,6 +165,7 @@ impl NhObjs {
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
                     mtu: None,
                     protocol: None,
+                    encap: None,
                 })
             })
             .collect()
@@ -385,6 +388,7 @@ impl crate::Fib {
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
                         mtu: None,
                         protocol: None,
+                        encap: None,
                     };
                     // fib_check_nh: the scope of the route the gateway resolves through
                     // (host for a local address).

@@ -1295,6 +1295,7 @@ mod tests {
                             } else {
                                 0
                             },
+                            encap: None,
                         });
                     }
                 }

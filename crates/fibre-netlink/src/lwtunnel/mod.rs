@@ -15,7 +15,7 @@ pub mod rpl;
 pub mod seg6;
 pub mod seg6local;
 
-use crate::nla::{emit_attrs, parse_attrs, NestedBytes};
+use crate::nla::{emit_attrs, parse_attrs, NestedBytes, RawNla, Value};
 
 /// LWTUNNEL_ENCAP_* (the value of RTA_ENCAP_TYPE and NHA_ENCAP_TYPE).
 #[allow(non_snake_case)]
@@ -78,5 +78,16 @@ impl<'a> Encap<'a> {
             Encap::Rpl(a) => emit_attrs(a, out),
             Encap::Other(b) => out.extend_from_slice(b),
         }
+    }
+}
+
+/// Emission only: a route attribute holding an [`Encap`] is one being built, and RTA_ENCAP is
+/// read as [`NestedBytes`] (its space comes from a later sibling), so decoding gives nothing.
+impl<'a> Value<'a> for Encap<'a> {
+    fn decode(_: RawNla<'a>) -> Option<Self> {
+        None
+    }
+    fn emit_value(&self, out: &mut Vec<u8>) {
+        Encap::emit_value(self, out)
     }
 }
