@@ -33,6 +33,7 @@ pub mod pcap;
 pub mod route;
 pub mod rule;
 pub mod save;
+pub mod sr;
 pub mod sysctl;
 
 use args::matches;
@@ -205,6 +206,7 @@ impl Cli {
             Some("link") => link::run(self, rest),
             Some("nexthop") => nexthop::run(self, rest),
             Some("neighbor") | Some("neighbour") => neigh::run(self, rest),
+            Some("sr") => sr::run(self, rest),
             Some("help") => Err(CmdError::exit(255, usage_text())),
             Some(o) => Err(CmdError::fail(
                 1,

@@ -398,6 +398,26 @@ impl Backend {
         }
     }
 
+    /// `sr tunsrc show` (offline only: fibred speaks no generic netlink, where the kernel
+    /// answers it).
+    pub fn seg6_tunsrc(&self) -> Result<std::net::Ipv6Addr, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.seg6_tunsrc()),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `sr tunsrc set ADDR` (offline only).
+    pub fn set_seg6_tunsrc(&mut self, a: std::net::Ipv6Addr) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => {
+                f.set_seg6_tunsrc(a);
+                Ok(())
+            }
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
     /// `sysctl KEY`.
     pub fn conf(
         &self,

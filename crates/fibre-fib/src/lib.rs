@@ -183,6 +183,9 @@ pub struct Fib {
     exceptions: exception::Exceptions,
     /// Per-link settings (`conf`).
     confs: conf::Confs,
+    /// The source address SRv6 encapsulation gives the outer IPv6 header (`ip sr tunsrc`;
+    /// the kernel's per-namespace seg6 tun_src), `::` until set.
+    seg6_tunsrc: std::net::Ipv6Addr,
 }
 
 impl Default for Fib {
@@ -257,6 +260,7 @@ impl Fib {
             clock: std::sync::Arc::new(SystemClock::new()),
             exceptions: Default::default(),
             confs: conf::Confs::new(&settings_copy),
+            seg6_tunsrc: std::net::Ipv6Addr::UNSPECIFIED,
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
         f.confs.link_added(IfIndex::LOOPBACK, all4);
@@ -270,6 +274,16 @@ impl Fib {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// `ip sr tunsrc show`.
+    pub fn seg6_tunsrc(&self) -> std::net::Ipv6Addr {
+        self.seg6_tunsrc
+    }
+
+    /// `ip sr tunsrc set ADDR`: any address (`::` clears it), as the kernel takes it.
+    pub fn set_seg6_tunsrc(&mut self, a: std::net::Ipv6Addr) {
+        self.seg6_tunsrc = a;
     }
 
     /// Changes a setting; takes effect for the next lookup.

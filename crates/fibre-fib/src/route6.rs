@@ -496,9 +496,10 @@ impl Fib {
                 let dup = if spec.nhid.is_some() || s.nhid.is_some() {
                     spec.nhid == s.nhid
                 } else {
-                    s.nhs
-                        .iter()
-                        .any(|n| n.oif == new_nh.oif && n.gw == new_nh.gw)
+                    // rt6_duplicate_nexthop: the same device, gateway and encapsulation.
+                    s.nhs.iter().any(|n| {
+                        n.oif == new_nh.oif && n.gw == new_nh.gw && n.encap == new_nh.encap
+                    })
                 };
                 if dup {
                     return Err(RtError::new(Errno::EEXIST));
