@@ -22,6 +22,7 @@ pub mod demo;
 pub mod encap;
 pub mod error;
 pub mod forward;
+pub mod ioam;
 pub mod link;
 pub mod monitor;
 pub mod names;
@@ -207,6 +208,7 @@ impl Cli {
             Some("nexthop") => nexthop::run(self, rest),
             Some("neighbor") | Some("neighbour") => neigh::run(self, rest),
             Some("sr") => sr::run(self, rest),
+            Some("ioam") => ioam::run(self, rest),
             Some("help") => Err(CmdError::exit(255, usage_text())),
             Some(o) => Err(CmdError::fail(
                 1,

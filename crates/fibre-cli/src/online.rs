@@ -418,6 +418,22 @@ impl Backend {
         }
     }
 
+    /// `ioam ... show` (offline only, like `sr`).
+    pub fn ioam(&self) -> Result<&fibre_fib::ioam::Ioam, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.ioam()),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `ioam namespace|schema add|del|set` (offline only).
+    pub fn ioam_mut(&mut self) -> Result<&mut fibre_fib::ioam::Ioam, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.ioam_mut()),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
     /// `sysctl KEY`.
     pub fn conf(
         &self,

@@ -27,7 +27,8 @@
 //!    queue), [`route`] (stored routes, the shared route infos that hold their forwarding
 //!    results, and the index from links to them), [`fibtable`] (one table's prefixes,
 //!    longest-prefix match, IPv6 leaves, and the index from route infos to their prefixes),
-//!    [`rule`] (policy rules), [`srcsel`] (source address selection).
+//!    [`rule`] (policy rules), [`srcsel`] (source address selection), [`ioam`] (IOAM
+//!    namespaces and schemas).
 //! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects),
 //!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
 //!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`input`]
@@ -56,6 +57,7 @@ pub mod hash;
 mod ids;
 mod input;
 mod input_batch;
+pub mod ioam;
 mod link;
 mod local;
 mod lookup;
@@ -186,6 +188,8 @@ pub struct Fib {
     /// The source address SRv6 encapsulation gives the outer IPv6 header (`ip sr tunsrc`;
     /// the kernel's per-namespace seg6 tun_src), `::` until set.
     seg6_tunsrc: std::net::Ipv6Addr,
+    /// IOAM namespaces and schemas (`ip ioam`).
+    ioam: ioam::Ioam,
 }
 
 impl Default for Fib {
@@ -261,6 +265,7 @@ impl Fib {
             exceptions: Default::default(),
             confs: conf::Confs::new(&settings_copy),
             seg6_tunsrc: std::net::Ipv6Addr::UNSPECIFIED,
+            ioam: ioam::Ioam::default(),
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
         f.confs.link_added(IfIndex::LOOPBACK, all4);
@@ -284,6 +289,16 @@ impl Fib {
     /// `ip sr tunsrc set ADDR`: any address (`::` clears it), as the kernel takes it.
     pub fn set_seg6_tunsrc(&mut self, a: std::net::Ipv6Addr) {
         self.seg6_tunsrc = a;
+    }
+
+    /// IOAM namespaces and schemas (`ip ioam ... show`).
+    pub fn ioam(&self) -> &ioam::Ioam {
+        &self.ioam
+    }
+
+    /// `ip ioam namespace|schema add|del|set`.
+    pub fn ioam_mut(&mut self) -> &mut ioam::Ioam {
+        &mut self.ioam
     }
 
     /// Changes a setting; takes effect for the next lookup.

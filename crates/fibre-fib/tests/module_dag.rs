@@ -20,6 +20,7 @@ const LAYERS: [&[&str]; 3] = [
         "fibtable",
         "rule",
         "srcsel",
+        "ioam",
     ],
     &[
         "nexthop",
