@@ -32,10 +32,10 @@ fn min_scope(t: RouteType) -> u8 {
     }
 }
 
-/// The attributes of a plain request (one next hop, no metrics, no next-hop object) that
-/// decide its route info. Requests with equal keys get equal infos as long as nothing they
-/// were validated against changed (`memo::Generations::resolve`) and no info was freed (ids stay meaningful), so
-/// a bulk load validates each distinct next hop once.
+/// The attributes of a plain request (one next hop, no metrics, no next-hop object, no
+/// encapsulation) that decide its route info. Requests with equal keys get equal infos as long
+/// as nothing they were validated against changed (`memo::Generations::resolve`) and no info
+/// was freed (ids stay meaningful), so a bulk load validates each distinct next hop once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SimpleKey {
     table: TableId,
@@ -109,7 +109,8 @@ impl SimpleKey {
         let plain = r.nhid.is_none()
             && r.multipath.is_empty()
             && r.expires.is_none()
-            && r.metrics == NO_METRICS;
+            && r.metrics == NO_METRICS
+            && r.nexthop.encap.is_none();
         plain.then_some(SimpleKey {
             table: tb,
             protocol: r.protocol,

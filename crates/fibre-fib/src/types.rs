@@ -811,6 +811,9 @@ pub struct NexthopObj {
     /// The next hop's scope in answers (fib_nh_scope: link through a gateway, host for a
     /// device alone or a gateway that is a local address); requests leave it 0.
     pub scope: u8,
+    /// NHA_ENCAP / NHA_ENCAP_TYPE: as requested in a request, as built in answers; routes
+    /// through the object report it as their next hop's.
+    pub encap: Option<Encap>,
 }
 
 /// Route cache flags (RTCF_*) found in the upper bits of `rtm_flags` in `route get` answers;

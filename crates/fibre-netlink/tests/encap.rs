@@ -114,16 +114,20 @@ fn values_are_those_configured() {
             _ => None,
         })
         .collect();
-    // 10.11/16, 10.12/16, 10.13/16's first leg; 2001:db8:10::/64, :11::/64, :12::/64's leg.
+    // 10.11/16, 10.12/16, 10.13/16's first leg, 10.50/16 (through next-hop object 2: the
+    // kernel reports the object's encapsulation with the route); 2001:db8:10::/64, :11::/64,
+    // :12::/64's leg, :50::/64 (object 1).
     assert_eq!(
         modes,
         [
             SEG6_IPTUN_MODE::ENCAP,
             SEG6_IPTUN_MODE::L2ENCAP_RED,
             SEG6_IPTUN_MODE::ENCAP,
+            SEG6_IPTUN_MODE::ENCAP_RED,
             SEG6_IPTUN_MODE::INLINE,
             SEG6_IPTUN_MODE::ENCAP_RED,
             SEG6_IPTUN_MODE::L2ENCAP,
+            SEG6_IPTUN_MODE::ENCAP,
         ]
     );
     let actions: Vec<u32> = all

@@ -1322,8 +1322,10 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         protocol: h.protocol,
         flags: h.flags,
         scope: h.scope,
+        encap: None,
     };
     let mut res = None;
+    let mut encap = crate::encap::Pending::default();
     for (i, a) in m.attributes.iter().enumerate() {
         let at = |text: &str| RequestError {
             error: RtError::msg(Errno::EINVAL, text),
@@ -1354,13 +1356,9 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
             }
             NexthopAttr::Fdb(Flag) => nh.fdb = true,
             NexthopAttr::Groups(Flag) | NexthopAttr::Master(_) | NexthopAttr::OpFlags(_) => {}
-            NexthopAttr::EncapType(_) | NexthopAttr::Encap(_) => {
-                return Err(RequestError {
-                    error: RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported"),
-                    offset: Some(nexthop_attr_offset(m, i)),
-                    policy: Vec::new(),
-                })
-            }
+            NexthopAttr::EncapType(t) => encap.kind(*t)?,
+            NexthopAttr::Encap(n) => encap.nest(*n),
+            NexthopAttr::EncapOut(_) => {}
             NexthopAttr::ResGroup(n) => res = Some((i, n)),
             NexthopAttr::ResBucket(_) | NexthopAttr::Other(_) => {
                 return Err(at("Unknown attribute type"))
@@ -1399,6 +1397,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         }
         nh.res = Some(r);
     }
+    nh.encap = encap.finish_object()?;
     Ok(nh)
 }
 
@@ -1496,7 +1495,7 @@ pub fn bucket_from(m: &NexthopMessage<'_>) -> Option<NexthopBucket> {
 const NHA_OP_FLAG_RESP_GRP_RESVD_0: u32 = 1 << 31;
 
 /// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order).
-pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
+pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'_> {
     let header = NexthopHeader {
         family: nh.family.map_or(AF_UNSPEC, |f| f as u8),
         scope: nh.scope,
@@ -1546,6 +1545,8 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
         a.push(NexthopAttr::Oif(nh.oif));
     }
     a.extend(nh.gateway.map(NexthopAttr::Gateway));
+    // nh_fill_node: the encapsulation after the gateway (lwtunnel_fill_encap).
+    a.extend(nh.encap.iter().flat_map(crate::encap::nexthop_attrs));
     if nh.fdb {
         a.push(NexthopAttr::Fdb(Flag));
     }

@@ -14,6 +14,7 @@ use fibre_netlink::lwtunnel::rpl::RplAttr;
 use fibre_netlink::lwtunnel::seg6::{Seg6Attr, Seg6Tunnel};
 use fibre_netlink::lwtunnel::seg6local::{CounterAttr, FlavorAttr, Seg6LocalAttr};
 use fibre_netlink::lwtunnel::{self as lwt, LWTUNNEL_ENCAP};
+use fibre_netlink::nexthop::NexthopAttr;
 use fibre_netlink::nla::{Nest, NestedBytes};
 use fibre_netlink::route::RouteAttr;
 
@@ -36,53 +37,73 @@ fn invalid(text: &str) -> RequestError {
 
 impl<'a> Pending<'a> {
     /// Takes RTA_ENCAP or RTA_ENCAP_TYPE (`false` for any other attribute).
-    /// lwtunnel_valid_encap_type refuses a type it does not know as it is read.
     pub(crate) fn take(&mut self, a: &RouteAttr<'a>) -> Result<bool, RequestError> {
         match a {
             RouteAttr::Encap(n) => self.nest = Some(*n),
-            RouteAttr::EncapType(t) => {
-                if *t == LWTUNNEL_ENCAP::NONE || *t > LWTUNNEL_ENCAP::XFRM {
-                    return Err(invalid("Unknown LWT encapsulation type"));
-                }
-                self.kind = Some(*t);
-            }
+            RouteAttr::EncapType(t) => self.kind(*t)?,
             _ => return Ok(false),
         }
         Ok(true)
     }
 
-    /// The next hop's encapsulation: none without RTA_ENCAP (a lone RTA_ENCAP_TYPE is
+    /// RTA_ENCAP_TYPE or NHA_ENCAP_TYPE: lwtunnel_valid_encap_type refuses a type it does not
+    /// know as it is read.
+    pub(crate) fn kind(&mut self, t: u16) -> Result<(), RequestError> {
+        if t == LWTUNNEL_ENCAP::NONE || t > LWTUNNEL_ENCAP::XFRM {
+            return Err(invalid("Unknown LWT encapsulation type"));
+        }
+        self.kind = Some(t);
+        Ok(())
+    }
+
+    /// RTA_ENCAP or NHA_ENCAP.
+    pub(crate) fn nest(&mut self, n: NestedBytes<'a>) {
+        self.nest = Some(n);
+    }
+
+    /// A route next hop's encapsulation: none without RTA_ENCAP (a lone RTA_ENCAP_TYPE is
     /// ignored, as the kernel ignores it).
     pub(crate) fn finish(self) -> Result<Option<Encap>, RequestError> {
-        let Some(nest) = self.nest else {
-            return Ok(None);
-        };
-        let Some(kind) = self.kind else {
-            return Err(invalid("LWT encap type not specified"));
-        };
-        let e = match lwt::Encap::decode(kind, &nest) {
-            lwt::Encap::Seg6(a) => Encap::Seg6(seg6(&a)?),
-            lwt::Encap::Seg6Local(a) => Encap::Seg6Local(seg6local(&a)?),
-            lwt::Encap::Ioam6(a) => Encap::Ioam6(ioam6(&a)?),
-            lwt::Encap::Rpl(a) => Encap::Rpl(rpl(&a)?),
-            // Another type (MPLS, IP tunnels, ILA, BPF, XFRM), or one whose attributes do not
-            // parse.
-            lwt::Encap::Other(_) => match kind {
-                LWTUNNEL_ENCAP::SEG6
-                | LWTUNNEL_ENCAP::SEG6_LOCAL
-                | LWTUNNEL_ENCAP::IOAM6
-                | LWTUNNEL_ENCAP::RPL => return Err(bare()),
-                _ => {
-                    return Err(RtError::msg(
-                        Errno::EOPNOTSUPP,
-                        "lwt encapsulation type not supported",
-                    )
-                    .into())
-                }
-            },
-        };
-        Ok(Some(e))
+        match (self.nest, self.kind) {
+            (None, _) => Ok(None),
+            (Some(_), None) => Err(invalid("LWT encap type not specified")),
+            (Some(nest), Some(kind)) => decode(kind, nest).map(Some),
+        }
     }
+
+    /// A next-hop object's (rtm_to_nh_config): NHA_ENCAP and NHA_ENCAP_TYPE go together.
+    pub(crate) fn finish_object(self) -> Result<Option<Encap>, RequestError> {
+        match (self.nest, self.kind) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(invalid("LWT encapsulation type is missing")),
+            (None, Some(_)) => Err(invalid("LWT encapsulation attribute is missing")),
+            (Some(nest), Some(kind)) => decode(kind, nest).map(Some),
+        }
+    }
+}
+
+/// The inside of RTA_ENCAP / NHA_ENCAP of a known type, as the FIB takes it.
+fn decode(kind: u16, nest: NestedBytes<'_>) -> Result<Encap, RequestError> {
+    let e = match lwt::Encap::decode(kind, &nest) {
+        lwt::Encap::Seg6(a) => Encap::Seg6(seg6(&a)?),
+        lwt::Encap::Seg6Local(a) => Encap::Seg6Local(seg6local(&a)?),
+        lwt::Encap::Ioam6(a) => Encap::Ioam6(ioam6(&a)?),
+        lwt::Encap::Rpl(a) => Encap::Rpl(rpl(&a)?),
+        // Another type (MPLS, IP tunnels, ILA, BPF, XFRM), or one whose attributes do not
+        // parse.
+        lwt::Encap::Other(_) => match kind {
+            LWTUNNEL_ENCAP::SEG6
+            | LWTUNNEL_ENCAP::SEG6_LOCAL
+            | LWTUNNEL_ENCAP::IOAM6
+            | LWTUNNEL_ENCAP::RPL => return Err(bare()),
+            _ => {
+                return Err(
+                    RtError::msg(Errno::EOPNOTSUPP, "lwt encapsulation type not supported").into(),
+                )
+            }
+        },
+    };
+    Ok(e)
 }
 
 /// An attribute of a known number in the wrong form: the type's policy refuses it.
@@ -186,7 +207,19 @@ fn rpl(attrs: &[RplAttr<'_>]) -> Result<Rpl, RequestError> {
 /// RTA_ENCAP and RTA_ENCAP_TYPE for a next hop's encapsulation, in that order (as
 /// lwtunnel_fill_encap puts them).
 pub(crate) fn attrs(e: &Encap) -> [RouteAttr<'_>; 2] {
-    let (kind, inner) = match e {
+    let (kind, inner) = wire(e);
+    [RouteAttr::EncapOut(inner), RouteAttr::EncapType(kind)]
+}
+
+/// NHA_ENCAP and NHA_ENCAP_TYPE, in that order.
+pub(crate) fn nexthop_attrs(e: &Encap) -> [NexthopAttr<'_>; 2] {
+    let (kind, inner) = wire(e);
+    [NexthopAttr::EncapOut(inner), NexthopAttr::EncapType(kind)]
+}
+
+/// The type and attributes of an encapsulation as the kernel's fill_encap functions give them.
+fn wire(e: &Encap) -> (u16, lwt::Encap<'_>) {
+    match e {
         Encap::Seg6(s) => (
             LWTUNNEL_ENCAP::SEG6,
             lwt::Encap::Seg6(vec![Seg6Attr::Srh(Seg6Tunnel {
@@ -203,8 +236,7 @@ pub(crate) fn attrs(e: &Encap) -> [RouteAttr<'_>; 2] {
             LWTUNNEL_ENCAP::RPL,
             lwt::Encap::Rpl(vec![RplAttr::Srh(&s.srh)]),
         ),
-    };
-    [RouteAttr::EncapOut(inner), RouteAttr::EncapType(kind)]
+    }
 }
 
 /// seg6_local_fill_encap: the action, then each attribute the behaviour holds in attribute

@@ -415,6 +415,22 @@ fn encapsulated_routes_match_kernel_bytes() {
     }
     // 6 seg6 routes and 9 seg6local ones in the dump, their notifications, the two gets.
     assert!(same >= 30, "{same}");
+    // The next-hop objects with seg6 encapsulation, NHA_ENCAP after NHA_GATEWAY.
+    let bytes = capture("encap_dump_nexthops.bin");
+    let mut objects = 0;
+    for m in messages(&bytes) {
+        let Payload::Nexthop(n) = &m.payload else {
+            continue;
+        };
+        let nh = convert::nexthop_from(n).unwrap();
+        assert!(nh.encap.is_some(), "{nh:?}");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        convert::nexthop_message(&nh).emit(&mut a);
+        n.emit(&mut b);
+        assert_eq!(a, b, "{nh:?}");
+        objects += 1;
+    }
+    assert_eq!(objects, 2);
 }
 
 #[test]

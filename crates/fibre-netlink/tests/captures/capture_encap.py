@@ -4,9 +4,9 @@ seg6local lightweight tunnels), for fibre-netlink's encapsulation tests.
 
 Run as root from this directory:  python3 capture_encap.py
 It creates the network namespace `fibre-netlink-encap`, re-runs itself inside it, adds the
-routes of ENCAP_STATE with iproute2 while a raw AF_NETLINK socket listens to the IPv4 and IPv6
-route groups (encap_notify.bin), then dumps every route (encap_dump_routes.bin), asks `route
-get` for an address under a seg6 route and under a seg6local one (encap_get_route4.bin,
+routes and next-hop objects of ENCAP_STATE with iproute2 while a raw AF_NETLINK socket listens
+to the IPv4 and IPv6 route groups and the next-hop group (encap_notify.bin), then dumps every
+route (encap_dump_routes.bin) and next-hop object (encap_dump_nexthops.bin), asks `route get` for an address under a seg6 route and under a seg6local one (encap_get_route4.bin,
 encap_get_route6.bin), records `ip -j -d` output for the same routes (encap_routes4.json,
 encap_routes6.json) and deletes the namespace. Shares capture.py's helpers; standard library
 only.
@@ -24,8 +24,8 @@ import capture
 NS = "fibre-netlink-encap"
 HERE = capture.HERE
 
-# RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE.
-GROUPS = [7, 11]
+# RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, RTNLGRP_NEXTHOP.
+GROUPS = [7, 11, 32]
 
 ENCAP_STATE = [
     "ip link set lo up",
@@ -51,6 +51,10 @@ ENCAP_STATE = [
     "ip -6 route add 2001:db8:20::9/128 encap seg6local action End flavors psp dev veth0",
     "ip -6 route add 2001:db8:20::a/128 encap seg6local action End.DX2 oif veth0 dev veth0",
     "ip -6 route del 2001:db8:20::1/128",
+    "ip nexthop add id 1 encap seg6 mode encap segs 2001:db8::7 via 2001:db8:1::2 dev veth0",
+    "ip nexthop add id 2 encap seg6 mode encap.red segs 2001:db8::8,2001:db8::9 via 192.0.2.2 dev veth0",
+    "ip -6 route add 2001:db8:50::/64 nhid 1",
+    "ip route add 10.50.0.0/16 nhid 2",
 ]
 
 
@@ -74,6 +78,9 @@ def inside():
     dump = struct.pack("=BBBBBBBBI", 0, 0, 0, 0, 0, 0, 0, 0, 0)
     flags = capture.NLM_F_REQUEST | capture.NLM_F_DUMP
     capture.write("encap_dump_routes.bin", capture.transact(sock, capture.nlmsg(capture.RTM_GETROUTE, flags, 1, dump)))
+
+    nhdump = struct.pack("=BBBBI", 0, 0, 0, 0, 0)
+    capture.write("encap_dump_nexthops.bin", capture.transact(sock, capture.nlmsg(capture.RTM_GETNEXTHOP, flags, 4, nhdump)))
 
     get4 = struct.pack("=BBBBBBBBI", socket.AF_INET, 32, 0, 0, 0, 0, 0, 0, 0)
     get4 += capture.nla(1, socket.inet_aton("10.11.0.1"))
