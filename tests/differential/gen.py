@@ -486,7 +486,7 @@ class _Gen:
             elif style < 0.35:
                 body = f"dev d{i}"
             else:
-                body = f"via {self.gw6(i) if v6 else self.gw4(i)} dev d{i}"
+                body = f"{self.seg6(v6)}via {self.gw6(i) if v6 else self.gw4(i)} dev d{i}"
                 if self.on("route_onlink") and self.chance(0.1):
                     body += " onlink"
             self.emit(f"nexthop {verb} id {nid} {body}")
