@@ -17,7 +17,6 @@ import os
 import socket
 import struct
 import subprocess
-import sys
 
 import capture
 
@@ -97,15 +96,7 @@ def inside():
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "--inside":
-        inside()
-        return
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
-    subprocess.run(["ip", "netns", "add", NS], check=True)
-    try:
-        subprocess.run(["ip", "netns", "exec", NS, sys.executable, os.path.abspath(__file__), "--inside"], check=True)
-    finally:
-        subprocess.run(["ip", "netns", "del", NS])
+    capture.in_namespace(NS, __file__, inside)
 
 
 if __name__ == "__main__":
