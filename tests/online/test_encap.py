@@ -102,6 +102,13 @@ def test_iproute2_prints_fibreds_encapsulated_routes_as_fibre_does(fibred):  # n
     live = iproute2_showdump(save)
     if live is not None:
         assert live == shown, "ip route showdump of fibred's dump differs from fibre route show"
+    # fibred's answers to route get carry the chosen next hop's encapsulation.
+    assert fibre(fibred, "route", "get", "10.11.1.1") == (
+        "10.11.1.1  encap seg6 mode l2encap.red segs 1 [ 2001:db8::3 ] hmac 9 via 10.0.0.2 dev d0 "
+        "src 10.0.0.1 uid 0 \n    cache \n")
+    assert fibre(fibred, "route", "get", "2001:db8:34::1") == (
+        "2001:db8:34::1 from ::  encap rpl segs 1 [ 2001:db8::1 ] dev d0 src 2001:db8:1::1 "
+        "metric 1024 pref medium\n")
 
 
 def test_pyroute2_encodes_and_decodes_seg6_routes_with_fibred(fibred):  # noqa: F811
