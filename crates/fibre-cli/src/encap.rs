@@ -16,6 +16,7 @@ use fibre_fib::encap::{
     Seg6, Seg6Local,
 };
 use fibre_fib::types::Family;
+use fibre_wire::srh;
 
 use crate::args::{get_addr, get_u16, get_u32, get_u8, Args};
 use crate::error::CmdError;
@@ -119,14 +120,16 @@ fn build_srh(segs: &str, hmac: u32, room_for_dst: bool) -> Result<Vec<u8>, CmdEr
     if room_for_dst {
         nsegs += 1;
     }
-    let len = 8 + 16 * nsegs + if hmac != 0 { 40 } else { 0 };
+    let len = srh::HEADER_LEN + srh::SEGMENT_LEN * nsegs + if hmac != 0 { HMAC_TLV_LEN } else { 0 };
     let mut b = vec![0u8; len];
+    // Written by hand rather than through `srh::Repr`: iproute2 builds any number of
+    // segments, letting the length byte wrap, and the kernel is the one to refuse it.
     b[1] = (len / 8 - 1) as u8;
-    b[2] = SRH_ROUTING_TYPE;
+    b[2] = srh::ROUTING_TYPE;
     b[3] = (nsegs - 1) as u8;
     b[4] = (nsegs - 1) as u8;
     if hmac != 0 {
-        b[5] = SR6_FLAG1_HMAC;
+        b[5] = srh::FLAG_HMAC;
     }
     let mut i = nsegs - 1;
     for s in segs.split(',').filter(|s| !s.is_empty()) {
@@ -134,24 +137,22 @@ fn build_srh(segs: &str, hmac: u32, room_for_dst: bool) -> Result<Vec<u8>, CmdEr
         let IpAddr::V6(v6) = ad.addr_or_zero(Family::Inet6) else {
             return Err(CmdError::invarg("invalid address\n", s));
         };
-        b[8 + 16 * i..8 + 16 * (i + 1)].copy_from_slice(&v6.octets());
+        let at = srh::HEADER_LEN + srh::SEGMENT_LEN * i;
+        b[at..at + srh::SEGMENT_LEN].copy_from_slice(&v6.octets());
         i = i.saturating_sub(1);
     }
     if hmac != 0 {
-        let t = len - 40;
-        b[t] = SR6_TLV_HMAC;
+        let t = len - HMAC_TLV_LEN;
+        b[t] = srh::tlv::HMAC;
         b[t + 1] = 38;
         b[t + 4..t + 8].copy_from_slice(&hmac.to_be_bytes());
     }
     Ok(b)
 }
 
-/// The routing type of a segment routing header.
-const SRH_ROUTING_TYPE: u8 = 4;
-
-/// The SRH flag iproute2 sets with an HMAC (SR6_FLAG1_HMAC) and the HMAC TLV's type.
-const SR6_FLAG1_HMAC: u8 = 1 << 3;
-const SR6_TLV_HMAC: u8 = 5;
+/// The HMAC TLV iproute2 appends for `hmac KEYID`: type, length 38, two reserved bytes, the
+/// key id, 32 bytes of HMAC the kernel computes per packet.
+const HMAC_TLV_LEN: usize = 40;
 
 fn parse_seg6(a: &mut Args) -> Result<Encap, CmdError> {
     let (mut mode, mut segs, mut hmac) = (None::<i32>, None::<&str>, None::<u32>);
@@ -214,7 +215,7 @@ fn parse_rpl(a: &mut Args) -> Result<Encap, CmdError> {
     let n = list.len();
     let mut b = vec![0u8; 8 + 16 * n];
     b[1] = (2 * n) as u8;
-    b[2] = 3;
+    b[2] = fibre_wire::rpl::ROUTING_TYPE;
     b[3] = n as u8;
     for (k, s) in list.iter().enumerate().filter(|(_, s)| !s.is_empty()) {
         let ad = get_addr(s, Some(Family::Inet6))?;
