@@ -14,7 +14,6 @@
 //! `srh::Packet::validate` (Linux's seg6_validate_srh); an RPL header is uncompressed, its
 //! segments-left equal to its address count; an IOAM6 trace header has a non-zero type with
 //! bits 12-21 clear, a non-zero remaining length of at most 61 words, and its node length set.
-//! Only the data path reads encapsulations beyond this module, through these forms.
 //!
 //! Where fibre departs from the kernel: IOAM6 and RPL are accepted although the kernel these
 //! tests run on was built without them (its answer is EOPNOTSUPP "lwt encapsulation type not
