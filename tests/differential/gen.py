@@ -48,6 +48,10 @@ PROTOS = ["static", "boot", "zebra", "bird", "99", "kernel"]
 SCOPES4 = ["global", "link", "host", "253"]
 TOS = ["0x10", "0x08", "0x04", "0x0c", "0x1c", "0x18"]
 BAD_TOS = ["0x03", "0x11"]
+# SRv6 segments and seg6 modes (inline only for IPv6 routes: the kernel refuses it on IPv4).
+SEGS = [f"2001:db8:5e6::{i:x}" for i in range(1, 17)]
+SEG6_MODES4 = ["encap", "encap.red", "l2encap", "l2encap.red"]
+SEG6_MODES6 = SEG6_MODES4 + ["inline"]
 # Sizes: the number of links grows slowly with the number of routes.
 MIN_LINKS, MAX_LINKS = 4, 12
 FLOW_BLOCK = 400  # lookups per multipath flow block: enough for a weight check at ~5 sigma
@@ -295,9 +299,39 @@ class _Gen:
             if self.on("invalid") and self.chance(0.02):
                 self.invalid()
 
+    def segs(self) -> str:
+        return ",".join(self.r.sample(SEGS, self.r.randrange(1, 5)))
+
+    def seg6(self, v6: bool) -> str:
+        """`encap seg6 ...` for one next hop (class route_encap_seg6), or nothing."""
+        if not (self.on("route_encap_seg6") and self.chance(0.12)):
+            return ""
+        mode = self.r.choice(SEG6_MODES6 if v6 else SEG6_MODES4)
+        hmac = f" hmac {self.r.randrange(1, 300)}" if self.chance(0.2) else ""
+        return f"encap seg6 mode {mode} segs {self.segs()}{hmac} "
+
+    def seg6local(self) -> str:
+        """`encap seg6local ...` for an IPv6 route (class route_encap_seg6local): one of the
+        behaviours this kernel builds, with counters and flavors at times, or nothing."""
+        if not (self.on("route_encap_seg6local") and self.chance(0.1)):
+            return ""
+        i = self.link(stable_ok=True)
+        act = self.r.choice([
+            "End", "End flavors psp", "End flavors next-csid", "End.X nh6 " + self.gw6(i),
+            f"End.X nh6 {self.gw6(i)} flavors next-csid lblen 48 nflen 16",
+            f"End.T table {self.r.choice(TABLES[-4:])}", f"End.DX4 nh4 {self.gw4(i)}",
+            f"End.DX6 nh6 {self.gw6(i)}", f"End.DT6 table {self.r.choice(TABLES[-4:])}",
+            f"End.B6 srh segs {self.segs()}", f"End.B6.Encaps srh segs {self.segs()}",
+        ])
+        count = " count" if self.chance(0.2) else ""
+        return f"encap seg6local action {act}{count} "
+
     def route_body(self, v6: bool) -> str:
         """Next hops and attributes of a unicast route."""
         parts = []
+        local = self.seg6local() if v6 else ""
+        if local:
+            return f"{local}dev d{self.link(stable_ok=True)}"
         i = self.link(stable_ok=True)
         style = self.r.random()
         nhid = self.take_nhid() if self.on("nexthop_objects") and style < 0.1 else None
@@ -309,9 +343,9 @@ class _Gen:
                 gw = self.gw6(j) if v6 else self.gw4(j)
                 w = f" weight {self.r.randrange(1, 5)}" if self.chance(0.7) else ""
                 dev = f" dev d{j}" if (v6 and gw.startswith("fe80")) or self.chance(0.5) else ""
-                parts.append(f"nexthop via {gw}{dev}{w}")
+                parts.append(f"nexthop {self.seg6(v6)}via {gw}{dev}{w}")
         elif style < 0.45:
-            parts.append(f"dev d{i}")
+            parts.append(f"{self.seg6(v6)}dev d{i}")
         elif not v6 and self.on("route_via6_for4") and style < 0.52:
             parts.append(f"via inet6 {self.gw6(i)} dev d{i}")
         elif self.on("route_onlink") and style < 0.6:
@@ -320,7 +354,7 @@ class _Gen:
         else:
             gw = self.gw6(i) if v6 else self.gw4(i)
             dev = f" dev d{i}" if (v6 and gw.startswith("fe80")) or self.chance(0.5) else ""
-            parts.append(f"via {gw}{dev}")
+            parts.append(f"{self.seg6(v6)}via {gw}{dev}")
         return " ".join(parts)
 
     def attrs(self, v6: bool, table: str) -> str:
@@ -452,7 +486,7 @@ class _Gen:
             elif style < 0.35:
                 body = f"dev d{i}"
             else:
-                body = f"via {self.gw6(i) if v6 else self.gw4(i)} dev d{i}"
+                body = f"{self.seg6(v6)}via {self.gw6(i) if v6 else self.gw4(i)} dev d{i}"
                 if self.on("route_onlink") and self.chance(0.1):
                     body += " onlink"
             self.emit(f"nexthop {verb} id {nid} {body}")
@@ -549,6 +583,21 @@ class _Gen:
         ]
         if not v6:
             choices.append(lambda: f"route add {self.prefix(False)} tos {self.r.choice(BAD_TOS)} dev d1")
+        if self.on("route_encap_seg6") and not v6:
+            choices.append(lambda: f"route add {self.prefix(False)} encap seg6 mode inline segs {self.segs()} dev d1")
+        if self.on("route_encap_seg6local"):
+            # A behaviour without the attribute it needs, flavors it does not take, bad
+            # NEXT-C-SID lengths, End.DT4 (no VRF here), End.DT6 without a table, IPv4.
+            choices += [
+                lambda: f"route add {self.prefix(True)} encap seg6local action End.X dev d1",
+                lambda: f"route add {self.prefix(True)} encap seg6local action End flavors usp dev d1",
+                lambda: f"route add {self.prefix(True)} encap seg6local action End.X nh6 {self.gw6(1)} flavors psp dev d1",
+                lambda: f"route add {self.prefix(True)} encap seg6local action End flavors next-csid lblen 4 dev d1",
+                lambda: f"route add {self.prefix(True)} encap seg6local action End.DT4 vrftable 100 dev d1",
+                lambda: f"route add {self.prefix(True)} encap seg6local action End.DT6 dev d1",
+            ]
+            if not v6:
+                choices.append(lambda: f"route add {self.prefix(False)} encap seg6local action End dev d1")
         if self.on("nexthop_objects"):
             # (`nexthop ... dev MISSING` is a parse error for iproute2: it would end the batch.)
             choices.append(lambda: f"nexthop add id {self.r.choice(self.nh_all or [1])} dev d{self.link()}")

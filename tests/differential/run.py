@@ -45,8 +45,9 @@ SKIP = 77
 FLOW_SIGMAS = 5.0
 FLOW_SLACK = 3
 # Fields of a `route get` answer that depend on which next hop of a multipath route was chosen
-# (an IPv6 sibling keeps its own protocol).
-NEXTHOP_FIELDS = {"gateway", "via", "dev", "prefsrc", "flags", "nhid", "protocol"}
+# (an IPv6 sibling keeps its own protocol; a leg its own seg6 encapsulation).
+NEXTHOP_FIELDS = {"gateway", "via", "dev", "prefsrc", "flags", "nhid", "protocol",
+                  "encap", "mode", "segs", "hmac"}
 OUTPUT_VERBS = (("route", "get"), ("route", "show"), ("route", "list"), ("rule", "show"),
                 ("rule", "list"), ("nexthop", "show"), ("nexthop", "list"), ("nexthop", "bucket"))
 # How long a resilient group's bucket has been idle depends on when the command ran: masked.

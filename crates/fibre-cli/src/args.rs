@@ -36,6 +36,12 @@ impl<'a> Args<'a> {
         self.pos += 1;
     }
 
+    /// Moves back to the previous word: a sub-parser that stops on the first word that is not
+    /// its own leaves the cursor on the last one it took, as iproute2's leave `argv`.
+    pub fn back(&mut self) {
+        self.pos = self.pos.saturating_sub(1);
+    }
+
     /// Returns the current word and moves past it.
     pub fn take(&mut self) -> Option<&'a str> {
         let w = self.peek();

@@ -19,8 +19,10 @@ pub mod addr;
 pub mod args;
 pub mod batch;
 pub mod demo;
+pub mod encap;
 pub mod error;
 pub mod forward;
+pub mod ioam;
 pub mod link;
 pub mod live;
 pub mod monitor;
@@ -33,6 +35,7 @@ pub mod pcap;
 pub mod route;
 pub mod rule;
 pub mod save;
+pub mod sr;
 pub mod sysctl;
 
 use args::matches;
@@ -205,6 +208,8 @@ impl Cli {
             Some("link") => link::run(self, rest),
             Some("nexthop") => nexthop::run(self, rest),
             Some("neighbor") | Some("neighbour") => neigh::run(self, rest),
+            Some("sr") => sr::run(self, rest),
+            Some("ioam") => ioam::run(self, rest),
             Some("help") => Err(CmdError::exit(255, usage_text())),
             Some(o) => Err(CmdError::fail(
                 1,

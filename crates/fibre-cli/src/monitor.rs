@@ -121,6 +121,7 @@ pub fn run(
                         &names,
                         &Shown::default(),
                         opts.details > 0,
+                        opts.stats > 0,
                     );
                 }
                 Payload::Address(m) => {

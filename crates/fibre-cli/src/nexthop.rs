@@ -297,6 +297,7 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
         protocol: 0,
         flags: 0,
         scope: 0,
+        encap: None,
     };
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
@@ -327,6 +328,8 @@ pub fn parse(cli: &mut Cli, words: &[&str]) -> Result<NexthopObj, CmdError> {
                 Some(_) => {}
             }
             nh.gateway = ad.addr;
+        } else if w == "encap" {
+            nh.encap = Some(crate::encap::parse(cli, &mut a)?);
         } else if w == "blackhole" {
             nh.blackhole = true;
             nh.family = nh.family.or(Some(Family::Inet));
@@ -524,6 +527,9 @@ pub fn print_nexthop(p: &mut Printer, n: &NexthopObj, names: &Names, details: bo
             }
             p.close_obj();
         }
+    }
+    if let Some(e) = &n.encap {
+        crate::encap::print(p, e, names, false);
     }
     if let Some(gw) = &n.gateway {
         p.str(Some("gateway"), "via ", &gw.to_string(), " ");

@@ -398,6 +398,42 @@ impl Backend {
         }
     }
 
+    /// `sr tunsrc show` (offline only: fibred speaks no generic netlink, where the kernel
+    /// answers it).
+    pub fn seg6_tunsrc(&self) -> Result<std::net::Ipv6Addr, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.seg6_tunsrc()),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `sr tunsrc set ADDR` (offline only).
+    pub fn set_seg6_tunsrc(&mut self, a: std::net::Ipv6Addr) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => {
+                f.set_seg6_tunsrc(a);
+                Ok(())
+            }
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `ioam ... show` (offline only, like `sr`).
+    pub fn ioam(&self) -> Result<&fibre_fib::ioam::Ioam, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.ioam()),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `ioam namespace|schema add|del|set` (offline only).
+    pub fn ioam_mut(&mut self) -> Result<&mut fibre_fib::ioam::Ioam, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.ioam_mut()),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
     /// `sysctl KEY`.
     pub fn conf(
         &self,

@@ -169,6 +169,7 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
     let mut expires = None;
     let mut m = Metrics::default();
     let mut lock = 0u32;
+    let mut encap = None;
 
     let mut a = Args::new(words);
     while let Some(w) = a.peek() {
@@ -341,12 +342,9 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
                 "high" => 1,
                 _ => return Err(CmdError::invarg("\"pref\" value is invalid\n", v)),
             });
-        } else if matches(w, "realms")
-            || w == "encap"
-            || w == "as"
-            || w == "ttl-propagate"
-            || matches(w, "vrf")
-        {
+        } else if w == "encap" {
+            encap = Some(crate::encap::parse(cli, &mut a)?);
+        } else if matches(w, "realms") || w == "as" || w == "ttl-propagate" || matches(w, "vrf") {
             // Valid iproute2 words for attributes the routing model has no field for yet.
             return Err(unsupported(w));
         } else if matches(w, "fastopen_no_cookie") {
@@ -448,6 +446,7 @@ pub fn parse_route(cli: &mut Cli, words: &[&str], del: bool) -> Result<Route, Cm
         oif,
         hops: 0,
         flags: flags & nh_flags::ONLINK,
+        encap,
     };
     r.multipath = multipath;
     r.nhid = nhid;
@@ -517,6 +516,8 @@ fn parse_nexthops(
                     (wt.ok_or_else(|| CmdError::invarg("\"weight\" is invalid\n", v))? - 1) as u8;
             } else if w == "onlink" {
                 nh.flags |= nh_flags::ONLINK;
+            } else if w == "encap" {
+                nh.encap = Some(crate::encap::parse(cli, a)?);
             } else {
                 break;
             }
@@ -611,7 +612,14 @@ fn get(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
     let r = cli.fib.route_get(&q).map_err(|e| CmdError::rtnl(&e))?;
     let names = cli.names();
     let mut p = cli.printer();
-    print_route(&mut p, &r, &names, &Shown::default(), cli.opts.details > 0);
+    print_route(
+        &mut p,
+        &r,
+        &names,
+        &Shown::default(),
+        cli.opts.details > 0,
+        cli.opts.stats > 0,
+    );
     cli.emit(p);
     Ok(())
 }
@@ -1005,7 +1013,14 @@ fn list(cli: &mut Cli, words: &[&str], flush: bool) -> Result<(), CmdError> {
     let details = cli.opts.details > 0;
     let mut p = cli.printer();
     for r in routes.iter().filter(|r| f.accepts(r, family)) {
-        print_route(&mut p, r, &names, &f.shown(r.family.max_len()), details);
+        print_route(
+            &mut p,
+            r,
+            &names,
+            &f.shown(r.family.max_len()),
+            details,
+            cli.opts.stats > 0,
+        );
     }
     cli.emit(p);
     Ok(())
@@ -1227,7 +1242,14 @@ fn print_metrics(p: &mut Printer, m: &Metrics) {
 }
 
 /// iproute2's `print_route` for one route (a dump entry or a `route get` answer).
-pub fn print_route(p: &mut Printer, r: &Route, names: &Names, shown: &Shown, details: bool) {
+pub fn print_route(
+    p: &mut Printer,
+    r: &Route,
+    names: &Names,
+    shown: &Shown,
+    details: bool,
+    stats: bool,
+) {
     let host_len = r.family.max_len();
     p.open_obj(None);
     if r.rtype != RouteType::Unicast || details {
@@ -1255,10 +1277,13 @@ pub fn print_route(p: &mut Printer, r: &Route, names: &Names, shown: &Shown, det
     if let Some(id) = r.nhid {
         p.num(Some("nhid"), "nhid ", id as i64, " ");
     }
+    let single = r.multipath.is_empty();
+    if let Some(e) = r.nexthop.encap.as_ref().filter(|_| single) {
+        crate::encap::print(p, e, names, stats);
+    }
     if r.tos != 0 && !shown.tos {
         p.str(Some("tos"), "tos ", &dsfield_n2a(r.tos), " ");
     }
-    let single = r.multipath.is_empty();
     if single {
         if let Some(gw) = &r.nexthop.gateway {
             if !(shown.via_host && Family::of(gw) == r.family) {
@@ -1336,6 +1361,9 @@ pub fn print_route(p: &mut Printer, r: &Route, names: &Names, shown: &Shown, det
         for nh in &r.multipath {
             p.open_obj(None);
             p.text("\n\tnexthop ");
+            if let Some(e) = &nh.encap {
+                crate::encap::print(p, e, names, stats);
+            }
             if let Some(gw) = &nh.gateway {
                 print_gateway(p, r.family, gw);
             }
@@ -1478,7 +1506,7 @@ mod tests {
             Some("d1".into()),
         ]);
         let mut p = Printer::new(json, false);
-        print_route(&mut p, r, &names, &shown, false);
+        print_route(&mut p, r, &names, &shown, false, false);
         String::from_utf8(p.finish()).unwrap()
     }
 

@@ -534,6 +534,7 @@ impl Fib {
                 oif: b.oif.0,
                 hops: 0,
                 flags: 0,
+                encap: None,
             };
             r.metrics.mtu = e.mtu;
             if e.mtu_locked {

@@ -209,6 +209,9 @@ impl Fib {
         if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
             ans.nexthop.gateway = n.gw;
         }
+        // The dst carries the next hop's encapsulation (rt_set_nexthop), which rt_fill_info
+        // reports.
+        ans.nexthop.encap = n.encap.clone();
         // rt_fill_info reports route-cache flags only: never the next hop's LINKDOWN.
         ans.metrics = info.spec.metrics.clone();
         if s == 0 {
@@ -300,6 +303,7 @@ impl Fib {
                 if n.gw.is_some() && info.nh[res.nh].scope == scope::LINK {
                     ans.nexthop.gateway = n.gw;
                 }
+                ans.nexthop.encap = n.encap.clone();
                 ans.metrics = info.spec.metrics.clone();
                 (res, RouteType::Unicast)
             }
@@ -358,6 +362,7 @@ impl Fib {
             oif: n.oif.0,
             hops: 0,
             flags: 0,
+            encap: n.encap.clone(),
         };
         // An answer built from a dst carries no next-hop flags (rt6_fill_node fills them for
         // FIB entries only), so never `linkdown`.

@@ -16,6 +16,7 @@
 //! layer names `Fib` (`tests/module_dag.rs` checks this and prints the graph):
 //!
 //! 1. Vocabulary, depending on nothing but [`types`]: [`types`] (requests and answers),
+//!    [`encap`] (next hops' encapsulations checked and built as the kernel keeps them),
 //!    [`ids`] (typed arena indices), [`prefix`] (addresses as u128, masked prefixes),
 //!    [`flow`] (what a lookup asks), [`hash`] (keyed and internal hash maps), [`mphash`] (the
 //!    kernel's multipath flow hash).
@@ -26,7 +27,8 @@
 //!    queue), [`route`] (stored routes, the shared route infos that hold their forwarding
 //!    results, and the index from links to them), [`fibtable`] (one table's prefixes,
 //!    longest-prefix match, IPv6 leaves, and the index from route infos to their prefixes),
-//!    [`rule`] (policy rules), [`srcsel`] (source address selection).
+//!    [`rule`] (policy rules), [`srcsel`] (source address selection), [`ioam`] (IOAM
+//!    namespaces and schemas).
 //! 3. `Fib`'s methods, split by job, in this order: [`nexthop`] (next-hop objects),
 //!    [`lookup`] (table, rules and multipath lookups), [`route4`] / [`route6`] (the two
 //!    families' request semantics), [`exception`] (PMTU and redirect exceptions), [`input`]
@@ -44,6 +46,7 @@ mod addr;
 pub mod build;
 mod conf;
 mod dst;
+pub mod encap;
 pub mod exception;
 pub mod expiry;
 mod fibtable;
@@ -54,6 +57,7 @@ pub mod hash;
 mod ids;
 mod input;
 mod input_batch;
+pub mod ioam;
 mod link;
 mod local;
 mod lookup;
@@ -181,6 +185,11 @@ pub struct Fib {
     exceptions: exception::Exceptions,
     /// Per-link settings (`conf`).
     confs: conf::Confs,
+    /// The source address SRv6 encapsulation gives the outer IPv6 header (`ip sr tunsrc`;
+    /// the kernel's per-namespace seg6 tun_src), `::` until set.
+    seg6_tunsrc: std::net::Ipv6Addr,
+    /// IOAM namespaces and schemas (`ip ioam`).
+    ioam: ioam::Ioam,
 }
 
 impl Default for Fib {
@@ -255,6 +264,8 @@ impl Fib {
             clock: std::sync::Arc::new(SystemClock::new()),
             exceptions: Default::default(),
             confs: conf::Confs::new(&settings_copy),
+            seg6_tunsrc: std::net::Ipv6Addr::UNSPECIFIED,
+            ioam: ioam::Ioam::default(),
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
         f.confs.link_added(IfIndex::LOOPBACK, all4);
@@ -268,6 +279,26 @@ impl Fib {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// `ip sr tunsrc show`.
+    pub fn seg6_tunsrc(&self) -> std::net::Ipv6Addr {
+        self.seg6_tunsrc
+    }
+
+    /// `ip sr tunsrc set ADDR`: any address (`::` clears it), as the kernel takes it.
+    pub fn set_seg6_tunsrc(&mut self, a: std::net::Ipv6Addr) {
+        self.seg6_tunsrc = a;
+    }
+
+    /// IOAM namespaces and schemas (`ip ioam ... show`).
+    pub fn ioam(&self) -> &ioam::Ioam {
+        &self.ioam
+    }
+
+    /// `ip ioam namespace|schema add|del|set`.
+    pub fn ioam_mut(&mut self) -> &mut ioam::Ioam {
+        &mut self.ioam
     }
 
     /// Changes a setting; takes effect for the next lookup.
@@ -1228,6 +1259,7 @@ impl Fib {
                 oif: s.nhs[i].oif.0,
                 hops: (s.nhs[i].weight.saturating_sub(1)).min(255) as u8,
                 flags,
+                encap: s.nhs[i].encap.clone(),
             }
         };
         // rt6_fill_node shows an IPv6 route through a group object as multipath, whatever

@@ -137,6 +137,7 @@ impl NhObjs {
                     flags: 0,
                     mtu: None,
                     protocol: None,
+                    encap: None,
                 }];
             }
             return vec![NhSpec {
@@ -146,6 +147,7 @@ impl NhObjs {
                 flags: if obj.onlink { nh_flags::ONLINK } else { 0 },
                 mtu: None,
                 protocol: None,
+                encap: obj.encap.clone(),
             }];
         }
         obj.group
@@ -163,6 +165,7 @@ impl NhObjs {
                     flags: if o.onlink { nh_flags::ONLINK } else { 0 },
                     mtu: None,
                     protocol: None,
+                    encap: o.encap.clone(),
                 })
             })
             .collect()
@@ -326,7 +329,7 @@ impl crate::Fib {
             if nh.family.is_some() {
                 return Err(einval("Invalid family for group"));
             }
-            if nh.gateway.is_some() || nh.oif != 0 || nh.blackhole {
+            if nh.gateway.is_some() || nh.oif != 0 || nh.blackhole || nh.encap.is_some() {
                 return Err(einval("Group can not have gateway, device or blackhole"));
             }
             self.nhobjs.check_group(nh)?;
@@ -342,14 +345,14 @@ impl crate::Fib {
         } else if nh.fdb {
             // An fdb next hop is a gateway for the bridge's FDB (VXLAN): no device, so no
             // route check; link scope.
-            if nh.oif != 0 || nh.blackhole {
+            if nh.oif != 0 || nh.blackhole || nh.encap.is_some() {
                 return Err(einval(
                     "Fdb attribute can not be used with encap, oif or blackhole",
                 ));
             }
             nh_scope = scope::LINK;
         } else if nh.blackhole {
-            if nh.gateway.is_some() || nh.oif != 0 || nh.onlink {
+            if nh.gateway.is_some() || nh.oif != 0 || nh.onlink || nh.encap.is_some() {
                 return Err(einval(
                     "Blackhole attribute can not be used with gateway, oif, encap or fdb",
                 ));
@@ -385,6 +388,7 @@ impl crate::Fib {
                         flags: if nh.onlink { nh_flags::ONLINK } else { 0 },
                         mtu: None,
                         protocol: None,
+                        encap: None,
                     };
                     // fib_check_nh: the scope of the route the gateway resolves through
                     // (host for a local address).
@@ -404,6 +408,13 @@ impl crate::Fib {
                 None => scope::HOST,
             };
         }
+        // nh_create_ipv4 / nh_create_ipv6: the encapsulation is built for the object's family
+        // (its gateway's, else the message's).
+        let family = match nh.gateway {
+            Some(g) => crate::types::Family::of(&g),
+            None => nh.family.unwrap_or(crate::types::Family::Inet),
+        };
+        let encap = self.build_encap(family, &nh.encap)?;
         // Id 0 asks for a free id, given once the object is known to be valid.
         let mut nh = std::borrow::Cow::Borrowed(nh);
         if nh.id == 0 {
@@ -480,6 +491,7 @@ impl crate::Fib {
         obj.flags = 0;
         obj.scope = nh_scope;
         obj.res = None;
+        obj.encap = encap;
         if !nh.group.is_empty() && nh.group_type == GROUP_RES {
             let now = self.now_ms();
             let t = self.nhobjs.res.entry(NhId(nh.id)).or_insert_with(|| {

@@ -24,6 +24,7 @@ use crate::expiry::{ExpiryQueue, InfoRef};
 use crate::hash::{InternalState, KeyedMap};
 use crate::ids::{IfIndex, InfoId, NhId, TableId};
 use crate::prefix::Key;
+use crate::types::Encap;
 use crate::types::{Family, Metrics, RouteType};
 
 /// The identity of one next hop as configured.
@@ -43,6 +44,9 @@ pub(crate) struct NhSpec {
     /// Likewise this sibling's protocol: a route appended as a sibling keeps its own, which a
     /// lookup through it answers; the route's `protocol` is its first sibling's.
     pub protocol: Option<u8>,
+    /// The encapsulation this next hop applies, in the form built (see `encap`); part of the
+    /// identity, as the kernel compares encapsulations (lwtunnel_cmp_encap).
+    pub encap: Option<Encap>,
 }
 
 /// Everything that makes two routes "the same route info" for the kernel.

@@ -32,10 +32,10 @@ fn min_scope(t: RouteType) -> u8 {
     }
 }
 
-/// The attributes of a plain request (one next hop, no metrics, no next-hop object) that
-/// decide its route info. Requests with equal keys get equal infos as long as nothing they
-/// were validated against changed (`memo::Generations::resolve`) and no info was freed (ids stay meaningful), so
-/// a bulk load validates each distinct next hop once.
+/// The attributes of a plain request (one next hop, no metrics, no next-hop object, no
+/// encapsulation) that decide its route info. Requests with equal keys get equal infos as long
+/// as nothing they were validated against changed (`memo::Generations::resolve`) and no info
+/// was freed (ids stay meaningful), so a bulk load validates each distinct next hop once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SimpleKey {
     table: TableId,
@@ -109,7 +109,8 @@ impl SimpleKey {
         let plain = r.nhid.is_none()
             && r.multipath.is_empty()
             && r.expires.is_none()
-            && r.metrics == NO_METRICS;
+            && r.metrics == NO_METRICS
+            && r.nexthop.encap.is_none();
         plain.then_some(SimpleKey {
             table: tb,
             protocol: r.protocol,
@@ -282,6 +283,7 @@ impl Fib {
                     flags: (r.flags & !0xff) | m.flags,
                     mtu: None,
                     protocol: None,
+                    encap: self.build_encap(Family::Inet, &m.encap)?,
                 });
             }
             if r.nexthop.oif != 0 && nhs[0].oif != IfIndex(r.nexthop.oif) {
@@ -300,6 +302,7 @@ impl Fib {
                 flags: r.flags | r.nexthop.flags,
                 mtu: None,
                 protocol: None,
+                encap: self.build_encap(Family::Inet, &r.nexthop.encap)?,
             });
         }
         for n in &mut nhs {
@@ -754,6 +757,9 @@ fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
     }
     if r.nexthop.oif != 0 || r.nexthop.gateway.is_some() {
         let Some(n) = s.nhs.first() else { return false };
+        if !encap_match4(&r.nexthop, n) {
+            return false;
+        }
         if r.nexthop.oif != 0 && r.nexthop.oif != n.oif.0 {
             return false;
         }
@@ -772,8 +778,18 @@ fn nh_match4(r: &Route, s: &InfoSpec) -> bool {
         .iter()
         .zip(&s.nhs)
         .all(|(m, n): (&NextHop, &NhSpec)| {
-            (m.oif == 0 || m.oif == n.oif.0) && (m.gateway.is_none() || m.gateway == n.gw)
+            (m.oif == 0 || m.oif == n.oif.0)
+                && (m.gateway.is_none() || m.gateway == n.gw)
+                && encap_match4(m, n)
         })
+}
+
+/// fib_encap_match: an encapsulation in a delete request must equal the next hop's, as built;
+/// one that does not build matches anything.
+fn encap_match4(m: &NextHop, n: &NhSpec) -> bool {
+    let Some(e) = &m.encap else { return true };
+    e.build(Family::Inet, |_| false)
+        .map_or(true, |b| n.encap.as_ref() == Some(&b))
 }
 
 /// fib_metrics_match: only a requested RTAX_MTU... the kernel compares every metric given.

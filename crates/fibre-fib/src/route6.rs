@@ -20,7 +20,9 @@ use crate::lookup::TableResult;
 use crate::prefix::Key;
 use crate::route::{between_siblings, sibling_hops, Entry, InfoSpec, Infos, NhSpec, NhState};
 use crate::types::einval;
-use crate::types::{nh_flags, scope, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError};
+use crate::types::{
+    nh_flags, scope, Encap, Errno, Family, NextHop, ReqFlags, Route, RouteType, RtError,
+};
 use crate::Fib;
 
 /// Metric of user routes without RTA_PRIORITY (IP6_RT_PRIO_USER).
@@ -185,6 +187,7 @@ impl Fib {
                 flags: h.flags & nh_flags::ONLINK,
                 mtu: r.metrics.mtu,
                 protocol: Some(protocol),
+                encap: self.build_encap(Family::Inet6, &h.encap)?,
             });
         }
         if let Some(ps) = r.prefsrc {
@@ -332,6 +335,17 @@ impl Fib {
             .any(|l| (!ll || l.ifindex == dev) && l.v6.iter().any(|a| a.addr == *g))
     }
 
+    /// A next hop's requested encapsulation as the route will keep it (`None` without one).
+    pub(crate) fn build_encap(
+        &self,
+        family: Family,
+        e: &Option<Encap>,
+    ) -> Result<Option<Encap>, RtError> {
+        e.as_ref()
+            .map(|e| e.build(family, |a| self.chk_addr6(std::net::IpAddr::V6(a), None)))
+            .transpose()
+    }
+
     /// ipv6_chk_addr(addr, dev, strict=0): the address is local; link- and host-scope ones
     /// must be on `dev`.
     pub(crate) fn chk_addr6(&self, a: IpAddr, dev: Option<IfIndex>) -> bool {
@@ -431,6 +445,7 @@ impl Fib {
             oif: oif.0,
             hops: 0,
             flags,
+            encap: None,
         };
         let (d, ld, _) = self.nh6_init(&r, &h, tb, Internal6::default())?;
         Ok((d, ld))
@@ -481,9 +496,10 @@ impl Fib {
                 let dup = if spec.nhid.is_some() || s.nhid.is_some() {
                     spec.nhid == s.nhid
                 } else {
-                    s.nhs
-                        .iter()
-                        .any(|n| n.oif == new_nh.oif && n.gw == new_nh.gw)
+                    // rt6_duplicate_nexthop: the same device, gateway and encapsulation.
+                    s.nhs.iter().any(|n| {
+                        n.oif == new_nh.oif && n.gw == new_nh.gw && n.encap == new_nh.encap
+                    })
                 };
                 if dup {
                     return Err(RtError::new(Errno::EEXIST));

@@ -10,7 +10,7 @@
 //!
 //! `None` means "attribute absent", which the kernel often treats differently from zero.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Address family (`AF_INET`, `AF_INET6`), with the kernel's numeric values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -440,6 +440,91 @@ pub struct NextHop {
     pub hops: u8,
     /// RTNH_F_* (ONLINK in requests; DEAD/LINKDOWN in answers).
     pub flags: u32,
+    /// RTA_ENCAP / RTA_ENCAP_TYPE: as requested in a request, as built in answers.
+    pub encap: Option<Encap>,
+}
+
+// Encapsulations of next hops (RTA_ENCAP): the data; `encap` checks requests and builds the
+// form kept.
+
+/// An encapsulation of one next hop.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Encap {
+    Seg6(Seg6),
+    Seg6Local(Seg6Local),
+    Ioam6(Ioam6),
+    Rpl(Rpl),
+}
+
+/// SRv6 encapsulation (`mode encap|encap.red|l2encap|l2encap.red`) or insertion (`inline`)
+/// of a segment routing header.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Seg6 {
+    /// [`crate::encap::seg6_mode`].
+    pub mode: i32,
+    /// The SRH pushed, as configured (its segment list stored last segment first).
+    pub srh: Vec<u8>,
+}
+
+/// An SRv6 endpoint behaviour. A request sets what it was given; the built form keeps what
+/// the behaviour takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Seg6Local {
+    /// [`crate::encap::action`].
+    pub action: u32,
+    /// End.B6 and End.B6.Encaps: the SRH pushed.
+    pub srh: Option<Vec<u8>>,
+    pub table: Option<u32>,
+    pub nh4: Option<Ipv4Addr>,
+    pub nh6: Option<Ipv6Addr>,
+    pub iif: Option<u32>,
+    pub oif: Option<u32>,
+    pub vrftable: Option<u32>,
+    /// The behaviour counts packets, bytes and errors (SEG6_LOCAL_COUNTERS).
+    pub counters: Option<Counters>,
+    pub flavors: Option<Flavors>,
+    /// End.BPF's program was given (SEG6_LOCAL_BPF).
+    pub bpf: bool,
+}
+
+/// A behaviour's counters (SEG6_LOCAL_CNT_*).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Counters {
+    pub packets: u64,
+    pub bytes: u64,
+    pub errors: u64,
+}
+
+/// RFC 8986 flavors (PSP, USP, USD) and NEXT-C-SID (SEG6_LOCAL_FLAVORS).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Flavors {
+    /// `1 << encap::flavor::X` for each flavor (SEG6_LOCAL_FLV_OPERATION); `None` when absent.
+    pub ops: Option<u32>,
+    /// NEXT-C-SID only: Locator-Block and Locator-Node Function lengths in bits.
+    pub lcblock_bits: Option<u8>,
+    pub lcnode_fn_bits: Option<u8>,
+}
+
+/// IOAM pre-allocated trace insertion.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Ioam6 {
+    /// [`crate::encap::ioam6_mode`]; absent in a request means inline.
+    pub mode: Option<u8>,
+    /// The tunnel destination of the encap and auto modes.
+    pub dst: Option<Ipv6Addr>,
+    /// `struct ioam6_trace_hdr`: namespace id, node length and flags, remaining length, trace
+    /// type (network byte order); any other length is refused.
+    pub trace: Option<Vec<u8>>,
+    /// "k of every n" packets; both or neither in a request (1 of 1 when neither).
+    pub freq_k: Option<u32>,
+    pub freq_n: Option<u32>,
+}
+
+/// RPL source routing header insertion.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rpl {
+    /// The RPL source routing header, uncompressed, as configured.
+    pub srh: Vec<u8>,
 }
 
 /// Route metrics (RTA_METRICS / RTAX_*). Only those set are present.
@@ -726,6 +811,9 @@ pub struct NexthopObj {
     /// The next hop's scope in answers (fib_nh_scope: link through a gateway, host for a
     /// device alone or a gateway that is a local address); requests leave it 0.
     pub scope: u8,
+    /// NHA_ENCAP / NHA_ENCAP_TYPE: as requested in a request, as built in answers; routes
+    /// through the object report it as their next hop's.
+    pub encap: Option<Encap>,
 }
 
 /// Route cache flags (RTCF_*) found in the upper bits of `rtm_flags` in `route get` answers;

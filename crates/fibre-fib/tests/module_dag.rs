@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// The layers, lowest first, as the crate documentation lists them.
 const LAYERS: [&[&str]; 3] = [
-    &["types", "ids", "prefix", "flow", "hash", "mphash"],
+    &["types", "encap", "ids", "prefix", "flow", "hash", "mphash"],
     &[
         "memo",
         "addr",
@@ -20,6 +20,7 @@ const LAYERS: [&[&str]; 3] = [
         "fibtable",
         "rule",
         "srcsel",
+        "ioam",
     ],
     &[
         "nexthop",

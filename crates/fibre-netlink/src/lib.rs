@@ -3,7 +3,8 @@
 //! Parses and emits the rtnetlink messages fibre's daemon serves: the netlink header and its
 //! control messages ([`message`]), and one module per rtnetlink object -- [`link`],
 //! [`address`], [`route`], [`rule`], [`neighbour`], [`nexthop`] -- each with a fixed header and
-//! one file per attribute group; [`policy`] holds the kernel's attribute policies, which
+//! one file per attribute group; [`lwtunnel`] the encapsulations a route carries (SRv6, IOAM6,
+//! RPL); [`policy`] holds the kernel's attribute policies, which
 //! requests are checked against before anything reads them; [`fpm`] frames netlink messages in
 //! FRR's FPM stream. The codec knows the wire only: turning messages into routing requests and
 //! objects is fibre-proto's job, above it.
@@ -28,6 +29,7 @@ pub mod address;
 mod error;
 pub mod fpm;
 pub mod link;
+pub mod lwtunnel;
 pub mod message;
 pub mod neighbour;
 pub mod nexthop;

@@ -239,6 +239,27 @@ impl<'a> Value<'a> for IpAddr {
     }
 }
 
+/// An address of one family only (the seg6local next hops, IOAM6's tunnel destination).
+impl<'a> Value<'a> for Ipv4Addr {
+    fn decode(nla: RawNla<'a>) -> Option<Self> {
+        let b: [u8; 4] = nla.value.try_into().ok()?;
+        scalar_flags_ok(&nla).then(|| Ipv4Addr::from(b))
+    }
+    fn emit_value(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.octets());
+    }
+}
+
+impl<'a> Value<'a> for Ipv6Addr {
+    fn decode(nla: RawNla<'a>) -> Option<Self> {
+        let b: [u8; 16] = nla.value.try_into().ok()?;
+        scalar_flags_ok(&nla).then(|| Ipv6Addr::from(b))
+    }
+    fn emit_value(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.octets());
+    }
+}
+
 /// An IPv4 or IPv6 address from its 4 or 16 network-order bytes.
 pub fn ip_from_bytes(b: &[u8]) -> Option<IpAddr> {
     if let Ok(a) = <[u8; 4]>::try_from(b) {

@@ -734,7 +734,7 @@ pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
     for a in &m.attributes {
         b.attr(a)?;
     }
-    Ok(b.finish())
+    b.finish()
 }
 
 /// An RTM_NEWROUTE or RTM_DELROUTE request read straight from its bytes (one whole message,
@@ -764,7 +764,7 @@ pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
         for (_, nla) in fibre_netlink::nla::NlaIter::new(attrs, base).flatten() {
             b.attr(&RouteAttr::decode(nla))?;
         }
-        Ok(b.finish())
+        b.finish()
     };
     Some(convert().map(|r| {
         if t == mt::RTM_NEWROUTE {
@@ -776,14 +776,15 @@ pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
 }
 
 /// A route being read from its header and attributes, in message order.
-struct RouteBuilder {
+struct RouteBuilder<'a> {
     r: Route,
     src: Option<IpAddr>,
     src_len: u8,
+    encap: crate::encap::Pending<'a>,
 }
 
-impl RouteBuilder {
-    fn new(h: &RouteHeader) -> Result<RouteBuilder, RequestError> {
+impl<'a> RouteBuilder<'a> {
+    fn new(h: &RouteHeader) -> Result<RouteBuilder<'a>, RequestError> {
         let fam = object_family(h.family)?;
         if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
             return Err(invalid("Invalid prefix length"));
@@ -805,10 +806,14 @@ impl RouteBuilder {
             r,
             src: None,
             src_len: h.src_len,
+            encap: Default::default(),
         })
     }
 
-    fn attr(&mut self, a: &RouteAttr<'_>) -> Result<(), RequestError> {
+    fn attr(&mut self, a: &RouteAttr<'a>) -> Result<(), RequestError> {
+        if self.encap.take(a)? {
+            return Ok(());
+        }
         let r = &mut self.r;
         let fam = r.family;
         match a {
@@ -843,24 +848,20 @@ impl RouteBuilder {
             RouteAttr::Expires(v) => r.expires = Some(*v),
             RouteAttr::Uid(v) => r.uid = Some(*v),
             RouteAttr::NhId(v) => r.nhid = Some(*v),
-            RouteAttr::Encap(_) | RouteAttr::EncapType(_) => {
-                return Err(
-                    RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported").into(),
-                )
-            }
             _ => {}
         }
         Ok(())
     }
 
-    fn finish(mut self) -> Route {
+    fn finish(mut self) -> Result<Route, RequestError> {
         if self.src_len > 0 || self.src.is_some() {
             self.r.src = Some(Prefix {
                 addr: self.src.unwrap_or(unspecified(self.r.family)),
                 len: self.src_len,
             });
         }
-        self.r
+        self.r.nexthop.encap = self.encap.finish()?;
+        Ok(self.r)
     }
 }
 
@@ -870,18 +871,18 @@ fn nexthop_of(fam: Family, hop: &RouteNextHop<'_>) -> Result<NextHop, RequestErr
         oif: hop.header.ifindex as u32,
         hops: hop.header.hops,
         flags: hop.header.flags as u32,
+        encap: None,
     };
+    let mut encap = crate::encap::Pending::default();
     for a in &hop.attributes {
-        match a {
-            RouteAttr::Gateway(_) | RouteAttr::Via(_) => nh.gateway = gateway_of(fam, a)?,
-            RouteAttr::Encap(_) | RouteAttr::EncapType(_) => {
-                return Err(
-                    RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported").into(),
-                )
-            }
-            _ => {}
+        if encap.take(a)? {
+            continue;
+        }
+        if let RouteAttr::Gateway(_) | RouteAttr::Via(_) = a {
+            nh.gateway = gateway_of(fam, a)?;
         }
     }
+    nh.encap = encap.finish()?;
     Ok(nh)
 }
 
@@ -911,6 +912,7 @@ fn multipath_attr<'a>(r: &'a Route) -> Option<RouteAttr<'a>> {
                 .gateway
                 .map(|g| gateway_attr(r.family, g))
                 .into_iter()
+                .chain(nh.encap.iter().flat_map(crate::encap::attrs))
                 .collect(),
         })
         .collect();
@@ -1020,10 +1022,17 @@ fn route_attrs<'a>(r: &'a Route, mut push: impl FnMut(RouteAttr<'a>)) {
         (!m.is_empty()).then(|| RouteAttr::Metrics(Nest::new(m)))
     };
     let oif = (r.nexthop.oif != 0).then_some(RouteAttr::Oif(r.nexthop.oif));
+    // RTA_ENCAP and RTA_ENCAP_TYPE follow RTA_OIF (lwtunnel_fill_encap after the device).
+    let encap = |opt: &mut dyn FnMut(Option<RouteAttr<'a>>)| {
+        for a in r.nexthop.encap.iter().flat_map(crate::encap::attrs) {
+            opt(Some(a));
+        }
+    };
     let gateway = r.nexthop.gateway.map(|g| gateway_attr(r.family, g));
     if r.family == Family::Inet && r.cache.is_some() {
         // rt_fill_info: the answer to an IPv4 `route get`.
         opt(oif);
+        encap(&mut opt);
         opt(r.prefsrc.map(RouteAttr::PrefSrc));
         opt(gateway);
         // Not in the kernel's answers; kept so that nothing the model holds is lost.
@@ -1059,6 +1068,7 @@ fn route_attrs<'a>(r: &'a Route, mut push: impl FnMut(RouteAttr<'a>)) {
     }
     opt(gateway);
     opt(oif);
+    encap(&mut opt);
     opt(multipath_attr(r));
     opt(r.mark.map(RouteAttr::Mark));
     opt(r.uid.map(RouteAttr::Uid));
@@ -1316,8 +1326,10 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         protocol: h.protocol,
         flags: h.flags,
         scope: h.scope,
+        encap: None,
     };
     let mut res = None;
+    let mut encap = crate::encap::Pending::default();
     for (i, a) in m.attributes.iter().enumerate() {
         let at = |text: &str| RequestError {
             error: RtError::msg(Errno::EINVAL, text),
@@ -1348,13 +1360,9 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
             }
             NexthopAttr::Fdb(Flag) => nh.fdb = true,
             NexthopAttr::Groups(Flag) | NexthopAttr::Master(_) | NexthopAttr::OpFlags(_) => {}
-            NexthopAttr::EncapType(_) | NexthopAttr::Encap(_) => {
-                return Err(RequestError {
-                    error: RtError::msg(Errno::EOPNOTSUPP, "Encapsulation is not supported"),
-                    offset: Some(nexthop_attr_offset(m, i)),
-                    policy: Vec::new(),
-                })
-            }
+            NexthopAttr::EncapType(t) => encap.kind(*t)?,
+            NexthopAttr::Encap(n) => encap.nest(*n),
+            NexthopAttr::EncapOut(_) => {}
             NexthopAttr::ResGroup(n) => res = Some((i, n)),
             NexthopAttr::ResBucket(_) | NexthopAttr::Other(_) => {
                 return Err(at("Unknown attribute type"))
@@ -1393,6 +1401,7 @@ pub fn nexthop_from(m: &NexthopMessage<'_>) -> Result<NexthopObj, RequestError> 
         }
         nh.res = Some(r);
     }
+    nh.encap = encap.finish_object()?;
     Ok(nh)
 }
 
@@ -1490,7 +1499,7 @@ pub fn bucket_from(m: &NexthopMessage<'_>) -> Option<NexthopBucket> {
 const NHA_OP_FLAG_RESP_GRP_RESVD_0: u32 = 1 << 31;
 
 /// A next-hop object as the kernel dumps and notifies it (`nh_fill_node` order).
-pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
+pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'_> {
     let header = NexthopHeader {
         family: nh.family.map_or(AF_UNSPEC, |f| f as u8),
         scope: nh.scope,
@@ -1540,6 +1549,8 @@ pub fn nexthop_message(nh: &NexthopObj) -> NexthopMessage<'static> {
         a.push(NexthopAttr::Oif(nh.oif));
     }
     a.extend(nh.gateway.map(NexthopAttr::Gateway));
+    // nh_fill_node: the encapsulation after the gateway (lwtunnel_fill_encap).
+    a.extend(nh.encap.iter().flat_map(crate::encap::nexthop_attrs));
     if nh.fdb {
         a.push(NexthopAttr::Fdb(Flag));
     }

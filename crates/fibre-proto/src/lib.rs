@@ -3,6 +3,7 @@
 //! - [`convert`]: codec messages ([`fibre_netlink`]) to and from the FIB's requests and
 //!   objects ([`fibre_fib::types`]), and the answers (ACKs, errors with extended ACK) as the
 //!   kernel encodes them.
+//!   Encapsulations (RTA_ENCAP) are converted in `encap`, beside it.
 //! - [`groups`]: the multicast groups notifications go to and the bitmask a membership is
 //!   kept in.
 //! - [`membership`]: fibre's private message that joins and leaves groups over a Unix socket.
@@ -17,5 +18,6 @@
 
 pub mod client;
 pub mod convert;
+mod encap;
 pub mod groups;
 pub mod membership;

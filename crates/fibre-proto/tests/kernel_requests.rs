@@ -145,12 +145,14 @@ fn kernel_accepts_our_requests() {
             oif: veth0,
             hops: 0,
             flags: 0,
+            encap: None,
         },
         NextHop {
             gateway: Some(ip("192.0.2.11")),
             oif: veth0,
             hops: 2,
             flags: 0,
+            encap: None,
         },
     ];
     let mut black = Route::new(Family::Inet6, prefix("2001:db8:1::/48"));

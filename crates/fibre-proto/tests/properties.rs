@@ -55,6 +55,7 @@ fn route() -> impl Strategy<Value = fibre_fib::types::Route> {
                 oif,
                 hops,
                 flags,
+                encap: None,
             })
     };
     any::<bool>().prop_flat_map(move |v6| {

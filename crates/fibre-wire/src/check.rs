@@ -15,7 +15,10 @@ use std::vec::Vec;
 
 use crate::checksum::PseudoHeader;
 use crate::frame::Frame;
-use crate::{arp, ethernet, icmp, icmpv6, ipv4, ipv4_option, ipv6, ipv6_ext, ndp, tcp, udp, vlan};
+use crate::{
+    arp, ethernet, icmp, icmpv6, ioam6, ipv4, ipv4_option, ipv6, ipv6_ext, ndp, rpl, srh, tcp, udp,
+    vlan,
+};
 
 /// Ethernet header and VLAN tags.
 pub fn ethernet(data: &[u8]) {
@@ -219,6 +222,165 @@ fn ext_chain(next_header: u8, payload: &[u8]) {
     let _ = ipv6_ext::walk(next_header, payload);
 }
 
+/// A segment routing header: every accessor and setter, the TLV walk, Linux's validation, and
+/// the `Repr` round trip, which re-emits the bytes exactly.
+pub fn srh(data: &[u8]) {
+    let Ok(p) = srh::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (p.flags(), p.tag(), p.hmac_key_id(), p.segment_list().len());
+    let _ = (
+        p.validate(data.len(), false),
+        p.validate(p.header_len(), true),
+    );
+    for t in p.tlvs() {
+        let Ok(t) = t else { break };
+        assert!(t.wire_len() >= 1 && t.hmac_key_id().is_none_or(|_| t.kind == srh::tlv::HMAC));
+    }
+    let mut copy = data.to_vec();
+    let mut m = srh::Packet::new_unchecked(&mut copy[..]);
+    m.set_next_header(p.next_header());
+    m.set_segments_left(p.segments_left());
+    m.set_flags(p.flags());
+    m.set_tag(p.tag());
+    for i in 0..=p.segment_count() {
+        match p.segment(i) {
+            Some(a) => m.set_segment(i, a).unwrap(),
+            None => assert!(m.set_segment(i, Ipv6Addr::UNSPECIFIED).is_err()),
+        }
+    }
+    assert_eq!(copy, data);
+    let Ok(repr) = srh::Repr::parse(&p) else {
+        return;
+    };
+    assert_eq!(
+        repr.segment(p.segment_count() - 1),
+        p.segment(p.segment_count() - 1)
+    );
+    let mut out = vec![0; repr.buffer_len()];
+    repr.emit(&mut srh::Packet::new_unchecked(&mut out[..]));
+    assert_eq!(out, data[..p.header_len()]);
+    assert_eq!(
+        srh::Repr::parse(&srh::Packet::new_checked(&out[..]).unwrap()),
+        Ok(repr)
+    );
+}
+
+/// An RPL source routing header: the accessors against any destination, the setters, and the
+/// `Repr` round trip.
+pub fn rpl(data: &[u8]) {
+    let Ok(p) = rpl::Packet::new_checked(data) else {
+        return;
+    };
+    let dst = Ipv6Addr::from([0xa5; 16]);
+    let n = p.address_count();
+    assert!(n >= 1);
+    let addrs: Vec<Ipv6Addr> = (0..n).map(|i| p.address(i, dst).unwrap()).collect();
+    assert_eq!(p.address(n, dst), None);
+    let mut copy = data.to_vec();
+    let mut m = rpl::Packet::new_unchecked(&mut copy[..]);
+    m.set_next_header(p.next_header());
+    m.set_segments_left(p.segments_left());
+    for (i, a) in addrs.iter().enumerate() {
+        m.set_address(i, *a).unwrap();
+    }
+    assert!(m.set_address(n, dst).is_err());
+    assert_eq!(copy, data);
+    let Ok(repr) = rpl::Repr::parse(&p) else {
+        return;
+    };
+    let mut out = vec![0; repr.buffer_len()];
+    repr.emit(&mut rpl::Packet::new_unchecked(&mut out[..]));
+    let q = rpl::Packet::new_checked(&out[..]).unwrap();
+    assert_eq!(rpl::Repr::parse(&q), Ok(repr));
+    assert_eq!(q.address(n - 1, dst), addrs.last().copied());
+    // The addresses compressed against `dst` again carry the same list.
+    let mut carried = vec![0; 16 * n];
+    let c = rpl::compress(dst, &addrs, &mut carried).unwrap();
+    assert!((n == 1 || c.cmpri >= p.cmpri()) && c.cmpre >= p.cmpre());
+}
+
+/// An IOAM pre-allocated trace option: every accessor, the next node's slot within the data,
+/// the setters, and the `Repr` round trip, which re-emits the option byte for byte but for the
+/// two reserved octets.
+pub fn ioam6(data: &[u8]) {
+    let Ok(p) = ioam6::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (
+        p.namespace_id(),
+        p.overflow(),
+        p.trace_type(),
+        ioam6::node_len(p.trace_type()),
+    );
+    if let Some(slot) = p.next_node() {
+        assert!(slot.end <= p.data().len() && slot.len() == usize::from(p.node_len()) * 4);
+    }
+    let mut copy = data.to_vec();
+    let mut m = ioam6::Packet::new_unchecked(&mut copy[..]);
+    m.set_namespace_id(p.namespace_id());
+    m.set_flags(p.flags());
+    m.set_remaining_len(p.remaining_len());
+    let _ = m.data_mut().len();
+    assert_eq!(copy, data);
+    let Ok(repr) = ioam6::Repr::parse(&p) else {
+        return;
+    };
+    let mut out = vec![0; repr.buffer_len()];
+    repr.emit(&mut ioam6::Packet::new_unchecked(&mut out[..]));
+    let mut want = data[..p.option_len()].to_vec();
+    want[2] = 0;
+    want[11] = 0;
+    assert_eq!(out, want);
+    assert_eq!(
+        ioam6::Repr::parse(&ioam6::Packet::new_checked(&out[..]).unwrap()),
+        Ok(repr)
+    );
+}
+
+/// The first hop-by-hop option of type `kind` in an Ethernet frame carrying IPv6, from its
+/// type octet to the end of its header, or nothing.
+pub fn hop_by_hop_option(data: &[u8], kind: u8) -> &[u8] {
+    let net = network_layer(data);
+    let Ok(p) = ipv6::Packet::new_checked(net) else {
+        return &[];
+    };
+    if p.next_header() != crate::consts::ip_proto::HOP_BY_HOP {
+        return &[];
+    }
+    let payload = &net[ipv6::HEADER_LEN..ipv6::HEADER_LEN + usize::from(p.payload_len())];
+    let Ok(h) = ipv6_ext::Header::new_checked(payload) else {
+        return &[];
+    };
+    let area = &payload[2..h.header_len()];
+    let mut at = 0;
+    while at < area.len() {
+        if area[at] == 0 {
+            at += 1;
+            continue;
+        }
+        if area[at] == kind {
+            return &area[at..];
+        }
+        at += 2 + usize::from(*area.get(at + 1).unwrap_or(&0));
+    }
+    &[]
+}
+
+/// The first routing header of an Ethernet frame carrying IPv6, or nothing: lets a fuzz target
+/// seeded with whole frames reach the routing-header decoders.
+pub fn routing_header(data: &[u8]) -> &[u8] {
+    let net = network_layer(data);
+    let Ok(p) = ipv6::Packet::new_checked(net) else {
+        return &[];
+    };
+    let payload = &net[ipv6::HEADER_LEN..ipv6::HEADER_LEN + usize::from(p.payload_len())];
+    ipv6_ext::Chain::new(p.next_header(), payload)
+        .map_while(|h| h.ok())
+        .find(|h| h.kind == crate::consts::ip_proto::IPV6_ROUTING)
+        .map_or(&[], |h| h.bytes)
+}
+
 pub fn icmp(data: &[u8]) {
     let Ok(p) = icmp::Packet::new_checked(data) else {
         return;
@@ -401,6 +563,9 @@ mod tests {
             icmp(upper_layer(&f));
             icmpv6(upper_layer(&f));
             transport(upper_layer(&f));
+            srh(routing_header(&f));
+            rpl(routing_header(&f));
+            ioam6(hop_by_hop_option(&f, ioam6::OPTION_TYPE));
         }
     }
 
@@ -429,6 +594,9 @@ mod tests {
             icmp(upper_layer(&f));
             icmpv6(upper_layer(&f));
             transport(upper_layer(&f));
+            srh(routing_header(&f));
+            rpl(routing_header(&f));
+            ioam6(hop_by_hop_option(&f, ioam6::OPTION_TYPE));
         }
 
         #[test]
@@ -440,6 +608,9 @@ mod tests {
             icmp(&data);
             icmpv6(&data);
             transport(&data);
+            srh(&data);
+            rpl(&data);
+            ioam6(&data);
         }
     }
 }

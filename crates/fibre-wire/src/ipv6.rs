@@ -15,7 +15,7 @@ use crate::checksum;
 use crate::consts::ip_proto;
 use crate::error::{Error, Result};
 use crate::field::{array, be16, be32, set_be16, set_be32};
-use crate::ipv6_ext;
+use crate::{ipv6_ext, rpl};
 
 pub const HEADER_LEN: usize = 40;
 
@@ -103,9 +103,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The destination the upper layer's pseudo-header names (RFC 8200 section 8.1): while a
     /// routing header has segments left, the route's final address (the last of a type 0 or
-    /// type 2 header's list, the first of a segment routing header's); otherwise, and for
-    /// routing types it does not know, the destination address. A chain that cannot be walked
-    /// ends the search.
+    /// type 2 header's list, the last of an RPL header's (type 3) with its elided octets the
+    /// destination's, the first of a segment routing header's); otherwise, and for routing
+    /// types it does not know, the destination address. A chain that cannot be walked ends the
+    /// search.
     pub fn final_dst_addr(&self) -> Ipv6Addr {
         let mut dst = self.dst_addr();
         let chain = ipv6_ext::Chain::new(self.next_header(), self.payload());
@@ -114,6 +115,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
             .filter(|h| h.kind == ip_proto::IPV6_ROUTING)
         {
             let r = ipv6_ext::Header::new_unchecked(h.bytes);
+            if r.routing_type() == rpl::ROUTING_TYPE {
+                if let Ok(p) = rpl::Packet::new_checked(h.bytes) {
+                    let last = p.address_count().saturating_sub(1);
+                    if let Some(a) = p.address(last, dst).filter(|_| p.segments_left() > 0) {
+                        dst = a;
+                    }
+                }
+                continue;
+            }
             // The addresses start after the 8-byte fixed part in all three types.
             let addrs = &h.bytes[8..];
             let at = match r.routing_type() {

@@ -37,10 +37,13 @@ pub mod arp;
 pub mod ethernet;
 pub mod vlan;
 
+pub mod ioam6;
 pub mod ipv4;
 pub mod ipv4_option;
 pub mod ipv6;
 pub mod ipv6_ext;
+pub mod rpl;
+pub mod srh;
 
 pub mod icmp;
 pub mod icmpv6;

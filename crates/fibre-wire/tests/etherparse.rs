@@ -141,6 +141,9 @@ fn compare(bytes: &[u8]) -> Outcome {
     }
 
     match (&theirs.transport, ours.upper()) {
+        // etherparse reads a UDP length of 0 as a jumbogram's (RFC 2675), which this crate does
+        // not support: its view refuses the datagram.
+        (Some(TransportSlice::Udp(t)), Some(_)) if t.length() == 0 => return Outcome::Skipped,
         (Some(TransportSlice::Udp(t)), Some(u)) => {
             assert_eq!(ours.ports(), Some((t.source_port(), t.destination_port())));
             let p = udp::Packet::new_checked(u.bytes).unwrap();

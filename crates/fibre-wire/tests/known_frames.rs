@@ -241,3 +241,56 @@ fn options_are_read_as_built() {
     let opts: Vec<_> = n.options().map(|o| o.unwrap()).collect();
     assert!(matches!(opts[..], [NdpOption::Unknown { kind: 25, data }] if data.len() == 22));
 }
+
+/// The segment routing, RPL and IOAM headers scapy built read as built, and each re-emits
+/// from its `Repr` byte for byte.
+#[test]
+fn routing_headers_and_ioam_read_as_built() {
+    use fibre_wire::check::{hop_by_hop_option, routing_header};
+    use fibre_wire::{ioam6, rpl, srh};
+    let all: std::collections::HashMap<_, _> = known_frames().into_iter().collect();
+    let a = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap();
+
+    let b = routing_header(&all["ipv6_srh_hmac_udp"]);
+    let p = srh::Packet::new_checked(b).unwrap();
+    assert_eq!((p.segments_left(), p.last_entry(), p.tag()), (0, 0, 9));
+    assert_eq!(p.flags(), srh::FLAG_HMAC);
+    assert_eq!(p.segment(0), Some(a("2001:db8:3::1")));
+    assert_eq!(p.hmac_key_id(), Some(7));
+    p.validate(b.len(), false).unwrap();
+    let r = srh::Repr::parse(&p).unwrap();
+    let mut out = vec![0; r.buffer_len()];
+    r.emit(&mut srh::Packet::new_unchecked(&mut out[..]));
+    assert_eq!(out, b);
+
+    let b = routing_header(&all["ipv6_srh_tcp"]);
+    srh::Packet::new_checked(b)
+        .unwrap()
+        .validate(b.len(), false)
+        .unwrap();
+
+    let b = routing_header(&all["ipv6_rpl_udp"]);
+    let p = rpl::Packet::new_checked(b).unwrap();
+    assert_eq!(
+        (p.routing_type(), p.segments_left(), p.address_count()),
+        (3, 2, 2)
+    );
+    assert_eq!(p.address(1, a("2001:db8:1::7")), Some(a("2001:db8:4::2")));
+    let r = rpl::Repr::parse(&p).unwrap();
+    let mut out = vec![0; r.buffer_len()];
+    r.emit(&mut rpl::Packet::new_unchecked(&mut out[..]));
+    assert_eq!(out, b);
+
+    let b = hop_by_hop_option(&all["ipv6_hbh_ioam_udp"], ioam6::OPTION_TYPE);
+    let p = ioam6::Packet::new_checked(b).unwrap();
+    assert_eq!(
+        (p.namespace_id(), p.node_len(), p.remaining_len()),
+        (1, 1, 1)
+    );
+    assert_eq!((p.trace_type(), p.next_node()), (0x80_0000, Some(0..4)));
+    assert_eq!(&p.data()[4..], [64, 0, 0, 1]);
+    let r = ioam6::Repr::parse(&p).unwrap();
+    let mut out = vec![0; r.buffer_len()];
+    r.emit(&mut ioam6::Packet::new_unchecked(&mut out[..]));
+    assert_eq!(out, b[..p.option_len()]);
+}

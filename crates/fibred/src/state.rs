@@ -1297,6 +1297,7 @@ mod tests {
                             } else {
                                 0
                             },
+                            encap: None,
                         });
                     }
                 }

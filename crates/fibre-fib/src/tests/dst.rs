@@ -124,12 +124,14 @@ fn compiled_answers_follow_next_hops_a_link_event_kills() {
             oif: d0,
             hops: 0,
             flags: 0,
+            encap: None,
         },
         NextHop {
             gateway: Some(ip("10.9.0.2")),
             oif: d1,
             hops: 0,
             flags: 0,
+            encap: None,
         },
     ];
     f.route_new(&r, ReqFlags::ADD).unwrap();

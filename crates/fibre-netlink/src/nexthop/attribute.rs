@@ -1,6 +1,7 @@
 //! NHA_* attributes of a next-hop object message.
 
 use super::{GroupEntry, ResBucketAttr, ResGroupAttr};
+use crate::lwtunnel::Encap;
 use crate::nla::{attributes, Flag, Nest, NestedBytes};
 use std::net::IpAddr;
 
@@ -35,7 +36,10 @@ attributes! {
         Oif(u32) = NHA::OIF,
         Gateway(IpAddr) = NHA::GATEWAY,
         EncapType(u16) = NHA::ENCAP_TYPE,
+        /// Undecoded; `lwtunnel::Encap::decode` reads it with NHA_ENCAP_TYPE.
         Encap(NestedBytes<'a>) = NHA::ENCAP,
+        /// An encapsulation built to be sent; parsing gives [`NexthopAttr::Encap`].
+        EncapOut(Encap<'a>) = NHA::ENCAP,
         /// In a dump request: groups only.
         Groups(Flag) = NHA::GROUPS,
         Master(u32) = NHA::MASTER,

@@ -1,6 +1,7 @@
 //! RTA_* attributes of a route message (also those inside each RTA_MULTIPATH next hop).
 
 use super::{MetricAttr, RouteCacheInfo, RouteNextHop, Via};
+use crate::lwtunnel::Encap;
 use crate::nla::{attributes, Be16, Nest, NestedBytes};
 use std::net::IpAddr;
 
@@ -56,8 +57,12 @@ attributes! {
         Pref(u8) = RTA::PREF,
         /// LWTUNNEL_ENCAP_*.
         EncapType(u16) = RTA::ENCAP_TYPE,
-        /// Encapsulation attributes of the space RTA_ENCAP_TYPE names, undecoded.
+        /// Encapsulation attributes of the space RTA_ENCAP_TYPE names, undecoded (parsing
+        /// gives this; `lwtunnel::Encap::decode` reads it once the type is known).
         Encap(NestedBytes<'a>) = RTA::ENCAP,
+        /// An encapsulation built to be sent. Parsing never gives it (the attribute's space is
+        /// not known when it is read): it gives [`RouteAttr::Encap`].
+        EncapOut(Encap<'a>) = RTA::ENCAP,
         /// Seconds until the route expires.
         Expires(u32) = RTA::EXPIRES,
         Uid(u32) = RTA::UID,

@@ -222,19 +222,30 @@ def inside():
         f.write("\n".join(log) + "\n")
 
 
-def main():
+def in_namespace(ns, script, inside_fn, after=None):
+    """Runs `inside_fn` in a fresh network namespace `ns` (re-running `script` there with
+    --inside), then `after` outside it; the namespace is deleted in any case."""
     if len(sys.argv) > 1 and sys.argv[1] == "--inside":
-        inside()
+        inside_fn()
         return
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
-    subprocess.run(["ip", "netns", "add", NS], check=True)
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
-        subprocess.run(["ip", "netns", "exec", NS, sys.executable, os.path.abspath(__file__), "--inside"], check=True)
-        with open(os.path.join(HERE, "kernel.txt"), "w") as f:
-            f.write(" ".join(os.uname()) + "\n")
-            f.write(subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout)
+        subprocess.run(["ip", "netns", "exec", ns, sys.executable, os.path.abspath(script), "--inside"], check=True)
+        if after:
+            after()
     finally:
-        subprocess.run(["ip", "netns", "del", NS])
+        subprocess.run(["ip", "netns", "del", ns])
+
+
+def write_kernel_txt():
+    with open(os.path.join(HERE, "kernel.txt"), "w") as f:
+        f.write(" ".join(os.uname()) + "\n")
+        f.write(subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout)
+
+
+def main():
+    in_namespace(NS, __file__, inside, write_kernel_txt)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from scapy.all import (
     ARP, ICMP, IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPOption_LSRR, IPOption_NOP,
     IPOption_Router_Alert, IPOption_RR, IPOption_SSRR, IPOption_Timestamp, IPv6,
     IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop, IPv6ExtHdrRouting,
-    IPv6ExtHdrSegmentRouting, ICMPv6DestUnreach, ICMPv6EchoReply, ICMPv6EchoRequest,
+    IPv6ExtHdrSegmentRouting, IPv6ExtHdrSegmentRoutingTLV, IPv6ExtHdrSegmentRoutingTLVPadN,
+    HBHOptUnknown, ICMPv6DestUnreach, ICMPv6EchoReply, ICMPv6EchoRequest,
     ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6ND_RA, ICMPv6ND_Redirect, ICMPv6ND_RS, ICMPv6NDOptMTU,
     ICMPv6NDOptPrefixInfo, ICMPv6NDOptRedirectedHdr, ICMPv6NDOptSrcLLAddr,
     ICMPv6NDOptDstLLAddr, ICMPv6PacketTooBig, ICMPv6ParamProblem, ICMPv6TimeExceeded,
@@ -48,6 +49,16 @@ FRAMES = {
     "ipv6_udp": E / IPv6(hlim=64, tc=0xb8, fl=0x12345, **V6) / UDP(sport=1234, dport=53) / b"query",
     "ipv6_ext_chain_udp": E / IPv6(**V6) / IPv6ExtHdrHopByHop(options=[RouterAlert(value=0), PadN(optdata=b"")]) / IPv6ExtHdrDestOpt(options=[PadN(optdata=b"\0\0\0\0")]) / IPv6ExtHdrRouting(addresses=["2001:db8:2::1"], segleft=1) / IPv6ExtHdrFragment(id=5, m=1, offset=0) / IPv6ExtHdrDestOpt() / UDP(sport=13, dport=14),
     "ipv6_srh_tcp": E / IPv6(**V6) / IPv6ExtHdrSegmentRouting(addresses=["2001:db8:3::1", "2001:db8:3::2"], segleft=1) / TCP(sport=15, dport=16, flags="S"),
+    # An SRH as Linux's seg6 encap with `hmac 7` builds it: the HMAC flag and a 40-octet HMAC TLV
+    # (key id 7, the HMAC itself left zero), after a PadN TLV. scapy 2.8's own HMAC TLV class
+    # writes a 16-bit length, so the HMAC TLV is its generic TLV.
+    "ipv6_srh_hmac_udp": E / IPv6(**V6) / IPv6ExtHdrSegmentRouting(addresses=["2001:db8:3::1"], segleft=0, lastentry=0, tag=9, hmac=1, tlv_objects=[IPv6ExtHdrSegmentRoutingTLVPadN(padding=b"\0" * 6), IPv6ExtHdrSegmentRoutingTLV(type=5, len=38, value=bytes(2) + (7).to_bytes(4, "big") + bytes(32))]) / UDP(sport=17, dport=18),
+    # An RPL source routing header (RFC 6554) as iproute2's `encap rpl` sends it: CmprI = CmprE =
+    # 0, so every address whole; scapy's generic routing header with type 3 writes it.
+    "ipv6_rpl_udp": E / IPv6(**V6) / IPv6ExtHdrRouting(type=3, segleft=2, addresses=["2001:db8:4::1", "2001:db8:4::2"]) / UDP(sport=19, dport=20),
+    # An IOAM pre-allocated trace option (RFC 9486, type 0x31) in a hop-by-hop header: namespace
+    # 1, trace type 0x800000, 8 octets pre-allocated, one node (hop limit 64, node id 1) written.
+    "ipv6_hbh_ioam_udp": E / IPv6(**V6) / IPv6ExtHdrHopByHop(options=[HBHOptUnknown(otype=0x31, optdata=bytes([0, 0, 0, 1, 0x08, 0x01, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 1])), PadN(optdata=b"\0" * 2)]) / UDP(sport=21, dport=22),
     "ipv6_fragment_later": E / IPv6(**V6) / IPv6ExtHdrFragment(id=6, m=0, offset=10, nh=17) / (b"z" * 16),
     "ipv6_esp": E / IPv6(nh=50, **V6) / (b"\x00\x00\x01\x00" + b"\x00\x00\x00\x01" + b"e" * 24),
     "ipv6_no_next": E / IPv6(**V6) / IPv6ExtHdrDestOpt(nh=59),
