@@ -363,9 +363,12 @@ proptest! {
             let iif = [d0, d1][iif as usize];
             let k = key(hosts[d as usize], hosts[s as usize], iif);
             let got = f.route_input(&k);
+            // The packet's protocol too: IPv6's multipath hash covers it even under
+            // policy 0, and `route get` without `ipproto` hashes protocol 0.
             let get = f.route_get(&RouteQuery {
                 src: Some(k.src),
                 iif: Some(iif),
+                ipproto: Some(k.proto),
                 ..RouteQuery::to(k.dst)
             });
             match (got, get) {
