@@ -7,7 +7,8 @@
 //! clock is the captures': a frame is processed at its own time, and neighbour timers (probes,
 //! failures, ageing) fire at theirs in between, so a run is deterministic. What each link
 //! sends (forwarded frames, ICMP errors, ARP and NDP) is written to `DIR/LINK.pcap` with the
-//! time it was sent; then the counters are printed (`-j`: one JSON object).
+//! time it was sent; then the counters are printed (`-j`: one JSON object), the input route
+//! cache's among them (`input_cache`; `--input-cache` turns it to hints only or off).
 //!
 //! Frames with the same time form one vector for the pipeline (up to its vector size); after
 //! each vector the events it left (neighbours learnt or to resolve) are applied to the FIB, as
@@ -19,6 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
 
+use fibre_dataplane::input_cache::Mode;
 use fibre_dataplane::pipeline::{apply_events, Config, Dataplane, Tx, View, VECTOR};
 use fibre_fib::Fib;
 use fibre_fwd::FwdWriter;
@@ -32,19 +34,22 @@ use crate::{Cli, Options};
 /// through DELAY and PROBE.
 const DRAIN_NS: u64 = 60_000_000_000;
 
-const USAGE: &str =
-    "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n";
+const USAGE: &str = "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n                         [ --input-cache { on | hints | off } ]\n";
 
 struct Args<'a> {
     config: &'a str,
     inputs: Vec<(&'a str, &'a str)>,
     out: &'a str,
+    /// The worker's input route cache (fibre_dataplane::input_cache): the data plane's
+    /// default unless asked.
+    cache: Option<Mode>,
 }
 
 fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     let mut config = None;
     let mut inputs = Vec::new();
     let mut out = None;
+    let mut cache = None;
     let mut it = words.iter();
     while let Some(&w) = it.next() {
         match w {
@@ -57,6 +62,14 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
                 inputs.push((link, file));
             }
             "--out" | "-out" => out = Some(*it.next().ok_or("--out needs a directory")?),
+            "--input-cache" | "-input-cache" => {
+                cache = Some(match it.next().copied() {
+                    Some("on") => Mode::Cache,
+                    Some("hints") => Mode::Hints,
+                    Some("off") => Mode::Off,
+                    _ => return Err("--input-cache needs on, hints or off".into()),
+                })
+            }
             "help" | "--help" | "-h" => return Err(String::new()),
             _ if config.is_none() && !w.starts_with('-') => config = Some(w),
             _ => return Err(format!("unexpected argument \"{w}\"")),
@@ -66,6 +79,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
         config: config.ok_or("a configuration file is needed")?,
         inputs,
         out: out.ok_or("--out DIR is needed")?,
+        cache,
     })
 }
 
@@ -208,7 +222,11 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         let _ = writeln!(stderr, "fibre forward: cannot create \"{}\": {e}", args.out);
         return 1;
     }
-    let mut dp = match Dataplane::new(&Config::default()) {
+    let mut cfg = Config::default();
+    if let Some(mode) = args.cache {
+        cfg.input_cache.mode = mode;
+    }
+    let mut dp = match Dataplane::new(&cfg) {
         Ok(d) => d,
         Err(e) => {
             let _ = writeln!(stderr, "fibre forward: {e:?}");
@@ -276,6 +294,12 @@ fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
         "sent icmp_errors {} echo_replies {} neigh {} icmp_ratelimited {}",
         c.icmp_errors, c.echo_replies, c.neigh_sent, c.icmp_ratelimited
     );
+    let ic = c.input_cache;
+    let _ = writeln!(
+        s,
+        "input_cache hits {} hinted {} misses {} evictions {} bypassed {}",
+        ic.hits, ic.hinted, ic.misses, ic.evictions, ic.bypassed
+    );
     let _ = write!(s, "dropped {}", dp.drops().total());
     for (r, n) in dp.drops().nonzero() {
         let _ = write!(s, " {} {n}", r.name());
@@ -325,7 +349,7 @@ fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"received\":{},\"forwarded\":{},\"fragments\":{},\"delivered\":{},\"punted\":{},\"reassembly\":{},\"waiting\":{},\"sent\":{{\"icmp_errors\":{},\"echo_replies\":{},\"neigh\":{},\"icmp_ratelimited\":{}}},\"dropped\":{{\"total\":{}",
+        "{{\"received\":{},\"forwarded\":{},\"fragments\":{},\"delivered\":{},\"punted\":{},\"reassembly\":{},\"waiting\":{},\"sent\":{{\"icmp_errors\":{},\"echo_replies\":{},\"neigh\":{},\"icmp_ratelimited\":{}}},\"input_cache\":{{\"hits\":{},\"hinted\":{},\"misses\":{},\"evictions\":{},\"bypassed\":{}}},\"dropped\":{{\"total\":{}",
         c.received,
         c.forwarded,
         c.fragments,
@@ -337,6 +361,11 @@ fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> String {
         c.echo_replies,
         c.neigh_sent,
         c.icmp_ratelimited,
+        c.input_cache.hits,
+        c.input_cache.hinted,
+        c.input_cache.misses,
+        c.input_cache.evictions,
+        c.input_cache.bypassed,
         dp.drops().total()
     );
     for (r, n) in dp.drops().nonzero() {
