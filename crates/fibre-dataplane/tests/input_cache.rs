@@ -74,7 +74,8 @@ const SRCS6: [&str; 5] = [
 #[derive(Debug, Clone)]
 enum Change {
     /// (family, net, kind: 0 via d1, 1 via d2, 2 multipath d1+d2, 3 unreachable, 4 blackhole,
-    /// 5 through next-hop object 7; table 100 instead of main; expires)
+    /// 5 through next-hop object 7, 6 multipath through two gateways on d1; table 100 instead
+    /// of main; expires)
     Route(usize, usize, u8, bool, bool),
     Unroute(usize, usize, bool),
     /// (family, kind: 0 from a prefix to table 100, 1 iif d1 to 100, 2 tos to 100, 3 fwmark,
@@ -93,6 +94,8 @@ enum Change {
     /// Next-hop object 7 (a group of two gateways), made or removed.
     Nexthop(bool),
     RpFilter(u8),
+    /// net.ipv4 and net.ipv6 fib_multipath_hash_policy.
+    HashPolicy(u8),
     /// Milliseconds, then a garbage-collection pass or not.
     Clock(u64, bool),
 }
@@ -108,7 +111,7 @@ enum Step {
 
 fn change() -> impl Strategy<Value = Change> {
     prop_oneof![
-        4 => (0usize..2, 0usize..6, 0u8..6, prop::bool::weighted(0.2), prop::bool::weighted(0.2))
+        4 => (0usize..2, 0usize..6, 0u8..7, prop::bool::weighted(0.2), prop::bool::weighted(0.2))
             .prop_map(|(f, n, k, t, e)| Change::Route(f, n, k, t, e)),
         2 => (0usize..2, 0usize..6, prop::bool::weighted(0.2))
             .prop_map(|(f, n, t)| Change::Unroute(f, n, t)),
@@ -121,6 +124,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => any::<bool>().prop_map(Change::Neighbour),
         1 => any::<bool>().prop_map(Change::Nexthop),
         1 => (0u8..3).prop_map(Change::RpFilter),
+        1 => (0u8..2).prop_map(Change::HashPolicy),
         1 => (prop_oneof![Just(1u64), Just(3000), Just(10_000)], any::<bool>())
             .prop_map(|(ms, gc)| Change::Clock(ms, gc)),
     ]
@@ -186,6 +190,8 @@ fn the_route(family: usize, n: usize, kind: u8, t100: bool, expires: bool) -> Ro
         0 => route(a, len, &gws[..1]),
         1 => route(a, len, &gws[1..]),
         2 => route(a, len, &gws),
+        6 if family == 0 => route(a, len, &["10.1.0.2", "10.1.0.3"]),
+        6 => route(a, len, &["2001:db8:1::2", "2001:db8:1::3"]),
         _ => route(a, len, &gws[..1]),
     };
     match kind {
@@ -362,6 +368,11 @@ fn apply(f: &mut Fib, clock: &ManualClock, c: &Change) {
         Change::RpFilter(v) => {
             let _ = f.set_conf(ConfTarget::All, ConfKey::RpFilter, i64::from(v));
         }
+        Change::HashPolicy(p) => {
+            for k in [ConfKey::MultipathHashPolicy4, ConfKey::MultipathHashPolicy6] {
+                let _ = f.set_conf(ConfTarget::All, k, i64::from(p));
+            }
+        }
         Change::Clock(ms, gc) => {
             clock.advance(ms);
             if gc {
@@ -395,7 +406,7 @@ fn caches(entries: usize) -> [InputCache; 3] {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// Over random interleavings of packets (IPv4 and IPv6, several ports per key so that
     /// multipath legs differ) and changes of every kind, the answers with the cache, with the
@@ -523,4 +534,44 @@ fn an_expired_route_is_not_answered_from_the_cache() {
     assert_eq!(decide(&f), d1);
     assert_eq!(c.counters().hits, 2);
     assert_eq!(c.counters().bypassed, 1);
+}
+
+/// With a rule on the input link, the source check of a multipath route's packet depends on
+/// its leg (the reverse lookup comes in on the leg's output link): strict rp_filter passes
+/// for one leg and fails for the other, and cached packets keep that per leg.
+#[test]
+fn rules_on_the_input_link_keep_multipath_legs_apart() {
+    let (mut f, clock) = state();
+    for c in [
+        // Multipath 198.51.100.0/24 through d1 and d2; table 100's default through d2.
+        Change::Route(0, 0, 2, false, false),
+        Change::Route(0, 2, 1, true, false),
+        Change::Rule(0, 1),
+        Change::RpFilter(1),
+    ] {
+        apply(&mut f, &clock, &c);
+    }
+    // The layer-4 hash: packets of one key (one source) take both legs by their ports.
+    f.set_conf(ConfTarget::All, ConfKey::MultipathHashPolicy4, 1)
+        .expect("hash policy");
+    let keys: Vec<InputKey> = (0..CHUNK as u16)
+        .map(|p| InputKey {
+            sport: 1000 + p,
+            ..key(&f, &(false, 0, 0, 0, false, 0))
+        })
+        .collect();
+    let want: Vec<_> = keys.iter().map(|k| f.route_input(k)).collect();
+    let kinds: std::collections::BTreeSet<String> = want.iter().map(outcome).collect();
+    assert!(kinds.len() > 1, "the legs should differ: {kinds:?}");
+    for mut c in caches(1024) {
+        for _ in 0..3 {
+            for k in keys.chunks(8) {
+                let mut out = vec![Err(InputDrop::NoRoute); k.len()];
+                c.decide(&f, k, &mut out);
+                for (k, r) in k.iter().zip(out) {
+                    assert_eq!(r, f.route_input(k), "{:?} {k:?}", c.mode());
+                }
+            }
+        }
+    }
 }

@@ -289,9 +289,9 @@ enum Memo {
     /// `first`, the route's first usable next hop, by the packet's own hash. The source check
     /// (`checked`: whether the source is directly connected through the input link) holds for
     /// every leg: no rule selects on the input link, which the check's reverse lookup takes
-    /// from the leg. With `scan` the check was the local-address scan, which holds only for
-    /// a leg leaving by another link than the input link; a leg through the input link takes
-    /// the general path.
+    /// from the leg, or every leg leaves by the same link. With `scan` the check was the
+    /// local-address scan, which holds only for a leg leaving by another link than the input
+    /// link; a leg through the input link takes the general path.
     Group4 {
         first: DstRef,
         table: TableId,
@@ -329,7 +329,8 @@ pub(crate) fn memo6(
 /// multipath choice) whose source check gave `checked` for the leg chosen, `oif`, of a
 /// packet in on `iif`; `scan` when the check was the local-address scan. `None` when a leg
 /// could be checked otherwise: `iif_rules`, rules select on the input link (the reverse
-/// lookup's, which is the leg's), or the scan did not apply to the leg chosen.
+/// lookup's, which is the leg's) and the legs leave by different links, or the scan did not
+/// apply to the leg chosen.
 pub(crate) fn memo4(
     info: &Info,
     first: usize,
@@ -617,7 +618,10 @@ impl Fib {
         let r = checked.map(|direct| {
             InputRoute::Forward(self.forward4(info, nh, res.table, direct && oif == iif))
         });
-        let iif_rules = info.nh.len() > 1
+        // The reverse lookup's input link is the leg's output link: rules on the input link
+        // can tell legs apart only when their output links differ.
+        let legs_differ = info.spec.nhs.iter().any(|n| n.oif != oif);
+        let iif_rules = legs_differ
             && self
                 .rules
                 .list(Family::Inet)
