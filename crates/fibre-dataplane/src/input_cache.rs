@@ -170,28 +170,69 @@ enum How {
     Bypass,
     /// Its predecessor's key: answered after it.
     Follow,
-    /// Probed: found (`way`) or not.
+    /// To probe; `way` the way whose tag matched, `WAYS` for none.
     Probe {
         way: usize,
     },
     Hit,
-    /// Looked up, its memo to be stored.
-    Miss,
+    /// Looked up, its memo to be stored when `store`.
+    Miss {
+        store: bool,
+    },
+}
+
+/// Probed packets over which the hit rate is judged (see [`InputCache::decide`]).
+const WINDOW: u64 = 4096;
+/// The cache is probed while at least 1 in `MIN_HIT_SHARE` probes of a window hits: below
+/// that, the probes and stores of the misses cost more than the hits save (a hit saves about
+/// four times what a miss costs beyond the lookup, `fibre-bench cache`).
+const MIN_HIT_SHARE: u64 = 4;
+/// While the hit rate is below that, one chunk in `SAMPLE_EVERY` still probes and stores, so
+/// that the cache notices when keys recur again: a flood pays the cache's cost on that share
+/// of its packets only.
+const SAMPLE_EVERY: u64 = 64;
+
+/// The per-chunk working arrays, allocated once with the cache.
+struct Scratch {
+    ck: [InputCacheKey; CHUNK],
+    hash: [u64; CHUNK],
+    how: [How; CHUNK],
+    memos: [Option<InputMemo>; CHUNK],
+    pending: [u8; CHUNK],
+    pkeys: [InputKey; CHUNK],
+    pout: [Result<InputRoute, InputDrop>; CHUNK],
+    pmemo: [Option<InputMemo>; CHUNK],
+}
+
+/// The sets: tags and stamps, and the entries.
+struct Sets {
+    tags: Box<[Tags]>,
+    entries: Box<[Entry]>,
+    /// `sets - 1`.
+    mask: usize,
+    /// The stamp valid entries carry; 0 is never current (a fresh set's).
+    stamp: u32,
+}
+
+/// Whether the cache is worth probing, judged from its hit rate over windows of probes.
+struct Use {
+    /// Probes and hits of the current window.
+    window: (u64, u64),
+    /// Whether the last window's hit rate let every chunk probe.
+    warm: bool,
+    chunks: u64,
 }
 
 /// One worker's input route cache (see the module documentation).
 pub struct InputCache {
     mode: Mode,
-    tags: Box<[Tags]>,
-    entries: Box<[Entry]>,
-    /// `sets - 1`.
-    mask: usize,
+    sets: Sets,
     hasher: KeyedState,
-    /// The stamp valid entries carry; 0 is never current (a fresh set's).
-    stamp: u32,
-    /// The generation of the routing state `stamp` was taken for.
+    /// The generation of the routing state `sets.stamp` was taken for.
     gen: Option<u64>,
     counters: CacheCounters,
+    scratch: Box<Scratch>,
+    usage: Use,
 }
 
 impl InputCache {
@@ -208,13 +249,30 @@ impl InputCache {
         };
         InputCache {
             mode: cfg.mode,
-            tags: vec![Tags::default(); tags].into_boxed_slice(),
-            entries: vec![blank; entries].into_boxed_slice(),
-            mask: sets - 1,
+            sets: Sets {
+                tags: vec![Tags::default(); tags].into_boxed_slice(),
+                entries: vec![blank; entries].into_boxed_slice(),
+                mask: sets - 1,
+                stamp: 1,
+            },
             hasher: KeyedState::default(),
-            stamp: 1,
             gen: None,
             counters: CacheCounters::default(),
+            scratch: Box::new(Scratch {
+                ck: [BLANK.cache_key(); CHUNK],
+                hash: [0; CHUNK],
+                how: [How::Bypass; CHUNK],
+                memos: [None; CHUNK],
+                pending: [0; CHUNK],
+                pkeys: [BLANK; CHUNK],
+                pout: [Err(InputDrop::NoRoute); CHUNK],
+                pmemo: [None; CHUNK],
+            }),
+            usage: Use {
+                window: (0, 0),
+                warm: true,
+                chunks: 0,
+            },
         }
     }
 
@@ -228,7 +286,9 @@ impl InputCache {
 
     /// Bytes the cache holds (fixed at creation).
     pub fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.tags) + std::mem::size_of_val(&*self.entries)
+        std::mem::size_of_val(&*self.sets.tags)
+            + std::mem::size_of_val(&*self.sets.entries)
+            + std::mem::size_of::<Scratch>()
     }
 
     /// Moves the stamp when the routing state is another generation: every entry made
@@ -238,12 +298,13 @@ impl InputCache {
             return;
         }
         self.gen = Some(fib.gen());
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
+        let s = &mut self.sets;
+        s.stamp = s.stamp.wrapping_add(1);
+        if s.stamp == 0 {
             // 2^32 changes later the stamps would repeat: every set forgets (the one sweep,
             // once per 2^32 generations).
-            self.tags.fill(Tags::default());
-            self.stamp = 1;
+            s.tags.fill(Tags::default());
+            s.stamp = 1;
         }
     }
 
@@ -264,96 +325,103 @@ impl InputCache {
         let n = keys.len();
         let suffices = [fib.input_key_suffices(false), fib.input_key_suffices(true)];
         let deadline = fib.route_input_deadline();
-        let started = deadline.map(|_| fib.clock().now_ms());
-        let timely = match (deadline, started) {
-            (Some(d), Some(t)) => t < d,
-            _ => true,
-        };
-        let cache = self.mode == Mode::Cache && timely;
-        let mut ck = [BLANK.cache_key(); CHUNK];
-        let mut hash = [0u64; CHUNK];
-        let mut how = [How::Bypass; CHUNK];
-        let mut memos: [Option<InputMemo>; CHUNK] = [None; CHUNK];
+        let timely = deadline.is_none_or(|d| fib.clock().now_ms() < d);
+        let cache = self.mode == Mode::Cache && timely && self.usage.probes_now();
+        let sc = &mut *self.scratch;
+        let sets = &mut self.sets;
         // Sort the packets out; prefetch the tag lines of those to probe.
+        let (mut follows, mut probes) = (0, 0);
         for i in 0..n {
-            ck[i] = keys[i].cache_key();
-            how[i] = if !timely || !suffices[usize::from(keys[i].dst.is_ipv6())] {
+            sc.ck[i] = keys[i].cache_key();
+            sc.how[i] = if !timely || !suffices[usize::from(keys[i].dst.is_ipv6())] {
                 self.counters.bypassed += 1;
                 How::Bypass
-            } else if i > 0 && how[i - 1] != How::Bypass && ck[i] == ck[i - 1] {
+            } else if i > 0 && sc.how[i - 1] != How::Bypass && sc.ck[i] == sc.ck[i - 1] {
+                follows += 1;
                 How::Follow
             } else if cache {
-                hash[i] = self.hasher.hash_one(ck[i]);
-                fibre_lpm::prefetch(&self.tags[hash[i] as usize & self.mask]);
+                sc.hash[i] = self.hasher.hash_one(sc.ck[i]);
+                fibre_lpm::prefetch(&sets.tags[sc.hash[i] as usize & sets.mask]);
+                probes += 1;
                 How::Probe { way: WAYS }
             } else {
-                How::Miss
+                self.counters.misses += 1;
+                How::Miss { store: false }
             };
+        }
+        if follows == 0 && probes == 0 {
+            // Nothing to answer but by lookups: the batch as without the cache.
+            fib.route_input_batch(keys, out);
+            return;
         }
         // Find the ways whose tag matches; prefetch their entries.
         for i in 0..n {
-            if let How::Probe { way } = &mut how[i] {
-                let set = hash[i] as usize & self.mask;
-                let t = &self.tags[set];
-                let tag = (hash[i] >> 32) as u32;
-                if let Some(w) = (0..WAYS).find(|&w| t.tag[w] == tag && t.stamp[w] == self.stamp) {
+            if let How::Probe { way } = &mut sc.how[i] {
+                let set = sc.hash[i] as usize & sets.mask;
+                let t = &sets.tags[set];
+                let tag = (sc.hash[i] >> 32) as u32;
+                if let Some(w) = (0..WAYS).find(|&w| t.tag[w] == tag && t.stamp[w] == sets.stamp) {
                     *way = w;
-                    fibre_lpm::prefetch(&self.entries[set * WAYS + w]);
+                    let e = &sets.entries[set * WAYS + w];
+                    fibre_lpm::prefetch(e);
+                    fibre_lpm::prefetch(std::ptr::from_ref(e).cast::<u8>().wrapping_add(64));
                 }
             }
         }
         // Answer from the entries found; gather the rest for one batch lookup.
-        let mut pending = [0u8; CHUNK];
-        let mut np = 0;
-        let mut pkeys = [BLANK; CHUNK];
+        let (mut np, mut hits) = (0, 0);
         for i in 0..n {
-            let found = match how[i] {
+            let found = match sc.how[i] {
                 How::Probe { way } if way < WAYS => {
-                    let e = &self.entries[(hash[i] as usize & self.mask) * WAYS + way];
-                    e.memo.filter(|_| e.key == ck[i])
+                    let e = &sets.entries[(sc.hash[i] as usize & sets.mask) * WAYS + way];
+                    e.memo.filter(|_| e.key == sc.ck[i])
                 }
-                How::Probe { .. } | How::Miss | How::Bypass => None,
+                How::Probe { .. } | How::Miss { .. } | How::Bypass => None,
                 How::Follow | How::Hit => continue,
             };
-            let answered = found.and_then(|m| Some((fib.route_input_replay(&m, &keys[i])?, m)));
-            match answered {
+            match found.and_then(|m| Some((fib.route_input_replay(&m, &keys[i])?, m))) {
                 Some((r, m)) => {
                     out[i] = r;
-                    memos[i] = Some(m);
-                    how[i] = How::Hit;
-                    self.counters.hits += 1;
+                    sc.memos[i] = Some(m);
+                    sc.how[i] = How::Hit;
+                    hits += 1;
                 }
                 None => {
-                    if how[i] != How::Bypass {
-                        how[i] = How::Miss;
+                    if let How::Probe { .. } = sc.how[i] {
+                        sc.how[i] = How::Miss { store: true };
                         self.counters.misses += 1;
                     }
-                    pending[np] = i as u8;
-                    pkeys[np] = keys[i];
+                    sc.pending[np] = i as u8;
+                    sc.pkeys[np] = keys[i];
                     np += 1;
                 }
             }
         }
-        if np > 0 {
-            let mut pout = [Err(InputDrop::NoRoute); CHUNK];
-            let mut pmemo = [None; CHUNK];
-            fib.route_input_batch_memo(&pkeys[..np], &mut pout[..np], &mut pmemo[..np]);
-            for ((&i, r), m) in pending[..np].iter().zip(pout).zip(pmemo) {
-                let i = usize::from(i);
-                out[i] = r;
-                memos[i] = m;
-                if let (true, How::Miss, Some(m)) = (cache, how[i], m) {
-                    self.insert(hash[i], ck[i], m);
+        self.counters.hits += hits;
+        if cache {
+            self.usage.judge(probes, hits);
+        }
+        if np == n {
+            fib.route_input_batch_memo(keys, out, &mut sc.memos[..n]);
+        } else if np > 0 {
+            fib.route_input_batch_memo(&sc.pkeys[..np], &mut sc.pout[..np], &mut sc.pmemo[..np]);
+            for (k, &i) in sc.pending[..np].iter().enumerate() {
+                out[usize::from(i)] = sc.pout[k];
+                sc.memos[usize::from(i)] = sc.pmemo[k];
+            }
+        }
+        for &i in &sc.pending[..np] {
+            let i = usize::from(i);
+            if let (How::Miss { store: true }, Some(m)) = (sc.how[i], sc.memos[i]) {
+                if sets.insert(sc.hash[i], sc.ck[i], m) {
+                    self.counters.evictions += 1;
                 }
             }
         }
         // The hints, in order: a predecessor is answered by now.
-        for i in 0..n {
-            if how[i] != How::Follow {
-                continue;
-            }
-            let hinted =
-                memos[i - 1].and_then(|m| Some((fib.route_input_replay(&m, &keys[i])?, Some(m))));
+        for i in (1..n).filter(|&i| sc.how[i] == How::Follow) {
+            let hinted = sc.memos[i - 1]
+                .and_then(|m| Some((fib.route_input_replay(&m, &keys[i])?, Some(m))));
             let (r, m) = match hinted {
                 Some(d) => {
                     self.counters.hinted += 1;
@@ -365,42 +433,63 @@ impl InputCache {
                 }
             };
             out[i] = r;
-            memos[i] = m;
+            sc.memos[i] = m;
         }
         // A deadline passed while the chunk was decided: what the cache and the hints
         // answered is made again.
         if let (Some(d), true) = (deadline, timely) {
             if fib.clock().now_ms() >= d {
-                for i in (0..n).filter(|&i| matches!(how[i], How::Hit | How::Follow)) {
+                for i in (0..n).filter(|&i| matches!(sc.how[i], How::Hit | How::Follow)) {
                     out[i] = fib.route_input(&keys[i]);
                 }
             }
         }
     }
+}
 
+impl Use {
+    /// Whether this chunk probes the cache: always while the hit rate is high enough, one
+    /// chunk in [`SAMPLE_EVERY`] while it is not.
+    fn probes_now(&mut self) -> bool {
+        self.chunks = self.chunks.wrapping_add(1);
+        self.warm || self.chunks % SAMPLE_EVERY == 0
+    }
+
+    /// Counts a chunk's probes and hits; at the end of a window, judges the hit rate.
+    fn judge(&mut self, probes: u64, hits: u64) {
+        let (p, h) = (self.window.0 + probes, self.window.1 + hits);
+        if p < WINDOW {
+            self.window = (p, h);
+            return;
+        }
+        self.warm = h * MIN_HIT_SHARE >= p;
+        self.window = (0, 0);
+    }
+}
+
+impl Sets {
     /// Stores `memo` for `key` (of hash `h`): over its own entry, else in a way no valid
-    /// entry holds, else over the way the hash picks (counted as an eviction).
-    fn insert(&mut self, h: u64, key: InputCacheKey, memo: InputMemo) {
+    /// entry holds, else over the way the hash picks. True when that evicted a valid entry.
+    fn insert(&mut self, h: u64, key: InputCacheKey, memo: InputMemo) -> bool {
         let set = h as usize & self.mask;
         let tag = (h >> 32) as u32;
         let t = &mut self.tags[set];
         let base = set * WAYS;
         let entries = &self.entries;
+        let stamp = self.stamp;
         let own = (0..WAYS)
-            .find(|&w| t.stamp[w] == self.stamp && t.tag[w] == tag && entries[base + w].key == key);
-        let way = match own.or_else(|| (0..WAYS).find(|&w| t.stamp[w] != self.stamp)) {
-            Some(w) => w,
-            None => {
-                self.counters.evictions += 1;
-                // Bits above the set index and below the tag: independent of both.
-                (h >> 20) as usize % WAYS
-            }
+            .find(|&w| t.stamp[w] == stamp && t.tag[w] == tag && entries[base + w].key == key);
+        let (way, evicted) = match own.or_else(|| (0..WAYS).find(|&w| t.stamp[w] != stamp)) {
+            Some(w) => (w, false),
+            // Bits above the set index and below the tag: independent of both.
+            None => ((h >> 20) as usize % WAYS, true),
         };
         t.tag[way] = tag;
-        t.stamp[way] = self.stamp;
+        t.stamp[way] = stamp;
         self.entries[base + way] = Entry {
             key,
             memo: Some(memo),
         };
+        evicted
     }
 }

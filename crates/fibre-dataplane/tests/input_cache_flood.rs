@@ -1,6 +1,7 @@
-//! A flood of unique keys through the input route cache: every packet misses, every full set
-//! evicts, and nothing is allocated after the cache was made (a counting global allocator
-//! checks it; this file holds one test so that nothing else allocates meanwhile).
+//! A flood of unique keys through the input route cache: every packet misses, full sets
+//! evict until the hit rate turns the cache to sampling, and nothing is allocated after the
+//! cache was made (a counting global allocator checks it; this file holds one test so that
+//! nothing else allocates meanwhile).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr};
@@ -40,7 +41,7 @@ static GLOBAL: Counting = Counting;
 /// Entries of the cache under test: the flood fills it many times over.
 const ENTRIES: usize = 1024;
 /// Chunks of unique keys.
-const CHUNKS: u32 = 256;
+const CHUNKS: u32 = 1024;
 
 #[test]
 fn a_flood_of_unique_keys_evicts_without_allocating() {
@@ -93,6 +94,8 @@ fn a_flood_of_unique_keys_evicts_without_allocating() {
     assert_eq!(allocated, 0, "allocations during the flood");
     assert_eq!(n.hits + n.hinted, 0, "{n:?}");
     assert_eq!(n.misses, u64::from(CHUNKS) * CHUNK as u64, "{n:?}");
-    // All but the first fill of the entries replaced valid ones.
-    assert!(n.evictions >= n.misses - 2 * ENTRIES as u64, "{n:?}");
+    // Full sets evicted; once the hit rate told the cache it does not pay, only the sampled
+    // chunks still probed and stored.
+    assert!(n.evictions > 0, "{n:?}");
+    assert!(n.evictions < n.misses / 8, "{n:?}");
 }

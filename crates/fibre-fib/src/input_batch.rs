@@ -11,9 +11,14 @@
 //! packet the common case does not cover -- a martian or broadcast address, a local
 //! destination, a reject, throw, expiring or dead route, an IPv4 packet leaving by its input
 //! link, strict or loose reverse-path filtering, an IPv6 destination looked up strictly on its
-//! input link or whose node holds more than one route -- takes [`Fib::route_input`] itself. What decides which path a packet takes is only
-//! ever a condition under which the two give the same answer; the property test
-//! `route_input_batch_is_route_input` checks that over random configurations.
+//! input link or whose node holds more than one route -- takes [`Fib::route_input`] itself.
+//! What decides which path a packet takes is only ever a condition under which the two give
+//! the same answer; the property test `route_input_batch_is_route_input` checks that over
+//! random configurations.
+//!
+//! [`Fib::route_input_batch_memo`] also gives each decision's [`InputMemo`], as
+//! [`Fib::route_input_memo`] would: the fast path knows the route info and next hop it
+//! finished from, so a memo costs it nothing more.
 //!
 //! Rules for callers: as [`Fib::route_input`] (`&self`, no allocation, no lock).
 
