@@ -3,28 +3,30 @@
 //! source, tos or traffic class, mark), so that a packet of a key seen before takes a probe
 //! instead of the rules walk, the lookups and the source check.
 //!
-//! Shape: a set-associative table allocated once by [`InputCache::new`]: `sets` sets of
-//! [`WAYS`] entries. A set's tags and stamps fill one 64-byte line ([`Tags`]); the entries (key
-//! and memo, [`ENTRY_BYTES`] each) live apart and are read only when a tag matches. The value
-//! is an [`InputMemo`]: the decision, or for a multipath route the group with the route's
-//! first usable next hop (a typed index with its generation, [`fibre_fib::DstRef`]); the leg is
-//! chosen per packet by the multipath hash ([`Fib::route_input_replay`]). Memory per worker:
-//! `entries * ENTRY_BYTES + entries / WAYS * 64` bytes, fixed at creation (the default, 8192
-//! entries: 1 MiB and 64 KiB).
+//! Shape: a set-associative table allocated once by [`InputCache::new`]: sets of [`WAYS`]
+//! entries. A set's tags and stamps fill one 64-byte line ([`Tags`]); the entries (key and
+//! memo, [`ENTRY_BYTES`] = 128 each) live apart and are read only when a tag matches. The
+//! value is an [`InputMemo`]: the decision, or for a multipath route the group with the
+//! route's first usable next hop (a typed index with its generation, [`fibre_fib::DstRef`]);
+//! the leg is chosen per packet by the multipath hash ([`Fib::route_input_replay`]). Memory per
+//! worker, fixed at creation: `entries * 128 + entries / 8 * 64` bytes and 17 KiB of working
+//! arrays (the default, 8192 entries: 1 MiB + 64 KiB + 17 KiB;
+//! `a_set_is_one_line_of_tags_and_an_entry_two`).
 //!
 //! Validity, checked lazily on lookup, never by a timer or a sweep: each entry carries the
 //! cache's stamp of when it was made, and an entry answers only while its stamp is the
 //! current one. The stamp moves whenever the routing state the worker reads has another
 //! [`Fib::gen`] (every change to routes, rules, links, addresses, next hops and settings
-//! moves it, in the copy the writer publishes as in the one it keeps). Time is the other
-//! input: a route deadline ([`Fib::route_input_deadline`]) makes lookups skip the route from
-//! then on. A chunk of packets uses the cache only when its clock reading at the start is
-//! before the earliest deadline, and when its reading at the end is not, the answers it took
-//! from the cache are made again without it (the lookups in between read the same monotonic
-//! clock, so none of them saw the deadline pass unless the end reading did).
+//! moves it, in the copy the writer publishes as in the one it keeps; neighbours do not, and
+//! no input decision reads them). Time is the other input: a route deadline
+//! ([`Fib::route_input_deadline`]) makes lookups skip the route from then on. A chunk of
+//! packets uses the cache only when its clock reading at the start is before the earliest
+//! deadline, and when its reading at the end is not, the answers it took from the cache are
+//! made again without it (the lookups in between read the same monotonic clock, so none of
+//! them saw the deadline pass unless the end reading did).
 //!
 //! "After", for the publication (fibre-publish's protocol): a change is published when the
-//! writer's [`fibre_publish::Writer::publish`] returns. A vector the worker starts after that
+//! writer's `fibre_publish::Writer::publish` returns. A vector the worker starts after that
 //! (its read guard taken after the publish, as fibre-publish orders reads) reads that copy or a
 //! newer one, whose generation differs from every copy before the change, so no entry made
 //! before the change answers a packet of that vector. A vector that took its guard before the
@@ -32,39 +34,49 @@
 //! publication's own semantics, not the cache's.
 //!
 //! Hints: a packet whose cache key is its predecessor's in the chunk takes the predecessor's
-//! memo (the kernel's route hints, ip_extract_route_hint and ip_route_use_hint, compare only
+//! memo. The kernel's route hints (ip_extract_route_hint, ip_route_use_hint) compare only the
 //! destination and tos, later also the source, and are off with custom rules; these compare
-//! the whole key, so they hold with rules and multipath routes, and hold for strict rp_filter
-//! because the key carries the input link and source the check is made for).
+//! the whole key, so they hold with rules and multipath routes, and for strict rp_filter,
+//! because the key carries the input link and source the check is made for.
 //!
-//! The objections to Linux's input dst cache (netdev, "[PATCH net-next v2 0/4] net: route:
-//! improve route hinting", Leone Fernando, 2024, not merged) and the old route cache removed
-//! in Linux 3.6 (merge 5e9965c15ba8 "Merge branch 'kill_rtcache'"), each answered:
+//! Cost: a probe hashes the key (keyed), reads the set's tag line and, on a tag match, the
+//! entry; a miss adds that line and the store of the memo to the batch lookup the packet takes
+//! anyway. While fewer than 1 in [`MIN_HIT_SHARE`] probes of a window of [`WINDOW`] hit, only
+//! one chunk in [`SAMPLE_EVERY`] probes (and stores), the others take the hints and the batch
+//! lookup alone: a flood of unique keys pays the probe on that share of its packets.
+//!
+//! The objections to Linux's input dst cache (Leone Fernando's series "net: dst_cache: add
+//! input_dst_cache API" and "net: route: replace route hints with input_dst_cache", netdev,
+//! 2024, not merged) and to the route cache removed in Linux 3.6 (merge 5e9965c15ba8 "Merge
+//! branch 'kill_rtcache'"), each answered, with the test that shows it:
 //! - IPv4 only: both families are cached, keyed alike; `tests/input_cache.rs`
 //!   `cache_on_decides_as_cache_off` mixes IPv4 and IPv6 packets.
-//! - No custom rules: rules are part of the state the generation covers; rules whose selectors
-//!   the key cannot hold (ipproto, sport, dport) make the family's lookups bypass the cache,
-//!   counted (`bypassed`); `cache_on_decides_as_cache_off` adds and removes such rules and
-//!   rules on every other selector.
+//! - No custom rules: rules are part of the state the generation covers, and rules whose
+//!   selectors the key cannot hold (ipproto, sport, dport) make the family's lookups bypass the
+//!   cache, counted (`bypassed`); `cache_on_decides_as_cache_off` adds and removes rules on
+//!   every selector.
 //! - No multipath: the memo keeps the group and the leg is chosen per packet, so the flow hash
 //!   spreads the packets of one key as without the cache; `cache_on_decides_as_cache_off`
-//!   varies ports over multipath routes, and fibre-fib's `route_input_batch_is_route_input`
+//!   varies ports under both hash policies, `rules_on_the_input_link_keep_multipath_legs_apart`
+//!   covers legs whose source checks differ, and fibre-fib's `route_input_batch_is_route_input`
 //!   replays each memo with other ports.
-//! - Device teardown leaving references: an entry holds indices and generations, no
-//!   reference; removing a device changes the generation, and a group's next hop is checked
-//!   again against its own generation before use; `cache_on_decides_as_cache_off` removes and
-//!   re-creates the egress link between packets, and `tests/input_cache_loom.rs` shows no
-//!   worker answers from an entry after the change that invalidated it was published.
-//! - rp_filter bypassed by hints: the key holds the input link and source, and a memo keeps
-//!   the source check's outcome for exactly them; `strict_and_loose_rp_filter_and_martians_hold_for_cached_packets`.
-//! - Flood and DoS (the old cache's GC storms and hash-chain attacks): fixed size, no
-//!   allocation after `new`, a keyed hash (`fibre_fib::hash::KeyedState`) the sender cannot
-//!   aim at one set, a full set replaces a way chosen by the hash; a miss probes one line
-//!   beyond the uncached path, and its lookups are the uncached path's own batched ones;
-//!   `a_flood_of_unique_keys_evicts_without_allocating`; `fibre-bench cache` measures the
+//! - Device teardown leaving references: an entry holds indices and generations, never a
+//!   reference; removing a device moves the generation, and a group's next hop is checked
+//!   against its own generation before use; `cache_on_decides_as_cache_off` removes and
+//!   re-creates the egress link between packets, and `tests/input_cache_loom.rs` shows that no
+//!   vector after the change was published answers from an entry made before it.
+//! - Hints that let packets bypass strict rp_filter: the key holds the input link and source,
+//!   and a memo keeps the source check's outcome for exactly them;
+//!   `strict_and_loose_rp_filter_and_martians_hold_for_cached_packets`.
+//! - Route expiry: `an_expired_route_is_not_answered_from_the_cache`.
+//! - Flood and DoS (the old cache's garbage-collection storms and hash-chain attacks): fixed
+//!   size, no allocation after `new`, a keyed hash (`fibre_fib::hash::KeyedState`) the sender
+//!   cannot aim at one set, a full set replaces a way the hash picks, a bounded share of
+//!   probes while the cache does not pay; `tests/input_cache_flood.rs`
+//!   `a_flood_of_unique_keys_evicts_without_allocating`, and `fibre-bench cache` measures the
 //!   flood against no cache.
-//! - Modest, narrow gains: measured side by side in `fibre-bench cache`
-//!   (crates/fibre-bench/RESULTS.md).
+//! - Modest, narrow gains: `fibre-bench cache` measures cache, hints and no cache side by
+//!   side, with rules and multipath routes too (crates/fibre-bench/RESULTS.md).
 //!
 //! Who calls what: the worker's [`crate::pipeline::Dataplane`] owns one cache and calls
 //! [`InputCache::decide`] for each chunk of its vector with the routing state of that vector;
@@ -491,5 +503,25 @@ impl Sets {
             memo: Some(memo),
         };
         evicted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sizes the module documentation states: a set's tags in one line, an entry in two,
+    /// the working arrays within 17 KiB.
+    #[test]
+    fn a_set_is_one_line_of_tags_and_an_entry_two() {
+        assert_eq!(std::mem::size_of::<Tags>(), 64);
+        assert_eq!(ENTRY_BYTES, 128);
+        let c = InputCache::new(CacheConfig::default());
+        let sets = DEFAULT_ENTRIES / WAYS;
+        assert_eq!(
+            c.bytes(),
+            sets * 64 + DEFAULT_ENTRIES * 128 + std::mem::size_of::<Scratch>()
+        );
+        assert!(std::mem::size_of::<Scratch>() <= 17 * 1024);
     }
 }
