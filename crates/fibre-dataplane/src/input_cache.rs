@@ -464,7 +464,7 @@ impl Use {
     /// chunk in [`SAMPLE_EVERY`] while it is not.
     fn probes_now(&mut self) -> bool {
         self.chunks = self.chunks.wrapping_add(1);
-        self.warm || self.chunks % SAMPLE_EVERY == 0
+        self.warm || self.chunks.is_multiple_of(SAMPLE_EVERY)
     }
 
     /// Counts a chunk's probes and hits; at the end of a window, judges the hit rate.
