@@ -394,7 +394,10 @@ impl InputCache {
             match found.and_then(|m| Some((fib.route_input_replay(&m, &keys[i])?, m))) {
                 Some((r, m)) => {
                     out[i] = r;
-                    sc.memos[i] = Some(m);
+                    // Only a hint reads it.
+                    if sc.how.get(i + 1) == Some(&How::Follow) {
+                        sc.memos[i] = Some(m);
+                    }
                     sc.how[i] = How::Hit;
                     hits += 1;
                 }
