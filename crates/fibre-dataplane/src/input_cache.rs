@@ -344,14 +344,15 @@ impl InputCache {
         // Sort the packets out; prefetch the tag lines of those to probe.
         let (mut follows, mut probes) = (0, 0);
         for i in 0..n {
-            sc.ck[i] = keys[i].cache_key();
             sc.how[i] = if !timely || !suffices[usize::from(keys[i].dst.is_ipv6())] {
                 self.counters.bypassed += 1;
                 How::Bypass
-            } else if i > 0 && sc.how[i - 1] != How::Bypass && sc.ck[i] == sc.ck[i - 1] {
+            } else if i > 0 && sc.how[i - 1] != How::Bypass && keys[i].same_cache_key(&keys[i - 1])
+            {
                 follows += 1;
                 How::Follow
             } else if cache {
+                sc.ck[i] = keys[i].cache_key();
                 sc.hash[i] = self.hasher.hash_one(sc.ck[i]);
                 fibre_lpm::prefetch(&sets.tags[sc.hash[i] as usize & sets.mask]);
                 probes += 1;

@@ -272,6 +272,16 @@ impl Hash for InputCacheKey {
 }
 
 impl InputKey {
+    /// Whether `self` and `o` have the same [`InputCacheKey`], compared without making it.
+    #[inline]
+    pub fn same_cache_key(&self, o: &InputKey) -> bool {
+        self.dst == o.dst
+            && self.src == o.src
+            && self.iif == o.iif
+            && self.tos == o.tos
+            && self.mark == o.mark
+    }
+
     /// The part of the key an input decision depends on (see [`InputCacheKey`]).
     #[inline]
     pub fn cache_key(&self) -> InputCacheKey {

@@ -222,6 +222,9 @@ proptest! {
         let mut again = vec![Err(InputDrop::NoRoute); keys.len()];
         f.route_input_batch_memo(&keys, &mut again, &mut memos);
         prop_assert_eq!(&again, &out);
+        for w in keys.windows(2) {
+            prop_assert_eq!(w[0].same_cache_key(&w[1]), w[0].cache_key() == w[1].cache_key());
+        }
         for (k, m) in keys.iter().zip(&memos) {
             let Some(m) = m else { continue };
             for p in 0..16u16 {
