@@ -274,11 +274,6 @@ impl Dataplane {
         }
     }
 
-    /// Bytes the input route cache holds (fixed at [`Dataplane::new`]).
-    pub fn input_cache_bytes(&self) -> usize {
-        self.cache.bytes()
-    }
-
     /// Pool frames (base and large) held now. Between calls only packets waiting for a
     /// neighbour and packets in reassembly hold one: `frames_held() == counters().waiting +
     /// reassembling()` (the fuzz target checks it).
