@@ -49,7 +49,7 @@ pub(crate) const GROUP_NICE: i32 = -10;
 const BAR_NS: f64 = 40.0;
 
 /// The clock the pipeline is given (nanoseconds): fixed, since nothing here expires.
-pub(crate) const NOW: u64 = 1_000_000_000;
+const NOW: u64 = 1_000_000_000;
 
 pub struct Options {
     pub frames: usize,
@@ -87,7 +87,7 @@ pub(crate) struct Router {
     pub(crate) fwd_reader: Reader<FwdTable>,
     pub(crate) out_if: u32,
     /// Table routes fibre refused (as the kernel refuses martian prefixes).
-    pub(crate) refused: usize,
+    refused: usize,
 }
 
 fn dummy(name: &str, mac: [u8; 6]) -> Link {
