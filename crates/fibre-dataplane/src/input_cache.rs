@@ -434,7 +434,7 @@ impl InputCache {
                 }
             }
         }
-        // The hints, in order: a predecessor is answered by now.
+        // The hints, in order, so that each predecessor is answered before its follower.
         for i in (1..n).filter(|&i| sc.how[i] == How::Follow) {
             let hinted = sc.memos[i - 1]
                 .and_then(|m| Some((fib.route_input_replay(&m, &keys[i])?, Some(m))));
