@@ -207,3 +207,31 @@ def test_fibre_forward_sends_what_the_kernel_sends(fibre_report, cid):
     lines = [f"{l} kernel only: {fwdcompare.describe(f)}" for l, f in r.unmatched_kernel]
     lines += [f"{l} fibre only: {fwdcompare.describe(f)}" for l, f in r.unmatched_other]
     assert r.agrees, f"{cid}: fibre differs from the kernel:\n  " + "\n  ".join(lines)
+
+
+def test_input_cache_on_hints_and_off_send_the_same_frames(tmp_path):
+    """The worker's input route cache changes no frame: every case's outputs are the same
+    with the cache on (the default), with the route hints only and off, and `-j` reports the
+    cache's counters (`input_cache`), with hits when it is on."""
+    if not os.access(FIBRE, os.X_OK):
+        pytest.skip(f"no fibre binary at {FIBRE}")
+    inputs = sorted(os.listdir(os.path.join(HERE, "input")))
+    sent, reports = {}, {}
+    for mode in ["on", "hints", "off"]:
+        out = tmp_path / mode
+        args = [FIBRE, "-j", "forward", os.path.join(HERE, "config.batch")]
+        for name in inputs:
+            args += ["--in", f"{name[:-len('.pcap')]}={os.path.join(HERE, 'input', name)}"]
+        args += ["--out", str(out), "--input-cache", mode]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, f"{' '.join(args)} exited {p.returncode}: {p.stderr.strip()}"
+        reports[mode] = json.loads(p.stdout)
+        sent[mode] = {f: pcapio.read(str(out / f)) for f in sorted(os.listdir(out))}
+    assert sent["on"] == sent["off"]
+    assert sent["hints"] == sent["off"]
+    cache = reports["on"]["input_cache"]
+    assert set(cache) == {"hits", "hinted", "misses", "evictions", "bypassed"}
+    assert cache["hits"] > 0, cache
+    assert reports["off"]["input_cache"] == dict.fromkeys(cache, 0)
+    without = {k: v for k, v in reports["on"].items() if k != "input_cache"}
+    assert without == {k: v for k, v in reports["off"].items() if k != "input_cache"}

@@ -43,7 +43,7 @@ const AT_RATE: f64 = 0.95;
 /// The autogroup nice value the benchmark runs at (see `sys::GroupShare`): on a machine shared
 /// with other sessions' builds, the writer would otherwise wait for a CPU most of the time and
 /// never reach its rate. A router gives its writer and workers cores of their own.
-const GROUP_NICE: i32 = -10;
+pub(crate) const GROUP_NICE: i32 = -10;
 
 /// The bar for the pipeline, nanoseconds per packet.
 const BAR_NS: f64 = 40.0;
@@ -80,12 +80,12 @@ impl Tx for CountTx {
 
 /// fibre's router: the published FIB and forwarding objects, the writer's and a worker's
 /// handles.
-struct Router {
-    fib: FibWriter,
-    fwd: FwdWriter,
-    fib_reader: FibReader,
-    fwd_reader: Reader<FwdTable>,
-    out_if: u32,
+pub(crate) struct Router {
+    pub(crate) fib: FibWriter,
+    pub(crate) fwd: FwdWriter,
+    pub(crate) fib_reader: FibReader,
+    pub(crate) fwd_reader: Reader<FwdTable>,
+    pub(crate) out_if: u32,
     /// Table routes fibre refused (as the kernel refuses martian prefixes).
     refused: usize,
 }
@@ -130,14 +130,14 @@ fn fib_route<A: Family>(r: &Route<A>, next_hop: u32, out_if: u32) -> FibRoute {
     fr
 }
 
-fn apply(w: &mut FibWriter, c: Change) -> Result<(), BenchError> {
+pub(crate) fn apply(w: &mut FibWriter, c: Change) -> Result<(), BenchError> {
     let what = format!("{c:?}");
     w.apply(c)
         .map_err(|e| BenchError::Forward(format!("fibre refused {what}: {e:?}")))
 }
 
 /// Builds the router with `routes` (those equal to a subnet of its links left out).
-fn router<A: Family>(routes: &[Route<A>]) -> Result<Router, BenchError> {
+pub(crate) fn router<A: Family>(routes: &[Route<A>]) -> Result<Router, BenchError> {
     let mut w = FibWriter::new(Settings::default());
     apply(
         &mut w,
@@ -203,7 +203,7 @@ fn router<A: Family>(routes: &[Route<A>]) -> Result<Router, BenchError> {
 
 /// Whether fibre forwards a packet from the host to `dst` (destinations it would not are
 /// left out of the traffic: martians inside table prefixes).
-fn forwarded(fib: &Fib, in_if: u32, dst: std::net::IpAddr) -> bool {
+pub(crate) fn forwarded(fib: &Fib, in_if: u32, dst: std::net::IpAddr) -> bool {
     let src = match dst {
         std::net::IpAddr::V4(_) => frames::HOST4.into(),
         std::net::IpAddr::V6(_) => frames::HOST6.into(),
@@ -224,7 +224,7 @@ fn forwarded(fib: &Fib, in_if: u32, dst: std::net::IpAddr) -> bool {
 
 /// One pass of every vector through the pipeline; CPU nanoseconds per frame. Fails unless
 /// every frame was forwarded and sent.
-fn pipeline_pass(
+pub(crate) fn pipeline_pass(
     dp: &mut Dataplane,
     r: (&FibReader, &Reader<FwdTable>),
     vectors: &[(u32, &[u8])],

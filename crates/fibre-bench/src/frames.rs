@@ -125,15 +125,43 @@ pub fn destinations<A: Family>(
 /// One frame per destination, back to back (`FRAME_LEN` bytes each), from the host to the
 /// router's input MAC.
 pub fn build<A: Family>(dsts: &[A]) -> Vec<u8> {
-    let mut out = vec![0u8; dsts.len() * FRAME_LEN];
-    for (i, (frame, &dst)) in out.chunks_exact_mut(FRAME_LEN).zip(dsts).enumerate() {
-        write_frame(frame, dst.ip(), i as u16);
+    let host = |d: IpAddr| match d {
+        IpAddr::V4(_) => IpAddr::V4(HOST4),
+        IpAddr::V6(_) => IpAddr::V6(HOST6),
+    };
+    let packets: Vec<Packet> = dsts
+        .iter()
+        .map(|d| Packet {
+            dst: d.ip(),
+            src: host(d.ip()),
+            tos: 0,
+        })
+        .collect();
+    build_packets(&packets)
+}
+
+/// What varies between the frames of a workload: the addresses and the tos (IPv6: the
+/// traffic class).
+#[derive(Debug, Clone, Copy)]
+pub struct Packet {
+    pub dst: IpAddr,
+    pub src: IpAddr,
+    pub tos: u8,
+}
+
+/// One frame per packet, back to back, to the router's input MAC; the source and destination
+/// of a packet are of one family.
+pub fn build_packets(packets: &[Packet]) -> Vec<u8> {
+    let mut out = vec![0u8; packets.len() * FRAME_LEN];
+    for (i, (frame, p)) in out.chunks_exact_mut(FRAME_LEN).zip(packets).enumerate() {
+        write_frame(frame, p, i as u16);
     }
     out
 }
 
-/// Writes one frame to `dst`; `seq` varies the IPv4 ID and the source port.
-fn write_frame(frame: &mut [u8], dst: IpAddr, seq: u16) {
+/// Writes one frame of `p`; `seq` varies the IPv4 ID and the source port.
+fn write_frame(frame: &mut [u8], p: &Packet, seq: u16) {
+    let dst = p.dst;
     let ethertype = if dst.is_ipv4() { 0x0800 } else { 0x86dd };
     let mut eth = ethernet::Frame::new_unchecked(&mut *frame);
     ethernet::Repr {
@@ -146,13 +174,16 @@ fn write_frame(frame: &mut [u8], dst: IpAddr, seq: u16) {
     let sport = 1024 + (seq % 60000);
     let (l4, pseudo) = match dst {
         IpAddr::V4(d) => {
+            let IpAddr::V4(src) = p.src else {
+                unreachable!("a packet's addresses are of one family")
+            };
             let repr = ipv4::Repr {
-                src_addr: HOST4,
+                src_addr: src,
                 dst_addr: d,
                 protocol: 17,
                 payload_len: ip.len() - ipv4::HEADER_LEN,
                 ttl: 64,
-                tos: 0,
+                tos: p.tos,
                 ident: seq,
                 reserved_flag: false,
                 dont_frag: false,
@@ -161,20 +192,23 @@ fn write_frame(frame: &mut [u8], dst: IpAddr, seq: u16) {
                 options: Default::default(),
             };
             repr.emit(&mut ipv4::Packet::new_unchecked(&mut *ip));
-            (ipv4::HEADER_LEN, PseudoHeader::V4 { src: HOST4, dst: d })
+            (ipv4::HEADER_LEN, PseudoHeader::V4 { src, dst: d })
         }
         IpAddr::V6(d) => {
+            let IpAddr::V6(src) = p.src else {
+                unreachable!("a packet's addresses are of one family")
+            };
             let repr = ipv6::Repr {
-                src_addr: HOST6,
+                src_addr: src,
                 dst_addr: d,
                 next_header: 17,
                 payload_len: ip.len() - ipv6::HEADER_LEN,
                 hop_limit: 64,
-                traffic_class: 0,
+                traffic_class: p.tos,
                 flow_label: 0,
             };
             repr.emit(&mut ipv6::Packet::new_unchecked(&mut *ip));
-            (ipv6::HEADER_LEN, PseudoHeader::V6 { src: HOST6, dst: d })
+            (ipv6::HEADER_LEN, PseudoHeader::V6 { src, dst: d })
         }
     };
     let l4 = &mut ip[l4..];

@@ -12,6 +12,7 @@
 //! checked against a naive reference model before any figure is trusted.
 
 mod addrs;
+mod cache;
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod fibre;
@@ -77,7 +78,7 @@ impl fmt::Display for BenchError {
 }
 
 const USAGE: &str =
-    "usage: fibre-bench [lookup|build|kernel|all|forward]... [-4|-6] [--addrs N] [--runs N] \
+    "usage: fibre-bench [lookup|build|kernel|all|forward|cache]... [-4|-6] [--addrs N] [--runs N] \
 [--batch N] [--build-runs N] [--updates N] [--seed N] [--only fibre,rte_fib,...] \
 [--frames N] [--batches N,...] [--update-rate N] [--publish-every N] [--no-kernel]";
 
@@ -98,6 +99,9 @@ const DEFAULT_FRAMES: usize = 1 << 20;
 /// Timed forwarding runs (each runs every batch size idle, the LPM alone, and with the
 /// writer; the kernel's forwarded and baseline passes).
 const DEFAULT_FORWARD_RUNS: usize = 5;
+/// Frames of each of the cache benchmark's workloads: enough for every key of the seed
+/// workload's queue to recur a hundred times.
+const DEFAULT_CACHE_FRAMES: usize = 1 << 19;
 /// The issue's batch sizes (VPP's and DPDK's customary vectors).
 const DEFAULT_BATCHES: [usize; 3] = [32, 64, 256];
 /// The issue's update rate for the writer.
@@ -111,6 +115,7 @@ struct Args {
     build: bool,
     kernel: bool,
     forward: bool,
+    cache: bool,
     v4: bool,
     v6: bool,
     /// Structures to run (by name), when not all.
@@ -118,6 +123,7 @@ struct Args {
     lookup_opts: lookup::Options,
     update_opts: update::Options,
     forward_opts: forward::Options,
+    cache_opts: cache::Options,
 }
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -126,6 +132,7 @@ fn parse_args() -> Result<Args, BenchError> {
         build: false,
         kernel: false,
         forward: false,
+        cache: false,
         v4: true,
         v6: true,
         only: None,
@@ -149,6 +156,11 @@ fn parse_args() -> Result<Args, BenchError> {
             seed: DEFAULT_SEED,
             kernel: true,
         },
+        cache_opts: cache::Options {
+            frames: DEFAULT_CACHE_FRAMES,
+            runs: DEFAULT_FORWARD_RUNS,
+            seed: DEFAULT_SEED,
+        },
     };
     let mut it = std::env::args().skip(1);
     let mut any = false;
@@ -164,6 +176,7 @@ fn parse_args() -> Result<Args, BenchError> {
             "build" => (args.build, any) = (true, true),
             "kernel" => (args.kernel, any) = (true, true),
             "forward" => (args.forward, any) = (true, true),
+            "cache" => (args.cache, any) = (true, true),
             "all" => {
                 (args.lookup, args.build, args.kernel, any) = (true, true, true, true);
             }
@@ -174,8 +187,13 @@ fn parse_args() -> Result<Args, BenchError> {
                 let n = num("--runs")?;
                 args.lookup_opts.runs = n;
                 args.forward_opts.runs = n;
+                args.cache_opts.runs = n;
             }
-            "--frames" => args.forward_opts.frames = num("--frames")?,
+            "--frames" => {
+                let n = num("--frames")?;
+                args.forward_opts.frames = n;
+                args.cache_opts.frames = n;
+            }
             "--update-rate" => args.forward_opts.update_rate = num("--update-rate")? as u64,
             "--publish-every" => args.forward_opts.publish_every = num("--publish-every")? as u64,
             "--no-kernel" => args.forward_opts.kernel = false,
@@ -199,6 +217,7 @@ fn parse_args() -> Result<Args, BenchError> {
                 args.lookup_opts.seed = s;
                 args.update_opts.seed = s;
                 args.forward_opts.seed = s;
+                args.cache_opts.seed = s;
             }
             "--only" => {
                 let list = it
@@ -304,6 +323,14 @@ fn run(args: &Args, table: &table::Table) -> Result<(), BenchError> {
         }
         if args.v6 {
             forward::run(&table.v6, &args.forward_opts)?;
+        }
+    }
+    if args.cache {
+        if args.v4 {
+            cache::run(&table.v4, &args.cache_opts)?;
+        }
+        if args.v6 {
+            cache::run(&table.v6, &args.cache_opts)?;
         }
     }
     Ok(())

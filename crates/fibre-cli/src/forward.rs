@@ -7,7 +7,8 @@
 //! clock is the captures': a frame is processed at its own time, and neighbour timers (probes,
 //! failures, ageing) fire at theirs in between, so a run is deterministic. What each link
 //! sends (forwarded frames, ICMP errors, ARP and NDP) is written to `DIR/LINK.pcap` with the
-//! time it was sent; then the counters are printed (`-j`: one JSON object).
+//! time it was sent; then the counters are printed (`-j`: one JSON object), the input route
+//! cache's among them (`input_cache`; `--input-cache` turns it to hints only or off).
 //!
 //! Frames with the same time form one vector for the pipeline (up to its vector size); after
 //! each vector the events it left (neighbours learnt or to resolve) are applied to the FIB, as
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
 
+use fibre_dataplane::input_cache::Mode;
 use fibre_dataplane::pipeline::{Config, Dataplane, Tx, VECTOR};
 use fibre_fib::Fib;
 use fibre_io::worker::Router;
@@ -33,13 +35,15 @@ use crate::{Cli, Options};
 /// through DELAY and PROBE.
 const DRAIN_NS: u64 = 60_000_000_000;
 
-const USAGE: &str =
-    "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n       fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:KIND] [ --port ... ] [ --duration SECONDS ]\n";
+const USAGE: &str = "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n                         [ --input-cache { on | hints | off } ]\n       fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:KIND] [ --port ... ] [ --duration SECONDS ]\n";
 
 struct Args<'a> {
     config: &'a str,
     inputs: Vec<(&'a str, &'a str)>,
     out: &'a str,
+    /// The worker's input route cache (fibre_dataplane::input_cache): the data plane's
+    /// default unless asked.
+    cache: Option<Mode>,
 }
 
 /// The `LINK=WHAT` value of option `opt`, both sides non-empty.
@@ -71,11 +75,20 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     let mut config = None;
     let mut inputs = Vec::new();
     let mut out = None;
+    let mut cache = None;
     let mut it = words.iter();
     while let Some(&w) = it.next() {
         match w {
             "--in" | "-in" => inputs.push(link_pair("--in", it.next(), "FILE")?),
             "--out" | "-out" => out = Some(*it.next().ok_or("--out needs a directory")?),
+            "--input-cache" | "-input-cache" => {
+                cache = Some(match it.next().copied() {
+                    Some("on") => Mode::Cache,
+                    Some("hints") => Mode::Hints,
+                    Some("off") => Mode::Off,
+                    _ => return Err("--input-cache needs on, hints or off".into()),
+                })
+            }
             "help" | "--help" | "-h" => return Err(String::new()),
             _ if config.is_none() && !w.starts_with('-') => config = Some(w),
             _ => return Err(format!("unexpected argument \"{w}\"")),
@@ -85,6 +98,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
         config: config.ok_or("a configuration file is needed")?,
         inputs,
         out: out.ok_or("--out DIR is needed")?,
+        cache,
     })
 }
 
@@ -160,12 +174,18 @@ pub(crate) fn load(
     Ok(*fib)
 }
 
-/// A data plane with the default configuration, and the FIB's link names by index.
+/// A data plane with the default configuration (its input route cache in `cache` mode when
+/// given), and the FIB's link names by index.
 pub(crate) fn pipeline(
     fib: &Fib,
+    cache: Option<Mode>,
     stderr: &mut dyn Write,
 ) -> Result<(Dataplane, BTreeMap<u32, String>), i32> {
-    let dp = Dataplane::new(&Config::default()).map_err(|e| {
+    let mut cfg = Config::default();
+    if let Some(mode) = cache {
+        cfg.input_cache.mode = mode;
+    }
+    let dp = Dataplane::new(&cfg).map_err(|e| {
         let _ = writeln!(stderr, "fibre forward: {e:?}");
         1
     })?;
@@ -210,7 +230,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         let _ = writeln!(stderr, "fibre forward: cannot create \"{}\": {e}", args.out);
         return 1;
     }
-    let (mut dp, names) = match pipeline(&fib, stderr) {
+    let (mut dp, names) = match pipeline(&fib, args.cache, stderr) {
         Ok(p) => p,
         Err(status) => return status,
     };
@@ -270,6 +290,12 @@ pub(crate) fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> Stri
         "sent icmp_errors {} echo_replies {} neigh {} icmp_ratelimited {}",
         c.icmp_errors, c.echo_replies, c.neigh_sent, c.icmp_ratelimited
     );
+    let ic = c.input_cache;
+    let _ = writeln!(
+        s,
+        "input_cache hits {} hinted {} misses {} evictions {} bypassed {}",
+        ic.hits, ic.hinted, ic.misses, ic.evictions, ic.bypassed
+    );
     let _ = write!(s, "dropped {}", dp.drops().total());
     for (r, n) in dp.drops().nonzero() {
         let _ = write!(s, " {} {n}", r.name());
@@ -319,7 +345,7 @@ pub(crate) fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> Stri
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"received\":{},\"forwarded\":{},\"fragments\":{},\"delivered\":{},\"punted\":{},\"reassembly\":{},\"waiting\":{},\"sent\":{{\"icmp_errors\":{},\"echo_replies\":{},\"neigh\":{},\"icmp_ratelimited\":{}}},\"dropped\":{{\"total\":{}",
+        "{{\"received\":{},\"forwarded\":{},\"fragments\":{},\"delivered\":{},\"punted\":{},\"reassembly\":{},\"waiting\":{},\"sent\":{{\"icmp_errors\":{},\"echo_replies\":{},\"neigh\":{},\"icmp_ratelimited\":{}}},\"input_cache\":{{\"hits\":{},\"hinted\":{},\"misses\":{},\"evictions\":{},\"bypassed\":{}}},\"dropped\":{{\"total\":{}",
         c.received,
         c.forwarded,
         c.fragments,
@@ -331,6 +357,11 @@ pub(crate) fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> Stri
         c.echo_replies,
         c.neigh_sent,
         c.icmp_ratelimited,
+        c.input_cache.hits,
+        c.input_cache.hinted,
+        c.input_cache.misses,
+        c.input_cache.evictions,
+        c.input_cache.bypassed,
         dp.drops().total()
     );
     for (r, n) in dp.drops().nonzero() {

@@ -89,7 +89,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         Ok(f) => f,
         Err(status) => return status,
     };
-    let (dp, names) = match pipeline(&fib, stderr) {
+    let (dp, names) = match pipeline(&fib, None, stderr) {
         Ok(p) => p,
         Err(status) => return status,
     };

@@ -16,6 +16,7 @@ pub mod drop;
 pub mod forward;
 pub mod frag;
 pub mod icmp;
+pub mod input_cache;
 pub mod neigh;
 pub mod pipeline;
 pub mod ratelimit;

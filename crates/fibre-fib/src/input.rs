@@ -14,6 +14,7 @@
 //! contract of `dst`). What a drop leads to on the wire is stated on each [`InputDrop`]
 //! variant: the route lookup decides, the ICMP error is the caller's to build.
 
+use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr};
 
 use crate::dst::{Dst, DstAt, LookupError};
@@ -238,7 +239,149 @@ impl InputDrop {
     }
 }
 
+/// What of an [`InputKey`] the input decision depends on, whenever
+/// [`Fib::input_key_suffices`] says so for the key's family: every field but the transport
+/// protocol, the ports and the flow label (which only rules selecting on them and the
+/// multipath hash read; the hash picks a multipath route's leg per packet, see
+/// [`InputMemo`]). The key of a cache of input decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputCacheKey {
+    dst: u128,
+    src: u128,
+    iif: u32,
+    mark: u32,
+    tos: u8,
+    /// Bit 0: the destination is IPv6; bit 1: the source is.
+    families: u8,
+}
+
+/// Three words folded from the key: a cache hashes them with its keyed hasher, which costs
+/// half of hashing every field. Keys that fold alike land in one set, which costs hits only:
+/// a cache compares whole keys.
+impl Hash for InputCacheKey {
+    #[inline]
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(32);
+        h.write_u64(fold(self.dst));
+        h.write_u64(fold(self.src));
+        h.write_u64(
+            (u64::from(self.iif) << 32 | u64::from(self.mark))
+                ^ (u64::from(self.tos) << 8 | u64::from(self.families)).rotate_right(16),
+        );
+    }
+}
+
+impl InputKey {
+    /// Whether `self` and `o` have the same [`InputCacheKey`], compared without making it.
+    #[inline]
+    pub fn same_cache_key(&self, o: &InputKey) -> bool {
+        self.dst == o.dst
+            && self.src == o.src
+            && self.iif == o.iif
+            && self.tos == o.tos
+            && self.mark == o.mark
+    }
+
+    /// The part of the key an input decision depends on (see [`InputCacheKey`]).
+    #[inline]
+    pub fn cache_key(&self) -> InputCacheKey {
+        InputCacheKey {
+            dst: ip_u128(self.dst),
+            src: ip_u128(self.src),
+            iif: self.iif,
+            mark: self.mark,
+            tos: self.tos,
+            families: u8::from(self.dst.is_ipv6()) | u8::from(self.src.is_ipv6()) << 1,
+        }
+    }
+}
+
+/// An input decision and what a cache may keep of it.
+pub type InputDecision = (Result<InputRoute, InputDrop>, Option<InputMemo>);
+
+/// What a cache of input decisions keeps of one: enough to answer every later packet of the
+/// same [`InputCacheKey`] exactly as [`Fib::route_input`] would, for as long as the routing
+/// state is the one the memo was made in. That is: the same [`Fib::gen`] (every change moves
+/// it), and no route deadline ([`Fib::route_input_deadline`]) passed in between. Made by
+/// [`Fib::route_input_memo`] and [`Fib::route_input_batch_memo`], answered from by
+/// [`Fib::route_input_replay`]; `Copy`, no reference into the routing state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputMemo(Memo);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Memo {
+    /// The same decision for every packet of the key.
+    Fixed(Result<InputRoute, InputDrop>),
+    /// An IPv4 multipath route: the group, not the leg. Each packet's leg is chosen from
+    /// `first`, the route's first usable next hop, by the packet's own hash. The source check
+    /// (`checked`: whether the source is directly connected through the input link) holds for
+    /// every leg: no rule selects on the input link, which the check's reverse lookup takes
+    /// from the leg, or every leg leaves by the same link. With `scan` the check was the
+    /// local-address scan, which holds only for a leg leaving by another link than the input
+    /// link; a leg through the input link takes the general path.
+    Group4 {
+        first: DstRef,
+        table: TableId,
+        checked: Result<bool, InputDrop>,
+        scan: bool,
+    },
+    /// An IPv6 multipath route: the group; the leg is chosen per packet as for `Group4`
+    /// (IPv6 has no source check).
+    Group6 { first: DstRef, table: TableId },
+}
+
+/// A decision that holds for every packet of its key.
+fn fixed(r: Result<InputRoute, InputDrop>) -> InputDecision {
+    (r, Some(InputMemo(Memo::Fixed(r))))
+}
+
+/// The memo of an IPv6 forwarding decision `r` through next hop `first` of `info` (before
+/// the multipath choice): the group when it has legs to choose from.
+pub(crate) fn memo6(
+    info: &Info,
+    first: usize,
+    table: TableId,
+    r: Result<InputRoute, InputDrop>,
+) -> InputMemo {
+    InputMemo(match info.nh.len() {
+        0 | 1 => Memo::Fixed(r),
+        _ => Memo::Group6 {
+            first: DstRef::of(&info.nh[first].dst),
+            table,
+        },
+    })
+}
+
+/// The memo of an IPv4 forwarding decision through next hop `first` of `info` (before the
+/// multipath choice) whose source check gave `checked` for the leg chosen, `oif`, of a
+/// packet in on `iif`; `scan` when the check was the local-address scan. `None` when a leg
+/// could be checked otherwise: `iif_rules`, rules select on the input link (the reverse
+/// lookup's, which is the leg's) and the legs leave by different links, or the scan did not
+/// apply to the leg chosen.
+pub(crate) fn memo4(
+    info: &Info,
+    first: usize,
+    table: TableId,
+    (r, checked): (Result<InputRoute, InputDrop>, Result<bool, InputDrop>),
+    (oif, iif): (IfIndex, IfIndex),
+    (scan, iif_rules): (bool, bool),
+) -> Option<InputMemo> {
+    if info.nh.len() <= 1 {
+        return Some(InputMemo(Memo::Fixed(r)));
+    }
+    if iif_rules || (scan && oif == iif) {
+        return None;
+    }
+    Some(InputMemo(Memo::Group4 {
+        first: DstRef::of(&info.nh[first].dst),
+        table,
+        checked,
+        scan,
+    }))
+}
+
 /// The IPv4 decision with the lookup result it came from (which `route get` reports).
+#[derive(Clone, Copy)]
 pub(crate) enum Input4 {
     /// 255.255.255.255, or 0.0.0.0 to 0.0.0.0: no lookup made.
     LimitedBroadcast,
@@ -248,6 +391,14 @@ pub(crate) enum Input4 {
         res: Res,
         redirect: bool,
     },
+}
+
+/// ip_route_input_slow up to the choice of a next hop.
+enum Route4 {
+    /// Decided without one.
+    Done(Input4),
+    /// A unicast route to forward through, and the flow it was looked up for.
+    Unicast(Res, Flow),
 }
 
 pub(crate) fn is_lbcast(a: u32) -> bool {
@@ -281,22 +432,95 @@ impl Fib {
     /// the ICMP error each drop leads to). Multipath routes choose the next hop by the
     /// packet's flow hash. No allocation, no lock: the data plane's per-packet call.
     pub fn route_input(&self, k: &InputKey) -> Result<InputRoute, InputDrop> {
+        self.route_input_memo(k).0
+    }
+
+    /// [`Fib::route_input`]'s decision and what a cache may keep of it for the later packets
+    /// of the same [`InputKey::cache_key`] (`None`: nothing, the decision depends on more
+    /// than the key holds). Only for keys of a family [`Fib::input_key_suffices`] answers true for.
+    pub fn route_input_memo(&self, k: &InputKey) -> InputDecision {
         let flow = k.flow();
         match (k.dst, k.src) {
-            (IpAddr::V4(_), IpAddr::V4(_)) => Ok(match self.input4(&flow, None)? {
-                Input4::LimitedBroadcast => InputRoute::Broadcast { table: None },
-                Input4::Broadcast(res) => InputRoute::Broadcast {
-                    table: Some(res.table.0),
-                },
-                Input4::Local(res) => InputRoute::Local { table: res.table.0 },
-                Input4::Forward { res, redirect } => {
-                    let info = self.infos.get(res.entry.info);
-                    InputRoute::Forward(self.forward4(info, res.nh, res.table, redirect))
-                }
-            }),
-            (IpAddr::V6(d6), IpAddr::V6(_)) => self.input6(&flow, &d6),
-            _ => Err(InputDrop::MartianSource),
+            (IpAddr::V4(_), IpAddr::V4(_)) => self.input4_memo(&flow),
+            (IpAddr::V6(d6), IpAddr::V6(_)) => self.input6_memo(&flow, &d6),
+            _ => fixed(Err(InputDrop::MartianSource)),
         }
+    }
+
+    /// The decision a memo made by [`Fib::route_input_memo`] for a packet of `k`'s cache key
+    /// gives for `k`, as [`Fib::route_input`] gives it, provided the memo is current (see
+    /// [`InputMemo`]: the caller checks the generation and the deadline). `None` when the
+    /// packet needs the general path: its multipath leg leaves by its input link where the
+    /// memo's source check does not cover that, or the memo's route is gone (a second line
+    /// behind the caller's check). A multipath group's leg is chosen here, per packet.
+    #[inline]
+    pub fn route_input_replay(
+        &self,
+        m: &InputMemo,
+        k: &InputKey,
+    ) -> Option<Result<InputRoute, InputDrop>> {
+        match m.0 {
+            Memo::Fixed(r) => Some(r),
+            _ => self.replay_group(m, k),
+        }
+    }
+
+    /// [`Fib::route_input_replay`] for a multipath group: the leg chosen for `k`.
+    fn replay_group(&self, m: &InputMemo, k: &InputKey) -> Option<Result<InputRoute, InputDrop>> {
+        match m.0 {
+            Memo::Fixed(r) => Some(r),
+            Memo::Group4 {
+                first,
+                table,
+                checked,
+                scan,
+            } => {
+                let info = self.group_of(first)?;
+                let nh = self.multipath_nh(info, first.hop(), &k.flow());
+                let (oif, iif) = (info.spec.nhs[nh].oif, IfIndex(k.iif));
+                if scan && oif == iif {
+                    return None;
+                }
+                Some(checked.map(|direct| {
+                    InputRoute::Forward(self.forward4(info, nh, table, direct && oif == iif))
+                }))
+            }
+            Memo::Group6 { first, table } => {
+                let info = self.group_of(first)?;
+                let nh = self.multipath_nh(info, first.hop(), &k.flow());
+                Some(Ok(InputRoute::Forward(
+                    self.forward6(info, nh, table, k.iif),
+                )))
+            }
+        }
+    }
+
+    /// The route info of next hop `first` while its result is still the one the memo saw.
+    #[inline]
+    fn group_of(&self, first: DstRef) -> Option<&Info> {
+        self.dst_ref_is_current(first)
+            .then(|| self.infos.get(InfoId::new(first.slot())))
+    }
+
+    /// Whether [`InputCacheKey`] holds everything the input decisions of a family
+    /// (`v6`) depend on: false while a rule of the family selects on the transport protocol
+    /// or ports, which the key leaves out. A walk over the family's rules: once per vector.
+    pub fn input_key_suffices(&self, v6: bool) -> bool {
+        let f = if v6 { Family::Inet6 } else { Family::Inet };
+        self.rules.plain(f)
+            || !self
+                .rules
+                .list(f)
+                .iter()
+                .any(|r| r.ipproto.is_some() || r.sport.is_some() || r.dport.is_some())
+    }
+
+    /// The earliest deadline of an expiring route, on the FIB's clock (`None`: no route
+    /// expires). Until it, no input decision changes without a change to the state (which
+    /// moves [`Fib::gen`]); from it on, lookups skip the route, before the GC reclaims it.
+    #[inline]
+    pub fn route_input_deadline(&self) -> Option<u64> {
+        self.infos.expiry().next()
     }
 
     /// Whether the result `r` names is still its next hop's (see `dst`'s contract).
@@ -404,6 +628,79 @@ impl Fib {
     /// ip_route_input_slow for `flow` (its `oif` is ignored), restricted to one table when
     /// `table` names one.
     pub(crate) fn input4(&self, flow: &Flow, table: Option<u32>) -> Result<Input4, InputDrop> {
+        let (mut res, flow) = match self.input4_route(flow, table)? {
+            Route4::Done(x) => return Ok(x),
+            Route4::Unicast(res, flow) => (res, flow),
+        };
+        self.select_multipath(&mut res, &flow);
+        let oif = self.infos.get(res.entry.info).spec.nhs[res.nh].oif;
+        let redirect = self.validate_source4(&flow, oif)? && oif == IfIndex(flow.iif);
+        Ok(Input4::Forward { res, redirect })
+    }
+
+    /// [`Fib::input4`] for an input packet (all tables), as an [`InputRoute`], with what a
+    /// cache may keep of the decision.
+    fn input4_memo(&self, flow: &Flow) -> InputDecision {
+        let (res, flow) = match self.input4_route(flow, None) {
+            Err(d) => return fixed(Err(d)),
+            Ok(Route4::Done(x)) => return fixed(Ok(self.route4(x))),
+            Ok(Route4::Unicast(res, flow)) => (res, flow),
+        };
+        let info = self.infos.get(res.entry.info);
+        let nh = self.multipath_nh(info, res.nh, &flow);
+        let (oif, iif) = (info.spec.nhs[nh].oif, IfIndex(flow.iif));
+        let checked = self.validate_source4(&flow, oif);
+        let r = checked.map(|direct| {
+            InputRoute::Forward(self.forward4(info, nh, res.table, direct && oif == iif))
+        });
+        // The reverse lookup's input link is the leg's output link: rules on the input link
+        // can tell legs apart only when their output links differ.
+        let legs_differ = info.spec.nhs.iter().any(|n| n.oif != oif);
+        let iif_rules = legs_differ
+            && self
+                .rules
+                .list(Family::Inet)
+                .iter()
+                .any(|r| r.iifname.is_some());
+        let memo = memo4(
+            info,
+            res.nh,
+            res.table,
+            (r, checked),
+            (oif, iif),
+            (self.source_scan4(iif), iif_rules),
+        );
+        (r, memo)
+    }
+
+    /// An IPv4 decision as the data plane takes it.
+    fn route4(&self, x: Input4) -> InputRoute {
+        match x {
+            Input4::LimitedBroadcast => InputRoute::Broadcast { table: None },
+            Input4::Broadcast(res) => InputRoute::Broadcast {
+                table: Some(res.table.0),
+            },
+            Input4::Local(res) => InputRoute::Local { table: res.table.0 },
+            Input4::Forward { res, redirect } => {
+                let info = self.infos.get(res.entry.info);
+                InputRoute::Forward(self.forward4(info, res.nh, res.table, redirect))
+            }
+        }
+    }
+
+    /// Whether fib_validate_source checks a source received on `iif` by scanning the local
+    /// addresses instead of a lookup back to it, for a packet leaving by another link: with
+    /// rp_filter off and neither custom rules nor custom local routes
+    /// (fib4_has_custom_rules, fib_has_custom_local_routes).
+    fn source_scan4(&self, iif: IfIndex) -> bool {
+        self.confs.rp_filter(self.settings().rp_filter, iif) == 0
+            && !self.custom_rules4
+            && !self.custom_local4
+    }
+
+    /// ip_route_input_slow up to the choice of a next hop: the decision when no next hop is
+    /// needed, else the unicast route found and the flow it was looked up for.
+    fn input4_route(&self, flow: &Flow, table: Option<u32>) -> Result<Route4, InputDrop> {
         let d = flow.dst as u32;
         let s = flow.src as u32;
         if is_multicast4(s) || is_lbcast(s) {
@@ -415,7 +712,7 @@ impl Fib {
             if s != 0 {
                 self.validate_source4(&Flow { dst: 0, ..*flow }, IfIndex::NONE)?;
             }
-            return Ok(Input4::LimitedBroadcast);
+            return Ok(Route4::Done(Input4::LimitedBroadcast));
         }
         if is_multicast4(d) {
             return Err(InputDrop::Multicast);
@@ -431,7 +728,7 @@ impl Fib {
         }
         let fwd = self.settings().ipv4_forwarding;
         let flow = Flow { oif: 0, ..*flow };
-        let mut res = match self.lookup_in(Family::Inet, table, &flow, LookupFlags::packet()) {
+        let res = match self.lookup_in(Family::Inet, table, &flow, LookupFlags::packet()) {
             Ok(r) => r,
             Err(_) if !fwd => return Err(InputDrop::ForwardingOff),
             Err(e) => return Err(InputDrop::of(e)),
@@ -439,20 +736,16 @@ impl Fib {
         match res.rtype {
             RouteType::Broadcast => {
                 self.validate_source4(&Flow { dst: 0, ..flow }, IfIndex::NONE)?;
-                return Ok(Input4::Broadcast(res));
+                Ok(Route4::Done(Input4::Broadcast(res)))
             }
             RouteType::Local => {
                 self.validate_source4(&flow, IfIndex::NONE)?;
-                return Ok(Input4::Local(res));
+                Ok(Route4::Done(Input4::Local(res)))
             }
-            _ if !fwd => return Err(InputDrop::ForwardingOff),
-            RouteType::Unicast => {}
-            _ => return Err(InputDrop::MartianDestination),
+            _ if !fwd => Err(InputDrop::ForwardingOff),
+            RouteType::Unicast => Ok(Route4::Unicast(res, flow)),
+            _ => Err(InputDrop::MartianDestination),
         }
-        self.select_multipath(&mut res, &flow);
-        let oif = self.infos.get(res.entry.info).spec.nhs[res.nh].oif;
-        let redirect = self.validate_source4(&flow, oif)? && oif == IfIndex(flow.iif);
-        Ok(Input4::Forward { res, redirect })
     }
 
     /// fib_validate_source: martian and reverse-path checks of an input packet's source
@@ -466,7 +759,7 @@ impl Fib {
             .confs
             .rp_filter(self.settings().rp_filter, IfIndex(iif));
         // accept_local is off, tx_redirects and shared_media are on (the kernel defaults).
-        if rpf == 0 && !self.custom_rules4 && !self.custom_local4 && iif != oif.0 {
+        if self.source_scan4(IfIndex(iif)) && iif != oif.0 {
             if self.links.iter().any(|l| l.v4.iter().any(|a| a.local == s)) {
                 return Err(InputDrop::LocalSource);
             }
@@ -527,6 +820,19 @@ impl Fib {
         table: Option<u32>,
         input: bool,
     ) -> Result<Res, LookupError> {
+        let mut res = self.lookup6_route(flow, table, input)?;
+        self.select_multipath(&mut res, flow);
+        Ok(res)
+    }
+
+    /// [`Fib::lookup6`] before the multipath choice: `res.nh` is the route's first usable
+    /// next hop.
+    fn lookup6_route(
+        &self,
+        flow: &Flow,
+        table: Option<u32>,
+        input: bool,
+    ) -> Result<Res, LookupError> {
         let d6 = match u128_ip(Family::Inet6, flow.dst) {
             IpAddr::V6(a) => a,
             IpAddr::V4(_) => Ipv6Addr::UNSPECIFIED,
@@ -539,31 +845,36 @@ impl Fib {
             iif_as_oif: input,
             linkdown_conf: true,
         };
-        let mut res = self.lookup_in(Family::Inet6, table, flow, lf)?;
-        self.select_multipath(&mut res, flow);
-        Ok(res)
+        self.lookup_in(Family::Inet6, table, flow, lf)
     }
 
-    /// ip6_route_input, then what the route found's input function does with the packet.
-    fn input6(&self, flow: &Flow, d6: &Ipv6Addr) -> Result<InputRoute, InputDrop> {
-        let res = self.lookup6(flow, None, true).map_err(InputDrop::of)?;
+    /// ip6_route_input, then what the route found's input function does with the packet;
+    /// with what a cache may keep of the decision.
+    fn input6_memo(&self, flow: &Flow, d6: &Ipv6Addr) -> InputDecision {
+        let mut res = match self.lookup6_route(flow, None, true) {
+            Ok(r) => r,
+            Err(e) => return fixed(Err(InputDrop::of(e))),
+        };
         let info = self.infos.get(res.entry.info);
+        let first = res.nh;
+        self.select_multipath(&mut res, flow);
         let table = res.table.0;
         if res.rtype == RouteType::Local || info.spec.rtf_anycast {
-            return Ok(InputRoute::Local { table });
+            return fixed(Ok(InputRoute::Local { table }));
         }
         if d6.is_multicast() {
-            return match self.joined6(IfIndex(flow.iif), d6) {
+            return fixed(match self.joined6(IfIndex(flow.iif), d6) {
                 true => Ok(InputRoute::Local { table }),
                 false => Err(InputDrop::Multicast),
-            };
+            });
         }
         if !self.settings().ipv6_forwarding {
-            return Err(InputDrop::ForwardingOff);
+            return fixed(Err(InputDrop::ForwardingOff));
         }
-        Ok(InputRoute::Forward(
+        let r = Ok(InputRoute::Forward(
             self.forward6(info, res.nh, res.table, flow.iif),
-        ))
+        ));
+        (r, Some(memo6(info, first, res.table, r)))
     }
 
     /// Whether link `dev` is in multicast group `g`: every IPv6 link joins all-nodes

@@ -11,9 +11,14 @@
 //! packet the common case does not cover -- a martian or broadcast address, a local
 //! destination, a reject, throw, expiring or dead route, an IPv4 packet leaving by its input
 //! link, strict or loose reverse-path filtering, an IPv6 destination looked up strictly on its
-//! input link or whose node holds more than one route -- takes [`Fib::route_input`] itself. What decides which path a packet takes is only
-//! ever a condition under which the two give the same answer; the property test
-//! `route_input_batch_is_route_input` checks that over random configurations.
+//! input link or whose node holds more than one route -- takes [`Fib::route_input`] itself.
+//! What decides which path a packet takes is only ever a condition under which the two give
+//! the same answer; the property test `route_input_batch_is_route_input` checks that over
+//! random configurations.
+//!
+//! [`Fib::route_input_batch_memo`] also gives each decision's [`InputMemo`], as
+//! [`Fib::route_input_memo`] would: the fast path knows the route info and next hop it
+//! finished from, so a memo costs it nothing more.
 //!
 //! Rules for callers: as [`Fib::route_input`] (`&self`, no allocation, no lock).
 
@@ -22,7 +27,10 @@ use std::net::IpAddr;
 use crate::fibtable::{Brief, Table, FAST_BATCH};
 use crate::flow::{LookupFlags, IPTOS_RT_MASK};
 use crate::ids::{IfIndex, TableId};
-use crate::input::{is_lbcast, is_loopback4, is_multicast4, InputDrop, InputKey, InputRoute};
+use crate::input::{
+    is_lbcast, is_loopback4, is_multicast4, memo4, memo6, InputDecision, InputDrop, InputKey,
+    InputMemo, InputRoute,
+};
 use crate::lookup::first_good_nh;
 use crate::route::{Info, Infos};
 use crate::types::{nh_flags, Family, RouteType};
@@ -113,7 +121,37 @@ impl Fib {
         let f4 = self.fast4();
         let f6 = self.fast6();
         for (ks, os) in keys.chunks(FAST_BATCH).zip(out.chunks_mut(FAST_BATCH)) {
-            self.input_chunk(f4.as_ref(), f6.as_ref(), ks, os);
+            self.input_chunk(f4.as_ref(), f6.as_ref(), ks, os, None);
+        }
+    }
+
+    /// [`Fib::route_input_batch`] with what a cache may keep of each decision, into the same
+    /// place of `memos` (as [`Fib::route_input_memo`] gives it). Panics if the slices differ
+    /// in length.
+    pub fn route_input_batch_memo(
+        &self,
+        keys: &[InputKey],
+        out: &mut [Result<InputRoute, InputDrop>],
+        memos: &mut [Option<InputMemo>],
+    ) {
+        assert_eq!(
+            keys.len(),
+            out.len(),
+            "route_input_batch_memo: lengths differ"
+        );
+        assert_eq!(
+            keys.len(),
+            memos.len(),
+            "route_input_batch_memo: lengths differ"
+        );
+        let f4 = self.fast4();
+        let f6 = self.fast6();
+        for ((ks, os), ms) in keys
+            .chunks(FAST_BATCH)
+            .zip(out.chunks_mut(FAST_BATCH))
+            .zip(memos.chunks_mut(FAST_BATCH))
+        {
+            self.input_chunk(f4.as_ref(), f6.as_ref(), ks, os, Some(ms));
         }
     }
 
@@ -167,7 +205,14 @@ impl Fib {
         f6: Option<&Fast6<'_>>,
         keys: &[InputKey],
         out: &mut [Result<InputRoute, InputDrop>],
+        mut memos: Option<&mut [Option<InputMemo>]>,
     ) {
+        let mut put = |i: usize, (r, m): InputDecision| {
+            out[i] = r;
+            if let Some(ms) = memos.as_deref_mut() {
+                ms[i] = m;
+            }
+        };
         let (mut l4, mut l6) = (Lanes::new(), Lanes::new());
         let all = self.settings().rp_filter;
         // The effective rp_filter of the last input link seen: a vector comes mostly from one.
@@ -196,21 +241,23 @@ impl Fib {
             };
             match lane {
                 Some((l, dst)) => l.push(i, dst),
-                None => out[i] = self.route_input(k),
+                None => put(i, self.route_input_memo(k)),
             }
         }
         if let Some(f) = f4.filter(|_| l4.n != 0) {
             let briefs = l4.look_up(&self.infos, f.local, f.main);
             for (&at, &b) in l4.at[..l4.n].iter().zip(&briefs) {
                 let k = &keys[at as usize];
-                out[at as usize] = self.finish4(f, k, b).unwrap_or_else(|| self.route_input(k));
+                let d = self.finish4(f, k, b);
+                put(at as usize, d.unwrap_or_else(|| self.route_input_memo(k)));
             }
         }
         if let Some(f) = f6.filter(|_| l6.n != 0) {
             let briefs = l6.look_up(&self.infos, f.local, f.main);
             for (&at, &b) in l6.at[..l6.n].iter().zip(&briefs) {
                 let k = &keys[at as usize];
-                out[at as usize] = self.finish6(f, k, b).unwrap_or_else(|| self.route_input(k));
+                let d = self.finish6(f, k, b);
+                put(at as usize, d.unwrap_or_else(|| self.route_input_memo(k)));
             }
         }
     }
@@ -227,26 +274,34 @@ impl Fib {
 
     /// ip_route_input_slow's forwarding path for a packet `common4` let through, `main`'s
     /// winner for it `b`.
-    fn finish4(
-        &self,
-        f: &Fast4<'_>,
-        k: &InputKey,
-        b: Brief,
-    ) -> Option<Result<InputRoute, InputDrop>> {
+    fn finish4(&self, f: &Fast4<'_>, k: &InputKey, b: Brief) -> Option<InputDecision> {
         let info = self.unicast_info(b)?;
         let flow = k.flow();
         let ign = &self.confs.ignored()[0];
-        let nh = first_good_nh(info, &flow, LookupFlags::packet(), false, ign)?;
-        let nh = self.multipath_nh(info, nh, &flow);
+        let first = first_good_nh(info, &flow, LookupFlags::packet(), false, ign)?;
+        let nh = self.multipath_nh(info, first, &flow);
+        let (oif, iif) = (info.spec.nhs[nh].oif, IfIndex(k.iif));
         // A packet leaving by its input link may call for a redirect: the general path's.
-        if info.spec.nhs[nh].oif == IfIndex(k.iif) {
+        if oif == iif {
             return None;
         }
-        if f.addrs[..f.n_addrs].contains(&(flow.src as u32)) {
-            return Some(Err(InputDrop::LocalSource));
-        }
-        let fwd = self.forward4(info, nh, f.main.id, false);
-        Some(Ok(InputRoute::Forward(fwd)))
+        let (r, checked) = if f.addrs[..f.n_addrs].contains(&(flow.src as u32)) {
+            (Err(InputDrop::LocalSource), Err(InputDrop::LocalSource))
+        } else {
+            let fwd = self.forward4(info, nh, f.main.id, false);
+            (Ok(InputRoute::Forward(fwd)), Ok(false))
+        };
+        // The source check is the local-address scan here (`fast4`), and the rules are the
+        // defaults.
+        let memo = memo4(
+            info,
+            first,
+            f.main.id,
+            (r, checked),
+            (oif, iif),
+            (true, false),
+        );
+        Some((r, memo))
     }
 
     /// ip6_route_input's forwarding path for a destination looked up without
@@ -254,12 +309,7 @@ impl Fib {
     /// oif, which only prefers next hops through it among those of the node the walk stops at
     /// (`pick6`); with the node holding one route, that is a choice among its next hops, made
     /// here.
-    fn finish6(
-        &self,
-        f: &Fast6<'_>,
-        k: &InputKey,
-        b: Brief,
-    ) -> Option<Result<InputRoute, InputDrop>> {
+    fn finish6(&self, f: &Fast6<'_>, k: &InputKey, b: Brief) -> Option<InputDecision> {
         let info = self.unicast_info(b)?;
         if !b.alone() || info.spec.rtf_anycast {
             return None;
@@ -275,9 +325,12 @@ impl Fib {
                 .find(|&i| info.spec.nhs[i].oif == IfIndex(k.iif))
                 .or_else(|| hops.find(live)),
         }?;
-        let nh = self.multipath_nh(info, nh, &k.flow());
-        let fwd = self.forward6(info, nh, f.main.id, k.iif);
-        Some(Ok(InputRoute::Forward(fwd)))
+        let first = nh;
+        let nh = self.multipath_nh(info, first, &k.flow());
+        let r = Ok(InputRoute::Forward(
+            self.forward6(info, nh, f.main.id, k.iif),
+        ));
+        Some((r, Some(memo6(info, first, f.main.id, r))))
     }
 }
 

@@ -88,7 +88,10 @@ pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use flow::Flow;
-pub use input::{DstRef, ForwardHop, ForwardRoute, InputDrop, InputKey, InputRoute};
+pub use input::{
+    DstRef, ForwardHop, ForwardRoute, InputCacheKey, InputDecision, InputDrop, InputKey, InputMemo,
+    InputRoute,
+};
 pub use link::LOOPBACK_IFINDEX;
 pub use mphash::MultipathHash;
 pub use neigh::resolve::{Heard, Learn, NudAction, NudParams, Override};

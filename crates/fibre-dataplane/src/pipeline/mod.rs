@@ -44,6 +44,7 @@ use fibre_wire::vlan;
 use crate::drop::{Discard, DropCounters, DropReason, LinkStats};
 use crate::forward::{self, Ipv4Options};
 use crate::icmp::{Icmp4Error, Icmp6Error, IcmpError};
+use crate::input_cache::{self, CacheConfig, CacheCounters, InputCache};
 use crate::neigh::{self, Learned, OnLink};
 use crate::ratelimit::{self, RateLimiter};
 use crate::reasm::Reassembly;
@@ -62,9 +63,11 @@ const LARGE_FRAME: u32 = 66 * 1024;
 
 /// The most frames one call takes (VPP's and grout's vector size).
 pub const VECTOR: usize = 256;
-/// Packets per call of `Fib::route_input_batch`: its own chunk size, so each call makes its
-/// lookups for all of them together; its keys and answers stay on the stack.
-const ROUTE_BATCH: usize = 64;
+/// Packets per call of the input route decision (`InputCache::decide`, then
+/// `Fib::route_input_batch_memo` for what the cache did not answer): the batch's own chunk
+/// size, so each call makes its lookups for all of them together; keys and answers stay on
+/// the stack.
+const ROUTE_BATCH: usize = input_cache::CHUNK;
 
 /// Bytes of the scratch frame replies are built in: the largest ICMPv6 error (1280) behind
 /// an Ethernet header, or an echo reply to a jumbo request.
@@ -106,6 +109,9 @@ pub struct Config {
     /// over). Without one the router answers as a host where nothing listens: UDP gets port
     /// unreachable.
     pub host: bool,
+    /// The input route cache and hints (`input_cache`): on by default, as
+    /// crates/fibre-bench/RESULTS.md measures them.
+    pub input_cache: CacheConfig,
 }
 
 impl Default for Config {
@@ -124,6 +130,7 @@ impl Default for Config {
             ratelimit_peers: 4096,
             max_links: 4096,
             host: false,
+            input_cache: CacheConfig::default(),
         }
     }
 }
@@ -171,6 +178,8 @@ pub struct Counters {
     pub icmp_ratelimited: u64,
     /// Events lost to a full queue.
     pub events_dropped: u64,
+    /// How the input route decisions were answered.
+    pub input_cache: CacheCounters,
 }
 
 /// Where a packet leaves: its adjacency, the output link and the neighbour, and for a held
@@ -225,6 +234,7 @@ pub struct Dataplane {
     icmp_limits: IcmpLimits,
     /// The pool's frames of both classes.
     frames: usize,
+    cache: InputCache,
 }
 
 /// Why [`Dataplane::new`] refused a configuration.
@@ -252,12 +262,14 @@ impl Dataplane {
             host: cfg.host,
             icmp_limits: IcmpLimits::default(),
             frames: (cfg.pool.frames + cfg.pool.large_frames) as usize,
+            cache: InputCache::new(cfg.input_cache),
         })
     }
 
     pub fn counters(&self) -> Counters {
         Counters {
             waiting: self.waiting.len() as u64,
+            input_cache: self.cache.counters(),
             ..self.counters
         }
     }
@@ -360,8 +372,8 @@ impl Dataplane {
             self.counters.received += 1;
             self.rx_one(v, now, iif, frame, tx);
         }
-        // Stage 2: the input route decision for the whole vector, in one batch call per
-        // `ROUTE_BATCH` packets.
+        // Stage 2: the input route decision for the whole vector, `ROUTE_BATCH` packets at a
+        // time: from the cache and the hints, the rest in one batch call.
         let mut slots = std::mem::take(&mut self.slots);
         for chunk in slots.chunks_mut(ROUTE_BATCH) {
             let keys: [InputKey; ROUTE_BATCH] = std::array::from_fn(|i| {
@@ -381,7 +393,7 @@ impl Dataplane {
             });
             let mut routes = [Err(InputDrop::NoRoute); ROUTE_BATCH];
             let n = chunk.len();
-            v.fib.route_input_batch(&keys[..n], &mut routes[..n]);
+            self.cache.decide(v.fib, &keys[..n], &mut routes[..n]);
             for (s, r) in chunk.iter_mut().zip(routes) {
                 s.route = r;
             }

@@ -215,6 +215,29 @@ proptest! {
         for (k, got) in keys.iter().zip(&out) {
             prop_assert_eq!(*got, f.route_input(k), "{:?}", k);
         }
+        // The memos: the same answers, and each memo, replayed for packets of its cache key
+        // with other ports (so other multipath legs), answers as `route_input` or sends the
+        // packet to the general path.
+        let mut memos = vec![None; keys.len()];
+        let mut again = vec![Err(InputDrop::NoRoute); keys.len()];
+        f.route_input_batch_memo(&keys, &mut again, &mut memos);
+        prop_assert_eq!(&again, &out);
+        for w in keys.windows(2) {
+            prop_assert_eq!(w[0].same_cache_key(&w[1]), w[0].cache_key() == w[1].cache_key());
+        }
+        for (k, m) in keys.iter().zip(&memos) {
+            let Some(m) = m else { continue };
+            for p in 0..16u16 {
+                let other = InputKey {
+                    sport: k.sport ^ p.wrapping_mul(0x9e37),
+                    dport: k.dport.wrapping_add(p),
+                    ..*k
+                };
+                if let Some(r) = f.route_input_replay(m, &other) {
+                    prop_assert_eq!(r, f.route_input(&other), "{:?} from {:?}", other, k);
+                }
+            }
+        }
     }
 }
 
