@@ -619,13 +619,7 @@ impl Session {
             _ => mt::RTM_NEWNEXTHOP,
         };
         let msg = NetlinkMessage {
-            header: NetlinkHeader {
-                length: 0,
-                message_type,
-                flags: nf::NLM_F_REQUEST,
-                sequence: 0,
-                port: 0,
-            },
+            header: header(message_type, nf::NLM_F_REQUEST, 0),
             payload,
         };
         self.held
@@ -708,13 +702,11 @@ impl Session {
             });
         }
         let msg = NetlinkMessage {
-            header: NetlinkHeader {
-                length: 0,
-                message_type: mt::RTM_NEWROUTE,
-                flags: nf::NLM_F_REQUEST | nf::NLM_F_ACK | nf::NLM_F_CREATE | nf::NLM_F_REPLACE,
-                sequence: self.next_seq(),
-                port: 0,
-            },
+            header: header(
+                mt::RTM_NEWROUTE,
+                nf::NLM_F_REQUEST | nf::NLM_F_ACK | nf::NLM_F_CREATE | nf::NLM_F_REPLACE,
+                self.next_seq(),
+            ),
             payload: Payload::Route(RouteMessage {
                 header: r.header,
                 attributes,
@@ -755,13 +747,11 @@ impl Session {
             nf::NLM_F_EXCL
         };
         let msg = NetlinkMessage {
-            header: NetlinkHeader {
-                length: 0,
-                message_type: mt::RTM_NEWNEXTHOP,
-                flags: nf::NLM_F_REQUEST | nf::NLM_F_ACK | nf::NLM_F_CREATE | how,
-                sequence: self.next_seq(),
-                port: 0,
-            },
+            header: header(
+                mt::RTM_NEWNEXTHOP,
+                nf::NLM_F_REQUEST | nf::NLM_F_ACK | nf::NLM_F_CREATE | how,
+                self.next_seq(),
+            ),
             payload: Payload::Nexthop(NexthopMessage {
                 header: n.header,
                 attributes,
@@ -801,13 +791,7 @@ impl Session {
             RTM_F_OFFLOAD_FAILED
         };
         NetlinkMessage {
-            header: NetlinkHeader {
-                length: 0,
-                message_type: mt::RTM_NEWROUTE,
-                flags: nf::NLM_F_REQUEST,
-                sequence: 0,
-                port: 0,
-            },
+            header: header(mt::RTM_NEWROUTE, nf::NLM_F_REQUEST, 0),
             payload: Payload::Route(r),
         }
         .emit(&mut self.feedback);
@@ -821,6 +805,17 @@ fn is_frr_protocol(p: u8) -> bool {
     p == RTPROT_ZEBRA || (186..=198).contains(&p)
 }
 
+/// A request's header (the engine answers port 0, the daemon itself).
+fn header(message_type: u16, flags: u16, sequence: u32) -> NetlinkHeader {
+    NetlinkHeader {
+        length: 0,
+        message_type,
+        flags,
+        sequence,
+        port: 0,
+    }
+}
+
 /// The RTM_DELROUTE that removes exactly the route the feed installed under `key`.
 fn delete_route(key: &RouteKey, inst: &Installed, seq: u32) -> Vec<u8> {
     let mut attributes = vec![RouteAttr::Table(key.table)];
@@ -828,13 +823,7 @@ fn delete_route(key: &RouteKey, inst: &Installed, seq: u32) -> Vec<u8> {
     attributes.extend(key.src.map(RouteAttr::Src));
     attributes.extend(inst.metric.map(RouteAttr::Priority));
     NetlinkMessage {
-        header: NetlinkHeader {
-            length: 0,
-            message_type: mt::RTM_DELROUTE,
-            flags: nf::NLM_F_REQUEST | nf::NLM_F_ACK,
-            sequence: seq,
-            port: 0,
-        },
+        header: header(mt::RTM_DELROUTE, nf::NLM_F_REQUEST | nf::NLM_F_ACK, seq),
         payload: Payload::Route(RouteMessage {
             header: RouteHeader {
                 family: key.family,
@@ -855,13 +844,7 @@ fn delete_route(key: &RouteKey, inst: &Installed, seq: u32) -> Vec<u8> {
 
 fn delete_group(id: u32, seq: u32) -> Vec<u8> {
     NetlinkMessage {
-        header: NetlinkHeader {
-            length: 0,
-            message_type: mt::RTM_DELNEXTHOP,
-            flags: nf::NLM_F_REQUEST | nf::NLM_F_ACK,
-            sequence: seq,
-            port: 0,
-        },
+        header: header(mt::RTM_DELNEXTHOP, nf::NLM_F_REQUEST | nf::NLM_F_ACK, seq),
         payload: Payload::Nexthop(NexthopMessage {
             header: Default::default(),
             attributes: vec![NexthopAttr::Id(id)],
