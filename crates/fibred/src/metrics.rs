@@ -244,6 +244,16 @@ fn render_fpm(w: &mut Exposition, c: &crate::fpm::Counters, connected: bool) {
             "Routes and groups held for a group that had not arrived.",
             c.held_total,
         ),
+        (
+            "fibre_fpm_feedback_total",
+            "Offload feedback messages queued for zebra.",
+            c.feedback,
+        ),
+        (
+            "fibre_fpm_feedback_dropped_total",
+            "Offload feedback messages dropped because zebra did not read them.",
+            c.feedback_dropped,
+        ),
     ] {
         w.header(name, "counter", help);
         w.sample(name, &[], v);

@@ -86,7 +86,6 @@ pub struct Feedback {
 struct FeedbackQueue {
     bytes: Mutex<Vec<u8>>,
     wake: EventFd,
-    dropped: std::sync::atomic::AtomicU64,
 }
 
 impl Feedback {
@@ -95,15 +94,15 @@ impl Feedback {
             shared: Arc::new(FeedbackQueue {
                 bytes: Mutex::new(Vec::new()),
                 wake: EventFd::new()?,
-                dropped: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
 
-    /// Queues netlink messages (back to back, as [`Session::take_feedback`] gives them).
-    pub fn send(&self, messages: &[u8]) {
+    /// Queues netlink messages (back to back, as [`Session::take_feedback`] gives them);
+    /// how many were dropped for lack of room.
+    pub fn send(&self, messages: &[u8]) -> u64 {
         if messages.is_empty() {
-            return;
+            return 0;
         }
         let mut q = self.shared.bytes.lock().unwrap_or_else(|e| e.into_inner());
         let parsed: Vec<NetlinkMessage<'_>> = fibre_netlink::message::Messages::new(messages)
@@ -114,21 +113,12 @@ impl Feedback {
         if fpm::emit_frames(&parsed, &mut framed).is_err()
             || q.len() + framed.len() > FEEDBACK_BYTES
         {
-            self.shared
-                .dropped
-                .fetch_add(parsed.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            return;
+            return parsed.len() as u64;
         }
         q.extend_from_slice(&framed);
         drop(q);
         self.shared.wake.signal();
-    }
-
-    /// Feedback messages dropped for lack of room.
-    pub fn dropped(&self) -> u64 {
-        self.shared
-            .dropped
-            .load(std::sync::atomic::Ordering::Relaxed)
+        0
     }
 }
 
@@ -197,7 +187,18 @@ pub fn serve(
                         }
                     }
                     next += 1;
-                    let c = Connection::new(next, stream)?;
+                    let c = match Connection::new(next, stream) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            crate::log!(
+                                Level::Warn,
+                                "fpm connection refused",
+                                peer = peer,
+                                error = e
+                            );
+                            continue;
+                        }
+                    };
                     relay.upstream_connected();
                     crate::log!(Level::Info, "fpm connected", conn = next, peer = peer);
                     if !send(Event::Connected {
@@ -444,7 +445,8 @@ impl Writer {
                 );
                 let fb = self.session.take_feedback();
                 if let Some((_, feedback)) = &self.conn {
-                    feedback.send(&fb);
+                    let dropped = feedback.send(&fb);
+                    self.session.feedback_dropped(dropped);
                 }
                 applied
             }

@@ -123,8 +123,10 @@ pub struct Counters {
     pub held_total: u64,
     pub swept_routes: u64,
     pub swept_groups: u64,
-    /// Offload feedback messages queued for zebra.
+    /// Offload feedback messages queued for zebra, and dropped because zebra did not read
+    /// them.
     pub feedback: u64,
+    pub feedback_dropped: u64,
 }
 
 impl fmt::Display for Counters {
@@ -133,7 +135,7 @@ impl fmt::Display for Counters {
             f,
             "connections={} frames={} messages={} routes_added={} routes_deleted={} \
              groups_added={} groups_deleted={} refused={} unknown_link={} skipped={} held={} \
-             held_total={} swept_routes={} swept_groups={} feedback={}",
+             held_total={} swept_routes={} swept_groups={} feedback={} feedback_dropped={}",
             self.connections,
             self.frames,
             self.messages,
@@ -148,7 +150,8 @@ impl fmt::Display for Counters {
             self.held_total,
             self.swept_routes,
             self.swept_groups,
-            self.feedback
+            self.feedback,
+            self.feedback_dropped
         )
     }
 }
@@ -337,6 +340,11 @@ impl Session {
     pub fn sweep_due(&self) -> Option<Instant> {
         let (start, last) = self.pending_sweep?;
         Some((last + self.settings.sweep_quiet).min(start + self.settings.sweep_max))
+    }
+
+    /// Counts offload feedback the connection had no room for.
+    pub fn feedback_dropped(&mut self, n: u64) {
+        self.counters.feedback_dropped += n;
     }
 
     /// The offload feedback gathered since the last call.
