@@ -60,7 +60,6 @@ const AF_INET6: u8 = 10;
 /// `rtm_flags` of offload feedback (`RTM_F_OFFLOAD`, `RTM_F_OFFLOAD_FAILED`).
 const RTM_F_OFFLOAD: u32 = 0x4000;
 const RTM_F_OFFLOAD_FAILED: u32 = 0x2000_0000;
-const ENODEV: i32 = 19;
 
 /// How the feed is applied.
 #[derive(Debug, Clone, Copy)]
@@ -424,8 +423,9 @@ impl Session {
         out
     }
 
-    /// An id of the feed's space not given before (after 2^31 of them the space starts
-    /// again; an id still in use is then refused with EEXIST and the next one tried).
+    /// An id of the feed's space not given before (once the space's 2.4 billion ids are
+    /// used up it starts again; an id still in use is then refused with EEXIST and the next
+    /// one tried).
     fn fresh_id(&mut self) -> u32 {
         let id = self.next_id;
         self.next_id = id.checked_add(1).unwrap_or(FIRST_ID);
@@ -473,7 +473,7 @@ impl Session {
             Err(Untranslated::Skip) => return self.counters.skipped += 1,
             Err(Untranslated::UnknownLink(i)) => {
                 self.unknown_link(i);
-                return self.offload_feedback(r, -ENODEV);
+                return self.offload_feedback(r, -libc::ENODEV);
             }
             Err(Untranslated::NoGroup(zid)) => {
                 return self.hold(Waiter::Route(key), zid, Payload::Route(r.clone()))
