@@ -16,7 +16,9 @@
 //! dropped notifications) leads to a resync: a new notification socket replaces it (what the
 //! old one still holds is older than the coming dump, and what followed it may be lost), then
 //! everything is dumped again and the writer makes fibre equal to the dump (a mark and
-//! sweep), without ever emptying a table, so forwarding has no gap. Notifications are handed over in batches of what has arrived.
+//! sweep), without ever emptying a table, so forwarding has no gap. Every dump is checked by
+//! another once the notifications queued while it was taken have been applied ([`Settle`]).
+//! Notifications are handed over in batches of what has arrived.
 //!
 //! What the kernel changes without a notification (IPv4 routes flushed when their link goes
 //! down, routes of deleted next-hop objects) fibre derives itself, with the kernel's
