@@ -260,10 +260,10 @@ fn seg6local_attrs(s: &Seg6Local) -> Vec<Seg6LocalAttr<'_>> {
     if let Some(f) = s.flavors {
         let ops = f.ops.unwrap_or(0);
         let mut attrs = vec![FlavorAttr::Operation(ops)];
-        if ops & (1 << flavor::NEXT_CSID) != 0 {
-            attrs.extend(f.lcblock_bits.map(FlavorAttr::LcblockBits));
-            attrs.extend(f.lcnode_fn_bits.map(FlavorAttr::LcnodeFnBits));
-        }
+        // Written whenever held, as read: the model keeps them only with NEXT-C-SID (what
+        // the kernel reports), and a request carries what its sender gave.
+        attrs.extend(f.lcblock_bits.map(FlavorAttr::LcblockBits));
+        attrs.extend(f.lcnode_fn_bits.map(FlavorAttr::LcnodeFnBits));
         out.push(Seg6LocalAttr::Flavors(flagged(attrs)));
     }
     out
