@@ -1203,9 +1203,7 @@ pub fn rule_from(m: &RuleMessage<'_>) -> Result<Rule, RequestError> {
             // The kernel stores both as ints whose -1 means "not set", and dumps every rule
             // with them: a request that gives -1 (as a dump replayed does) sets nothing.
             RuleAttr::SuppressIfGroup(v) => r.suppress_ifgroup = (*v != u32::MAX).then_some(*v),
-            RuleAttr::SuppressPrefixLen(v) => {
-                r.suppress_prefixlen = (*v != u32::MAX).then_some(*v)
-            }
+            RuleAttr::SuppressPrefixLen(v) => r.suppress_prefixlen = (*v != u32::MAX).then_some(*v),
             RuleAttr::Table(v) => r.table = *v,
             RuleAttr::L3mdev(v) => r.l3mdev = *v != 0,
             RuleAttr::UidRange(u) => r.uid_range = Some((u.start, u.end)),

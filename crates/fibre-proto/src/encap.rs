@@ -7,7 +7,7 @@
 //! of the wrong size). Writing gives the attributes in the order the kernel's fill_encap
 //! functions put them, so a dump of a route fibre holds is the kernel's byte for byte.
 
-use fibre_fib::encap::{flavor, ioam6_mode, Counters, Encap, Flavors, Ioam6, Rpl, Seg6, Seg6Local};
+use fibre_fib::encap::{ioam6_mode, Counters, Encap, Flavors, Ioam6, Rpl, Seg6, Seg6Local};
 use fibre_fib::types::{Errno, RtError};
 use fibre_netlink::lwtunnel::ioam6::Ioam6Attr;
 use fibre_netlink::lwtunnel::rpl::RplAttr;
@@ -258,10 +258,10 @@ fn seg6local_attrs(s: &Seg6Local) -> Vec<Seg6LocalAttr<'_>> {
         ])));
     }
     if let Some(f) = s.flavors {
-        let ops = f.ops.unwrap_or(0);
-        let mut attrs = vec![FlavorAttr::Operation(ops)];
-        // Written whenever held, as read: the model keeps them only with NEXT-C-SID (what
-        // the kernel reports), and a request carries what its sender gave.
+        // Each attribute written when held, as read: the model requires the operations and
+        // keeps the lengths only with NEXT-C-SID (what the kernel reports), while a request
+        // carries what its sender gave.
+        let mut attrs: Vec<FlavorAttr<'_>> = f.ops.map(FlavorAttr::Operation).into_iter().collect();
         attrs.extend(f.lcblock_bits.map(FlavorAttr::LcblockBits));
         attrs.extend(f.lcnode_fn_bits.map(FlavorAttr::LcnodeFnBits));
         out.push(Seg6LocalAttr::Flavors(flagged(attrs)));
