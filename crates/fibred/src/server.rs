@@ -1,5 +1,7 @@
 //! The daemon's threads: one writer owning the [`Engine`], one thread per connected client,
-//! one for the datagram socket, and the acceptor.
+//! one for the datagram socket, and the acceptor; when configured, the FPM server's, the
+//! mirror's (both hand their changes to the writer as jobs, applied in batches of their own:
+//! `feed_batch`) and the metrics' (a reader of the published state and of counters).
 //!
 //! ```text
 //!  client threads --Job--> writer (Engine) --replies--> the requesting client's thread
