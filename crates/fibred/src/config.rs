@@ -5,7 +5,7 @@
 //! and the column. The command line's options override the file's (main.rs applies them to
 //! the parsed [`File`] before [`File::server_config`]).
 
-use crate::log::Level;
+use crate::log;
 use crate::server::{Access, Config};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -42,6 +42,9 @@ pub struct Daemon {
 #[serde(deny_unknown_fields, default)]
 pub struct Log {
     pub level: String,
+    pub format: String,
+    pub burst: u32,
+    pub per_second: f64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -87,6 +90,9 @@ impl Default for Log {
     fn default() -> Self {
         Log {
             level: "info".into(),
+            format: "text".into(),
+            burst: log::DEFAULT_BURST,
+            per_second: log::DEFAULT_PER_SECOND,
         }
     }
 }
@@ -138,13 +144,25 @@ pub fn load(path: &Path) -> Result<File, String> {
 }
 
 impl File {
-    /// The log level, if the file's names one.
-    pub fn log_level(&self) -> Result<Level, String> {
-        Level::parse(&self.log.level).ok_or_else(|| {
+    /// What the logger is set up with, if the file's values are valid.
+    pub fn log_settings(&self) -> Result<log::Settings, String> {
+        let l = &self.log;
+        let level = log::parse_level(&l.level).ok_or_else(|| {
             format!(
                 "log.level: {:?} is none of error, warn, info, debug",
-                self.log.level
+                l.level
             )
+        })?;
+        let format = log::Format::parse(&l.format)
+            .ok_or_else(|| format!("log.format: {:?} is neither text nor json", l.format))?;
+        if !(l.per_second.is_finite() && l.per_second >= 0.0) {
+            return Err(format!("log.per_second: {} is not a rate", l.per_second));
+        }
+        Ok(log::Settings {
+            level,
+            format,
+            burst: l.burst,
+            per_second: l.per_second,
         })
     }
 
@@ -211,7 +229,7 @@ mod tests {
         let f = parse(DEFAULT, "default").unwrap();
         let d = File::default();
         assert_eq!(format!("{f:?}"), format!("{d:?}"));
-        assert_eq!(f.log_level().unwrap(), Level::Info);
+        assert_eq!(f.log_settings().unwrap(), log::Settings::default());
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
 //!   checked restore and the atomic write.
 //! - [`config`]: the configuration file (`--config`, TOML) and its embedded default.
-//! - [`log`]: leveled key=value logs on stderr.
+//! - [`log`]: the logger (`tracing` to stderr, text or JSON, rate-limited per call site).
 //! - [`alloc`]: the C allocator's settings for memory that crosses the daemon's threads.
 //!
 //! What the daemon shares with its clients (message conversions, multicast groups, the

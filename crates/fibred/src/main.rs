@@ -3,14 +3,14 @@
 //!
 //! With no arguments it listens on [`fibre_proto::client::default_socket`] and keeps no state
 //! file. The log level comes from the file, then FIBRE_LOG (error, warn, info, debug), then
-//! `-v` (debug); SIGTERM
+//! `-v` (debug); the logs go to stderr (`fibred::log`). SIGTERM
 //! or SIGINT stops it cleanly: the state is saved and the sockets are removed. Exits 1 when it
 //! cannot start (a state file it cannot restore or save to, among others) or when the final
 //! save fails.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use fibred::log::{self, Level};
+use fibred::log;
 use fibred::Daemon;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +19,8 @@ const USAGE: &str = "Usage: fibred [--config FILE | --print-config] [--socket PA
               [--max-clients N] [--admin-group GROUP] [--fpm ADDR:PORT\n\
               [--fpm-sweep QUIET[,MAX]] [--fpm-offload] [--fpm-kernel-routes]\n\
               [--fpm-relay ADDR:PORT]...]\n\
-              [--mirror [NETNS] [--mirror-rcvbuf BYTES]] [--metrics ADDR:PORT] [-v]\n\
+              [--mirror [NETNS] [--mirror-rcvbuf BYTES]] [--metrics ADDR:PORT]\n\
+              [--log-format text|json] [-v]\n\
   --config FILE  read the configuration from FILE (TOML; options given here override it)\n\
   --print-config  print the default configuration, every key with its default, and exit\n\
   --socket PATH  SOCK_SEQPACKET socket (netlink and ring); default $FIBRE_SOCKET,\n\
@@ -42,6 +43,7 @@ const USAGE: &str = "Usage: fibred [--config FILE | --print-config] [--socket PA
                  neighbours in network namespace NETNS (default: fibred's own)\n\
   --mirror-rcvbuf BYTES  receive buffer for the kernel's notifications (128 MiB)\n\
   --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n\
+  --log-format text|json  one line per event on stderr, as text or as a JSON object\n\
   -v             debug logs (or FIBRE_LOG=error|warn|info|debug)\n";
 
 fn main() {
@@ -99,6 +101,7 @@ fn main() {
             }
             "--mirror-rcvbuf" => file.mirror.rcvbuf = number(&value("--mirror-rcvbuf")),
             "--metrics" => file.metrics.listen = Some(address("--metrics", &value("--metrics"))),
+            "--log-format" => file.log.format = value("--log-format"),
             "-v" | "--verbose" => verbose = true,
             "--print-config" => {
                 print!("{}", fibred::config::DEFAULT);
@@ -112,18 +115,19 @@ fn main() {
         }
     }
     // The file's level, then FIBRE_LOG, then -v.
-    match file.log_level() {
-        Ok(l) => log::set_level(l),
-        Err(e) => usage_error(&e),
-    }
+    let mut logs = file.log_settings().unwrap_or_else(|e| usage_error(&e));
     if let Some(l) = std::env::var("FIBRE_LOG")
         .ok()
-        .and_then(|s| Level::parse(&s))
+        .and_then(|s| log::parse_level(&s))
     {
-        log::set_level(l);
+        logs.level = l;
     }
     if verbose {
-        log::set_level(Level::Debug);
+        logs.level = tracing::level_filters::LevelFilter::DEBUG;
+    }
+    if let Err(e) = log::init(&logs) {
+        eprintln!("fibred: {e}");
+        std::process::exit(1)
     }
     let discard_corrupt = file.daemon.state_discard_corrupt;
     let config = file.server_config().unwrap_or_else(|e| {
@@ -131,7 +135,7 @@ fn main() {
         std::process::exit(2)
     });
     if let Err(e) = fibred::server::block_termination_signals() {
-        fibred::log!(Level::Error, "cannot block signals", error = e);
+        tracing::error!(error = %e, "cannot block signals");
         std::process::exit(1);
     }
     let daemon = match Daemon::start(config.clone()) {
@@ -142,34 +146,31 @@ fn main() {
                 .as_deref()
                 .filter(|_| discard_corrupt && is_state_error(&e));
             let Some(path) = discard else {
-                fibred::log!(Level::Error, "cannot start", error = e);
+                tracing::error!(error = %e, "cannot start");
                 std::process::exit(1)
             };
             match fibred::state::move_aside(path) {
-                Ok(to) => fibred::log!(
-                    Level::Warn,
-                    "state file moved aside, starting empty",
-                    error = e,
-                    moved_to = to.display()
-                ),
+                Ok(to) => {
+                    tracing::warn!(error = %e, moved_to = %to.display(), "state file moved aside, starting empty")
+                }
                 Err(m) => {
-                    fibred::log!(Level::Error, "cannot start", error = e, move_aside = m);
+                    tracing::error!(error = %e, move_aside = %m, "cannot start");
                     std::process::exit(1)
                 }
             }
             Daemon::start(config).unwrap_or_else(|e| {
-                fibred::log!(Level::Error, "cannot start", error = e);
+                tracing::error!(error = %e, "cannot start");
                 std::process::exit(1)
             })
         }
     };
     let sig = fibred::server::wait_termination();
-    fibred::log!(Level::Info, "shutting down", signal = sig);
+    tracing::info!(signal = sig, "shutting down");
     if let Err(e) = daemon.stop_checked() {
-        fibred::log!(Level::Error, "stopped without saving the state", error = e);
+        tracing::error!(error = %e, "stopped without saving the state");
         std::process::exit(1);
     }
-    fibred::log!(Level::Info, "stopped");
+    tracing::info!("stopped");
 }
 
 fn address(option: &str, v: &str) -> std::net::SocketAddr {

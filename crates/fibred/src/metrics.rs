@@ -19,7 +19,6 @@
 //! copy alone); the metrics thread only reads. A scrape never waits for the writer.
 
 use crate::engine::Tally;
-use crate::log::Level;
 use crate::sys::{self, EventFd};
 use crate::view::FibReader;
 use fibre_fib::types::Family;
@@ -407,16 +406,11 @@ pub fn serve(listener: TcpListener, metrics: &Metrics, reader: &FibReader, shutd
         match listener.accept() {
             Ok((stream, peer)) => {
                 if let Err(e) = answer(stream, metrics, reader) {
-                    crate::log!(
-                        Level::Debug,
-                        "metrics scrape failed",
-                        peer = peer,
-                        error = e
-                    );
+                    tracing::debug!(%peer, error = %e, "metrics scrape failed");
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => crate::log!(Level::Warn, "metrics accept failed", error = e),
+            Err(e) => tracing::warn!(error = %e, "metrics accept failed"),
         }
     }
 }

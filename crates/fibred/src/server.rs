@@ -45,7 +45,6 @@
 //!   drains) while the others are served.
 
 use crate::engine::{self, fit, ClientCtx, DumpStream, Engine, Outcome, Prepared, Reply};
-use crate::log::Level;
 use crate::metrics::{Feeds, Recorder};
 use crate::state;
 use crate::sys::{self, EventFd, UnixAddr};
@@ -606,12 +605,7 @@ impl Daemon {
         if let Some(path) = &config.state {
             let applied = state::load(&mut engine, path)?;
             state::check_writable(path)?;
-            crate::log!(
-                Level::Info,
-                "state restored",
-                path = path.display(),
-                requests = applied
-            );
+            tracing::info!(path = %path.display(), requests = applied, "state restored");
         }
         socket_dir(&config.socket, &config.access)?;
         prepare_path(&config.socket)?;
@@ -666,10 +660,10 @@ impl Daemon {
                     let sent = |e| jobs.send(Job::Fpm(e)).is_ok();
                     let mut relay = crate::fpm::Relay::new(&relay);
                     if let Err(e) = crate::fpm::serve(listener, &mut relay, &shutdown, sent) {
-                        crate::log!(Level::Error, "fpm server failed", error = e);
+                        tracing::error!(error = %e, "fpm server failed");
                     }
                 })?;
-            crate::log!(Level::Info, "fpm listening", address = addr);
+            tracing::info!(address = %addr, "fpm listening");
         }
         if let Some(c) = &config.mirror {
             // Before the start is reported: a namespace that cannot be followed refuses it.
@@ -695,7 +689,7 @@ impl Daemon {
             std::thread::Builder::new()
                 .name("fibred-metrics".into())
                 .spawn(move || crate::metrics::serve(listener, &m, &reader, &shutdown))?;
-            crate::log!(Level::Info, "metrics listening", address = addr);
+            tracing::info!(address = %addr, "metrics listening");
         }
         if let Some((fd, path)) = dgram {
             let sh = shared.clone();
@@ -703,24 +697,14 @@ impl Daemon {
                 .name("fibred-dgram".into())
                 .spawn(move || {
                     if let Err(e) = serve_dgram(fd, &sh) {
-                        crate::log!(
-                            Level::Error,
-                            "datagram socket failed",
-                            path = path.display(),
-                            error = e
-                        );
+                        tracing::error!(path = %path.display(), error = %e, "datagram socket failed");
                     }
                 })?;
         }
-        crate::log!(
-            Level::Info,
-            "listening",
-            socket = config.socket.display(),
-            dgram = config
+        tracing::info!(socket = %config.socket.display(), dgram = %config
                 .dgram
                 .as_deref()
-                .map_or("-".into(), |p| p.display().to_string())
-        );
+                .map_or("-".into(), |p| p.display().to_string()), "listening");
         let socket = config.socket.clone();
         let cfg = config.clone();
         let acceptor = std::thread::Builder::new()
@@ -899,14 +883,14 @@ struct Episode {
 impl Episode {
     fn failed(&mut self, what: &str, why: &dyn std::fmt::Display) {
         if self.failures == 0 {
-            crate::log!(Level::Warn, what, error = why);
+            tracing::warn!(error = %why, "{}", what);
         }
         self.failures += 1;
     }
 
     fn ended(&mut self, what: &str) {
         if self.failures > 0 {
-            crate::log!(Level::Info, what, failures = self.failures);
+            tracing::info!(failures = self.failures, "{}", what);
             self.failures = 0;
         }
     }
@@ -922,7 +906,7 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
             sys::pollfd(shared.shutdown.fd(), libc::POLLIN),
         ];
         if let Err(e) = sys::poll(&mut fds, None) {
-            crate::log!(Level::Error, "poll failed", error = e);
+            tracing::error!(error = %e, "poll failed");
             return;
         }
         if fds[1].revents != 0 {
@@ -968,10 +952,10 @@ fn accept_loop(listener: &OwnedFd, shared: &Arc<Shared>) {
                 let pid = peer.pid;
                 match serve_connection(sock, wake, &counted.0, pid, !admin) {
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                        crate::log!(Level::Debug, "client left", pid = pid)
+                        tracing::debug!(pid, "client left")
                     }
-                    Ok(()) => crate::log!(Level::Debug, "client left", pid = pid),
-                    Err(e) => crate::log!(Level::Info, "client dropped", pid = pid, error = e),
+                    Ok(()) => tracing::debug!(pid, "client left"),
+                    Err(e) => tracing::info!(pid, error = %e, "client dropped"),
                 }
             });
         match spawned {
@@ -1048,15 +1032,10 @@ fn serve_connection(
     if fibre_ring::proto::is_setup_request(&first) {
         let session = Session::accept_within(sock, &first, Limits::default(), &sh.rings)
             .map_err(|e| io::Error::other(e.to_string()))?;
-        crate::log!(
-            Level::Debug,
-            "ring client",
-            pid = pid,
-            mapped = session.mapped_bytes()
-        );
+        tracing::debug!(pid, mapped = session.mapped_bytes(), "ring client");
         return serve_ring(session, sh, &client, read_only);
     }
-    crate::log!(Level::Debug, "socket client", pid = pid);
+    tracing::debug!(pid, "socket client");
     serve_socket(sock, first, sh, &client, read_only)
 }
 
@@ -1464,11 +1443,7 @@ impl Pending {
         let (more_bytes, more_dumps) = held(replies.iter());
         if bytes + more_bytes > DGRAM_PENDING_BYTES || dumps + more_dumps > DGRAM_PENDING_DUMPS {
             if !self.overrun {
-                crate::log!(
-                    Level::Info,
-                    "datagram client not reading; answers dropped",
-                    to = self.key
-                );
+                tracing::info!(to = %self.key, "datagram client not reading; answers dropped");
             }
             self.overrun = true;
             return;
@@ -1543,11 +1518,7 @@ fn pending_for<'a>(
         None => {
             if pending.len() >= DGRAM_PENDING_SENDERS {
                 let old = pending.remove(0);
-                crate::log!(
-                    Level::Info,
-                    "datagram client not reading; answers dropped for a newer one",
-                    to = old.key
-                );
+                tracing::info!(to = %old.key, "datagram client not reading; answers dropped for a newer one");
             }
             pending.push(Pending::new(key.to_owned(), to, client.clone()));
             pending.len() - 1
@@ -1577,12 +1548,7 @@ fn service(
         }
     }
     if now.saturating_duration_since(p.progress) > DGRAM_STALL {
-        crate::log!(
-            Level::Info,
-            "datagram client not reading; answers dropped",
-            to = p.key,
-            idle_ms = now.saturating_duration_since(p.progress).as_millis()
-        );
+        tracing::info!(to = %p.key, idle_ms = now.saturating_duration_since(p.progress).as_millis(), "datagram client not reading; answers dropped");
         return false;
     }
     true
@@ -1642,7 +1608,7 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
             };
             received += 1;
             if !got.from.is_named() {
-                crate::log!(Level::Debug, "datagram from an unbound socket ignored");
+                tracing::debug!("datagram from an unbound socket ignored");
                 continue;
             }
             let req: Box<[u8]> = buf[..got.len.min(buf.len())].into();
@@ -1651,7 +1617,7 @@ fn serve_dgram(fd: OwnedFd, sh: &Shared) -> io::Result<()> {
             let mut member = members.iter().position(|m| m.key == key);
             if member.is_none() && has_membership(&req) {
                 if members.len() >= DGRAM_MEMBERS {
-                    crate::log!(Level::Info, "datagram memberships full", to = key);
+                    tracing::info!(to = %key, "datagram memberships full");
                     let e = fibre_proto::convert::RequestError::from(fibre_fib::RtError::new(
                         fibre_fib::Errno::ENOSPC,
                     ));
@@ -1710,11 +1676,7 @@ fn forget_read(unread: &mut HashMap<String, usize>) {
         Err(e) => {
             static ONCE: std::sync::Once = std::sync::Once::new();
             ONCE.call_once(|| {
-                crate::log!(
-                    Level::Warn,
-                    "no socket diagnostics; datagram clients bounded by the send buffer only",
-                    error = e
-                )
+                tracing::warn!(error = %e, "no socket diagnostics; datagram clients bounded by the send buffer only")
             });
             unread.clear();
         }

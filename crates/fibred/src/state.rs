@@ -821,19 +821,10 @@ pub fn save(engine: &Engine, path: &Path) -> io::Result<()> {
     let bytes = encode(engine.fib());
     let r = write_atomic(path, &bytes);
     match &r {
-        Ok(()) => crate::log!(
-            crate::log::Level::Debug,
-            "state saved",
-            path = path.display(),
-            bytes = bytes.len(),
-            ms = started.elapsed().as_millis()
-        ),
-        Err(e) => crate::log!(
-            crate::log::Level::Error,
-            "cannot save state",
-            path = path.display(),
-            error = e
-        ),
+        Ok(()) => {
+            tracing::debug!(path = %path.display(), bytes = bytes.len(), ms = started.elapsed().as_millis(), "state saved")
+        }
+        Err(e) => tracing::error!(path = %path.display(), error = %e, "cannot save state"),
     }
     r
 }

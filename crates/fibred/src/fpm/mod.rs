@@ -28,7 +28,6 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-use crate::log::Level;
 use crate::sys::{self, EventFd};
 use fibre_netlink::fpm::{self, FrameDecoder};
 use fibre_netlink::NetlinkMessage;
@@ -147,10 +146,9 @@ pub fn serve(
         // it connects again.
         if relay.connect_due(std::time::Instant::now()) {
             if let Some(c) = conn.take() {
-                crate::log!(
-                    Level::Info,
-                    "fpm: a relay downstream connected, asking zebra for a replay",
-                    conn = c.id
+                tracing::info!(
+                    conn = c.id,
+                    "fpm: a relay downstream connected, asking zebra for a replay"
                 );
                 if !send(Event::Closed { conn: c.id }) {
                     return Ok(());
@@ -181,7 +179,7 @@ pub fn serve(
             match listener.accept() {
                 Ok((stream, peer)) => {
                     if let Some(old) = conn.take() {
-                        crate::log!(Level::Info, "fpm connection replaced", conn = old.id);
+                        tracing::info!(conn = old.id, "fpm connection replaced");
                         if !send(Event::Closed { conn: old.id }) {
                             return Ok(());
                         }
@@ -190,17 +188,12 @@ pub fn serve(
                     let c = match Connection::new(next, stream) {
                         Ok(c) => c,
                         Err(e) => {
-                            crate::log!(
-                                Level::Warn,
-                                "fpm connection refused",
-                                peer = peer,
-                                error = e
-                            );
+                            tracing::warn!(%peer, error = %e, "fpm connection refused");
                             continue;
                         }
                     };
                     relay.upstream_connected();
-                    crate::log!(Level::Info, "fpm connected", conn = next, peer = peer);
+                    tracing::info!(conn = next, %peer, "fpm connected");
                     if !send(Event::Connected {
                         conn: next,
                         feedback: c.feedback.clone(),
@@ -210,7 +203,7 @@ pub fn serve(
                     conn = Some(c);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => crate::log!(Level::Warn, "fpm accept failed", error = e),
+                Err(e) => tracing::warn!(error = %e, "fpm accept failed"),
             }
             continue;
         }
@@ -234,7 +227,7 @@ pub fn serve(
         }
         if let Some(why) = close {
             let id = c.id;
-            crate::log!(Level::Info, "fpm disconnected", conn = id, why = why);
+            tracing::info!(conn = id, %why, "fpm disconnected");
             conn = None;
             if !send(Event::Closed { conn: id }) {
                 return Ok(());
@@ -345,7 +338,7 @@ impl Connection {
                         self.hand_off(send);
                         return Err(e.to_string());
                     }
-                    Err(e) => crate::log!(Level::Warn, "fpm frame dropped", why = e),
+                    Err(e) => tracing::warn!(why = %e, "fpm frame dropped"),
                 }
             }
             if self.bytes.len() >= HANDOFF_BYTES && !self.hand_off(send) {
@@ -422,7 +415,7 @@ impl Writer {
                 if self.conn.as_ref().is_some_and(|(c, _)| *c == conn) {
                     self.conn = None;
                     self.session.disconnected();
-                    crate::log!(Level::Info, "fpm feed", counters = self.session.counters());
+                    tracing::info!(counters = %self.session.counters(), "fpm feed");
                 }
                 crate::engine::Applied::default()
             }
@@ -460,11 +453,10 @@ impl Writer {
         }
         let applied = self.session.sweep(engine, listening);
         let c = self.session.counters();
-        crate::log!(
-            Level::Info,
-            "fpm sweep",
+        tracing::info!(
             swept_routes = c.swept_routes,
-            swept_groups = c.swept_groups
+            swept_groups = c.swept_groups,
+            "fpm sweep"
         );
         applied
     }

@@ -13,7 +13,6 @@
 //! - a downstream that does not keep up ([`QUEUE_BYTES`] queued) or fails is disconnected and
 //!   tried again every [`RETRY`], so it costs the relay bounded memory and never stalls zebra.
 
-use crate::log::Level;
 use fibre_netlink::fpm::FpmHeader;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -105,19 +104,14 @@ impl Relay {
                 .and_then(|s| s.set_nonblocking(true).and(s.set_nodelay(true)).map(|()| s))
             {
                 Ok(s) => {
-                    crate::log!(Level::Info, "fpm relay connected", downstream = t.addr);
+                    tracing::info!(downstream = %t.addr, "fpm relay connected");
                     t.stream = Some(s);
                     t.out.clear();
                     t.sent = 0;
                     connected = true;
                 }
                 Err(e) => {
-                    crate::log!(
-                        Level::Debug,
-                        "fpm relay cannot connect",
-                        downstream = t.addr,
-                        error = e
-                    )
+                    tracing::debug!(downstream = %t.addr, error = %e, "fpm relay cannot connect")
                 }
             }
         }
@@ -176,12 +170,7 @@ impl Target {
 
     fn drop_connection(&mut self, why: &str) {
         if self.stream.take().is_some() {
-            crate::log!(
-                Level::Warn,
-                "fpm relay dropped a downstream",
-                downstream = self.addr,
-                why = why
-            );
+            tracing::warn!(downstream = %self.addr, %why, "fpm relay dropped a downstream");
         }
         self.out.clear();
         self.sent = 0;

@@ -610,12 +610,7 @@ impl Session {
     fn unknown_link(&mut self, ifindex: u32) {
         self.counters.unknown_link += 1;
         if self.unknown_warned.insert(ifindex) {
-            crate::log!(
-                crate::log::Level::Warn,
-                "fpm: zebra names an interface fibre has no link for; its routes are refused",
-                ifindex = ifindex,
-                name = self.names.get(&ifindex).map_or("?", String::as_str)
-            );
+            tracing::warn!(%ifindex, name = %self.names.get(&ifindex).map_or("?", String::as_str), "fpm: zebra names an interface fibre has no link for; its routes are refused");
         }
     }
 
@@ -775,12 +770,7 @@ impl Session {
         let (errno, text) = engine.apply_own(req, listening, &mut out.notes);
         if errno != 0 {
             self.counters.refused += 1;
-            crate::log!(
-                crate::log::Level::Debug,
-                "fpm request refused",
-                errno = -errno,
-                why = text.unwrap_or_default()
-            );
+            tracing::debug!(errno = -errno, why = %text.unwrap_or_default(), "fpm request refused");
         } else {
             out.changed = true;
         }
@@ -877,8 +867,6 @@ impl Names for CheckNames {
 /// `eth2`, never panic, and the held-message count stays what the held lists hold. Panics
 /// when the property fails.
 pub fn check_stream(data: &[u8]) {
-    // Millions of runs: only what would be an error is worth a line.
-    crate::log::set_level(crate::log::Level::Error);
     use fibre_netlink::fpm::FrameDecoder;
     let mut engine = Engine::default();
     for (i, name) in ["eth1", "eth2"].iter().enumerate() {

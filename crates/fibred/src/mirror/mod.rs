@@ -28,7 +28,6 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-use crate::log::Level;
 use crate::sys::{self, EventFd};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::NetlinkHeader;
@@ -103,7 +102,7 @@ pub fn spawn(
                 }
             };
             if let Err(e) = follow(&config, notes, dumps, &shutdown, send) {
-                crate::log!(Level::Error, "mirror failed", error = e);
+                tracing::error!(error = %e, "mirror failed");
             }
         })?;
     result
@@ -183,10 +182,7 @@ fn follow(
         let due = settle.as_ref().is_some_and(Settle::due);
         if overrun || due {
             if overrun {
-                crate::log!(
-                    Level::Warn,
-                    "mirror overrun: notifications were lost, resyncing"
-                );
+                tracing::warn!("mirror overrun: notifications were lost, resyncing");
                 // What is still queued is older than the dump about to be taken, and what
                 // came after it may be lost: a new socket, before the dump, holds exactly
                 // the changes made since.
@@ -281,11 +277,7 @@ fn dump_all(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Vec<u8>> {
         if !interrupted {
             return Ok(out);
         }
-        crate::log!(
-            Level::Debug,
-            "mirror dump interrupted, again",
-            attempt = attempt
-        );
+        tracing::debug!(%attempt, "mirror dump interrupted, again");
     }
     Ok(out)
 }

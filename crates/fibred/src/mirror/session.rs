@@ -223,12 +223,7 @@ impl Mirror {
                 self.counters.corrected += 1;
             }
         }
-        crate::log!(
-            crate::log::Level::Info,
-            "mirror synced",
-            resync = resync,
-            counters = self.counters
-        );
+        tracing::info!(%resync, counters = %self.counters, "mirror synced");
     }
 
     /// Applies one notification.
@@ -265,13 +260,7 @@ impl Mirror {
             out.changed = true;
         } else if !duplicate_rule {
             self.counters.refused += 1;
-            crate::log!(
-                crate::log::Level::Debug,
-                "mirror request refused",
-                request = format_args!("{req:?}"),
-                errno = -errno,
-                why = text.unwrap_or_default()
-            );
+            tracing::debug!(request = %format_args!("{req:?}"), errno = -errno, why = %text.unwrap_or_default(), "mirror request refused");
         }
         errno == 0
     }
@@ -472,8 +461,6 @@ const NTF_PROXY: u8 = 0x08;
 /// and after the resync fibre holds no route the dump did not (what the sweep promises).
 /// Panics when the property fails.
 pub fn check_messages(data: &[u8]) {
-    // Millions of runs: only what would be an error is worth a line.
-    crate::log::set_level(crate::log::Level::Error);
     let mut engine = Engine::default();
     let mut mirror = Mirror::new();
     for event in [
