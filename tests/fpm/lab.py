@@ -86,7 +86,7 @@ class Lab:
         proc = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, binary("fibred"), "--socket", self.sock(name), "--no-dgram",
              "--state", state, "--fpm", f"127.0.0.1:{port}", "--fpm-sweep", "1,20", *extra],
-            stderr=open(logfile, "a"),
+            stdout=subprocess.DEVNULL, stderr=open(logfile, "a"),
         )
         self.fibreds[name] = proc
         deadline = time.time() + 10
