@@ -3,9 +3,11 @@
 //! duration or a count.
 //!
 //! Pacing is a token bucket: tokens accrue at the rate, at most [`CATCH_UP`]'s worth (and
-//! at least [`BURST`]), and each frame spends one; the loop sends up to [`BURST`] frames per
-//! flush while tokens last, and when none is left it sleeps if the next token is more than
-//! [`SLEEP_MIN`] away (so a sink on the same CPU gets it) and spins otherwise. The bucket's
+//! at least [`BURST`]), and each frame spends one; the loop waits until a batch's worth of
+//! tokens is there ([`BATCH_SPAN`] of the rate, 1 to [`BURST`] frames: one flush, one system
+//! call, per batch rather than per frame), sends them with one flush, and while it waits
+//! sleeps if the batch is more than [`SLEEP_MIN`] away (so a sink on the same CPU gets it)
+//! and spins otherwise. The bucket's
 //! depth lets a generator that shares its CPU catch up after the scheduler ran another task
 //! instead of losing the rate. Each frame of
 //! the cycle is stamped with the next sequence number and the clock read when its burst
@@ -27,6 +29,9 @@ use crate::frame::{Template, FCS_LEN};
 /// kernel's transmit call (AF_XDP's copy mode sends 32 per call), few enough that paced
 /// traffic stays smooth at the microsecond scale.
 pub const BURST: usize = 32;
+/// The time a paced batch spans: the gaps between batches stay below it, and at rates
+/// above BURST / BATCH_SPAN (640 kpps) batches are full.
+const BATCH_SPAN: Duration = Duration::from_micros(50);
 /// How much sending time a paced generator may catch up on: a scheduler time slice or two.
 const CATCH_UP: Duration = Duration::from_millis(4);
 /// Waits for the next token longer than this sleep instead of spinning.
@@ -95,6 +100,9 @@ pub fn run(
     let depth = cfg
         .rate
         .map_or(0.0, |r| (r * CATCH_UP.as_secs_f64()).max(BURST as f64));
+    let batch = cfg.rate.map_or(BURST as f64, |r| {
+        (r * BATCH_SPAN.as_secs_f64()).clamp(1.0, BURST as f64).floor()
+    });
     let mut tokens = BURST as f64;
     let mut last = start;
     let mut i = 0usize;
@@ -107,8 +115,8 @@ pub fn run(
         if let Some(rate) = cfg.rate {
             tokens = (tokens + (now - last) as f64 * rate / 1e9).min(depth);
             last = now;
-            if tokens < 1.0 {
-                let wait = Duration::from_secs_f64((1.0 - tokens) / rate);
+            if tokens < batch {
+                let wait = Duration::from_secs_f64((batch - tokens) / rate);
                 if wait > SLEEP_MIN {
                     std::thread::sleep(wait);
                 } else {

@@ -30,11 +30,11 @@ Usage: fibre-traffic gen --port DEV[:{ af_xdp | af_packet }] [ --dst-mac MAC ] [
 
 gen sends UDP frames (64 bytes by default, FCS included; --imix: 7:4:1 of 64/570/1518) each with
 a probe (set, sequence number, CLOCK_MONOTONIC send time): to destinations inside the prefixes of
-each --dst (one set each; --dsts destinations drawn per set, default 1 each prefix... see README),
-seed 000's workload (5000 destinations from the 2026 table, 4 sources from --src, 4 tos values),
-or a flood of unique sources and destinations; or replays a capture unchanged. Flat out unless
---rate; until SIGINT/SIGTERM, --duration or --count. sink counts, checks and times what arrives.
-The port kind defaults to af_xdp.
+each --dst (a set each; --dsts destinations drawn per set, by default one per prefix), seed 000's
+workload (5000 destinations from the 2026 table, 4 sources from --src, 4 tos values; the share of
+one of 20 receive queues unless --all-queues), or a flood of unique sources and destinations; or
+replays a capture unchanged. Flat out unless --rate; until SIGINT/SIGTERM, --duration or --count.
+sink counts, checks and times what arrives. The port kind defaults to af_xdp.
 ";
 
 fn main() -> ExitCode {

@@ -1,6 +1,6 @@
 //! The receive loop: every frame a port receives is counted, its probe ([`crate::frame`])
 //! checked and its latency sampled, until a duration, a count of probes, a quiet spell after
-//! the first probe, or `stop`.
+//! the first frame, or `stop`.
 //!
 //! Checks: the IPv4 header and UDP checksums (a generator's frame that fails one is
 //! `corrupt`), the sequence numbers (one generator's, counted from the first one seen: a jump
@@ -34,7 +34,7 @@ pub struct Config {
     pub duration: Option<Duration>,
     /// Probes to receive.
     pub count: Option<u64>,
-    /// Once a probe has arrived, stop after this long without one.
+    /// Once a frame has arrived, stop after this long without one.
     pub idle: Option<Duration>,
 }
 
@@ -144,12 +144,13 @@ pub fn run(rx: &mut dyn RxQueue, cfg: &Config, stop: &AtomicBool) -> Result<Repo
     let start = monotonic_ns();
     let end = cfg.duration.map(|d| start.saturating_add(d.as_nanos() as u64));
     let idle = cfg.idle.map(|d| d.as_nanos() as u64);
+    let mut last_rx = None;
     loop {
         let now = monotonic_ns();
         if stop.load(Ordering::Relaxed)
             || end.is_some_and(|e| now >= e)
             || cfg.count.is_some_and(|c| r.probes >= c)
-            || idle.is_some_and(|i| r.probes > 0 && now - r.last_ns >= i)
+            || idle.zip(last_rx).is_some_and(|(i, l)| now - l >= i)
         {
             break;
         }
@@ -170,6 +171,7 @@ pub fn run(rx: &mut dyn RxQueue, cfg: &Config, stop: &AtomicBool) -> Result<Repo
             continue;
         }
         let now = monotonic_ns();
+        last_rx = Some(now);
         for f in &frames[..n] {
             r.take(f, now);
         }
