@@ -5,11 +5,11 @@
 //! Pacing is a token bucket: tokens accrue at the rate, at most [`CATCH_UP`]'s worth (and
 //! at least [`BURST`]), and each frame spends one; the loop waits until a batch's worth of
 //! tokens is there ([`BATCH_SPAN`] of the rate, 1 to [`BURST`] frames: one flush, one system
-//! call, per batch rather than per frame), sends them with one flush, and while it waits
-//! sleeps if the batch is more than [`SLEEP_MIN`] away (so a sink on the same CPU gets it)
-//! and spins otherwise. The bucket's
-//! depth lets a generator that shares its CPU catch up after the scheduler ran another task
-//! instead of losing the rate. Each frame of
+//! call, per batch rather than per frame), sends them with one flush, and sleeps while it
+//! waits: a generator spinning for its next batch would take the CPU from a sink that
+//! shares it (whose receive ring then overflows). The sleep lasts at least the timer slack
+//! (50 us), so the bucket's depth lets the generator catch up on what it slept over, and
+//! after the scheduler ran another task, instead of losing the rate. Each frame of
 //! the cycle is stamped with the next sequence number and the clock read when its burst
 //! starts; a burst is handed to the kernel with one flush. A full transmit ring is not a loss
 //! the generator inflicts on purpose: the loop flushes and tries the frame again, and only a
@@ -34,8 +34,6 @@ pub const BURST: usize = 32;
 const BATCH_SPAN: Duration = Duration::from_micros(50);
 /// How much sending time a paced generator may catch up on: a scheduler time slice or two.
 const CATCH_UP: Duration = Duration::from_millis(4);
-/// Waits for the next token longer than this sleep instead of spinning.
-const SLEEP_MIN: Duration = Duration::from_micros(100);
 /// Flushes to free a full transmit ring before a frame is dropped.
 const FULL_TRIES: u32 = 1000;
 
@@ -116,12 +114,7 @@ pub fn run(
             tokens = (tokens + (now - last) as f64 * rate / 1e9).min(depth);
             last = now;
             if tokens < batch {
-                let wait = Duration::from_secs_f64((batch - tokens) / rate);
-                if wait > SLEEP_MIN {
-                    std::thread::sleep(wait);
-                } else {
-                    std::hint::spin_loop();
-                }
+                std::thread::sleep(Duration::from_secs_f64((batch - tokens) / rate));
                 continue;
             }
             burst = (tokens as usize).min(BURST);

@@ -370,12 +370,13 @@ fn run_sink(words: &[&str]) -> Result<String, Failure> {
     }
     let l = &r.latency;
     Ok(format!(
-        "{{\"dev\":\"{dev}\",\"io\":\"{}\",\"frames\":{},\"bytes\":{},\"probes\":{},\"corrupt\":{},\"other\":{},\"gaps\":{},\"reordered\":{},\"first_seq\":{},\"last_seq\":{},\"seconds\":{secs:.6},\"pps\":{pps:.0},\"latency_ns\":{{\"samples\":{},\"p50\":{},\"p99\":{},\"p999\":{},\"max\":{},\"clock_skewed\":{}}},\"sets\":[{sets}],\"port\":{}}}",
+        "{{\"dev\":\"{dev}\",\"io\":\"{}\",\"frames\":{},\"bytes\":{},\"probes\":{},\"corrupt\":{},\"stale\":{},\"other\":{},\"gaps\":{},\"reordered\":{},\"first_seq\":{},\"last_seq\":{},\"seconds\":{secs:.6},\"pps\":{pps:.0},\"latency_ns\":{{\"samples\":{},\"p50\":{},\"p99\":{},\"p999\":{},\"max\":{},\"clock_skewed\":{}}},\"sets\":[{sets}],\"port\":{}}}",
         kind.name(),
         r.frames,
         r.bytes,
         r.probes,
         r.corrupt,
+        r.stale,
         r.other,
         r.gaps,
         r.reordered,

@@ -3,7 +3,8 @@
 //! the first frame, or `stop`.
 //!
 //! Checks: the IPv4 header and UDP checksums (a generator's frame that fails one is
-//! `corrupt`), the sequence numbers (one generator's, counted from the first one seen: a jump
+//! `corrupt`), the send time (a probe sent before the sink started is `stale`: left over in a
+//! router's queues from an earlier run, it is not counted as a probe), the sequence numbers (one generator's, counted from the first one seen: a jump
 //! forward leaves a gap, a number below the highest seen is `reordered` and fills a gap), and
 //! everything that is not a generator's frame (`other`: the hosts' own neighbour discovery,
 //! say). Latency is the receive time less the probe's send time, both CLOCK_MONOTONIC, read
@@ -51,6 +52,7 @@ pub struct Report {
     pub bytes: u64,
     pub probes: u64,
     pub corrupt: u64,
+    pub stale: u64,
     pub other: u64,
     /// Sequence numbers missing between the first and the highest seen, late arrivals
     /// deducted; probes that arrived below the highest number seen.
@@ -76,6 +78,7 @@ impl Default for Report {
             bytes: 0,
             probes: 0,
             corrupt: 0,
+            stale: 0,
             other: 0,
             gaps: 0,
             reordered: 0,
@@ -91,8 +94,8 @@ impl Default for Report {
 }
 
 impl Report {
-    /// Accounts for one frame received at `now`.
-    pub fn take(&mut self, frame: &[u8], now: u64) {
+    /// Accounts for one frame received at `now` by a sink started at `start`.
+    pub fn take(&mut self, frame: &[u8], start: u64, now: u64) {
         self.frames += 1;
         let wire = (frame.len() + FCS_LEN) as u64;
         self.bytes += wire;
@@ -107,6 +110,10 @@ impl Report {
                 return;
             }
         };
+        if p.time_ns < start {
+            self.stale += 1;
+            return;
+        }
         self.probes += 1;
         let set = &mut self.sets[usize::from(p.set).min(SETS - 1)];
         set.packets += 1;
@@ -173,7 +180,7 @@ pub fn run(rx: &mut dyn RxQueue, cfg: &Config, stop: &AtomicBool) -> Result<Repo
         let now = monotonic_ns();
         last_rx = Some(now);
         for f in &frames[..n] {
-            r.take(f, now);
+            r.take(f, start, now);
         }
     }
     Ok(r)
@@ -204,7 +211,7 @@ mod tests {
         let mut r = Report::default();
         // 4294967294, 4294967295, 0 (wrapped), 3, 1 (late), 4: gaps at 2 only.
         for (seq, now) in [(u32::MAX - 1, 10), (u32::MAX, 11), (0, 12), (3, 13), (1, 14), (4, 15)] {
-            r.take(&frame(0, seq, 5), now);
+            r.take(&frame(0, seq, 5), 0, now);
         }
         assert_eq!(r.probes, 6);
         assert_eq!(r.reordered, 1);
@@ -216,14 +223,15 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_other_and_skewed_frames_are_counted_apart() {
+    fn corrupt_other_stale_and_skewed_frames_are_counted_apart() {
         let mut r = Report::default();
         let mut bad = frame(1, 0, 0);
         bad[50] ^= 0xff;
-        r.take(&bad, 1);
-        r.take(&[0u8; 60], 1);
-        r.take(&frame(200, 0, 1000), 10);
-        assert_eq!((r.frames, r.corrupt, r.other, r.probes), (3, 1, 1, 1));
+        r.take(&bad, 0, 1);
+        r.take(&[0u8; 60], 0, 1);
+        r.take(&frame(200, 0, 1000), 0, 10);
+        r.take(&frame(0, 1, 4), 5, 10);
+        assert_eq!((r.frames, r.corrupt, r.other, r.probes, r.stale), (4, 1, 1, 1, 1));
         assert_eq!(r.sets[SETS - 1].packets, 1);
         assert_eq!(r.clock_skewed, 1);
         assert_eq!(r.latency.count(), 0);
