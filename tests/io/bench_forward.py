@@ -189,7 +189,7 @@ def search(router, args: list[str], what: str, opts) -> tuple[float, bool]:
     rate = hi
     steps = 0
     # Down by 30% until a rate passes (at most MAX_DOWN times), then the bisection's steps.
-    while steps < opts.steps or (not lo and steps < opts.steps + MAX_DOWN):
+    while steps < opts.steps or (not lo and steps < opts.steps + opts.down):
         t = router.trial(args + ["--rate", f"{rate:.0f}"], opts.seconds)
         progress(router.name, what, t, rate)
         steps += 1
@@ -319,7 +319,8 @@ def bench_cache(routes: str, opts, tmp: str, out: list) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a smoke run: short, no table, no cache")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: one short trial per step, no table, no cache")
     ap.add_argument("--runs", type=int, help="trials at the found rate (median); default 3")
     ap.add_argument("--seconds", type=float, help="seconds per trial; default 1")
     ap.add_argument("--steps", type=int, help="bisection steps at most; default 6")
@@ -329,8 +330,9 @@ def main() -> int:
     opts = ap.parse_args()
     quick = opts.quick
     opts.runs = opts.runs or (1 if quick else 3)
-    opts.seconds = opts.seconds or (0.3 if quick else 1.0)
-    opts.steps = opts.steps if opts.steps is not None else (3 if quick else 6)
+    opts.seconds = opts.seconds or (0.2 if quick else 1.0)
+    opts.steps = opts.steps if opts.steps is not None else (1 if quick else 6)
+    opts.down = 1 if quick else MAX_DOWN
     why = traffic.why_not(fibre=True)
     if why:
         log(f"bench_forward: skipped: {why}")

@@ -85,7 +85,11 @@ impl std::fmt::Display for BuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BuildError::Families(fl) => {
-                write!(f, "source {} and destination {} differ in family", fl.src, fl.dst)
+                write!(
+                    f,
+                    "source {} and destination {} differ in family",
+                    fl.src, fl.dst
+                )
             }
             BuildError::Size { size, min } => {
                 write!(f, "frame size {size} outside {min}..={MAX}")
@@ -303,7 +307,12 @@ mod tests {
             for size in [min_size(&flow), 570, MAX] {
                 let mut t = Template::build(&flow, &MACS, size, 4242, 3).unwrap();
                 assert_eq!(t.wire_len(), size);
-                for (seq, time) in [(0u32, 0u64), (1, 12_345), (u32::MAX, u64::MAX), (7, 1 << 40)] {
+                for (seq, time) in [
+                    (0u32, 0u64),
+                    (1, 12_345),
+                    (u32::MAX, u64::MAX),
+                    (7, 1 << 40),
+                ] {
                     t.stamp(seq, time);
                     let want = Probe {
                         set: 3,

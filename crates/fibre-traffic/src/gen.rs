@@ -99,7 +99,9 @@ pub fn run(
         .rate
         .map_or(0.0, |r| (r * CATCH_UP.as_secs_f64()).max(BURST as f64));
     let batch = cfg.rate.map_or(BURST as f64, |r| {
-        (r * BATCH_SPAN.as_secs_f64()).clamp(1.0, BURST as f64).floor()
+        (r * BATCH_SPAN.as_secs_f64())
+            .clamp(1.0, BURST as f64)
+            .floor()
     });
     let mut tokens = BURST as f64;
     let mut last = start;

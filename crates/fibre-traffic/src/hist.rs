@@ -106,7 +106,10 @@ mod tests {
         }
         for (q, truth) in [(0.5, 500_000u64), (0.99, 990_000), (0.999, 999_000)] {
             let got = h.quantile(q);
-            assert!(got >= truth && got as f64 <= truth as f64 * 1.04, "{q}: {got}");
+            assert!(
+                got >= truth && got as f64 <= truth as f64 * 1.04,
+                "{q}: {got}"
+            );
         }
         assert_eq!(h.quantile(1.0), 1_000_000);
         assert_eq!(h.max(), 1_000_000);

@@ -196,7 +196,9 @@ fn run_gen(words: &[&str]) -> Result<String, Failure> {
                 let v = w.value(opt)?;
                 let set = v
                     .split(',')
-                    .map(|p| Prefix::parse(p).ok_or_else(|| usage(format!("\"{p}\": not a prefix"))))
+                    .map(|p| {
+                        Prefix::parse(p).ok_or_else(|| usage(format!("\"{p}\": not a prefix")))
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 sets.push(set);
             }
@@ -206,13 +208,17 @@ fn run_gen(words: &[&str]) -> Result<String, Failure> {
             "--flood" => dests = Some(Dests::Flood { sources: None }),
             "--sources" => {
                 let v = w.value(opt)?;
-                sources = Some(Prefix::parse(v).ok_or_else(|| usage(format!("\"{v}\": not a prefix")))?);
+                sources =
+                    Some(Prefix::parse(v).ok_or_else(|| usage(format!("\"{v}\": not a prefix")))?);
             }
             "--pcap" => dests = Some(Dests::Pcap(w.value(opt)?.into())),
             "--dsts" => n_dsts = Some(w.number::<usize>(opt)?),
             "--src" => {
                 let v = w.value(opt)?;
-                src = Some(v.parse::<IpAddr>().map_err(|_| usage(format!("\"{v}\": not an address")))?);
+                src = Some(
+                    v.parse::<IpAddr>()
+                        .map_err(|_| usage(format!("\"{v}\": not an address")))?,
+                );
             }
             "--tos" => tos = w.number(opt)?,
             "--family" => {
@@ -244,10 +250,16 @@ fn run_gen(words: &[&str]) -> Result<String, Failure> {
         Some(Dests::Flood { .. }) => Dests::Flood { sources },
         Some(d) if sets.is_empty() => d,
         None if !sets.is_empty() => Dests::Sets(sets),
-        _ => return Err(usage("one of --dst, --dst-file, --seed000, --flood or --pcap is needed")),
+        _ => {
+            return Err(usage(
+                "one of --dst, --dst-file, --seed000, --flood or --pcap is needed",
+            ))
+        }
     };
     let macs = Macs {
-        src: src_mac.or_else(|| own_mac(&dev)).unwrap_or([0x02, 0, 0, 0, 0, 1]),
+        src: src_mac
+            .or_else(|| own_mac(&dev))
+            .unwrap_or([0x02, 0, 0, 0, 0, 1]),
         dst: dst_mac,
     };
     let mut rng = Rng::new(seed);
@@ -256,7 +268,12 @@ fn run_gen(words: &[&str]) -> Result<String, Failure> {
         let path = table
             .clone()
             .or_else(workload::locate_table)
-            .ok_or_else(|| fail(format!("no {} (set FIBRE_DATA or --table)", workload::RIB_FILE)))?;
+            .ok_or_else(|| {
+                fail(format!(
+                    "no {} (set FIBRE_DATA or --table)",
+                    workload::RIB_FILE
+                ))
+            })?;
         eprintln!("fibre-traffic: reading {} ...", path.display());
         workload::read_prefixes(&path, v6).map_err(fail)
     };
@@ -268,31 +285,52 @@ fn run_gen(words: &[&str]) -> Result<String, Failure> {
     };
     let (flow_sets, in_order, name) = match dests {
         Dests::Pcap(path) => {
-            let frames = fibre_traffic::pcap::read(&path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            let frames = fibre_traffic::pcap::read(&path)
+                .map_err(|e| fail(format!("{}: {e}", path.display())))?;
             let n = frames.len();
-            return send(&dev, kind, Frames::Replay(frames), &cfg, format!("pcap {} ({n} frames)", path.display()), 0);
+            return send(
+                &dev,
+                kind,
+                Frames::Replay(frames),
+                &cfg,
+                format!("pcap {} ({n} frames)", path.display()),
+                0,
+            );
         }
         Dests::Sets(sets) => {
             let src = need_src()?;
-            let flows = sets.iter().map(|s| to_flows(s, src, &mut rng)).collect::<Vec<_>>();
+            let flows = sets
+                .iter()
+                .map(|s| to_flows(s, src, &mut rng))
+                .collect::<Vec<_>>();
             (flows, false, format!("{} destination sets", sets.len()))
         }
         Dests::File(path) => {
             let src = need_src()?;
             let set = workload::read_prefixes(&path, src.is_ipv6()).map_err(fail)?;
-            (vec![to_flows(&set, src, &mut rng)], false, format!("prefixes of {}", path.display()))
+            (
+                vec![to_flows(&set, src, &mut rng)],
+                false,
+                format!("prefixes of {}", path.display()),
+            )
         }
         Dests::Seed000 { all_queues } => {
             let src = need_src()?;
             let t = load_table(src.is_ipv6())?;
             let flows = workload::seed000(&t, src, !all_queues, &mut rng);
-            let share = if all_queues { "all queues" } else { "queue 0 of 20" };
+            let share = if all_queues {
+                "all queues"
+            } else {
+                "queue 0 of 20"
+            };
             (vec![flows], false, format!("seed 000 ({share})"))
         }
         Dests::Flood { sources } => {
             let t = load_table(v6)?;
             let default = if v6 { "fd00:aa::/32" } else { "100.64.0.0/10" };
-            let sources = sources.or_else(|| Prefix::parse(default)).ok_or_else(|| fail("sources"))?;
+            let sources = sources
+                .or_else(|| Prefix::parse(default))
+                .ok_or_else(|| fail("sources"))?;
             let flows = workload::flood(&t, &sources, workload::CYCLE, &mut rng);
             (vec![flows], true, format!("flood (sources {sources})"))
         }
@@ -304,7 +342,10 @@ fn run_gen(words: &[&str]) -> Result<String, Failure> {
         Sizes::Fixed(s) => s.to_string(),
         Sizes::Imix => "imix".into(),
     };
-    let name = format!("{name}, {flows} flows, size {size}, {} frames in the cycle", templates.len());
+    let name = format!(
+        "{name}, {flows} flows, size {size}, {} frames in the cycle",
+        templates.len()
+    );
     send(&dev, kind, Frames::Stamped(templates), &cfg, name, raised)
 }
 

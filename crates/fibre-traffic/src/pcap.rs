@@ -46,7 +46,8 @@ impl std::error::Error for PcapError {}
 
 /// Every frame of the capture at `path`, in file order.
 pub fn read(path: &Path) -> Result<Vec<Vec<u8>>, PcapError> {
-    let data = std::fs::read(path).map_err(|e| PcapError::Io(format!("{}: {e}", path.display())))?;
+    let data =
+        std::fs::read(path).map_err(|e| PcapError::Io(format!("{}: {e}", path.display())))?;
     parse(&data)
 }
 
@@ -121,9 +122,9 @@ fn pcapng(data: &[u8]) -> Result<Vec<Vec<u8>>, PcapError> {
         }
         let body = &data[at + 8..at + len - 4];
         match kind {
-            NG_INTERFACE => {
-                links.push(u32::from(u16_at(body, 0, big).ok_or(PcapError::Truncated(at))?))
-            }
+            NG_INTERFACE => links.push(u32::from(
+                u16_at(body, 0, big).ok_or(PcapError::Truncated(at))?,
+            )),
             NG_ENHANCED => {
                 let iface = u32_at(body, 0, big).ok_or(PcapError::Truncated(at))? as usize;
                 let caplen = u32_at(body, 12, big).ok_or(PcapError::Truncated(at))? as usize;
@@ -157,8 +158,20 @@ mod tests {
     use super::*;
 
     fn pcap_file(big: bool, frames: &[&[u8]]) -> Vec<u8> {
-        let w32 = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
-        let w16 = |v: u16| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let w32 = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w16 = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
         let mut d = Vec::new();
         d.extend(w32(PCAP_NS));
         d.extend(w16(2));

@@ -149,7 +149,9 @@ impl Report {
 pub fn run(rx: &mut dyn RxQueue, cfg: &Config, stop: &AtomicBool) -> Result<Report, PortError> {
     let mut r = Report::default();
     let start = monotonic_ns();
-    let end = cfg.duration.map(|d| start.saturating_add(d.as_nanos() as u64));
+    let end = cfg
+        .duration
+        .map(|d| start.saturating_add(d.as_nanos() as u64));
     let idle = cfg.idle.map(|d| d.as_nanos() as u64);
     let mut last_rx = None;
     loop {
@@ -210,14 +212,27 @@ mod tests {
     fn gaps_reordering_and_the_wrap_are_counted() {
         let mut r = Report::default();
         // 4294967294, 4294967295, 0 (wrapped), 3, 1 (late), 4: gaps at 2 only.
-        for (seq, now) in [(u32::MAX - 1, 10), (u32::MAX, 11), (0, 12), (3, 13), (1, 14), (4, 15)] {
+        for (seq, now) in [
+            (u32::MAX - 1, 10),
+            (u32::MAX, 11),
+            (0, 12),
+            (3, 13),
+            (1, 14),
+            (4, 15),
+        ] {
             r.take(&frame(0, seq, 5), 0, now);
         }
         assert_eq!(r.probes, 6);
         assert_eq!(r.reordered, 1);
         assert_eq!(r.gaps, 1);
         assert_eq!(r.last_seq - r.first_seq.unwrap(), 6);
-        assert_eq!(r.sets[0], SetCounters { packets: 6, bytes: 384 });
+        assert_eq!(
+            r.sets[0],
+            SetCounters {
+                packets: 6,
+                bytes: 384
+            }
+        );
         assert_eq!(r.latency.count(), 6);
         assert_eq!(r.latency.max(), 10);
     }
@@ -231,7 +246,10 @@ mod tests {
         r.take(&[0u8; 60], 0, 1);
         r.take(&frame(200, 0, 1000), 0, 10);
         r.take(&frame(0, 1, 4), 5, 10);
-        assert_eq!((r.frames, r.corrupt, r.other, r.probes, r.stale), (4, 1, 1, 1, 1));
+        assert_eq!(
+            (r.frames, r.corrupt, r.other, r.probes, r.stale),
+            (4, 1, 1, 1, 1)
+        );
         assert_eq!(r.sets[SETS - 1].packets, 1);
         assert_eq!(r.clock_skewed, 1);
         assert_eq!(r.latency.count(), 0);

@@ -108,7 +108,11 @@ fn from_bits(like: IpAddr, b: u128) -> IpAddr {
 
 /// The mask of the host bits of a `len`-bit prefix of a `w`-bit address.
 fn host_mask(w: u8, len: u8) -> u128 {
-    let all = if w == 128 { u128::MAX } else { (1u128 << w) - 1 };
+    let all = if w == 128 {
+        u128::MAX
+    } else {
+        (1u128 << w) - 1
+    };
     if len == 0 {
         all
     } else {
@@ -180,7 +184,10 @@ fn avoided(a: IpAddr) -> bool {
 #[derive(Debug)]
 pub enum WorkloadError {
     Io(PathBuf, io::Error),
-    Parse { line: usize, text: String },
+    Parse {
+        line: usize,
+        text: String,
+    },
     /// No prefix of the family asked for.
     Empty(&'static str),
     Build(BuildError),
@@ -413,7 +420,11 @@ mod tests {
         assert!(share.iter().all(|f| queue(f) == 0));
         // About one flow in SEED_QUEUES.
         let want = all.len() / SEED_QUEUES as usize;
-        assert!(share.len() > want / 2 && share.len() < want * 2, "{}", share.len());
+        assert!(
+            share.len() > want / 2 && share.len() < want * 2,
+            "{}",
+            share.len()
+        );
     }
 
     #[test]
@@ -426,14 +437,8 @@ mod tests {
             src: [2, 0, 0, 0, 0, 1],
             dst: [2, 0, 0, 0, 0, 2],
         };
-        let (frames, raised) = cycle(
-            &[flows],
-            Sizes::Fixed(64),
-            &macs,
-            true,
-            &mut Rng::new(5),
-        )
-        .unwrap();
+        let (frames, raised) =
+            cycle(&[flows], Sizes::Fixed(64), &macs, true, &mut Rng::new(5)).unwrap();
         assert_eq!(frames.len(), 3000);
         // IPv6 cannot carry a probe in 64 bytes: every frame was raised.
         assert_eq!(raised, 3000);
@@ -458,8 +463,14 @@ mod tests {
             src: [2, 0, 0, 0, 0, 1],
             dst: [2, 0, 0, 0, 0, 2],
         };
-        let (frames, raised) =
-            cycle(&[vec![a], vec![b]], Sizes::Imix, &macs, false, &mut Rng::new(9)).unwrap();
+        let (frames, raised) = cycle(
+            &[vec![a], vec![b]],
+            Sizes::Imix,
+            &macs,
+            false,
+            &mut Rng::new(9),
+        )
+        .unwrap();
         assert_eq!(raised, 0);
         assert_eq!(frames.len(), CYCLE);
         let sizes: Vec<usize> = frames[..IMIX.len()].iter().map(|t| t.wire_len()).collect();
