@@ -62,8 +62,13 @@ pub fn parse(data: &[u8]) -> Result<Vec<Vec<u8>>, PcapError> {
     }
 }
 
+/// `N` bytes at `at`, when the data holds them.
+fn bytes_at<const N: usize>(data: &[u8], at: usize) -> Option<[u8; N]> {
+    data.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
 fn u32_at(data: &[u8], at: usize, big: bool) -> Option<u32> {
-    let b: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    let b = bytes_at(data, at)?;
     Some(if big {
         u32::from_be_bytes(b)
     } else {
@@ -72,7 +77,7 @@ fn u32_at(data: &[u8], at: usize, big: bool) -> Option<u32> {
 }
 
 fn u16_at(data: &[u8], at: usize, big: bool) -> Option<u16> {
-    let b: [u8; 2] = data.get(at..at.checked_add(2)?)?.try_into().ok()?;
+    let b = bytes_at(data, at)?;
     Some(if big {
         u16::from_be_bytes(b)
     } else {
