@@ -9,11 +9,13 @@
 //! waits: a generator spinning for its next batch would take the CPU from a sink that
 //! shares it (whose receive ring then overflows). The sleep lasts at least the timer slack
 //! (50 us), so the bucket's depth lets the generator catch up on what it slept over, and
-//! after the scheduler ran another task, instead of losing the rate. Each frame of
-//! the cycle is stamped with the next sequence number and the clock read when its burst
-//! starts; a burst is handed to the kernel with one flush. A full transmit ring is not a loss
-//! the generator inflicts on purpose: the loop flushes and tries the frame again, and only a
-//! ring still full after [`FULL_TRIES`] flushes drops it (counted in `dropped`).
+//! after the scheduler ran another task, instead of losing the rate. Flat out, every batch
+//! is [`BURST`] frames.
+//!
+//! Each frame of the cycle is stamped with the next sequence number and the clock read when
+//! its batch starts. A full transmit ring is not a loss the generator inflicts on purpose:
+//! the loop flushes and tries the frame again, and only a ring still full after
+//! [`FULL_TRIES`] flushes drops it (counted in `dropped`, its sequence number left out).
 //!
 //! Who calls what: one thread owns the queue; `stop` may be set from any thread.
 
@@ -25,7 +27,7 @@ use fibre_io::{PortError, TxQueue};
 
 use crate::frame::{Template, FCS_LEN};
 
-/// Frames per flush at full speed, and the token bucket's depth: enough to amortise the
+/// Frames per flush at most, and the token bucket's least depth: enough to amortise the
 /// kernel's transmit call (AF_XDP's copy mode sends 32 per call), few enough that paced
 /// traffic stays smooth at the microsecond scale.
 pub const BURST: usize = 32;

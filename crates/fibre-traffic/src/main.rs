@@ -153,6 +153,23 @@ fn open(dev: &str, kind: Kind) -> Result<Port, Failure> {
     Port::open(kind, dev).map_err(|e| fail(format!("{dev}: {e}")))
 }
 
+/// `s` as a JSON string.
+fn quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn counters_json(c: &Counters) -> String {
     let mut s = String::from("{");
     for (i, (name, v)) in c.named().into_iter().enumerate() {
@@ -278,7 +295,7 @@ fn run_gen(words: &[&str]) -> Result<String, Failure> {
         workload::read_prefixes(&path, v6).map_err(fail)
     };
     let to_flows = |set: &[Prefix], src: IpAddr, rng: &mut Rng| -> Vec<Flow> {
-        workload::destinations(set, n_dsts.unwrap_or(set.len()), rng)
+        workload::destinations(set, n_dsts.unwrap_or(set.len()), false, rng)
             .into_iter()
             .map(|dst| Flow { src, dst, tos })
             .collect()
@@ -363,8 +380,10 @@ fn send(
     let r = gen::run(port.tx.as_mut(), &mut frames, cfg, &stop).map_err(fail)?;
     let secs = r.elapsed_ns as f64 / 1e9;
     Ok(format!(
-        "{{\"dev\":\"{dev}\",\"io\":\"{}\",\"workload\":\"{workload}\",\"raised_to_min\":{raised},\"sent\":{},\"bytes\":{},\"dropped\":{},\"errors\":{},\"seconds\":{secs:.6},\"pps\":{:.0},\"port\":{}}}",
+        "{{\"dev\":{},\"io\":\"{}\",\"workload\":{},\"raised_to_min\":{raised},\"sent\":{},\"bytes\":{},\"dropped\":{},\"errors\":{},\"seconds\":{secs:.6},\"pps\":{:.0},\"port\":{}}}",
+        quote(dev),
         kind.name(),
+        quote(&workload),
         r.sent,
         r.bytes,
         r.dropped,
@@ -411,7 +430,8 @@ fn run_sink(words: &[&str]) -> Result<String, Failure> {
     }
     let l = &r.latency;
     Ok(format!(
-        "{{\"dev\":\"{dev}\",\"io\":\"{}\",\"frames\":{},\"bytes\":{},\"probes\":{},\"corrupt\":{},\"stale\":{},\"other\":{},\"gaps\":{},\"reordered\":{},\"first_seq\":{},\"last_seq\":{},\"seconds\":{secs:.6},\"pps\":{pps:.0},\"latency_ns\":{{\"samples\":{},\"p50\":{},\"p99\":{},\"p999\":{},\"max\":{},\"clock_skewed\":{}}},\"sets\":[{sets}],\"port\":{}}}",
+        "{{\"dev\":{},\"io\":\"{}\",\"frames\":{},\"bytes\":{},\"probes\":{},\"corrupt\":{},\"stale\":{},\"other\":{},\"gaps\":{},\"reordered\":{},\"first_seq\":{},\"last_seq\":{},\"seconds\":{secs:.6},\"pps\":{pps:.0},\"latency_ns\":{{\"samples\":{},\"p50\":{},\"p99\":{},\"p999\":{},\"max\":{},\"clock_skewed\":{}}},\"sets\":[{sets}],\"port\":{}}}",
+        quote(&dev),
         kind.name(),
         r.frames,
         r.bytes,

@@ -44,10 +44,9 @@ impl fmt::Display for PcapError {
 
 impl std::error::Error for PcapError {}
 
-/// Every frame of the capture at `path`, in file order.
+/// Every frame of the capture at `path`, in file order. Errors do not name the file.
 pub fn read(path: &Path) -> Result<Vec<Vec<u8>>, PcapError> {
-    let data =
-        std::fs::read(path).map_err(|e| PcapError::Io(format!("{}: {e}", path.display())))?;
+    let data = std::fs::read(path).map_err(|e| PcapError::Io(e.to_string()))?;
     parse(&data)
 }
 

@@ -250,16 +250,18 @@ pub fn read_prefixes(path: &Path, v6: bool) -> Result<Vec<Prefix>, WorkloadError
     Ok(out)
 }
 
-/// `n` destinations, each inside a prefix picked uniformly from `prefixes`, none in the
-/// avoided space (draws there are repeated, up to `4n` draws in all).
-pub fn destinations(prefixes: &[Prefix], n: usize, rng: &mut Rng) -> Vec<IpAddr> {
+/// `n` destinations, each inside a prefix picked uniformly from `prefixes`; with `avoid`,
+/// none in the avoided space (draws there are repeated, up to `4n` draws in all): a table's
+/// prefixes may cover the space where the topology's own links are, prefixes a user names
+/// are taken as they are.
+pub fn destinations(prefixes: &[Prefix], n: usize, avoid: bool, rng: &mut Rng) -> Vec<IpAddr> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..4 * n.max(1) {
         if out.len() == n || prefixes.is_empty() {
             break;
         }
         let a = prefixes[rng.below(prefixes.len())].random(rng);
-        if !avoided(a) {
+        if !(avoid && avoided(a)) {
             out.push(a);
         }
     }
@@ -278,7 +280,7 @@ pub fn queue(f: &Flow) -> u64 {
 /// only the flows queue 0 of [`SEED_QUEUES`] gets (what one of the series' per-queue caches
 /// saw).
 pub fn seed000(table: &[Prefix], src: IpAddr, one_queue: bool, rng: &mut Rng) -> Vec<Flow> {
-    let dsts = destinations(table, SEED_DESTINATIONS, rng);
+    let dsts = destinations(table, SEED_DESTINATIONS, true, rng);
     let mut flows = Vec::with_capacity(dsts.len() * 16);
     for d in dsts {
         for s in 0..SEED_SOURCES {
@@ -297,7 +299,7 @@ pub fn seed000(table: &[Prefix], src: IpAddr, one_queue: bool, rng: &mut Rng) ->
 /// A flood: `n` flows, each a destination drawn from `table` and a source random inside
 /// `sources`, no two alike.
 pub fn flood(table: &[Prefix], sources: &Prefix, n: usize, rng: &mut Rng) -> Vec<Flow> {
-    let dsts = destinations(table, n, rng);
+    let dsts = destinations(table, n, true, rng);
     let mut flows: Vec<Flow> = dsts
         .into_iter()
         .map(|dst| Flow {
@@ -397,14 +399,16 @@ mod tests {
     }
 
     #[test]
-    fn destinations_skip_the_avoided_space() {
+    fn table_destinations_skip_the_avoided_space_named_ones_do_not() {
         let prefixes = [
             Prefix::parse("10.0.0.0/8").unwrap(),
             Prefix::parse("198.18.0.0/15").unwrap(),
         ];
-        let d = destinations(&prefixes, 500, &mut Rng::new(7));
+        let d = destinations(&prefixes, 500, true, &mut Rng::new(7));
         assert_eq!(d.len(), 500);
         assert!(d.iter().all(|a| prefixes[1].contains(*a)));
+        let named = destinations(&prefixes[..1], 10, false, &mut Rng::new(7));
+        assert!(named.len() == 10 && named.iter().all(|a| prefixes[0].contains(*a)));
     }
 
     #[test]
