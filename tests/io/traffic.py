@@ -15,8 +15,8 @@ gateway `asn % 64` (10.255.0.2 + n, fd00:fb::2 + n) on tro0, whose MAC is 02:fb:
 the sink receives frames to every MAC (its port sees all of them).
 
 A trial (`trial`) starts a sink, waits for it to say it is ready, runs the generator for a
-count or a duration at a rate, and returns both sides' JSON with the CPU time each CPU and
-the router spent meanwhile.
+count or a duration at a rate, and returns both sides' JSON with the CPU time spent meanwhile
+by each CPU, by fibre, and by the sink veth's NAPI kthread (when threaded).
 
 Run as `python3 traffic.py offloads-off DEV...` inside a namespace to turn a link's offloads
 off (the harness does so through `ip netns exec`).
@@ -212,7 +212,7 @@ class FibreRouter:
                                      stderr=subprocess.PIPE, text=True)
 
     def cpu_seconds(self) -> float:
-        return process_cpu(self.proc.pid)
+        return task_seconds([self.proc.pid])
 
     def stop(self) -> dict:
         if self.proc.poll() is None:
@@ -223,14 +223,22 @@ class FibreRouter:
         return json.loads(out)
 
 
-def process_cpu(pid: int) -> float:
-    """CPU seconds of process `pid` and its waited-for children (`ip netns exec` execs, so
-    the pid is the program's), user and system."""
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / USER_HZ
+def task_seconds(pids: list[int]) -> float:
+    """On-CPU seconds of every thread of processes `pids` (their schedstat, to the
+    nanosecond; softirq work that ran in a thread's context included). `ip netns exec`
+    and taskset exec, so a pid started through them is the program's."""
+    ns = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                ns += int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return ns / 1e9
 
 
 def cpu_times() -> dict[int, dict[str, float]]:
@@ -353,9 +361,10 @@ def trial(topo: Topo, kind: str, args: list[str], seconds: float, cpus=(None, No
     try:
         if place:
             place(topo)
-        c0, f0 = cpu_times(), router.cpu_seconds() if router else 0.0
+        napi = napi_threads(SINK_DEV)
+        c0, f0, n0 = cpu_times(), router.cpu_seconds() if router else 0.0, task_seconds(napi)
         g = gen(topo, kind, args, cpu=cpus[0])
-        c1, f1 = cpu_times(), router.cpu_seconds() if router else 0.0
+        c1, f1, n1 = cpu_times(), router.cpu_seconds() if router else 0.0, task_seconds(napi)
         out, err = sink.communicate(timeout=seconds + 20)
     finally:
         if sink.poll() is None:
@@ -374,6 +383,7 @@ def trial(topo: Topo, kind: str, args: list[str], seconds: float, cpus=(None, No
         "seconds": g["seconds"],
         "cpu": {c: {k: c1[c][k] - c0[c][k] for k in c0[c]} for c in c0},
         "fibre_cpu": f1 - f0,
+        "sink_napi_cpu": n1 - n0,
     }
 
 
