@@ -322,6 +322,45 @@ def bench_cache(routes: str, opts, tmp: str, out: list) -> list[dict]:
     return figs
 
 
+def report(figs: dict, out: list[str], cache_out: list[str]) -> None:
+    """The tables and the bars' verdicts, on stdout."""
+    print("\nThe instrument alone (gen -> veth -> sink over AF_XDP, the veth receive on CPU 1):\n")
+    print("| size | kpps (loss < 0.1%) | CPU 1 ns/pkt | CPU 0 ns/pkt | load |\n"
+          "| --- | ---: | ---: | ---: | --- |")
+    for c in figs["copy_path"]:
+        print(f"| {c['size']} | {'>=' if c['capped'] else ''}{c['pps'] / 1e3:.1f} | "
+              f"{c['ns']:.0f} | {c['cpu0_ns']:.0f} | {c['load']} |")
+    print("\nRouters (one worker; the generator and sink on CPU 0, the router on CPU 1):\n")
+    print(HEADER)
+    print("\n".join(out))
+    if cache_out:
+        print("\nInput route cache through AF_XDP, full table, 64 bytes (issue 16):\n")
+        print("| workload | cache | kpps (loss < 0.1%) | vs off | fibre ns/pkt | CPU vs off | "
+              "load |\n| --- | --- | ---: | ---: | ---: | ---: | --- |")
+        print("\n".join(cache_out))
+    if figs.get("cache"):
+        print("\nBars (issue 16): cache on vs off >= 1.17x packets/s on seed 000's workload, "
+              ">= 0.97x under the flood:")
+        for what, bar in CACHE_BARS:
+            on, off = (next(f for f in figs["cache"] if f["workload"] == what and f["mode"] == m)
+                       for m in ("on", "off"))
+            r = on["pps"] / off["pps"] if off["pps"] else 0.0
+            cpu = off["own_ns"] / on["own_ns"] if on["own_ns"] else 0.0
+            verdict = "met" if r >= bar else f"missed by {100 * (1 - r / bar):.0f}%"
+            capped = " (both at the instrument's ceiling)" if on["capped"] and off["capped"] else ""
+            print(f"  {what:<8} {r:.3f}x, {verdict}{capped}; fibre's CPU per packet off/on "
+                  f"{cpu:.3f}x")
+    bars = [f for f in figs["routers"] if f["router"].startswith("fibre")]
+    print("\nBar: fibre >= 1x the kernel's packets per second, 64 bytes and IMIX:")
+    for f in bars:
+        k = next(x for x in figs["routers"] if x["router"] == "kernel"
+                 and x["size"] == f["size"] and x["table"] == f["table"])
+        r = f["pps"] / k["pps"] if k["pps"] else 0.0
+        verdict = "met" if r >= 1 else f"missed by {100 * (1 - r):.0f}%"
+        capped = " (both at the instrument's ceiling)" if f["capped"] and k["capped"] else ""
+        print(f"  {f['router']:<16} {f['size']:<5} {f['table']}: {r:.2f}x, {verdict}{capped}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
@@ -381,41 +420,7 @@ def main() -> int:
             figs["routers"] += bench_routers(routes, f"full table ({n} routes)", opts, tmp, out)
             if not opts.no_cache:
                 figs["cache"] = bench_cache(routes, opts, tmp, cache_out)
-    print("\nThe instrument alone (gen -> veth -> sink over AF_XDP, the veth receive on CPU 1):\n")
-    print("| size | kpps (loss < 0.1%) | CPU 1 ns/pkt | CPU 0 ns/pkt | load |\n"
-          "| --- | ---: | ---: | ---: | --- |")
-    for c in figs["copy_path"]:
-        print(f"| {c['size']} | {'>=' if c['capped'] else ''}{c['pps'] / 1e3:.1f} | "
-              f"{c['ns']:.0f} | {c['cpu0_ns']:.0f} | {c['load']} |")
-    print("\nRouters (one worker; the generator and sink on CPU 0, the router on CPU 1):\n")
-    print(HEADER)
-    print("\n".join(out))
-    if cache_out:
-        print("\nInput route cache through AF_XDP, full table, 64 bytes (issue 16):\n")
-        print("| workload | cache | kpps (loss < 0.1%) | vs off | fibre ns/pkt | CPU vs off | "
-              "load |\n| --- | --- | ---: | ---: | ---: | ---: | --- |")
-        print("\n".join(cache_out))
-    if figs.get("cache"):
-        print("\nBars (issue 16): cache on vs off >= 1.17x packets/s on seed 000's workload, "
-              ">= 0.97x under the flood:")
-        for what, bar in CACHE_BARS:
-            on, off = (next(f for f in figs["cache"] if f["workload"] == what and f["mode"] == m)
-                       for m in ("on", "off"))
-            r = on["pps"] / off["pps"] if off["pps"] else 0.0
-            cpu = off["own_ns"] / on["own_ns"] if on["own_ns"] else 0.0
-            verdict = "met" if r >= bar else f"missed by {100 * (1 - r / bar):.0f}%"
-            capped = " (both at the instrument's ceiling)" if on["capped"] and off["capped"] else ""
-            print(f"  {what:<8} {r:.3f}x, {verdict}{capped}; fibre's CPU per packet off/on "
-                  f"{cpu:.3f}x")
-    bars = [f for f in figs["routers"] if f["router"].startswith("fibre")]
-    print("\nBar: fibre >= 1x the kernel's packets per second, 64 bytes and IMIX:")
-    for f in bars:
-        k = next(x for x in figs["routers"] if x["router"] == "kernel"
-                 and x["size"] == f["size"] and x["table"] == f["table"])
-        r = f["pps"] / k["pps"] if k["pps"] else 0.0
-        verdict = "met" if r >= 1 else f"missed by {100 * (1 - r):.0f}%"
-        capped = " (both at the instrument's ceiling)" if f["capped"] and k["capped"] else ""
-        print(f"  {f['router']:<16} {f['size']:<5} {f['table']}: {r:.2f}x, {verdict}{capped}")
+    report(figs, out, cache_out)
     print(f"\n{uptime()}; {time.monotonic() - started:.0f} s in all")
     if opts.json:
         with open(opts.json, "w") as f:
