@@ -190,8 +190,11 @@ def search(router, args: list[str], what: str, opts) -> tuple[float, bool]:
     progress(router.name, what, flat, None)
     if flat["loss"] < LOSS:
         return flat["rx_pps"], True
-    lo, hi = 0.0, flat["rx_pps"]
-    rate = hi
+    # Between nothing and what the generator offered flat out, starting from what the router
+    # forwarded then (a router that livelocks under overload forwards less flat out than it
+    # can paced: the bisection then goes up).
+    lo, hi = 0.0, flat["sent"] / max(flat["seconds"], 1e-9)
+    rate = flat["rx_pps"]
     steps = 0
     # Down by 30% until a rate passes (at most MAX_DOWN times), then the bisection's steps.
     while steps < opts.steps or (not lo and steps < opts.steps + opts.down):
@@ -199,7 +202,8 @@ def search(router, args: list[str], what: str, opts) -> tuple[float, bool]:
         progress(router.name, what, t, rate)
         steps += 1
         if t["loss"] < LOSS:
-            lo = rate
+            # What the generator managed, if it fell short of the rate asked.
+            lo = min(rate, t["sent"] / max(t["seconds"], 1e-9))
         else:
             hi = rate
         if lo and hi - lo < 0.02 * hi:

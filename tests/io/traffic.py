@@ -11,8 +11,8 @@ its own). The router is the kernel (`kernel_router`: addresses, forwarding on, r
 the 64 gateways as permanent neighbours, default routes through gateway 0, optionally the
 2026 table through `ip -batch`) or `fibre forward` on ports bound to tri0 and tro0
 (`FibreRouter`, the same configuration as a fibre batch file). Routes send table prefixes to
-gateway `asn % 64` (10.255.0.2 + n, fd00:fb::2 + n) on tro0, whose MAC is 02:fb:01:00:00:n+2:
-the sink receives frames to every MAC (its port sees all of them).
+gateway n = `asn % 64` (10.255.0.2 + n and fd00:fb::2 + n, MAC 02:fb:01:00:00:(2 + n), on
+tro0's link): the sink receives frames to every MAC (its port sees all of them).
 
 A trial (`trial`) starts a sink, waits for it to say it is ready, runs the generator for a
 count or a duration at a rate, and returns both sides' JSON with the CPU time spent meanwhile
