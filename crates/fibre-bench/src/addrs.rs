@@ -4,28 +4,9 @@
 
 use crate::table::{Addr, Route};
 
-/// SplitMix64: tiny, fast, and good enough to spread benchmark addresses; keeps the crate free of
-/// a random-number dependency.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0); the modulo bias is below 2^-40 for the sizes used here.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+/// SplitMix64, the generator fibre-traffic draws its workloads with: the same seed gives the
+/// same addresses here and there.
+pub use fibre_traffic::workload::Rng;
 
 /// Draws a random value of the address type.
 pub trait RandomAddr: Addr {

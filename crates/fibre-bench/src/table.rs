@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use flate2::read::GzDecoder;
 
 /// The file name inside the shared data directory.
-pub const RIB_FILE: &str = "rib-2026-06.tsv.gz";
+pub use fibre_traffic::workload::RIB_FILE;
 
 /// Distinct next hops the benchmark spreads routes over (`asn % NEXT_HOPS`).
 pub const NEXT_HOPS: u32 = 64;
@@ -94,18 +94,7 @@ impl std::error::Error for LoadError {}
 /// Where the table is: `$FIBRE_DATA` (the file itself or its directory), else `shared/data/`
 /// beside the repository or beside any directory above it (the repository may be a worktree
 /// nested below the shared directory's parent). `None` when it is nowhere.
-pub fn locate() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("FIBRE_DATA") {
-        let p = PathBuf::from(p);
-        let file = if p.is_dir() { p.join(RIB_FILE) } else { p };
-        return file.is_file().then_some(file);
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let repo = repo.canonicalize().unwrap_or(repo);
-    repo.ancestors()
-        .map(|dir| dir.join("shared/data").join(RIB_FILE))
-        .find(|f| f.is_file())
-}
+pub use fibre_traffic::workload::locate_table as locate;
 
 /// Reads and parses the whole table.
 pub fn load(path: &Path) -> Result<Table, LoadError> {

@@ -35,7 +35,7 @@ use crate::{Cli, Options};
 /// through DELAY and PROBE.
 const DRAIN_NS: u64 = 60_000_000_000;
 
-const USAGE: &str = "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n                         [ --input-cache { on | hints | off } ]\n       fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:KIND] [ --port ... ] [ --duration SECONDS ]\n";
+const USAGE: &str = "Usage: fibre [ -j ] forward CONFIG --in LINK=FILE.pcap [ --in LINK=FILE.pcap ... ] --out DIR\n                         [ --input-cache { on | hints | off } ]\n       fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:KIND] [ --port ... ] [ --duration SECONDS ]\n                         [ --input-cache { on | hints | off } ]\n";
 
 struct Args<'a> {
     config: &'a str,
@@ -71,6 +71,16 @@ pub(crate) fn usage_error(e: &str, usage: &str, stderr: &mut dyn Write) -> i32 {
     }
 }
 
+/// The input route cache's mode named by `--input-cache`'s value.
+pub(crate) fn cache_mode(word: Option<&str>) -> Result<Mode, String> {
+    match word {
+        Some("on") => Ok(Mode::Cache),
+        Some("hints") => Ok(Mode::Hints),
+        Some("off") => Ok(Mode::Off),
+        _ => Err("--input-cache needs on, hints or off".into()),
+    }
+}
+
 fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     let mut config = None;
     let mut inputs = Vec::new();
@@ -81,14 +91,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
         match w {
             "--in" | "-in" => inputs.push(link_pair("--in", it.next(), "FILE")?),
             "--out" | "-out" => out = Some(*it.next().ok_or("--out needs a directory")?),
-            "--input-cache" | "-input-cache" => {
-                cache = Some(match it.next().copied() {
-                    Some("on") => Mode::Cache,
-                    Some("hints") => Mode::Hints,
-                    Some("off") => Mode::Off,
-                    _ => return Err("--input-cache needs on, hints or off".into()),
-                })
-            }
+            "--input-cache" | "-input-cache" => cache = Some(cache_mode(it.next().copied())?),
             "help" | "--help" | "-h" => return Err(String::new()),
             _ if config.is_none() && !w.starts_with('-') => config = Some(w),
             _ => return Err(format!("unexpected argument \"{w}\"")),

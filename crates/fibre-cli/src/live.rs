@@ -1,5 +1,5 @@
-//! `fibre forward CONFIG --port LINK=HOSTIF[:KIND] ... [--duration SECONDS]`: the forwarding
-//! plane live, on host interfaces.
+//! `fibre forward CONFIG --port LINK=HOSTIF[:KIND] ... [--duration SECONDS] [--input-cache
+//! MODE]`: the forwarding plane live, on host interfaces.
 //!
 //! CONFIG is applied to a fresh in-process FIB as for captures; each `--port` binds fibre link
 //! LINK to host interface HOSTIF of the caller's network namespace through a port of KIND
@@ -23,10 +23,14 @@ use std::time::Duration;
 use fibre_io::worker::{monotonic_ns, Router, Worker};
 use fibre_io::{Kind, OpenError, Port, PortError};
 
-use crate::forward::{link_pair, load, pipeline, quote, report_json, report_text, usage_error};
+use fibre_dataplane::input_cache::Mode;
+
+use crate::forward::{
+    cache_mode, link_pair, load, pipeline, quote, report_json, report_text, usage_error,
+};
 use crate::Options;
 
-const USAGE: &str = "Usage: fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:{ af_packet | af_xdp | tap }] [ --port ... ]\n                        [ --duration SECONDS ]\n";
+const USAGE: &str = "Usage: fibre [ -j ] forward CONFIG --port LINK=HOSTIF[:{ af_packet | af_xdp | tap }] [ --port ... ]\n                        [ --duration SECONDS ] [ --input-cache { on | hints | off } ]\n";
 
 struct Binding<'a> {
     link: &'a str,
@@ -38,12 +42,14 @@ struct Args<'a> {
     config: &'a str,
     ports: Vec<Binding<'a>>,
     duration: Option<Duration>,
+    cache: Option<Mode>,
 }
 
 fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
     let mut config = None;
     let mut ports = Vec::new();
     let mut duration = None;
+    let mut cache = None;
     let mut it = words.iter();
     while let Some(&w) = it.next() {
         match w {
@@ -67,6 +73,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
                     .ok_or_else(|| format!("--duration \"{v}\": expected seconds"))?;
                 duration = Some(Duration::from_secs_f64(secs));
             }
+            "--input-cache" | "-input-cache" => cache = Some(cache_mode(it.next().copied())?),
             "help" | "--help" | "-h" => return Err(String::new()),
             _ if config.is_none() && !w.starts_with('-') => config = Some(w),
             _ => return Err(format!("unexpected argument \"{w}\"")),
@@ -76,6 +83,7 @@ fn parse<'a>(words: &[&'a str]) -> Result<Args<'a>, String> {
         config: config.ok_or("a configuration file is needed")?,
         ports,
         duration,
+        cache,
     })
 }
 
@@ -89,7 +97,7 @@ pub fn run(words: &[&str], opts: &Options, stdout: &mut dyn Write, stderr: &mut 
         Ok(f) => f,
         Err(status) => return status,
     };
-    let (dp, names) = match pipeline(&fib, None, stderr) {
+    let (dp, names) = match pipeline(&fib, args.cache, stderr) {
         Ok(p) => p,
         Err(status) => return status,
     };
@@ -193,5 +201,19 @@ fn state_name(s: Result<(), PortError>) -> &'static str {
         Ok(()) => "up",
         Err(PortError::Gone) => "gone",
         Err(_) => "down",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_input_cache_mode_is_parsed_beside_the_ports() {
+        let a = parse(&["c", "--port", "a0=veth0:af_xdp", "--input-cache", "hints"]).unwrap();
+        assert_eq!(a.cache, Some(Mode::Hints));
+        assert_eq!(a.ports[0].kind, Kind::AfXdp);
+        assert_eq!(parse(&["c", "--port", "a0=veth0"]).unwrap().cache, None);
+        assert!(parse(&["c", "--port", "a0=veth0", "--input-cache", "sometimes"]).is_err());
     }
 }

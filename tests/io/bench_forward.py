@@ -1,0 +1,453 @@
+#!/usr/bin/env python3
+"""Forwarding through the real I/O path, fibre beside the kernel, in one run:
+
+    python3 tests/io/bench_forward.py [--quick] [--runs N] [--seconds S] [--steps N]
+                                      [--family 4|6] [--no-table] [--no-cache] [--json FILE]
+
+Topology (tests/io/traffic.py): gen -- router -- sink, three network namespaces joined by
+veth pairs with every offload off. fibre-traffic generates and sinks over AF_XDP (the same
+instrument for every router); the router is (a) the Linux kernel in its namespace, (b)
+`fibre forward` with AF_XDP ports, (c) `fibre forward` with AF_PACKET ports, each first with
+the default routes only, then with the full 2026 table loaded (the kernel through
+`ip -batch`, fibre from its batch file: the same `route add` lines); then (d) fibre's input
+route cache through this path (issue 16): `--input-cache off|hints|on` on seed 000's
+workload and on a flood of unique addresses, full table, AF_XDP.
+
+CPU placement, on this 2-CPU machine: the generator and the sink on CPU 0, the router on CPU
+1, all of it. For the kernel, the router's input veth steers its receive processing to CPU 1
+(RPS: without XDP a veth queues what it receives on the sending CPU otherwise), so ip_rcv,
+the route lookup, ip_forward and the transmit on the output veth run in CPU 1's softirq. For
+fibre, the process is pinned to CPU 1, and for AF_XDP so is the input veth's NAPI (threaded
+NAPI; veth runs the XDP program, and so the copy into fibre's UMEM, in its NAPI), for
+AF_PACKET the same RPS as the kernel's (the packet socket's receive runs where the backlog
+is processed). The sink's veth runs its NAPI (the XDP redirect and copy into the sink's
+UMEM) in a thread pinned to CPU 1 too: on CPU 0, beside a generator that keeps the CPU while
+it sends a batch, its 256-frame ring would overflow at rates the routers sustain. So CPU 1
+does, for every router alike: the veth receive of the input, the forwarding, the veth
+transmit of the output, and the sink veth's receive; CPU 0 runs the generator and the sink
+processes (their system calls included).
+
+Figures, for 64-byte frames (IPv4 UDP, FCS included; with --family 6, IPv6 UDP frames of 82
+bytes, the smallest that carry the generator's probe) and the simple IMIX (7:4:1 of
+64/570/1518 bytes):
+- the rate: the highest offered rate the router forwards with loss below 0.1% (found by
+  bisection over trials of --seconds at a paced rate, starting from what it forwards flat
+  out), then the median over --runs trials at that rate. A router that forwards everything
+  the generator can offer is marked `>=`: the instrument, not the router, is the limit (the
+  copy path's line says where that is).
+- CPU per packet of the router: CPU 1's busy time (/proc/stat: user, nice, system, irq,
+  softirq; tick-sampled) less the sink veth's NAPI kthread's (its schedstat: the
+  instrument's receive), per forwarded packet: the router's input veth receive, its
+  forwarding and its output veth transmit, whoever runs them. Beside it, what the issue
+  names: fibre's process time (its threads' schedstat, with the softirq work that ran in
+  their context: this kernel has no IRQ time accounting, as kforward.rs explains; without
+  its input veth's NAPI kthread for AF_XDP, or the RPS backlog processing for AF_PACKET) and
+  the kernel's softirq time on CPU 1. The machine is shared: whatever else runs on CPU 1
+  counts too; the load average is printed beside every figure.
+- latency p50/p99 (send to receive, both CLOCK_MONOTONIC) at half the kernel's rate.
+- the veth copy path: gen -> veth -> sink, no router, the same placement (the sink veth's
+  receive on CPU 1): the instrument's own ceiling, and CPU 1's time per packet for one veth
+  receive into an AF_XDP socket, which every router's CPU 1 figure includes once (the sink's
+  side); the router's share is the difference.
+
+Bars (MISSION.md, issue 15): fibre >= 1x the kernel's packets per second at 64 bytes and
+IMIX, one worker. Progress goes to stderr, the figures to stdout (and --json). --quick: one
+short run of each router without the table and without the cache workloads, a smoke test.
+Results are recorded in tests/io/RESULTS.md with the machine, load, date and command.
+
+Needs root, `ip netns`, built fibre and fibre-traffic (cargo build --release -p fibre-cli -p
+fibre-traffic), and for the table the shared data directory (FIBRE_DATA or ../shared/data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import traffic  # noqa: E402
+
+LOSS = 0.001
+# The latency's rate when no rate passed at all.
+LATENCY_FLOOR = 10_000
+# Trials beyond the bisection's steps to find a first rate that passes.
+MAX_DOWN = 6
+# The generator's and sink's CPU, the router's.
+CPUS = (0, 1)
+# Per family: the sizes (IPv6's smallest frame with the generator's probe is 82 bytes, and
+# IMIX's 64-byte frames are raised to it), the destinations (1024 inside a benchmark range,
+# RFC 2544's for IPv4, the documentation prefix for IPv6: the default route's), and the
+# source and family arguments of the cache's workloads.
+SIZES = {4: (("64", ["--size", "64"]), ("imix", ["--imix"])),
+         6: (("82", ["--size", "82"]), ("imix", ["--imix"]))}
+DESTS = {4: ["--src", traffic.HOST4, "--dst", "198.18.0.0/15", "--dsts", "1024"],
+         6: ["--src", traffic.HOST6, "--dst", "2001:db8::/32", "--dsts", "1024"]}
+CACHE_ARGS = {4: (["--src", traffic.HOST4], ["--family", "4"]),
+              6: (["--src", traffic.HOST6], ["--family", "6"])}
+CACHE_MODES = ("off", "hints", "on")
+CACHE_BARS = (("seed000", 1.17), ("flood", 0.97))
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load() -> str:
+    return "load " + " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def table_path() -> str | None:
+    p = os.environ.get("FIBRE_DATA")
+    if p:
+        f = os.path.join(p, "rib-2026-06.tsv.gz") if os.path.isdir(p) else p
+        return f if os.path.isfile(f) else None
+    d = os.path.dirname(os.path.abspath(__file__))
+    while d != "/":
+        f = os.path.join(d, "shared", "data", "rib-2026-06.tsv.gz")
+        if os.path.isfile(f):
+            return f
+        d = os.path.dirname(d)
+    return None
+
+
+class Router:
+    """One router in a routed topology: how to start it, place it, and account for it."""
+
+    def __init__(self, name: str, topo: traffic.Topo, kind: str | None, routes: str | None,
+                 tmp: str, cache: str | None = None):
+        self.name, self.topo, self.kind = name, topo, kind
+        self.fibre = None
+        if kind is None:
+            traffic.kernel_router(topo, routes, log=log)
+            traffic.place_rps(topo.r, traffic.RIN_DEV, CPUS[1])
+        else:
+            config = os.path.join(tmp, "fibre.batch")
+            traffic.fibre_config(config, routes)
+            t = time.monotonic()
+            self.fibre = traffic.FibreRouter(topo, kind, config, cpu=CPUS[1], cache=cache)
+            took = traffic.wait_forwarding(topo, self.fibre, log=log)
+            log(f"  {name}: forwarding after {took:.1f} s")
+            if kind == "af_xdp":
+                for dev in (traffic.RIN_DEV, traffic.ROUT_DEV):
+                    if not traffic.place_napi(topo.r, dev, CPUS[1]):
+                        raise RuntimeError(f"no NAPI thread for {dev}")
+            else:
+                traffic.place_rps(topo.r, traffic.RIN_DEV, CPUS[1])
+            log(f"  {name}: up in {time.monotonic() - t:.1f} s")
+
+    def trial(self, args: list[str], seconds: float) -> dict:
+        t = traffic.trial(self.topo, "af_xdp", args + ["--duration", str(seconds)], seconds,
+                          cpus=CPUS, router=self.fibre, place=place_sink)
+        n = max(t["received"], 1)
+        cpu1 = t["cpu"].get(CPUS[1], {"busy": 0.0, "softirq": 0.0})
+        own = t["fibre_cpu"] if self.fibre else cpu1["softirq"]
+        t["rx_pps"] = t["received"] / max(t["seconds"], 1e-9)
+        # CPU 1 less the instrument's share there: the sink veth's receive.
+        t["router_ns"] = max(cpu1["busy"] - t["sink_napi_cpu"], 0.0) * 1e9 / n
+        t["own_ns"] = own * 1e9 / n
+        t["load"] = load()
+        return t
+
+    def stop(self) -> dict | None:
+        return self.fibre.stop() if self.fibre else None
+
+
+def place_sink(topo: traffic.Topo) -> None:
+    traffic.place_napi(topo.sink, traffic.SINK_DEV, CPUS[1])
+
+
+class Direct:
+    """The copy path: gen -> veth -> sink, nothing between."""
+
+    name = "veth copy path"
+
+    def __init__(self, topo: traffic.Topo):
+        self.topo = topo
+
+    def trial(self, args: list[str], seconds: float) -> dict:
+        t = traffic.trial(self.topo, "af_xdp", args + ["--duration", str(seconds)], seconds,
+                          cpus=CPUS, place=place_sink)
+        n = max(t["received"], 1)
+        t["rx_pps"] = t["received"] / max(t["seconds"], 1e-9)
+        t["router_ns"] = t["cpu"].get(CPUS[1], {"busy": 0.0})["busy"] * 1e9 / n
+        t["own_ns"] = t["cpu"].get(CPUS[0], {"busy": 0.0})["busy"] * 1e9 / n
+        t["load"] = load()
+        return t
+
+
+def progress(who: str, what: str, t: dict, rate: float | None) -> None:
+    offered = "flat out" if rate is None else f"{rate / 1e3:8.1f} kpps"
+    log(f"  {who:<22} {what:<8} offered {offered}: forwarded {t['rx_pps'] / 1e3:8.1f} kpps, "
+        f"loss {100 * t['loss']:6.3f}%, CPU {t['router_ns']:7.0f} ns/pkt; {t['load']}")
+
+
+def search(router, args: list[str], what: str, opts) -> tuple[float, bool]:
+    """The highest paced rate forwarded with loss below LOSS, and whether the router took
+    everything the generator offered flat out (then the rate is the instrument's)."""
+    flat = router.trial(args, opts.seconds)
+    progress(router.name, what, flat, None)
+    if flat["loss"] < LOSS:
+        return flat["rx_pps"], True
+    # Between nothing and what the generator offered flat out, starting from what the router
+    # forwarded then (a router that livelocks under overload forwards less flat out than it
+    # can paced: the bisection then goes up).
+    lo, hi = 0.0, flat["sent"] / max(flat["seconds"], 1e-9)
+    rate = flat["rx_pps"]
+    steps = 0
+    # Down by 30% until a rate passes (at most MAX_DOWN times), then the bisection's steps.
+    while steps < opts.steps or (not lo and steps < opts.steps + opts.down):
+        t = router.trial(args + ["--rate", f"{rate:.0f}"], opts.seconds)
+        progress(router.name, what, t, rate)
+        steps += 1
+        if t["loss"] < LOSS:
+            # What the generator managed, if it fell short of the rate asked.
+            lo = min(rate, t["sent"] / max(t["seconds"], 1e-9))
+        else:
+            hi = rate
+        if lo and hi - lo < 0.02 * hi:
+            break
+        rate = (lo + hi) / 2 if lo else rate * 0.7
+    return lo, False
+
+
+def confirm(router, args: list[str], what: str, rate: float, opts) -> list[dict]:
+    runs = []
+    for _ in range(opts.runs):
+        t = router.trial(args + ["--rate", f"{rate:.0f}"], opts.seconds)
+        progress(router.name, what, t, rate)
+        runs.append(t)
+    return runs
+
+
+def median(runs: list[dict], key) -> float:
+    return statistics.median(key(t) for t in runs)
+
+
+def measure(router, what: str, args: list[str], opts, latency_rate: float | None) -> dict:
+    rate, capped = search(router, args, what, opts)
+    fig = {"router": router.name, "size": what, "rate": rate, "capped": capped}
+    if rate > 0:
+        runs = confirm(router, args, what, rate, opts)
+        fig.update(pps=median(runs, lambda t: t["rx_pps"]),
+                   loss=median(runs, lambda t: t["loss"]),
+                   router_ns=median(runs, lambda t: t["router_ns"]),
+                   own_ns=median(runs, lambda t: t["own_ns"]), load=runs[-1]["load"])
+    else:
+        fig.update(pps=0.0, loss=1.0, router_ns=0.0, own_ns=0.0, load=load())
+    fig["latency_rate"] = latency_rate or fig["pps"] / 2 or LATENCY_FLOOR
+    lat = confirm(router, args, f"{what} lat", fig["latency_rate"], opts)
+    fig["p50_us"] = median(lat, lambda t: t["sink"]["latency_ns"]["p50"]) / 1e3
+    fig["p99_us"] = median(lat, lambda t: t["sink"]["latency_ns"]["p99"]) / 1e3
+    fig["lat_loss"] = median(lat, lambda t: t["loss"])
+    return fig
+
+
+def row(f: dict, kernel: dict | None) -> str:
+    ge = ">=" if f["capped"] else "  "
+    ratio = f"{f['pps'] / kernel['pps']:5.2f}x" if kernel and kernel["pps"] else "   -  "
+    return (f"| {f['router']:<22} | {f['size']:<5} | {ge}{f['pps'] / 1e3:8.1f} | {ratio} | "
+            f"{100 * f['loss']:5.3f} | {f['router_ns']:7.0f} | {f['own_ns']:7.0f} | "
+            f"{f['latency_rate'] / 1e3:7.1f} | {f['p50_us']:7.1f} | {f['p99_us']:8.1f} | "
+            f"{f['load']} |")
+
+
+HEADER = ("| router | size | kpps (loss < 0.1%) | vs kernel | loss % | CPU 1 ns/pkt | "
+          "router's own ns/pkt | latency at kpps | p50 us | p99 us | load |\n"
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+
+
+def bench_routers(routes: str | None, label: str, opts, tmp: str, out: list) -> list[dict]:
+    figs = []
+    kernel_figs: dict[str, dict] = {}
+    for name, kind in (("kernel", None), ("fibre af_xdp", "af_xdp"),
+                       ("fibre af_packet", "af_packet")):
+        log(f"\n== {name}, {label} ({uptime()})")
+        topo = traffic.Topo(name.split()[-1][:6], routed=True)
+        router = None
+        try:
+            router = Router(name, topo, kind, routes, tmp)
+            for what, args in SIZES[opts.family]:
+                k = kernel_figs.get(what)
+                f = measure(router, what, DESTS[opts.family] + args, opts,
+                            k["pps"] / 2 if k else None)
+                f["table"] = label
+                if kind is None:
+                    kernel_figs[what] = f
+                figs.append(f)
+                out.append(row(f, None if kind is None else k))
+                log(out[-1])
+        finally:
+            if router:
+                report = router.stop()
+                if report:
+                    log(f"  {name}: fibre forwarded {report['forwarded']}, dropped "
+                        f"{report['dropped']['total']}")
+            topo.close()
+    return figs
+
+
+def bench_cache(routes: str, opts, tmp: str, out: list) -> list[dict]:
+    figs = []
+    src, family = CACHE_ARGS[opts.family]
+    size = ["--size", SIZES[opts.family][0][0]]
+    workloads = (("seed000", ["--seed000", *src, *size]), ("flood", ["--flood", *family, *size]))
+    for mode in CACHE_MODES:
+        name = f"fibre af_xdp cache {mode}"
+        log(f"\n== {name}, full table ({uptime()})")
+        topo = traffic.Topo(f"c{mode}", routed=True)
+        router = None
+        try:
+            router = Router(name, topo, "af_xdp", routes, tmp, cache=mode)
+            for what, args in workloads:
+                rate, capped = search(router, args, what, opts)
+                runs = confirm(router, args, what, rate, opts) if rate else []
+                f = {"mode": mode, "workload": what, "rate": rate, "capped": capped,
+                     "pps": median(runs, lambda t: t["rx_pps"]) if runs else 0.0,
+                     "own_ns": median(runs, lambda t: t["own_ns"]) if runs else 0.0,
+                     "router_ns": median(runs, lambda t: t["router_ns"]) if runs else 0.0,
+                     "load": load()}
+                figs.append(f)
+        finally:
+            if router:
+                report = router.stop()
+                if report:
+                    log(f"  {name}: input_cache {json.dumps(report.get('input_cache'))}")
+            topo.close()
+    for what in ("seed000", "flood"):
+        off = next(f for f in figs if f["workload"] == what and f["mode"] == "off")
+        for f in (x for x in figs if x["workload"] == what):
+            ratio = f["pps"] / off["pps"] if off["pps"] else 0.0
+            cpu = off["own_ns"] / f["own_ns"] if f["own_ns"] else 0.0
+            out.append(f"| {what:<8} | {f['mode']:<5} | {'>=' if f['capped'] else '  '}"
+                       f"{f['pps'] / 1e3:8.1f} | {ratio:5.3f}x | {f['own_ns']:7.0f} | "
+                       f"{cpu:5.3f}x | {f['load']} |")
+            log(out[-1])
+    return figs
+
+
+def report(figs: dict, out: list[str], cache_out: list[str]) -> None:
+    """The tables and the bars' verdicts, on stdout."""
+    print("\nThe instrument alone (gen -> veth -> sink over AF_XDP, the veth receive on CPU 1):\n")
+    print("| size | kpps (loss < 0.1%) | CPU 1 ns/pkt | CPU 0 ns/pkt | load |\n"
+          "| --- | ---: | ---: | ---: | --- |")
+    for c in figs["copy_path"]:
+        print(f"| {c['size']} | {'>=' if c['capped'] else ''}{c['pps'] / 1e3:.1f} | "
+              f"{c['ns']:.0f} | {c['cpu0_ns']:.0f} | {c['load']} |")
+    print("\nRouters (one worker; the generator and sink on CPU 0, the router on CPU 1):\n")
+    print(HEADER)
+    print("\n".join(out))
+    if cache_out:
+        print("\nInput route cache through AF_XDP, full table, the smallest frames (issue 16):\n")
+        print("| workload | cache | kpps (loss < 0.1%) | vs off | fibre ns/pkt | CPU vs off | "
+              "load |\n| --- | --- | ---: | ---: | ---: | ---: | --- |")
+        print("\n".join(cache_out))
+    if figs.get("cache"):
+        print("\nBars (issue 16): cache on vs off >= 1.17x packets/s on seed 000's workload, "
+              ">= 0.97x under the flood:")
+        for what, bar in CACHE_BARS:
+            on, off = (next(f for f in figs["cache"] if f["workload"] == what and f["mode"] == m)
+                       for m in ("on", "off"))
+            r = on["pps"] / off["pps"] if off["pps"] else 0.0
+            cpu = off["own_ns"] / on["own_ns"] if on["own_ns"] else 0.0
+            verdict = "met" if r >= bar else f"missed by {100 * (1 - r / bar):.0f}%"
+            capped = " (both at the instrument's ceiling)" if on["capped"] and off["capped"] else ""
+            print(f"  {what:<8} {r:.3f}x, {verdict}{capped}; fibre's CPU per packet off/on "
+                  f"{cpu:.3f}x")
+    bars = [f for f in figs["routers"] if f["router"].startswith("fibre")]
+    print("\nBar: fibre >= 1x the kernel's packets per second, the smallest frames and IMIX:")
+    for f in bars:
+        k = next(x for x in figs["routers"] if x["router"] == "kernel"
+                 and x["size"] == f["size"] and x["table"] == f["table"])
+        if not k["pps"]:
+            print(f"  {f['router']:<16} {f['size']:<5} {f['table']}: no kernel figure "
+                  "(no rate passed)")
+            continue
+        r = f["pps"] / k["pps"]
+        verdict = "met" if r >= 1 else f"missed by {100 * (1 - r):.0f}%"
+        capped = " (both at the instrument's ceiling)" if f["capped"] and k["capped"] else ""
+        print(f"  {f['router']:<16} {f['size']:<5} {f['table']}: {r:.2f}x, {verdict}{capped}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: one short trial per step, no table, no cache")
+    ap.add_argument("--runs", type=int, help="trials at the found rate (median); default 3")
+    ap.add_argument("--seconds", type=float, help="seconds per trial; default 1")
+    ap.add_argument("--steps", type=int, help="bisection steps at most; default 6")
+    ap.add_argument("--family", type=int, choices=(4, 6), default=4,
+                    help="the traffic's address family; default 4")
+    ap.add_argument("--no-table", action="store_true", help="without the full table")
+    ap.add_argument("--no-cache", action="store_true", help="without the input cache workloads")
+    ap.add_argument("--json", help="also write every figure to this file")
+    opts = ap.parse_args()
+    quick = opts.quick
+    opts.runs = opts.runs or (1 if quick else 3)
+    opts.seconds = opts.seconds or (0.2 if quick else 1.0)
+    opts.steps = opts.steps if opts.steps is not None else (1 if quick else 6)
+    opts.down = 1 if quick else MAX_DOWN
+    why = traffic.why_not(fibre=True)
+    if why:
+        log(f"bench_forward: skipped: {why}")
+        return 0
+    if (os.cpu_count() or 1) < 2:
+        log("bench_forward: skipped: needs 2 CPUs (the instrument's and the router's)")
+        return 0
+    table = None if (quick or opts.no_table) else table_path()
+    if not (quick or opts.no_table) and table is None:
+        log("bench_forward: no rib-2026-06.tsv.gz (FIBRE_DATA or ../shared/data): "
+            "running without the table")
+    started = time.monotonic()
+    print(f"# bench_forward {' '.join(sys.argv[1:])}\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"Linux {os.uname().release}, {os.cpu_count()} CPUs; {uptime()}")
+    out: list[str] = []
+    figs: dict = {}
+    with tempfile.TemporaryDirectory(prefix="traffic-bench-") as tmp:
+        log(f"== veth copy path ({uptime()})")
+        topo = traffic.Topo("copy", routed=False)
+        try:
+            copy = []
+            for what, args in SIZES[opts.family]:
+                args = DESTS[opts.family] + args
+                rate, capped = search(Direct(topo), args, what, opts)
+                runs = confirm(Direct(topo), args, what, rate, opts) if rate else []
+                copy.append({"size": what, "rate": rate, "capped": capped,
+                             "pps": median(runs, lambda t: t["rx_pps"]) if runs else 0.0,
+                             "ns": median(runs, lambda t: t["router_ns"]) if runs else 0.0,
+                             "cpu0_ns": median(runs, lambda t: t["own_ns"]) if runs else 0.0,
+                             "load": load()})
+        finally:
+            topo.close()
+        figs["copy_path"] = copy
+        figs["routers"] = bench_routers(None, "default routes", opts, tmp, out)
+        cache_out: list[str] = []
+        if table:
+            routes = os.path.join(tmp, "routes.batch")
+            log(f"\n== writing the table's route lines from {table} ...")
+            with open(routes, "w") as f:
+                n = traffic.route_lines(table, f, progress=log)
+            log(f"  {n} routes")
+            figs["routers"] += bench_routers(routes, f"full table ({n} routes)", opts, tmp, out)
+            if not opts.no_cache:
+                figs["cache"] = bench_cache(routes, opts, tmp, cache_out)
+    report(figs, out, cache_out)
+    print(f"\n{uptime()}; {time.monotonic() - started:.0f} s in all")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(figs, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
