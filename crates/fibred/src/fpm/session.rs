@@ -33,7 +33,7 @@ use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::nexthop::{GroupEntry, NexthopAttr, NexthopMessage};
 use fibre_netlink::route::{RouteAttr, RouteHeader, RouteMessage, RouteNextHop};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage, Payload};
-use std::collections::HashMap;
+use fibre_fib::hash::KeyedMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -232,14 +232,14 @@ pub struct Session {
     settings: Settings,
     /// The connection now (or last) feeding; starts at 1, so 0 marks nothing.
     epoch: u64,
-    routes: HashMap<RouteKey, Installed>,
-    groups: HashMap<u32, Group>,
+    routes: KeyedMap<RouteKey, Installed>,
+    groups: KeyedMap<u32, Group>,
     /// Routes waiting for a group, by zebra's group id, as zebra sent them.
-    held: HashMap<u32, Vec<HeldMessage>>,
+    held: KeyedMap<u32, Vec<HeldMessage>>,
     /// What each held message waits for.
-    held_by: HashMap<Waiter, u32>,
+    held_by: KeyedMap<Waiter, u32>,
     /// Interface names by zebra's index, filled on a miss, emptied at every connection.
-    names: HashMap<u32, String>,
+    names: KeyedMap<u32, String>,
     /// zebra's interfaces without a fibre link already logged on this connection.
     unknown_warned: std::collections::HashSet<u32>,
     next_id: u32,
@@ -259,11 +259,11 @@ impl Session {
         Session {
             settings,
             epoch: 0,
-            routes: HashMap::new(),
-            groups: HashMap::new(),
-            held: HashMap::new(),
-            held_by: HashMap::new(),
-            names: HashMap::new(),
+            routes: KeyedMap::default(),
+            groups: KeyedMap::default(),
+            held: KeyedMap::default(),
+            held_by: KeyedMap::default(),
+            names: KeyedMap::default(),
             unknown_warned: Default::default(),
             next_id: FIRST_ID,
             orphans: Vec::new(),
