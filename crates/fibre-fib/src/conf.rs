@@ -64,6 +64,12 @@ pub enum ConfKey {
     IcmpMsgsPerSec,
     IcmpMsgsBurst,
     IcmpRatelimit6,
+    /// net.ipv6.seg6_flowlabel (see [`crate::Settings::seg6_flowlabel`]).
+    Seg6Flowlabel,
+    /// net.ipv6.conf.X.seg6_enabled: whether packets with an SRH addressed to one of the
+    /// router's addresses are accepted on the link (0 by default, as in the kernel). What
+    /// counts is min(all, link), as ipv6_srh_rcv reads them.
+    Seg6Enabled,
 }
 
 impl ConfKey {
@@ -75,6 +81,7 @@ impl ConfKey {
             (Family::Inet, "rp_filter") => ConfKey::RpFilter,
             (Family::Inet, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown4,
             (Family::Inet6, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown6,
+            (Family::Inet6, "seg6_enabled") => ConfKey::Seg6Enabled,
             _ => return None,
         })
     }
@@ -93,6 +100,7 @@ impl ConfKey {
             (Family::Inet, "icmp_msgs_per_sec") => ConfKey::IcmpMsgsPerSec,
             (Family::Inet, "icmp_msgs_burst") => ConfKey::IcmpMsgsBurst,
             (Family::Inet6, "icmp.ratelimit") => ConfKey::IcmpRatelimit6,
+            (Family::Inet6, "seg6_flowlabel") => ConfKey::Seg6Flowlabel,
             _ => return None,
         })
     }
@@ -110,6 +118,7 @@ impl ConfKey {
                 | ConfKey::IcmpMsgsPerSec
                 | ConfKey::IcmpMsgsBurst
                 | ConfKey::IcmpRatelimit6
+                | ConfKey::Seg6Flowlabel
         )
     }
 }
@@ -120,6 +129,7 @@ pub(crate) struct DevConf {
     rp_filter: i32,
     ignore_linkdown4: i32,
     ignore_linkdown6: i32,
+    seg6_enabled: i32,
     /// IPv4 values written on this link itself (the kernel's cnf.state bits), which a write
     /// to `default` no longer reaches.
     rp_filter_set: bool,
@@ -173,6 +183,11 @@ impl Confs {
             LinkdownIgnored::new(self.ignoring(Family::Inet, all4)),
             LinkdownIgnored::new(self.ignoring(Family::Inet6, all4)),
         ];
+    }
+
+    /// Whether input link `iif` accepts SRH packets for the router: min(all, link) above 0.
+    pub fn seg6_enabled(&self, all: i32, iif: IfIndex) -> bool {
+        all.min(self.dev.get(&iif).map_or(0, |c| c.seg6_enabled)) > 0
     }
 
     /// The effective rp_filter of input link `iif` given `all`.
@@ -262,6 +277,9 @@ impl crate::Fib {
             (ConfKey::IgnoreLinkdown6, ConfTarget::Default) => {
                 self.confs.default.ignore_linkdown6 = value
             }
+            // addrconf keeps `all` apart: a write to it reaches no link.
+            (ConfKey::Seg6Enabled, ConfTarget::All) => s.seg6_enabled = value,
+            (ConfKey::Seg6Enabled, ConfTarget::Default) => self.confs.default.seg6_enabled = value,
             // The namespace-wide keys returned above.
             (_, ConfTarget::All | ConfTarget::Default) => return Err(RtError::new(Errno::EINVAL)),
             (key, ConfTarget::Dev(i)) => {
@@ -275,6 +293,7 @@ impl crate::Fib {
                         c.ignore_linkdown4 = value;
                         c.ignore_linkdown4_set = true;
                     }
+                    ConfKey::Seg6Enabled => c.seg6_enabled = value,
                     _ => c.ignore_linkdown6 = value,
                 }
             }
@@ -318,6 +337,11 @@ impl crate::Fib {
             ConfKey::IcmpMsgsPerSec => icmp.msgs_per_sec = limit()?,
             ConfKey::IcmpMsgsBurst => icmp.msgs_burst = limit()?,
             ConfKey::IcmpRatelimit6 => icmp.ratelimit6_ms = limit()?,
+            ConfKey::Seg6Flowlabel => {
+                s.seg6_flowlabel = i32::try_from(value).map_err(|_| inval())?;
+                self.set_settings(s);
+                return Ok(());
+            }
             _ => {}
         }
         let m = &mut s.multipath;
@@ -359,6 +383,8 @@ impl crate::Fib {
                     ConfKey::IcmpMsgsPerSec => s.icmp.msgs_per_sec as i64,
                     ConfKey::IcmpMsgsBurst => s.icmp.msgs_burst as i64,
                     ConfKey::IcmpRatelimit6 => s.icmp.ratelimit6_ms as i64,
+                    ConfKey::Seg6Flowlabel => s.seg6_flowlabel as i64,
+                    ConfKey::Seg6Enabled => s.seg6_enabled as i64,
                 })
             }
             _ if key.is_global() => return Err(RtError::new(Errno::EINVAL)),
@@ -375,6 +401,7 @@ impl crate::Fib {
             ConfKey::RpFilter => c.rp_filter as i64,
             ConfKey::IgnoreLinkdown4 => c.ignore_linkdown4 as i64,
             ConfKey::IgnoreLinkdown6 => c.ignore_linkdown6 as i64,
+            ConfKey::Seg6Enabled => c.seg6_enabled as i64,
             _ => return Err(RtError::new(Errno::EINVAL)),
         })
     }
