@@ -146,6 +146,22 @@ pub fn receive(frame: &[u8], mac: Address) -> Result<Rx, Discard> {
     }
 }
 
+/// The receive checks and the [`Meta`] of an IP packet (of either version) that starts at
+/// `ip[0]` with no link-layer header: a packet an SRv6 stage built or uncovered, routed again
+/// as the kernel routes it after an encapsulation or a decapsulation. `l2` is the class of the
+/// frame it came in.
+pub fn ip_meta(ip: &[u8], l2: L2Class) -> Result<Meta, Discard> {
+    let got = match ip.first().map(|b| b >> 4) {
+        Some(4) => receive_ipv4(ip, 0, l2)?,
+        Some(6) => receive_ipv6(ip, 0, l2)?,
+        _ => return Err(DropReason::UnhandledProto.into()),
+    };
+    match got {
+        Rx::Ip(m) => Ok(m),
+        Rx::Arp { .. } => Err(DropReason::UnhandledProto.into()),
+    }
+}
+
 /// ip_rcv_core's checks, in its order.
 fn receive_ipv4(b: &[u8], l3: usize, l2: L2Class) -> Result<Rx, Discard> {
     if b.len() < ipv4::HEADER_LEN {

@@ -55,6 +55,7 @@ mod errors;
 use errors::{Quote, Why};
 mod local;
 mod output;
+pub mod srv6;
 mod transit;
 
 /// Bytes of a large pool frame: the headroom, a link-layer header and the largest IPv4
@@ -112,6 +113,9 @@ pub struct Config {
     /// The input route cache and hints (`input_cache`): on by default, as
     /// crates/fibre-bench/RESULTS.md measures them.
     pub input_cache: CacheConfig,
+    /// Encapsulation objects the per-object counters have room for (`EncapIdx` below this;
+    /// objects beyond it work, uncounted).
+    pub max_encaps: usize,
 }
 
 impl Default for Config {
@@ -131,6 +135,7 @@ impl Default for Config {
             max_links: 4096,
             host: false,
             input_cache: CacheConfig::default(),
+            max_encaps: 4096,
         }
     }
 }
@@ -180,6 +185,9 @@ pub struct Counters {
     pub events_dropped: u64,
     /// How the input route decisions were answered.
     pub input_cache: CacheCounters,
+    /// Packets an SRv6 encapsulation copied for want of headroom (the sum of every object's
+    /// [`srv6::EncapStats::reallocs`]).
+    pub encap_reallocs: u64,
 }
 
 /// Where a packet leaves: its adjacency, the output link and the neighbour, and for a held
@@ -201,6 +209,8 @@ struct Slot {
     buf: Buf,
     meta: Meta,
     route: Result<InputRoute, InputDrop>,
+    /// SRv6 stages the packet went through (`srv6::MAX_PASSES`).
+    passes: u8,
 }
 
 /// What a worker reads while it processes a vector: the routing state (for the route
@@ -235,6 +245,8 @@ pub struct Dataplane {
     /// The pool's frames of both classes.
     frames: usize,
     cache: InputCache,
+    /// Per encapsulation object, by `EncapIdx`.
+    encap_stats: Vec<srv6::EncapStats>,
 }
 
 /// Why [`Dataplane::new`] refused a configuration.
@@ -263,6 +275,7 @@ impl Dataplane {
             icmp_limits: IcmpLimits::default(),
             frames: (cfg.pool.frames + cfg.pool.large_frames) as usize,
             cache: InputCache::new(cfg.input_cache),
+            encap_stats: vec![srv6::EncapStats::default(); cfg.max_encaps],
         })
     }
 
@@ -469,6 +482,7 @@ impl Dataplane {
                     buf,
                     meta,
                     route: Err(InputDrop::NoRoute),
+                    passes: 0,
                 });
             }
         }
@@ -495,6 +509,7 @@ impl Dataplane {
             buf,
             meta,
             route,
+            passes,
         } = s;
         let l3 = usize::from(meta.l3);
         let local = matches!(route, Ok(InputRoute::Local { .. }));
@@ -560,7 +575,7 @@ impl Dataplane {
             }
         };
         match route {
-            InputRoute::Forward(f) => self.forward(v, now, iif, buf, meta, f, &opts, tx),
+            InputRoute::Forward(f) => self.forward(v, now, iif, buf, meta, f, &opts, passes, tx),
             InputRoute::Local { .. } => self.local(v, now, iif, buf, meta, false, &opts, tx),
             InputRoute::Broadcast { .. } => self.local(v, now, iif, buf, meta, true, &opts, tx),
         }

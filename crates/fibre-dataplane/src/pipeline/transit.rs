@@ -4,11 +4,13 @@
 use core::net::{IpAddr, Ipv4Addr};
 
 use fibre_fib::ForwardRoute;
+use fibre_fwd::HopEncap;
 use fibre_packet::Buf;
 use fibre_wire::ethernet;
 
 use super::errors::{Quote, Why};
 use super::{Dataplane, Hop, Tx, View};
+use crate::drop::DropReason;
 use crate::forward::{self, Ipv4Options, V4Route, V6Route};
 use crate::icmp::{Icmp4Error, IcmpError};
 use crate::neigh;
@@ -25,8 +27,20 @@ impl Dataplane {
         meta: Meta,
         f: ForwardRoute,
         opts: &Ipv4Options,
+        passes: u8,
         tx: &mut dyn Tx,
     ) {
+        // A next hop with an encapsulation takes the packet before forwarding touches it
+        // (the kernel's lightweight-tunnel input redirect: seg6_input, seg6_local_input).
+        match v.fwd.encap(&f) {
+            HopEncap::None => {}
+            HopEncap::Obj(i) => return self.srv6(v, now, iif, buf, meta, i, passes, tx),
+            HopEncap::Stale => {
+                self.drop_received(iif, DropReason::Seg6Unsupported);
+                self.pool.free(buf);
+                return;
+            }
+        }
         let l3 = usize::from(meta.l3);
         let nh = f.gateway.unwrap_or(meta.dst);
         let hop = Hop {
