@@ -10,7 +10,7 @@
 //! pool's headroom sized from the configuration (`fibre_packet::Headroom::for_config`) no
 //! packet is ever copied.
 
-use core::net::{IpAddr, Ipv6Addr};
+use core::net::IpAddr;
 
 use fibre_fib::{ForwardRoute, InputKey, InputRoute};
 use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, Seg6Push, IPV6_HLEN};
@@ -50,9 +50,12 @@ pub struct EncapStats {
 struct Lookup {
     /// Looked up in this table alone (End.T, End.DT6) rather than through the rules.
     table: Option<u32>,
-    /// The address looked up instead of the destination, and the neighbour the packet goes to
-    /// when the route has no gateway (End.X, End.DX6: FLOWI_FLAG_KNOWN_NH).
-    nh6: Option<Ipv6Addr>,
+    /// The address looked up instead of the destination (End.X, End.DX6, End.DX4).
+    nh: Option<IpAddr>,
+    /// Whether `nh` is also the neighbour the packet goes to when the route has no gateway
+    /// (IPv6's FLOWI_FLAG_KNOWN_NH; End.DX4's ip_route_input keeps the packet's destination
+    /// as the neighbour of an on-link route).
+    known_nh: bool,
     /// Whether the result may be the router itself: only after a decapsulation
     /// (seg6_lookup_any_nexthop's local_delivery); otherwise such a packet is dropped, as the
     /// kernel sends it to its blackhole route.
@@ -61,13 +64,13 @@ struct Lookup {
 
 const PLAIN: Lookup = Lookup {
     table: None,
-    nh6: None,
+    nh: None,
+    known_nh: false,
     local: true,
 };
 const NOT_LOCAL: Lookup = Lookup {
-    table: None,
-    nh6: None,
     local: false,
+    ..PLAIN
 };
 
 impl Dataplane {
@@ -210,7 +213,8 @@ impl Dataplane {
                 }
                 match sid.behaviour {
                     Behaviour::EndX(nh) => Lookup {
-                        nh6: Some(nh),
+                        nh: Some(IpAddr::V6(nh)),
+                        known_nh: true,
                         ..NOT_LOCAL
                     },
                     Behaviour::EndT(t) => Lookup {
@@ -225,15 +229,19 @@ impl Dataplane {
                     return fail(buf, e);
                 }
                 Lookup {
-                    nh6: (!nh.is_unspecified()).then_some(*nh),
+                    nh: (!nh.is_unspecified()).then_some(IpAddr::V6(*nh)),
+                    known_nh: true,
                     ..NOT_LOCAL
                 }
             }
-            Behaviour::EndDx4(_) => {
+            Behaviour::EndDx4(nh) => {
                 if let Err(e) = decap(&mut buf, &mut self.pool, srv6::PROTO_IPIP) {
                     return fail(buf, e);
                 }
-                PLAIN
+                Lookup {
+                    nh: (!nh.is_unspecified()).then_some(IpAddr::V4(*nh)),
+                    ..PLAIN
+                }
             }
             Behaviour::EndDt6(t) => {
                 if let Err(e) = decap(&mut buf, &mut self.pool, srv6::PROTO_IPV6) {
@@ -286,7 +294,7 @@ impl Dataplane {
             Err(d) => return self.srv6_drop(iif, buf, d.reason),
         };
         let key = InputKey {
-            dst: how.nh6.map_or(m.dst, IpAddr::V6),
+            dst: how.nh.unwrap_or(m.dst),
             src: m.src,
             iif,
             tos: m.tos,
@@ -305,7 +313,7 @@ impl Dataplane {
                 return self.srv6_drop(iif, buf, DropReason::Blackhole)
             }
             Ok(InputRoute::Forward(f)) => Ok(InputRoute::Forward(ForwardRoute {
-                gateway: f.gateway.or(how.nh6.map(IpAddr::V6)),
+                gateway: f.gateway.or(how.nh.filter(|_| how.known_nh)),
                 ..f
             })),
             r => r,

@@ -1,0 +1,193 @@
+"""SRv6 on the forwarding path, fibre forward against the kernel, frame for frame.
+
+The router of `srv6.batch` (the four links of the forwarding differential, `ip sr tunsrc`
+pinned) has a seg6 route for every mode the kernel accepts (encap, encap.red, inline, l2encap,
+l2encap.red; IPv4 and IPv6 payloads) and a seg6local SID for End (plain and with PSP), End.X,
+End.T, End.DX4, End.DX6, End.DT6, End.B6 and End.B6.Encaps. The cases below (built with
+scapy) go through the kernel as a router in a namespace (fwdkernel.run: veth, offloads off,
+the flow label of originated packets 0, `net.ipv6.seg6_flowlabel` at its default 0, so an
+IPv6 payload lends its flow label to the outer header and an IPv4 one gives 0) and through
+`fibre forward`; what each link sends is compared byte for byte, per case. Malformed SRHs
+(segments left beyond the list, segments left 0 at an End, a header length the list does not
+fit) must be dropped by both, silently.
+
+Needs scapy, root and network namespaces (skips without them) and the fibre binary.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "differential"))
+import fwdgen  # noqa: E402
+import fwdkernel  # noqa: E402
+import kernelns  # noqa: E402
+import pcapio  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIBRE = os.environ.get("FIBRE", os.path.join(REPO, "target", "release", "fibre"))
+CONFIG = os.path.join(HERE, "srv6.batch")
+
+# The first case's capture time and the gap between cases (as fwdgen's: far more than either
+# router needs to answer a frame).
+T0 = 1_700_000_000.0
+GAP = 0.1
+
+SRC6 = "2001:db8:5100::7"
+SRC4 = "198.51.100.7"
+
+# (name, destination, ...): the seg6 routes of srv6.batch by destination.
+ENCAP6 = {
+    "encap": "2001:db8:e1::5",
+    "encap.red": "2001:db8:e2::5",
+    "encap.red one segment": "2001:db8:e3::5",
+    "inline": "2001:db8:e4::5",
+    "l2encap": "2001:db8:e5::5",
+    "l2encap.red": "2001:db8:e6::5",
+}
+ENCAP4 = {
+    "encap": "203.0.113.1",
+    "encap.red": "203.0.113.2",
+    "l2encap": "203.0.113.5",
+    "l2encap.red": "203.0.113.6",
+}
+# The inner destination behind the End SIDs, reached through table 100 or main.
+BEHIND = "2001:db8:77::9"
+SID = {
+    "End": "2001:db8:f::1",
+    "End.X": "2001:db8:f::2",
+    "End.T": "2001:db8:f::3",
+    "End.DX4": "2001:db8:f::4",
+    "End.DX6": "2001:db8:f::5",
+    "End.DT6": "2001:db8:f::6",
+    "End.B6": "2001:db8:f::7",
+    "End.B6.Encaps": "2001:db8:f::8",
+    "End PSP": "2001:db8:f::9",
+}
+
+
+def _cases() -> list[tuple[str, bytes, str | None]]:
+    """(case name, frame received on a0, the link the packet leaves by or None when it is
+    dropped), in order."""
+    s = pytest.importorskip("scapy.all", reason="the inputs are built with scapy")
+    from scapy.layers.inet6 import IPv6ExtHdrSegmentRouting as SRH
+
+    eth = s.Ether(dst=fwdgen.ROUTER_MAC["a0"], src=fwdgen.HOST_MAC["a0"])
+    udp = s.UDP(sport=4000, dport=5000) / (b"fibre srv6 " * 4)
+    out = []
+    for mode, dst in ENCAP6.items():
+        p = eth / s.IPv6(src=SRC6, dst=dst, hlim=64, tc=0x28, fl=0x12345) / udp
+        out.append((f"seg6 {mode}, IPv6", bytes(p), "b0"))
+    for mode, dst in ENCAP4.items():
+        p = eth / s.IP(src=SRC4, dst=dst, ttl=64, tos=0x28, id=7) / udp
+        out.append((f"seg6 {mode}, IPv4", bytes(p), "b0"))
+    hl2 = eth / s.IPv6(src=SRC6, dst=ENCAP6["encap"], hlim=1) / udp
+    # The outer header takes the hop limit; forwarding it then finds it spent and reports to
+    # the tunnel source, which no route reaches.
+    out.append(("seg6 encap, inner hop limit 1", bytes(hl2), None))
+
+    def srv6(sid: str, segs: list[str], left: int, nh: int = 17, payload=None, **kw):
+        srh = SRH(addresses=segs, segleft=left, lastentry=len(segs) - 1, nh=nh)
+        for k, v in kw.items():
+            setattr(srh, k, v)
+        return eth / s.IPv6(src=SRC6, dst=sid, hlim=64, fl=0x54321) / srh / (payload if payload is not None else udp)
+
+    # The SRH lists segments last first, scapy as given.
+    # Table 100 reaches BEHIND through c0, main through d0.
+    for name, link in (("End", "d0"), ("End.X", "c0"), ("End.T", "c0"), ("End.B6", "d0"),
+                       ("End.B6.Encaps", "d0"), ("End PSP", "d0")):
+        out.append((f"{name}", bytes(srv6(SID[name], [BEHIND, SID[name]], 1)), link))
+    # The next segment is End.X's SID: the packet runs two behaviours.
+    out.append(("End, two segments left", bytes(srv6(SID["End"], [BEHIND, SID["End.X"], SID["End"]], 2)), "c0"))
+    inner6 = s.IPv6(src=SRC6, dst=BEHIND, hlim=50, fl=0x11111) / udp
+    inner4 = s.IP(src=SRC4, dst="10.3.0.9", ttl=50, id=9) / udp
+    out.append(("End.DX6", bytes(srv6(SID["End.DX6"], [SID["End.DX6"]], 0, nh=41, payload=inner6)), "c0"))
+    out.append(("End.DT6", bytes(srv6(SID["End.DT6"], [SID["End.DT6"]], 0, nh=41, payload=inner6)), "c0"))
+    # Looked up by nh4 (10.2.0.2, on c0), sent to the packet's own destination on that link.
+    out.append(("End.DX4", bytes(srv6(SID["End.DX4"], [SID["End.DX4"]], 0, nh=4, payload=inner4)), "c0"))
+    plain = eth / s.IPv6(src=SRC6, dst=SID["End.DT6"], hlim=64, nh=41) / inner6
+    out.append(("End.DT6 without an SRH", bytes(plain), "c0"))
+    # Malformed: dropped by the End behaviour (get_and_validate_srh).
+    out.append(("End, segments left 0", bytes(srv6(SID["End"], [BEHIND, SID["End"]], 0)), None))
+    out.append(("End, segments left beyond the list", bytes(srv6(SID["End"], [BEHIND, SID["End"]], 5)), None))
+    out.append(("End, last entry beyond the header",
+                bytes(srv6(SID["End"], [BEHIND, SID["End"]], 1, lastentry=4)), None))
+    out.append(("End, no SRH", bytes(eth / s.IPv6(src=SRC6, dst=SID["End"], hlim=64) / udp), None))
+    out.append(("End.DX6, segments left", bytes(srv6(SID["End.DX6"], [BEHIND, SID["End.DX6"]], 1, nh=41,
+                                                     payload=inner6)), None))
+    return out
+
+
+def _write_inputs(d: str, cases: list[tuple[str, bytes, str | None]]) -> None:
+    os.makedirs(os.path.join(d, "input"), exist_ok=True)
+    frames = [(T0 + i * GAP, f) for i, (_, f, _) in enumerate(cases)]
+    pcapio.write(os.path.join(d, "input", "a0.pcap"), frames)
+    with open(CONFIG) as f, open(os.path.join(d, "config.batch"), "w") as g:
+        g.write(f.read())
+
+
+def _by_case(outdir: str, n: int) -> dict[int, dict[str, list[bytes]]]:
+    """Per case index, per link, the frames sent (attributed by capture time)."""
+    got: dict[int, dict[str, list[bytes]]] = {i: {} for i in range(n)}
+    for name in sorted(os.listdir(outdir)):
+        if not name.endswith(".pcap"):
+            continue
+        for ts, frame in pcapio.read(os.path.join(outdir, name)):
+            i = min(max(round((ts - T0) / GAP), 0), n - 1)
+            got[i].setdefault(name[: -len(".pcap")], []).append(frame)
+    return got
+
+
+@pytest.fixture(scope="module")
+def runs():
+    cases = _cases()
+    why = kernelns.available()
+    if why:
+        pytest.skip(f"no namespaces for the kernel router: {why}")
+    if not os.access(FIBRE, os.X_OK):
+        pytest.skip(f"no fibre binary at {FIBRE}")
+    with tempfile.TemporaryDirectory(prefix="srv6-diff-") as d:
+        _write_inputs(d, cases)
+        kdir, fdir = os.path.join(d, "kernel"), os.path.join(d, "fibre")
+        fwdkernel.run(kdir, d)
+        args = [FIBRE, "-j", "forward", CONFIG, "--in", f"a0={os.path.join(d, 'input', 'a0.pcap')}", "--out", fdir]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        yield cases, _by_case(kdir, len(cases)), _by_case(fdir, len(cases)), p.stdout
+
+
+def _names():
+    try:
+        return [n for n, _, _ in _cases()]
+    except pytest.skip.Exception:
+        return []
+
+
+@pytest.mark.parametrize("name", _names())
+def test_fibre_sends_what_the_kernel_sends(runs, name):
+    cases, kernel, fibre, _ = runs
+    i = [n for n, _, _ in cases].index(name)
+    k, f = kernel[i], fibre[i]
+    leaves = cases[i][2]
+    # What the case is about happened in the kernel: one frame out of the expected link, or
+    # nothing at all.
+    assert {link: len(x) for link, x in k.items()} == ({leaves: 1} if leaves else {})
+    assert set(k) == set(f), f"links: kernel {sorted(k)}, fibre {sorted(f)}"
+    for link in k:
+        assert [x.hex() for x in f[link]] == [x.hex() for x in k[link]], f"on {link}"
+
+
+def test_no_packet_was_copied(runs):
+    """The pool's headroom is sized from the routes: no encapsulation copied a packet."""
+    import json
+
+    report = json.loads(runs[3])
+    assert report["encap"]["objects"], "no encapsulation object saw a packet"
+    assert report["encap"]["reallocs"] == 0
