@@ -43,7 +43,7 @@ GAP = 0.1
 SRC6 = "2001:db8:5100::7"
 SRC4 = "198.51.100.7"
 
-# (name, destination, ...): the seg6 routes of srv6.batch by destination.
+# The seg6 routes of srv6.batch by mode and destination.
 ENCAP6 = {
     "encap": "2001:db8:e1::5",
     "encap.red": "2001:db8:e2::5",
@@ -122,15 +122,46 @@ def _cases() -> list[tuple[str, bytes, str | None]]:
     out.append(("End, no SRH", bytes(eth / s.IPv6(src=SRC6, dst=SID["End"], hlim=64) / udp), None))
     out.append(("End.DX6, segments left", bytes(srv6(SID["End.DX6"], [BEHIND, SID["End.DX6"]], 1, nh=41,
                                                      payload=inner6)), None))
+    # SRHs for the router's own addresses (ipv6_srh_rcv): srv6.batch enables seg6 on b0 (and
+    # all), not on a0.
+    out.append(("SRH for the router, seg6 disabled on the link",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:a::1", hlim=64)
+                      / SRH(addresses=[BEHIND, "2001:db8:a::1"], segleft=1, lastentry=1, nh=17) / udp), None))
+    eth_b = s.Ether(dst=fwdgen.ROUTER_MAC["b0"], src=fwdgen.HOST_MAC["b0"])
+
+    def to_router(segs: list[str], left: int, src: str = SRC6, nh: int = 17, payload=None, **kw):
+        srh = SRH(addresses=segs, segleft=left, lastentry=len(segs) - 1, nh=nh)
+        for k, v in kw.items():
+            setattr(srh, k, v)
+        return bytes(eth_b / s.IPv6(src=src, dst=segs[left], hlim=64) / srh / (payload if payload is not None else udp))
+
+    out.append(("SRH for the router, next segment", to_router([BEHIND, "2001:db8:b::1"], 1), "d0"))
+    out.append(("SRH for the router, its own segment next",
+                to_router([BEHIND, "2001:db8:d::1", "2001:db8:b::1"], 2), "d0"))
+    # Answered from b0's address, back through a0.
+    out.append(("SRH for the router, no segment left", to_router(["2001:db8:b::1"], 0, src="2001:db8:5100::71"), "a0"))
+    out.append(("SRH for the router, no segment left, inner IPv6",
+                to_router(["2001:db8:b::1"], 0, nh=41, payload=inner6), "d0"))
+    out.append(("SRH for the router, segments left beyond the list",
+                to_router([BEHIND, "2001:db8:b::1"], 1, src="2001:db8:5100::72", segleft=5), "a0"))
     return out
 
 
 def _write_inputs(d: str, cases: list[tuple[str, bytes, str | None]]) -> None:
     os.makedirs(os.path.join(d, "input"), exist_ok=True)
-    frames = [(T0 + i * GAP, f) for i, (_, f, _) in enumerate(cases)]
-    pcapio.write(os.path.join(d, "input", "a0.pcap"), frames)
+    by_link: dict[str, list[tuple[float, bytes]]] = {}
+    for i, (_, f, _) in enumerate(cases):
+        by_link.setdefault(_in_link(f), []).append((T0 + i * GAP, f))
+    for link, frames in by_link.items():
+        pcapio.write(os.path.join(d, "input", link + ".pcap"), frames)
     with open(CONFIG) as f, open(os.path.join(d, "config.batch"), "w") as g:
         g.write(f.read())
+
+
+def _in_link(frame: bytes) -> str:
+    """The link a case's frame comes in on: the one whose router MAC it is sent to."""
+    mac = ":".join(f"{b:02x}" for b in frame[:6])
+    return next(link for link, m in fwdgen.ROUTER_MAC.items() if m == mac)
 
 
 def _by_case(outdir: str, n: int) -> dict[int, dict[str, list[bytes]]]:
@@ -157,7 +188,10 @@ def runs():
         _write_inputs(d, cases)
         kdir, fdir = os.path.join(d, "kernel"), os.path.join(d, "fibre")
         fwdkernel.run(kdir, d)
-        args = [FIBRE, "-j", "forward", CONFIG, "--in", f"a0={os.path.join(d, 'input', 'a0.pcap')}", "--out", fdir]
+        args = [FIBRE, "-j", "forward", CONFIG]
+        for name in sorted(os.listdir(os.path.join(d, "input"))):
+            args += ["--in", f"{name[:-len('.pcap')]}={os.path.join(d, 'input', name)}"]
+        args += ["--out", fdir]
         p = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr
         yield cases, _by_case(kdir, len(cases)), _by_case(fdir, len(cases)), p.stdout
@@ -188,6 +222,7 @@ def test_no_packet_was_copied(runs):
     """The pool's headroom is sized from the routes: no encapsulation copied a packet."""
     import json
 
-    report = json.loads(runs[3])
+    # The batch echoes its sysctl writes first, as sysctl -w does; the report is the last line.
+    report = json.loads(runs[3].strip().splitlines()[-1])
     assert report["encap"]["objects"], "no encapsulation object saw a packet"
     assert report["encap"]["reallocs"] == 0

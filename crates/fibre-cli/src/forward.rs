@@ -377,7 +377,11 @@ pub(crate) fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> Stri
     for (r, n) in dp.drops().nonzero() {
         let _ = write!(s, ",{}:{n}", quote(r.name()));
     }
-    let _ = write!(s, "}},\"encap\":{{\"reallocs\":{},\"objects\":[", c.encap_reallocs);
+    let _ = write!(
+        s,
+        "}},\"encap\":{{\"reallocs\":{},\"objects\":[",
+        c.encap_reallocs
+    );
     for (k, (i, e)) in dp.encap_stats_used().enumerate() {
         let sep = if k == 0 { "" } else { "," };
         let _ = write!(

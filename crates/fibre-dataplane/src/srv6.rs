@@ -246,7 +246,16 @@ mod tests {
     }
 
     fn srh(next: u8, left: u8, segs: &[Ipv6Addr]) -> Vec<u8> {
-        let mut v = vec![next, (segs.len() * 2) as u8, 4, left, segs.len() as u8 - 1, 0, 0, 0];
+        let mut v = vec![
+            next,
+            (segs.len() * 2) as u8,
+            4,
+            left,
+            segs.len() as u8 - 1,
+            0,
+            0,
+            0,
+        ];
         for s in segs {
             v.extend_from_slice(&s.octets());
         }

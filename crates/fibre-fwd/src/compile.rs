@@ -28,8 +28,8 @@ use fibre_fib::{Family, Fib, Link};
 
 use crate::encap::{self, EncapIdx, EncapObj};
 use crate::table::{
-    AdjIdx, AdjKey, Adjacency, DstAdj, DstEncap, Edit, Edits, FwdLink, LinkIdx, NeighState, ETHERTYPE_IPV4,
-    ETHERTYPE_IPV6, REWRITE_LEN,
+    AdjIdx, AdjKey, Adjacency, DstAdj, DstEncap, Edit, Edits, FwdLink, LinkIdx, NeighState,
+    ETHERTYPE_IPV4, ETHERTYPE_IPV6, REWRITE_LEN,
 };
 
 /// A neighbour entry as adjacencies depend on it (entries in NUD_NONE count as none).

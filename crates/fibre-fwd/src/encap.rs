@@ -186,7 +186,9 @@ fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
         action::END_DX4 => Behaviour::EndDx4(l.nh4.unwrap_or(Ipv4Addr::UNSPECIFIED)),
         action::END_DX6 => Behaviour::EndDx6(l.nh6.unwrap_or(any6)),
         action::END_DT6 => Behaviour::EndDt6(l.table?),
-        action::END_B6 => Behaviour::EndB6(push(fib, oif, PushMode::Insert, false, l.srh.as_ref()?)?),
+        action::END_B6 => {
+            Behaviour::EndB6(push(fib, oif, PushMode::Insert, false, l.srh.as_ref()?)?)
+        }
         action::END_B6_ENCAP => {
             Behaviour::EndB6Encaps(push(fib, oif, PushMode::Encap, false, l.srh.as_ref()?)?)
         }

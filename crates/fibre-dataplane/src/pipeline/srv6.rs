@@ -16,10 +16,13 @@ use fibre_fib::{ForwardRoute, InputKey, InputRoute};
 use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, Seg6Push, IPV6_HLEN};
 use fibre_fwd::{EncapIdx, EncapObj};
 use fibre_packet::Buf;
-use fibre_wire::ethernet;
+use fibre_wire::{ethernet, ipv6};
 
+use super::errors::{Quote, Why};
 use super::{Dataplane, Slot, Tx, View};
 use crate::drop::DropReason;
+use crate::forward::Ipv4Options;
+use crate::icmp::{Icmp6Error, IcmpError};
 use crate::rx::{self, Meta};
 use crate::srv6::{self, Outer, Srv6Drop};
 
@@ -159,7 +162,11 @@ impl Dataplane {
             return Err((buf, r));
         }
         if p.mode == PushMode::Insert {
-            if !v6 || buf.insert_after(&mut self.pool, IPV6_HLEN, p.added()).is_err() {
+            if !v6
+                || buf
+                    .insert_after(&mut self.pool, IPV6_HLEN, p.added())
+                    .is_err()
+            {
                 return Err((buf, DropReason::Seg6Unsupported));
             }
             srv6::write_insert(p, buf.data_mut(&mut self.pool));
@@ -295,14 +302,7 @@ impl Dataplane {
         };
         let key = InputKey {
             dst: how.nh.unwrap_or(m.dst),
-            src: m.src,
-            iif,
-            tos: m.tos,
-            mark: 0,
-            proto: m.proto,
-            sport: m.sport,
-            dport: m.dport,
-            flowlabel: m.flow_label,
+            ..key_of(&m, iif)
         };
         let route = match how.table {
             Some(t) => v.fib.route_input6_table(&key, t),
@@ -330,6 +330,131 @@ impl Dataplane {
             },
             tx,
         );
+    }
+
+    /// ipv6_srh_rcv: an IPv6 packet for the router whose first routing header is an SRH. Not
+    /// accepted on a link without seg6_enabled (dropped, silently); with segments left the
+    /// router is the active segment: the next one becomes the destination and the packet is
+    /// routed again (a further segment of the router's own taken at once, the hop limit one
+    /// lower each time); with none left an inner IPv6 or IPv4 packet is taken out and received
+    /// again, anything else delivered past the SRH. Returns the packet when it is to be
+    /// delivered here, `None` when this consumed it.
+    pub(super) fn srh_for_router(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        iif: u32,
+        mut buf: Buf,
+        meta: &Meta,
+        tx: &mut dyn Tx,
+    ) -> Option<Buf> {
+        let l3 = usize::from(meta.l3);
+        let ip = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
+        // Routing headers of other types, and chains that end early, are local_headers6's.
+        let Ok(Some(at)) = srv6::find_srh(ip) else {
+            return Some(buf);
+        };
+        if ip.len() < at + srh_min() {
+            return Some(buf);
+        }
+        if !v.fib.seg6_enabled(iif) {
+            self.srv6_drop(iif, buf, DropReason::Seg6Disabled);
+            return None;
+        }
+        if ip[at + 5] & fibre_wire::srh::FLAG_HMAC != 0 {
+            self.srv6_drop(iif, buf, DropReason::Seg6Hmac);
+            return None;
+        }
+        if buf.trim_front(l3).is_err() {
+            self.srv6_drop(iif, buf, DropReason::Nomem);
+            return None;
+        }
+        loop {
+            let ip = buf.data_mut(&mut self.pool);
+            let (next, ext, left) = (ip[at], usize::from(ip[at + 1]), ip[at + 3]);
+            if left == 0 {
+                if next != srv6::PROTO_IPV6 && next != srv6::PROTO_IPIP {
+                    // Delivered past the SRH: the caller reads the packet from l3 again.
+                    return match buf.prepend(&mut self.pool, l3) {
+                        Ok(_) => Some(buf),
+                        Err(_) => {
+                            self.srv6_drop(iif, buf, DropReason::Nomem);
+                            None
+                        }
+                    };
+                }
+                let inner = at + (ext + 1) * 8;
+                if buf.trim_front(inner).is_err() {
+                    self.srv6_drop(iif, buf, DropReason::Seg6NoInner);
+                    return None;
+                }
+                self.route_again(v, now, iif, buf, meta, PLAIN, 1, tx);
+                return None;
+            }
+            if usize::from(left) >= ext / 2 {
+                let e = Icmp6Error::ParamProblem {
+                    code: 0,
+                    pointer: (at + 3) as u32,
+                };
+                self.srh_error(v, now, iif, buf, meta, e, tx);
+                return None;
+            }
+            srv6::advance(ip, at);
+            let m = match rx::ip_meta(ip, meta.l2) {
+                Ok(m) => m,
+                Err(d) => {
+                    self.srv6_drop(iif, buf, d.reason);
+                    return None;
+                }
+            };
+            let route = v.fib.route_input(&key_of(&m, iif));
+            if !matches!(route, Ok(InputRoute::Local { .. })) {
+                self.act(
+                    v,
+                    now,
+                    Slot {
+                        iif,
+                        buf,
+                        meta: m,
+                        route,
+                        passes: 1,
+                    },
+                    tx,
+                );
+                return None;
+            }
+            // The router's own segment again: taken here, one hop later.
+            if m.ttl <= 1 {
+                self.srh_error(v, now, iif, buf, meta, Icmp6Error::HopLimitExceeded, tx);
+                return None;
+            }
+            let ip = buf.data_mut(&mut self.pool);
+            ipv6::Packet::new_unchecked(ip).set_hop_limit(m.ttl - 1);
+        }
+    }
+
+    /// Drops a packet ipv6_srh_rcv refuses with an ICMPv6 error about it (the packet starts
+    /// the buffer).
+    #[allow(clippy::too_many_arguments)]
+    fn srh_error(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        iif: u32,
+        buf: Buf,
+        meta: &Meta,
+        err: Icmp6Error,
+        tx: &mut dyn Tx,
+    ) {
+        let why = Why {
+            err: IcmpError::V6(err),
+            l2: meta.l2,
+            local_dst: true,
+            opts: &Ipv4Options::default(),
+            dev: iif,
+        };
+        self.icmp_error(v, now, &why, Quote::Held(&buf, 0), tx);
+        self.srv6_drop(iif, buf, DropReason::IpInhdr);
     }
 
     /// The encapsulation objects that saw packets in this worker, by index, with their
@@ -368,6 +493,26 @@ fn outer_of(meta: &Meta, setting: i32, next: u8) -> Outer {
             next,
         },
     }
+}
+
+/// The input route decision's key for a packet described by `m` in on `iif`.
+fn key_of(m: &Meta, iif: u32) -> InputKey {
+    InputKey {
+        dst: m.dst,
+        src: m.src,
+        iif,
+        tos: m.tos,
+        mark: 0,
+        proto: m.proto,
+        sport: m.sport,
+        dport: m.dport,
+        flowlabel: m.flow_label,
+    }
+}
+
+/// The bytes of an SRH's fixed part and one segment: the least ipv6_srh_rcv reads.
+const fn srh_min() -> usize {
+    fibre_fwd::encap::SRH_HLEN + fibre_fwd::encap::SID_LEN
 }
 
 fn octets(a: IpAddr) -> [u8; 16] {
