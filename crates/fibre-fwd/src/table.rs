@@ -218,12 +218,6 @@ impl FwdTable {
         &self.encaps[i.0 as usize]
     }
 
-    /// How many encapsulation objects the table has room for: every [`EncapIdx`] it hands out
-    /// is below.
-    pub fn encap_slots(&self) -> usize {
-        self.encaps.len()
-    }
-
     /// The encapsulation of the next hop route decision `r` forwards through (see
     /// [`HopEncap`]).
     #[inline]
