@@ -88,10 +88,19 @@ def _cases() -> list[tuple[str, bytes, str | None]]:
     for mode, dst in ENCAP4.items():
         p = eth / s.IP(src=SRC4, dst=dst, ttl=64, tos=0x28, id=7) / udp
         out.append((f"seg6 {mode}, IPv4", bytes(p), "b0"))
+    # Past b0's MTU once encapsulated: forwarding the outer packet finds it too big and tells
+    # its source, the tunnel source (routed back through a0), whatever the payload's DF says.
+    big = s.UDP(sport=4000, dport=5000) / (b"x" * 1420)
+    out.append(("seg6 encap past the MTU, IPv6",
+                bytes(eth / s.IPv6(src="2001:db8:5100::73", dst=ENCAP6["encap"], hlim=64) / big), "a0"))
+    out.append(("seg6 encap past the MTU, IPv4 DF",
+                bytes(eth / s.IP(src="198.51.100.73", dst=ENCAP4["encap"], flags="DF") / big), "a0"))
+    out.append(("seg6 encap past the MTU, IPv4",
+                bytes(eth / s.IP(src="198.51.100.74", dst=ENCAP4["encap"]) / big), "a0"))
     hl2 = eth / s.IPv6(src=SRC6, dst=ENCAP6["encap"], hlim=1) / udp
     # The outer header takes the hop limit; forwarding it then finds it spent and reports to
-    # the tunnel source, which no route reaches.
-    out.append(("seg6 encap, inner hop limit 1", bytes(hl2), None))
+    # the tunnel source.
+    out.append(("seg6 encap, inner hop limit 1", bytes(hl2), "a0"))
 
     def srv6(sid: str, segs: list[str], left: int, nh: int = 17, payload=None, **kw):
         srh = SRH(addresses=segs, segleft=left, lastentry=len(segs) - 1, nh=nh)
