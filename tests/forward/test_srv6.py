@@ -1,4 +1,4 @@
-"""SRv6 on the forwarding path, fibre forward against the kernel, frame for frame.
+"""SRv6 and IOAM on the forwarding path, fibre forward against the kernel, frame for frame.
 
 The router of `srv6.batch` (the four links of the forwarding differential, `ip sr tunsrc`
 pinned) has a seg6 route for every mode the kernel accepts (encap, encap.red, inline, l2encap,
@@ -9,7 +9,9 @@ the flow label of originated packets 0, `net.ipv6.seg6_flowlabel` at its default
 IPv6 payload lends its flow label to the outer header and an IPv4 one gives 0) and through
 `fibre forward`; what each link sends is compared byte for byte, per case. Malformed SRHs
 (segments left beyond the list, segments left 0 at an End, a header length the list does not
-fit) must be dropped by both, silently.
+fit) must be dropped by both, silently. IOAM pre-allocated traces (the kernel's transit node,
+`ioam6_enabled` on a0, node and interface ids and namespaces set) are filled in as the kernel
+fills them, with the fields whose values do not depend on the clock.
 
 Needs scapy, root and network namespaces (skips without them) and the fibre binary.
 """
@@ -153,7 +155,51 @@ def _cases() -> list[tuple[str, bytes, str | None]]:
                 to_router(["2001:db8:b::1"], 0, nh=41, payload=inner6), "d0"))
     out.append(("SRH for the router, segments left beyond the list",
                 to_router([BEHIND, "2001:db8:b::1"], 1, src="2001:db8:5100::72", segleft=5), "a0"))
+    out.extend(_ioam_cases(s, eth, eth_b, udp))
     return out
+
+
+# IOAM trace types (bit 0 the most significant of 24): every field a node fills the same way
+# each time (hop limit and node id, interface ids, namespace data, checksum complement, the
+# wide ids and data, buffer occupancy), and the opaque state snapshot (bit 22). Timestamps and
+# queue depth are left out: the kernel's are the clock's and its qdisc's.
+IOAM_FIXED = 0x800000 | 0x400000 | 0x040000 | 0x010000 | 0x008000 | 0x004000 | 0x002000 | 0x001000
+IOAM_FIXED_WORDS = 11
+
+
+def _ioam_hbh(ns: int, ty: int, nodelen: int, rem: int, total: int, pad: int = 2, nh: int = 17) -> bytes:
+    """A hop-by-hop header: PadN of `pad` bytes (2: the option 4-byte aligned), an IOAM
+    pre-allocated trace (`total` words of data, `rem` free), padding to 8 bytes."""
+    trace = ns.to_bytes(2, "big") + ((nodelen << 11) | rem).to_bytes(2, "big") + (ty << 8).to_bytes(4, "big")
+    opt = bytes([0x31, 2 + 8 + 4 * total, 0, 0]) + trace + bytes(4 * total)
+    body = (bytes([1, pad - 2]) + bytes(pad - 2) if pad >= 2 else bytes(pad)) + opt
+    body += bytes([1, 0]) + bytes((-(len(body) + 4)) % 8) if (len(body) + 2) % 8 else b""
+    hdr = bytes([nh, (2 + len(body)) // 8 - 1]) + body
+    assert len(hdr) % 8 == 0, len(hdr)
+    return hdr
+
+
+def _ioam_cases(s, eth, eth_b, udp) -> list[tuple[str, bytes, str | None]]:
+    def pkt(e, hbh: bytes, dst: str = BEHIND, src: str = SRC6):
+        return bytes(e / s.IPv6(src=src, dst=dst, hlim=64) / s.IPv6ExtHdrHopByHop(hbh) / udp)
+
+    two = IOAM_FIXED_WORDS * 2
+    return [
+        ("IOAM transit, namespace with data", pkt(eth, _ioam_hbh(123, IOAM_FIXED, IOAM_FIXED_WORDS, two, two)), "d0"),
+        ("IOAM transit, namespace without data", pkt(eth, _ioam_hbh(124, IOAM_FIXED, IOAM_FIXED_WORDS, two, two)), "d0"),
+        ("IOAM transit, second node",
+         pkt(eth, _ioam_hbh(123, IOAM_FIXED, IOAM_FIXED_WORDS, IOAM_FIXED_WORDS, two)), "d0"),
+        ("IOAM transit, opaque state without a schema", pkt(eth, _ioam_hbh(123, 0x800002, 1, 4, 4)), "d0"),
+        ("IOAM transit, unknown namespace", pkt(eth, _ioam_hbh(999, IOAM_FIXED, IOAM_FIXED_WORDS, two, two)), "d0"),
+        ("IOAM transit, no room (overflow)", pkt(eth, _ioam_hbh(123, IOAM_FIXED, IOAM_FIXED_WORDS, 3, 4)), "d0"),
+        ("IOAM transit, link without IOAM",
+         pkt(eth_b, _ioam_hbh(123, IOAM_FIXED, IOAM_FIXED_WORDS, two, two)), "d0"),
+        ("IOAM, option not 4-byte aligned", pkt(eth, _ioam_hbh(123, 0x800000, 1, 2, 2, pad=0)), None),
+        ("IOAM, remaining length beyond the option", pkt(eth, _ioam_hbh(123, 0x800000, 1, 9, 2)), None),
+        # For the router: no output link (unavailable ids); UDP port unreachable quotes the trace.
+        ("IOAM for the router", pkt(eth, _ioam_hbh(123, IOAM_FIXED, IOAM_FIXED_WORDS, two, two),
+                                    dst="2001:db8:a::1", src="2001:db8:5100::75"), "a0"),
+    ]
 
 
 def _write_inputs(d: str, cases: list[tuple[str, bytes, str | None]]) -> None:

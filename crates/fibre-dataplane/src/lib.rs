@@ -9,7 +9,7 @@
 //! reads, what it writes and what it returns, in the order a packet meets them: [`rx`]
 //! (receive checks), [`forward`] (TTL, options, MTU), [`frag`] (IPv4 fragmentation), [`icmp`]
 //! (errors and echo replies) with [`ratelimit`], [`srv6`] (SRv6 encapsulation and endpoint
-//! behaviours), and [`mod@drop`] (reasons and counters).
+//! behaviours), [`ioam6`] (IOAM traces filled in transit), and [`mod@drop`] (reasons and counters).
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,6 +18,7 @@ pub mod forward;
 pub mod frag;
 pub mod icmp;
 pub mod input_cache;
+pub mod ioam6;
 pub mod neigh;
 pub mod pipeline;
 pub mod ratelimit;

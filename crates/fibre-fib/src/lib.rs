@@ -83,7 +83,7 @@ mod tests;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-pub use conf::{ConfKey, ConfTarget};
+pub use conf::{ConfKey, ConfTarget, Ioam6Link};
 pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
@@ -136,6 +136,10 @@ pub struct Settings {
     pub seg6_flowlabel: i32,
     /// net.ipv6.conf.all.seg6_enabled (each link has its own: see [`Fib::set_conf`]).
     pub seg6_enabled: i32,
+    /// net.ipv6.ioam6_id and ioam6_id_wide: the node ids IOAM traces record (24 and 56 bits,
+    /// all ones by default: "unavailable").
+    pub ioam6_id: u32,
+    pub ioam6_id_wide: u64,
 }
 
 impl Default for Settings {
@@ -150,6 +154,8 @@ impl Default for Settings {
             icmp: IcmpLimits::default(),
             seg6_flowlabel: 0,
             seg6_enabled: 0,
+            ioam6_id: conf::IOAM6_NODE_ID_MAX,
+            ioam6_id_wide: conf::IOAM6_NODE_ID_WIDE_MAX,
         }
     }
 }
@@ -307,6 +313,11 @@ impl Fib {
     pub fn seg6_enabled(&self, iif: u32) -> bool {
         self.confs
             .seg6_enabled(self.settings.seg6_enabled, IfIndex(iif))
+    }
+
+    /// Link `ifindex`'s IOAM settings (`net.ipv6.conf.LINK.ioam6_*`).
+    pub fn ioam6_link(&self, ifindex: u32) -> Ioam6Link {
+        self.confs.ioam6(IfIndex(ifindex))
     }
 
     /// IOAM namespaces and schemas (`ip ioam ... show`).

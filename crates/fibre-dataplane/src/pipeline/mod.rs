@@ -53,6 +53,7 @@ use crate::waiting::{Waiting, QUEUE_LEN};
 
 mod errors;
 use errors::{Quote, Why};
+mod ioam6;
 mod local;
 mod output;
 pub mod srv6;
@@ -513,6 +514,16 @@ impl Dataplane {
         } = s;
         let l3 = usize::from(meta.l3);
         let local = matches!(route, Ok(InputRoute::Local { .. }));
+        // The hop-by-hop header is parsed before anything else happens to the packet; an IOAM
+        // trace in it is filled in on the way (the packet as received only, not what an SRv6
+        // stage made of it).
+        if meta.ioam != 0 && passes == 0 {
+            if let Err(reason) = self.ioam6_transit(v, now, iif, &buf, &meta, &route) {
+                self.drop_received(iif, reason);
+                self.pool.free(buf);
+                return;
+            }
+        }
         // ip_rcv_finish reads the options after the route decision, before the packet goes
         // anywhere (an error route included): what they say is echoed in any ICMP about it.
         let mut opts = Ipv4Options::default();
