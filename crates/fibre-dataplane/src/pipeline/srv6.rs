@@ -146,7 +146,10 @@ impl Dataplane {
         // as received, tags left out (the kernel takes them off before the route decision).
         let front = match p.mode {
             PushMode::L2Encap => {
-                let eth = l3 - ethernet::HEADER_LEN;
+                // A packet an SRv6 stage built has no Ethernet header of its own left.
+                let Some(eth) = l3.checked_sub(ethernet::HEADER_LEN) else {
+                    return Err((buf, DropReason::Seg6Unsupported));
+                };
                 let d = buf.data_mut(&mut self.pool);
                 d.copy_within(0..12, eth);
                 let ty: u16 = if v6 { 0x86dd } else { 0x0800 };
@@ -354,8 +357,13 @@ impl Dataplane {
         let Ok(Some(at)) = srv6::find_srh(ip) else {
             return Some(buf);
         };
-        if ip.len() < at + srh_min() {
-            return Some(buf);
+        // ipv6_rthdr_rcv: a routing header the packet does not hold whole is a header error.
+        let whole = ip
+            .get(at + 1)
+            .is_some_and(|l| ip.len() >= at + (usize::from(*l) + 1) * 8);
+        if !whole {
+            self.srv6_drop(iif, buf, DropReason::IpInhdr);
+            return None;
         }
         if !v.fib.seg6_enabled(iif) {
             self.srv6_drop(iif, buf, DropReason::Seg6Disabled);
@@ -508,11 +516,6 @@ fn key_of(m: &Meta, iif: u32) -> InputKey {
         dport: m.dport,
         flowlabel: m.flow_label,
     }
-}
-
-/// The bytes of an SRH's fixed part and one segment: the least ipv6_srh_rcv reads.
-const fn srh_min() -> usize {
-    fibre_fwd::encap::SRH_HLEN + fibre_fwd::encap::SID_LEN
 }
 
 fn octets(a: IpAddr) -> [u8; 16] {
