@@ -2,8 +2,9 @@
 
 The router of `srv6.batch` (the four links of the forwarding differential, `ip sr tunsrc`
 pinned) has a seg6 route for every mode the kernel accepts (encap, encap.red, inline, l2encap,
-l2encap.red; IPv4 and IPv6 payloads) and a seg6local SID for End (plain and with PSP), End.X,
-End.T, End.DX4, End.DX6, End.DT6, End.B6 and End.B6.Encaps. The cases below (built with
+l2encap.red; IPv4 and IPv6 payloads) and a seg6local SID for End (plain, with PSP and with
+NEXT-C-SID), End.X (plain and with NEXT-C-SID), End.T, End.DX4, End.DX6, End.DT6, End.B6 and
+End.B6.Encaps. The cases below (built with
 scapy) go through the kernel as a router in a namespace (fwdkernel.run: veth, offloads off,
 the flow label of originated packets 0, `net.ipv6.seg6_flowlabel` at its default 0, so an
 IPv6 payload lends its flow label to the outer header and an IPv4 one gives 0) and through
@@ -133,6 +134,15 @@ def _cases() -> list[tuple[str, bytes, str | None]]:
     out.append(("End, no SRH", bytes(eth / s.IPv6(src=SRC6, dst=SID["End"], hlim=64) / udp), None))
     out.append(("End.DX6, segments left", bytes(srv6(SID["End.DX6"], [BEHIND, SID["End.DX6"]], 1, nh=41,
                                                      payload=inner6)), None))
+    # NEXT-C-SID (lblen 32, nflen 16): an Argument left moves up into the Function; none left,
+    # the SRH's next segment as for End.
+    out.append(("End NEXT-C-SID, argument left",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:fa:77::", hlim=64) / udp), "d0"))
+    out.append(("End NEXT-C-SID, argument left, SRH untouched",
+                bytes(srv6("2001:db8:fa:77::", [BEHIND, "2001:db8:fa:77::"], 1)), "d0"))
+    out.append(("End NEXT-C-SID, no argument", bytes(srv6("2001:db8:fa::", [BEHIND, "2001:db8:fa::"], 1)), "d0"))
+    out.append(("End.X NEXT-C-SID, argument left",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:fc:77::", hlim=64) / udp), "c0"))
     # SRHs for the router's own addresses (ipv6_srh_rcv): srv6.batch enables seg6 on b0 (and
     # all), not on a0.
     out.append(("SRH for the router, seg6 disabled on the link",

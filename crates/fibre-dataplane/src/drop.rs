@@ -133,7 +133,7 @@ pub enum DropReason {
     /// protocol, or an SRH with segments left (decap_and_validate).
     Seg6NoInner,
     /// A next hop whose encapsulation the data path does not apply (ioam6, rpl, End.DX2,
-    /// End.DT4, End.DT46, NEXT-C-SID), compiled in another generation than the route decision,
+    /// End.DT4, End.DT46), compiled in another generation than the route decision,
     /// or a packet encapsulated again more often than `pipeline::srv6` allows (a loop of
     /// routes).
     Seg6Unsupported,

@@ -212,6 +212,22 @@ pub fn inner_at(ip: &[u8], proto: u8) -> Result<usize, Srv6Drop> {
     Ok(at)
 }
 
+/// NEXT-C-SID (seg6_next_csid_is_arg_zero, seg6_next_csid_advance_arg): when the Argument of
+/// `ip`'s destination (the bytes after a `block`-byte Locator-Block and a `func`-byte
+/// Function) is not zero, moves it up by `func` bytes, zero-filling the end, and answers true;
+/// false (and nothing changed) when it is zero.
+pub fn next_csid(ip: &mut [u8], block: u8, func: u8) -> bool {
+    let (b, f) = (usize::from(block), usize::from(func));
+    let dst = &mut ip[24..40];
+    if b + f >= dst.len() || dst[b + f..].iter().all(|x| *x == 0) {
+        return false;
+    }
+    dst.copy_within(b + f.., b);
+    let len = dst.len();
+    dst[len - f..].fill(0);
+    true
+}
+
 /// The PSP flavor: removes the SRH at `at` (right after the fixed header) from `ip`, moving
 /// the IPv6 header over it; returns the SRH's length, the bytes the packet now starts later.
 /// An SRH further in the chain stays (the kernel pops only one the fixed header leads to).
@@ -289,6 +305,23 @@ mod tests {
         assert_eq!(h.next_header(), 17);
         assert_eq!(usize::from(h.payload_len()), 8);
         assert_eq!(h.dst_addr(), a("fc00::3"));
+    }
+
+    #[test]
+    fn next_csid_moves_the_argument_up() {
+        let mut p = packet(17, &[], 8);
+        p[24..40].copy_from_slice(&a("2001:db8:fa:77:88::").octets());
+        assert!(next_csid(&mut p, 4, 2));
+        assert_eq!(
+            ipv6::Packet::new_unchecked(&p).dst_addr(),
+            a("2001:db8:77:88::")
+        );
+        assert!(next_csid(&mut p, 4, 2));
+        assert_eq!(
+            ipv6::Packet::new_unchecked(&p).dst_addr(),
+            a("2001:db8:88::")
+        );
+        assert!(!next_csid(&mut p, 4, 2), "no argument left");
     }
 
     #[test]

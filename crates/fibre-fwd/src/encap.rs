@@ -116,6 +116,10 @@ pub struct LocalSid {
     pub behaviour: Behaviour,
     /// PSP: the penultimate segment's endpoint removes the SRH when it makes Segments Left 0.
     pub psp: bool,
+    /// NEXT-C-SID (RFC 9800): the Locator-Block and Locator-Node Function lengths in bytes.
+    /// A destination with a non-zero Argument (the bytes after both) carries the next
+    /// compressed SID there: it moves up into the Function and the SRH is not touched.
+    pub next_csid: Option<(u8, u8)>,
 }
 
 /// What a next hop's encapsulation does.
@@ -194,14 +198,16 @@ fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
         }
         _ => return None,
     };
-    let ops = l.flavors.and_then(|f| f.ops).unwrap_or(0);
-    // NEXT-C-SID is not run by the data path: such a SID is not compiled.
-    if ops & (1 << flavor::NEXT_CSID) != 0 {
-        return None;
-    }
+    let f = l.flavors.unwrap_or_default();
+    let ops = f.ops.unwrap_or(0);
+    // The build keeps whole-octet lengths that fit an address (fibre_fib::encap).
+    let next_csid = (ops & (1 << flavor::NEXT_CSID) != 0)
+        .then(|| Some((f.lcblock_bits? / 8, f.lcnode_fn_bits? / 8)))
+        .flatten();
     Some(LocalSid {
         behaviour,
         psp: ops & (1 << flavor::PSP) != 0,
+        next_csid,
     })
 }
 

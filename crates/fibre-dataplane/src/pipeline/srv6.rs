@@ -38,7 +38,8 @@ pub const MAX_PASSES: u8 = 4;
 /// (IPV6_DEFAULT_HOPLIMIT).
 pub const DEFAULT_HOP_LIMIT: u8 = 64;
 
-/// One encapsulation object's counters in one worker.
+/// One encapsulation object's counters in one worker, by the object's place (`EncapIdx`): a
+/// place the writer reuses for a later object goes on counting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EncapStats {
     /// Packets that got the object's headers (or ran its behaviour).
@@ -208,6 +209,24 @@ impl Dataplane {
             let at = srv6::inner_at(buf.data(pool), proto)?;
             buf.trim_front(at).map_err(|_| Srv6Drop::NoInner)
         };
+        let end_lookup = |b: &Behaviour| match *b {
+            Behaviour::EndX(nh) => Lookup {
+                nh: Some(IpAddr::V6(nh)),
+                known_nh: true,
+                ..NOT_LOCAL
+            },
+            Behaviour::EndT(t) => Lookup {
+                table: Some(t),
+                ..NOT_LOCAL
+            },
+            _ => NOT_LOCAL,
+        };
+        // NEXT-C-SID with an Argument left: the next SID is in the destination, no SRH read.
+        if let Some((block, func)) = sid.next_csid {
+            if srv6::next_csid(buf.data_mut(&mut self.pool), block, func) {
+                return Ok((buf, end_lookup(&sid.behaviour)));
+            }
+        }
         let how = match &sid.behaviour {
             Behaviour::End | Behaviour::EndX(_) | Behaviour::EndT(_) => {
                 let at = match srv6::valid_srh(buf.data(&self.pool)) {
@@ -221,18 +240,7 @@ impl Dataplane {
                         return Err((buf, DropReason::Nomem));
                     }
                 }
-                match sid.behaviour {
-                    Behaviour::EndX(nh) => Lookup {
-                        nh: Some(IpAddr::V6(nh)),
-                        known_nh: true,
-                        ..NOT_LOCAL
-                    },
-                    Behaviour::EndT(t) => Lookup {
-                        table: Some(t),
-                        ..NOT_LOCAL
-                    },
-                    _ => NOT_LOCAL,
-                }
+                end_lookup(&sid.behaviour)
             }
             Behaviour::EndDx6(nh) => {
                 if let Err(e) = decap(&mut buf, &mut self.pool, srv6::PROTO_IPV6) {
