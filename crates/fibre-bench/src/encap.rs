@@ -22,7 +22,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
-use fibre_dataplane::pipeline::{Config, Dataplane, Tx, View, VECTOR};
+use fibre_dataplane::pipeline::{Config, Dataplane, View, VECTOR};
 use fibre_dataplane::srv6::{self, Outer};
 use fibre_fib::build::{addr, link, neigh, route, set_link};
 use fibre_fib::encap::seg6_mode;
@@ -33,6 +33,7 @@ use fibre_fwd::{EncapObj, FwdTable, FwdWriter, HopEncap};
 use fibre_packet::{Headroom, Pool, PoolConfig};
 use fibre_wire::{ethernet, ipv6, srh};
 
+use crate::forward::CountTx;
 use crate::stats::{median, thread_cpu};
 use crate::{sys, BenchError};
 
@@ -55,20 +56,6 @@ const PAYLOAD: usize = 16;
 const ROUTER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x0a];
 const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0xa0, 2];
 const NEXT_MAC: [u8; 6] = [2, 0, 0, 0, 0xb0, 2];
-
-/// Counts what the pipeline sends.
-#[derive(Default)]
-struct CountTx {
-    frames: u64,
-    mix: u64,
-}
-
-impl Tx for CountTx {
-    fn send(&mut self, _oif: u32, frame: &[u8]) {
-        self.frames += 1;
-        self.mix = self.mix.wrapping_add(u64::from(frame[frame.len() - 1]));
-    }
-}
 
 fn a6(s: &str) -> Ipv6Addr {
     s.parse().unwrap_or(Ipv6Addr::UNSPECIFIED)

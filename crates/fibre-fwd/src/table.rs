@@ -250,31 +250,24 @@ impl FwdTable {
             Edit::Key(k, None) => {
                 self.by_key.remove(&k);
             }
-            Edit::Dst(slot, hop, d) => {
-                let (slot, hop) = (slot as usize, hop as usize);
-                if self.by_dst.len() <= slot {
-                    self.by_dst.resize_with(slot + 1, Vec::new);
-                }
-                let hops = &mut self.by_dst[slot];
-                if hops.len() <= hop {
-                    hops.resize(hop + 1, None);
-                }
-                hops[hop] = d;
-            }
+            Edit::Dst(slot, hop, d) => *place(&mut self.by_dst, slot, hop) = d,
             Edit::Encap(i, ref o) => set(&mut self.encaps, i.0 as usize, o.clone()),
-            Edit::DstEncap(slot, hop, d) => {
-                let (slot, hop) = (slot as usize, hop as usize);
-                if self.by_dst_encap.len() <= slot {
-                    self.by_dst_encap.resize_with(slot + 1, Vec::new);
-                }
-                let hops = &mut self.by_dst_encap[slot];
-                if hops.len() <= hop {
-                    hops.resize(hop + 1, None);
-                }
-                hops[hop] = d;
-            }
+            Edit::DstEncap(slot, hop, d) => *place(&mut self.by_dst_encap, slot, hop) = d,
         }
     }
+}
+
+/// The place of FIB next hop (`slot`, `hop`) in a table by `DstRef` place, made when missing.
+fn place<T: Clone>(v: &mut Vec<Vec<Option<T>>>, slot: u32, hop: u32) -> &mut Option<T> {
+    let (slot, hop) = (slot as usize, hop as usize);
+    if v.len() <= slot {
+        v.resize_with(slot + 1, Vec::new);
+    }
+    let hops = &mut v[slot];
+    if hops.len() <= hop {
+        hops.resize(hop + 1, None);
+    }
+    &mut hops[hop]
 }
 
 /// Sets `v[i]`, where `i` is an existing place or the next one.
