@@ -60,6 +60,8 @@ struct Lookup {
     /// (IPv6's FLOWI_FLAG_KNOWN_NH; End.DX4's ip_route_input keeps the packet's destination
     /// as the neighbour of an on-link route).
     known_nh: bool,
+    /// Looked up with TOS 0 (End.DX4's ip_route_input passes none), not the packet's.
+    tos_zero: bool,
     /// Whether the result may be the router itself: only after a decapsulation
     /// (seg6_lookup_any_nexthop's local_delivery); otherwise such a packet is dropped, as the
     /// kernel sends it to its blackhole route.
@@ -70,6 +72,7 @@ const PLAIN: Lookup = Lookup {
     table: None,
     nh: None,
     known_nh: false,
+    tos_zero: false,
     local: true,
 };
 const NOT_LOCAL: Lookup = Lookup {
@@ -258,6 +261,7 @@ impl Dataplane {
                 }
                 Lookup {
                     nh: (!nh.is_unspecified()).then_some(IpAddr::V4(*nh)),
+                    tos_zero: true,
                     ..PLAIN
                 }
             }
@@ -313,6 +317,7 @@ impl Dataplane {
         };
         let key = InputKey {
             dst: how.nh.unwrap_or(m.dst),
+            tos: if how.tos_zero { 0 } else { m.tos },
             ..key_of(&m, iif)
         };
         let route = match how.table {
