@@ -371,7 +371,7 @@ fn hop_by_hop(b: &[u8], dst: &Ipv6Addr) -> Result<(bool, u16), Discard> {
                     return Err(DropReason::PktTooSmall.into());
                 }
                 IOAM => {
-                    if off % 4 != 0 {
+                    if !off.is_multiple_of(4) {
                         return Err(bad());
                     }
                     if ioam == 0 {

@@ -147,7 +147,7 @@ impl ConfKey {
 }
 
 /// One link's (or `default`'s, or for the IPv6 keys no link reads, `all`'s) values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct DevConf {
     rp_filter: i32,
     ignore_linkdown4: i32,
@@ -158,20 +158,6 @@ pub(crate) struct DevConf {
     /// to `default` no longer reaches.
     rp_filter_set: bool,
     ignore_linkdown4_set: bool,
-}
-
-impl Default for DevConf {
-    fn default() -> Self {
-        DevConf {
-            rp_filter: 0,
-            ignore_linkdown4: 0,
-            ignore_linkdown6: 0,
-            seg6_enabled: 0,
-            ioam6: Ioam6Link::default(),
-            rp_filter_set: false,
-            ignore_linkdown4_set: false,
-        }
-    }
 }
 
 /// A link's IOAM settings, as the data path reads them for the input and output links of a
