@@ -58,14 +58,11 @@ fuzz_target!(|data: &[u8]| {
         .map(|n| fib.link_index(n).expect("configured link"))
         .collect();
     let (mut fwd, _) = FwdWriter::new(&fib);
-    let mut cfg = Config::default();
     // Half the inputs run with the headroom the routes need, half with the default (copies).
-    if data.get(1).is_some_and(|b| b & 1 != 0) {
-        cfg.pool.headroom = fibre_packet::Headroom::new(
-            fibre_fwd::encap::largest_added(&fib),
-            fibre_fwd::encap::L2_RESERVE,
-        );
-    }
+    let cfg = match data.get(1).is_some_and(|b| b & 1 != 0) {
+        true => Config::default().with_encap_headroom(&fib),
+        false => Config::default(),
+    };
     let mut dp = Dataplane::new(&cfg).expect("dataplane");
     let mut now = 1_700_000_000_000_000_000u64;
     let mut rest = data;

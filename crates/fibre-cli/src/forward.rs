@@ -181,12 +181,7 @@ pub(crate) fn pipeline(
     cache: Option<Mode>,
     stderr: &mut dyn Write,
 ) -> Result<(Dataplane, BTreeMap<u32, String>), i32> {
-    let mut cfg = Config::default();
-    // Headroom for the largest encapsulation any route applies: no packet is copied.
-    cfg.pool.headroom = fibre_packet::Headroom::new(
-        fibre_fwd::encap::largest_added(fib),
-        fibre_fwd::encap::L2_RESERVE,
-    );
+    let mut cfg = Config::default().with_encap_headroom(fib);
     if let Some(mode) = cache {
         cfg.input_cache.mode = mode;
     }

@@ -141,6 +141,21 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// This configuration with the pool's headroom covering the largest encapsulation a route
+    /// of `fib` applies and the link-layer header (`fibre_fwd::encap::largest_added`), so that
+    /// no packet is copied for its encapsulation. A route added later with a larger one copies
+    /// its packets once each, counted (`Counters::encap_reallocs`).
+    pub fn with_encap_headroom(mut self, fib: &Fib) -> Config {
+        let reserved = fibre_packet::Headroom::new(
+            fibre_fwd::encap::largest_added(fib),
+            fibre_fwd::encap::L2_RESERVE,
+        );
+        self.pool.headroom = self.pool.headroom.max(reserved);
+        self
+    }
+}
+
 /// Where frames leave.
 pub trait Tx {
     fn send(&mut self, oif: u32, frame: &[u8]);
