@@ -19,6 +19,7 @@ Needs scapy, root and network namespaces (skips without them) and the fibre bina
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -290,4 +291,91 @@ def test_no_packet_was_copied(runs):
     # The batch echoes its sysctl writes first, as sysctl -w does; the report is the last line.
     report = json.loads(runs[3].strip().splitlines()[-1])
     assert report["encap"]["objects"], "no encapsulation object saw a packet"
+    assert report["encap"]["reallocs"] == 0
+
+
+# IOAM insertion (`encap ioam6`): the kernel here has no ioam6 lightweight tunnel, so fibre's
+# frames are decoded with scapy and checked against RFC 9197/9486 and the layout
+# ioam6_build_state and ioam6_output give them (net/ipv6/ioam6_iptunnel.c): a hop-by-hop
+# header of PadN(2), the IOAM option, the trace header as configured and the node data (a
+# PadN(4) after it when it leaves the header short of 8 bytes); the first node's data written
+# by the router itself with the forwarded packet's hop limit (already one lower); inline when
+# the packet has no hop-by-hop header, else in an outer header to the tunnel destination.
+IOAM_ROUTES = """\
+route add 2001:db8:a6::/64 encap ioam6 trace prealloc type 0x800000 ns 123 size 8 via 2001:db8:d::2 dev d0
+route add 2001:db8:a7::/64 encap ioam6 mode encap tundst 2001:db8:c::2 trace prealloc type 0xc00000 ns 123 size 12 via 2001:db8:d::2 dev d0
+route add 2001:db8:a8::/64 encap ioam6 freq 1/2 trace prealloc type 0x800000 ns 124 size 4 via 2001:db8:d::2 dev d0
+"""
+
+
+def _trace(hbh: bytes) -> tuple[int, int, int, int, int, bytes]:
+    """(option type, namespace, node length, remaining length, trace type, data) of the IOAM
+    option a hop-by-hop header carries after its PadN(2)."""
+    assert hbh[2:4] == b"\x01\x00", hbh.hex()
+    opt = hbh[4:]
+    n = opt[1]
+    t = opt[4:12]
+    nodelen_rem = int.from_bytes(t[2:4], "big")
+    return opt[0], int.from_bytes(t[0:2], "big"), nodelen_rem >> 11, nodelen_rem & 0x7F, \
+        int.from_bytes(t[4:8], "big") >> 8, opt[12:2 + n]
+
+
+def test_ioam6_insertion_decodes(tmp_path):
+    s = pytest.importorskip("scapy.all", reason="the frames are decoded with scapy")
+    if not os.access(FIBRE, os.X_OK):
+        pytest.skip(f"no fibre binary at {FIBRE}")
+    with open(CONFIG) as f:
+        config = f.read() + IOAM_ROUTES
+    (tmp_path / "ioam.batch").write_text(config)
+    eth = s.Ether(dst=fwdgen.ROUTER_MAC["a0"], src=fwdgen.HOST_MAC["a0"])
+    udp = s.UDP(sport=4000, dport=5000) / b"ioam"
+    frames = [
+        eth / s.IPv6(src=SRC6, dst="2001:db8:a6::5", hlim=64, fl=0x123) / udp,
+        eth / s.IPv6(src=SRC6, dst="2001:db8:a7::5", hlim=64, fl=0x123) / udp,
+        eth / s.IPv6(src=SRC6, dst="2001:db8:a8::5", hlim=64) / udp,
+        eth / s.IPv6(src=SRC6, dst="2001:db8:a8::6", hlim=64) / udp,
+        # Already a hop-by-hop header: inline leaves the packet alone.
+        eth / s.IPv6(src=SRC6, dst="2001:db8:a6::5", hlim=64) / s.IPv6ExtHdrHopByHop() / udp,
+    ]
+    pcapio.write(str(tmp_path / "a0.pcap"), [(T0 + i * GAP, bytes(f)) for i, f in enumerate(frames)])
+    out = tmp_path / "out"
+    p = subprocess.run([FIBRE, "-j", "forward", str(tmp_path / "ioam.batch"), "--in", f"a0={tmp_path / 'a0.pcap'}",
+                        "--out", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    d0 = [s.Ether(f) for _, f in pcapio.read(str(out / "d0.pcap"))]
+    c0 = [s.Ether(f) for _, f in pcapio.read(str(out / "c0.pcap"))]
+    assert len(d0) == 4 and len(c0) == 1, (len(d0), len(c0))
+
+    # Inline: the trace right after the IPv6 header, the router's node data last.
+    ip = d0[0][s.IPv6]
+    assert (ip.nh, ip.hlim, ip.fl, ip.plen) == (0, 63, 0x123, 24 + 8 + 4)
+    hbh = bytes(ip.payload)[:24]
+    assert hbh[0] == 17 and hbh[1] == 2
+    kind, ns, nodelen, rem, ty, data = _trace(hbh)
+    assert (kind, ns, nodelen, rem, ty) == (0x31, 123, 1, 1, 0x800000)
+    # Hop limit 63 (not lowered again: the router writes on output) and ioam6_id 0x0a0b0c.
+    assert data == bytes(4) + bytes([63, 0x0A, 0x0B, 0x0C])
+    assert bytes(ip.payload)[24:] == bytes(frames[0][s.UDP])
+
+    # Encap: an outer header copied from the packet to the tunnel destination through c0, the
+    # hop-by-hop header (3 words of data: a PadN(4) after it) and the packet unchanged within.
+    o = c0[0][s.IPv6]
+    assert (o.dst, o.nh, o.hlim, o.fl) == ("2001:db8:c::2", 0, 63, 0x123)
+    assert c0[0].dst == fwdgen.HOST_MAC["c0"]
+    hbh = bytes(o.payload)[:32]
+    assert (hbh[0], hbh[1]) == (41, 3)
+    kind, ns, nodelen, rem, ty, data = _trace(hbh)
+    assert (kind, ns, nodelen, rem, ty) == (0x31, 123, 2, 1, 0xC00000)
+    # Hop limit and node id, then the interface ids: a0 has 1, d0 4 (srv6.batch).
+    assert data == bytes(4) + bytes([63, 0x0A, 0x0B, 0x0C]) + bytes([0, 1, 0, 4])
+    assert hbh[28:32] == b"\x01\x02\x00\x00"
+    inner = s.IPv6(bytes(o.payload)[32:])
+    assert (inner.dst, inner.hlim, inner.fl) == ("2001:db8:a7::5", 63, 0x123)
+
+    # Freq 1/2: the first of two packets only; namespace 124 has no data.
+    first, second = d0[1][s.IPv6], d0[2][s.IPv6]
+    assert first.nh == 0 and second.nh == 17
+    # A packet with its own hop-by-hop header: forwarded as it is.
+    assert d0[3][s.IPv6].nh == 0 and bytes(d0[3][s.IPv6].payload)[1] == 0
+    report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["encap"]["reallocs"] == 0

@@ -132,8 +132,8 @@ pub enum DropReason {
     /// A decapsulating behaviour (End.DX4, End.DX6, End.DT6) found no inner packet of its
     /// protocol, or an SRH with segments left (decap_and_validate).
     Seg6NoInner,
-    /// A next hop whose encapsulation the data path does not apply (ioam6, rpl, End.DX2,
-    /// End.DT4, End.DT46), compiled in another generation than the route decision,
+    /// A next hop whose encapsulation the data path does not apply (rpl, End.DX2, End.DT4,
+    /// End.DT46), compiled in another generation than the route decision,
     /// or a packet encapsulated again more often than `pipeline::srv6` allows (a loop of
     /// routes).
     Seg6Unsupported,

@@ -1,5 +1,6 @@
 //! Encapsulation objects ([`EncapObj`], by [`EncapIdx`]): what a next hop with an SRv6
-//! encapsulation (`encap seg6`) or endpoint behaviour (`encap seg6local`) does to a packet,
+//! encapsulation (`encap seg6`), endpoint behaviour (`encap seg6local`) or IOAM trace
+//! insertion (`encap ioam6`) does to a packet,
 //! compiled once from the FIB's built form so that the data path only copies bytes.
 //!
 //! A [`Seg6Push`] holds the header bytes an encapsulation writes (the outer IPv6 header and
@@ -22,8 +23,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use fibre_fib::encap::{action, flavor, seg6_mode};
-use fibre_fib::types::{Encap, Seg6Local};
+use fibre_fib::encap::{action, flavor, ioam6_mode, seg6_mode};
+use fibre_fib::types::{Encap, Ioam6, Seg6Local};
 use fibre_fib::Fib;
 
 use crate::table::REWRITE_LEN;
@@ -122,13 +123,58 @@ pub struct LocalSid {
     pub next_csid: Option<(u8, u8)>,
 }
 
+/// How an IOAM encapsulation puts its trace on a forwarded IPv6 packet (ioam6_output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ioam6Mode {
+    /// A hop-by-hop header inserted after the packet's IPv6 header, when it has none.
+    Inline,
+    /// An outer IPv6 header (a copy of the packet's, to the tunnel destination) and the
+    /// hop-by-hop header in front (ip6ip6). `auto` is this for forwarded packets.
+    Encap,
+}
+
+/// The headers an IOAM encapsulation (`encap ioam6`) writes, as ioam6_build_state lays them
+/// out: a hop-by-hop header of PadN(2), the IOAM option and the trace header as configured,
+/// the zeroed node data, and a PadN(4) when the data leaves the header short of 8 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ioam6Push {
+    pub mode: Ioam6Mode,
+    /// The hop-by-hop header, its next header patched per packet.
+    pub template: Vec<u8>,
+    /// Encap mode: the tunnel source (the address the route's link picks for the
+    /// destination, as ipv6_dev_get_saddr) and destination.
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    /// The route inserts into `k` of every `n` packets it forwards.
+    pub k: u32,
+    pub n: u32,
+    /// Headroom needed in front of the IP header: the bytes added and the link-layer header.
+    pub need: usize,
+}
+
+impl Ioam6Push {
+    /// Where the IOAM option's trace header starts in the hop-by-hop header.
+    pub const TRACE_AT: usize = 2 + 2 + 4;
+
+    /// The bytes the packet grows by.
+    pub fn added(&self) -> usize {
+        self.template.len()
+            + match self.mode {
+                Ioam6Mode::Inline => 0,
+                Ioam6Mode::Encap => IPV6_HLEN,
+            }
+    }
+}
+
 /// What a next hop's encapsulation does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EncapObj {
     Seg6(Seg6Push),
     Seg6Local(LocalSid),
-    /// An encapsulation the data path does not apply (ioam6, rpl, seg6local behaviours
-    /// fibre does not run: End.DX2, End.DT4, End.DT46): the packet is dropped and counted, as
+    /// Applied on output, after forwarding (an output redirect, unlike the SRv6 ones).
+    Ioam6(Ioam6Push),
+    /// An encapsulation the data path does not apply (rpl, seg6local behaviours fibre does
+    /// not run: End.DX2, End.DT4, End.DT46): the packet is dropped and counted, as
     /// forwarding it bare would send what the route forbids.
     Unsupported,
 }
@@ -150,6 +196,7 @@ pub fn largest_added(fib: &Fib) -> usize {
                 behaviour: Behaviour::EndB6(p) | Behaviour::EndB6Encaps(p),
                 ..
             }) => p.added(),
+            EncapObj::Ioam6(p) => p.added(),
             _ => 0,
         })
         .max()
@@ -177,7 +224,11 @@ pub(crate) fn compile(fib: &Fib, oif: u32, e: &Encap) -> EncapObj {
             Some(s) => EncapObj::Seg6Local(s),
             None => EncapObj::Unsupported,
         },
-        Encap::Ioam6(_) | Encap::Rpl(_) => EncapObj::Unsupported,
+        Encap::Ioam6(i) => match ioam6(fib, oif, i) {
+            Some(p) => EncapObj::Ioam6(p),
+            None => EncapObj::Unsupported,
+        },
+        Encap::Rpl(_) => EncapObj::Unsupported,
     }
 }
 
@@ -262,6 +313,50 @@ fn push(fib: &Fib, oif: u32, mode: PushMode, red: bool, srh: &[u8]) -> Option<Se
         hmac,
     })
 }
+
+/// ioam6_build_state's hop-by-hop header for a built `encap ioam6`.
+fn ioam6(fib: &Fib, oif: u32, i: &Ioam6) -> Option<Ioam6Push> {
+    let trace = i.trace.as_deref().filter(|t| t.len() == 8)?;
+    let data = usize::from(trace[3] & 0x7f) * 4;
+    let aligned = data.next_multiple_of(8);
+    let mut h = vec![0u8; 2 + 2 + 4 + 8 + aligned];
+    h[1] = ((h.len() >> 3) - 1) as u8;
+    h[2] = PADN;
+    h[4] = fibre_wire::ioam6::OPTION_TYPE;
+    h[5] = (2 + 8 + data) as u8;
+    h[7] = fibre_wire::ioam6::PREALLOC_TRACE;
+    h[Ioam6Push::TRACE_AT..Ioam6Push::TRACE_AT + 8].copy_from_slice(trace);
+    if aligned != data {
+        let pad = Ioam6Push::TRACE_AT + 8 + data;
+        h[pad] = PADN;
+        h[pad + 1] = 2;
+    }
+    let mode = match i.mode.unwrap_or(ioam6_mode::INLINE) {
+        ioam6_mode::INLINE => Ioam6Mode::Inline,
+        _ => Ioam6Mode::Encap,
+    };
+    let dst = i.dst.unwrap_or(Ipv6Addr::UNSPECIFIED);
+    let src = match mode {
+        Ioam6Mode::Encap => fib
+            .select_src6(Some(oif), &dst)
+            .unwrap_or(Ipv6Addr::UNSPECIFIED),
+        Ioam6Mode::Inline => Ipv6Addr::UNSPECIFIED,
+    };
+    let mut p = Ioam6Push {
+        mode,
+        template: h,
+        src,
+        dst,
+        k: i.freq_k.unwrap_or(1),
+        n: i.freq_n.unwrap_or(1).max(1),
+        need: 0,
+    };
+    p.need = p.added() + L2_RESERVE;
+    Some(p)
+}
+
+/// The PadN option type of IPv6 hop-by-hop headers.
+const PADN: u8 = 1;
 
 /// set_tun_src: `ip sr tunsrc` when set, else the source the route's link picks for the first
 /// segment (`::` when it has none).

@@ -104,7 +104,8 @@ impl Dataplane {
         let done = match v.fwd.encap_obj(i) {
             EncapObj::Seg6(p) => self.push(v, buf, &meta, p, i).map(|b| (b, PLAIN)),
             EncapObj::Seg6Local(sid) => self.behaviour(v, buf, &meta, sid, i),
-            EncapObj::Unsupported => Err((buf, DropReason::Seg6Unsupported)),
+            // IOAM objects act on output (the transit stage keeps them from here).
+            EncapObj::Ioam6(_) | EncapObj::Unsupported => Err((buf, DropReason::Seg6Unsupported)),
         };
         match done {
             Ok((buf, how)) => self.route_again(v, now, iif, buf, &meta, how, passes + 1, tx),
@@ -119,7 +120,12 @@ impl Dataplane {
 
     /// Makes room for `need` bytes in front of the packet, copying it at most once and
     /// counting the copy on object `i`.
-    fn room(&mut self, buf: &mut Buf, need: usize, i: EncapIdx) -> Result<(), DropReason> {
+    pub(super) fn room(
+        &mut self,
+        buf: &mut Buf,
+        need: usize,
+        i: EncapIdx,
+    ) -> Result<(), DropReason> {
         if buf.headroom() >= need {
             return Ok(());
         }
