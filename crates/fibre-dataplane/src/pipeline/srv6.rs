@@ -214,9 +214,14 @@ impl Dataplane {
             return Err((buf, DropReason::Seg6Unsupported));
         }
         let fail = |buf, e: Srv6Drop| Err((buf, e.reason()));
-        let decap = |buf: &mut Buf, pool: &mut fibre_packet::Pool, proto| {
-            let at = srv6::inner_at(buf.data(pool), proto)?;
-            buf.trim_front(at).map_err(|_| Srv6Drop::NoInner)
+        // decap_and_validate, then the lookup `how` of the inner packet.
+        let decap = |mut buf: Buf, pool: &mut fibre_packet::Pool, proto, how| {
+            let cut = srv6::inner_at(buf.data(pool), proto)
+                .and_then(|at| buf.trim_front(at).map_err(|_| Srv6Drop::NoInner));
+            match cut {
+                Ok(()) => Ok((buf, how)),
+                Err(e) => Err((buf, e.reason())),
+            }
         };
         let end_lookup = |b: &Behaviour| match *b {
             Behaviour::EndX(nh) => Lookup {
@@ -252,33 +257,27 @@ impl Dataplane {
                 end_lookup(&sid.behaviour)
             }
             Behaviour::EndDx6(nh) => {
-                if let Err(e) = decap(&mut buf, &mut self.pool, srv6::PROTO_IPV6) {
-                    return fail(buf, e);
-                }
-                Lookup {
+                let how = Lookup {
                     nh: (!nh.is_unspecified()).then_some(IpAddr::V6(*nh)),
                     known_nh: true,
                     ..NOT_LOCAL
-                }
+                };
+                return decap(buf, &mut self.pool, srv6::PROTO_IPV6, how);
             }
             Behaviour::EndDx4(nh) => {
-                if let Err(e) = decap(&mut buf, &mut self.pool, srv6::PROTO_IPIP) {
-                    return fail(buf, e);
-                }
-                Lookup {
+                let how = Lookup {
                     nh: (!nh.is_unspecified()).then_some(IpAddr::V4(*nh)),
                     tos_zero: true,
                     ..PLAIN
-                }
+                };
+                return decap(buf, &mut self.pool, srv6::PROTO_IPIP, how);
             }
             Behaviour::EndDt6(t) => {
-                if let Err(e) = decap(&mut buf, &mut self.pool, srv6::PROTO_IPV6) {
-                    return fail(buf, e);
-                }
-                Lookup {
+                let how = Lookup {
                     table: Some(*t),
                     ..PLAIN
-                }
+                };
+                return decap(buf, &mut self.pool, srv6::PROTO_IPV6, how);
             }
             Behaviour::EndB6(p) | Behaviour::EndB6Encaps(p) => {
                 let at = match srv6::valid_srh(buf.data(&self.pool)) {
