@@ -9,8 +9,8 @@
 //!   encapsulation): copies each packet whose encapsulation does not fit, at most once;
 //! - the encapsulation step alone, without reserved headroom, two ways: fibre's, one check of
 //!   the precomputed need (the headers plus the link-layer header) before writing; and the
-//!   kernel's lightweight tunnels before Linux commit 0600cf40e9b3 ("net: ipv6: seg6_iptunnel:
-//!   mitigate 2-realloc issue"), a first check for the headers plus the generic MAC length, the
+//!   kernel's lightweight tunnels before they took the device's overhead from the cached route
+//!   (dst_dev_overhead()), a first check for the headers plus the generic MAC length, the
 //!   headers written, then a second check for the output device's reserve
 //!   (LL_RESERVED_SPACE), each copying when short. The ratio of the two is the issue's bar
 //!   (>= 1.29x, the seed's +28.8% in the kernel).

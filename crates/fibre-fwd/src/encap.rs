@@ -14,8 +14,8 @@
 //! header the rewrite prepends afterwards, known here, so a packet is checked once and copied
 //! at most once (`fibre_packet::Buf::ensure_headroom`) before the headers go in, never twice
 //! as the kernel's lightweight tunnels once did (a first check with the generic MAC length, a
-//! second with the device's reserve; Linux commit 0600cf40e9b3 "net: ipv6: seg6_iptunnel:
-//! mitigate 2-realloc issue").
+//! second with the device's reserve, until the kernel computed the device's overhead from the
+//! cached route once: dst_dev_overhead()).
 //!
 //! Invariants: every template's SRH passed fibre-wire's `srh::Packet::validate` when its route
 //! was built (`fibre_fib::encap`); an object is compiled from one next hop and holds no
