@@ -4,8 +4,10 @@
 //! sends back.
 //!
 //! Files by stage: this one receives (the checks, ARP, the route decision for the vector,
-//! the dispatch); `transit` forwards, `local` delivers to the router, `output` sends through
-//! adjacencies and holds packets for neighbours, `errors` builds the ICMP errors.
+//! the dispatch); `transit` forwards, `srv6` applies SRv6 encapsulations and endpoint
+//! behaviours and routes the result again, `ioam6` fills and inserts IOAM traces, `local`
+//! delivers to the router, `output` sends through adjacencies and holds packets for
+//! neighbours, `errors` builds the ICMP errors.
 //!
 //! Who calls what: the worker owns its [`Dataplane`] and calls [`Dataplane::receive`] with a
 //! vector of frames and a [`View`] of the routing state and the forwarding objects, which it

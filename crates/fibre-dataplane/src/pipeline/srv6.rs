@@ -7,8 +7,8 @@
 //! Headroom: an encapsulation checks its object's precomputed need (the headers plus the
 //! link-layer header) once, before it writes; a packet short of it is copied once
 //! (`Buf::ensure_headroom`) and the copy is counted on the object ([`EncapStats`]). With the
-//! pool's headroom sized from the configuration (`fibre_packet::Headroom::for_config`) no
-//! packet is ever copied.
+//! pool's headroom sized from the routes (`Config::with_encap_headroom`) no packet is ever
+//! copied.
 
 use core::net::IpAddr;
 
