@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Seeds for the dataplane_pipeline fuzz target: tests/forward's input frames, merged in
 capture-time order, eight frames per seed, each as the target reads them (link byte, time
-step in milliseconds, 16-bit big-endian length, the frame)."""
+step in milliseconds, 16-bit big-endian length, the frame); then, when scapy is there, the
+frames of tests/forward/test_srv6.py's cases, eight per seed, the first link byte with the
+bit that runs them on the SRv6 router."""
 import os
 import struct
 import sys
@@ -30,6 +32,27 @@ def main(out_dir: str) -> None:
             prev = ts
             seed += bytes([link, step]) + struct.pack(">H", len(fr)) + fr
         with open(os.path.join(out_dir, f"forward-{k // PER_SEED:03d}"), "wb") as f:
+            f.write(seed)
+    srv6_seeds(out_dir)
+
+
+# The first byte's bit that runs a seed on tests/forward/srv6.batch (dataplane_pipeline.rs).
+SRV6_BIT = 0x80
+
+
+def srv6_seeds(out_dir: str) -> None:
+    try:
+        import test_srv6
+        cases = test_srv6._cases()
+    except Exception as e:  # scapy missing: pytest.skip raises its own exception type
+        print(f"seed_pipeline: no SRv6 seeds ({type(e).__name__})", file=sys.stderr)
+        return
+    for k in range(0, len(cases), PER_SEED):
+        seed = b""
+        for j, (_, fr, _) in enumerate(cases[k : k + PER_SEED]):
+            link = LINKS.index(test_srv6._in_link(fr)) | (SRV6_BIT if j == 0 else 0)
+            seed += bytes([link, 100]) + struct.pack(">H", len(fr)) + fr
+        with open(os.path.join(out_dir, f"srv6-{k // PER_SEED:03d}"), "wb") as f:
             f.write(seed)
 
 

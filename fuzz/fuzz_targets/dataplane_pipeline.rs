@@ -1,7 +1,9 @@
 //! Any sequence of frames through the whole forwarding plane of tests/forward's router (its
 //! configuration applied as `fibre forward` applies it): each frame is a link byte (which of
-//! a0..d0 it comes in on), a time step byte (milliseconds), a 16-bit big-endian length and that
-//! many bytes. After every vector and the writer's turn, and after the neighbour timers have
+//! a0..d0 it comes in on, modulo 4), a time step byte (milliseconds), a 16-bit big-endian length
+//! and that many bytes. An input whose first byte has its top bit set runs on the SRv6 router
+//! of tests/forward/srv6.batch instead (seg6 routes of every mode, seg6local SIDs, seg6 enabled
+//! on b0), so the encapsulation and endpoint stages are reached. After every vector and the writer's turn, and after the neighbour timers have
 //! run out, no panic, every packet received is accounted for once (forwarded, delivered,
 //! punted, dropped or taken into reassembly), and only packets waiting for a neighbour or in
 //! reassembly hold a buffer.
@@ -14,6 +16,9 @@ use fibre_fwd::FwdWriter;
 use libfuzzer_sys::fuzz_target;
 
 const CONFIG: &str = include_str!("../../tests/forward/config.batch");
+const SRV6: &str = include_str!("../../tests/forward/srv6.batch");
+/// The first byte's bit that picks [`SRV6`].
+const SRV6_BIT: u8 = 0x80;
 const LINKS: [&str; 4] = ["a0", "b0", "c0", "d0"];
 
 struct Discard;
@@ -39,7 +44,11 @@ fn check(dp: &Dataplane) {
 fuzz_target!(|data: &[u8]| {
     let mut cli = Cli::new(Backend::from(offline_fib()), Options::default());
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert_eq!(batch::run_text(&mut cli, "config", CONFIG, &mut out, &mut err), 0);
+    let config = match data.first() {
+        Some(b) if b & SRV6_BIT != 0 => SRV6,
+        _ => CONFIG,
+    };
+    assert_eq!(batch::run_text(&mut cli, "config", config, &mut out, &mut err), 0);
     let Backend::Local(fib) = cli.fib else {
         unreachable!("an offline CLI")
     };
@@ -49,7 +58,12 @@ fuzz_target!(|data: &[u8]| {
         .map(|n| fib.link_index(n).expect("configured link"))
         .collect();
     let (mut fwd, _) = FwdWriter::new(&fib);
-    let mut dp = Dataplane::new(&Config::default()).expect("dataplane");
+    // Half the inputs run with the headroom the routes need, half with the default (copies).
+    let cfg = match data.get(1).is_some_and(|b| b & 1 != 0) {
+        true => Config::default().with_encap_headroom(&fib),
+        false => Config::default(),
+    };
+    let mut dp = Dataplane::new(&cfg).expect("dataplane");
     let mut now = 1_700_000_000_000_000_000u64;
     let mut rest = data;
     let mut actions = Vec::new();

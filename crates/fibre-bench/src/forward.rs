@@ -66,9 +66,9 @@ pub struct Options {
 
 /// Counts what the pipeline sends; reads a byte of each frame so the sending is not empty.
 #[derive(Default)]
-struct CountTx {
-    frames: u64,
-    mix: u64,
+pub(crate) struct CountTx {
+    pub frames: u64,
+    pub mix: u64,
 }
 
 impl Tx for CountTx {

@@ -15,6 +15,7 @@ mod addrs;
 mod cache;
 #[cfg(feature = "dpdk")]
 mod dpdk;
+mod encap;
 mod fibre;
 mod forward;
 mod frames;
@@ -78,9 +79,9 @@ impl fmt::Display for BenchError {
 }
 
 const USAGE: &str =
-    "usage: fibre-bench [lookup|build|kernel|all|forward|cache]... [-4|-6] [--addrs N] [--runs N] \
+    "usage: fibre-bench [lookup|build|kernel|all|forward|cache|encap]... [-4|-6] [--addrs N] [--runs N] \
 [--batch N] [--build-runs N] [--updates N] [--seed N] [--only fibre,rte_fib,...] \
-[--frames N] [--batches N,...] [--update-rate N] [--publish-every N] [--no-kernel]";
+[--frames N] [--batches N,...] [--update-rate N] [--publish-every N] [--no-kernel] [--segments N,...]";
 
 /// Addresses per lookup set: 2^21 keeps a set (8 MiB of IPv4 keys, 48 MiB of IPv6 keys and
 /// results) far beyond the caches, so lookups cannot be served from cached answers, while a pass
@@ -102,6 +103,14 @@ const DEFAULT_FORWARD_RUNS: usize = 5;
 /// Frames of each of the cache benchmark's workloads: enough for every key of the seed
 /// workload's queue to recur a hundred times.
 const DEFAULT_CACHE_FRAMES: usize = 1 << 19;
+/// Frames per pass of the encapsulation benchmark: 64k frames of 78 bytes (5 MiB), beyond
+/// the L2 cache, a pass of tens of milliseconds.
+const DEFAULT_ENCAP_FRAMES: usize = 1 << 16;
+/// The most segments `--segments` takes: an SRH of 64 segments (1 KiB) and its packet still
+/// fit the pipeline's 2 KiB frames.
+const MAX_SEGMENTS: usize = 64;
+/// The issue's segment counts for the encapsulation benchmark.
+const DEFAULT_SEGMENTS: std::ops::RangeInclusive<usize> = 1..=24;
 /// The issue's batch sizes (VPP's and DPDK's customary vectors).
 const DEFAULT_BATCHES: [usize; 3] = [32, 64, 256];
 /// The issue's update rate for the writer.
@@ -116,6 +125,7 @@ struct Args {
     kernel: bool,
     forward: bool,
     cache: bool,
+    encap: bool,
     v4: bool,
     v6: bool,
     /// Structures to run (by name), when not all.
@@ -124,6 +134,7 @@ struct Args {
     update_opts: update::Options,
     forward_opts: forward::Options,
     cache_opts: cache::Options,
+    encap_opts: encap::Options,
 }
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -133,6 +144,7 @@ fn parse_args() -> Result<Args, BenchError> {
         kernel: false,
         forward: false,
         cache: false,
+        encap: false,
         v4: true,
         v6: true,
         only: None,
@@ -161,6 +173,11 @@ fn parse_args() -> Result<Args, BenchError> {
             runs: DEFAULT_FORWARD_RUNS,
             seed: DEFAULT_SEED,
         },
+        encap_opts: encap::Options {
+            frames: DEFAULT_ENCAP_FRAMES,
+            runs: DEFAULT_FORWARD_RUNS,
+            segments: DEFAULT_SEGMENTS.collect(),
+        },
     };
     let mut it = std::env::args().skip(1);
     let mut any = false;
@@ -177,6 +194,19 @@ fn parse_args() -> Result<Args, BenchError> {
             "kernel" => (args.kernel, any) = (true, true),
             "forward" => (args.forward, any) = (true, true),
             "cache" => (args.cache, any) = (true, true),
+            "encap" => (args.encap, any) = (true, true),
+            "--segments" => {
+                let list = it
+                    .next()
+                    .ok_or_else(|| BenchError::Usage("--segments needs counts".into()))?;
+                args.encap_opts.segments = list
+                    .split(',')
+                    .map(|n| n.parse().ok().filter(|n| (1..=MAX_SEGMENTS).contains(n)))
+                    .collect::<Option<Vec<usize>>>()
+                    .ok_or_else(|| {
+                        BenchError::Usage(format!("--segments takes counts 1 to {MAX_SEGMENTS}"))
+                    })?;
+            }
             "all" => {
                 (args.lookup, args.build, args.kernel, any) = (true, true, true, true);
             }
@@ -188,11 +218,13 @@ fn parse_args() -> Result<Args, BenchError> {
                 args.lookup_opts.runs = n;
                 args.forward_opts.runs = n;
                 args.cache_opts.runs = n;
+                args.encap_opts.runs = n;
             }
             "--frames" => {
                 let n = num("--frames")?;
                 args.forward_opts.frames = n;
                 args.cache_opts.frames = n;
+                args.encap_opts.frames = n;
             }
             "--update-rate" => args.forward_opts.update_rate = num("--update-rate")? as u64,
             "--publish-every" => args.forward_opts.publish_every = num("--publish-every")? as u64,
@@ -344,6 +376,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The encapsulation benchmark builds its own small router: no table to read.
+    if args.encap {
+        if let Err(e) = encap::run(&args.encap_opts) {
+            eprintln!("fibre-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+        if !(args.lookup || args.build || args.kernel || args.forward || args.cache) {
+            return ExitCode::SUCCESS;
+        }
+    }
     let Some(path) = table::locate() else {
         println!(
             "fibre-bench: skipped: {} not found (set FIBRE_DATA to the file or its directory)",

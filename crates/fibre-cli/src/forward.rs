@@ -184,7 +184,7 @@ pub(crate) fn pipeline(
     cache: Option<Mode>,
     stderr: &mut dyn Write,
 ) -> Result<(Dataplane, BTreeMap<u32, String>), i32> {
-    let mut cfg = Config::default();
+    let mut cfg = Config::default().with_encap_headroom(fib);
     if let Some(mode) = cache {
         cfg.input_cache.mode = mode;
     }
@@ -299,6 +299,11 @@ pub(crate) fn report_text(dp: &Dataplane, names: &BTreeMap<u32, String>) -> Stri
         "input_cache hits {} hinted {} misses {} evictions {} bypassed {}",
         ic.hits, ic.hinted, ic.misses, ic.evictions, ic.bypassed
     );
+    let _ = write!(s, "encap reallocs {}", c.encap_reallocs);
+    for (i, e) in dp.encap_stats_used() {
+        let _ = write!(s, " [{i}] packets {} reallocs {}", e.packets, e.reallocs);
+    }
+    s.push('\n');
     let _ = write!(s, "dropped {}", dp.drops().total());
     for (r, n) in dp.drops().nonzero() {
         let _ = write!(s, " {} {n}", r.name());
@@ -370,7 +375,20 @@ pub(crate) fn report_json(dp: &Dataplane, names: &BTreeMap<u32, String>) -> Stri
     for (r, n) in dp.drops().nonzero() {
         let _ = write!(s, ",{}:{n}", quote(r.name()));
     }
-    s.push_str("},\"links\":[");
+    let _ = write!(
+        s,
+        "}},\"encap\":{{\"reallocs\":{},\"objects\":[",
+        c.encap_reallocs
+    );
+    for (k, (i, e)) in dp.encap_stats_used().enumerate() {
+        let sep = if k == 0 { "" } else { "," };
+        let _ = write!(
+            s,
+            "{sep}{{\"index\":{i},\"packets\":{},\"reallocs\":{}}}",
+            e.packets, e.reallocs
+        );
+    }
+    s.push_str("]},\"links\":[");
     let mut first = true;
     for (ifindex, name) in names {
         let l = dp.link_stats(*ifindex);

@@ -122,11 +122,29 @@ pub enum DropReason {
     /// `IPV6_NDISC_NS_OTHERHOST`: a neighbour solicitation for an address that is not the
     /// router's (nor proxied).
     Ipv6NdiscNsOtherhost,
+    /// An SRv6 endpoint behaviour found no valid SRH with segments left (no SRH, a routing
+    /// header of another type, seg6_validate_srh failing: bad lengths, segments left beyond
+    /// the list, TLVs that do not tile): the kernel's get_and_validate_srh refuses it and
+    /// frees the packet without a reason of its own.
+    Seg6BadSrh,
+    /// An SRH with an HMAC to check or to push: fibre holds no HMAC keys.
+    Seg6Hmac,
+    /// A decapsulating behaviour (End.DX4, End.DX6, End.DT6) found no inner packet of its
+    /// protocol, or an SRH with segments left (decap_and_validate).
+    Seg6NoInner,
+    /// A next hop whose encapsulation the data path does not apply (rpl, End.DX2, End.DT4,
+    /// End.DT46), compiled in another generation than the route decision,
+    /// or a packet encapsulated again more often than `pipeline::srv6` allows (a loop of
+    /// routes).
+    Seg6Unsupported,
+    /// A packet with an SRH for the router on a link that does not accept them
+    /// (net.ipv6.conf.{all,LINK}.seg6_enabled 0: ipv6_srh_rcv).
+    Seg6Disabled,
 }
 
 impl DropReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`.
-    pub const ALL: [DropReason; 32] = [
+    pub const ALL: [DropReason; 37] = [
         DropReason::NotSpecified,
         DropReason::Otherhost,
         DropReason::UnhandledProto,
@@ -159,6 +177,11 @@ impl DropReason {
         DropReason::Ipv6NdiscBadCode,
         DropReason::Ipv6NdiscBadOptions,
         DropReason::Ipv6NdiscNsOtherhost,
+        DropReason::Seg6BadSrh,
+        DropReason::Seg6Hmac,
+        DropReason::Seg6NoInner,
+        DropReason::Seg6Unsupported,
+        DropReason::Seg6Disabled,
     ];
 
     /// How many reasons there are: the length of [`DropCounters`]' array.
@@ -205,6 +228,11 @@ impl DropReason {
             DropReason::Ipv6NdiscBadCode => "IPV6_NDISC_BAD_CODE",
             DropReason::Ipv6NdiscBadOptions => "IPV6_NDISC_BAD_OPTIONS",
             DropReason::Ipv6NdiscNsOtherhost => "IPV6_NDISC_NS_OTHERHOST",
+            DropReason::Seg6BadSrh => "SEG6_BAD_SRH",
+            DropReason::Seg6Hmac => "SEG6_HMAC",
+            DropReason::Seg6NoInner => "SEG6_NO_INNER",
+            DropReason::Seg6Unsupported => "SEG6_UNSUPPORTED",
+            DropReason::Seg6Disabled => "SEG6_DISABLED",
         }
     }
 

@@ -8,7 +8,8 @@
 //! The per-packet stages are pure functions over a frame's bytes, each documenting what it
 //! reads, what it writes and what it returns, in the order a packet meets them: [`rx`]
 //! (receive checks), [`forward`] (TTL, options, MTU), [`frag`] (IPv4 fragmentation), [`icmp`]
-//! (errors and echo replies) with [`ratelimit`], and [`mod@drop`] (reasons and counters).
+//! (errors and echo replies) with [`ratelimit`], [`srv6`] (SRv6 encapsulation and endpoint
+//! behaviours), [`ioam6`] (IOAM traces filled in transit), and [`mod@drop`] (reasons and counters).
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,11 +18,13 @@ pub mod forward;
 pub mod frag;
 pub mod icmp;
 pub mod input_cache;
+pub mod ioam6;
 pub mod neigh;
 pub mod pipeline;
 pub mod ratelimit;
 pub mod reasm;
 pub mod rx;
+pub mod srv6;
 pub mod waiting;
 
 // Test and fuzz code: an assertion that fails is the point.

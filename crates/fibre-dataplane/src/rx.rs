@@ -71,6 +71,9 @@ pub struct Meta {
     pub options: bool,
     /// A Router Alert option (IPv4 options are only read later; this is IPv6's hop-by-hop).
     pub router_alert: bool,
+    /// Where IPv6's hop-by-hop IOAM option starts, from the IP header (its type byte; 4-byte
+    /// aligned); 0 when there is none. The first one only: the pipeline fills its trace.
+    pub ioam: u16,
 }
 
 impl Meta {
@@ -146,6 +149,22 @@ pub fn receive(frame: &[u8], mac: Address) -> Result<Rx, Discard> {
     }
 }
 
+/// The receive checks and the [`Meta`] of an IP packet (of either version) that starts at
+/// `ip[0]` with no link-layer header: a packet an SRv6 stage built or uncovered, routed again
+/// as the kernel routes it after an encapsulation or a decapsulation. `l2` is the class of the
+/// frame it came in.
+pub fn ip_meta(ip: &[u8], l2: L2Class) -> Result<Meta, Discard> {
+    let got = match ip.first().map(|b| b >> 4) {
+        Some(4) => receive_ipv4(ip, 0, l2)?,
+        Some(6) => receive_ipv6(ip, 0, l2)?,
+        _ => return Err(DropReason::UnhandledProto.into()),
+    };
+    match got {
+        Rx::Ip(m) => Ok(m),
+        Rx::Arp { .. } => Err(DropReason::UnhandledProto.into()),
+    }
+}
+
 /// ip_rcv_core's checks, in its order.
 fn receive_ipv4(b: &[u8], l3: usize, l2: L2Class) -> Result<Rx, Discard> {
     if b.len() < ipv4::HEADER_LEN {
@@ -192,6 +211,7 @@ fn receive_ipv4(b: &[u8], l3: usize, l2: L2Class) -> Result<Rx, Discard> {
         later_fragment: later,
         options: hlen > ipv4::HEADER_LEN,
         router_alert: false,
+        ioam: 0,
     }))
 }
 
@@ -232,10 +252,10 @@ fn receive_ipv6(b: &[u8], l3: usize, l2: L2Class) -> Result<Rx, Discard> {
         b.len()
     };
     let b = &b[..total];
-    let router_alert = if next == ip_proto::HOP_BY_HOP {
+    let (router_alert, ioam) = if next == ip_proto::HOP_BY_HOP {
         hop_by_hop(b, &dst)?
     } else {
-        false
+        (false, 0)
     };
     let payload = &b[ipv6::HEADER_LEN..];
     // The kernel reads nothing past hop-by-hop before the route lookup: a chain it cannot
@@ -273,14 +293,17 @@ fn receive_ipv6(b: &[u8], l3: usize, l2: L2Class) -> Result<Rx, Discard> {
         later_fragment: later,
         options: false,
         router_alert,
+        ioam,
     }))
 }
 
 /// ipv6_parse_hopopts and ip6_parse_tlv over the hop-by-hop header that follows the fixed
-/// header of `b` (trimmed to the packet): whether a Router Alert was found, or the drop and
+/// header of `b` (trimmed to the packet): whether a Router Alert was found and where the first
+/// IOAM option starts (0: none; one not 4-byte aligned is dropped, ipv6_hop_ioam's first
+/// check, made whether or not the link takes IOAM), or the drop and
 /// the parameter problem the kernel sends. Offsets in the ICMP pointer count from the IPv6
 /// header.
-fn hop_by_hop(b: &[u8], dst: &Ipv6Addr) -> Result<bool, Discard> {
+fn hop_by_hop(b: &[u8], dst: &Ipv6Addr) -> Result<(bool, u16), Discard> {
     const START: usize = ipv6::HEADER_LEN;
     let len = match b.get(START + 1) {
         Some(l) if b.len() >= START + ipv6_ext::UNIT => (usize::from(*l) + 1) * ipv6_ext::UNIT,
@@ -298,6 +321,7 @@ fn hop_by_hop(b: &[u8], dst: &Ipv6Addr) -> Result<bool, Discard> {
         )
     };
     let (mut at, mut padlen, mut count, mut router_alert) = (0, 0, 0, false);
+    let mut ioam = 0;
     while at < opts.len() {
         let off = START + 2 + at;
         let kind = opts[at];
@@ -346,7 +370,14 @@ fn hop_by_hop(b: &[u8], dst: &Ipv6Addr) -> Result<bool, Discard> {
                     // A jumbogram longer than any frame: its bytes cannot all be here.
                     return Err(DropReason::PktTooSmall.into());
                 }
-                IOAM => {}
+                IOAM => {
+                    if !off.is_multiple_of(4) {
+                        return Err(bad());
+                    }
+                    if ioam == 0 {
+                        ioam = off as u16;
+                    }
+                }
                 CALIPSO => return Err(bad()),
                 _ => match kind >> 6 {
                     0 => {}
@@ -359,7 +390,7 @@ fn hop_by_hop(b: &[u8], dst: &Ipv6Addr) -> Result<bool, Discard> {
         }
         at += optlen;
     }
-    Ok(router_alert)
+    Ok((router_alert, ioam))
 }
 
 /// The IOAM option (RFC 9486), skipped while `ioam6_enabled` is 0.

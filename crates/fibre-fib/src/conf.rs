@@ -26,6 +26,11 @@ use crate::hash::KeyedMap;
 use crate::ids::IfIndex;
 use crate::types::{Errno, Family, RtError};
 
+/// The largest net.ipv6.ioam6_id and ioam6_id_wide (24 and 56 bits: the trace's hop limit
+/// takes the top byte); also their defaults (IOAM6_DEFAULT_ID, IOAM6_DEFAULT_ID_WIDE).
+pub const IOAM6_NODE_ID_MAX: u32 = u32::MAX >> 8;
+pub const IOAM6_NODE_ID_WIDE_MAX: u64 = u64::MAX >> 8;
+
 /// Which copy of a setting: `all`, `default`, or one link's (by ifindex).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfTarget {
@@ -64,6 +69,23 @@ pub enum ConfKey {
     IcmpMsgsPerSec,
     IcmpMsgsBurst,
     IcmpRatelimit6,
+    /// net.ipv6.seg6_flowlabel (see [`crate::Settings::seg6_flowlabel`]).
+    Seg6Flowlabel,
+    /// net.ipv6.conf.X.ioam6_enabled (0 or 1): whether IOAM pre-allocated traces are filled
+    /// in for packets received on the link (only the input link's value counts).
+    Ioam6Enabled,
+    /// net.ipv6.conf.X.ioam6_id (at most 0xffff) and ioam6_id_wide (a u32): the link's
+    /// interface ids in IOAM traces (all ones, "unavailable", by default).
+    Ioam6IfId,
+    Ioam6IfIdWide,
+    /// net.ipv6.ioam6_id (at most 0xffffff) and ioam6_id_wide (at most 2^56 - 1): the
+    /// router's node ids in IOAM traces (see [`crate::Settings::ioam6_id`]).
+    Ioam6NodeId,
+    Ioam6NodeIdWide,
+    /// net.ipv6.conf.X.seg6_enabled: whether packets with an SRH addressed to one of the
+    /// router's addresses are accepted on the link (0 by default, as in the kernel). What
+    /// counts is min(all, link), as ipv6_srh_rcv reads them.
+    Seg6Enabled,
 }
 
 impl ConfKey {
@@ -75,6 +97,10 @@ impl ConfKey {
             (Family::Inet, "rp_filter") => ConfKey::RpFilter,
             (Family::Inet, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown4,
             (Family::Inet6, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown6,
+            (Family::Inet6, "seg6_enabled") => ConfKey::Seg6Enabled,
+            (Family::Inet6, "ioam6_enabled") => ConfKey::Ioam6Enabled,
+            (Family::Inet6, "ioam6_id") => ConfKey::Ioam6IfId,
+            (Family::Inet6, "ioam6_id_wide") => ConfKey::Ioam6IfIdWide,
             _ => return None,
         })
     }
@@ -93,6 +119,9 @@ impl ConfKey {
             (Family::Inet, "icmp_msgs_per_sec") => ConfKey::IcmpMsgsPerSec,
             (Family::Inet, "icmp_msgs_burst") => ConfKey::IcmpMsgsBurst,
             (Family::Inet6, "icmp.ratelimit") => ConfKey::IcmpRatelimit6,
+            (Family::Inet6, "seg6_flowlabel") => ConfKey::Seg6Flowlabel,
+            (Family::Inet6, "ioam6_id") => ConfKey::Ioam6NodeId,
+            (Family::Inet6, "ioam6_id_wide") => ConfKey::Ioam6NodeIdWide,
             _ => return None,
         })
     }
@@ -110,20 +139,45 @@ impl ConfKey {
                 | ConfKey::IcmpMsgsPerSec
                 | ConfKey::IcmpMsgsBurst
                 | ConfKey::IcmpRatelimit6
+                | ConfKey::Seg6Flowlabel
+                | ConfKey::Ioam6NodeId
+                | ConfKey::Ioam6NodeIdWide
         )
     }
 }
 
-/// One link's (or `default`'s) values.
+/// One link's (or `default`'s, or for the IPv6 keys no link reads, `all`'s) values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct DevConf {
     rp_filter: i32,
     ignore_linkdown4: i32,
     ignore_linkdown6: i32,
+    seg6_enabled: i32,
+    ioam6: Ioam6Link,
     /// IPv4 values written on this link itself (the kernel's cnf.state bits), which a write
     /// to `default` no longer reaches.
     rp_filter_set: bool,
     ignore_linkdown4_set: bool,
+}
+
+/// A link's IOAM settings, as the data path reads them for the input and output links of a
+/// packet with a trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ioam6Link {
+    pub enabled: bool,
+    pub id: u16,
+    pub id_wide: u32,
+}
+
+impl Default for Ioam6Link {
+    /// The kernel's: off, both ids "unavailable" (IOAM6_DEFAULT_IF_ID, _WIDE).
+    fn default() -> Self {
+        Ioam6Link {
+            enabled: false,
+            id: u16::MAX,
+            id_wide: u32::MAX,
+        }
+    }
 }
 
 /// Every link's settings and `default`; `all` lives in [`crate::Settings`]. Keeps the sets of
@@ -132,6 +186,9 @@ pub(crate) struct DevConf {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Confs {
     default: DevConf,
+    /// `all`'s copy of the IPv6 keys `crate::Settings` does not hold: addrconf keeps it apart
+    /// and nothing reads it.
+    all6: DevConf,
     /// By interface index, which a netlink peer may choose when it creates a link: keyed hash.
     dev: KeyedMap<IfIndex, DevConf>,
     /// IPv4, IPv6: derived from `dev` and `all`'s ignore_routes_with_linkdown.
@@ -175,6 +232,16 @@ impl Confs {
         ];
     }
 
+    /// Link `ifindex`'s IOAM settings (the defaults for a link that does not exist).
+    pub fn ioam6(&self, ifindex: IfIndex) -> Ioam6Link {
+        self.dev.get(&ifindex).map(|c| c.ioam6).unwrap_or_default()
+    }
+
+    /// Whether input link `iif` accepts SRH packets for the router: min(all, link) above 0.
+    pub fn seg6_enabled(&self, all: i32, iif: IfIndex) -> bool {
+        all.min(self.dev.get(&iif).map_or(0, |c| c.seg6_enabled)) > 0
+    }
+
     /// The effective rp_filter of input link `iif` given `all`.
     pub fn rp_filter(&self, all: u8, iif: IfIndex) -> u8 {
         let dev = self.dev.get(&iif).map_or(0, |c| c.rp_filter);
@@ -211,6 +278,9 @@ impl crate::Fib {
     ) -> Result<(), RtError> {
         if key.is_global() {
             return self.set_global(target, key, value);
+        }
+        if let Some(r) = self.set_ioam6_link(target, key, value) {
+            return r;
         }
         // The per-link settings are C ints in the kernel.
         let value = i32::try_from(value).map_err(|_| RtError::new(Errno::EINVAL))?;
@@ -262,6 +332,9 @@ impl crate::Fib {
             (ConfKey::IgnoreLinkdown6, ConfTarget::Default) => {
                 self.confs.default.ignore_linkdown6 = value
             }
+            // addrconf keeps `all` apart: a write to it reaches no link.
+            (ConfKey::Seg6Enabled, ConfTarget::All) => s.seg6_enabled = value,
+            (ConfKey::Seg6Enabled, ConfTarget::Default) => self.confs.default.seg6_enabled = value,
             // The namespace-wide keys returned above.
             (_, ConfTarget::All | ConfTarget::Default) => return Err(RtError::new(Errno::EINVAL)),
             (key, ConfTarget::Dev(i)) => {
@@ -275,6 +348,7 @@ impl crate::Fib {
                         c.ignore_linkdown4 = value;
                         c.ignore_linkdown4_set = true;
                     }
+                    ConfKey::Seg6Enabled => c.seg6_enabled = value,
                     _ => c.ignore_linkdown6 = value,
                 }
             }
@@ -283,6 +357,39 @@ impl crate::Fib {
         self.set_settings(s);
         self.confs.refresh_ignored(all4);
         Ok(())
+    }
+
+    /// The per-link IOAM keys of [`Fib::set_conf`] (`None` for the others): the kernel's
+    /// ranges (EINVAL beyond), no write reaching another copy.
+    fn set_ioam6_link(
+        &mut self,
+        target: ConfTarget,
+        key: ConfKey,
+        value: i64,
+    ) -> Option<Result<(), RtError>> {
+        let max = match key {
+            ConfKey::Ioam6Enabled => 1,
+            ConfKey::Ioam6IfId => i64::from(u16::MAX),
+            ConfKey::Ioam6IfIdWide => i64::from(u32::MAX),
+            _ => return None,
+        };
+        if !(0..=max).contains(&value) {
+            return Some(Err(RtError::new(Errno::EINVAL)));
+        }
+        let c = match target {
+            ConfTarget::All => &mut self.confs.all6,
+            ConfTarget::Default => &mut self.confs.default,
+            ConfTarget::Dev(i) => match self.confs.dev.get_mut(&IfIndex(i)) {
+                Some(c) => c,
+                None => return Some(Err(RtError::new(Errno::ENODEV))),
+            },
+        };
+        match key {
+            ConfKey::Ioam6Enabled => c.ioam6.enabled = value != 0,
+            ConfKey::Ioam6IfId => c.ioam6.id = value as u16,
+            _ => c.ioam6.id_wide = value as u32,
+        }
+        Some(Ok(()))
     }
 
     /// The namespace-wide keys of [`Fib::set_conf`]: the multipath hash and the ICMP limits.
@@ -318,6 +425,27 @@ impl crate::Fib {
             ConfKey::IcmpMsgsPerSec => icmp.msgs_per_sec = limit()?,
             ConfKey::IcmpMsgsBurst => icmp.msgs_burst = limit()?,
             ConfKey::IcmpRatelimit6 => icmp.ratelimit6_ms = limit()?,
+            ConfKey::Seg6Flowlabel => {
+                s.seg6_flowlabel = i32::try_from(value).map_err(|_| inval())?;
+                self.set_settings(s);
+                return Ok(());
+            }
+            ConfKey::Ioam6NodeId | ConfKey::Ioam6NodeIdWide => {
+                let max = match key {
+                    ConfKey::Ioam6NodeId => u64::from(IOAM6_NODE_ID_MAX),
+                    _ => IOAM6_NODE_ID_WIDE_MAX,
+                };
+                let v = u64::try_from(value)
+                    .ok()
+                    .filter(|v| *v <= max)
+                    .ok_or_else(inval)?;
+                match key {
+                    ConfKey::Ioam6NodeId => s.ioam6_id = v as u32,
+                    _ => s.ioam6_id_wide = v,
+                }
+                self.set_settings(s);
+                return Ok(());
+            }
             _ => {}
         }
         let m = &mut s.multipath;
@@ -359,6 +487,13 @@ impl crate::Fib {
                     ConfKey::IcmpMsgsPerSec => s.icmp.msgs_per_sec as i64,
                     ConfKey::IcmpMsgsBurst => s.icmp.msgs_burst as i64,
                     ConfKey::IcmpRatelimit6 => s.icmp.ratelimit6_ms as i64,
+                    ConfKey::Seg6Flowlabel => s.seg6_flowlabel as i64,
+                    ConfKey::Seg6Enabled => s.seg6_enabled as i64,
+                    ConfKey::Ioam6NodeId => i64::from(s.ioam6_id),
+                    ConfKey::Ioam6NodeIdWide => s.ioam6_id_wide as i64,
+                    ConfKey::Ioam6Enabled => i64::from(self.confs.all6.ioam6.enabled),
+                    ConfKey::Ioam6IfId => i64::from(self.confs.all6.ioam6.id),
+                    ConfKey::Ioam6IfIdWide => i64::from(self.confs.all6.ioam6.id_wide),
                 })
             }
             _ if key.is_global() => return Err(RtError::new(Errno::EINVAL)),
@@ -375,6 +510,10 @@ impl crate::Fib {
             ConfKey::RpFilter => c.rp_filter as i64,
             ConfKey::IgnoreLinkdown4 => c.ignore_linkdown4 as i64,
             ConfKey::IgnoreLinkdown6 => c.ignore_linkdown6 as i64,
+            ConfKey::Seg6Enabled => c.seg6_enabled as i64,
+            ConfKey::Ioam6Enabled => i64::from(c.ioam6.enabled),
+            ConfKey::Ioam6IfId => i64::from(c.ioam6.id),
+            ConfKey::Ioam6IfIdWide => i64::from(c.ioam6.id_wide),
             _ => return Err(RtError::new(Errno::EINVAL)),
         })
     }

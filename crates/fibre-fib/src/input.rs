@@ -538,6 +538,17 @@ impl Fib {
         })
     }
 
+    /// The encapsulation of the next hop `r` names (seg6, seg6local, ioam6, rpl), as built;
+    /// `None` for a plain next hop or one whose route info is gone. Forwarding objects compile
+    /// it once per next hop; the data path never reads it here.
+    pub fn hop_encap(&self, r: DstRef) -> Option<&crate::types::Encap> {
+        if r.slot == u32::MAX {
+            return None;
+        }
+        let info = self.infos.live(InfoId::new(r.slot()))?;
+        info.spec.nhs.get(r.hop())?.encap.as_ref()
+    }
+
     /// Every unicast next hop with an output link that a [`ForwardRoute`] can name, with its
     /// current handle: what forwarding state built beside the FIB is built from.
     pub fn forward_hops(&self) -> impl Iterator<Item = ForwardHop> + '_ {
@@ -851,7 +862,21 @@ impl Fib {
     /// ip6_route_input, then what the route found's input function does with the packet;
     /// with what a cache may keep of the decision.
     fn input6_memo(&self, flow: &Flow, d6: &Ipv6Addr) -> InputDecision {
-        let mut res = match self.lookup6_route(flow, None, true) {
+        self.input6_in(flow, d6, None)
+    }
+
+    /// The IPv6 input decision for a packet of `k` looked up in table `table` alone, rules
+    /// skipped: the SRv6 behaviours that name a table (End.T, End.DT6) look up so
+    /// (seg6_lookup_any_nexthop with a table id). Not cached.
+    pub fn route_input6_table(&self, k: &InputKey, table: u32) -> Result<InputRoute, InputDrop> {
+        match k.dst {
+            IpAddr::V6(d6) => self.input6_in(&k.flow(), &d6, Some(table)).0,
+            IpAddr::V4(_) => Err(InputDrop::MartianSource),
+        }
+    }
+
+    fn input6_in(&self, flow: &Flow, d6: &Ipv6Addr, table: Option<u32>) -> InputDecision {
+        let mut res = match self.lookup6_route(flow, table, true) {
             Ok(r) => r,
             Err(e) => return fixed(Err(InputDrop::of(e))),
         };

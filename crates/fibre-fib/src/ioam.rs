@@ -144,6 +144,11 @@ impl Ioam {
     pub fn namespace(&self, id: u16) -> Option<&Namespace> {
         self.namespaces.get(&id)
     }
+
+    /// The schema a namespace refers to, for its opaque state snapshot.
+    pub fn schema(&self, id: u32) -> Option<&Schema> {
+        self.schemas.get(&id)
+    }
 }
 
 #[cfg(test)]

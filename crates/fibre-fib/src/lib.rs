@@ -83,7 +83,7 @@ mod tests;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-pub use conf::{ConfKey, ConfTarget};
+pub use conf::{ConfKey, ConfTarget, Ioam6Link};
 pub use dst::{Dst, LookupError};
 pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome};
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
@@ -130,6 +130,16 @@ pub struct Settings {
     /// The limits on the ICMP errors the router sends: net.ipv4.icmp_ratelimit,
     /// icmp_ratemask, icmp_msgs_per_sec, icmp_msgs_burst and net.ipv6.icmp.ratelimit.
     pub icmp: IcmpLimits,
+    /// net.ipv6.seg6_flowlabel: the flow label of an SRv6 encapsulation's outer header. 0
+    /// (the kernel's default) copies an IPv6 inner packet's and gives others 0; a negative
+    /// value always gives 0; a positive one a hash of the flow (seg6_make_flowlabel).
+    pub seg6_flowlabel: i32,
+    /// net.ipv6.conf.all.seg6_enabled (each link has its own: see [`Fib::set_conf`]).
+    pub seg6_enabled: i32,
+    /// net.ipv6.ioam6_id and ioam6_id_wide: the node ids IOAM traces record (24 and 56 bits,
+    /// all ones by default: "unavailable").
+    pub ioam6_id: u32,
+    pub ioam6_id_wide: u64,
 }
 
 impl Default for Settings {
@@ -142,6 +152,10 @@ impl Default for Settings {
             ignore_routes_with_linkdown6: false,
             multipath: MultipathHash::default(),
             icmp: IcmpLimits::default(),
+            seg6_flowlabel: 0,
+            seg6_enabled: 0,
+            ioam6_id: conf::IOAM6_NODE_ID_MAX,
+            ioam6_id_wide: conf::IOAM6_NODE_ID_WIDE_MAX,
         }
     }
 }
@@ -292,6 +306,18 @@ impl Fib {
     /// `ip sr tunsrc set ADDR`: any address (`::` clears it), as the kernel takes it.
     pub fn set_seg6_tunsrc(&mut self, a: std::net::Ipv6Addr) {
         self.seg6_tunsrc = a;
+    }
+
+    /// Whether packets with an SRH for the router are accepted on `iif`
+    /// (`net.ipv6.conf.{all,IIF}.seg6_enabled`, both on).
+    pub fn seg6_enabled(&self, iif: u32) -> bool {
+        self.confs
+            .seg6_enabled(self.settings.seg6_enabled, IfIndex(iif))
+    }
+
+    /// Link `ifindex`'s IOAM settings (`net.ipv6.conf.LINK.ioam6_*`).
+    pub fn ioam6_link(&self, ifindex: u32) -> Ioam6Link {
+        self.confs.ioam6(IfIndex(ifindex))
     }
 
     /// IOAM namespaces and schemas (`ip ioam ... show`).

@@ -501,6 +501,11 @@ impl Infos {
             .expect("entry points at a live info")
     }
 
+    /// The info in `id`'s slot, if one lives there.
+    pub fn live(&self, id: InfoId) -> Option<&Info> {
+        self.slots.get(id.slot())?.as_ref()
+    }
+
     /// The live infos, by slot.
     pub fn iter(&self) -> impl Iterator<Item = (InfoId, &Info)> {
         self.slots

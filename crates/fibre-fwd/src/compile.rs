@@ -10,6 +10,10 @@
 //!   its gateway: a new generation re-points its `by_dst` place, and an adjacency no next hop
 //!   and no neighbour entry holds is freed (its index reused).
 //!
+//! - A FIB next hop with an encapsulation holds its own encapsulation object, compiled
+//!   again whenever the FIB or the tunnel source (`ip sr tunsrc`) moved (the source the egress
+//!   link picks may have changed with its addresses); an edit only when the bytes differ.
+//!
 //! Finding what changed: nothing at all is looked at while neither [`Fib::gen`] nor
 //! [`Fib::neigh_gen`] moved. Otherwise the links are compared with their compiled copies (a
 //! few), the neighbour entries only when `neigh_gen` moved, and the next hops' generations
@@ -22,9 +26,10 @@ use fibre_fib::hash::KeyedMap;
 use fibre_fib::types::{iff, nud};
 use fibre_fib::{Family, Fib, Link};
 
+use crate::encap::{self, EncapIdx, EncapObj};
 use crate::table::{
-    AdjIdx, AdjKey, Adjacency, DstAdj, Edit, Edits, FwdLink, LinkIdx, NeighState, ETHERTYPE_IPV4,
-    ETHERTYPE_IPV6, REWRITE_LEN,
+    AdjIdx, AdjKey, Adjacency, DstAdj, DstEncap, Edit, Edits, FwdLink, LinkIdx, NeighState,
+    ETHERTYPE_IPV4, ETHERTYPE_IPV6, REWRITE_LEN,
 };
 
 /// A neighbour entry as adjacencies depend on it (entries in NUD_NONE count as none).
@@ -55,6 +60,7 @@ struct AdjState {
 struct Hop {
     gen: u64,
     key: Option<AdjKey>,
+    encap: Option<EncapIdx>,
     /// The update pass that last saw the next hop.
     seen: u64,
 }
@@ -62,8 +68,9 @@ struct Hop {
 /// The writer's record of what its tables hold and why.
 #[derive(Debug, Default)]
 pub(crate) struct Compiler {
-    /// (`Fib::gen`, `Fib::neigh_gen`) at the last update; `None` before the first.
-    seen: Option<(u64, u64)>,
+    /// (`Fib::gen`, `Fib::neigh_gen`, `Fib::seg6_tunsrc`) at the last update; `None` before
+    /// the first.
+    seen: Option<(u64, u64, std::net::Ipv6Addr)>,
     passes: u64,
     links: KeyedMap<u32, LinkIdx>,
     link_views: Vec<FwdLink>,
@@ -73,6 +80,10 @@ pub(crate) struct Compiler {
     /// Neighbour entries by (ifindex, address).
     neighs: KeyedMap<(u32, IpAddr), Neigh>,
     hops: Vec<Vec<Option<Hop>>>,
+    /// Encapsulation objects as the tables hold them; `None`: freed, its place in
+    /// `encap_free`.
+    encaps: Vec<Option<EncapObj>>,
+    encap_free: Vec<EncapIdx>,
 }
 
 fn family_of(a: &IpAddr) -> Family {
@@ -137,10 +148,10 @@ fn adjacency(
 impl Compiler {
     /// The edits that bring tables compiled from the FIB as of the last update up to `fib`.
     pub fn update(&mut self, fib: &Fib) -> Edits {
-        let now = (fib.gen(), fib.neigh_gen());
+        let now = (fib.gen(), fib.neigh_gen(), fib.seg6_tunsrc());
         let mut out = Vec::new();
         let (fib_moved, neigh_moved) = match self.seen {
-            Some((g, n)) => (g != now.0, n != now.1),
+            Some((g, n, t)) => (g != now.0 || t != now.2, n != now.1),
             None => (true, true),
         };
         self.seen = Some(now);
@@ -275,8 +286,38 @@ impl Compiler {
             if let Some(old) = self.hops[slot][hop].as_mut() {
                 if old.gen == h.dst.gen() {
                     old.seen = pass;
+                    if let Some(i) = old.encap {
+                        if let Some(e) = fib.hop_encap(h.dst) {
+                            let obj = encap::compile(fib, h.oif, e);
+                            self.set_encap(i, obj, out);
+                        }
+                    }
                     continue;
                 }
+            }
+            let old_encap = self.hops[slot][hop].and_then(|o| o.encap);
+            let encap = match (fib.hop_encap(h.dst), old_encap) {
+                (Some(e), Some(i)) => {
+                    let obj = encap::compile(fib, h.oif, e);
+                    self.set_encap(i, obj, out);
+                    Some(i)
+                }
+                (Some(e), None) => Some(self.alloc_encap(encap::compile(fib, h.oif, e), out)),
+                (None, Some(i)) => {
+                    self.free_encap(i);
+                    None
+                }
+                (None, None) => None,
+            };
+            if encap.is_some() || old_encap.is_some() {
+                out.push(Edit::DstEncap(
+                    slot as u32,
+                    hop as u32,
+                    encap.map(|encap| DstEncap {
+                        gen: h.dst.gen(),
+                        encap,
+                    }),
+                ));
             }
             let key = h
                 .gateway
@@ -286,6 +327,7 @@ impl Compiler {
             let old = self.hops[slot][hop].replace(Hop {
                 gen: h.dst.gen(),
                 key,
+                encap,
                 seen: pass,
             });
             out.push(Edit::Dst(
@@ -310,11 +352,44 @@ impl Compiler {
                 }
                 self.hops[slot][hop] = None;
                 out.push(Edit::Dst(slot as u32, hop as u32, None));
+                if let Some(i) = h.encap {
+                    self.free_encap(i);
+                    out.push(Edit::DstEncap(slot as u32, hop as u32, None));
+                }
                 if let Some(k) = h.key {
                     self.unhold(k, out);
                 }
             }
         }
+    }
+
+    /// Stores a new encapsulation object (in a freed place when there is one).
+    fn alloc_encap(&mut self, obj: EncapObj, out: &mut Vec<Edit>) -> EncapIdx {
+        let i = match self.encap_free.pop() {
+            Some(i) => i,
+            None => {
+                self.encaps.push(None);
+                EncapIdx(self.encaps.len() as u32 - 1)
+            }
+        };
+        self.encaps[i.0 as usize] = Some(obj.clone());
+        out.push(Edit::Encap(i, obj));
+        i
+    }
+
+    /// Replaces object `i`; an edit only if it changed.
+    fn set_encap(&mut self, i: EncapIdx, obj: EncapObj, out: &mut Vec<Edit>) {
+        let held = &mut self.encaps[i.0 as usize];
+        if held.as_ref() != Some(&obj) {
+            *held = Some(obj.clone());
+            out.push(Edit::Encap(i, obj));
+        }
+    }
+
+    /// Frees object `i` (the caller clears the next hop's place that led to it).
+    fn free_encap(&mut self, i: EncapIdx) {
+        self.encaps[i.0 as usize] = None;
+        self.encap_free.push(i);
     }
 
     /// The adjacency of `key` with one more next hop holding it (made when there is none).

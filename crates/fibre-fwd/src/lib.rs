@@ -9,6 +9,10 @@
 //!   (resolved, incomplete, failed). A [`fibre_fib::ForwardRoute`] through a gateway reaches
 //!   its adjacency by index (the next hop's place in the FIB, checked by generation); an
 //!   on-link destination through a keyed hash of (link, address).
+//! - [`EncapObj`] ([`EncapIdx`]): a next hop's SRv6 encapsulation or endpoint behaviour,
+//!   its header bytes precomputed and its headroom need known ([`encap`] says how); reached
+//!   from a route decision by the next hop's place, checked by generation
+//!   ([`FwdTable::encap`]).
 //!
 //! Who calls what:
 //! - The writer (the thread that owns the `Fib`) owns the one [`FwdWriter`] and calls
@@ -27,11 +31,13 @@
 #![forbid(unsafe_code)]
 
 mod compile;
+pub mod encap;
 mod table;
 
+pub use encap::{EncapIdx, EncapObj};
 pub use fibre_publish::{ReadGuard, Reader};
 pub use table::{
-    AdjIdx, Adjacency, Edits, FwdLink, FwdTable, LinkIdx, NeighState, ETHERTYPE_IPV4,
+    AdjIdx, Adjacency, Edits, FwdLink, FwdTable, HopEncap, LinkIdx, NeighState, ETHERTYPE_IPV4,
     ETHERTYPE_IPV6, REWRITE_LEN,
 };
 

@@ -21,6 +21,8 @@ use std::net::IpAddr;
 use fibre_fib::hash::KeyedMap;
 use fibre_fib::{Family, ForwardRoute};
 
+use crate::encap::{EncapIdx, EncapObj};
+
 /// The Ethernet header a forwarded packet gets: destination MAC, source MAC, ethertype.
 pub const REWRITE_LEN: usize = 14;
 /// Ethertypes of the packets forwarded.
@@ -97,6 +99,27 @@ pub(crate) struct DstAdj {
     pub adj: AdjIdx,
 }
 
+/// The encapsulation object compiled for one FIB next hop that has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DstEncap {
+    pub gen: u64,
+    pub encap: EncapIdx,
+}
+
+/// What a route decision's next hop does to the packet before it leaves
+/// ([`FwdTable::encap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HopEncap {
+    /// Nothing: the packet is forwarded as it is.
+    None,
+    /// The object compiled for the next hop.
+    Obj(EncapIdx),
+    /// The next hop had an encapsulation in another generation than the decision's: the
+    /// objects are older or newer than the route decision, and the packet is dropped rather
+    /// than sent with the wrong headers.
+    Stale,
+}
+
 /// Changes to a table, as the writer applies them to one copy and replays them into the
 /// other (made by the writer's update alone: opaque outside the crate).
 #[derive(Debug, Clone, Default)]
@@ -115,6 +138,10 @@ pub(crate) enum Edit {
     Key(AdjKey, Option<AdjIdx>),
     /// Sets or clears the adjacency of a FIB next hop (its `DstRef` slot and hop).
     Dst(u32, u32, Option<DstAdj>),
+    /// Sets encapsulation object `EncapIdx` (the next new one, or an existing one).
+    Encap(EncapIdx, EncapObj),
+    /// Sets or clears the encapsulation object of a FIB next hop.
+    DstEncap(u32, u32, Option<DstEncap>),
 }
 
 /// The forwarding objects, as one copy holds them.
@@ -127,6 +154,9 @@ pub struct FwdTable {
     /// Keyed hash: addresses come from packets and peers.
     by_key: KeyedMap<AdjKey, AdjIdx>,
     by_dst: Vec<Vec<Option<DstAdj>>>,
+    encaps: Vec<EncapObj>,
+    /// By `DstRef` slot and hop, as `by_dst`; only next hops with an encapsulation have one.
+    by_dst_encap: Vec<Vec<Option<DstEncap>>>,
 }
 
 impl FwdTable {
@@ -183,6 +213,26 @@ impl FwdTable {
         }
     }
 
+    #[inline]
+    pub fn encap_obj(&self, i: EncapIdx) -> &EncapObj {
+        &self.encaps[i.0 as usize]
+    }
+
+    /// The encapsulation of the next hop route decision `r` forwards through (see
+    /// [`HopEncap`]).
+    #[inline]
+    pub fn encap(&self, r: &ForwardRoute) -> HopEncap {
+        let e = self
+            .by_dst_encap
+            .get(r.dst.slot())
+            .and_then(|hops| *hops.get(r.dst.hop())?);
+        match e {
+            None => HopEncap::None,
+            Some(d) if d.gen == r.dst.gen() => HopEncap::Obj(d.encap),
+            Some(_) => HopEncap::Stale,
+        }
+    }
+
     /// Applies one change (see [`Edit`]).
     pub(crate) fn edit(&mut self, e: &Edit) {
         match *e {
@@ -200,19 +250,24 @@ impl FwdTable {
             Edit::Key(k, None) => {
                 self.by_key.remove(&k);
             }
-            Edit::Dst(slot, hop, d) => {
-                let (slot, hop) = (slot as usize, hop as usize);
-                if self.by_dst.len() <= slot {
-                    self.by_dst.resize_with(slot + 1, Vec::new);
-                }
-                let hops = &mut self.by_dst[slot];
-                if hops.len() <= hop {
-                    hops.resize(hop + 1, None);
-                }
-                hops[hop] = d;
-            }
+            Edit::Dst(slot, hop, d) => *place(&mut self.by_dst, slot, hop) = d,
+            Edit::Encap(i, ref o) => set(&mut self.encaps, i.0 as usize, o.clone()),
+            Edit::DstEncap(slot, hop, d) => *place(&mut self.by_dst_encap, slot, hop) = d,
         }
     }
+}
+
+/// The place of FIB next hop (`slot`, `hop`) in a table by `DstRef` place, made when missing.
+fn place<T: Clone>(v: &mut Vec<Vec<Option<T>>>, slot: u32, hop: u32) -> &mut Option<T> {
+    let (slot, hop) = (slot as usize, hop as usize);
+    if v.len() <= slot {
+        v.resize_with(slot + 1, Vec::new);
+    }
+    let hops = &mut v[slot];
+    if hops.len() <= hop {
+        hops.resize(hop + 1, None);
+    }
+    &mut hops[hop]
 }
 
 /// Sets `v[i]`, where `i` is an existing place or the next one.

@@ -38,6 +38,13 @@ impl Dataplane {
         if meta.fragment {
             return self.defragment(v, now, iif, buf, meta, broadcast, tx);
         }
+        let buf = match meta.is_ipv4() {
+            true => buf,
+            false => match self.srh_for_router(v, now, iif, buf, &meta, tx) {
+                Some(b) => b,
+                None => return,
+            },
+        };
         if !meta.is_ipv4() {
             let ip = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
             if let Err(d) = rx::local_headers6(ip) {

@@ -4,8 +4,10 @@
 //! sends back.
 //!
 //! Files by stage: this one receives (the checks, ARP, the route decision for the vector,
-//! the dispatch); `transit` forwards, `local` delivers to the router, `output` sends through
-//! adjacencies and holds packets for neighbours, `errors` builds the ICMP errors.
+//! the dispatch); `transit` forwards, `srv6` applies SRv6 encapsulations and endpoint
+//! behaviours and routes the result again, `ioam6` fills and inserts IOAM traces, `local`
+//! delivers to the router, `output` sends through adjacencies and holds packets for
+//! neighbours, `errors` builds the ICMP errors.
 //!
 //! Who calls what: the worker owns its [`Dataplane`] and calls [`Dataplane::receive`] with a
 //! vector of frames and a [`View`] of the routing state and the forwarding objects, which it
@@ -53,8 +55,10 @@ use crate::waiting::{Waiting, QUEUE_LEN};
 
 mod errors;
 use errors::{Quote, Why};
+mod ioam6;
 mod local;
 mod output;
+pub mod srv6;
 mod transit;
 
 /// Bytes of a large pool frame: the headroom, a link-layer header and the largest IPv4
@@ -112,6 +116,9 @@ pub struct Config {
     /// The input route cache and hints (`input_cache`): on by default, as
     /// crates/fibre-bench/RESULTS.md measures them.
     pub input_cache: CacheConfig,
+    /// Encapsulation objects the per-object counters have room for (`EncapIdx` below this;
+    /// objects beyond it work, uncounted).
+    pub max_encaps: usize,
 }
 
 impl Default for Config {
@@ -131,7 +138,23 @@ impl Default for Config {
             max_links: 4096,
             host: false,
             input_cache: CacheConfig::default(),
+            max_encaps: 4096,
         }
+    }
+}
+
+impl Config {
+    /// This configuration with the pool's headroom covering the largest encapsulation a route
+    /// of `fib` applies and the link-layer header (`fibre_fwd::encap::largest_added`), so that
+    /// no packet is copied for its encapsulation. A route added later with a larger one copies
+    /// its packets once each, counted (`Counters::encap_reallocs`).
+    pub fn with_encap_headroom(mut self, fib: &Fib) -> Config {
+        let reserved = fibre_packet::Headroom::new(
+            fibre_fwd::encap::largest_added(fib),
+            fibre_fwd::encap::L2_RESERVE,
+        );
+        self.pool.headroom = self.pool.headroom.max(reserved);
+        self
     }
 }
 
@@ -180,6 +203,9 @@ pub struct Counters {
     pub events_dropped: u64,
     /// How the input route decisions were answered.
     pub input_cache: CacheCounters,
+    /// Packets an SRv6 encapsulation copied for want of headroom (the sum of every object's
+    /// [`srv6::EncapStats::reallocs`]).
+    pub encap_reallocs: u64,
 }
 
 /// Where a packet leaves: its adjacency, the output link and the neighbour, and for a held
@@ -201,6 +227,8 @@ struct Slot {
     buf: Buf,
     meta: Meta,
     route: Result<InputRoute, InputDrop>,
+    /// SRv6 stages the packet went through (`srv6::MAX_PASSES`).
+    passes: u8,
 }
 
 /// What a worker reads while it processes a vector: the routing state (for the route
@@ -235,6 +263,8 @@ pub struct Dataplane {
     /// The pool's frames of both classes.
     frames: usize,
     cache: InputCache,
+    /// Per encapsulation object, by `EncapIdx`.
+    encap_stats: Vec<srv6::EncapStats>,
 }
 
 /// Why [`Dataplane::new`] refused a configuration.
@@ -263,6 +293,7 @@ impl Dataplane {
             icmp_limits: IcmpLimits::default(),
             frames: (cfg.pool.frames + cfg.pool.large_frames) as usize,
             cache: InputCache::new(cfg.input_cache),
+            encap_stats: vec![srv6::EncapStats::default(); cfg.max_encaps],
         })
     }
 
@@ -469,6 +500,7 @@ impl Dataplane {
                     buf,
                     meta,
                     route: Err(InputDrop::NoRoute),
+                    passes: 0,
                 });
             }
         }
@@ -495,9 +527,20 @@ impl Dataplane {
             buf,
             meta,
             route,
+            passes,
         } = s;
         let l3 = usize::from(meta.l3);
         let local = matches!(route, Ok(InputRoute::Local { .. }));
+        // The hop-by-hop header is parsed before anything else happens to the packet; an IOAM
+        // trace in it is filled in on the way (the packet as received only, not what an SRv6
+        // stage made of it).
+        if meta.ioam != 0 && passes == 0 {
+            if let Err(reason) = self.ioam6_transit(v, now, iif, &buf, &meta, &route) {
+                self.drop_received(iif, reason);
+                self.pool.free(buf);
+                return;
+            }
+        }
         // ip_rcv_finish reads the options after the route decision, before the packet goes
         // anywhere (an error route included): what they say is echoed in any ICMP about it.
         let mut opts = Ipv4Options::default();
@@ -560,7 +603,7 @@ impl Dataplane {
             }
         };
         match route {
-            InputRoute::Forward(f) => self.forward(v, now, iif, buf, meta, f, &opts, tx),
+            InputRoute::Forward(f) => self.forward(v, now, iif, buf, meta, f, &opts, passes, tx),
             InputRoute::Local { .. } => self.local(v, now, iif, buf, meta, false, &opts, tx),
             InputRoute::Broadcast { .. } => self.local(v, now, iif, buf, meta, true, &opts, tx),
         }

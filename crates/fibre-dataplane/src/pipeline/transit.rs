@@ -4,11 +4,13 @@
 use core::net::{IpAddr, Ipv4Addr};
 
 use fibre_fib::ForwardRoute;
+use fibre_fwd::{EncapObj, HopEncap};
 use fibre_packet::Buf;
 use fibre_wire::ethernet;
 
 use super::errors::{Quote, Why};
 use super::{Dataplane, Hop, Tx, View};
+use crate::drop::DropReason;
 use crate::forward::{self, Ipv4Options, V4Route, V6Route};
 use crate::icmp::{Icmp4Error, IcmpError};
 use crate::neigh;
@@ -25,8 +27,24 @@ impl Dataplane {
         meta: Meta,
         f: ForwardRoute,
         opts: &Ipv4Options,
+        passes: u8,
         tx: &mut dyn Tx,
     ) {
+        // A next hop with an SRv6 encapsulation takes the packet before forwarding touches it
+        // (the kernel's lightweight-tunnel input redirect: seg6_input, seg6_local_input); an
+        // IOAM one after (an output redirect: ioam6_output).
+        let ioam = match v.fwd.encap(&f) {
+            HopEncap::None => None,
+            HopEncap::Obj(i) => match v.fwd.encap_obj(i) {
+                EncapObj::Ioam6(p) => Some((i, p)),
+                _ => return self.srv6(v, now, iif, buf, meta, i, passes, tx),
+            },
+            HopEncap::Stale => {
+                self.drop_received(iif, DropReason::Seg6Unsupported);
+                self.pool.free(buf);
+                return;
+            }
+        };
         let l3 = usize::from(meta.l3);
         let nh = f.gateway.unwrap_or(meta.dst);
         let hop = Hop {
@@ -113,6 +131,13 @@ impl Dataplane {
                 Err(d) => return self.discard(v, now, iif, buf, &meta, d, false, opts, iif, tx),
             }
             self.counters.forwarded += 1;
+            let (buf, hop, l3) = match ioam {
+                None => (buf, hop, l3),
+                Some((i, p)) => match self.ioam6_insert(v, now, buf, l3, i, p, hop) {
+                    Some(x) => x,
+                    None => return,
+                },
+            };
             self.output(v, hop, buf, l3, tx);
         }
     }

@@ -148,3 +148,23 @@ fn links_follow_default_until_written() {
     assert_eq!(f.conf(ConfTarget::Dev(a), ConfKey::RpFilter), Ok(1));
     assert_eq!(f.conf(ConfTarget::Dev(b), ConfKey::RpFilter), Ok(0));
 }
+
+#[test]
+fn seg6_enabled_takes_both_all_and_the_link_and_seg6_flowlabel_any_int() {
+    let (mut f, d0, d1) = two_links();
+    let k = ConfKey::parse(Family::Inet6, "seg6_enabled").unwrap();
+    assert!(!f.seg6_enabled(d0), "off by default, as in the kernel");
+    f.set_conf(ConfTarget::Dev(d0), k, 1).unwrap();
+    assert!(!f.seg6_enabled(d0), "all still 0");
+    f.set_conf(ConfTarget::All, k, 1).unwrap();
+    assert!(f.seg6_enabled(d0));
+    // addrconf keeps `all` to itself: d1 was never written.
+    assert!(!f.seg6_enabled(d1));
+    assert_eq!(f.conf(ConfTarget::Dev(d1), k), Ok(0));
+    assert_eq!(f.conf(ConfTarget::All, k), Ok(1));
+    let l = ConfKey::parse_global(Family::Inet6, "seg6_flowlabel").unwrap();
+    assert_eq!(f.conf(ConfTarget::All, l), Ok(0));
+    f.set_conf(ConfTarget::All, l, -1).unwrap();
+    assert_eq!(f.settings().seg6_flowlabel, -1);
+    assert!(f.set_conf(ConfTarget::Dev(d0), l, 1).is_err());
+}

@@ -1,0 +1,188 @@
+//! IOAM traces in the pipeline: a received IPv6 packet whose hop-by-hop header carries an IOAM
+//! pre-allocated trace gets this node's data once its route decision is known (ipv6_hop_ioam
+//! routes the packet first to know its output link), on a link with
+//! `net.ipv6.conf.LINK.ioam6_enabled`; a packet forwarded through a next hop with an `encap
+//! ioam6` object gets a trace inserted after forwarding, the first node's data filled in
+//! (ioam6_output: inline, or in an outer header to the tunnel destination).
+
+use core::net::IpAddr;
+
+use fibre_fib::{Fib, InputDrop, InputRoute};
+use fibre_fwd::encap::{Ioam6Mode, Ioam6Push, IPV6_HLEN};
+use fibre_fwd::EncapIdx;
+use fibre_packet::Buf;
+use fibre_wire::ipv6;
+
+use super::{Dataplane, Hop, View};
+use crate::drop::DropReason;
+use crate::ioam6::{self, Node, Outcome, U32_UNAVAILABLE, U64_UNAVAILABLE};
+use crate::rx::Meta;
+
+/// IPPROTO_HOPOPTS and IPPROTO_IPV6: the next headers an insertion writes.
+const NEXTHDR_HOP: u8 = 0;
+const NEXTHDR_IPV6: u8 = 41;
+
+impl Dataplane {
+    /// Fills the trace of the packet in `buf` (its IP header at `meta.l3`, its IOAM option
+    /// at `meta.ioam` from there), given its route decision. `Err` with the reason when the
+    /// option is malformed and the packet is to be dropped.
+    pub(super) fn ioam6_transit(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        iif: u32,
+        buf: &Buf,
+        meta: &Meta,
+        route: &Result<InputRoute, InputDrop>,
+    ) -> Result<(), DropReason> {
+        if !v.fib.ioam6_link(iif).enabled {
+            return Ok(());
+        }
+        let egress = match route {
+            Ok(InputRoute::Forward(f)) => Some(f.oif),
+            _ => None,
+        };
+        let node = node_of(v.fib, iif, egress, meta.ttl.wrapping_sub(1), now);
+        let at = usize::from(meta.l3) + usize::from(meta.ioam);
+        let hbh_end = usize::from(meta.l3) + 40 + {
+            let d = buf.data(&self.pool);
+            (usize::from(d.get(usize::from(meta.l3) + 41).copied().unwrap_or(0)) + 1) * 8
+        };
+        let opt = buf
+            .data_mut(&mut self.pool)
+            .get_mut(at..hbh_end)
+            .unwrap_or_default();
+        match ioam6::transit(opt, node) {
+            Outcome::Drop => Err(DropReason::IpInhdr),
+            Outcome::Filled | Outcome::Untouched => Ok(()),
+        }
+    }
+
+    /// ioam6_output for a packet forwarded through object `i` (`p`), its IP header at `l3`
+    /// and its hop limit already lowered: the trace inserted (in `k` of every `n` packets),
+    /// inline when the packet has no hop-by-hop header yet, or under an outer header; the
+    /// packet and where it now goes, its IP header at the buffer's start, or `None` when it
+    /// was dropped.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ioam6_insert(
+        &mut self,
+        v: View<'_>,
+        now: u64,
+        mut buf: Buf,
+        l3: usize,
+        i: EncapIdx,
+        p: &Ioam6Push,
+        hop: Hop,
+    ) -> Option<(Buf, Hop, usize)> {
+        let seen = self.encap_stats.get(i.get()).map_or(0, |s| s.packets);
+        if let Some(s) = self.encap_stats.get_mut(i.get()) {
+            s.packets += 1;
+        }
+        let nexthdr = buf
+            .data(&self.pool)
+            .get(l3 + 6)
+            .copied()
+            .unwrap_or(NEXTHDR_HOP);
+        let skip = seen % u64::from(p.n) >= u64::from(p.k)
+            || (p.mode == Ioam6Mode::Inline && nexthdr == NEXTHDR_HOP);
+        if skip {
+            return Some((buf, hop, l3));
+        }
+        if buf.trim_front(l3).is_err() {
+            self.drop_packet(hop.iif, DropReason::Nomem);
+            self.pool.free(buf);
+            return None;
+        }
+        if let Err(r) = self.room(&mut buf, p.need, i) {
+            self.drop_packet(hop.iif, r);
+            self.pool.free(buf);
+            return None;
+        }
+        let h = p.template.len();
+        let written = match p.mode {
+            Ioam6Mode::Inline => buf.insert_after(&mut self.pool, IPV6_HLEN, h).is_ok(),
+            Ioam6Mode::Encap => buf.prepend(&mut self.pool, IPV6_HLEN + h).is_ok(),
+        };
+        if !written {
+            self.drop_packet(hop.iif, DropReason::Nomem);
+            self.pool.free(buf);
+            return None;
+        }
+        let len = buf.len();
+        let d = buf.data_mut(&mut self.pool);
+        if p.mode == Ioam6Mode::Encap {
+            d.copy_within(IPV6_HLEN + h..2 * IPV6_HLEN + h, 0);
+        }
+        let (hdr, rest) = d.split_at_mut(IPV6_HLEN);
+        let mut ip = ipv6::Packet::new_unchecked(hdr);
+        rest[..h].copy_from_slice(&p.template);
+        rest[0] = match p.mode {
+            Ioam6Mode::Inline => ip.next_header(),
+            Ioam6Mode::Encap => NEXTHDR_IPV6,
+        };
+        ip.set_next_header(NEXTHDR_HOP);
+        ip.set_payload_len((len - IPV6_HLEN) as u16);
+        if p.mode == Ioam6Mode::Encap {
+            ip.set_src_addr(p.src);
+            ip.set_dst_addr(p.dst);
+        }
+        let hop_limit = ip.hop_limit();
+        let node = node_of(v.fib, hop.iif, Some(hop.oif), hop_limit, now);
+        ioam6::transit(&mut rest[Ioam6Push::TRACE_AT - 4..h], node);
+        if p.mode == Ioam6Mode::Inline {
+            return Some((buf, hop, 0));
+        }
+        // The outer packet goes where the tunnel destination's route says (ip6_route_output).
+        let Ok(d) = v
+            .fib
+            .route_output(IpAddr::V6(p.dst), Some(IpAddr::V6(p.src)), 0)
+        else {
+            self.drop_packet(hop.iif, DropReason::NotSpecified);
+            self.pool.free(buf);
+            return None;
+        };
+        let hop = Hop {
+            adj: None,
+            oif: d.oif,
+            nh: d.gateway.unwrap_or(IpAddr::V6(p.dst)),
+            src: IpAddr::V6(p.src),
+            iif: hop.iif,
+        };
+        Some((buf, hop, 0))
+    }
+}
+
+/// What this node writes into a trace of a packet in on `iif` and out on `egress` (`None`:
+/// for the router itself) with hop limit `hop_limit`, by namespace id.
+fn node_of<'a>(
+    fib: &'a Fib,
+    iif: u32,
+    egress: Option<u32>,
+    hop_limit: u8,
+    now: u64,
+) -> impl Fn(u16) -> Option<Node<'a>> + 'a {
+    let ingress = fib.ioam6_link(iif);
+    let egress = egress.map(|o| {
+        let l = fib.ioam6_link(o);
+        (l.id, l.id_wide)
+    });
+    let s = fib.settings();
+    let ioam = fib.ioam();
+    move |id: u16| {
+        let ns = ioam.namespace(id)?;
+        let schema = ns
+            .schema
+            .and_then(|sc| Some((sc, &ioam.schema(sc)?.data[..])));
+        Some(Node {
+            hop_limit,
+            id: s.ioam6_id,
+            id_wide: s.ioam6_id_wide,
+            ingress: (ingress.id, ingress.id_wide),
+            egress,
+            ns_data: ns.data.unwrap_or(U32_UNAVAILABLE),
+            ns_wide: ns.wide.unwrap_or(U64_UNAVAILABLE),
+            schema,
+            now,
+        })
+    }
+}

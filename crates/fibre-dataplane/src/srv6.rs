@@ -1,0 +1,366 @@
+//! SRv6 on IP packets' bytes (RFC 8754, RFC 8986), as the kernel's seg6_iptunnel.c and
+//! seg6_local.c do it: the fields an encapsulation fills per packet, the SRH a behaviour
+//! reads and advances, and the decapsulation of the inner packet. Pure functions over an IP
+//! packet's bytes; the pipeline (`pipeline::srv6`) places the headers and routes the result.
+//!
+//! Every function reads only the slice it is given and writes only what its comment names;
+//! a packet a function cannot read is refused with [`Srv6Drop`], never a panic.
+
+use core::net::Ipv6Addr;
+
+use fibre_fwd::encap::{Seg6Push, IPV6_HLEN, NEXTHDR_ROUTING, SID_LEN, SRH_HLEN};
+use fibre_wire::{ipv6, srh};
+
+use crate::drop::DropReason;
+
+/// IPPROTO_IPIP, IPPROTO_IPV6 and IPPROTO_ETHERNET: what an SRH's next header says the
+/// encapsulated payload is.
+pub const PROTO_IPIP: u8 = 4;
+pub const PROTO_IPV6: u8 = 41;
+pub const PROTO_ETHERNET: u8 = 143;
+/// Extension headers the search for the SRH passes (ipv6_find_hdr): hop-by-hop and
+/// destination options.
+const HOP_BY_HOP: u8 = 0;
+const DEST_OPTS: u8 = 60;
+/// The 20 bits of a flow label.
+const FLOW_LABEL_MASK: u32 = 0xf_ffff;
+
+/// Why an SRv6 stage refused a packet. `Copy`: returned by value on the data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Srv6Drop {
+    /// No SRH where the behaviour needs one, an SRH that fails seg6_validate_srh, a routing
+    /// header of another type, or Segments Left 0 for a behaviour that advances
+    /// (get_and_validate_srh refuses all of these; the kernel frees the packet without a
+    /// reason).
+    BadSrh,
+    /// An SRH with an HMAC: fibre holds no HMAC keys, as a kernel without `ip sr hmac` keys
+    /// refuses such packets (seg6_hmac_validate_skb, seg6_push_hmac).
+    Hmac,
+    /// Decapsulation found no inner packet of the behaviour's protocol, or the SRH still had
+    /// segments left (decap_and_validate).
+    NoInner,
+}
+
+impl Srv6Drop {
+    /// The drop reason counted.
+    pub fn reason(self) -> DropReason {
+        match self {
+            Srv6Drop::BadSrh => DropReason::Seg6BadSrh,
+            Srv6Drop::Hmac => DropReason::Seg6Hmac,
+            Srv6Drop::NoInner => DropReason::Seg6NoInner,
+        }
+    }
+}
+
+/// seg6_make_flowlabel: the outer flow label for `setting` (net.ipv6.seg6_flowlabel), the
+/// inner packet's flow label when it is IPv6, and the packet's flow hash.
+pub fn flow_label(setting: i32, inner_v6: Option<u32>, hash: u32) -> u32 {
+    match (setting, inner_v6) {
+        (s, _) if s > 0 => hash.rotate_left(16) & FLOW_LABEL_MASK,
+        (0, Some(l)) => l,
+        _ => 0,
+    }
+}
+
+/// A flow hash of the fields the kernel's flow dissector keys on (addresses, protocol,
+/// ports). The kernel keys its hash with a secret drawn at boot, so no other router matches
+/// its values; this one is fibre's, stable for a flow.
+pub fn flow_hash(src: &[u8], dst: &[u8], proto: u8, ports: (u16, u16)) -> u32 {
+    // FNV-1a over the fields, then a final avalanche (the murmur3 finalizer).
+    let mut h: u32 = 0x811c_9dc5;
+    let mut eat = |b: u8| h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    src.iter().chain(dst).for_each(|b| eat(*b));
+    eat(proto);
+    ports.0.to_be_bytes().iter().for_each(|b| eat(*b));
+    ports.1.to_be_bytes().iter().for_each(|b| eat(*b));
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// The per-packet fields of an encapsulation's outer header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outer {
+    pub traffic_class: u8,
+    pub flow_label: u32,
+    pub hop_limit: u8,
+    /// The payload's protocol: [`PROTO_IPV6`], [`PROTO_IPIP`] or [`PROTO_ETHERNET`].
+    pub next: u8,
+}
+
+/// seg6_do_srh_encap (and _red): writes `p`'s headers into `out` (exactly `p.added()` bytes,
+/// in front of a payload of `payload_len` bytes) with the per-packet fields of `o`.
+pub fn write_encap(p: &Seg6Push, out: &mut [u8], payload_len: usize, o: &Outer) {
+    out.copy_from_slice(&p.template);
+    let plen = out.len() - IPV6_HLEN + payload_len;
+    let mut h = ipv6::Packet::new_unchecked(&mut out[..IPV6_HLEN]);
+    h.set_version_tc_flow(o.traffic_class, o.flow_label);
+    h.set_payload_len(plen as u16);
+    h.set_hop_limit(o.hop_limit);
+    match p.srh_at {
+        Some(at) => out[at] = o.next,
+        None => out[6] = o.next,
+    }
+}
+
+/// seg6_do_srh_inline: the IPv6 packet `ip` has `p.added()` bytes opened after its fixed
+/// header (`Buf::insert_after`); writes the SRH there, its last segment the packet's
+/// destination, and makes the first segment the destination.
+pub fn write_insert(p: &Seg6Push, ip: &mut [u8]) {
+    let added = p.added();
+    let (hdr, rest) = ip.split_at_mut(IPV6_HLEN);
+    let srh = &mut rest[..added];
+    srh.copy_from_slice(&p.template);
+    let mut h = ipv6::Packet::new_unchecked(hdr);
+    srh[0] = h.next_header();
+    srh[SRH_HLEN..SRH_HLEN + SID_LEN].copy_from_slice(&h.dst_addr().octets());
+    h.set_next_header(NEXTHDR_ROUTING);
+    h.set_dst_addr(p.first);
+    let len = usize::from(h.payload_len()) + added;
+    h.set_payload_len(len as u16);
+}
+
+/// Where the SRH of IPv6 packet `ip` starts, if it has one: the first routing header
+/// after hop-by-hop and destination options (ipv6_find_hdr); `Err` for a routing header that
+/// is no SRH or a chain that ends before its header does.
+pub fn find_srh(ip: &[u8]) -> Result<Option<usize>, Srv6Drop> {
+    let mut next = ipv6::Packet::new_unchecked(ip).next_header();
+    let mut at = IPV6_HLEN;
+    loop {
+        match next {
+            NEXTHDR_ROUTING => {
+                let b = ip.get(at..at + 4).ok_or(Srv6Drop::BadSrh)?;
+                return match b[2] {
+                    srh::ROUTING_TYPE => Ok(Some(at)),
+                    _ => Err(Srv6Drop::BadSrh),
+                };
+            }
+            HOP_BY_HOP | DEST_OPTS => {
+                let b = ip.get(at..at + 2).ok_or(Srv6Drop::BadSrh)?;
+                next = b[0];
+                at += (usize::from(b[1]) + 1) * 8;
+            }
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// get_and_validate_srh: the SRH of `ip`, checked as seg6_validate_srh checks packets'
+/// (reduced lists allowed), with segments left; returns its offset.
+pub fn valid_srh(ip: &[u8]) -> Result<usize, Srv6Drop> {
+    let at = find_srh(ip)?.ok_or(Srv6Drop::BadSrh)?;
+    let s = srh_at(ip, at)?;
+    if s.segments_left() == 0 {
+        return Err(Srv6Drop::BadSrh);
+    }
+    if s.flags() & srh::FLAG_HMAC != 0 {
+        return Err(Srv6Drop::Hmac);
+    }
+    Ok(at)
+}
+
+/// The SRH at `at`, validated against the bytes its length covers.
+fn srh_at(ip: &[u8], at: usize) -> Result<srh::Packet<&[u8]>, Srv6Drop> {
+    let len = (usize::from(*ip.get(at + 1).ok_or(Srv6Drop::BadSrh)?) + 1) * 8;
+    let b = ip.get(at..at + len).ok_or(Srv6Drop::BadSrh)?;
+    let s = srh::Packet::new_checked(b).map_err(|_| Srv6Drop::BadSrh)?;
+    s.validate(len, true).map_err(|_| Srv6Drop::BadSrh)?;
+    Ok(s)
+}
+
+/// advance_nextseg: Segments Left one lower, the destination the segment it now points at.
+/// Returns the new Segments Left. `at` is a [`valid_srh`] offset.
+pub fn advance(ip: &mut [u8], at: usize) -> u8 {
+    let left = ip[at + 3] - 1;
+    ip[at + 3] = left;
+    let s = at + SRH_HLEN + usize::from(left) * SID_LEN;
+    let mut seg = [0u8; SID_LEN];
+    seg.copy_from_slice(&ip[s..s + SID_LEN]);
+    ipv6::Packet::new_unchecked(ip).set_dst_addr(Ipv6Addr::from(seg));
+    left
+}
+
+/// decap_and_validate: where the inner packet of protocol `proto` (after the IPv6 header and
+/// any extension headers up to it) starts. An SRH on the way must have no segments left.
+pub fn inner_at(ip: &[u8], proto: u8) -> Result<usize, Srv6Drop> {
+    if let Some(at) = find_srh(ip).map_err(|_| Srv6Drop::NoInner)? {
+        let s = srh_at(ip, at).map_err(|_| Srv6Drop::NoInner)?;
+        if s.segments_left() > 0 {
+            return Err(Srv6Drop::NoInner);
+        }
+        if s.flags() & srh::FLAG_HMAC != 0 {
+            return Err(Srv6Drop::Hmac);
+        }
+    }
+    let mut next = ipv6::Packet::new_unchecked(ip).next_header();
+    let mut at = IPV6_HLEN;
+    while next != proto {
+        match next {
+            HOP_BY_HOP | DEST_OPTS | NEXTHDR_ROUTING => {
+                let b = ip.get(at..at + 2).ok_or(Srv6Drop::NoInner)?;
+                next = b[0];
+                at += (usize::from(b[1]) + 1) * 8;
+            }
+            _ => return Err(Srv6Drop::NoInner),
+        }
+    }
+    if at >= ip.len() {
+        return Err(Srv6Drop::NoInner);
+    }
+    Ok(at)
+}
+
+/// NEXT-C-SID (seg6_next_csid_is_arg_zero, seg6_next_csid_advance_arg): when the Argument of
+/// `ip`'s destination (the bytes after a `block`-byte Locator-Block and a `func`-byte
+/// Function) is not zero, moves it up by `func` bytes, zero-filling the end, and answers true;
+/// false (and nothing changed) when it is zero.
+pub fn next_csid(ip: &mut [u8], block: u8, func: u8) -> bool {
+    let (b, f) = (usize::from(block), usize::from(func));
+    let dst = &mut ip[24..40];
+    if b + f >= dst.len() || dst[b + f..].iter().all(|x| *x == 0) {
+        return false;
+    }
+    dst.copy_within(b + f.., b);
+    let len = dst.len();
+    dst[len - f..].fill(0);
+    true
+}
+
+/// The PSP flavor: removes the SRH at `at` (right after the fixed header) from `ip`, moving
+/// the IPv6 header over it; returns the SRH's length, the bytes the packet now starts later.
+/// An SRH further in the chain stays (the kernel pops only one the fixed header leads to).
+pub fn pop_srh(ip: &mut [u8], at: usize) -> usize {
+    if at != IPV6_HLEN {
+        return 0;
+    }
+    let len = (usize::from(ip[at + 1]) + 1) * 8;
+    let next = ip[at];
+    let mut h = ipv6::Packet::new_unchecked(&mut ip[..IPV6_HLEN]);
+    h.set_next_header(next);
+    let plen = usize::from(h.payload_len()) - len;
+    h.set_payload_len(plen as u16);
+    ip.copy_within(0..IPV6_HLEN, len);
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(next: u8, ext: &[u8], payload: usize) -> Vec<u8> {
+        let mut v = vec![0u8; IPV6_HLEN];
+        v[0] = 0x60;
+        v[6] = next;
+        v[7] = 64;
+        v.extend_from_slice(ext);
+        v.extend(std::iter::repeat_n(0xab, payload));
+        let plen = (v.len() - IPV6_HLEN) as u16;
+        v[4..6].copy_from_slice(&plen.to_be_bytes());
+        v
+    }
+
+    fn srh(next: u8, left: u8, segs: &[Ipv6Addr]) -> Vec<u8> {
+        let mut v = vec![
+            next,
+            (segs.len() * 2) as u8,
+            4,
+            left,
+            segs.len() as u8 - 1,
+            0,
+            0,
+            0,
+        ];
+        for s in segs {
+            v.extend_from_slice(&s.octets());
+        }
+        v
+    }
+
+    fn a(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn flow_labels_follow_the_sysctl() {
+        assert_eq!(flow_label(0, Some(0x12345), 7), 0x12345);
+        assert_eq!(flow_label(0, None, 7), 0);
+        assert_eq!(flow_label(-1, Some(0x12345), 7), 0);
+        assert_eq!(flow_label(1, None, 0x0001_0002), 0x2_0001 & FLOW_LABEL_MASK);
+    }
+
+    #[test]
+    fn end_advances_and_psp_pops() {
+        let segs = [a("fc00::3"), a("fc00::2")];
+        let mut p = packet(43, &srh(17, 1, &segs), 8);
+        let at = valid_srh(&p).unwrap();
+        assert_eq!(advance(&mut p, at), 0);
+        assert_eq!(ipv6::Packet::new_unchecked(&p).dst_addr(), a("fc00::3"));
+        // Segments left 0: another End refuses it.
+        assert_eq!(valid_srh(&p), Err(Srv6Drop::BadSrh));
+        let cut = pop_srh(&mut p, at);
+        assert_eq!(cut, 40);
+        let h = ipv6::Packet::new_unchecked(&p[cut..]);
+        assert_eq!(h.next_header(), 17);
+        assert_eq!(usize::from(h.payload_len()), 8);
+        assert_eq!(h.dst_addr(), a("fc00::3"));
+    }
+
+    #[test]
+    fn next_csid_moves_the_argument_up() {
+        let mut p = packet(17, &[], 8);
+        p[24..40].copy_from_slice(&a("2001:db8:fa:77:88::").octets());
+        assert!(next_csid(&mut p, 4, 2));
+        assert_eq!(
+            ipv6::Packet::new_unchecked(&p).dst_addr(),
+            a("2001:db8:77:88::")
+        );
+        assert!(next_csid(&mut p, 4, 2));
+        assert_eq!(
+            ipv6::Packet::new_unchecked(&p).dst_addr(),
+            a("2001:db8:88::")
+        );
+        assert!(!next_csid(&mut p, 4, 2), "no argument left");
+    }
+
+    #[test]
+    fn malformed_srhs_are_refused() {
+        let segs = [a("fc00::3"), a("fc00::2")];
+        // Segments left beyond the list.
+        let p = packet(43, &srh(17, 3, &segs), 8);
+        assert_eq!(valid_srh(&p), Err(Srv6Drop::BadSrh));
+        // A header length that disagrees with the last entry.
+        let mut s = srh(17, 1, &segs);
+        s[4] = 5;
+        assert_eq!(valid_srh(&packet(43, &s, 8)), Err(Srv6Drop::BadSrh));
+        // Cut short.
+        let p = packet(43, &srh(17, 1, &segs), 0);
+        assert_eq!(valid_srh(&p[..p.len() - 4]), Err(Srv6Drop::BadSrh));
+        // Type 0.
+        let mut s = srh(17, 1, &segs);
+        s[2] = 0;
+        assert_eq!(valid_srh(&packet(43, &s, 8)), Err(Srv6Drop::BadSrh));
+        // None at all.
+        assert_eq!(valid_srh(&packet(17, &[], 8)), Err(Srv6Drop::BadSrh));
+    }
+
+    #[test]
+    fn decapsulation_needs_the_list_done() {
+        let inner = packet(17, &[], 8);
+        let mut ext = srh(PROTO_IPV6, 0, &[a("fc00::3")]);
+        ext.extend_from_slice(&inner);
+        let p = packet(43, &ext, 0);
+        assert_eq!(inner_at(&p, PROTO_IPV6), Ok(IPV6_HLEN + 24));
+        assert_eq!(inner_at(&p, PROTO_IPIP), Err(Srv6Drop::NoInner));
+        let mut ext = srh(PROTO_IPV6, 1, &[a("fc00::3"), a("fc00::2")]);
+        ext.extend_from_slice(&inner);
+        assert_eq!(
+            inner_at(&packet(43, &ext, 0), PROTO_IPV6),
+            Err(Srv6Drop::NoInner)
+        );
+        let mut plain = packet(PROTO_IPV6, &[], 0);
+        plain.extend_from_slice(&inner);
+        assert_eq!(inner_at(&plain, PROTO_IPV6), Ok(IPV6_HLEN));
+    }
+}
