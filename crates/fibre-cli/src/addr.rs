@@ -345,6 +345,7 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
     }
     let filtering =
         family.is_some() || sel.scope.is_some() || sel.to.is_some() || sel.label.is_some();
+    let details = cli.opts.details > 0;
     let mut p = cli.printer();
     for l in &links {
         let mine: Vec<&Address> = addrs
@@ -357,7 +358,13 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
         p.open_obj(None);
         // iproute2 leaves the link out when selecting by label.
         if sel.label.is_none() || link_only {
-            print_link(&mut p, l, link_only, !link_only && family.is_some());
+            print_link(
+                &mut p,
+                l,
+                link_only,
+                !link_only && family.is_some(),
+                details,
+            );
         }
         if !link_only {
             p.open_arr(Some("addr_info"));
@@ -440,9 +447,10 @@ fn mac(b: &[u8]) -> String {
     s
 }
 
-/// iproute2's `print_linkinfo` for a dummy or loopback link. `mode` prints "mode DEFAULT" (as
-/// `ip link` does); `no_l2` leaves out the link/ether line (as `ip -4 address` does).
-pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool) {
+/// iproute2's `print_linkinfo` for a dummy, loopback or port link. `mode` prints "mode
+/// DEFAULT" (as `ip link` does); `no_l2` leaves out the link/ether line (as `ip -4 address`
+/// does); `details` (`-d`) adds a port's binding as IFLA_LINKINFO's kind and data.
+pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool, details: bool) {
     let name = l.ifname.as_deref().unwrap_or("");
     p.num(Some("ifindex"), "", l.ifindex as i64, ": ");
     p.str(Some("ifname"), "", name, ": ");
@@ -499,6 +507,20 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool) {
             vec![0xffu8; addr.len()]
         };
         p.str(Some("broadcast"), " brd ", &mac(&brd), "");
+    }
+    if let (true, Some(LinkKind::Port(port))) = (details, &l.kind) {
+        p.open_obj(Some("linkinfo"));
+        p.str(
+            Some("info_kind"),
+            "\n    ",
+            fibre_netlink::link::PORT_KIND,
+            " ",
+        );
+        p.open_obj(Some("info_data"));
+        p.str(Some("dev"), "dev ", &port.dev, " ");
+        p.str(Some("io"), "io ", port.io.name(), " ");
+        p.close_obj();
+        p.close_obj();
     }
     p.text("\n");
 }
@@ -628,7 +650,7 @@ mod tests {
     fn link_prints_like_iproute2() {
         // A dummy link as `ip link show` prints it (iproute2 6.1).
         let mut p = Printer::new(false, false);
-        print_link(&mut p, &d0(), true, false);
+        print_link(&mut p, &d0(), true, false, false);
         assert_eq!(
             String::from_utf8(p.finish()).unwrap(),
             "2: d0: <BROADCAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\n    link/ether 72:8a:e5:dc:6a:83 brd ff:ff:ff:ff:ff:ff\n"
@@ -636,7 +658,7 @@ mod tests {
         let mut l = d0();
         l.flags &= !(iff::RUNNING | iff::LOWER_UP);
         let mut p = Printer::new(false, false);
-        print_link(&mut p, &l, false, true);
+        print_link(&mut p, &l, false, true, false);
         assert_eq!(
             String::from_utf8(p.finish()).unwrap(),
             "2: d0: <NO-CARRIER,BROADCAST,NOARP,UP> mtu 1500 qdisc noqueue state DOWN group default qlen 1000\n"

@@ -301,10 +301,51 @@ impl Errno {
 // ---------------------------------------------------------------------------------------------
 
 /// Kinds of link fibre can create (`IFLA_INFO_KIND`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LinkKind {
     Loopback,
     Dummy,
+    /// A link bound to a host interface, through which fibred forwards real frames
+    /// (`fibre link add NAME type port dev HOSTIF io KIND`). In the model it is an Ethernet
+    /// link that resolves its neighbours; the binding itself is the daemon's business.
+    Port(PortSpec),
+}
+
+/// How a port link reaches its host interface (fibre-io's port kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortIo {
+    AfXdp,
+    AfPacket,
+    /// A TAP device the port creates (`type tap`).
+    Tap,
+}
+
+impl PortIo {
+    /// The name `fibre link add ... io KIND` takes and `ip -d link show` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            PortIo::AfXdp => "af_xdp",
+            PortIo::AfPacket => "af_packet",
+            PortIo::Tap => "tap",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<PortIo> {
+        match name {
+            "af_xdp" => Some(PortIo::AfXdp),
+            "af_packet" => Some(PortIo::AfPacket),
+            "tap" => Some(PortIo::Tap),
+            _ => None,
+        }
+    }
+}
+
+/// A port link's binding: the host interface and how it is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PortSpec {
+    /// The host interface's name (for a TAP port, the device it creates).
+    pub dev: String,
+    pub io: PortIo,
 }
 
 /// Interface flags (IFF_*), as in `ifi_flags`.

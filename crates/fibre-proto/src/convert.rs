@@ -14,7 +14,10 @@
 
 use fibre_fib::types::*;
 use fibre_netlink::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessage};
-use fibre_netlink::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
+use fibre_netlink::link::{
+    port_data, AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage, PortAttr,
+    IO_AF_PACKET, IO_AF_XDP, IO_TAP, PORT_KIND,
+};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::neighbour::{
     NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage,
@@ -402,6 +405,38 @@ fn kind_name<'a>(m: &LinkMessage<'a>) -> Option<NlStr<'a>> {
     })
 }
 
+/// A `fibre_port` link's binding, from its IFLA_INFO_DATA: the host interface is required,
+/// the I/O kind defaults to AF_XDP.
+fn port_spec(m: &LinkMessage<'_>) -> Result<PortSpec, RequestError> {
+    let data = m.attributes.iter().find_map(|a| match a {
+        LinkAttr::LinkInfo(info) => info.attrs.iter().find_map(|i| match i {
+            LinkInfoAttr::Data(d) => Some(*d),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let attrs = data
+        .map(|d| port_data(&d).ok_or_else(|| invalid("fibre_port: malformed IFLA_INFO_DATA")))
+        .transpose()?
+        .unwrap_or_default();
+    let mut dev = None;
+    let mut io = PortIo::AfXdp;
+    for a in &attrs {
+        match a {
+            PortAttr::Dev(d) => dev = Some(text(d)?),
+            PortAttr::Io(IO_AF_XDP) => io = PortIo::AfXdp,
+            PortAttr::Io(IO_AF_PACKET) => io = PortIo::AfPacket,
+            PortAttr::Io(IO_TAP) => io = PortIo::Tap,
+            PortAttr::Io(_) => return Err(invalid("fibre_port: unknown io kind")),
+            PortAttr::Other(_) => {}
+        }
+    }
+    Ok(PortSpec {
+        dev: dev.ok_or_else(|| invalid("fibre_port: no host interface"))?,
+        io,
+    })
+}
+
 fn unknown_kind(m: &LinkMessage<'_>) -> Option<String> {
     kind_name(m).map(|k| String::from_utf8_lossy(k.bytes).into_owned())
 }
@@ -417,6 +452,7 @@ pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
     };
     link.kind = match kind_name(m).and_then(|k| k.as_str()) {
         Some("dummy") => Some(LinkKind::Dummy),
+        Some(PORT_KIND) => Some(LinkKind::Port(port_spec(m)?)),
         Some(_) => None,
         None if h.link_type == ARPHRD_LOOPBACK => Some(LinkKind::Loopback),
         None => None,
@@ -464,9 +500,25 @@ fn link_tail<'a>(link: &'a Link, out: &mut Vec<LinkAttr<'a>>) {
     if let Some(a) = &link.address {
         out.push(LinkAttr::Address(a));
     }
-    if link.kind == Some(LinkKind::Dummy) {
-        let kind = vec![LinkInfoAttr::Kind(NlStr::new("dummy"))];
-        out.push(LinkAttr::LinkInfo(Nest::new(kind)));
+    match &link.kind {
+        Some(LinkKind::Dummy) => {
+            let kind = vec![LinkInfoAttr::Kind(NlStr::new("dummy"))];
+            out.push(LinkAttr::LinkInfo(Nest::new(kind)));
+        }
+        Some(LinkKind::Port(p)) => {
+            let io = match p.io {
+                PortIo::AfXdp => IO_AF_XDP,
+                PortIo::AfPacket => IO_AF_PACKET,
+                PortIo::Tap => IO_TAP,
+            };
+            let data = vec![PortAttr::Dev(NlStr::new(&p.dev)), PortAttr::Io(io)];
+            let info = vec![
+                LinkInfoAttr::Kind(NlStr::new(PORT_KIND)),
+                LinkInfoAttr::PortData(Nest::new(data)),
+            ];
+            out.push(LinkAttr::LinkInfo(Nest::new(info)));
+        }
+        _ => {}
     }
     if let Some(mode) = link.addr_gen_mode {
         let inet6 = Nest::new(vec![Inet6Attr::AddrGenMode(mode)]);
@@ -491,7 +543,7 @@ fn link_header(link: &Link) -> LinkHeader {
 
 /// A link as the kernel dumps and notifies it: IFLA_IFNAME, IFLA_TXQLEN, IFLA_OPERSTATE
 /// ([`Link::operstate`]), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
-/// IFLA_LINKINFO (dummy links) and IFLA_AF_SPEC (IPv6 address generation mode).
+/// IFLA_LINKINFO (dummy and port links) and IFLA_AF_SPEC (IPv6 address generation mode).
 pub fn link_message(link: &Link) -> LinkMessage<'_> {
     let mut attributes = Vec::new();
     link_attrs(link, &mut attributes);

@@ -6,7 +6,10 @@ mod link_info;
 
 pub use af_spec::{AfSpecAttr, Inet6Attr};
 pub use attribute::{LinkAttr, IFLA};
-pub use link_info::{LinkInfoAttr, IFLA_INFO};
+pub use link_info::{
+    port_data, LinkInfoAttr, PortAttr, FIBRE_PORT, IFLA_INFO, IO_AF_PACKET, IO_AF_XDP, IO_TAP,
+    PORT_KIND,
+};
 
 use crate::nla::object_message;
 use crate::wire::fixed_header;
