@@ -147,6 +147,10 @@ pub struct Config {
     pub mirror: Option<crate::mirror::Config>,
     /// Where metrics are served, if anywhere.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The forwarding worker's settings.
+    pub workers: crate::ports::Settings,
+    /// Port links made at the start (`[[port]]`) unless the state file has them.
+    pub ports: Vec<crate::ports::PortLink>,
 }
 
 /// Who may change the state, and how many clients are served.
@@ -280,6 +284,8 @@ enum Job {
     Fpm(crate::fpm::Event),
     /// From the mirror thread.
     Mirror(crate::mirror::Event),
+    /// The forwarding worker sent something up (`ports::Hub::apply`).
+    Ports,
     /// Save the state (if kept) and stop; the save's outcome is sent back.
     Shutdown(mpsc::Sender<io::Result<()>>),
 }
@@ -483,12 +489,19 @@ fn writer(
     mut fpm: Option<crate::fpm::Writer>,
     mut mirror: Option<crate::mirror::Mirror>,
     metrics: Recorder,
+    mut ports: crate::ports::Hub,
 ) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
     let mut unsaved = state::SaveTimer::default();
     loop {
         if collect_garbage(&mut engine, &clients, &metrics) {
             unsaved.changed(Instant::now());
+        }
+        if ports.due(engine.fib()).is_some_and(|d| d <= Instant::now()) {
+            feed_batch(&mut engine, &clients, &metrics, &mut unsaved, |e, l| {
+                ports.timers(e, l)
+            });
+            ports.send_actions();
         }
         if let Some(f) = &mut fpm {
             if f.due().is_some_and(|d| d <= Instant::now()) {
@@ -501,7 +514,13 @@ fn writer(
         let save_due = state.as_ref().and(unsaved.due());
         let gc_due = engine.next_expiry().map(|d| Instant::now() + d);
         let fpm_due = fpm.as_ref().and_then(crate::fpm::Writer::due);
-        let job = match save_due.into_iter().chain(gc_due).chain(fpm_due).min() {
+        let neigh_due = ports.due(engine.fib());
+        let due = save_due
+            .into_iter()
+            .chain(gc_due)
+            .chain(fpm_due)
+            .chain(neigh_due);
+        let job = match due.min() {
             Some(due) => match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
                 Ok(j) => j,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -579,6 +598,12 @@ fn writer(
                 });
                 metrics.set_feeds(feeds(&fpm, &mirror));
             }
+            Job::Ports => {
+                feed_batch(&mut engine, &clients, &metrics, &mut unsaved, |e, l| {
+                    ports.apply(e, l)
+                });
+                ports.send_actions();
+            }
             Job::Shutdown(done) => {
                 let saved = state.as_ref().map_or(Ok(()), |p| state::save(&engine, p));
                 let _ = done.send(saved);
@@ -613,6 +638,12 @@ impl Daemon {
                 requests = applied
             );
         }
+        let (jobs, rx) = mpsc::sync_channel(JOB_QUEUE);
+        let ports = {
+            let jobs = jobs.clone();
+            let wake = Box::new(move || jobs.try_send(Job::Ports).is_ok());
+            crate::ports::start(config.workers.clone(), &mut engine, &config.ports, wake)?
+        };
         socket_dir(&config.socket, &config.access)?;
         prepare_path(&config.socket)?;
         let listener = sys::seqpacket_listen(&config.socket, LISTEN_BACKLOG)?;
@@ -630,7 +661,6 @@ impl Daemon {
             None => None,
         };
         let shutdown = Arc::new(EventFd::new()?);
-        let (jobs, rx) = mpsc::sync_channel(JOB_QUEUE);
         let state = config.state.clone();
         let reader = Mutex::new(engine.reader());
         let fpm = match &config.fpm {
@@ -648,13 +678,22 @@ impl Daemon {
                 .as_ref()
                 .map(|_| crate::metrics::Metrics::new(connections.clone())),
         );
+        metrics.set_ports(ports.counters());
         let writer_metrics = metrics.clone();
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
             .spawn(move || {
                 // Held until the final save is written.
                 let _state_lock = state_lock;
-                writer(engine, rx, state, fpm_writer, mirror_writer, writer_metrics)
+                writer(
+                    engine,
+                    rx,
+                    state,
+                    fpm_writer,
+                    mirror_writer,
+                    writer_metrics,
+                    ports,
+                )
             })?;
         if let Some((listener, _, relay)) = fpm {
             let jobs = jobs.clone();
