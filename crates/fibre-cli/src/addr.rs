@@ -6,7 +6,7 @@ use crate::names::scope_a2n;
 use crate::out::Printer;
 use crate::route::scope_name;
 use crate::{Cli, CmdError};
-use fibre_fib::{ifa_flags, iff, Address, Family, Link, LinkKind, ReqFlags};
+use fibre_fib::{ifa_flags, iff, Address, Family, Link, LinkKind, LinkStats, ReqFlags};
 use std::net::{IpAddr, Ipv4Addr};
 
 const USAGE: &str = "Usage: fibre address { add | change | replace } IFADDR dev IFNAME [ LIFETIME ] [ CONFFLAG-LIST ]\n       fibre address del IFADDR dev IFNAME\n       fibre address { show | flush } [ dev IFNAME ] [ scope SCOPE-ID ] [ to PREFIX ] [ label LABEL ] [ up ]\nIFADDR := PREFIX [ peer PREFIX ] [ broadcast ADDR ] [ label IFNAME ] [ scope SCOPE-ID ] [ metric METRIC ]\nCONFFLAG := [ home | nodad | mngtmpaddr | noprefixroute | autojoin ]\nLIFETIME := [ valid_lft LFT ] [ preferred_lft LFT ]\n";
@@ -365,6 +365,9 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
                 !link_only && family.is_some(),
                 details,
             );
+            if let (true, Some(st)) = (cli.opts.stats > 0, &l.stats) {
+                print_stats(&mut p, st);
+            }
         }
         if !link_only {
             p.open_arr(Some("addr_info"));
@@ -523,6 +526,55 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool, details: b
         p.close_obj();
     }
     p.text("\n");
+}
+
+/// iproute2's `print_link_stats` for the counters fibre keeps (the error counters it does
+/// not keep are 0): RX and TX lines, or `stats64` in JSON.
+pub fn print_stats(p: &mut Printer, s: &LinkStats) {
+    p.open_obj(Some("stats64"));
+    /// The JSON key, the title line and the counters (JSON key, value) of one direction.
+    type Row<'a> = (&'a str, &'a str, [(&'a str, u64); 6]);
+    let rows: [Row<'_>; 2] = [
+        (
+            "rx",
+            "    RX:  bytes packets errors dropped  missed   mcast\n",
+            [
+                ("bytes", s.rx_bytes),
+                ("packets", s.rx_packets),
+                ("errors", s.rx_errors),
+                ("dropped", s.rx_dropped),
+                ("missed", 0),
+                ("multicast", s.multicast),
+            ],
+        ),
+        (
+            "tx",
+            "    TX:  bytes packets errors dropped carrier collsns\n",
+            [
+                ("bytes", s.tx_bytes),
+                ("packets", s.tx_packets),
+                ("errors", s.tx_errors),
+                ("dropped", s.tx_dropped),
+                ("carrier_errors", 0),
+                ("collisions", 0),
+            ],
+        ),
+    ];
+    for (key, title, values) in rows {
+        p.open_obj(Some(key));
+        p.text(title);
+        p.text("    ");
+        for (i, (name, v)) in values.iter().enumerate() {
+            // Right-aligned under the titles.
+            let width: usize = if i == 0 { 10 } else { 7 };
+            let digits = v.to_string().len();
+            p.text(&" ".repeat(width.saturating_sub(digits)));
+            p.num(Some(name), "", *v as i64, " ");
+        }
+        p.text("\n");
+        p.close_obj();
+    }
+    p.close_obj();
 }
 
 /// iproute2's address flag words, in its order (`ifa_flag_names`).

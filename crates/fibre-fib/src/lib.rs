@@ -665,6 +665,7 @@ impl Fib {
                 carrier: Some(l.carrier),
                 txqlen: Some(l.txqlen),
                 addr_gen_mode: Some(l.addr_gen_mode),
+                stats: None,
             })
             .collect()
     }

@@ -377,6 +377,25 @@ pub struct Link {
     pub txqlen: Option<u32>,
     /// IPv6 address generation mode (IFLA_INET6_ADDR_GEN_MODE): 0 eui64, 1 none.
     pub addr_gen_mode: Option<u8>,
+    /// Counters (IFLA_STATS64), in a dump of a link something counts on (fibred's port
+    /// links); the FIB itself counts nothing and leaves them out.
+    pub stats: Option<LinkStats>,
+}
+
+/// A link's counters as `ip -s link` shows them (`struct rtnl_link_stats64`'s that fibre
+/// keeps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_errors: u64,
+    pub rx_dropped: u64,
+    pub multicast: u64,
+    pub rx_otherhost_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    pub tx_dropped: u64,
 }
 
 /// RFC 2863 operational states (IF_OPER_*) of IFLA_OPERSTATE.

@@ -144,6 +144,9 @@ struct Input {
     state: Result<(), PortError>,
     /// The host interface's MTU as last given to the link.
     mtu: Option<u32>,
+    /// The link was given its host interface's carrier once (the first check gives it,
+    /// whatever the link had before: a link restored without carrier gets it back).
+    followed: bool,
 }
 
 /// The transmit sides, by fibre link index: the data plane's [`Tx`].
@@ -228,6 +231,7 @@ impl Worker {
             rx: port.rx,
             state: Ok(()),
             mtu: None,
+            followed: false,
         });
         self.out.ports.push((ifindex, port.tx));
         self.rebuild_pollfds();
@@ -342,7 +346,9 @@ impl Worker {
                 continue;
             }
             let state = i.rx.check();
-            let carrier = (state.is_ok() != i.state.is_ok()).then_some(state.is_ok());
+            let carrier =
+                (!i.followed || state.is_ok() != i.state.is_ok()).then_some(state.is_ok());
+            i.followed = true;
             let mtu = i.rx.mtu().filter(|m| i.mtu != Some(*m));
             if carrier.is_some() || mtu.is_some() {
                 router.follow(i.ifindex, carrier, mtu);

@@ -15,8 +15,8 @@
 use fibre_fib::types::*;
 use fibre_netlink::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessage};
 use fibre_netlink::link::{
-    port_data, AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage, PortAttr,
-    IO_AF_PACKET, IO_AF_XDP, IO_TAP, PORT_KIND,
+    port_data, AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage, LinkStats64,
+    PortAttr, IO_AF_PACKET, IO_AF_XDP, IO_TAP, PORT_KIND,
 };
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::neighbour::{
@@ -464,6 +464,20 @@ pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
             LinkAttr::Address(b) => link.address = Some(b.to_vec()),
             LinkAttr::Carrier(c) => link.carrier = Some(*c != 0),
             LinkAttr::TxQueueLen(v) => link.txqlen = Some(*v),
+            LinkAttr::Stats64(s) => {
+                link.stats = Some(LinkStats {
+                    rx_packets: s.rx_packets,
+                    rx_bytes: s.rx_bytes,
+                    rx_errors: s.rx_errors,
+                    rx_dropped: s.rx_dropped,
+                    multicast: s.multicast,
+                    rx_otherhost_dropped: s.rx_otherhost_dropped,
+                    tx_packets: s.tx_packets,
+                    tx_bytes: s.tx_bytes,
+                    tx_errors: s.tx_errors,
+                    tx_dropped: s.tx_dropped,
+                })
+            }
             LinkAttr::AfSpec(spec) => {
                 for s in &spec.attrs {
                     if let AfSpecAttr::Inet6(inet6) = s {
@@ -543,12 +557,27 @@ fn link_header(link: &Link) -> LinkHeader {
 
 /// A link as the kernel dumps and notifies it: IFLA_IFNAME, IFLA_TXQLEN, IFLA_OPERSTATE
 /// ([`Link::operstate`]), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
-/// IFLA_LINKINFO (dummy and port links) and IFLA_AF_SPEC (IPv6 address generation mode).
+/// IFLA_LINKINFO (dummy and port links), IFLA_AF_SPEC (IPv6 address generation mode) and
+/// IFLA_STATS64 (when the link has counters).
 pub fn link_message(link: &Link) -> LinkMessage<'_> {
     let mut attributes = Vec::new();
     link_attrs(link, &mut attributes);
     attributes.push(LinkAttr::OperState(link.operstate()));
     link_tail(link, &mut attributes);
+    if let Some(s) = &link.stats {
+        attributes.push(LinkAttr::Stats64(LinkStats64 {
+            rx_packets: s.rx_packets,
+            tx_packets: s.tx_packets,
+            rx_bytes: s.rx_bytes,
+            tx_bytes: s.tx_bytes,
+            rx_errors: s.rx_errors,
+            tx_errors: s.tx_errors,
+            rx_dropped: s.rx_dropped,
+            tx_dropped: s.tx_dropped,
+            multicast: s.multicast,
+            rx_otherhost_dropped: s.rx_otherhost_dropped,
+        }));
+    }
     LinkMessage {
         header: link_header(link),
         attributes,

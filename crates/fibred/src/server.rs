@@ -304,6 +304,8 @@ struct Shared {
     per_user: Mutex<HashMap<u32, usize>>,
     rings: Arc<RingBudget>,
     metrics: Recorder,
+    /// The port links' counters, for link dumps.
+    link_counters: Arc<crate::ports::Counters>,
 }
 
 impl Shared {
@@ -345,7 +347,7 @@ impl Shared {
         read_only: bool,
     ) -> io::Result<Vec<Reply>> {
         if all_read_only(&datagrams) {
-            return Ok(answer_reads(client, reader, &datagrams, &self.metrics));
+            return Ok(answer_reads(client, reader, &datagrams, self));
         }
         self.send_requests(client, datagrams, false, read_only)?
             .recv()
@@ -384,7 +386,7 @@ fn answer_reads(
     client: &Client,
     reader: &FibReader,
     datagrams: &[Box<[u8]>],
-    metrics: &Recorder,
+    sh: &Shared,
 ) -> Vec<Reply> {
     let ctx = ClientCtx {
         port: client.port,
@@ -393,9 +395,9 @@ fn answer_reads(
     };
     let mut out = Outcome::default();
     for d in datagrams {
-        engine::handle_reads(reader, d, &ctx, &mut out);
+        engine::handle_reads(reader, d, &ctx, Some(&*sh.link_counters), &mut out);
     }
-    metrics.add(&out.tally);
+    sh.metrics.add(&out.tally);
     out.replies
 }
 
@@ -678,7 +680,8 @@ impl Daemon {
                 .as_ref()
                 .map(|_| crate::metrics::Metrics::new(connections.clone())),
         );
-        metrics.set_ports(ports.counters());
+        let port_counters = ports.counters();
+        metrics.set_ports(port_counters.clone());
         let writer_metrics = metrics.clone();
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
@@ -726,6 +729,7 @@ impl Daemon {
             per_user: Mutex::new(HashMap::new()),
             rings: RingBudget::new(MAX_RING_SESSIONS, MAX_RING_BYTES),
             metrics: metrics.clone(),
+            link_counters: port_counters,
         });
         if let (Some(listener), Some(m)) = (metrics_listener, metrics.0) {
             let reader = shared.reader();
@@ -1351,7 +1355,7 @@ fn serve_ring(
         }
         if s.output_idle() && at_writer.is_empty() {
             if let Some(batch) = held.take() {
-                write_answers(&mut s, answer_reads(client, &reader, &batch, &sh.metrics));
+                write_answers(&mut s, answer_reads(client, &reader, &batch, sh));
                 progressed = true;
             }
         }
@@ -1370,7 +1374,7 @@ fn serve_ring(
                 if !all_read_only(&batch) {
                     at_writer.push_back(sh.send_requests(client, batch, true, read_only)?);
                 } else if at_writer.is_empty() {
-                    write_answers(&mut s, answer_reads(client, &reader, &batch, &sh.metrics));
+                    write_answers(&mut s, answer_reads(client, &reader, &batch, sh));
                 } else {
                     held = Some(batch);
                 }

@@ -3,6 +3,7 @@
 mod af_spec;
 mod attribute;
 mod link_info;
+mod stats;
 
 pub use af_spec::{AfSpecAttr, Inet6Attr};
 pub use attribute::{LinkAttr, IFLA};
@@ -10,6 +11,7 @@ pub use link_info::{
     port_data, LinkInfoAttr, PortAttr, FIBRE_PORT, IFLA_INFO, IO_AF_PACKET, IO_AF_XDP, IO_TAP,
     PORT_KIND,
 };
+pub use stats::LinkStats64;
 
 use crate::nla::object_message;
 use crate::wire::fixed_header;

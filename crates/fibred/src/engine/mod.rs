@@ -51,6 +51,7 @@ use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage};
 use fibre_proto::convert::{self, Request, RequestError};
 use fibre_proto::membership::{self, FIBRE_MEMBERSHIP};
+use std::sync::Arc;
 
 /// What one client's connection tells the engine about itself.
 #[derive(Debug, Clone, Copy, Default)]
@@ -245,6 +246,22 @@ pub fn errno_text(e: &RtError) -> String {
     }
 }
 
+/// Counters of the links something counts on (fibred's port links), which link dumps show
+/// (IFLA_STATS64). Read by any thread.
+pub trait LinkCounters: Send + Sync {
+    fn stats(&self, ifindex: u32) -> Option<LinkStats>;
+}
+
+/// Gives `links` their counters.
+fn with_counters(mut links: Vec<Link>, counters: Option<&dyn LinkCounters>) -> Vec<Link> {
+    if let Some(c) = counters {
+        for l in &mut links {
+            l.stats = c.stats(l.ifindex);
+        }
+    }
+    links
+}
+
 /// Whoever binds port links to host interfaces (the daemon's `ports`): the engine asks it
 /// before it creates a port link and tells it when one goes.
 pub trait PortBinder: Send {
@@ -272,6 +289,8 @@ pub struct Engine {
     batching: bool,
     /// Opens the ports of port links; without one a port link is a link like any other.
     ports: Option<Box<dyn PortBinder>>,
+    /// What link dumps show as the links' counters.
+    link_counters: Option<Arc<dyn LinkCounters>>,
 }
 
 impl Default for Engine {
@@ -313,10 +332,17 @@ pub fn read_only(datagram: &[u8]) -> bool {
 
 /// Answers a datagram for which [`read_only`] holds from the published state, on the
 /// calling thread: what [`Engine::handle`] would answer after the last publish.
-pub fn handle_reads(reader: &FibReader, datagram: &[u8], client: &ClientCtx, out: &mut Outcome) {
+/// Links get their `counters`.
+pub fn handle_reads(
+    reader: &FibReader,
+    datagram: &[u8],
+    client: &ClientCtx,
+    counters: Option<&dyn LinkCounters>,
+    out: &mut Outcome,
+) {
     each_message(datagram, |msg| {
         process(msg, None, client.port, out, |req, origin, out| {
-            read(&reader.read(), reader, req, origin, out)
+            read(&reader.read(), reader, counters, req, origin, out)
         })
     });
 }
@@ -474,7 +500,13 @@ impl Engine {
             reader,
             batching: false,
             ports: None,
+            link_counters: None,
         }
+    }
+
+    /// Has link dumps show `counters`.
+    pub fn set_link_counters(&mut self, counters: Arc<dyn LinkCounters>) {
+        self.link_counters = Some(counters);
     }
 
     /// Applies a request of the daemon's own, already converted (the configuration's port
@@ -719,7 +751,8 @@ impl Engine {
             }
         }
         if is_read(&req) {
-            return read(self.view.latest(), &self.reader, req, origin, out);
+            let counters = self.link_counters.as_deref();
+            return read(self.view.latest(), &self.reader, counters, req, origin, out);
         }
         match req {
             Request::NewRoute(r, f) => {

@@ -40,9 +40,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fibre_dataplane::drop::{DropCounters, LinkStats};
+use fibre_dataplane::drop::DropCounters;
 use fibre_dataplane::pipeline::{self, Dataplane, Event};
-use fibre_fib::types::{Errno, Link, LinkKind, PortIo, PortSpec, ReqFlags, RtError};
+use fibre_fib::types::{Errno, Link, LinkKind, LinkStats, PortIo, PortSpec, ReqFlags, RtError};
 use fibre_fib::{Fib, NudAction};
 use fibre_fwd::FwdWriter;
 use fibre_io::worker::monotonic_ns;
@@ -129,7 +129,7 @@ pub struct PortStats {
     /// "up", "down" (the host interface is down or without carrier) or "gone".
     pub state: &'static str,
     pub port: fibre_io::Counters,
-    pub link: LinkStats,
+    pub link: fibre_dataplane::drop::LinkStats,
 }
 
 /// The worker's counters as last copied out.
@@ -171,6 +171,26 @@ impl Counters {
         if let Ok(mut cur) = self.snapshot.lock() {
             *cur = s;
         }
+    }
+}
+
+impl crate::engine::LinkCounters for Counters {
+    /// What the port counted, with the data plane's drops and errors counted on the link.
+    fn stats(&self, ifindex: u32) -> Option<LinkStats> {
+        let p = self.link(ifindex)?;
+        let (port, link) = (p.port, p.link);
+        Some(LinkStats {
+            rx_packets: port.rx_packets,
+            rx_bytes: port.rx_bytes,
+            rx_errors: link.rx_errors,
+            rx_dropped: port.rx_ring_drops + link.rx_dropped,
+            multicast: link.multicast,
+            rx_otherhost_dropped: link.rx_otherhost_dropped,
+            tx_packets: port.tx_packets,
+            tx_bytes: port.tx_bytes,
+            tx_errors: port.errors + link.tx_errors,
+            tx_dropped: port.tx_full + link.tx_dropped,
+        })
     }
 }
 
@@ -268,6 +288,7 @@ pub fn start(
         }
     }
     engine.bind_ports(Box::new(binder));
+    engine.set_link_counters(counters.clone());
     for l in links {
         if engine.fib().link_index(&l.name).is_some() {
             continue;

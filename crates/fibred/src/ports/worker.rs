@@ -57,7 +57,7 @@ impl Remote {
         let dp = worker.dataplane();
         let mut s = Snapshot {
             ports: Vec::with_capacity(self.bound.len()),
-            drops: dp.drops().clone(),
+            drops: *dp.drops(),
             dataplane: dp.counters(),
             unrouted: worker.unrouted(),
             events_lost: self.events_lost,
