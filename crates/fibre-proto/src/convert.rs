@@ -260,7 +260,12 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
     let unsupported = || RequestError::from(RtError::new(Errno::EOPNOTSUPP));
     match &msg.payload {
         Payload::Link(m) => {
-            let link = link_from(m)?;
+            // Counters are a dump's; a request's (a dump replayed) are ignored, as the kernel
+            // ignores IFLA_STATS64 in requests.
+            let link = Link {
+                stats: None,
+                ..link_from(m)?
+            };
             match t {
                 mt::RTM_NEWLINK | mt::RTM_SETLINK => {
                     if link.kind.is_none() && flags.create {
