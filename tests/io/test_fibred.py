@@ -35,7 +35,9 @@ import time
 import pytest
 
 from binaries import binary
-from test_live import HELP, cpu_seconds, helper, in_ns, sh
+# test_live's namespaces (h1, r, h2), veths (r's a0 and a1, the hosts' eth0) and host
+# addresses serve here too.
+from test_live import HELP, address_hosts, cpu_seconds, helper, in_ns, sh, topo, wire_veths  # noqa: F401
 
 FIBRE = binary("fibre")
 FIBRED = binary("fibred")
@@ -50,14 +52,12 @@ route add 10.0.3.0/24 via 10.0.2.2
 """
 
 
-def why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    if FIBRE is None or FIBRED is None:
-        return "fibre and fibred are not built"
-    if sh("ip", "netns", "list", check=False).returncode != 0:
-        return "`ip netns` is not available"
-    return None
+def wire(ns: dict) -> None:
+    """The veths and the hosts' addresses; skips when fibred is not built."""
+    if FIBRED is None:
+        pytest.skip("fibred is not built")
+    wire_veths(ns)
+    address_hosts(ns)
 
 
 class Router:
@@ -93,33 +93,6 @@ class Router:
         assert self.proc.wait(10) == 0, self.log.read_text()
 
 
-@pytest.fixture
-def topo():
-    why = why_not()
-    if why:
-        pytest.skip(why)
-    tag = f"fibred-{os.getpid()}"
-    ns = {n: f"{tag}-{n}" for n in ("h1", "r", "h2")}
-    try:
-        for name in ns.values():
-            sh("ip", "netns", "add", name)
-            for k in ("all", "default"):
-                sh("ip", "netns", "exec", name, "sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1")
-            sh("ip", "-n", name, "link", "set", "lo", "up")
-        for h, dev, addr, gw in (("h1", "a0", "10.0.1.2/24", "10.0.1.1"),
-                                 ("h2", "a1", "10.0.2.2/24", "10.0.2.1")):
-            sh("ip", "-n", ns["r"], "link", "add", dev, "type", "veth", "peer", "name", "eth0",
-               "netns", ns[h])
-            sh("ip", "-n", ns["r"], "link", "set", dev, "up")
-            sh("ip", "-n", ns[h], "link", "set", "eth0", "up")
-            sh("ip", "-n", ns[h], "addr", "add", addr, "dev", "eth0")
-            sh("ip", "-n", ns[h], "route", "add", "default", "via", gw)
-        yield ns
-    finally:
-        for name in ns.values():
-            sh("ip", "netns", "del", name, check=False)
-
-
 def counters(router: Router, link: str) -> dict:
     out = json.loads(router.fibre("-s", "-j", "link", "show", link).stdout)
     return out[0]["stats64"]
@@ -134,6 +107,7 @@ def promtool(text: str) -> None:
 
 
 def test_refusals_leave_no_link(topo, tmp_path):
+    wire(topo)
     # fibred without privileges (user nobody, fibred's own user: an administrator of it)
     # cannot open the interface; a missing interface is named.
     # pytest's directories are root's alone: nobody's fibred gets one of its own.
@@ -159,6 +133,7 @@ def test_refusals_leave_no_link(topo, tmp_path):
 
 @pytest.mark.parametrize("kind", ["af_packet", "af_xdp"])
 def test_fibred_forwards(topo, kind, tmp_path):
+    wire(topo)
     for h in ("h1", "h2"):
         off = ["offloads-off", "eth0"] + (["tx"] if kind == "af_xdp" else [])
         assert helper(topo[h], *off) == 0

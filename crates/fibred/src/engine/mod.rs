@@ -22,7 +22,6 @@
 //! - Changes become visible to readers at [`Engine::publish`] (the daemon publishes after
 //!   each batch, before answering it); a route dump requested after changes in the same batch
 //!   publishes them first.
-//!
 //! - A port link (`LinkKind::Port`) is made only once its host interface is open: the
 //!   engine asks its [`PortBinder`] (the daemon's `ports`, which does the I/O) before it
 //!   creates the link, and a refusal answers the request with nothing made.

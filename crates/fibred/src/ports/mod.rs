@@ -464,8 +464,12 @@ impl PortBinder for Binder {
         }
     }
 
+    /// The forwarding objects follow the FIB once a worker reads them (until then a
+    /// publish costs nothing more: a daemon without port links recompiles nothing).
     fn published(&mut self, fib: &Fib) {
-        self.fwd.update(fib);
+        if self.worker.is_some() {
+            self.fwd.update(fib);
+        }
     }
 }
 
