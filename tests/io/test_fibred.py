@@ -12,7 +12,8 @@ destination fibre has no route to); a flap of r's a1 while a flood of UDP crosse
 which traffic resumes; the counters (`fibre -s link show`, `fibre -s -j link show`, the
 metrics, checked by promtool when it is there) moving; an idle fibred using no CPU to speak
 of; fibred restarted with `--state`: the configuration is the same and traffic resumes; the
-port link deleted: its I/O stops.
+port link deleted: its I/O stops. TAP ports (`type tap`, the devices moved to the hosts):
+ping across and of the router, UDP across.
 
 Offloads as in test_live.py (TSO and GSO off on the hosts, transmit checksum offload off too
 for AF_XDP). Needs root, `ip netns` and built fibre and fibred; skips with the reason
@@ -37,7 +38,8 @@ import pytest
 from binaries import binary
 # test_live's namespaces (h1, r, h2), veths (r's a0 and a1, the hosts' eth0) and host
 # addresses serve here too.
-from test_live import HELP, address_hosts, cpu_seconds, helper, in_ns, sh, topo, wire_veths  # noqa: F401
+from test_live import (  # noqa: F401 (topo is a fixture)
+    HELP, address_hosts, cpu_seconds, helper, in_ns, move_taps, sh, topo, wire_veths)
 
 FIBRE = binary("fibre")
 FIBRED = binary("fibred")
@@ -214,3 +216,28 @@ def test_fibred_forwards(topo, kind, tmp_path):
     finally:
         if r.proc.poll() is None:
             r.stop()
+
+
+def test_fibred_tap_ports(topo, tmp_path):
+    # `type tap`: fibred creates TAP devices a0 and a1 in r, which go to the hosts as eth0.
+    if FIBRED is None:
+        pytest.skip("fibred is not built")
+    r = Router(topo["r"], tmp_path)
+    try:
+        r.fibre("link", "add", "p0", "type", "tap", "dev", "a0")
+        r.fibre("link", "add", "p1", "type", "tap", "dev", "a1")
+        batch = tmp_path / "config.batch"
+        batch.write_text(CONFIG)
+        r.fibre("-batch", str(batch))
+        move_taps(topo)
+        address_hosts(topo)
+        assert helper(topo["h1"], "ping", "10.0.2.2", "20") == 0, "ping across fibre"
+        assert helper(topo["h1"], "ping", "10.0.1.1", "4") == 0, "ping of the router"
+        echo = in_ns(topo["h2"], sys.executable, HELP, "udp-echo", "7", "5")
+        time.sleep(0.3)
+        assert helper(topo["h1"], "udp-ask", "10.0.2.2", "7") == 0, "UDP across fibre"
+        echo.kill()
+        echo.wait()
+        assert counters(r, "p1")["tx"]["packets"] > 0
+    finally:
+        r.stop()
