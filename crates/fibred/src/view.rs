@@ -469,6 +469,7 @@ impl Sources<'_> {
 mod tests {
     use super::*;
     use fibre_fib::types::{Family, LinkKind, Prefix, RouteQuery, RouteType};
+    use fibre_fib::{Learn, Override};
     use std::net::{IpAddr, Ipv4Addr};
 
     /// Batches of churn the writer publishes, one at a time.
@@ -607,14 +608,15 @@ mod tests {
         }
     }
 
-    /// A random change of links, addresses, next-hop objects, rules or expiry (failures
-    /// included: deleting what is absent, adding what exists, next hops on missing links).
+    /// A random change of links, addresses, next-hop objects, rules, expiry or neighbours
+    /// as the data plane reports them (failures included: deleting what is absent, adding
+    /// what exists, next hops on missing links, neighbours on missing links).
     fn object_change(rng: &mut Rng, now: u64) -> Change {
         let link = rng.below(2) as u8;
         let ifindex = 2 + u32::from(link);
         let net = 128 + link;
         let up = if rng.below(4) == 0 { 0 } else { 1 };
-        match rng.below(9) {
+        match rng.below(11) {
             0 => Change::NewLink(
                 Link {
                     ifname: Some(format!("d{link}")),
@@ -677,7 +679,25 @@ mod tests {
                     Change::DelRule(r)
                 }
             }
-            _ => Change::Expire(now + rng.below(4000)),
+            8 => Change::Expire(now + rng.below(4000)),
+            9 => {
+                let addr = v4(10, net, 0, 2 + rng.below(3) as u8);
+                let event = if rng.below(2) == 0 {
+                    Event::Used { oif: ifindex, addr }
+                } else {
+                    Event::Learned(fibre_dataplane::neigh::Learned {
+                        ifindex,
+                        addr,
+                        lladdr: [2, 0, 0, 0, net, rng.below(2) as u8],
+                        how: [Learn::Confirmed, Learn::Unconfirmed][rng.below(2) as usize],
+                        create: rng.below(2) == 0,
+                        override_ll: Override::Always,
+                    })
+                };
+                // The workers' clock: nanoseconds, a second per millisecond of `now`'s.
+                Change::NeighEvents(vec![event], now * 1_000_000)
+            }
+            _ => Change::NeighTimers((now + rng.below(4000)) * 1_000_000),
         }
     }
 
@@ -736,6 +756,7 @@ mod tests {
             .chain(lines(fib.addrs(None)))
             .chain(lines(fib.rules(None)))
             .chain(lines(fib.nexthops()))
+            .chain(lines(fib.neighbours(None, false)))
             .chain(lines(answers))
             .chain([format!(
                 "gen {} next expiry {:?} expiring {:?}",
