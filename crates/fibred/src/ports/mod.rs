@@ -352,6 +352,7 @@ impl Binder {
                 held: Vec::with_capacity(ACTION_QUEUE),
                 next_stats: 0,
                 events_lost: 0,
+                kicked: false,
             };
             let cpu = self.settings.cpu;
             let stop2 = stop.clone();

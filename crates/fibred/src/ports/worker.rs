@@ -41,6 +41,8 @@ pub(super) struct Remote {
     /// When the counters are next copied out (monotonic nanoseconds).
     pub next_stats: u64,
     pub events_lost: u64,
+    /// Actions were taken since the eventfd was last drained.
+    pub kicked: bool,
 }
 
 impl Remote {
@@ -130,6 +132,7 @@ impl Turn for Remote {
                 .extend(self.actions.try_iter().take(self.held.capacity()));
             dp.neigh_actions(v, monotonic_ns(), &self.held, tx);
             self.held.clear();
+            self.kicked = true;
         }
         if dp.next_timer().is_some_and(|t| t <= at) {
             dp.run_timers(v, at, tx);
@@ -148,7 +151,8 @@ impl Turn for Remote {
 
     fn between(&mut self, worker: &mut Worker) {
         let mut changed = false;
-        if self.kick.control.swap(false, Ordering::AcqRel) {
+        let control = self.kick.control.swap(false, Ordering::AcqRel);
+        if control {
             while let Ok(c) = self.ctl.try_recv() {
                 match c {
                     Control::Add {
@@ -173,9 +177,11 @@ impl Turn for Remote {
                 changed = true;
             }
         }
-        // Both kinds of kick share the eventfd; once no kick is pending it may wait again.
-        if !self.kick.actions.load(Ordering::Acquire) {
+        // Both kinds of kick share the eventfd, drained (a system call) only after a kick
+        // and once none is pending, so that poll(2) waits again.
+        if (control || self.kicked) && !self.kick.actions.load(Ordering::Acquire) {
             self.kick.fd.drain();
+            self.kicked = false;
         }
         let now = monotonic_ns();
         if changed || now >= self.next_stats {
