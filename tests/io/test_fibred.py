@@ -39,7 +39,8 @@ from binaries import binary
 # test_live's namespaces (h1, r, h2), veths (r's a0 and a1, the hosts' eth0) and host
 # addresses serve here too.
 from test_live import (  # noqa: F401 (topo is a fixture)
-    HELP, address_hosts, cpu_seconds, helper, in_ns, move_taps, sh, topo, wire_veths)
+    HELP, address_hosts, cpu_seconds, helper, in_ns, move_taps, sh, topo, traffic_across,
+    wire_veths)
 
 FIBRE = binary("fibre")
 FIBRED = binary("fibred")
@@ -152,20 +153,10 @@ def test_fibred_forwards(topo, kind, tmp_path):
         assert show["linkinfo"] == {"info_kind": "fibre_port",
                                     "info_data": {"dev": "a0", "io": kind}}, show
 
-        assert helper(topo["h1"], "ping", "10.0.2.2", "20") == 0, "ping across fibre"
-        assert helper(topo["h1"], "ping", "10.0.1.1", "4") == 0, "ping of the router"
-        assert helper(topo["h2"], "ping", "10.0.1.2", "4") == 0, "ping back across fibre"
+        traffic_across(topo)
         unreach = sh("ip", "netns", "exec", topo["h1"], sys.executable, HELP, "icmp-error",
                      "10.9.9.9", check=False)
         assert unreach.stdout.strip() == "ENETUNREACH", unreach
-        echo = in_ns(topo["h2"], sys.executable, HELP, "udp-echo", "7", "10")
-        tcp = in_ns(topo["h2"], sys.executable, HELP, "tcp-echo", "7", "10")
-        time.sleep(0.3)
-        assert helper(topo["h1"], "udp-ask", "10.0.2.2", "7") == 0, "UDP across fibre"
-        assert helper(topo["h1"], "tcp-ask", "10.0.2.2", "7", "200000") == 0, "TCP across fibre"
-        for p in (echo, tcp):
-            p.kill()
-            p.wait()
 
         # A flap of r's a1 while a flood crosses: p1 loses its carrier and regains it, and
         # traffic resumes.
