@@ -6,6 +6,10 @@
   udp-ask DST PORT        sends a datagram to DST:PORT and waits for it back; exit 0 if so
   tcp-echo PORT SECONDS   echoes one TCP connection on PORT, for at most SECONDS
   tcp-ask DST PORT BYTES  sends BYTES over TCP to DST:PORT and reads them back; exit 0 if equal
+  icmp-error DST          sends a UDP datagram to DST:9 and prints the errno an ICMP error
+                          turned into (ENETUNREACH, ...); exit 0 if one came
+  flood DST PORT SECONDS  sends UDP datagrams to DST:PORT for SECONDS (about 2000 a second);
+                          prints how many
   pmtu DST SIZE           sends SIZE-byte UDP datagrams with DF to DST until the path MTU
                           learnt from an ICMP "fragmentation needed" is below SIZE; prints it
   offloads-off DEV [tx]   segmentation offloads (TSO, GSO) off on DEV, and with `tx` transmit
@@ -15,6 +19,7 @@
 from __future__ import annotations
 
 import array
+import errno
 import fcntl
 import os
 import socket
@@ -116,6 +121,39 @@ def tcp_ask(dst: str, port: int, n: int) -> bool:
     return bytes(got) == payload
 
 
+def icmp_error(dst: str) -> str | None:
+    IP_RECVERR = 11
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # Without it Linux reports only the "fatal" ICMP errors (port and protocol unreachable).
+    s.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
+    s.settimeout(0.5)
+    s.connect((dst, 9))
+    for _ in range(10):
+        try:
+            s.send(b"fibre-io icmp")
+            s.recv(2048)
+        except socket.timeout:
+            continue
+        except OSError as e:
+            return errno.errorcode.get(e.errno, str(e.errno))
+    return None
+
+
+def flood(dst: str, port: int, seconds: float) -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    n = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            s.sendto(b"f" * 64, (dst, port))
+            n += 1
+        except OSError:
+            pass
+        time.sleep(0.0005)
+    return n
+
+
 def pmtu(dst: str, size: int) -> int | None:
     IP_MTU_DISCOVER, IP_PMTUDISC_DO, IP_MTU = 10, 2, 14
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -164,6 +202,13 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "tcp-ask":
         return 0 if tcp_ask(argv[1], int(argv[2]), int(argv[3])) else 1
+    if cmd == "icmp-error":
+        err = icmp_error(argv[1])
+        print(err)
+        return 0 if err is not None else 1
+    if cmd == "flood":
+        print(flood(argv[1], int(argv[2]), float(argv[3])))
+        return 0
     if cmd == "pmtu":
         mtu = pmtu(argv[1], int(argv[2]))
         print(mtu)

@@ -131,6 +131,21 @@ def helper(ns: str, *args: str) -> int:
     return sh("ip", "netns", "exec", ns, sys.executable, HELP, *args, check=False).returncode
 
 
+def traffic_across(ns: dict) -> None:
+    """Ping across the router both ways and of the router (10.0.1.1), UDP and TCP across."""
+    assert helper(ns["h1"], "ping", "10.0.2.2", "20") == 0, "ping across fibre"
+    assert helper(ns["h1"], "ping", "10.0.1.1", "4") == 0, "ping of the router"
+    assert helper(ns["h2"], "ping", "10.0.1.2", "4") == 0, "ping back across fibre"
+    echo = in_ns(ns["h2"], sys.executable, HELP, "udp-echo", "7", "10")
+    tcp = in_ns(ns["h2"], sys.executable, HELP, "tcp-echo", "7", "10")
+    time.sleep(0.3)
+    assert helper(ns["h1"], "udp-ask", "10.0.2.2", "7") == 0, "UDP across fibre"
+    assert helper(ns["h1"], "tcp-ask", "10.0.2.2", "7", "200000") == 0, "TCP across fibre"
+    for p in (echo, tcp):
+        p.kill()
+        p.wait()
+
+
 @pytest.mark.parametrize("kind", ["af_packet", "af_xdp", "tap"])
 def test_traffic_through_fibre(topo, kind, tmp_path):
     config = tmp_path / "config.batch"
@@ -147,17 +162,7 @@ def test_traffic_through_fibre(topo, kind, tmp_path):
             move_taps(topo)
         address_hosts(topo)
         # The first ping also waits for fibre to have bound its ports.
-        assert helper(topo["h1"], "ping", "10.0.2.2", "20") == 0, "ping across fibre"
-        assert helper(topo["h1"], "ping", "10.0.1.1", "4") == 0, "ping of the router"
-        assert helper(topo["h2"], "ping", "10.0.1.2", "4") == 0, "ping back across fibre"
-        echo = in_ns(topo["h2"], sys.executable, HELP, "udp-echo", "7", "10")
-        tcp = in_ns(topo["h2"], sys.executable, HELP, "tcp-echo", "7", "10")
-        time.sleep(0.3)
-        assert helper(topo["h1"], "udp-ask", "10.0.2.2", "7") == 0, "UDP across fibre"
-        assert helper(topo["h1"], "tcp-ask", "10.0.2.2", "7", "200000") == 0, "TCP across fibre"
-        for p in (echo, tcp):
-            p.kill()
-            p.wait()
+        traffic_across(topo)
         if kind != "tap":
             # A flap of r's link towards h2: fibre's a1 loses its carrier and regains it (its
             # neighbours flushed), and traffic resumes.

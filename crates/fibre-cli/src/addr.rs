@@ -6,7 +6,7 @@ use crate::names::scope_a2n;
 use crate::out::Printer;
 use crate::route::scope_name;
 use crate::{Cli, CmdError};
-use fibre_fib::{ifa_flags, iff, Address, Family, Link, LinkKind, ReqFlags};
+use fibre_fib::{ifa_flags, iff, Address, Family, Link, LinkKind, LinkStats, ReqFlags};
 use std::net::{IpAddr, Ipv4Addr};
 
 const USAGE: &str = "Usage: fibre address { add | change | replace } IFADDR dev IFNAME [ LIFETIME ] [ CONFFLAG-LIST ]\n       fibre address del IFADDR dev IFNAME\n       fibre address { show | flush } [ dev IFNAME ] [ scope SCOPE-ID ] [ to PREFIX ] [ label LABEL ] [ up ]\nIFADDR := PREFIX [ peer PREFIX ] [ broadcast ADDR ] [ label IFNAME ] [ scope SCOPE-ID ] [ metric METRIC ]\nCONFFLAG := [ home | nodad | mngtmpaddr | noprefixroute | autojoin ]\nLIFETIME := [ valid_lft LFT ] [ preferred_lft LFT ]\n";
@@ -345,6 +345,7 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
     }
     let filtering =
         family.is_some() || sel.scope.is_some() || sel.to.is_some() || sel.label.is_some();
+    let details = cli.opts.details > 0;
     let mut p = cli.printer();
     for l in &links {
         let mine: Vec<&Address> = addrs
@@ -357,7 +358,16 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
         p.open_obj(None);
         // iproute2 leaves the link out when selecting by label.
         if sel.label.is_none() || link_only {
-            print_link(&mut p, l, link_only, !link_only && family.is_some());
+            print_link(
+                &mut p,
+                l,
+                link_only,
+                !link_only && family.is_some(),
+                details,
+            );
+            if let (true, Some(st)) = (cli.opts.stats > 0, &l.stats) {
+                print_stats(&mut p, st);
+            }
         }
         if !link_only {
             p.open_arr(Some("addr_info"));
@@ -440,9 +450,10 @@ fn mac(b: &[u8]) -> String {
     s
 }
 
-/// iproute2's `print_linkinfo` for a dummy or loopback link. `mode` prints "mode DEFAULT" (as
-/// `ip link` does); `no_l2` leaves out the link/ether line (as `ip -4 address` does).
-pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool) {
+/// iproute2's `print_linkinfo` for a dummy, loopback or port link. `mode` prints "mode
+/// DEFAULT" (as `ip link` does); `no_l2` leaves out the link/ether line (as `ip -4 address`
+/// does); `details` (`-d`) adds a port's binding as IFLA_LINKINFO's kind and data.
+pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool, details: bool) {
     let name = l.ifname.as_deref().unwrap_or("");
     p.num(Some("ifindex"), "", l.ifindex as i64, ": ");
     p.str(Some("ifname"), "", name, ": ");
@@ -500,7 +511,70 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool) {
         };
         p.str(Some("broadcast"), " brd ", &mac(&brd), "");
     }
+    if let (true, Some(LinkKind::Port(port))) = (details, &l.kind) {
+        p.open_obj(Some("linkinfo"));
+        p.str(
+            Some("info_kind"),
+            "\n    ",
+            fibre_netlink::link::PORT_KIND,
+            " ",
+        );
+        p.open_obj(Some("info_data"));
+        p.str(Some("dev"), "dev ", &port.dev, " ");
+        p.str(Some("io"), "io ", port.io.name(), " ");
+        p.close_obj();
+        p.close_obj();
+    }
     p.text("\n");
+}
+
+/// iproute2's `print_link_stats` for the counters fibre keeps (the error counters it does
+/// not keep are 0): RX and TX lines, or `stats64` in JSON.
+pub fn print_stats(p: &mut Printer, s: &LinkStats) {
+    p.open_obj(Some("stats64"));
+    /// The JSON key, the title line and the counters (JSON key, value) of one direction.
+    type Row<'a> = (&'a str, &'a str, [(&'a str, u64); 6]);
+    let rows: [Row<'_>; 2] = [
+        (
+            "rx",
+            "    RX:  bytes packets errors dropped  missed   mcast\n",
+            [
+                ("bytes", s.rx_bytes),
+                ("packets", s.rx_packets),
+                ("errors", s.rx_errors),
+                ("dropped", s.rx_dropped),
+                ("missed", 0),
+                ("multicast", s.multicast),
+            ],
+        ),
+        (
+            "tx",
+            "    TX:  bytes packets errors dropped carrier collsns\n",
+            [
+                ("bytes", s.tx_bytes),
+                ("packets", s.tx_packets),
+                ("errors", s.tx_errors),
+                ("dropped", s.tx_dropped),
+                ("carrier_errors", 0),
+                ("collisions", 0),
+            ],
+        ),
+    ];
+    for (key, title, values) in rows {
+        p.open_obj(Some(key));
+        p.text(title);
+        p.text("    ");
+        for (i, (name, v)) in values.iter().enumerate() {
+            // Right-aligned under the titles.
+            let width: usize = if i == 0 { 10 } else { 7 };
+            let digits = v.to_string().len();
+            p.text(&" ".repeat(width.saturating_sub(digits)));
+            p.num(Some(name), "", *v as i64, " ");
+        }
+        p.text("\n");
+        p.close_obj();
+    }
+    p.close_obj();
 }
 
 /// iproute2's address flag words, in its order (`ifa_flag_names`).
@@ -628,7 +702,7 @@ mod tests {
     fn link_prints_like_iproute2() {
         // A dummy link as `ip link show` prints it (iproute2 6.1).
         let mut p = Printer::new(false, false);
-        print_link(&mut p, &d0(), true, false);
+        print_link(&mut p, &d0(), true, false, false);
         assert_eq!(
             String::from_utf8(p.finish()).unwrap(),
             "2: d0: <BROADCAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\n    link/ether 72:8a:e5:dc:6a:83 brd ff:ff:ff:ff:ff:ff\n"
@@ -636,7 +710,7 @@ mod tests {
         let mut l = d0();
         l.flags &= !(iff::RUNNING | iff::LOWER_UP);
         let mut p = Printer::new(false, false);
-        print_link(&mut p, &l, false, true);
+        print_link(&mut p, &l, false, true, false);
         assert_eq!(
             String::from_utf8(p.finish()).unwrap(),
             "2: d0: <NO-CARRIER,BROADCAST,NOARP,UP> mtu 1500 qdisc noqueue state DOWN group default qlen 1000\n"

@@ -24,7 +24,7 @@ use std::io::Write;
 use fibre_dataplane::input_cache::Mode;
 use fibre_dataplane::pipeline::{Config, Dataplane, Tx, VECTOR};
 use fibre_fib::Fib;
-use fibre_io::worker::Router;
+use fibre_io::worker::{Router, Turn};
 
 use crate::online::{offline_fib, Backend};
 use crate::pcap::{self, Captured};

@@ -1,14 +1,18 @@
-//! `ip link`: add (type dummy), set, delete, show.
+//! `ip link`: add (type dummy, port, tap), set, delete, show.
 //!
 //! Parsing follows iproute2 6.1's `iplink_parse`/`iplink_modify`; `show` shares the printer of
 //! `ip address show` (iproute2's `print_linkinfo`), in the form a dummy or loopback device has.
+//! A port link (`type port dev HOSTIF [io af_xdp|af_packet|tap]`, or `type tap [dev HOSTIF]`
+//! for a TAP device named HOSTIF, NAME by default) is fibre's own kind, `fibre_port` in
+//! IFLA_LINKINFO with its binding in IFLA_INFO_DATA (fibre-netlink's `link_info`); fibred
+//! opens the host interface and forwards through it, offline it is a link like any other.
 
 use crate::addr;
 use crate::args::{get_u32, matches, Args};
 use crate::{Cli, CmdError};
-use fibre_fib::{iff, Link, LinkKind, ReqFlags};
+use fibre_fib::{iff, Errno, Link, LinkKind, PortIo, PortSpec, ReqFlags};
 
-const USAGE: &str = "Usage: fibre link add [ name ] NAME type dummy [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ up ]\n       fibre link delete DEVICE\n       fibre link set { DEVICE | dev DEVICE } [ { up | down } ] [ carrier { on | off } ]\n                      [ arp { on | off } ] [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ name NEWNAME ]\n       fibre link show [ DEVICE ] [ up ]\n";
+const USAGE: &str = "Usage: fibre link add [ name ] NAME type TYPE [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ up ] [ ARGS ]\n       TYPE := { dummy | port dev HOSTIF [ io { af_xdp | af_packet | tap } ]\n                 | tap [ dev HOSTIF ] }\n       fibre link delete DEVICE\n       fibre link set { DEVICE | dev DEVICE } [ { up | down } ] [ carrier { on | off } ]\n                      [ arp { on | off } ] [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ name NEWNAME ]\n       fibre link show [ DEVICE ] [ up ]\n";
 
 /// `ip link ...`
 pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
@@ -179,6 +183,10 @@ fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
     // dummy, so they are ignored, as there.
     match kind {
         Some("dummy") => link.kind = Some(LinkKind::Dummy),
+        Some(k @ ("port" | "tap")) => {
+            let port = port_args(&mut a, k == "tap", dev)?;
+            link.kind = Some(LinkKind::Port(port));
+        }
         Some(_) => {
             return Err(CmdError::fail(2, "Error: Unknown device type.\n"));
         }
@@ -216,7 +224,56 @@ fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
         Verb::Del => cli.fib.link_del(&link),
     };
     cli.links_changed();
-    r.map_err(|e| CmdError::rtnl(&e))
+    r.map_err(|e| match (&link.kind, e.errno) {
+        // fibred could not find the host interface: iproute2's words for a missing device.
+        (Some(LinkKind::Port(p)), Errno::ENODEV) if create => {
+            CmdError::fail(1, format!("Cannot find device \"{}\"\n", p.dev))
+        }
+        _ => CmdError::rtnl(&e),
+    })
+}
+
+/// A port's own words after `type port` (`dev HOSTIF`, required; `io KIND`, AF_XDP by
+/// default) or `type tap` (`dev HOSTIF`, the link's name by default; the I/O is TAP).
+fn port_args(a: &mut Args, tap: bool, name: Option<&str>) -> Result<PortSpec, CmdError> {
+    let (mut dev, mut io) = (None, None);
+    while let Some(w) = a.peek() {
+        let v = a.next_arg()?;
+        match w {
+            "dev" if dev.is_none() => {
+                if !valid_ifname(v, IFNAMSIZ) {
+                    return Err(CmdError::invarg("\"dev\" not a valid ifname", v));
+                }
+                dev = Some(v);
+            }
+            "io" if io.is_none() && !tap => {
+                io = Some(PortIo::from_name(v).ok_or_else(|| {
+                    CmdError::invarg("\"io\" must be af_xdp, af_packet or tap", v)
+                })?);
+            }
+            "dev" | "io" => return Err(CmdError::duparg(w, v)),
+            _ => return Err(CmdError::usage(USAGE)),
+        }
+        a.advance();
+    }
+    let dev = match (dev, tap) {
+        (Some(d), _) => d,
+        (None, true) => name.unwrap_or_default(),
+        (None, false) => {
+            return Err(CmdError::exit(
+                255,
+                "Not enough information: \"dev\" argument is required.\n",
+            ))
+        }
+    };
+    Ok(PortSpec {
+        dev: dev.to_string(),
+        io: if tap {
+            PortIo::Tap
+        } else {
+            io.unwrap_or(PortIo::AfXdp)
+        },
+    })
 }
 
 #[cfg(test)]

@@ -143,7 +143,7 @@ pub fn run(
                     }
                     names.0[i] = if deleted { None } else { l.ifname.clone() };
                     banner(&mut p, "[LINK]");
-                    crate::addr::print_link(&mut p, &l, false, false);
+                    crate::addr::print_link(&mut p, &l, false, false, false);
                 }
                 Payload::Rule(m) => {
                     let Ok(r) = convert::rule_from(m) else {

@@ -217,3 +217,46 @@ fn interface_names_are_checked_as_iproute2_checks_them() {
         );
     }
 }
+
+/// Offline a port link is a link like any other (no I/O): created with its binding, shown
+/// with it under `-d` (text and JSON), usable by addresses; its own words are checked.
+#[test]
+fn port_links_are_links_offline() {
+    let setup = "link add p0 type port dev veth0 io af_packet\nlink add p1 type port dev veth1\nlink add t0 type tap\nlink set p0 up\naddress add 10.0.0.1/24 dev p0\n";
+    let r = fibre(&["-d", "-batch", "-"], &format!("{setup}link show p0\n"));
+    assert_eq!(r.stderr, "");
+    assert_eq!(
+        r.stdout,
+        "2: p0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\n    link/ether 02:66:00:00:00:02 brd ff:ff:ff:ff:ff:ff\n    fibre_port dev veth0 io af_packet \n"
+    );
+    let r = fibre(
+        &["-d", "-j", "-batch", "-"],
+        &format!("{setup}link show p1\nlink show t0\n"),
+    );
+    assert!(
+        r.stdout.contains(
+            r#""linkinfo":{"info_kind":"fibre_port","info_data":{"dev":"veth1","io":"af_xdp"}}"#
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(r#""info_data":{"dev":"t0","io":"tap"}"#),
+        "{}",
+        r.stdout
+    );
+    for (line, err) in [
+        (
+            "link add p0 type port\n",
+            "Not enough information: \"dev\" argument is required.\n",
+        ),
+        (
+            "link add p0 type port dev x io foo\n",
+            "Error: argument \"foo\" is wrong: \"io\" must be af_xdp, af_packet or tap\n",
+        ),
+    ] {
+        let r = fibre(&["-batch", "-"], line);
+        assert!(r.stderr.starts_with(err), "{line}: {}", r.stderr);
+        assert_ne!(r.status, 0);
+    }
+}

@@ -425,10 +425,15 @@ impl Fib {
                 if !flags.create {
                     return Err(RtError::new(Errno::ENODEV));
                 }
-                match link.kind {
-                    Some(LinkKind::Dummy) => {}
+                let kind = match &link.kind {
+                    Some(k @ (LinkKind::Dummy | LinkKind::Port(_))) => k.clone(),
                     Some(LinkKind::Loopback) => return Err(RtError::new(Errno::EOPNOTSUPP)),
                     None => return Err(RtError::msg(Errno::EOPNOTSUPP, "Unknown device type")),
+                };
+                if let LinkKind::Port(p) = &kind {
+                    if !link::valid_name(&p.dev) {
+                        return Err(RtError::msg(Errno::EINVAL, "invalid host interface name"));
+                    }
                 }
                 let Some(name) = link.ifname.clone() else {
                     return Err(RtError::new(Errno::EINVAL));
@@ -449,10 +454,12 @@ impl Fib {
                 self.links.insert(LinkState {
                     ifindex: idx,
                     name,
-                    kind: LinkKind::Dummy,
+                    // A dummy starts without ARP (dummy_setup), an Ethernet port with it
+                    // (ether_setup).
+                    noarp: kind == LinkKind::Dummy,
+                    kind,
                     up: false,
                     carrier: true,
-                    noarp: true,
                     mtu: link::DEFAULT_MTU,
                     mac: link::default_mac(idx),
                     txqlen: link::DEFAULT_TXQLEN,
@@ -676,7 +683,7 @@ impl Fib {
             .map(|l| Link {
                 ifindex: l.ifindex.0,
                 ifname: Some(l.name.clone()),
-                kind: Some(l.kind),
+                kind: Some(l.kind.clone()),
                 flags: l.flags(),
                 change: 0,
                 mtu: Some(l.mtu),
@@ -684,6 +691,7 @@ impl Fib {
                 carrier: Some(l.carrier),
                 txqlen: Some(l.txqlen),
                 addr_gen_mode: Some(l.addr_gen_mode),
+                stats: None,
             })
             .collect()
     }

@@ -97,6 +97,7 @@ impl LinkState {
         let mut f = match self.kind {
             LinkKind::Loopback => iff::LOOPBACK,
             LinkKind::Dummy => iff::BROADCAST,
+            LinkKind::Port(_) => iff::BROADCAST | iff::MULTICAST,
         };
         if self.noarp {
             f |= iff::NOARP;

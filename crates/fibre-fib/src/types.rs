@@ -301,10 +301,51 @@ impl Errno {
 // ---------------------------------------------------------------------------------------------
 
 /// Kinds of link fibre can create (`IFLA_INFO_KIND`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LinkKind {
     Loopback,
     Dummy,
+    /// A link bound to a host interface, through which fibred forwards real frames
+    /// (`fibre link add NAME type port dev HOSTIF io KIND`). In the model it is an Ethernet
+    /// link that resolves its neighbours; the binding itself is the daemon's business.
+    Port(PortSpec),
+}
+
+/// How a port link reaches its host interface (fibre-io's port kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortIo {
+    AfXdp,
+    AfPacket,
+    /// A TAP device the port creates (`type tap`).
+    Tap,
+}
+
+impl PortIo {
+    /// The name `fibre link add ... io KIND` takes and `ip -d link show` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            PortIo::AfXdp => "af_xdp",
+            PortIo::AfPacket => "af_packet",
+            PortIo::Tap => "tap",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<PortIo> {
+        match name {
+            "af_xdp" => Some(PortIo::AfXdp),
+            "af_packet" => Some(PortIo::AfPacket),
+            "tap" => Some(PortIo::Tap),
+            _ => None,
+        }
+    }
+}
+
+/// A port link's binding: the host interface and how it is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PortSpec {
+    /// The host interface's name (for a TAP port, the device it creates).
+    pub dev: String,
+    pub io: PortIo,
 }
 
 /// Interface flags (IFF_*), as in `ifi_flags`.
@@ -336,6 +377,25 @@ pub struct Link {
     pub txqlen: Option<u32>,
     /// IPv6 address generation mode (IFLA_INET6_ADDR_GEN_MODE): 0 eui64, 1 none.
     pub addr_gen_mode: Option<u8>,
+    /// Counters (IFLA_STATS64), in a dump of a link something counts on (fibred's port
+    /// links); the FIB itself counts nothing and leaves them out.
+    pub stats: Option<LinkStats>,
+}
+
+/// A link's counters as `ip -s link` shows them (`struct rtnl_link_stats64`'s that fibre
+/// keeps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_errors: u64,
+    pub rx_dropped: u64,
+    pub multicast: u64,
+    pub rx_otherhost_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    pub tx_dropped: u64,
 }
 
 /// RFC 2863 operational states (IF_OPER_*) of IFLA_OPERSTATE.

@@ -3,10 +3,12 @@
 //! transmitted on the port of its output link; asleep in poll(2) while no port has frames and
 //! no timer is due, so an idle worker uses no CPU.
 //!
-//! [`Router`] is the writer's side (the routing state and the forwarding objects compiled from
-//! it): in a single-threaded driver the worker takes the writer's turn itself between
-//! vectors, as `fibre forward` does over captures: the events a vector left are applied,
-//! the objects updated, and the neighbour actions they ask for carried out.
+//! Between vectors comes the writer's side's [`Turn`]. [`Router`] is that side in one thread
+//! (the routing state and the forwarding objects compiled from it): the worker takes the
+//! writer's turn itself, as `fibre forward` does over captures: the events a vector left are
+//! applied, the objects updated, and the neighbour actions they ask for carried out. fibred's
+//! workers have a turn of their own, which reads the published state and hands the events to
+//! its writer thread.
 //!
 //! A port's host interface state becomes its link's carrier in the routing state (down or
 //! removed: no carrier), and its MTU the link's MTU, as the kernel's links follow their
@@ -14,10 +16,11 @@
 //! polled; their counters stay readable. Frames that a port's ring refuses are counted by the
 //! port (`tx_full`, `errors`); frames for a link without a port in [`Worker::unrouted`].
 //!
-//! Who calls what: one thread owns a worker and its router. Nothing here allocates per frame:
-//! the vectors live on the stack, the port list is fixed after [`Worker::add`].
+//! Who calls what: one thread owns a worker and its turn. Nothing here allocates per frame:
+//! the vectors live on the stack, the port list changes only by [`Worker::add`] and
+//! [`Worker::remove`].
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -33,7 +36,32 @@ use crate::{Counters, Port, PortError, RxQueue, TxQueue};
 /// at most this long.
 pub const IDLE_CHECK: Duration = Duration::from_millis(100);
 
-/// The routing state and the forwarding objects compiled from it: what fibred's writer owns.
+/// What runs between a worker's vectors and around them: the writer's side of the data plane
+/// (the routing state, the forwarding objects, the neighbour states).
+pub trait Turn {
+    /// One vector received at `now`, then the writer's side's turn.
+    fn vector(&mut self, dp: &mut Dataplane, now: u64, frames: &[(u32, &[u8])], tx: &mut dyn Tx);
+
+    /// The earliest timer due, the data plane's (`dp`) and the writer's side's own.
+    fn next_timer(&self, dp: &Dataplane) -> Option<u64>;
+
+    /// The earliest timer due at or before `until`.
+    fn next_due(&self, dp: &Dataplane, until: u64) -> Option<u64> {
+        self.next_timer(dp).filter(|at| *at <= until)
+    }
+
+    /// Runs the timers due at `at`.
+    fn fire(&mut self, dp: &mut Dataplane, at: u64, tx: &mut dyn Tx);
+
+    /// Link `ifindex`'s host interface got this carrier or MTU (`None`: unchanged).
+    fn follow(&mut self, ifindex: u32, carrier: Option<bool>, mtu: Option<u32>);
+
+    /// Called once per round of [`Worker::run`], before the ports are polled: the place to
+    /// change the worker's ports or read its counters.
+    fn between(&mut self, _worker: &mut Worker) {}
+}
+
+/// The routing state and the forwarding objects compiled from it, in the worker's own thread.
 pub struct Router {
     pub fib: Fib,
     pub fwd: FwdWriter,
@@ -56,13 +84,10 @@ impl Router {
             fwd: self.fwd.latest(),
         }
     }
+}
 
-    /// The earliest timer due at or before `until`: the FIB's neighbour timers and the data
-    /// plane's own.
-    pub fn next_due(&self, dp: &Dataplane, until: u64) -> Option<u64> {
-        self.next_timer(dp).filter(|at| *at <= until)
-    }
-
+impl Turn for Router {
+    /// The FIB's neighbour timers and the data plane's own.
     fn next_timer(&self, dp: &Dataplane) -> Option<u64> {
         [self.fib.neigh_next_timer(), dp.next_timer()]
             .into_iter()
@@ -70,8 +95,7 @@ impl Router {
             .min()
     }
 
-    /// Runs the timers due at `at`.
-    pub fn fire(&mut self, dp: &mut Dataplane, at: u64, tx: &mut dyn Tx) {
+    fn fire(&mut self, dp: &mut Dataplane, at: u64, tx: &mut dyn Tx) {
         self.fib.neigh_timers(at, &mut self.actions);
         self.fwd.update(&self.fib);
         let v = View {
@@ -83,11 +107,10 @@ impl Router {
         self.actions.clear();
     }
 
-    /// Gives link `ifindex` the carrier and MTU of its port's host interface (`None`: left as
-    /// it is), as the kernel's links follow their cables and their drivers: on a carrier loss
-    /// next hops on the link turn linkdown and its neighbours are flushed; the forwarding
-    /// objects follow.
-    pub fn follow(&mut self, ifindex: u32, carrier: Option<bool>, mtu: Option<u32>) {
+    /// Gives the link the carrier and MTU of its port's host interface, as the kernel's links
+    /// follow their cables and their drivers: on a carrier loss next hops on the link turn
+    /// linkdown and its neighbours are flushed; the forwarding objects follow.
+    fn follow(&mut self, ifindex: u32, carrier: Option<bool>, mtu: Option<u32>) {
         let link = Link {
             ifindex,
             carrier,
@@ -100,15 +123,8 @@ impl Router {
         self.fwd.update(&self.fib);
     }
 
-    /// One vector received at `now`, then the writer's turn: the events applied, the objects
-    /// updated, and what the neighbour states ask done.
-    pub fn vector(
-        &mut self,
-        dp: &mut Dataplane,
-        now: u64,
-        frames: &[(u32, &[u8])],
-        tx: &mut dyn Tx,
-    ) {
+    /// The events applied, the objects updated, and what the neighbour states ask done.
+    fn vector(&mut self, dp: &mut Dataplane, now: u64, frames: &[(u32, &[u8])], tx: &mut dyn Tx) {
         dp.receive(self.view(), now, frames, tx);
         apply_events(&mut self.fib, dp.take_events(), now, &mut self.actions);
         self.fwd.update(&self.fib);
@@ -128,6 +144,9 @@ struct Input {
     state: Result<(), PortError>,
     /// The host interface's MTU as last given to the link.
     mtu: Option<u32>,
+    /// The link was given its host interface's carrier once (the first check gives it,
+    /// whatever the link had before: a link restored without carrier gets it back).
+    followed: bool,
 }
 
 /// The transmit sides, by fibre link index: the data plane's [`Tx`].
@@ -157,13 +176,16 @@ impl Outputs {
     }
 }
 
-/// A worker over a fixed set of ports.
+/// A worker over a set of ports.
 pub struct Worker {
     dp: Dataplane,
     inputs: Vec<Input>,
     out: Outputs,
-    /// poll(2)'s array, one entry per input, rebuilt only when an input dies.
+    /// poll(2)'s array: the wake descriptor if any, then one entry per live input; rebuilt
+    /// only when the ports change or an input dies.
     pollfds: Vec<libc::pollfd>,
+    /// Polled beside the ports ([`Worker::wake_on`]).
+    wake: Option<RawFd>,
     /// A port failed to receive or reported an error: check the ports before the next round.
     recheck: bool,
 }
@@ -178,8 +200,27 @@ impl Worker {
                 unrouted: 0,
             },
             pollfds: Vec::new(),
+            wake: None,
             recheck: false,
         }
+    }
+
+    /// Has [`Worker::wait`] return when `fd` is readable too (an eventfd that another thread
+    /// signals when it has work for this one; reading it is the caller's business). The
+    /// descriptor must outlive the worker's use of it.
+    pub fn wake_on(&mut self, fd: RawFd) {
+        self.wake = Some(fd);
+        self.rebuild_pollfds();
+    }
+
+    /// Unbinds link `ifindex`: its port is closed (and everything it holds released). Returns
+    /// whether it was bound.
+    pub fn remove(&mut self, ifindex: u32) -> bool {
+        let before = self.inputs.len();
+        self.inputs.retain(|i| i.ifindex != ifindex);
+        self.out.ports.retain(|(i, _)| *i != ifindex);
+        self.rebuild_pollfds();
+        self.inputs.len() != before
     }
 
     /// Binds fibre link `ifindex` to `port`: what the port receives enters on the link, what
@@ -190,18 +231,24 @@ impl Worker {
             rx: port.rx,
             state: Ok(()),
             mtu: None,
+            followed: false,
         });
         self.out.ports.push((ifindex, port.tx));
         self.rebuild_pollfds();
     }
 
     fn rebuild_pollfds(&mut self) {
-        self.pollfds = self
+        let inputs = self
             .inputs
             .iter()
             .filter(|i| i.state != Err(PortError::Gone))
-            .map(|i| libc::pollfd {
-                fd: i.rx.fd().as_raw_fd(),
+            .map(|i| i.rx.fd().as_raw_fd());
+        self.pollfds = self
+            .wake
+            .into_iter()
+            .chain(inputs)
+            .map(|fd| libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -233,7 +280,7 @@ impl Worker {
     /// One round at time `now`: the timers due, then every live port's waiting frames, a
     /// vector at a time (at most `rounds_per_port` vectors each, so one busy port cannot
     /// starve the others), each followed by the writer's turn. Returns the frames received.
-    pub fn poll_once(&mut self, router: &mut Router, now: u64, rounds_per_port: usize) -> usize {
+    pub fn poll_once(&mut self, router: &mut impl Turn, now: u64, rounds_per_port: usize) -> usize {
         while let Some(at) = router.next_due(&self.dp, now) {
             router.fire(&mut self.dp, at, &mut self.out);
         }
@@ -269,7 +316,7 @@ impl Worker {
 
     /// Sleeps until a port has frames, the router's next timer (`now` on the same clock), or
     /// [`IDLE_CHECK`], whichever is first. True when poll(2) reported an error on a port.
-    pub fn wait(&mut self, router: &Router, now: u64) -> bool {
+    pub fn wait(&mut self, router: &impl Turn, now: u64) -> bool {
         for i in &mut self.inputs {
             i.rx.release();
         }
@@ -291,7 +338,7 @@ impl Worker {
     /// Asks every live port for its host interface's state and MTU; a link whose port went
     /// down or came back up gets that carrier in the routing state, and one whose interface's
     /// MTU changed that MTU. Ports whose interface is gone are no longer polled.
-    pub fn check_ports(&mut self, router: &mut Router) {
+    pub fn check_ports(&mut self, router: &mut impl Turn) {
         self.recheck = false;
         let mut gone = false;
         for i in &mut self.inputs {
@@ -299,7 +346,9 @@ impl Worker {
                 continue;
             }
             let state = i.rx.check();
-            let carrier = (state.is_ok() != i.state.is_ok()).then_some(state.is_ok());
+            let carrier =
+                (!i.followed || state.is_ok() != i.state.is_ok()).then_some(state.is_ok());
+            i.followed = true;
             let mtu = i.rx.mtu().filter(|m| i.mtu != Some(*m));
             if carrier.is_some() || mtu.is_some() {
                 router.follow(i.ifindex, carrier, mtu);
@@ -317,12 +366,13 @@ impl Worker {
     /// state checked at the start, every [`IDLE_CHECK`], and when poll(2) reports an error or
     /// a port fails to receive.
     /// `clock` gives the time in nanoseconds on the router's clock.
-    pub fn run(&mut self, router: &mut Router, stop: &AtomicBool, clock: &dyn Fn() -> u64) {
+    pub fn run(&mut self, router: &mut impl Turn, stop: &AtomicBool, clock: &dyn Fn() -> u64) {
         /// Vectors taken from one port before the next port's turn.
         const ROUNDS_PER_PORT: usize = 4;
         let every = IDLE_CHECK.as_nanos() as u64;
         let mut next_check = 0;
         while !stop.load(Ordering::Relaxed) {
+            router.between(self);
             let now = clock();
             if now >= next_check || self.recheck {
                 self.check_ports(router);

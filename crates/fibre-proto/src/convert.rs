@@ -14,7 +14,10 @@
 
 use fibre_fib::types::*;
 use fibre_netlink::address::{AddressAttr, AddressCacheInfo, AddressHeader, AddressMessage};
-use fibre_netlink::link::{AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage};
+use fibre_netlink::link::{
+    port_data, AfSpecAttr, Inet6Attr, LinkAttr, LinkHeader, LinkInfoAttr, LinkMessage, LinkStats64,
+    PortAttr, IO_AF_PACKET, IO_AF_XDP, IO_TAP, PORT_KIND,
+};
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::neighbour::{
     NeighbourAttr, NeighbourCacheInfo, NeighbourHeader, NeighbourMessage,
@@ -257,7 +260,12 @@ pub fn request(msg: &NetlinkMessage<'_>) -> Result<Request, RequestError> {
     let unsupported = || RequestError::from(RtError::new(Errno::EOPNOTSUPP));
     match &msg.payload {
         Payload::Link(m) => {
-            let link = link_from(m)?;
+            // Counters are a dump's; a request's (a dump replayed) are ignored, as the kernel
+            // ignores IFLA_STATS64 in requests.
+            let link = Link {
+                stats: None,
+                ..link_from(m)?
+            };
             match t {
                 mt::RTM_NEWLINK | mt::RTM_SETLINK => {
                     if link.kind.is_none() && flags.create {
@@ -402,6 +410,38 @@ fn kind_name<'a>(m: &LinkMessage<'a>) -> Option<NlStr<'a>> {
     })
 }
 
+/// A `fibre_port` link's binding, from its IFLA_INFO_DATA: the host interface is required,
+/// the I/O kind defaults to AF_XDP.
+fn port_spec(m: &LinkMessage<'_>) -> Result<PortSpec, RequestError> {
+    let data = m.attributes.iter().find_map(|a| match a {
+        LinkAttr::LinkInfo(info) => info.attrs.iter().find_map(|i| match i {
+            LinkInfoAttr::Data(d) => Some(*d),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let attrs = data
+        .map(|d| port_data(&d).ok_or_else(|| invalid("fibre_port: malformed IFLA_INFO_DATA")))
+        .transpose()?
+        .unwrap_or_default();
+    let mut dev = None;
+    let mut io = PortIo::AfXdp;
+    for a in &attrs {
+        match a {
+            PortAttr::Dev(d) => dev = Some(text(d)?),
+            PortAttr::Io(IO_AF_XDP) => io = PortIo::AfXdp,
+            PortAttr::Io(IO_AF_PACKET) => io = PortIo::AfPacket,
+            PortAttr::Io(IO_TAP) => io = PortIo::Tap,
+            PortAttr::Io(_) => return Err(invalid("fibre_port: unknown io kind")),
+            PortAttr::Other(_) => {}
+        }
+    }
+    Ok(PortSpec {
+        dev: dev.ok_or_else(|| invalid("fibre_port: no host interface"))?,
+        io,
+    })
+}
+
 fn unknown_kind(m: &LinkMessage<'_>) -> Option<String> {
     kind_name(m).map(|k| String::from_utf8_lossy(k.bytes).into_owned())
 }
@@ -417,6 +457,7 @@ pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
     };
     link.kind = match kind_name(m).and_then(|k| k.as_str()) {
         Some("dummy") => Some(LinkKind::Dummy),
+        Some(PORT_KIND) => Some(LinkKind::Port(port_spec(m)?)),
         Some(_) => None,
         None if h.link_type == ARPHRD_LOOPBACK => Some(LinkKind::Loopback),
         None => None,
@@ -428,6 +469,20 @@ pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
             LinkAttr::Address(b) => link.address = Some(b.to_vec()),
             LinkAttr::Carrier(c) => link.carrier = Some(*c != 0),
             LinkAttr::TxQueueLen(v) => link.txqlen = Some(*v),
+            LinkAttr::Stats64(s) => {
+                link.stats = Some(LinkStats {
+                    rx_packets: s.rx_packets,
+                    rx_bytes: s.rx_bytes,
+                    rx_errors: s.rx_errors,
+                    rx_dropped: s.rx_dropped,
+                    multicast: s.multicast,
+                    rx_otherhost_dropped: s.rx_otherhost_dropped,
+                    tx_packets: s.tx_packets,
+                    tx_bytes: s.tx_bytes,
+                    tx_errors: s.tx_errors,
+                    tx_dropped: s.tx_dropped,
+                })
+            }
             LinkAttr::AfSpec(spec) => {
                 for s in &spec.attrs {
                     if let AfSpecAttr::Inet6(inet6) = s {
@@ -464,9 +519,25 @@ fn link_tail<'a>(link: &'a Link, out: &mut Vec<LinkAttr<'a>>) {
     if let Some(a) = &link.address {
         out.push(LinkAttr::Address(a));
     }
-    if link.kind == Some(LinkKind::Dummy) {
-        let kind = vec![LinkInfoAttr::Kind(NlStr::new("dummy"))];
-        out.push(LinkAttr::LinkInfo(Nest::new(kind)));
+    match &link.kind {
+        Some(LinkKind::Dummy) => {
+            let kind = vec![LinkInfoAttr::Kind(NlStr::new("dummy"))];
+            out.push(LinkAttr::LinkInfo(Nest::new(kind)));
+        }
+        Some(LinkKind::Port(p)) => {
+            let io = match p.io {
+                PortIo::AfXdp => IO_AF_XDP,
+                PortIo::AfPacket => IO_AF_PACKET,
+                PortIo::Tap => IO_TAP,
+            };
+            let data = vec![PortAttr::Dev(NlStr::new(&p.dev)), PortAttr::Io(io)];
+            let info = vec![
+                LinkInfoAttr::Kind(NlStr::new(PORT_KIND)),
+                LinkInfoAttr::PortData(Nest::new(data)),
+            ];
+            out.push(LinkAttr::LinkInfo(Nest::new(info)));
+        }
+        _ => {}
     }
     if let Some(mode) = link.addr_gen_mode {
         let inet6 = Nest::new(vec![Inet6Attr::AddrGenMode(mode)]);
@@ -491,12 +562,27 @@ fn link_header(link: &Link) -> LinkHeader {
 
 /// A link as the kernel dumps and notifies it: IFLA_IFNAME, IFLA_TXQLEN, IFLA_OPERSTATE
 /// ([`Link::operstate`]), IFLA_MTU, IFLA_CARRIER, IFLA_ADDRESS,
-/// IFLA_LINKINFO (dummy links) and IFLA_AF_SPEC (IPv6 address generation mode).
+/// IFLA_LINKINFO (dummy and port links), IFLA_AF_SPEC (IPv6 address generation mode) and
+/// IFLA_STATS64 (when the link has counters).
 pub fn link_message(link: &Link) -> LinkMessage<'_> {
     let mut attributes = Vec::new();
     link_attrs(link, &mut attributes);
     attributes.push(LinkAttr::OperState(link.operstate()));
     link_tail(link, &mut attributes);
+    if let Some(s) = &link.stats {
+        attributes.push(LinkAttr::Stats64(LinkStats64 {
+            rx_packets: s.rx_packets,
+            tx_packets: s.tx_packets,
+            rx_bytes: s.rx_bytes,
+            tx_bytes: s.tx_bytes,
+            rx_errors: s.rx_errors,
+            tx_errors: s.tx_errors,
+            rx_dropped: s.rx_dropped,
+            tx_dropped: s.tx_dropped,
+            multicast: s.multicast,
+            rx_otherhost_dropped: s.rx_otherhost_dropped,
+        }));
+    }
     LinkMessage {
         header: link_header(link),
         attributes,

@@ -529,6 +529,55 @@ fn requests_round_trip_through_the_model() {
     }
 }
 
+/// A port link's binding (IFLA_INFO_KIND "fibre_port" and its data) survives a request's
+/// round trip for every I/O kind; data without the host interface is refused.
+#[test]
+fn port_links_round_trip() {
+    for io in [PortIo::AfXdp, PortIo::AfPacket, PortIo::Tap] {
+        let link = Link {
+            ifname: Some("p0".into()),
+            kind: Some(LinkKind::Port(PortSpec {
+                dev: "veth-h1".into(),
+                io,
+            })),
+            ..Link::default()
+        };
+        let r = Request::NewLink(link, ReqFlags::ADD);
+        let bytes = convert::request_message(&r, 9, 0).to_bytes();
+        let (msg, _) = NetlinkMessage::parse(&bytes, 0).unwrap();
+        assert_eq!(convert::request(&msg), Ok(r));
+    }
+    // "fibre_port" with empty data: IFLA_LINKINFO { KIND "fibre_port", DATA {} }.
+    let link = Link {
+        ifname: Some("p0".into()),
+        kind: Some(LinkKind::Dummy),
+        ..Link::default()
+    };
+    let r = Request::NewLink(link, ReqFlags::ADD);
+    let mut bytes = convert::request_message(&r, 9, 0).to_bytes();
+    let at = bytes.windows(6).position(|w| w == b"dummy\0").unwrap();
+    // Replaces the kind's attribute (4-byte header, "dummy\0", 2 bytes of padding) with the
+    // port kind and an empty data nest, then fixes the lengths that contain it.
+    let kind_at = at - 4;
+    let mut info = Vec::new();
+    for (t, v) in [(1u16, &b"fibre_port\0"[..]), (2, &[][..])] {
+        info.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
+        info.extend_from_slice(&t.to_ne_bytes());
+        info.extend_from_slice(v);
+        info.resize(info.len().next_multiple_of(4), 0);
+    }
+    let grow = info.len() - 12;
+    bytes.splice(kind_at..kind_at + 12, info);
+    let nest_at = kind_at - 4;
+    let nest_len = u16::from_ne_bytes([bytes[nest_at], bytes[nest_at + 1]]) as usize + grow;
+    bytes[nest_at..nest_at + 2].copy_from_slice(&(nest_len as u16).to_ne_bytes());
+    let total = bytes.len() as u32;
+    bytes[..4].copy_from_slice(&total.to_ne_bytes());
+    let (msg, _) = NetlinkMessage::parse(&bytes, 0).unwrap();
+    let err = convert::request(&msg).unwrap_err();
+    assert!(format!("{err:?}").contains("no host interface"), "{err:?}");
+}
+
 /// A minimal JSON reader for `ip -j` output (keeps the crate free of dependencies).
 mod serde_like {
     #[derive(Debug, Clone, PartialEq)]

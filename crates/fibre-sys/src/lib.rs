@@ -887,6 +887,21 @@ pub fn enter_netns(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Pins the calling thread to CPU `cpu` (sched_setaffinity).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: cpu_set_t is plain old data, zero is its empty set; CPU_SET writes inside it
+    // (`cpu` is below CPU_SETSIZE); sched_setaffinity reads it.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    cvt(rc).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,6 +80,8 @@ fn start(dir: &Path, name: &str) -> Daemon {
         fpm: None,
         mirror: None,
         metrics: None,
+        workers: Default::default(),
+        ports: Vec::new(),
     })
     .expect("fibred starts");
     // The link and address that make the 64 gateways reachable.

@@ -82,6 +82,8 @@ fn run(
                 rcvbuf: fibred::mirror::RCVBUF,
             }),
             metrics: None,
+            workers: Default::default(),
+            ports: Vec::new(),
         })
         .expect("fibred starts");
         let last = table[table.len() - 1];

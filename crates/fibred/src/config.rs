@@ -1,5 +1,5 @@
 //! fibred's configuration file (`--config FILE`, TOML): the daemon's sockets and state, the
-//! log level, the FPM server, mirror mode and metrics. The embedded default ([`DEFAULT`],
+//! log level, the FPM server, mirror mode, metrics, the forwarding worker and port links. The embedded default ([`DEFAULT`],
 //! `fibred --print-config`) lists every key with its default value; a key left out takes
 //! it, an unknown key or a value of the wrong kind is an error that names the file, the line
 //! and the column. The command line's options override the file's (main.rs applies them to
@@ -24,6 +24,30 @@ pub struct File {
     pub fpm: Fpm,
     pub mirror: Mirror,
     pub metrics: Metrics,
+    pub workers: Workers,
+    pub port: Vec<Port>,
+}
+
+/// The forwarding worker (`[workers]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Workers {
+    pub cpu: Option<usize>,
+}
+
+/// A port link made at the start (`[[port]]`), as `fibre link add NAME type port dev DEV io
+/// IO` makes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Port {
+    pub name: String,
+    pub dev: String,
+    #[serde(default = "default_io")]
+    pub io: String,
+}
+
+fn default_io() -> String {
+    fibre_fib::PortIo::AfXdp.name().into()
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -205,7 +229,30 @@ impl File {
             }),
             None => None,
         };
+        let ports = self
+            .port
+            .iter()
+            .map(|p| {
+                let io = fibre_fib::PortIo::from_name(&p.io).ok_or_else(|| {
+                    format!(
+                        "port {}: io {:?} is none of af_xdp, af_packet, tap",
+                        p.name, p.io
+                    )
+                })?;
+                Ok(crate::ports::PortLink {
+                    name: p.name.clone(),
+                    spec: fibre_fib::PortSpec {
+                        dev: p.dev.clone(),
+                        io,
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         Ok(Config {
+            ports,
+            workers: crate::ports::Settings {
+                cpu: self.workers.cpu,
+            },
             socket,
             dgram,
             state: d.state.clone(),
@@ -252,7 +299,10 @@ mod tests {
             "[daemon]\nsocket = \"/tmp/s\"\ndgram_enabled = false\n\
              [fpm]\nlisten = \"127.0.0.1:2620\"\nsweep_quiet = 1.5\n\
              [mirror]\nenabled = true\nnetns = \"router\"\n\
-             [metrics]\nlisten = \"[::1]:9101\"\n",
+             [metrics]\nlisten = \"[::1]:9101\"\n\
+             [workers]\ncpu = 1\n\
+             [[port]]\nname = \"p0\"\ndev = \"veth0\"\n\
+             [[port]]\nname = \"p1\"\ndev = \"veth1\"\nio = \"af_packet\"\n",
             "f",
         )
         .unwrap();
@@ -264,5 +314,23 @@ mod tests {
         assert_eq!(fpm.settings.sweep_max, Duration::from_secs(120));
         assert_eq!(c.mirror.unwrap().netns, Some(PathBuf::from("router")));
         assert_eq!(c.metrics, Some("[::1]:9101".parse().unwrap()));
+        assert_eq!(c.workers.cpu, Some(1));
+        let io: Vec<_> = c
+            .ports
+            .iter()
+            .map(|p| (p.name.as_str(), p.spec.io))
+            .collect();
+        assert_eq!(
+            io,
+            [
+                ("p0", fibre_fib::PortIo::AfXdp),
+                ("p1", fibre_fib::PortIo::AfPacket)
+            ]
+        );
+        let e = parse("[[port]]\nname = \"p0\"\ndev = \"v\"\nio = \"dpdk\"\n", "f")
+            .unwrap()
+            .server_config()
+            .unwrap_err();
+        assert!(e.contains("dpdk"), "{e}");
     }
 }

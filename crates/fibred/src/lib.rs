@@ -8,6 +8,8 @@
 //! - [`fpm`]: the FPM server (`--fpm`): FRR's zebra streams routes and next-hop groups, which
 //!   the writer applies through the engine like any client's requests.
 //! - [`metrics`]: Prometheus's text format at `/metrics` (`--metrics`).
+//! - [`ports`]: port links forwarding real frames: host interfaces opened through fibre-io,
+//!   the forwarding worker, its hand-off with the writer.
 //! - [`mirror`]: mirror mode (`--mirror`): a Linux network namespace's state followed over
 //!   rtnetlink and applied through the engine.
 //! - [`state`]: the state file (`--state`): its format, what it saves in which order, the
@@ -33,6 +35,7 @@ pub mod fpm;
 pub mod log;
 pub mod metrics;
 pub mod mirror;
+pub mod ports;
 pub mod server;
 pub mod state;
 use fibre_sys as sys;

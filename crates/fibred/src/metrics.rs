@@ -50,6 +50,8 @@ pub struct Metrics {
     /// Clients connected (the server's count).
     pub clients: Arc<AtomicUsize>,
     feeds: Mutex<Feeds>,
+    /// The forwarding worker's counters.
+    ports: Mutex<Option<Arc<crate::ports::Counters>>>,
 }
 
 /// The feeds' counters as the writer last copied them.
@@ -68,6 +70,7 @@ impl Metrics {
             publish_sum_ns: AtomicU64::new(0),
             clients,
             feeds: Mutex::new(Feeds::default()),
+            ports: Mutex::new(None),
         })
     }
 
@@ -96,6 +99,11 @@ impl Metrics {
     /// Replaces the feeds' counters.
     pub fn set_feeds(&self, feeds: Feeds) {
         *self.feeds.lock().unwrap_or_else(|e| e.into_inner()) = feeds;
+    }
+
+    /// Where the forwarding worker's counters are read.
+    pub fn set_ports(&self, counters: Arc<crate::ports::Counters>) {
+        *self.ports.lock().unwrap_or_else(|e| e.into_inner()) = Some(counters);
     }
 
     /// The exposition: every metric, in Prometheus's text format.
@@ -176,6 +184,10 @@ impl Metrics {
         }
         if let Some(c) = feeds.mirror {
             render_mirror(&mut w, &c);
+        }
+        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(p) = ports {
+            render_ports(&mut w, &p, reader);
         }
         w.0
     }
@@ -287,6 +299,139 @@ fn render_fpm(w: &mut Exposition, c: &crate::fpm::Counters, connected: bool) {
         for (op, v) in what {
             w.sample(name, &[("op", op)], v);
         }
+    }
+}
+
+/// The data plane's counters, once it has had a port: per port link, per drop reason, the
+/// packets' fates and the input route cache.
+fn render_ports(w: &mut Exposition, counters: &crate::ports::Counters, reader: &FibReader) {
+    let s = counters.snapshot();
+    if s.ports.is_empty() && s.dataplane.received == 0 {
+        return;
+    }
+    let links = {
+        let guard = reader.read();
+        let fib: &fibre_fib::Fib = &guard;
+        fib.links()
+    };
+    let names: Vec<(u32, String)> = s
+        .ports
+        .iter()
+        .map(|p| {
+            let name = links.iter().find(|l| l.ifindex == p.ifindex);
+            let name = name.and_then(|l| l.ifname.clone());
+            (p.ifindex, name.unwrap_or_else(|| p.ifindex.to_string()))
+        })
+        .collect();
+    type Field = fn(&crate::ports::PortStats) -> u64;
+    let links: [(&str, &str, Field); 7] = [
+        ("fibre_link_rx_packets_total", "Frames a port link received.", |p| p.port.rx_packets),
+        ("fibre_link_rx_bytes_total", "Bytes a port link received.", |p| p.port.rx_bytes),
+        ("fibre_link_tx_packets_total", "Frames a port link sent.", |p| p.port.tx_packets),
+        ("fibre_link_tx_bytes_total", "Bytes a port link sent.", |p| p.port.tx_bytes),
+        (
+            "fibre_link_rx_dropped_total",
+            "Frames a port link dropped on receive: its ring full, or the data plane's drops counted on the link.",
+            |p| p.port.rx_ring_drops + p.link.rx_dropped,
+        ),
+        (
+            "fibre_link_tx_dropped_total",
+            "Frames a port link dropped on transmit: its ring full, or the data plane's drops counted on the link.",
+            |p| p.port.tx_full + p.link.tx_dropped,
+        ),
+        (
+            "fibre_link_errors_total",
+            "Frames a port's host interface refused or that did not fit, and failed system calls.",
+            |p| p.port.errors,
+        ),
+    ];
+    for (name, help, field) in links {
+        w.header(name, "counter", help);
+        for (p, (_, link)) in s.ports.iter().zip(&names) {
+            let labels = [
+                ("link", link.as_str()),
+                ("dev", p.spec.dev.as_str()),
+                ("io", p.spec.io.name()),
+            ];
+            w.sample(name, &labels, field(p));
+        }
+    }
+    w.header(
+        "fibre_link_up",
+        "gauge",
+        "Whether a port link's host interface is up with carrier.",
+    );
+    for (p, (_, link)) in s.ports.iter().zip(&names) {
+        let labels = [
+            ("link", link.as_str()),
+            ("dev", p.spec.dev.as_str()),
+            ("io", p.spec.io.name()),
+        ];
+        w.sample("fibre_link_up", &labels, u64::from(p.state == "up"));
+    }
+    w.header(
+        "fibre_drops_total",
+        "counter",
+        "Packets the data plane dropped, by reason (the kernel's skb drop reasons).",
+    );
+    for (reason, n) in s.drops.nonzero() {
+        w.sample("fibre_drops_total", &[("reason", reason.name())], n);
+    }
+    let d = &s.dataplane;
+    w.header(
+        "fibre_dataplane_packets_total",
+        "counter",
+        "Packets the data plane received, by what became of them.",
+    );
+    for (fate, n) in [
+        ("received", d.received),
+        ("forwarded", d.forwarded),
+        ("delivered", d.delivered),
+        ("punted", d.punted),
+        ("dropped", d.dropped),
+    ] {
+        w.sample("fibre_dataplane_packets_total", &[("fate", fate)], n);
+    }
+    let c = &d.input_cache;
+    for (name, help, n) in [
+        (
+            "fibre_input_cache_hits_total",
+            "Input route decisions answered from the cache.",
+            c.hits,
+        ),
+        (
+            "fibre_input_cache_hinted_total",
+            "Input route decisions answered from the previous packet's.",
+            c.hinted,
+        ),
+        (
+            "fibre_input_cache_misses_total",
+            "Input route decisions looked up.",
+            c.misses,
+        ),
+        (
+            "fibre_input_cache_evictions_total",
+            "Input route cache entries replaced while valid.",
+            c.evictions,
+        ),
+        (
+            "fibre_input_cache_bypassed_total",
+            "Input route decisions looked up without the cache.",
+            c.bypassed,
+        ),
+        (
+            "fibre_dataplane_events_lost_total",
+            "Messages from the forwarding worker to the writer lost to a full queue.",
+            s.events_lost,
+        ),
+        (
+            "fibre_dataplane_actions_lost_total",
+            "Neighbour actions from the writer to the worker lost to a full queue.",
+            counters.actions_lost(),
+        ),
+    ] {
+        w.header(name, "counter", help);
+        w.sample(name, &[], n);
     }
 }
 
@@ -468,6 +613,12 @@ impl Recorder {
     pub fn set_feeds(&self, feeds: Feeds) {
         if let Some(m) = &self.0 {
             m.set_feeds(feeds);
+        }
+    }
+
+    pub fn set_ports(&self, counters: Arc<crate::ports::Counters>) {
+        if let Some(m) = &self.0 {
+            m.set_ports(counters);
         }
     }
 }

@@ -146,6 +146,10 @@ pub struct Config {
     pub mirror: Option<crate::mirror::Config>,
     /// Where metrics are served, if anywhere.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The forwarding worker's settings.
+    pub workers: crate::ports::Settings,
+    /// Port links made at the start (`[[port]]`) unless the state file has them.
+    pub ports: Vec<crate::ports::PortLink>,
 }
 
 /// Who may change the state, and how many clients are served.
@@ -279,6 +283,8 @@ enum Job {
     Fpm(crate::fpm::Event),
     /// From the mirror thread.
     Mirror(crate::mirror::Event),
+    /// The forwarding worker sent something up (`ports::Hub::apply`).
+    Ports,
     /// Save the state (if kept) and stop; the save's outcome is sent back.
     Shutdown(mpsc::Sender<io::Result<()>>),
 }
@@ -297,6 +303,8 @@ struct Shared {
     per_user: Mutex<HashMap<u32, usize>>,
     rings: Arc<RingBudget>,
     metrics: Recorder,
+    /// The port links' counters, for link dumps.
+    link_counters: Arc<crate::ports::Counters>,
 }
 
 impl Shared {
@@ -338,7 +346,7 @@ impl Shared {
         read_only: bool,
     ) -> io::Result<Vec<Reply>> {
         if all_read_only(&datagrams) {
-            return Ok(answer_reads(client, reader, &datagrams, &self.metrics));
+            return Ok(answer_reads(client, reader, &datagrams, self));
         }
         self.send_requests(client, datagrams, false, read_only)?
             .recv()
@@ -377,7 +385,7 @@ fn answer_reads(
     client: &Client,
     reader: &FibReader,
     datagrams: &[Box<[u8]>],
-    metrics: &Recorder,
+    sh: &Shared,
 ) -> Vec<Reply> {
     let ctx = ClientCtx {
         port: client.port,
@@ -386,9 +394,9 @@ fn answer_reads(
     };
     let mut out = Outcome::default();
     for d in datagrams {
-        engine::handle_reads(reader, d, &ctx, &mut out);
+        engine::handle_reads(reader, d, &ctx, Some(&*sh.link_counters), &mut out);
     }
-    metrics.add(&out.tally);
+    sh.metrics.add(&out.tally);
     out.replies
 }
 
@@ -482,12 +490,19 @@ fn writer(
     mut fpm: Option<crate::fpm::Writer>,
     mut mirror: Option<crate::mirror::Mirror>,
     metrics: Recorder,
+    mut ports: crate::ports::Hub,
 ) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
     let mut unsaved = state::SaveTimer::default();
     loop {
         if collect_garbage(&mut engine, &clients, &metrics) {
             unsaved.changed(Instant::now());
+        }
+        if ports.due(engine.fib()).is_some_and(|d| d <= Instant::now()) {
+            feed_batch(&mut engine, &clients, &metrics, &mut unsaved, |e, l| {
+                ports.timers(e, l)
+            });
+            ports.send_actions();
         }
         if let Some(f) = &mut fpm {
             if f.due().is_some_and(|d| d <= Instant::now()) {
@@ -500,7 +515,13 @@ fn writer(
         let save_due = state.as_ref().and(unsaved.due());
         let gc_due = engine.next_expiry().map(|d| Instant::now() + d);
         let fpm_due = fpm.as_ref().and_then(crate::fpm::Writer::due);
-        let job = match save_due.into_iter().chain(gc_due).chain(fpm_due).min() {
+        let neigh_due = ports.due(engine.fib());
+        let due = save_due
+            .into_iter()
+            .chain(gc_due)
+            .chain(fpm_due)
+            .chain(neigh_due);
+        let job = match due.min() {
             Some(due) => match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
                 Ok(j) => j,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -578,6 +599,12 @@ fn writer(
                 });
                 metrics.set_feeds(feeds(&fpm, &mirror));
             }
+            Job::Ports => {
+                feed_batch(&mut engine, &clients, &metrics, &mut unsaved, |e, l| {
+                    ports.apply(e, l)
+                });
+                ports.send_actions();
+            }
             Job::Shutdown(done) => {
                 let saved = state.as_ref().map_or(Ok(()), |p| state::save(&engine, p));
                 let _ = done.send(saved);
@@ -607,6 +634,12 @@ impl Daemon {
             state::check_writable(path)?;
             tracing::info!(path = %path.display(), requests = applied, "state restored");
         }
+        let (jobs, rx) = mpsc::sync_channel(JOB_QUEUE);
+        let ports = {
+            let jobs = jobs.clone();
+            let wake = Box::new(move || jobs.try_send(Job::Ports).is_ok());
+            crate::ports::start(config.workers.clone(), &mut engine, &config.ports, wake)?
+        };
         socket_dir(&config.socket, &config.access)?;
         prepare_path(&config.socket)?;
         let listener = sys::seqpacket_listen(&config.socket, LISTEN_BACKLOG)?;
@@ -624,7 +657,6 @@ impl Daemon {
             None => None,
         };
         let shutdown = Arc::new(EventFd::new()?);
-        let (jobs, rx) = mpsc::sync_channel(JOB_QUEUE);
         let state = config.state.clone();
         let reader = Mutex::new(engine.reader());
         let fpm = match &config.fpm {
@@ -642,13 +674,23 @@ impl Daemon {
                 .as_ref()
                 .map(|_| crate::metrics::Metrics::new(connections.clone())),
         );
+        let port_counters = ports.counters();
+        metrics.set_ports(port_counters.clone());
         let writer_metrics = metrics.clone();
         let writer = std::thread::Builder::new()
             .name("fibred-writer".into())
             .spawn(move || {
                 // Held until the final save is written.
                 let _state_lock = state_lock;
-                writer(engine, rx, state, fpm_writer, mirror_writer, writer_metrics)
+                writer(
+                    engine,
+                    rx,
+                    state,
+                    fpm_writer,
+                    mirror_writer,
+                    writer_metrics,
+                    ports,
+                )
             })?;
         if let Some((listener, _, relay)) = fpm {
             let jobs = jobs.clone();
@@ -681,6 +723,7 @@ impl Daemon {
             per_user: Mutex::new(HashMap::new()),
             rings: RingBudget::new(MAX_RING_SESSIONS, MAX_RING_BYTES),
             metrics: metrics.clone(),
+            link_counters: port_counters,
         });
         if let (Some(listener), Some(m)) = (metrics_listener, metrics.0) {
             let reader = shared.reader();
@@ -1291,7 +1334,7 @@ fn serve_ring(
         }
         if s.output_idle() && at_writer.is_empty() {
             if let Some(batch) = held.take() {
-                write_answers(&mut s, answer_reads(client, &reader, &batch, &sh.metrics));
+                write_answers(&mut s, answer_reads(client, &reader, &batch, sh));
                 progressed = true;
             }
         }
@@ -1310,7 +1353,7 @@ fn serve_ring(
                 if !all_read_only(&batch) {
                     at_writer.push_back(sh.send_requests(client, batch, true, read_only)?);
                 } else if at_writer.is_empty() {
-                    write_answers(&mut s, answer_reads(client, &reader, &batch, &sh.metrics));
+                    write_answers(&mut s, answer_reads(client, &reader, &batch, sh));
                 } else {
                     held = Some(batch);
                 }

@@ -283,11 +283,11 @@ fn link_request(l: &Link, up: u32, carrier: Option<bool>) -> Link {
     Link {
         ifindex: l.ifindex,
         ifname: l.ifname.clone(),
-        kind: l.kind,
+        kind: l.kind.clone(),
         flags: up | (l.flags & iff::NOARP),
         change: iff::UP | iff::NOARP,
         mtu: l.mtu,
-        address: if l.kind == Some(LinkKind::Dummy) {
+        address: if matches!(l.kind, Some(LinkKind::Dummy | LinkKind::Port(_))) {
             l.address.clone()
         } else {
             None
@@ -295,6 +295,7 @@ fn link_request(l: &Link, up: u32, carrier: Option<bool>) -> Link {
         carrier,
         txqlen: l.txqlen,
         addr_gen_mode: l.addr_gen_mode,
+        stats: None,
     }
 }
 

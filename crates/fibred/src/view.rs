@@ -39,10 +39,11 @@
 //! lives until the replay that follows the next publish has applied it, and the newest one
 //! beyond that, since the engine may still be applying the rest of it.
 
+use fibre_dataplane::pipeline::{apply_events, Event};
 use fibre_fib::types::{
     Address, Errno, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule,
 };
-use fibre_fib::{Clock, Fib, RouteHint, Settings, SystemClock};
+use fibre_fib::{Clock, Fib, NudAction, RouteHint, Settings, SystemClock};
 use fibre_proto::convert::{Request, RequestError};
 use fibre_publish::{ReadGuard, Reader, Replica, Writer};
 use std::collections::VecDeque;
@@ -69,11 +70,18 @@ pub enum Change {
     /// A GC pass as of this time on the FIB's clock ([`Fib::expire_at`]): the same routes go
     /// in both copies, however much later the replay runs.
     Expire(u64),
+    /// What the data plane's workers learnt of neighbours (ARP and NDP heard, packets
+    /// leaving through a neighbour), applied at `now` (nanoseconds on the workers' monotonic
+    /// clock), as the kernel's NUD machine takes them.
+    NeighEvents(Vec<Event>, u64),
+    /// The neighbour timers due at this time (same clock) ([`Fib::neigh_timers`]).
+    NeighTimers(u64),
 }
 
 impl Change {
-    /// Applies the change to `fib` through the FIB's entry point for it.
-    pub fn apply(&self, fib: &mut Fib) -> Result<(), RtError> {
+    /// Applies the change to `fib` through the FIB's entry point for it; what the neighbour
+    /// states then ask of the data plane is appended to `actions`.
+    pub fn apply(&self, fib: &mut Fib, actions: &mut Vec<NudAction>) -> Result<(), RtError> {
         match self {
             Change::NewRoute(r, f) => fib.route_new(r, *f),
             Change::DelRoute(r) => fib.route_del(r),
@@ -93,6 +101,14 @@ impl Change {
             }
             Change::Expire(now) => {
                 fib.expire_at(*now);
+                Ok(())
+            }
+            Change::NeighEvents(events, now) => {
+                apply_events(fib, events.iter().copied(), *now, actions);
+                Ok(())
+            }
+            Change::NeighTimers(now) => {
+                fib.neigh_timers(*now, actions);
                 Ok(())
             }
         }
@@ -225,6 +241,9 @@ pub struct Log {
     /// numbered `kept_base`.
     kept: VecDeque<ReadAhead>,
     kept_base: u64,
+    /// What the neighbour states asked of the data plane in the changes' first application
+    /// (the replay's are the same and dropped); the writer takes them.
+    actions: Vec<NudAction>,
 }
 
 impl Log {
@@ -251,7 +270,10 @@ impl Replica for FibCopy {
             kept_base: log.kept_base,
         };
         let fib = &mut self.fib;
-        let (r, now) = self.clock.pinned_at(None, || from.apply(&mut logged, fib));
+        let actions = &mut log.actions;
+        let (r, now) = self
+            .clock
+            .pinned_at(None, || from.apply(&mut logged, fib, actions));
         log.entries.push((now, logged));
         r
     }
@@ -265,10 +287,14 @@ impl Replica for FibCopy {
             kept: &log.kept,
             kept_base: log.kept_base,
         };
+        let mut actions = Vec::new();
         for (now, c) in &mut log.entries {
             // The same result as on the other copy, which was equal, at the same time (a
             // change that read no time then reads none now: it takes the same path).
-            let _ = self.clock.pinned_at(*now, || from.apply(c, fib));
+            let _ = self
+                .clock
+                .pinned_at(*now, || from.apply(c, fib, &mut actions));
+            actions.clear();
         }
         log.entries.clear();
         log.changes.clear();
@@ -382,6 +408,12 @@ impl FibWriter {
         self.0.with_standby(|c| f(&mut c.fib))
     }
 
+    /// Takes what the neighbour states asked of the data plane in the changes applied since
+    /// the last call.
+    pub fn take_actions(&mut self) -> Vec<NudAction> {
+        std::mem::take(&mut self.0.log_mut().actions)
+    }
+
     /// Makes every change so far visible to readers (no-op when there is none).
     pub fn publish(&mut self) {
         self.0.publish()
@@ -405,10 +437,15 @@ struct Sources<'a> {
 
 impl Sources<'_> {
     /// Applies the change a log entry names to `fib`.
-    fn apply(&self, logged: &mut Logged, fib: &mut Fib) -> Result<(), RtError> {
+    fn apply(
+        &self,
+        logged: &mut Logged,
+        fib: &mut Fib,
+        actions: &mut Vec<NudAction>,
+    ) -> Result<(), RtError> {
         match logged {
             Logged::Change(i) => match self.changes.get(*i as usize) {
-                Some(c) => c.apply(fib),
+                Some(c) => c.apply(fib, actions),
                 None => Err(RtError::new(Errno::EINVAL)),
             },
             Logged::ReadAhead(list, at, hint) => {
@@ -432,6 +469,7 @@ impl Sources<'_> {
 mod tests {
     use super::*;
     use fibre_fib::types::{Family, LinkKind, Prefix, RouteQuery, RouteType};
+    use fibre_fib::{Learn, Override};
     use std::net::{IpAddr, Ipv4Addr};
 
     /// Batches of churn the writer publishes, one at a time.
@@ -570,14 +608,15 @@ mod tests {
         }
     }
 
-    /// A random change of links, addresses, next-hop objects, rules or expiry (failures
-    /// included: deleting what is absent, adding what exists, next hops on missing links).
+    /// A random change of links, addresses, next-hop objects, rules, expiry or neighbours
+    /// as the data plane reports them (failures included: deleting what is absent, adding
+    /// what exists, next hops on missing links, neighbours on missing links).
     fn object_change(rng: &mut Rng, now: u64) -> Change {
         let link = rng.below(2) as u8;
         let ifindex = 2 + u32::from(link);
         let net = 128 + link;
         let up = if rng.below(4) == 0 { 0 } else { 1 };
-        match rng.below(9) {
+        match rng.below(11) {
             0 => Change::NewLink(
                 Link {
                     ifname: Some(format!("d{link}")),
@@ -640,7 +679,25 @@ mod tests {
                     Change::DelRule(r)
                 }
             }
-            _ => Change::Expire(now + rng.below(4000)),
+            8 => Change::Expire(now + rng.below(4000)),
+            9 => {
+                let addr = v4(10, net, 0, 2 + rng.below(3) as u8);
+                let event = if rng.below(2) == 0 {
+                    Event::Used { oif: ifindex, addr }
+                } else {
+                    Event::Learned(fibre_dataplane::neigh::Learned {
+                        ifindex,
+                        addr,
+                        lladdr: [2, 0, 0, 0, net, rng.below(2) as u8],
+                        how: [Learn::Confirmed, Learn::Unconfirmed][rng.below(2) as usize],
+                        create: rng.below(2) == 0,
+                        override_ll: Override::Always,
+                    })
+                };
+                // The workers' clock: nanoseconds, a second per millisecond of `now`'s.
+                Change::NeighEvents(vec![event], now * 1_000_000)
+            }
+            _ => Change::NeighTimers((now + rng.below(4000)) * 1_000_000),
         }
     }
 
@@ -699,6 +756,7 @@ mod tests {
             .chain(lines(fib.addrs(None)))
             .chain(lines(fib.rules(None)))
             .chain(lines(fib.nexthops()))
+            .chain(lines(fib.neighbours(None, false)))
             .chain(lines(answers))
             .chain([format!(
                 "gen {} next expiry {:?} expiring {:?}",
@@ -774,12 +832,12 @@ mod tests {
         let probes = probes();
         let mut reference = Fib::default();
         for c in setup() {
-            c.apply(&mut reference).unwrap();
+            c.apply(&mut reference, &mut Vec::new()).unwrap();
         }
         let mut expected = vec![observe(&reference, &probes).1];
         for n in 1..=BATCHES {
             for c in batch(n) {
-                c.apply(&mut reference).unwrap();
+                c.apply(&mut reference, &mut Vec::new()).unwrap();
             }
             expected.push(observe(&reference, &probes).1);
         }

@@ -29,6 +29,8 @@ fn start(dir: &std::path::Path, state: Option<PathBuf>) -> Daemon {
         fpm: None,
         mirror: None,
         metrics: None,
+        workers: Default::default(),
+        ports: Vec::new(),
     })
     .unwrap()
 }

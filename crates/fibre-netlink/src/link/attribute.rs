@@ -1,6 +1,6 @@
 //! IFLA_* attributes of a link message.
 
-use super::{AfSpecAttr, LinkInfoAttr};
+use super::{AfSpecAttr, LinkInfoAttr, LinkStats64};
 use crate::nla::{attributes, Nest, NlStr};
 
 /// IFLA_* attribute numbers.
@@ -60,5 +60,6 @@ attributes! {
         LinkNetnsId(i32) = IFLA::LINK_NETNSID,
         MinMtu(u32) = IFLA::MIN_MTU,
         MaxMtu(u32) = IFLA::MAX_MTU,
+        Stats64(LinkStats64) = IFLA::STATS64,
     }
 }

@@ -3,10 +3,15 @@
 mod af_spec;
 mod attribute;
 mod link_info;
+mod stats;
 
 pub use af_spec::{AfSpecAttr, Inet6Attr};
 pub use attribute::{LinkAttr, IFLA};
-pub use link_info::{LinkInfoAttr, IFLA_INFO};
+pub use link_info::{
+    port_data, LinkInfoAttr, PortAttr, FIBRE_PORT, IFLA_INFO, IO_AF_PACKET, IO_AF_XDP, IO_TAP,
+    PORT_KIND,
+};
+pub use stats::LinkStats64;
 
 use crate::nla::object_message;
 use crate::wire::fixed_header;

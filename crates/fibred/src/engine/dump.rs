@@ -257,17 +257,21 @@ pub(super) fn is_read(req: &Request) -> bool {
     )
 }
 
-/// Answers a read request ([`is_read`]) from `fib`; route dumps read through `dumps` as they
-/// go. Anything else is not supported here.
+/// Answers a read request ([`is_read`]) from `fib`, links with their `counters`; route
+/// dumps read through `dumps` as they go. Anything else is not supported here.
 pub(super) fn read(
     fib: &Fib,
     dumps: &FibReader,
+    counters: Option<&dyn super::LinkCounters>,
     req: Request,
     origin: Origin,
     out: &mut Outcome,
 ) -> Result<(), RequestError> {
     match req {
-        Request::DumpLinks => dump(Items::Links(fib.links()), origin, out),
+        Request::DumpLinks => {
+            let links = super::with_counters(fib.links(), counters);
+            dump(Items::Links(links), origin, out)
+        }
         Request::DumpAddrs(f) => dump(Items::Addrs(fib.addrs(f)), origin, out),
         Request::DumpRoutes(family) => dump(
             Items::Routes(RouteDump {
@@ -293,7 +297,8 @@ pub(super) fn read(
             out,
         ),
         Request::GetLink(l) => {
-            let found = fib.links().into_iter().find(|x| {
+            let links = super::with_counters(fib.links(), counters);
+            let found = links.into_iter().find(|x| {
                 if l.ifindex != 0 {
                     x.ifindex == l.ifindex
                 } else {

@@ -22,6 +22,9 @@
 //! - Changes become visible to readers at [`Engine::publish`] (the daemon publishes after
 //!   each batch, before answering it); a route dump requested after changes in the same batch
 //!   publishes them first.
+//! - A port link (`LinkKind::Port`) is made only once its host interface is open: the
+//!   engine asks its [`PortBinder`] (the daemon's `ports`, which does the I/O) before it
+//!   creates the link, and a refusal answers the request with nothing made.
 //!
 //! This module is the dispatch: framing, permissions, membership, the read-ahead path and
 //! the answers (errors and ACKs). The jobs it hands work to are [`dump`] (GET replies and
@@ -47,6 +50,7 @@ use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage};
 use fibre_proto::convert::{self, Request, RequestError};
 use fibre_proto::membership::{self, FIBRE_MEMBERSHIP};
+use std::sync::Arc;
 
 /// What one client's connection tells the engine about itself.
 #[derive(Debug, Clone, Copy, Default)]
@@ -233,6 +237,48 @@ struct Origin {
     port: u32,
 }
 
+/// An error as a log line names it: its extended-ACK text, else its errno's.
+pub fn errno_text(e: &RtError) -> String {
+    match &e.extack {
+        Some(m) if !m.is_empty() => m.clone(),
+        _ => e.errno.strerror().to_owned(),
+    }
+}
+
+/// Counters of the links something counts on (fibred's port links), which link dumps show
+/// (IFLA_STATS64). Read by any thread.
+pub trait LinkCounters: Send + Sync {
+    fn stats(&self, ifindex: u32) -> Option<LinkStats>;
+}
+
+/// Gives `links` their counters.
+fn with_counters(mut links: Vec<Link>, counters: Option<&dyn LinkCounters>) -> Vec<Link> {
+    if let Some(c) = counters {
+        for l in &mut links {
+            l.stats = c.stats(l.ifindex);
+        }
+    }
+    links
+}
+
+/// Whoever binds port links to host interfaces (the daemon's `ports`): the engine asks it
+/// before it creates a port link and tells it when one goes.
+pub trait PortBinder: Send {
+    /// Opens the host interface of a port link about to be created. A refusal (an errno as
+    /// the kernel would give it: EPERM, ENODEV, ...) answers the request and no link is made.
+    /// The port opened waits for [`PortBinder::commit`]. Returns the link-layer address the
+    /// link takes when its request names none (the host interface's, as a router's port
+    /// takes its NIC's).
+    fn open(&mut self, spec: &PortSpec) -> Result<Option<Vec<u8>>, RtError>;
+    /// The port last opened belongs to link `ifindex` now, or (`None`: the link could not be
+    /// made) is closed.
+    fn commit(&mut self, ifindex: Option<u32>);
+    /// Link `ifindex` is gone; its port, if it had one, is closed.
+    fn removed(&mut self, ifindex: u32);
+    /// `fib` was published.
+    fn published(&mut self, fib: &Fib);
+}
+
 /// The FIB and the request semantics around it. See the module documentation.
 pub struct Engine {
     view: FibWriter,
@@ -240,6 +286,10 @@ pub struct Engine {
     reader: FibReader,
     /// Inside [`Engine::begin`] .. [`Engine::publish`].
     batching: bool,
+    /// Opens the ports of port links; without one a port link is a link like any other.
+    ports: Option<Box<dyn PortBinder>>,
+    /// What link dumps show as the links' counters.
+    link_counters: Option<Arc<dyn LinkCounters>>,
 }
 
 impl Default for Engine {
@@ -281,10 +331,17 @@ pub fn read_only(datagram: &[u8]) -> bool {
 
 /// Answers a datagram for which [`read_only`] holds from the published state, on the
 /// calling thread: what [`Engine::handle`] would answer after the last publish.
-pub fn handle_reads(reader: &FibReader, datagram: &[u8], client: &ClientCtx, out: &mut Outcome) {
+/// Links get their `counters`.
+pub fn handle_reads(
+    reader: &FibReader,
+    datagram: &[u8],
+    client: &ClientCtx,
+    counters: Option<&dyn LinkCounters>,
+    out: &mut Outcome,
+) {
     each_message(datagram, |msg| {
         process(msg, None, client.port, out, |req, origin, out| {
-            read(&reader.read(), reader, req, origin, out)
+            read(&reader.read(), reader, counters, req, origin, out)
         })
     });
 }
@@ -441,7 +498,83 @@ impl Engine {
             view,
             reader,
             batching: false,
+            ports: None,
+            link_counters: None,
         }
+    }
+
+    /// Has link dumps show `counters`.
+    pub fn set_link_counters(&mut self, counters: Arc<dyn LinkCounters>) {
+        self.link_counters = Some(counters);
+    }
+
+    /// Applies a request of the daemon's own, already converted (the configuration's port
+    /// links), as a client's with nobody listening.
+    pub fn own_request(&mut self, req: Request) -> Result<(), RtError> {
+        let origin = Origin { seq: 0, port: 0 };
+        self.begin();
+        let r = self.apply(req, origin, 0, &mut Outcome::default());
+        self.publish();
+        r.map_err(|e| e.error)
+    }
+
+    /// Has `binder` open the host interfaces of the port links made from now on.
+    pub fn bind_ports(&mut self, binder: Box<dyn PortBinder>) {
+        self.ports = Some(binder);
+    }
+
+    /// Applies what the data plane's workers learnt of neighbours at `now` (the workers'
+    /// clock): neighbour changes are announced as the kernel's are; returns what the
+    /// neighbour states ask of the data plane.
+    pub fn neigh_events(
+        &mut self,
+        events: Vec<fibre_dataplane::pipeline::Event>,
+        now: u64,
+        listening: u64,
+        out: &mut Outcome,
+    ) -> Vec<fibre_fib::NudAction> {
+        let origin = Origin { seq: 0, port: 0 };
+        let _ = self.neigh_change(Change::NeighEvents(events, now), origin, listening, out);
+        self.view.take_actions()
+    }
+
+    /// Runs the neighbour timers due at `now` (the workers' clock), as
+    /// [`Engine::neigh_events`].
+    pub fn neigh_timers(
+        &mut self,
+        now: u64,
+        listening: u64,
+        out: &mut Outcome,
+    ) -> Vec<fibre_fib::NudAction> {
+        let origin = Origin { seq: 0, port: 0 };
+        let _ = self.neigh_change(Change::NeighTimers(now), origin, listening, out);
+        self.view.take_actions()
+    }
+
+    /// Gives link `ifindex` the carrier and MTU of its port's host interface (`None`: left
+    /// as it is), announced as a link change; the kernel's links follow their cables so.
+    pub fn follow(
+        &mut self,
+        ifindex: u32,
+        carrier: Option<bool>,
+        mtu: Option<u32>,
+        listening: u64,
+        out: &mut Outcome,
+    ) {
+        let link = Link {
+            ifindex,
+            carrier,
+            mtu,
+            ..Link::default()
+        };
+        let origin = Origin { seq: 0, port: 0 };
+        // An MTU fibre does not take (below 68 or above its maximum) leaves the link's own.
+        let _ = self.object_change(
+            Request::NewLink(link, ReqFlags::NONE),
+            origin,
+            listening,
+            out,
+        );
     }
 
     /// The newest state, published or not.
@@ -468,6 +601,9 @@ impl Engine {
             self.batching = false;
         }
         self.view.publish();
+        if let Some(p) = &mut self.ports {
+            p.published(self.view.latest());
+        }
     }
 
     /// Brings the unpublished copy up to date (see [`crate::view`]); for idle moments.
@@ -614,7 +750,8 @@ impl Engine {
             }
         }
         if is_read(&req) {
-            return read(self.view.latest(), &self.reader, req, origin, out);
+            let counters = self.link_counters.as_deref();
+            return read(self.view.latest(), &self.reader, counters, req, origin, out);
         }
         match req {
             Request::NewRoute(r, f) => {

@@ -264,6 +264,55 @@ impl Engine {
         (r, self.view.with_standby(Fib::take_neigh_events))
     }
 
+    /// [`Engine::apply_recording`], with the port of a new port link opened first (refused:
+    /// nothing is applied) and bound after, and the port of a deleted link closed.
+    fn apply_ported(&mut self, change: Change) -> (Result<(), RtError>, Vec<NeighEvent>) {
+        let Some(ports) = &mut self.ports else {
+            return self.apply_recording(change);
+        };
+        let fib = self.view.latest();
+        match &change {
+            Change::NewLink(l, f) if f.create => {
+                let (Some(LinkKind::Port(spec)), Some(name)) = (&l.kind, &l.ifname) else {
+                    return self.apply_recording(change);
+                };
+                if fib.link_index(name).is_some() {
+                    return self.apply_recording(change);
+                }
+                let name = name.clone();
+                let mac = match ports.open(spec) {
+                    Ok(mac) => mac,
+                    Err(e) => return (Err(e), Vec::new()),
+                };
+                let change = match (change, mac) {
+                    (Change::NewLink(mut l, f), Some(mac)) if l.address.is_none() => {
+                        l.address = Some(mac);
+                        Change::NewLink(l, f)
+                    }
+                    (c, _) => c,
+                };
+                let r = self.apply_recording(change);
+                let ifindex = self.view.latest().link_index(&name);
+                if let Some(ports) = &mut self.ports {
+                    ports.commit(ifindex.filter(|_| r.0.is_ok()));
+                }
+                r
+            }
+            Change::DelLink(l) => {
+                let ifindex = match (l.ifindex, &l.ifname) {
+                    (0, Some(name)) => fib.link_index(name),
+                    (i, _) => Some(i),
+                };
+                let r = self.apply_recording(change);
+                if let (Ok(()), Some(i), Some(ports)) = (&r.0, ifindex, &mut self.ports) {
+                    ports.removed(i);
+                }
+                r
+            }
+            _ => self.apply_recording(change),
+        }
+    }
+
     /// A neighbour add, change or delete, announced as the kernel announces it (a failed one
     /// too can be: the kernel keeps the entry it created and announces flag changes made
     /// before the failure).
@@ -371,7 +420,7 @@ impl Engine {
             Request::DelNexthop(id) => Change::DelNexthop(id),
             _ => return Err(RtError::new(Errno::EOPNOTSUPP)),
         };
-        let (r, flushed) = self.apply_recording(change);
+        let (r, flushed) = self.apply_ported(change);
         r?;
         out.changed = true;
         if listening == 0 {

@@ -542,3 +542,92 @@ fn answers_are_framed_as_the_kernel_frames_them() {
     assert_eq!(fit(&first[first.len() - ACK_LEN..], 1 << 16), ACK_LEN);
     assert_eq!(status(rest), -22);
 }
+
+/// What a [`PortBinder`] was asked, and what it answers `open` with.
+#[derive(Default)]
+struct Binder {
+    refuse: Option<Errno>,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl PortBinder for Binder {
+    fn open(&mut self, spec: &PortSpec) -> Result<Option<Vec<u8>>, RtError> {
+        self.log.lock().unwrap().push(format!("open {}", spec.dev));
+        match self.refuse {
+            Some(e) => Err(RtError::new(e)),
+            None => Ok(Some(vec![2, 0, 0, 0, 0, 0x77])),
+        }
+    }
+    fn commit(&mut self, ifindex: Option<u32>) {
+        self.log.lock().unwrap().push(format!("commit {ifindex:?}"));
+    }
+    fn removed(&mut self, ifindex: u32) {
+        self.log.lock().unwrap().push(format!("removed {ifindex}"));
+    }
+    fn published(&mut self, _fib: &Fib) {}
+}
+
+/// A port link is made once its host interface is open, with the interface's address; a
+/// refused open answers the request and makes no link; deleting the link closes its port;
+/// a link that is no port link never asks the binder.
+#[test]
+fn port_links_are_made_only_with_their_port() {
+    let port = |name: &str, dev: &str| Link {
+        ifname: Some(name.into()),
+        kind: Some(LinkKind::Port(PortSpec {
+            dev: dev.into(),
+            io: PortIo::AfPacket,
+        })),
+        ..Link::default()
+    };
+    for refuse in [None, Some(Errno::ENODEV), Some(Errno::EPERM)] {
+        let mut e = Engine::default();
+        let binder = Binder {
+            refuse,
+            ..Binder::default()
+        };
+        let log = binder.log.clone();
+        e.bind_ports(Box::new(binder));
+        let r = e.own_request(Request::NewLink(port("p0", "veth0"), ReqFlags::ADD));
+        let made = e
+            .fib()
+            .links()
+            .into_iter()
+            .find(|l| l.ifname.as_deref() == Some("p0"));
+        match refuse {
+            None => {
+                assert_eq!(r, Ok(()));
+                let made = made.expect("the link is made");
+                assert_eq!(made.address, Some(vec![2, 0, 0, 0, 0, 0x77]));
+                e.own_request(Request::DelLink(Link {
+                    ifname: Some("p0".into()),
+                    ..Link::default()
+                }))
+                .unwrap();
+                let i = made.ifindex;
+                assert_eq!(
+                    *log.lock().unwrap(),
+                    [
+                        "open veth0".to_string(),
+                        format!("commit Some({i})"),
+                        format!("removed {i}")
+                    ]
+                );
+            }
+            Some(errno) => {
+                assert_eq!(r.map_err(|e| e.errno), Err(errno));
+                assert!(made.is_none(), "no link after a refused open");
+                assert_eq!(*log.lock().unwrap(), ["open veth0"]);
+            }
+        }
+        let dummy = Link {
+            ifname: Some("d0".into()),
+            kind: Some(LinkKind::Dummy),
+            ..Link::default()
+        };
+        log.lock().unwrap().clear();
+        e.own_request(Request::NewLink(dummy, ReqFlags::ADD))
+            .unwrap();
+        assert!(log.lock().unwrap().is_empty());
+    }
+}

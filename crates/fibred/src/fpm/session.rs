@@ -29,11 +29,11 @@
 //! changes nothing (the engine's requests are atomic) and is counted under its errno.
 
 use crate::engine::{Applied, Engine};
+use fibre_fib::hash::KeyedMap;
 use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::nexthop::{GroupEntry, NexthopAttr, NexthopMessage};
 use fibre_netlink::route::{RouteAttr, RouteHeader, RouteMessage, RouteNextHop};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage, Payload};
-use fibre_fib::hash::KeyedMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
