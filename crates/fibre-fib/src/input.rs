@@ -596,13 +596,9 @@ impl Fib {
     /// caller's generation check, so that no memo can make the replay index out of bounds.
     #[inline]
     fn info_at(&self, at: At) -> Option<&Info> {
-        let id = InfoId::new(at.slot as usize);
         self.infos
-            .dst_at(DstAt {
-                info: Some(id),
-                nh: at.hop(),
-            })
-            .map(|_| self.infos.get(id))
+            .try_get(InfoId::new(at.slot as usize))
+            .filter(|i| at.hop() < i.nh.len())
     }
 
     /// Whether [`InputCacheKey`] holds everything the input decisions of a family
