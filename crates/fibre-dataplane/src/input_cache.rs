@@ -340,6 +340,18 @@ impl InputCache {
         let deadline = fib.route_input_deadline();
         let timely = deadline.is_none_or(|d| fib.clock().now_ms() < d);
         let cache = self.mode == Mode::Cache && timely && self.usage.probes_now();
+        if !cache
+            && timely
+            && suffices == [true, true]
+            && !keys.windows(2).any(|w| w[1].same_cache_key(&w[0]))
+        {
+            // No hint to take and nothing to probe (hints only, or a chunk the sampling
+            // skips, as in a flood): the batch as without the cache, after one comparison
+            // per packet.
+            self.counters.misses += n as u64;
+            fib.route_input_batch(keys, out);
+            return;
+        }
         let sc = &mut *self.scratch;
         let sets = &mut self.sets;
         // Sort the packets out; prefetch the tag lines of those to probe.
