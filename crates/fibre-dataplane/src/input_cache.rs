@@ -5,14 +5,13 @@
 //!
 //! Shape: a set-associative table allocated once by [`InputCache::new`]: sets of [`WAYS`]
 //! entries. A set's tags and stamps fill one 64-byte line ([`Tags`]); the entries (key and
-//! memo, [`ENTRY_BYTES`] = 64 each, one line) live apart and are read only when a tag
-//! matches. The value is an [`InputMemo`]: a decision that is no forward, or the place of the
-//! next hop to forward through (a typed index: route info and next hop), or for a multipath
-//! route the group's first usable next hop; the replay ([`Fib::route_input_replay`]) reads
-//! the forwarding result there, as the lookup does, and chooses a group's leg per packet by
-//! the multipath hash. Memory per worker, fixed at creation: `entries * 64 + entries / 8 *
-//! 64` bytes and 17 KiB of working arrays (the default, 8192 entries: 512 KiB + 64 KiB + 17
-//! KiB; `a_set_is_one_line_of_tags_and_an_entry_one`).
+//! memo, [`ENTRY_BYTES`] = 128 each) live apart and are read only when a tag matches. The
+//! value is an [`InputMemo`]: the decision, or for a multipath route the group with the
+//! route's first usable next hop (a typed index with its generation, [`fibre_fib::DstRef`]);
+//! the leg is chosen per packet by the multipath hash ([`Fib::route_input_replay`]). Memory per
+//! worker, fixed at creation: `entries * 128 + entries / 8 * 64` bytes and 17 KiB of working
+//! arrays (the default, 8192 entries: 1 MiB + 64 KiB + 17 KiB;
+//! `a_set_is_one_line_of_tags_and_an_entry_two`).
 //!
 //! Validity, checked lazily on lookup, never by a timer or a sweep: each entry carries the
 //! cache's stamp of when it was made, and an entry answers only while its stamp is the
@@ -61,9 +60,9 @@
 //!   varies ports under both hash policies, `rules_on_the_input_link_keep_multipath_legs_apart`
 //!   covers legs whose source checks differ, and fibre-fib's `route_input_batch_is_route_input`
 //!   replays each memo with other ports.
-//! - Device teardown leaving references: an entry holds indices, never a reference; removing
-//!   a device moves the generation, and the replay reads a next hop only after finding that
-//!   its route info still holds it; `cache_on_decides_as_cache_off` removes and
+//! - Device teardown leaving references: an entry holds indices and generations, never a
+//!   reference; removing a device moves the generation, and a group's next hop is checked
+//!   against its own generation before use; `cache_on_decides_as_cache_off` removes and
 //!   re-creates the egress link between packets, and `tests/input_cache_loom.rs` shows that no
 //!   vector after the change was published answers from an entry made before it.
 //! - Hints that let packets bypass strict rp_filter: the key holds the input link and source,
@@ -97,7 +96,7 @@ pub const WAYS: usize = 8;
 /// The most packets [`InputCache::decide`] takes at once: the pipeline's route batch.
 pub const CHUNK: usize = 64;
 
-/// Bytes of one entry: its key and memo, one cache line.
+/// Bytes of one entry: its key and memo, aligned to a cache line.
 pub const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
 
 /// What the cache does.
@@ -121,7 +120,7 @@ pub struct CacheConfig {
 
 /// Entries by default: with the default vector, 8192 keys cover a worker's share of a few
 /// thousand destinations times a few sources and tos values (`fibre-bench cache`'s seed
-/// workload), at 512 KiB.
+/// workload), at 1 MiB.
 pub const DEFAULT_ENTRIES: usize = 8192;
 
 impl Default for CacheConfig {
@@ -395,7 +394,9 @@ impl InputCache {
                 let tag = (sc.hash[i] >> 32) as u32;
                 if let Some(w) = (0..WAYS).find(|&w| t.tag[w] == tag && t.stamp[w] == sets.stamp) {
                     *way = w;
-                    fibre_lpm::prefetch(&sets.entries[set * WAYS + w]);
+                    let e = &sets.entries[set * WAYS + w];
+                    fibre_lpm::prefetch(e);
+                    fibre_lpm::prefetch(std::ptr::from_ref(e).cast::<u8>().wrapping_add(64));
                 }
             }
         }
@@ -539,17 +540,17 @@ impl Sets {
 mod tests {
     use super::*;
 
-    /// The sizes the module documentation states: a set's tags in one line, an entry in one,
+    /// The sizes the module documentation states: a set's tags in one line, an entry in two,
     /// the working arrays within 17 KiB.
     #[test]
-    fn a_set_is_one_line_of_tags_and_an_entry_one() {
+    fn a_set_is_one_line_of_tags_and_an_entry_two() {
         assert_eq!(std::mem::size_of::<Tags>(), 64);
-        assert_eq!(ENTRY_BYTES, 64);
+        assert_eq!(ENTRY_BYTES, 128);
         let c = InputCache::new(CacheConfig::default());
         let sets = DEFAULT_ENTRIES / WAYS;
         assert_eq!(
             c.bytes(),
-            sets * 64 + DEFAULT_ENTRIES * 64 + std::mem::size_of::<Scratch>()
+            sets * 64 + DEFAULT_ENTRIES * 128 + std::mem::size_of::<Scratch>()
         );
         assert!(std::mem::size_of::<Scratch>() <= 17 * 1024);
     }

@@ -246,10 +246,8 @@ impl InputDrop {
 /// [`InputMemo`]). The key of a cache of input decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputCacheKey {
-    /// The addresses as two words each: 8-byte alignment keeps the key at 48 bytes, so that
-    /// a cache entry of key and [`InputMemo`] fills one 64-byte line.
-    dst: [u64; 2],
-    src: [u64; 2],
+    dst: u128,
+    src: u128,
     iif: u32,
     mark: u32,
     tos: u8,
@@ -263,7 +261,7 @@ pub struct InputCacheKey {
 impl Hash for InputCacheKey {
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
-        let fold = |a: [u64; 2]| a[0] ^ a[1].rotate_left(32);
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(32);
         h.write_u64(fold(self.dst));
         h.write_u64(fold(self.src));
         h.write_u64(
@@ -288,19 +286,14 @@ impl InputKey {
     #[inline]
     pub fn cache_key(&self) -> InputCacheKey {
         InputCacheKey {
-            dst: words(ip_u128(self.dst)),
-            src: words(ip_u128(self.src)),
+            dst: ip_u128(self.dst),
+            src: ip_u128(self.src),
             iif: self.iif,
             mark: self.mark,
             tos: self.tos,
             families: u8::from(self.dst.is_ipv6()) | u8::from(self.src.is_ipv6()) << 1,
         }
     }
-}
-
-/// An address's bits as two words, low first.
-fn words(a: u128) -> [u64; 2] {
-    [a as u64, (a >> 64) as u64]
 }
 
 /// An input decision and what a cache may keep of it.
@@ -311,27 +304,14 @@ pub type InputDecision = (Result<InputRoute, InputDrop>, Option<InputMemo>);
 /// state is the one the memo was made in. That is: the same [`Fib::gen`] (every change moves
 /// it), and no route deadline ([`Fib::route_input_deadline`]) passed in between. Made by
 /// [`Fib::route_input_memo`] and [`Fib::route_input_batch_memo`], answered from by
-/// [`Fib::route_input_replay`]; `Copy`, no reference into the routing state. A forwarding
-/// memo names its next hop by place (route info and next hop), and the replay reads the
-/// forwarding result there, as the lookup it stands for finishes from it: so a memo is 16
-/// bytes, and a cache entry of key and memo fills one cache line
-/// (`an_input_memo_is_sixteen_bytes`).
+/// [`Fib::route_input_replay`]; `Copy`, no reference into the routing state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputMemo(Memo);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Memo {
-    /// The same decision, not a forward, for every packet of the key.
-    Fixed(Fixed),
-    /// An IPv4 forward through one next hop: `at` with `redirect`, from table `table`.
-    Forward4 {
-        at: At,
-        table: TableId,
-        redirect: bool,
-    },
-    /// An IPv6 forward through one next hop (whose redirect and MTU the replay works out as
-    /// the lookup does, from the packet's input link and the output link).
-    Forward6 { at: At, table: TableId },
+    /// The same decision for every packet of the key.
+    Fixed(Result<InputRoute, InputDrop>),
     /// An IPv4 multipath route: the group, not the leg. Each packet's leg is chosen from
     /// `first`, the route's first usable next hop, by the packet's own hash. The source check
     /// (`checked`: whether the source is directly connected through the input link) holds for
@@ -340,87 +320,19 @@ enum Memo {
     /// local-address scan, which holds only for a leg leaving by another link than the input
     /// link; a leg through the input link takes the general path.
     Group4 {
-        first: At,
+        first: DstRef,
         table: TableId,
         checked: Result<bool, InputDrop>,
         scan: bool,
     },
     /// An IPv6 multipath route: the group; the leg is chosen per packet as for `Group4`
     /// (IPv6 has no source check).
-    Group6 { first: At, table: TableId },
+    Group6 { first: DstRef, table: TableId },
 }
 
-/// A decision that is no forward.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fixed {
-    Drop(InputDrop),
-    Local(u32),
-    Broadcast(Option<u32>),
-}
-
-impl Fixed {
-    fn of(r: Result<InputRoute, InputDrop>) -> Option<Fixed> {
-        match r {
-            Err(d) => Some(Fixed::Drop(d)),
-            Ok(InputRoute::Local { table }) => Some(Fixed::Local(table)),
-            Ok(InputRoute::Broadcast { table }) => Some(Fixed::Broadcast(table)),
-            Ok(InputRoute::Forward(_)) => None,
-        }
-    }
-
-    fn route(self) -> Result<InputRoute, InputDrop> {
-        match self {
-            Fixed::Drop(d) => Err(d),
-            Fixed::Local(table) => Ok(InputRoute::Local { table }),
-            Fixed::Broadcast(table) => Ok(InputRoute::Broadcast { table }),
-        }
-    }
-}
-
-/// Where a next hop's forwarding result lives: a [`DstRef`] without its generation (the
-/// memo's validity is the routing state's generation, which the caller checks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct At {
-    slot: u32,
-    hop: u32,
-}
-
-impl At {
-    fn hop(self) -> usize {
-        self.hop as usize
-    }
-
-    /// `None` for a result that lives in no route info.
-    fn of(d: DstRef) -> Option<At> {
-        (d.slot != u32::MAX).then_some(At {
-            slot: d.slot,
-            hop: d.hop,
-        })
-    }
-}
-
-/// A decision that holds for every packet of its key (no forward).
+/// A decision that holds for every packet of its key.
 fn fixed(r: Result<InputRoute, InputDrop>) -> InputDecision {
-    (r, Fixed::of(r).map(|f| InputMemo(Memo::Fixed(f))))
-}
-
-/// The memo of a decision through one next hop: the next hop's place for a forward.
-fn single(r: Result<InputRoute, InputDrop>, v6: bool) -> Option<InputMemo> {
-    let m = match r {
-        Ok(InputRoute::Forward(f)) => {
-            let (at, table) = (At::of(f.dst)?, TableId(f.table));
-            match v6 {
-                false => Memo::Forward4 {
-                    at,
-                    table,
-                    redirect: f.redirect,
-                },
-                true => Memo::Forward6 { at, table },
-            }
-        }
-        r => Memo::Fixed(Fixed::of(r)?),
-    };
-    Some(InputMemo(m))
+    (r, Some(InputMemo(Memo::Fixed(r))))
 }
 
 /// The memo of an IPv6 forwarding decision `r` through next hop `first` of `info` (before
@@ -430,14 +342,14 @@ pub(crate) fn memo6(
     first: usize,
     table: TableId,
     r: Result<InputRoute, InputDrop>,
-) -> Option<InputMemo> {
-    match info.nh.len() {
-        0 | 1 => single(r, true),
-        _ => Some(InputMemo(Memo::Group6 {
-            first: At::of(DstRef::of(&info.nh[first].dst))?,
+) -> InputMemo {
+    InputMemo(match info.nh.len() {
+        0 | 1 => Memo::Fixed(r),
+        _ => Memo::Group6 {
+            first: DstRef::of(&info.nh[first].dst),
             table,
-        })),
-    }
+        },
+    })
 }
 
 /// The memo of an IPv4 forwarding decision through next hop `first` of `info` (before the
@@ -455,13 +367,13 @@ pub(crate) fn memo4(
     (scan, iif_rules): (bool, bool),
 ) -> Option<InputMemo> {
     if info.nh.len() <= 1 {
-        return single(r, false);
+        return Some(InputMemo(Memo::Fixed(r)));
     }
     if iif_rules || (scan && oif == iif) {
         return None;
     }
     Some(InputMemo(Memo::Group4 {
-        first: At::of(DstRef::of(&info.nh[first].dst))?,
+        first: DstRef::of(&info.nh[first].dst),
         table,
         checked,
         scan,
@@ -548,33 +460,22 @@ impl Fib {
         k: &InputKey,
     ) -> Option<Result<InputRoute, InputDrop>> {
         match m.0 {
-            Memo::Fixed(f) => Some(f.route()),
-            _ => self.replay_hop(m, k),
+            Memo::Fixed(r) => Some(r),
+            _ => self.replay_group(m, k),
         }
     }
 
-    /// [`Fib::route_input_replay`] through a next hop: the memo's, or for a multipath group
-    /// the leg chosen for `k`.
-    #[inline]
-    fn replay_hop(&self, m: &InputMemo, k: &InputKey) -> Option<Result<InputRoute, InputDrop>> {
-        let forward = |r: ForwardRoute| Some(Ok(InputRoute::Forward(r)));
+    /// [`Fib::route_input_replay`] for a multipath group: the leg chosen for `k`.
+    fn replay_group(&self, m: &InputMemo, k: &InputKey) -> Option<Result<InputRoute, InputDrop>> {
         match m.0 {
-            Memo::Fixed(f) => Some(f.route()),
-            Memo::Forward4 {
-                at,
-                table,
-                redirect,
-            } => forward(self.forward4(self.info_at(at)?, at.hop(), table, redirect)),
-            Memo::Forward6 { at, table } => {
-                forward(self.forward6(self.info_at(at)?, at.hop(), table, k.iif))
-            }
+            Memo::Fixed(r) => Some(r),
             Memo::Group4 {
                 first,
                 table,
                 checked,
                 scan,
             } => {
-                let info = self.info_at(first)?;
+                let info = self.group_of(first)?;
                 let nh = self.multipath_nh(info, first.hop(), &k.flow());
                 let (oif, iif) = (info.spec.nhs[nh].oif, IfIndex(k.iif));
                 if scan && oif == iif {
@@ -585,20 +486,20 @@ impl Fib {
                 }))
             }
             Memo::Group6 { first, table } => {
-                let info = self.info_at(first)?;
+                let info = self.group_of(first)?;
                 let nh = self.multipath_nh(info, first.hop(), &k.flow());
-                forward(self.forward6(info, nh, table, k.iif))
+                Some(Ok(InputRoute::Forward(
+                    self.forward6(info, nh, table, k.iif),
+                )))
             }
         }
     }
 
-    /// The route info holding next hop `at`, while it does: a second line behind the
-    /// caller's generation check, so that no memo can make the replay index out of bounds.
+    /// The route info of next hop `first` while its result is still the one the memo saw.
     #[inline]
-    fn info_at(&self, at: At) -> Option<&Info> {
-        self.infos
-            .try_get(InfoId::new(at.slot as usize))
-            .filter(|i| at.hop() < i.nh.len())
+    fn group_of(&self, first: DstRef) -> Option<&Info> {
+        self.dst_ref_is_current(first)
+            .then(|| self.infos.get(InfoId::new(first.slot())))
     }
 
     /// Whether [`InputCacheKey`] holds everything the input decisions of a family
@@ -973,7 +874,7 @@ impl Fib {
         let r = Ok(InputRoute::Forward(
             self.forward6(info, res.nh, res.table, flow.iif),
         ));
-        (r, memo6(info, first, res.table, r))
+        (r, Some(memo6(info, first, res.table, r)))
     }
 
     /// Whether link `dev` is in multicast group `g`: every IPv6 link joins all-nodes
@@ -996,20 +897,5 @@ impl Fib {
                     o[13..] == go[13..]
                 })
             })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The sizes [`InputMemo`] states: a memo (or its absence) in 16 bytes and a cache key in
-    /// 48, both 8-byte aligned, so that a cache entry of the two is one 64-byte line.
-    #[test]
-    fn an_input_memo_is_sixteen_bytes() {
-        assert_eq!(std::mem::size_of::<Option<InputMemo>>(), 16);
-        assert_eq!(std::mem::size_of::<InputCacheKey>(), 48);
-        assert!(std::mem::align_of::<InputCacheKey>() <= 8);
-        assert!(std::mem::align_of::<Option<InputMemo>>() <= 8);
     }
 }

@@ -330,7 +330,7 @@ impl Fib {
         let r = Ok(InputRoute::Forward(
             self.forward6(info, nh, f.main.id, k.iif),
         ));
-        Some((r, memo6(info, first, f.main.id, r)))
+        Some((r, Some(memo6(info, first, f.main.id, r))))
     }
 }
 

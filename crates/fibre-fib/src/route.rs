@@ -494,12 +494,6 @@ impl Infos {
         }
     }
 
-    /// Info `id`, if live.
-    #[inline]
-    pub fn try_get(&self, id: InfoId) -> Option<&Info> {
-        self.slots.get(id.slot())?.as_ref()
-    }
-
     #[inline]
     pub fn get(&self, id: InfoId) -> &Info {
         self.slots[id.slot()]
