@@ -78,7 +78,10 @@
 //!   `a_cache_that_stopped_probing_decides_as_no_cache_and_probes_again_when_keys_recur`, and
 //!   `fibre-bench cache` measures the flood against no cache.
 //! - Modest, narrow gains: `fibre-bench cache` measures cache, hints and no cache side by
-//!   side, with rules and multipath routes too (crates/fibre-bench/RESULTS.md).
+//!   side, with rules and multipath routes too (crates/fibre-bench/RESULTS.md). Where the
+//!   uncached decision is already the batch path on a table in L2 (seed 000's workload without
+//!   rules), a hit halves the decision's instructions but its entry's two lines come from L3,
+//!   and the cache breaks even; where the decision walks rules or picks a leg, it pays 2-3x.
 //!
 //! Who calls what: the worker's [`crate::pipeline::Dataplane`] owns one cache and calls
 //! [`InputCache::decide`] for each chunk of its vector with the routing state of that vector;
