@@ -74,6 +74,14 @@ fn router() -> (Fib, u32) {
     (f, d0)
 }
 
+/// The cache under test.
+fn cache() -> InputCache {
+    InputCache::new(CacheConfig {
+        mode: Mode::Cache,
+        entries: ENTRIES,
+    })
+}
+
 /// Chunk `n` of unique (source, destination) pairs in on `iif`: every source once per
 /// destination block.
 fn chunk(n: u32, iif: u32) -> [InputKey; CHUNK] {
@@ -98,10 +106,7 @@ fn chunk(n: u32, iif: u32) -> [InputKey; CHUNK] {
 #[test]
 fn a_cache_that_stopped_probing_decides_as_no_cache_and_probes_again_when_keys_recur() {
     let (f, d0) = router();
-    let mut c = InputCache::new(CacheConfig {
-        mode: Mode::Cache,
-        entries: ENTRIES,
-    });
+    let mut c = cache();
     let mut out = [Err(InputDrop::NoRoute); CHUNK];
     let decides_as_no_cache = |keys: &[InputKey], out: &[Result<InputRoute, InputDrop>]| {
         for (k, r) in keys.iter().zip(out) {
@@ -139,10 +144,7 @@ fn a_cache_that_stopped_probing_decides_as_no_cache_and_probes_again_when_keys_r
 #[test]
 fn a_flood_of_unique_keys_evicts_without_allocating() {
     let (f, d0) = router();
-    let mut c = InputCache::new(CacheConfig {
-        mode: Mode::Cache,
-        entries: ENTRIES,
-    });
+    let mut c = cache();
     let chunk = |n: u32| chunk(n, d0);
     let mut out = [Err(InputDrop::NoRoute); CHUNK];
     // The first chunk draws what is drawn once per process (hash seeds).
