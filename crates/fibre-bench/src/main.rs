@@ -172,6 +172,7 @@ fn parse_args() -> Result<Args, BenchError> {
             frames: DEFAULT_CACHE_FRAMES,
             runs: DEFAULT_FORWARD_RUNS,
             seed: DEFAULT_SEED,
+            only: None,
         },
         encap_opts: encap::Options {
             frames: DEFAULT_ENCAP_FRAMES,
@@ -256,6 +257,7 @@ fn parse_args() -> Result<Args, BenchError> {
                     .next()
                     .ok_or_else(|| BenchError::Usage("--only needs names".into()))?;
                 args.only = Some(list.split(',').map(str::to_owned).collect());
+                args.cache_opts.only.clone_from(&args.only);
             }
             "-h" | "--help" => return Err(BenchError::Usage(String::new())),
             other => return Err(BenchError::Usage(format!("unknown argument {other:?}"))),

@@ -71,12 +71,17 @@
 //! - Route expiry: `an_expired_route_is_not_answered_from_the_cache`.
 //! - Flood and DoS (the old cache's garbage-collection storms and hash-chain attacks): fixed
 //!   size, no allocation after `new`, a keyed hash (`fibre_fib::hash::KeyedState`) the sender
-//!   cannot aim at one set, a full set replaces a way the hash picks, a bounded share of
-//!   probes while the cache does not pay; `tests/input_cache_flood.rs`
-//!   `a_flood_of_unique_keys_evicts_without_allocating`, and `fibre-bench cache` measures the
-//!   flood against no cache.
+//!   cannot aim at one set, a full set replaces a way the hash and a count of evictions pick
+//!   (so no two keys evict each other for ever), a bounded share of probes while the cache
+//!   does not pay, every decision meanwhile the uncached one; `tests/input_cache_flood.rs`
+//!   `a_flood_of_unique_keys_evicts_without_allocating` and
+//!   `a_cache_that_stopped_probing_decides_as_no_cache_and_probes_again_when_keys_recur`, and
+//!   `fibre-bench cache` measures the flood against no cache.
 //! - Modest, narrow gains: `fibre-bench cache` measures cache, hints and no cache side by
-//!   side, with rules and multipath routes too (crates/fibre-bench/RESULTS.md).
+//!   side, with rules and multipath routes too (crates/fibre-bench/RESULTS.md). Where the
+//!   uncached decision is already the batch path on a table in L2 (seed 000's workload without
+//!   rules), a hit halves the decision's instructions but its entry's two lines come from L3,
+//!   and the cache breaks even; where the decision walks rules or picks a leg, it pays 2-3x.
 //!
 //! Who calls what: the worker's [`crate::pipeline::Dataplane`] owns one cache and calls
 //! [`InputCache::decide`] for each chunk of its vector with the routing state of that vector;
@@ -224,6 +229,10 @@ struct Sets {
     mask: usize,
     /// The stamp valid entries carry; 0 is never current (a fresh set's).
     stamp: u32,
+    /// Evictions so far: turns the way a key evicts, so that two keys of one full set that
+    /// would evict the same way do not evict each other for ever while the other ways hold
+    /// keys that no longer come (a flood's).
+    evicted: u32,
 }
 
 /// Whether the cache is worth probing, judged from its hit rate over windows of probes.
@@ -266,6 +275,7 @@ impl InputCache {
                 entries: vec![blank; entries].into_boxed_slice(),
                 mask: sets - 1,
                 stamp: 1,
+                evicted: 0,
             },
             hasher: KeyedState::default(),
             gen: None,
@@ -339,6 +349,18 @@ impl InputCache {
         let deadline = fib.route_input_deadline();
         let timely = deadline.is_none_or(|d| fib.clock().now_ms() < d);
         let cache = self.mode == Mode::Cache && timely && self.usage.probes_now();
+        if !cache
+            && timely
+            && suffices == [true, true]
+            && !keys.windows(2).any(|w| w[1].same_cache_key(&w[0]))
+        {
+            // No hint to take and nothing to probe (hints only, or a chunk the sampling
+            // skips, as in a flood): the batch as without the cache, after one comparison
+            // per packet.
+            self.counters.misses += n as u64;
+            fib.route_input_batch(keys, out);
+            return;
+        }
         let sc = &mut *self.scratch;
         let sets = &mut self.sets;
         // Sort the packets out; prefetch the tag lines of those to probe.
@@ -485,7 +507,8 @@ impl Use {
 
 impl Sets {
     /// Stores `memo` for `key` (of hash `h`): over its own entry, else in a way no valid
-    /// entry holds, else over the way the hash picks. True when that evicted a valid entry.
+    /// entry holds, else over the way the hash and the count of evictions pick. True when
+    /// that evicted a valid entry.
     fn insert(&mut self, h: u64, key: InputCacheKey, memo: InputMemo) -> bool {
         let set = h as usize & self.mask;
         let tag = (h >> 32) as u32;
@@ -498,7 +521,13 @@ impl Sets {
         let (way, evicted) = match own.or_else(|| (0..WAYS).find(|&w| t.stamp[w] != stamp)) {
             Some(w) => (w, false),
             // Bits above the set index and below the tag: independent of both.
-            None => ((h >> 20) as usize % WAYS, true),
+            None => {
+                self.evicted = self.evicted.wrapping_add(1);
+                (
+                    ((h >> 20) as usize).wrapping_add(self.evicted as usize) % WAYS,
+                    true,
+                )
+            }
         };
         t.tag[way] = tag;
         t.stamp[way] = stamp;
