@@ -320,7 +320,10 @@ impl Binder {
     fn worker(&mut self) -> Option<&WorkerThread> {
         if self.worker.is_none() {
             let (up, actions) = self.worker_ends.take()?;
-            let dp = match Dataplane::new(&pipeline::Config::default()) {
+            // The pool's headroom covers the encapsulations the routes hold when the worker
+            // starts; a larger one added later costs its packets one counted copy each.
+            let cfg = pipeline::Config::default().with_encap_headroom(&self.reader.read());
+            let dp = match Dataplane::new(&cfg) {
                 Ok(dp) => dp,
                 Err(e) => {
                     tracing::error!(error = ?e, "data plane not started");
