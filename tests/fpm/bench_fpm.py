@@ -41,7 +41,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -77,14 +76,6 @@ def prefixes(n: int | None) -> list[str]:
     return out
 
 
-def fibred_prefixes(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return -1
-    m = re.search(r'^fibre_fib_prefixes\{family="inet",table="254"\} (\d+)$', text, re.M)
-    return int(m.group(1)) if m else 0
 
 
 def kernel_prefixes() -> int:
@@ -234,13 +225,13 @@ def run(args, l: lab.Lab, birds: list[subprocess.Popen]) -> None:
                              "-s", os.path.join(l.dir, "bird.ctl")], stdout=subprocess.DEVNULL,
                             stderr=open(os.path.join(l.dir, "bird.log"), "w"))
     birds.append(bird)
-    base_k, base_f = kernel_prefixes(), fibred_prefixes(LIVE_METRICS)
+    base_k, base_f = kernel_prefixes(), lab.main_prefixes(LIVE_METRICS)
     samples: list[tuple[float, int, int]] = []
     done: dict[str, float] = {}
     last = 0.0
     while "kernel" not in done or "fibred" not in done:
         t = time.time() - t0
-        k, f = kernel_prefixes() - base_k, fibred_prefixes(LIVE_METRICS) - base_f
+        k, f = kernel_prefixes() - base_k, lab.main_prefixes(LIVE_METRICS) - base_f
         samples.append((t, k, f))
         if "first" not in done and k + f > 0:
             done["first"] = t
@@ -278,11 +269,11 @@ def run(args, l: lab.Lab, birds: list[subprocess.Popen]) -> None:
     flush_bgp(l)
     # fibred: a fresh one, the recording sent as fast as TCP carries it.
     l.start_fibred("--metrics", f"127.0.0.1:{REPLAY_METRICS}", name="replay", port=REPLAY_PORT)
-    base_f = fibred_prefixes(REPLAY_METRICS)
+    base_f = lab.main_prefixes(REPLAY_METRICS)
     s = socket.create_connection(("127.0.0.1", REPLAY_PORT))
     t0 = time.time()
     s.sendall(stream)
-    fib = wait_for("replay into fibred", lambda: fibred_prefixes(REPLAY_METRICS) - base_f, want, args.timeout, t0)
+    fib = wait_for("replay into fibred", lambda: lab.main_prefixes(REPLAY_METRICS) - base_f, want, args.timeout, t0)
     s.close()
     l.stop_fibred("replay")
     messages = netlink_messages(stream)

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -40,14 +38,6 @@ def statics(n: int) -> list[str]:
     return out
 
 
-def main_prefixes(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return -1
-    m = re.search(r'^fibre_fib_prefixes\{family="inet",table="254"\} (\d+)$', text, re.M)
-    return int(m.group(1)) if m else 0
 
 
 def kernel_routes(ns: str) -> int:
@@ -83,7 +73,7 @@ def inner(args) -> None:
         if "kernel" not in done and kernel_routes(ns) >= args.routes:
             done["kernel"] = time.time() - t0
         for i in range(k):
-            if f"f{i}" not in done and main_prefixes(METRICS_BASE + i) >= want:
+            if f"f{i}" not in done and lab.main_prefixes(METRICS_BASE + i) >= want:
                 done[f"f{i}"] = time.time() - t0
         time.sleep(0.01)
     print("load", " ".join(f"{n}={v:.2f}" for n, v in sorted(done.items())), flush=True)
@@ -94,7 +84,7 @@ def inner(args) -> None:
     os.unlink(os.path.join(args.dir, f"f{last}.state"))
     t1 = time.time()
     l.start_fibred("--metrics", f"127.0.0.1:{METRICS_BASE + last}", name=f"f{last}", port=lab.FPM_PORT + last)
-    while main_prefixes(METRICS_BASE + last) < want and time.time() - t1 < args.timeout:
+    while lab.main_prefixes(METRICS_BASE + last) < want and time.time() - t1 < args.timeout:
         time.sleep(0.01)
     print(f"restart f{last}={time.time() - t1:.2f}", flush=True)
     l.kill_frr()

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from binaries import binary
 
@@ -223,3 +225,15 @@ def wait_for(what: str, cond, timeout: float = 20.0, logs=None) -> None:
         if time.time() > deadline:
             raise AssertionError(f"timed out waiting for {what}: {last}\n{logs() if logs else ''}")
         time.sleep(0.2)
+
+
+def main_prefixes(port: int) -> int:
+    """The IPv4 main table's prefixes in the metrics of the fibred serving them on `port` (of
+    the calling namespace's loopback); -1 while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return -1
+    m = re.search(r'^fibre_fib_prefixes\{family="inet",table="254"\} (\d+)$', text, re.M)
+    return int(m.group(1)) if m else 0
