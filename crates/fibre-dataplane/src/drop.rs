@@ -303,52 +303,18 @@ pub enum LinkCounter {
     TxDropped,
 }
 
-/// One link's counters as `ip -s -s link` prints them (`struct rtnl_link_stats64`): what the
-/// link received and sent, bytes counted over the whole Ethernet frame without its FCS.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LinkStats {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub rx_errors: u64,
-    pub rx_dropped: u64,
-    /// Frames to a multicast or broadcast MAC.
-    pub multicast: u64,
-    /// Frames for another station's MAC (`ip -s -s link`'s "otherhost").
-    pub rx_otherhost_dropped: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub tx_errors: u64,
-    pub tx_dropped: u64,
+pub use fibre_fib::LinkStats;
+
+/// Raises the counter of `s` that a drop for `reason` raises, if any.
+pub fn count_drop(s: &mut LinkStats, reason: DropReason) {
+    let c = match reason.link_counter() {
+        Some(LinkCounter::RxDropped) => &mut s.rx_dropped,
+        Some(LinkCounter::RxOtherhostDropped) => &mut s.rx_otherhost_dropped,
+        Some(LinkCounter::TxDropped) => &mut s.tx_dropped,
+        None => return,
+    };
+    *c = c.wrapping_add(1);
 }
-
-impl LinkStats {
-    /// A frame of `len` bytes came in; `multicast` when its destination MAC has the group bit.
-    pub fn received(&mut self, len: usize, multicast: bool) {
-        self.rx_packets = self.rx_packets.wrapping_add(1);
-        self.rx_bytes = self.rx_bytes.wrapping_add(len as u64);
-        if multicast {
-            self.multicast = self.multicast.wrapping_add(1);
-        }
-    }
-
-    /// A frame of `len` bytes went out.
-    pub fn sent(&mut self, len: usize) {
-        self.tx_packets = self.tx_packets.wrapping_add(1);
-        self.tx_bytes = self.tx_bytes.wrapping_add(len as u64);
-    }
-
-    /// Raises the link counter a drop for `reason` raises, if any.
-    pub fn dropped(&mut self, reason: DropReason) {
-        let c = match reason.link_counter() {
-            Some(LinkCounter::RxDropped) => &mut self.rx_dropped,
-            Some(LinkCounter::RxOtherhostDropped) => &mut self.rx_otherhost_dropped,
-            Some(LinkCounter::TxDropped) => &mut self.tx_dropped,
-            None => return,
-        };
-        *c = c.wrapping_add(1);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,9 +353,9 @@ mod tests {
         s.received(60, true);
         s.received(1514, false);
         s.sent(98);
-        s.dropped(DropReason::Otherhost);
-        s.dropped(DropReason::UnhandledProto);
-        s.dropped(DropReason::IpCsum);
+        count_drop(&mut s, DropReason::Otherhost);
+        count_drop(&mut s, DropReason::UnhandledProto);
+        count_drop(&mut s, DropReason::IpCsum);
         assert_eq!(
             s,
             LinkStats {

@@ -390,12 +390,32 @@ pub struct LinkStats {
     pub rx_bytes: u64,
     pub rx_errors: u64,
     pub rx_dropped: u64,
+    /// Frames to a multicast or broadcast MAC.
     pub multicast: u64,
+    /// Frames for another station's MAC (`ip -s -s link`'s "otherhost").
     pub rx_otherhost_dropped: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
     pub tx_errors: u64,
     pub tx_dropped: u64,
+}
+
+impl LinkStats {
+    /// A frame of `len` bytes came in (bytes over the whole Ethernet frame without its FCS);
+    /// `multicast` when its destination MAC has the group bit.
+    pub fn received(&mut self, len: usize, multicast: bool) {
+        self.rx_packets = self.rx_packets.wrapping_add(1);
+        self.rx_bytes = self.rx_bytes.wrapping_add(len as u64);
+        if multicast {
+            self.multicast = self.multicast.wrapping_add(1);
+        }
+    }
+
+    /// A frame of `len` bytes went out.
+    pub fn sent(&mut self, len: usize) {
+        self.tx_packets = self.tx_packets.wrapping_add(1);
+        self.tx_bytes = self.tx_bytes.wrapping_add(len as u64);
+    }
 }
 
 /// RFC 2863 operational states (IF_OPER_*) of IFLA_OPERSTATE.

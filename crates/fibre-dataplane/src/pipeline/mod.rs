@@ -389,7 +389,7 @@ impl Dataplane {
     fn drop_packet(&mut self, iif: u32, reason: DropReason) {
         self.drops.count(reason);
         if let Some(s) = self.stats(iif) {
-            s.dropped(reason);
+            crate::drop::count_drop(s, reason);
         }
     }
 
