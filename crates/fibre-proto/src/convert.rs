@@ -581,6 +581,7 @@ pub fn link_message(link: &Link) -> LinkMessage<'_> {
             tx_dropped: s.tx_dropped,
             multicast: s.multicast,
             rx_otherhost_dropped: s.rx_otherhost_dropped,
+            ..LinkStats64::default()
         }));
     }
     LinkMessage {
