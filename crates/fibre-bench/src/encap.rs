@@ -32,6 +32,7 @@ use fibre_fib::{Fib, InputKey, InputRoute, ReqFlags};
 use fibre_fwd::encap::{self, Seg6Push};
 use fibre_fwd::{EncapObj, FwdTable, FwdWriter, HopEncap};
 use fibre_packet::{Headroom, Pool, PoolConfig};
+use fibre_wire::consts::ip_proto;
 use fibre_wire::{ethernet, ipv6, srh};
 
 use crate::forward::CountTx;
@@ -237,7 +238,7 @@ fn step_pass(
             traffic_class: ip.traffic_class(),
             flow_label: ip.flow_label(),
             hop_limit: ip.hop_limit(),
-            next: srv6::PROTO_IPV6,
+            next: ip_proto::IPV6,
         };
         let len = buf.len();
         let out = buf

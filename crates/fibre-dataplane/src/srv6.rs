@@ -8,20 +8,12 @@
 
 use core::net::Ipv6Addr;
 
-use fibre_fwd::encap::{Seg6Push, IPV6_HLEN, NEXTHDR_ROUTING, SID_LEN, SRH_HLEN};
+use fibre_fwd::encap::Seg6Push;
+use fibre_wire::consts::ip_proto;
 use fibre_wire::{ipv6, srh};
 
 use crate::drop::DropReason;
 
-/// IPPROTO_IPIP, IPPROTO_IPV6 and IPPROTO_ETHERNET: what an SRH's next header says the
-/// encapsulated payload is.
-pub const PROTO_IPIP: u8 = 4;
-pub const PROTO_IPV6: u8 = 41;
-pub const PROTO_ETHERNET: u8 = 143;
-/// Extension headers the search for the SRH passes (ipv6_find_hdr): hop-by-hop and
-/// destination options.
-const HOP_BY_HOP: u8 = 0;
-const DEST_OPTS: u8 = 60;
 /// The 20 bits of a flow label.
 const FLOW_LABEL_MASK: u32 = 0xf_ffff;
 
@@ -86,7 +78,7 @@ pub struct Outer {
     pub traffic_class: u8,
     pub flow_label: u32,
     pub hop_limit: u8,
-    /// The payload's protocol: [`PROTO_IPV6`], [`PROTO_IPIP`] or [`PROTO_ETHERNET`].
+    /// The payload's protocol: `ip_proto::IPV6`, `ip_proto::IPIP` or `ip_proto::ETHERNET`.
     pub next: u8,
 }
 
@@ -94,8 +86,8 @@ pub struct Outer {
 /// in front of a payload of `payload_len` bytes) with the per-packet fields of `o`.
 pub fn write_encap(p: &Seg6Push, out: &mut [u8], payload_len: usize, o: &Outer) {
     out.copy_from_slice(&p.template);
-    let plen = out.len() - IPV6_HLEN + payload_len;
-    let mut h = ipv6::Packet::new_unchecked(&mut out[..IPV6_HLEN]);
+    let plen = out.len() - fibre_wire::ipv6::HEADER_LEN + payload_len;
+    let mut h = ipv6::Packet::new_unchecked(&mut out[..fibre_wire::ipv6::HEADER_LEN]);
     h.set_version_tc_flow(o.traffic_class, o.flow_label);
     h.set_payload_len(plen as u16);
     h.set_hop_limit(o.hop_limit);
@@ -110,13 +102,14 @@ pub fn write_encap(p: &Seg6Push, out: &mut [u8], payload_len: usize, o: &Outer) 
 /// destination, and makes the first segment the destination.
 pub fn write_insert(p: &Seg6Push, ip: &mut [u8]) {
     let added = p.added();
-    let (hdr, rest) = ip.split_at_mut(IPV6_HLEN);
+    let (hdr, rest) = ip.split_at_mut(fibre_wire::ipv6::HEADER_LEN);
     let srh = &mut rest[..added];
     srh.copy_from_slice(&p.template);
     let mut h = ipv6::Packet::new_unchecked(hdr);
     srh[0] = h.next_header();
-    srh[SRH_HLEN..SRH_HLEN + SID_LEN].copy_from_slice(&h.dst_addr().octets());
-    h.set_next_header(NEXTHDR_ROUTING);
+    srh[fibre_wire::srh::HEADER_LEN..fibre_wire::srh::HEADER_LEN + fibre_wire::srh::SEGMENT_LEN]
+        .copy_from_slice(&h.dst_addr().octets());
+    h.set_next_header(ip_proto::IPV6_ROUTING);
     h.set_dst_addr(p.first);
     let len = usize::from(h.payload_len()) + added;
     h.set_payload_len(len as u16);
@@ -127,17 +120,17 @@ pub fn write_insert(p: &Seg6Push, ip: &mut [u8]) {
 /// is no SRH or a chain that ends before its header does.
 pub fn find_srh(ip: &[u8]) -> Result<Option<usize>, Srv6Drop> {
     let mut next = ipv6::Packet::new_unchecked(ip).next_header();
-    let mut at = IPV6_HLEN;
+    let mut at = fibre_wire::ipv6::HEADER_LEN;
     loop {
         match next {
-            NEXTHDR_ROUTING => {
+            ip_proto::IPV6_ROUTING => {
                 let b = ip.get(at..at + 4).ok_or(Srv6Drop::BadSrh)?;
                 return match b[2] {
                     srh::ROUTING_TYPE => Ok(Some(at)),
                     _ => Err(Srv6Drop::BadSrh),
                 };
             }
-            HOP_BY_HOP | DEST_OPTS => {
+            ip_proto::HOP_BY_HOP | ip_proto::IPV6_DEST_OPTS => {
                 let b = ip.get(at..at + 2).ok_or(Srv6Drop::BadSrh)?;
                 next = b[0];
                 at += (usize::from(b[1]) + 1) * 8;
@@ -175,9 +168,9 @@ fn srh_at(ip: &[u8], at: usize) -> Result<srh::Packet<&[u8]>, Srv6Drop> {
 pub fn advance(ip: &mut [u8], at: usize) -> u8 {
     let left = ip[at + 3] - 1;
     ip[at + 3] = left;
-    let s = at + SRH_HLEN + usize::from(left) * SID_LEN;
-    let mut seg = [0u8; SID_LEN];
-    seg.copy_from_slice(&ip[s..s + SID_LEN]);
+    let s = at + fibre_wire::srh::HEADER_LEN + usize::from(left) * fibre_wire::srh::SEGMENT_LEN;
+    let mut seg = [0u8; fibre_wire::srh::SEGMENT_LEN];
+    seg.copy_from_slice(&ip[s..s + fibre_wire::srh::SEGMENT_LEN]);
     ipv6::Packet::new_unchecked(ip).set_dst_addr(Ipv6Addr::from(seg));
     left
 }
@@ -195,10 +188,10 @@ pub fn inner_at(ip: &[u8], proto: u8) -> Result<usize, Srv6Drop> {
         }
     }
     let mut next = ipv6::Packet::new_unchecked(ip).next_header();
-    let mut at = IPV6_HLEN;
+    let mut at = fibre_wire::ipv6::HEADER_LEN;
     while next != proto {
         match next {
-            HOP_BY_HOP | DEST_OPTS | NEXTHDR_ROUTING => {
+            ip_proto::HOP_BY_HOP | ip_proto::IPV6_DEST_OPTS | ip_proto::IPV6_ROUTING => {
                 let b = ip.get(at..at + 2).ok_or(Srv6Drop::NoInner)?;
                 next = b[0];
                 at += (usize::from(b[1]) + 1) * 8;
@@ -232,16 +225,16 @@ pub fn next_csid(ip: &mut [u8], block: u8, func: u8) -> bool {
 /// the IPv6 header over it; returns the SRH's length, the bytes the packet now starts later.
 /// An SRH further in the chain stays (the kernel pops only one the fixed header leads to).
 pub fn pop_srh(ip: &mut [u8], at: usize) -> usize {
-    if at != IPV6_HLEN {
+    if at != fibre_wire::ipv6::HEADER_LEN {
         return 0;
     }
     let len = (usize::from(ip[at + 1]) + 1) * 8;
     let next = ip[at];
-    let mut h = ipv6::Packet::new_unchecked(&mut ip[..IPV6_HLEN]);
+    let mut h = ipv6::Packet::new_unchecked(&mut ip[..fibre_wire::ipv6::HEADER_LEN]);
     h.set_next_header(next);
     let plen = usize::from(h.payload_len()) - len;
     h.set_payload_len(plen as u16);
-    ip.copy_within(0..IPV6_HLEN, len);
+    ip.copy_within(0..fibre_wire::ipv6::HEADER_LEN, len);
     len
 }
 
@@ -250,13 +243,13 @@ mod tests {
     use super::*;
 
     fn packet(next: u8, ext: &[u8], payload: usize) -> Vec<u8> {
-        let mut v = vec![0u8; IPV6_HLEN];
+        let mut v = vec![0u8; fibre_wire::ipv6::HEADER_LEN];
         v[0] = 0x60;
         v[6] = next;
         v[7] = 64;
         v.extend_from_slice(ext);
         v.extend(std::iter::repeat_n(0xab, payload));
-        let plen = (v.len() - IPV6_HLEN) as u16;
+        let plen = (v.len() - fibre_wire::ipv6::HEADER_LEN) as u16;
         v[4..6].copy_from_slice(&plen.to_be_bytes());
         v
     }
@@ -348,19 +341,25 @@ mod tests {
     #[test]
     fn decapsulation_needs_the_list_done() {
         let inner = packet(17, &[], 8);
-        let mut ext = srh(PROTO_IPV6, 0, &[a("fc00::3")]);
+        let mut ext = srh(ip_proto::IPV6, 0, &[a("fc00::3")]);
         ext.extend_from_slice(&inner);
         let p = packet(43, &ext, 0);
-        assert_eq!(inner_at(&p, PROTO_IPV6), Ok(IPV6_HLEN + 24));
-        assert_eq!(inner_at(&p, PROTO_IPIP), Err(Srv6Drop::NoInner));
-        let mut ext = srh(PROTO_IPV6, 1, &[a("fc00::3"), a("fc00::2")]);
+        assert_eq!(
+            inner_at(&p, ip_proto::IPV6),
+            Ok(fibre_wire::ipv6::HEADER_LEN + 24)
+        );
+        assert_eq!(inner_at(&p, ip_proto::IPIP), Err(Srv6Drop::NoInner));
+        let mut ext = srh(ip_proto::IPV6, 1, &[a("fc00::3"), a("fc00::2")]);
         ext.extend_from_slice(&inner);
         assert_eq!(
-            inner_at(&packet(43, &ext, 0), PROTO_IPV6),
+            inner_at(&packet(43, &ext, 0), ip_proto::IPV6),
             Err(Srv6Drop::NoInner)
         );
-        let mut plain = packet(PROTO_IPV6, &[], 0);
+        let mut plain = packet(ip_proto::IPV6, &[], 0);
         plain.extend_from_slice(&inner);
-        assert_eq!(inner_at(&plain, PROTO_IPV6), Ok(IPV6_HLEN));
+        assert_eq!(
+            inner_at(&plain, ip_proto::IPV6),
+            Ok(fibre_wire::ipv6::HEADER_LEN)
+        );
     }
 }

@@ -26,6 +26,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use fibre_fib::encap::{action, flavor, ioam6_mode, seg6_mode};
 use fibre_fib::types::{Encap, Ioam6, Seg6Local};
 use fibre_fib::Fib;
+use fibre_wire::consts::ip_proto;
 
 use crate::table::REWRITE_LEN;
 
@@ -40,15 +41,6 @@ impl EncapIdx {
         self.0 as usize
     }
 }
-
-/// The fixed IPv6 header.
-pub const IPV6_HLEN: usize = 40;
-/// An SRH's fixed part, before the segment list.
-pub const SRH_HLEN: usize = 8;
-/// One segment.
-pub const SID_LEN: usize = 16;
-/// IPPROTO_ROUTING: the outer header's next header when an SRH follows.
-pub const NEXTHDR_ROUTING: u8 = 43;
 
 /// How a [`Seg6Push`] puts its headers on a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +153,7 @@ impl Ioam6Push {
         self.template.len()
             + match self.mode {
                 Ioam6Mode::Inline => 0,
-                Ioam6Mode::Encap => IPV6_HLEN,
+                Ioam6Mode::Encap => fibre_wire::ipv6::HEADER_LEN,
             }
     }
 }
@@ -277,9 +269,10 @@ fn push(fib: &Fib, oif: u32, mode: PushMode, red: bool, srh: &[u8]) -> Option<Se
         (true, 0) if !hmac => Vec::new(),
         (true, 0) => srh.to_vec(),
         (true, _) => {
-            let tlv_at = SRH_HLEN + (first_seg + 1) * SID_LEN;
-            let mut v = Vec::with_capacity(len - SID_LEN);
-            v.extend_from_slice(&srh[..tlv_at - SID_LEN]);
+            let tlv_at =
+                fibre_wire::srh::HEADER_LEN + (first_seg + 1) * fibre_wire::srh::SEGMENT_LEN;
+            let mut v = Vec::with_capacity(len - fibre_wire::srh::SEGMENT_LEN);
+            v.extend_from_slice(&srh[..tlv_at - fibre_wire::srh::SEGMENT_LEN]);
             v.extend_from_slice(&srh[tlv_at..]);
             v[4] -= 1;
             v[1] -= 2;
@@ -287,21 +280,21 @@ fn push(fib: &Fib, oif: u32, mode: PushMode, red: bool, srh: &[u8]) -> Option<Se
         }
     };
     let src = tunnel_source(fib, oif, first);
-    let mut template = Vec::with_capacity(IPV6_HLEN + srh_out.len());
+    let mut template = Vec::with_capacity(fibre_wire::ipv6::HEADER_LEN + srh_out.len());
     let srh_at = match mode {
         PushMode::Insert => {
             template.extend_from_slice(&srh_out);
             Some(0)
         }
         PushMode::Encap | PushMode::L2Encap => {
-            let mut h = [0u8; IPV6_HLEN];
+            let mut h = [0u8; fibre_wire::ipv6::HEADER_LEN];
             h[0] = 0x60;
-            h[6] = NEXTHDR_ROUTING;
+            h[6] = ip_proto::IPV6_ROUTING;
             h[8..24].copy_from_slice(&src.octets());
             h[24..40].copy_from_slice(&first.octets());
             template.extend_from_slice(&h);
             template.extend_from_slice(&srh_out);
-            (!srh_out.is_empty()).then_some(IPV6_HLEN)
+            (!srh_out.is_empty()).then_some(fibre_wire::ipv6::HEADER_LEN)
         }
     };
     Some(Seg6Push {

@@ -50,6 +50,8 @@ pub mod ip_proto {
     pub const IPV6_DEST_OPTS: u8 = 60;
     /// SCTP (RFC 9260): has ports at the same offsets as UDP and TCP.
     pub const SCTP: u8 = 132;
+    /// An Ethernet frame (RFC 8986's L2 SRv6 encapsulation).
+    pub const ETHERNET: u8 = 143;
 }
 
 /// ARP field values (RFC 826; hardware types from IANA's ARP parameters).

@@ -8,19 +8,16 @@
 use core::net::IpAddr;
 
 use fibre_fib::{Fib, InputDrop, InputRoute};
-use fibre_fwd::encap::{Ioam6Mode, Ioam6Push, IPV6_HLEN};
+use fibre_fwd::encap::{Ioam6Mode, Ioam6Push};
 use fibre_fwd::EncapIdx;
 use fibre_packet::Buf;
+use fibre_wire::consts::ip_proto;
 use fibre_wire::ipv6;
 
 use super::{Dataplane, Hop, View};
 use crate::drop::DropReason;
 use crate::ioam6::{self, Node, Outcome, U32_UNAVAILABLE, U64_UNAVAILABLE};
 use crate::rx::Meta;
-
-/// IPPROTO_HOPOPTS and IPPROTO_IPV6: the next headers an insertion writes.
-const NEXTHDR_HOP: u8 = 0;
-const NEXTHDR_IPV6: u8 = 41;
 
 impl Dataplane {
     /// Fills the trace of the packet in `buf` (its IP header at `meta.l3`, its IOAM option
@@ -82,9 +79,9 @@ impl Dataplane {
             .data(&self.pool)
             .get(l3 + 6)
             .copied()
-            .unwrap_or(NEXTHDR_HOP);
+            .unwrap_or(ip_proto::HOP_BY_HOP);
         let skip = seen % u64::from(p.n) >= u64::from(p.k)
-            || (p.mode == Ioam6Mode::Inline && nexthdr == NEXTHDR_HOP);
+            || (p.mode == Ioam6Mode::Inline && nexthdr == ip_proto::HOP_BY_HOP);
         if skip {
             return Some((buf, hop, l3));
         }
@@ -100,8 +97,12 @@ impl Dataplane {
         }
         let h = p.template.len();
         let written = match p.mode {
-            Ioam6Mode::Inline => buf.insert_after(&mut self.pool, IPV6_HLEN, h).is_ok(),
-            Ioam6Mode::Encap => buf.prepend(&mut self.pool, IPV6_HLEN + h).is_ok(),
+            Ioam6Mode::Inline => buf
+                .insert_after(&mut self.pool, fibre_wire::ipv6::HEADER_LEN, h)
+                .is_ok(),
+            Ioam6Mode::Encap => buf
+                .prepend(&mut self.pool, fibre_wire::ipv6::HEADER_LEN + h)
+                .is_ok(),
         };
         if !written {
             self.drop_packet(hop.iif, DropReason::Nomem);
@@ -111,17 +112,20 @@ impl Dataplane {
         let len = buf.len();
         let d = buf.data_mut(&mut self.pool);
         if p.mode == Ioam6Mode::Encap {
-            d.copy_within(IPV6_HLEN + h..2 * IPV6_HLEN + h, 0);
+            d.copy_within(
+                fibre_wire::ipv6::HEADER_LEN + h..2 * fibre_wire::ipv6::HEADER_LEN + h,
+                0,
+            );
         }
-        let (hdr, rest) = d.split_at_mut(IPV6_HLEN);
+        let (hdr, rest) = d.split_at_mut(fibre_wire::ipv6::HEADER_LEN);
         let mut ip = ipv6::Packet::new_unchecked(hdr);
         rest[..h].copy_from_slice(&p.template);
         rest[0] = match p.mode {
             Ioam6Mode::Inline => ip.next_header(),
-            Ioam6Mode::Encap => NEXTHDR_IPV6,
+            Ioam6Mode::Encap => ip_proto::IPV6,
         };
-        ip.set_next_header(NEXTHDR_HOP);
-        ip.set_payload_len((len - IPV6_HLEN) as u16);
+        ip.set_next_header(ip_proto::HOP_BY_HOP);
+        ip.set_payload_len((len - fibre_wire::ipv6::HEADER_LEN) as u16);
         if p.mode == Ioam6Mode::Encap {
             ip.set_src_addr(p.src);
             ip.set_dst_addr(p.dst);

@@ -13,9 +13,10 @@
 use core::net::IpAddr;
 
 use fibre_fib::{ForwardRoute, InputKey, InputRoute};
-use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, Seg6Push, IPV6_HLEN};
+use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, Seg6Push};
 use fibre_fwd::{EncapIdx, EncapObj};
 use fibre_packet::Buf;
+use fibre_wire::consts::ip_proto;
 use fibre_wire::{ethernet, ipv6};
 
 use super::errors::{Quote, Why};
@@ -177,7 +178,7 @@ impl Dataplane {
         if p.mode == PushMode::Insert {
             if !v6
                 || buf
-                    .insert_after(&mut self.pool, IPV6_HLEN, p.added())
+                    .insert_after(&mut self.pool, fibre_wire::ipv6::HEADER_LEN, p.added())
                     .is_err()
             {
                 return Err((buf, DropReason::Seg6Unsupported));
@@ -186,9 +187,9 @@ impl Dataplane {
             return Ok(buf);
         }
         let next = match (p.mode, v6) {
-            (PushMode::L2Encap, _) => srv6::PROTO_ETHERNET,
-            (_, true) => srv6::PROTO_IPV6,
-            (_, false) => srv6::PROTO_IPIP,
+            (PushMode::L2Encap, _) => ip_proto::ETHERNET,
+            (_, true) => ip_proto::IPV6,
+            (_, false) => ip_proto::IPIP,
         };
         let setting = v.fib.settings().seg6_flowlabel;
         let outer = outer_of(meta, setting, next);
@@ -262,7 +263,7 @@ impl Dataplane {
                     known_nh: true,
                     ..NOT_LOCAL
                 };
-                return decap(buf, &mut self.pool, srv6::PROTO_IPV6, how);
+                return decap(buf, &mut self.pool, ip_proto::IPV6, how);
             }
             Behaviour::EndDx4(nh) => {
                 let how = Lookup {
@@ -270,14 +271,14 @@ impl Dataplane {
                     tos_zero: true,
                     ..PLAIN
                 };
-                return decap(buf, &mut self.pool, srv6::PROTO_IPIP, how);
+                return decap(buf, &mut self.pool, ip_proto::IPIP, how);
             }
             Behaviour::EndDt6(t) => {
                 let how = Lookup {
                     table: Some(*t),
                     ..PLAIN
                 };
-                return decap(buf, &mut self.pool, srv6::PROTO_IPV6, how);
+                return decap(buf, &mut self.pool, ip_proto::IPV6, how);
             }
             Behaviour::EndB6(p) | Behaviour::EndB6Encaps(p) => {
                 let at = match srv6::valid_srh(buf.data(&self.pool)) {
@@ -399,7 +400,7 @@ impl Dataplane {
             let ip = buf.data_mut(&mut self.pool);
             let (next, ext, left) = (ip[at], usize::from(ip[at + 1]), ip[at + 3]);
             if left == 0 {
-                if next != srv6::PROTO_IPV6 && next != srv6::PROTO_IPIP {
+                if next != ip_proto::IPV6 && next != ip_proto::IPIP {
                     // Delivered past the SRH: the caller reads the packet from l3 again.
                     return match buf.prepend(&mut self.pool, l3) {
                         Ok(_) => Some(buf),
