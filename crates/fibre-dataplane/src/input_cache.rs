@@ -3,15 +3,22 @@
 //! source, tos or traffic class, mark), so that a packet of a key seen before takes a probe
 //! instead of the rules walk, the lookups and the source check.
 //!
-//! Shape: a set-associative table allocated once by [`InputCache::new`]: sets of [`WAYS`]
-//! entries. A set's tags and stamps fill one 64-byte line ([`Tags`]); the entries (key and
-//! memo, [`ENTRY_BYTES`] = 128 each) live apart and are read only when a tag matches. The
-//! value is an [`InputMemo`]: the decision, or for a multipath route the group with the
-//! route's first usable next hop (a typed index with its generation, [`fibre_fib::DstRef`]);
-//! the leg is chosen per packet by the multipath hash ([`Fib::route_input_replay`]). Memory per
-//! worker, fixed at creation: `entries * 128 + entries / 8 * 64` bytes and 17 KiB of working
-//! arrays (the default, 8192 entries: 1 MiB + 64 KiB + 17 KiB;
-//! `a_set_is_one_line_of_tags_and_an_entry_two`).
+//! Shape: two set-associative tables allocated once by [`InputCache::new`], one for IPv4 keys
+//! and one for the others, each of sets of [`WAYS`] entries. A set's tags and stamps fill one
+//! 64-byte line ([`Tags`]); the entries live apart and are read only when a tag matches. An
+//! IPv4 entry is one line, its key and the whole decision packed together
+//! ([`fibre_fib::InputLine4`]): a hit reads that line and nothing else, which is what lets the
+//! cache pay where the uncached decision is already cheap (thousands of keys per worker beside
+//! a table whose hot lines stay in L2: an entry of two lines cost more L3 reads than the
+//! decision it saved, crates/fibre-bench/RESULTS.md). An IPv6 entry ([`ENTRY_BYTES`] = 128)
+//! holds the key and the [`InputMemo`] as they are. The value is the decision, or for a
+//! multipath route the group with the route's first usable next hop (a typed index with its
+//! generation, [`fibre_fib::DstRef`]); the leg is chosen per packet by the multipath hash
+//! ([`Fib::route_input_replay`]). Memory per worker, fixed at creation: `entries * 192 +
+//! entries / 4 * 64` bytes (entries of 64 and 128 bytes, a line of tags per 8 of each) and
+//! 17 KiB of working arrays (the default, 8192 entries of each family: 1.5 MiB + 128 KiB +
+//! 17 KiB; `a_set_is_one_line_of_tags_and_an_entry_one_or_two`), of which a workload touches
+//! the lines of the keys it has.
 //!
 //! Validity, checked lazily on lookup, never by a timer or a sweep: each entry carries the
 //! cache's stamp of when it was made, and an entry answers only while its stamp is the
@@ -80,8 +87,9 @@
 //! - Modest, narrow gains: `fibre-bench cache` measures cache, hints and no cache side by
 //!   side, with rules and multipath routes too (crates/fibre-bench/RESULTS.md). Where the
 //!   uncached decision is already the batch path on a table in L2 (seed 000's workload without
-//!   rules), a hit halves the decision's instructions but its entry's two lines come from L3,
-//!   and the cache breaks even; where the decision walks rules or picks a leg, it pays 2-3x.
+//!   rules), a hit saves part of a decision that costs a third of the pipeline, and the one
+//!   line it reads per IPv4 key comes from L3 where the table's own lines stayed in L2: the
+//!   gain is a few percent; where the decision walks rules or picks a leg, it pays 2-3x.
 //!
 //! Who calls what: the worker's [`crate::pipeline::Dataplane`] owns one cache and calls
 //! [`InputCache::decide`] for each chunk of its vector with the routing state of that vector;
@@ -91,7 +99,7 @@ use core::net::{IpAddr, Ipv4Addr};
 use std::hash::BuildHasher;
 
 use fibre_fib::hash::KeyedState;
-use fibre_fib::{Fib, InputCacheKey, InputDrop, InputKey, InputMemo, InputRoute};
+use fibre_fib::{Fib, InputCacheKey, InputDrop, InputKey, InputLine4, InputMemo, InputRoute};
 
 /// Entries of a set: one line of tags and stamps (8 of each, 4 bytes each).
 pub const WAYS: usize = 8;
@@ -99,7 +107,7 @@ pub const WAYS: usize = 8;
 /// The most packets [`InputCache::decide`] takes at once: the pipeline's route batch.
 pub const CHUNK: usize = 64;
 
-/// Bytes of one entry: its key and memo, aligned to a cache line.
+/// Bytes of one IPv6 entry: its key and memo, aligned to a cache line.
 pub const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
 
 /// What the cache does.
@@ -159,12 +167,67 @@ struct Tags {
     stamp: [u32; WAYS],
 }
 
+/// An entry of any family: the key and memo as they are (two lines).
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
 struct Entry {
     key: InputCacheKey,
     /// `None` only in an entry never written (whose stamp is 0).
     memo: Option<InputMemo>,
+}
+
+/// What a table's entries are: a key with its memo, written and compared whole.
+trait Line: Copy {
+    fn blank() -> Self;
+    /// `memo` for `key`; `None` when this layout cannot hold them.
+    fn pack(key: InputCacheKey, memo: InputMemo) -> Option<Self>;
+    /// The memo, when the entry holds `key`.
+    fn memo_for(&self, key: &InputCacheKey) -> Option<InputMemo>;
+    fn holds(&self, key: &InputCacheKey) -> bool;
+}
+
+impl Line for Entry {
+    fn blank() -> Self {
+        Entry {
+            key: BLANK.cache_key(),
+            memo: None,
+        }
+    }
+
+    fn pack(key: InputCacheKey, memo: InputMemo) -> Option<Self> {
+        Some(Entry {
+            key,
+            memo: Some(memo),
+        })
+    }
+
+    #[inline]
+    fn memo_for(&self, key: &InputCacheKey) -> Option<InputMemo> {
+        self.memo.filter(|_| self.key == *key)
+    }
+
+    fn holds(&self, key: &InputCacheKey) -> bool {
+        self.memo.is_some() && self.key == *key
+    }
+}
+
+impl Line for InputLine4 {
+    fn blank() -> Self {
+        InputLine4::BLANK
+    }
+
+    fn pack(key: InputCacheKey, memo: InputMemo) -> Option<Self> {
+        InputLine4::pack(&key, &memo)
+    }
+
+    #[inline]
+    fn memo_for(&self, key: &InputCacheKey) -> Option<InputMemo> {
+        InputLine4::memo_for(self, key)
+    }
+
+    fn holds(&self, key: &InputCacheKey) -> bool {
+        InputLine4::holds(self, key)
+    }
 }
 
 /// A key for the unused places of the fixed arrays.
@@ -213,6 +276,8 @@ const SAMPLE_EVERY: u64 = 64;
 struct Scratch {
     ck: [InputCacheKey; CHUNK],
     hash: [u64; CHUNK],
+    /// The key is IPv4 (source and destination): its entry is in the IPv4 table.
+    v4: [bool; CHUNK],
     how: [How; CHUNK],
     memos: [Option<InputMemo>; CHUNK],
     pending: [u8; CHUNK],
@@ -221,18 +286,24 @@ struct Scratch {
     pmemo: [Option<InputMemo>; CHUNK],
 }
 
-/// The sets: tags and stamps, and the entries.
-struct Sets {
+/// One table: its sets' tags and stamps, and the entries.
+struct Sets<L> {
     tags: Box<[Tags]>,
-    entries: Box<[Entry]>,
+    entries: Box<[L]>,
     /// `sets - 1`.
     mask: usize,
-    /// The stamp valid entries carry; 0 is never current (a fresh set's).
-    stamp: u32,
     /// Evictions so far: turns the way a key evicts, so that two keys of one full set that
     /// would evict the same way do not evict each other for ever while the other ways hold
     /// keys that no longer come (a flood's).
     evicted: u32,
+}
+
+/// The two tables, and the stamp valid entries of both carry (0 is never current: a fresh
+/// set's).
+struct Tables {
+    v4: Sets<InputLine4>,
+    other: Sets<Entry>,
+    stamp: u32,
 }
 
 /// Whether the cache is worth probing, judged from its hit rate over windows of probes.
@@ -247,7 +318,7 @@ struct Use {
 /// One worker's input route cache (see the module documentation).
 pub struct InputCache {
     mode: Mode,
-    sets: Sets,
+    sets: Tables,
     hasher: KeyedState,
     /// The generation of the routing state `sets.stamp` was taken for.
     gen: Option<u64>,
@@ -259,23 +330,14 @@ pub struct InputCache {
 impl InputCache {
     pub fn new(cfg: CacheConfig) -> InputCache {
         let sets = (cfg.entries.div_ceil(WAYS)).next_power_of_two().max(1);
-        let (tags, entries) = match cfg.mode {
-            // Nothing to hold: hints live in the chunk.
-            Mode::Off | Mode::Hints => (0, 0),
-            Mode::Cache => (sets, sets * WAYS),
-        };
-        let blank = Entry {
-            key: BLANK.cache_key(),
-            memo: None,
-        };
+        // Nothing to hold without the cache: hints live in the chunk.
+        let held = if cfg.mode == Mode::Cache { sets } else { 0 };
         InputCache {
             mode: cfg.mode,
-            sets: Sets {
-                tags: vec![Tags::default(); tags].into_boxed_slice(),
-                entries: vec![blank; entries].into_boxed_slice(),
-                mask: sets - 1,
+            sets: Tables {
+                v4: Sets::new(held),
+                other: Sets::new(held),
                 stamp: 1,
-                evicted: 0,
             },
             hasher: KeyedState::default(),
             gen: None,
@@ -283,6 +345,7 @@ impl InputCache {
             scratch: Box::new(Scratch {
                 ck: [BLANK.cache_key(); CHUNK],
                 hash: [0; CHUNK],
+                v4: [false; CHUNK],
                 how: [How::Bypass; CHUNK],
                 memos: [None; CHUNK],
                 pending: [0; CHUNK],
@@ -308,9 +371,7 @@ impl InputCache {
 
     /// Bytes the cache holds (fixed at creation).
     pub fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.sets.tags)
-            + std::mem::size_of_val(&*self.sets.entries)
-            + std::mem::size_of::<Scratch>()
+        self.sets.v4.bytes() + self.sets.other.bytes() + std::mem::size_of::<Scratch>()
     }
 
     /// Moves the stamp when the routing state is another generation: every entry made
@@ -325,7 +386,8 @@ impl InputCache {
         if s.stamp == 0 {
             // 2^32 changes later the stamps would repeat: every set forgets (the one sweep,
             // once per 2^32 generations).
-            s.tags.fill(Tags::default());
+            s.v4.tags.fill(Tags::default());
+            s.other.tags.fill(Tags::default());
             s.stamp = 1;
         }
     }
@@ -376,7 +438,8 @@ impl InputCache {
             } else if cache {
                 sc.ck[i] = keys[i].cache_key();
                 sc.hash[i] = self.hasher.hash_one(sc.ck[i]);
-                fibre_lpm::prefetch(&sets.tags[sc.hash[i] as usize & sets.mask]);
+                sc.v4[i] = keys[i].dst.is_ipv4() && keys[i].src.is_ipv4();
+                sets.prefetch_tags(sc.v4[i], sc.hash[i]);
                 probes += 1;
                 How::Probe { way: WAYS }
             } else {
@@ -392,25 +455,14 @@ impl InputCache {
         // Find the ways whose tag matches; prefetch their entries.
         for i in 0..n {
             if let How::Probe { way } = &mut sc.how[i] {
-                let set = sc.hash[i] as usize & sets.mask;
-                let t = &sets.tags[set];
-                let tag = (sc.hash[i] >> 32) as u32;
-                if let Some(w) = (0..WAYS).find(|&w| t.tag[w] == tag && t.stamp[w] == sets.stamp) {
-                    *way = w;
-                    let e = &sets.entries[set * WAYS + w];
-                    fibre_lpm::prefetch(e);
-                    fibre_lpm::prefetch(std::ptr::from_ref(e).cast::<u8>().wrapping_add(64));
-                }
+                *way = sets.find(sc.v4[i], sc.hash[i]).unwrap_or(WAYS);
             }
         }
         // Answer from the entries found; gather the rest for one batch lookup.
         let (mut np, mut hits) = (0, 0);
         for i in 0..n {
             let found = match sc.how[i] {
-                How::Probe { way } if way < WAYS => {
-                    let e = &sets.entries[(sc.hash[i] as usize & sets.mask) * WAYS + way];
-                    e.memo.filter(|_| e.key == sc.ck[i])
-                }
+                How::Probe { way } if way < WAYS => sets.get(sc.v4[i], sc.hash[i], way, &sc.ck[i]),
                 How::Probe { .. } | How::Miss { .. } | How::Bypass => None,
                 How::Follow | How::Hit => continue,
             };
@@ -451,7 +503,7 @@ impl InputCache {
         for &i in &sc.pending[..np] {
             let i = usize::from(i);
             if let (How::Miss { store: true }, Some(m)) = (sc.how[i], sc.memos[i]) {
-                if sets.insert(sc.hash[i], sc.ck[i], m) {
+                if sets.insert(sc.v4[i], sc.hash[i], sc.ck[i], m) {
                     self.counters.evictions += 1;
                 }
             }
@@ -505,19 +557,98 @@ impl Use {
     }
 }
 
-impl Sets {
-    /// Stores `memo` for `key` (of hash `h`): over its own entry, else in a way no valid
-    /// entry holds, else over the way the hash and the count of evictions pick. True when
-    /// that evicted a valid entry.
-    fn insert(&mut self, h: u64, key: InputCacheKey, memo: InputMemo) -> bool {
+impl Tables {
+    #[inline]
+    fn prefetch_tags(&self, v4: bool, h: u64) {
+        if v4 {
+            self.v4.prefetch_tags(h);
+        } else {
+            self.other.prefetch_tags(h);
+        }
+    }
+
+    /// The way of `h`'s set whose tag is `h`'s and current, its entry prefetched.
+    #[inline]
+    fn find(&self, v4: bool, h: u64) -> Option<usize> {
+        if v4 {
+            self.v4.find(h, self.stamp)
+        } else {
+            self.other.find(h, self.stamp)
+        }
+    }
+
+    /// The memo of `key` (of hash `h`) in way `way` of its set, if that entry holds `key`.
+    #[inline]
+    fn get(&self, v4: bool, h: u64, way: usize, key: &InputCacheKey) -> Option<InputMemo> {
+        if v4 {
+            self.v4.entry(h, way).memo_for(key)
+        } else {
+            self.other.entry(h, way).memo_for(key)
+        }
+    }
+
+    /// Stores `memo` for `key` (of hash `h`); true when that evicted a valid entry.
+    fn insert(&mut self, v4: bool, h: u64, key: InputCacheKey, memo: InputMemo) -> bool {
+        if v4 {
+            self.v4.insert(h, key, memo, self.stamp)
+        } else {
+            self.other.insert(h, key, memo, self.stamp)
+        }
+    }
+}
+
+impl<L: Line> Sets<L> {
+    fn new(sets: usize) -> Sets<L> {
+        Sets {
+            tags: vec![Tags::default(); sets].into_boxed_slice(),
+            entries: vec![L::blank(); sets * WAYS].into_boxed_slice(),
+            mask: sets.max(1) - 1,
+            evicted: 0,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.tags) + std::mem::size_of_val(&*self.entries)
+    }
+
+    #[inline]
+    fn prefetch_tags(&self, h: u64) {
+        fibre_lpm::prefetch(&self.tags[h as usize & self.mask]);
+    }
+
+    #[inline]
+    fn find(&self, h: u64, stamp: u32) -> Option<usize> {
+        let set = h as usize & self.mask;
+        let t = &self.tags[set];
+        let tag = (h >> 32) as u32;
+        let w = (0..WAYS).find(|&w| t.tag[w] == tag && t.stamp[w] == stamp)?;
+        let e = &self.entries[set * WAYS + w];
+        fibre_lpm::prefetch(e);
+        if std::mem::size_of::<L>() > 64 {
+            fibre_lpm::prefetch(std::ptr::from_ref(e).cast::<u8>().wrapping_add(64));
+        }
+        Some(w)
+    }
+
+    #[inline]
+    fn entry(&self, h: u64, way: usize) -> &L {
+        &self.entries[(h as usize & self.mask) * WAYS + way]
+    }
+
+    /// Stores `memo` for `key` (of hash `h`) at `stamp`: over its own entry, else in a way no
+    /// valid entry holds, else over the way the hash and the count of evictions pick. True
+    /// when that evicted a valid entry. A pair the layout cannot hold is not stored.
+    fn insert(&mut self, h: u64, key: InputCacheKey, memo: InputMemo, stamp: u32) -> bool {
+        let Some(line) = L::pack(key, memo) else {
+            return false;
+        };
         let set = h as usize & self.mask;
         let tag = (h >> 32) as u32;
         let t = &mut self.tags[set];
         let base = set * WAYS;
         let entries = &self.entries;
-        let stamp = self.stamp;
         let own = (0..WAYS)
-            .find(|&w| t.stamp[w] == stamp && t.tag[w] == tag && entries[base + w].key == key);
+            .find(|&w| t.stamp[w] == stamp && t.tag[w] == tag && entries[base + w].holds(&key));
         let (way, evicted) = match own.or_else(|| (0..WAYS).find(|&w| t.stamp[w] != stamp)) {
             Some(w) => (w, false),
             // Bits above the set index and below the tag: independent of both.
@@ -531,10 +662,7 @@ impl Sets {
         };
         t.tag[way] = tag;
         t.stamp[way] = stamp;
-        self.entries[base + way] = Entry {
-            key,
-            memo: Some(memo),
-        };
+        self.entries[base + way] = line;
         evicted
     }
 }
@@ -543,17 +671,18 @@ impl Sets {
 mod tests {
     use super::*;
 
-    /// The sizes the module documentation states: a set's tags in one line, an entry in two,
-    /// the working arrays within 17 KiB.
+    /// The sizes the module documentation states: a set's tags in one line, an IPv4 entry in
+    /// one, another in two, the working arrays within 17 KiB.
     #[test]
-    fn a_set_is_one_line_of_tags_and_an_entry_two() {
+    fn a_set_is_one_line_of_tags_and_an_entry_one_or_two() {
         assert_eq!(std::mem::size_of::<Tags>(), 64);
+        assert_eq!(std::mem::size_of::<InputLine4>(), 64);
         assert_eq!(ENTRY_BYTES, 128);
         let c = InputCache::new(CacheConfig::default());
         let sets = DEFAULT_ENTRIES / WAYS;
         assert_eq!(
             c.bytes(),
-            sets * 64 + DEFAULT_ENTRIES * 128 + std::mem::size_of::<Scratch>()
+            2 * sets * 64 + DEFAULT_ENTRIES * (64 + 128) + std::mem::size_of::<Scratch>()
         );
         assert!(std::mem::size_of::<Scratch>() <= 17 * 1024);
     }

@@ -14,6 +14,8 @@
 //! contract of `dst`). What a drop leads to on the wire is stated on each [`InputDrop`]
 //! variant: the route lookup decides, the ICMP error is the caller's to build.
 
+mod line4;
+
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -26,6 +28,8 @@ use crate::prefix::{ip_u128, u128_ip};
 use crate::route::Info;
 use crate::types::{scope, Errno, Family, RouteType};
 use crate::Fib;
+
+pub use line4::InputLine4;
 
 /// A received packet as the input route decision sees it (the fields of the kernel's flowi4 /
 /// flowi6 that ip_route_input_slow and ip6_route_input fill from the packet).

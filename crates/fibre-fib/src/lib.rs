@@ -89,8 +89,8 @@ pub use exception::{Exception, ExceptionConfig, ExceptionError, ExceptionOutcome
 pub use expiry::{Clock, GcStats, ManualClock, SystemClock};
 pub use flow::Flow;
 pub use input::{
-    DstRef, ForwardHop, ForwardRoute, InputCacheKey, InputDecision, InputDrop, InputKey, InputMemo,
-    InputRoute,
+    DstRef, ForwardHop, ForwardRoute, InputCacheKey, InputDecision, InputDrop, InputKey,
+    InputLine4, InputMemo, InputRoute,
 };
 pub use link::LOOPBACK_IFINDEX;
 pub use mphash::MultipathHash;
