@@ -17,6 +17,7 @@ use fibre_fib::types::*;
 use fibre_fib::Fib;
 use fibre_netlink::{Messages, Payload};
 use fibre_proto::convert::{self, NeighDump, Request};
+use fibre_proto::sysctl::{Sysctl, SYSCTL_GET, SYSCTL_SET, SYSCTL_VALUE};
 use fibre_ring::{Client, ClientConfig};
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
@@ -181,6 +182,33 @@ impl Remote {
                 | Request::GetNeigh(_)
         );
         self.exchange_raw(&bytes, seq, single)
+    }
+
+    /// A settings message (`op` a write or a read) and the value the daemon answers (for a
+    /// write, the value written).
+    fn sysctl(
+        &self,
+        op: u32,
+        target: fibre_fib::ConfTarget,
+        key: fibre_fib::ConfKey,
+        value: i64,
+    ) -> Result<i64, RtError> {
+        let seq = self.next_seq();
+        let s = Sysctl {
+            op,
+            target,
+            key,
+            value,
+        };
+        let answers = self.exchange_raw(&s.request(seq), seq, false)?;
+        if op == SYSCTL_SET {
+            return Ok(value);
+        }
+        answers
+            .iter()
+            .find_map(|m| Sysctl::parse(m).ok().filter(|a| a.op == SYSCTL_VALUE))
+            .map(|a| a.value)
+            .ok_or_else(|| RtError::msg(Errno::EINVAL, "fibred answered no value"))
     }
 
     fn change(&self, req: Request) -> Result<(), RtError> {
@@ -384,8 +412,8 @@ impl Backend {
         }
     }
 
-    /// `sysctl -w`: a setting of the kernel's meaning (offline only: fibred takes its
-    /// settings from its configuration).
+    /// `sysctl -w`: a setting of the kernel's meaning (fibred takes it as fibre's private
+    /// settings message, `fibre_proto::sysctl`).
     pub fn set_conf(
         &mut self,
         target: fibre_fib::ConfTarget,
@@ -394,7 +422,7 @@ impl Backend {
     ) -> Result<(), RtError> {
         match self {
             Backend::Local(f) => f.set_conf(target, key, value),
-            Backend::Remote(_) => Err(offline_only()),
+            Backend::Remote(r) => r.sysctl(SYSCTL_SET, target, key, value).map(|_| ()),
         }
     }
 
@@ -442,7 +470,7 @@ impl Backend {
     ) -> Result<i64, RtError> {
         match self {
             Backend::Local(f) => f.conf(target, key),
-            Backend::Remote(_) => Err(offline_only()),
+            Backend::Remote(r) => r.sysctl(SYSCTL_GET, target, key, 0),
         }
     }
 

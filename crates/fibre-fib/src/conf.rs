@@ -89,6 +89,43 @@ pub enum ConfKey {
 }
 
 impl ConfKey {
+    /// Every key, each at the index that numbers it on fibred's socket
+    /// (`fibre_proto::sysctl`): the order of the declaration, which only grows at its end.
+    pub const ALL: [ConfKey; 22] = [
+        ConfKey::Forwarding4,
+        ConfKey::Forwarding6,
+        ConfKey::RpFilter,
+        ConfKey::IgnoreLinkdown4,
+        ConfKey::IgnoreLinkdown6,
+        ConfKey::MultipathHashPolicy4,
+        ConfKey::MultipathHashPolicy6,
+        ConfKey::MultipathHashFields4,
+        ConfKey::MultipathHashFields6,
+        ConfKey::MultipathHashSeed,
+        ConfKey::IcmpRatelimit4,
+        ConfKey::IcmpRatemask,
+        ConfKey::IcmpMsgsPerSec,
+        ConfKey::IcmpMsgsBurst,
+        ConfKey::IcmpRatelimit6,
+        ConfKey::Seg6Flowlabel,
+        ConfKey::Ioam6Enabled,
+        ConfKey::Ioam6IfId,
+        ConfKey::Ioam6IfIdWide,
+        ConfKey::Ioam6NodeId,
+        ConfKey::Ioam6NodeIdWide,
+        ConfKey::Seg6Enabled,
+    ];
+
+    /// The key's number (its index in [`ConfKey::ALL`]).
+    pub fn number(self) -> u32 {
+        self as u32
+    }
+
+    /// The key numbered `n`, if any.
+    pub fn from_number(n: u32) -> Option<ConfKey> {
+        ConfKey::ALL.get(usize::try_from(n).ok()?).copied()
+    }
+
     /// The key's sysctl name (the last component) and family.
     pub fn parse(family: Family, name: &str) -> Option<ConfKey> {
         Some(match (family, name) {
@@ -516,5 +553,20 @@ impl crate::Fib {
             ConfKey::Ioam6IfIdWide => i64::from(c.ioam6.id_wide),
             _ => return Err(RtError::new(Errno::EINVAL)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_numbered_by_its_place() {
+        for (i, k) in ConfKey::ALL.iter().enumerate() {
+            assert_eq!(k.number() as usize, i, "{k:?}");
+            assert_eq!(ConfKey::from_number(i as u32), Some(*k));
+        }
+        assert_eq!(ConfKey::from_number(ConfKey::ALL.len() as u32), None);
+        assert_eq!(ConfKey::from_number(u32::MAX), None);
     }
 }

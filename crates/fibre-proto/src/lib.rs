@@ -7,6 +7,7 @@
 //! - [`groups`]: the multicast groups notifications go to and the bitmask a membership is
 //!   kept in.
 //! - [`membership`]: fibre's private message that joins and leaves groups over a Unix socket.
+//! - [`sysctl`]: fibre's private message that writes and reads settings (`sysctl`).
 //! - [`client`]: where fibred listens by default, and a minimal socket client.
 //!
 //! The crate sits between the codec and the FIB below it and the daemon and the CLI above it;
@@ -21,3 +22,4 @@ pub mod convert;
 mod encap;
 pub mod groups;
 pub mod membership;
+pub mod sysctl;

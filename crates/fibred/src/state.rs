@@ -21,7 +21,10 @@
 //!   their members), neighbours, routes, removals of the routes and addresses that links and
 //!   addresses make but the state lacks, rules, then the carrier and flags of the links that
 //!   differ. What a fresh engine and the links and addresses make by themselves is found by
-//!   replaying them on a scratch engine, so it is neither repeated nor lost.
+//!   replaying them on a scratch engine, so it is neither repeated nor lost. Last, the
+//!   settings written (`sysctl`), as fibre's private settings messages
+//!   (`fibre_proto::sysctl`, writes only) in the order the engine keeps them
+//!   ([`Engine::settings`]).
 //! - [`restore`] applies nothing unless the whole file checks out (header, length, checksum,
 //!   framing), and stops at the first request the engine refuses; the caller then refuses to
 //!   start (or, asked to, moves the file aside), so a damaged file is never saved over.
@@ -38,6 +41,7 @@ use fibre_fib::Fib;
 use fibre_netlink::message::types as mt;
 use fibre_netlink::{Messages, NetlinkMessage, Payload};
 use fibre_proto::convert::{self, Request};
+use fibre_proto::sysctl::{Sysctl, FIBRE_SYSCTL, SYSCTL_SET};
 use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, Write};
@@ -166,12 +170,18 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
     })
 }
 
-/// The state file's bytes for `fib`: header and payload.
-pub fn encode(fib: &Fib) -> Vec<u8> {
+/// The state file's bytes for `fib` and the settings written to it (`sysctl`, kept by the
+/// engine, replayed after every object so that a link's settings find their link): header
+/// and payload.
+pub fn encode<'a>(fib: &Fib, settings: impl Iterator<Item = &'a Sysctl>) -> Vec<u8> {
     let mut out = vec![0; HEADER_LEN];
-    for (i, r) in requests(fib).iter().enumerate() {
+    let reqs = requests(fib);
+    for (i, r) in reqs.iter().enumerate() {
         convert::request_message(r, i as u32 + 1, 0).emit(&mut out);
         out.resize(out.len().next_multiple_of(4), 0);
+    }
+    for (i, s) in settings.enumerate() {
+        out.extend_from_slice(&s.request((reqs.len() + i) as u32 + 1));
     }
     seal(&mut out);
     out
@@ -197,7 +207,8 @@ fn seal(file: &mut [u8]) {
 }
 
 /// Message types a state file may hold: changes, never reads or dumps.
-const CHANGE_TYPES: [u16; 12] = [
+const CHANGE_TYPES: [u16; 13] = [
+    FIBRE_SYSCTL,
     mt::RTM_NEWLINK,
     mt::RTM_DELLINK,
     mt::RTM_NEWADDR,
@@ -543,7 +554,11 @@ pub fn restore(engine: &mut Engine, bytes: &[u8]) -> Result<usize, Damage> {
             what: format!("bad netlink framing: {e}"),
         })?;
         next = offset + (msg.header.length as usize).next_multiple_of(4);
-        if !CHANGE_TYPES.contains(&msg.header.message_type) {
+        let t = msg.header.message_type;
+        let bytes = payload.get(offset..offset + msg.header.length as usize);
+        let read = t == FIBRE_SYSCTL
+            && bytes.and_then(|b| Sysctl::parse(b).ok()).map(|s| s.op) != Some(SYSCTL_SET);
+        if !CHANGE_TYPES.contains(&t) || read {
             return Err(Damage::Corrupt {
                 offset: HEADER_LEN + offset,
                 what: format!("message type {} is not a change", msg.header.message_type),
@@ -646,7 +661,7 @@ pub fn check_state_file(data: &[u8]) {
     if restore(&mut e, &frame(data)).is_err() {
         return;
     }
-    let saved = encode(e.fib());
+    let saved = encode(e.fib(), e.settings());
     let mut again = Engine::default();
     if let Err(d) = restore(&mut again, &saved) {
         panic!("a restored state saves to a file that is refused: {d}");
@@ -819,7 +834,7 @@ impl SaveTimer {
 /// Encodes the engine's state and writes it to `path`; logs the outcome.
 pub fn save(engine: &Engine, path: &Path) -> io::Result<()> {
     let started = Instant::now();
-    let bytes = encode(engine.fib());
+    let bytes = encode(engine.fib(), engine.settings());
     let r = write_atomic(path, &bytes);
     match &r {
         Ok(()) => {
@@ -951,7 +966,7 @@ mod tests {
     /// Saves `e`, restores the file on a fresh engine, and checks that every request was
     /// accepted and that both dump the same.
     fn round_trip(e: &Engine) -> Engine {
-        let bytes = encode(e.fib());
+        let bytes = encode(e.fib(), e.settings());
         let mut again = Engine::default();
         if let Err(d) = restore(&mut again, &bytes) {
             panic!("{d}\nstate: {:?}", snapshot(e.fib()));
@@ -1541,6 +1556,108 @@ mod tests {
         }
     }
 
+    /// Settings written over the socket (`fibre sysctl` against fibred) are answered, kept
+    /// in the order of their last write, saved after the objects and restored; a deleted
+    /// link's are dropped; a read-only peer's write is refused and changes nothing; a state
+    /// file with a settings read in it is refused.
+    #[test]
+    fn settings_are_written_read_saved_and_restored() {
+        use fibre_fib::{ConfKey, ConfTarget};
+        use fibre_proto::sysctl::{SYSCTL_GET, SYSCTL_VALUE};
+        let mut e = Engine::default();
+        apply(&mut e, &[dummy("eth0", true), dummy("eth1", true)]);
+        let (i0, i1) = (
+            e.fib().link_index("eth0").unwrap(),
+            e.fib().link_index("eth1").unwrap(),
+        );
+        let send = |e: &mut Engine, op, target, key, value, read_only| {
+            let mut ctx = ClientCtx {
+                read_only,
+                ..ClientCtx::default()
+            };
+            let mut out = Outcome::default();
+            let s = Sysctl {
+                op,
+                target,
+                key,
+                value,
+            };
+            e.handle(&s.request(1), &mut ctx, 0, &mut out);
+            let Some(Reply::Messages(b)) = out.replies.last() else {
+                panic!("an answer")
+            };
+            split_messages(b).map(|m| m.to_vec()).collect::<Vec<_>>()
+        };
+        let writes = [
+            (ConfTarget::Dev(i0), ConfKey::RpFilter, 1),
+            (ConfTarget::Default, ConfKey::RpFilter, 2),
+            (ConfTarget::All, ConfKey::MultipathHashSeed, 7),
+            (ConfTarget::Dev(i1), ConfKey::RpFilter, 1),
+            (ConfTarget::Dev(i0), ConfKey::RpFilter, 0),
+        ];
+        for (t, k, v) in writes {
+            let acks = send(&mut e, SYSCTL_SET, t, k, v, false);
+            assert_eq!(error_of(&acks[0]), 0);
+        }
+        let refused = send(
+            &mut e,
+            SYSCTL_SET,
+            ConfTarget::All,
+            ConfKey::RpFilter,
+            2,
+            true,
+        );
+        assert_eq!(error_of(&refused[0]), -1, "EPERM for a read-only peer");
+        let answers = send(
+            &mut e,
+            SYSCTL_GET,
+            ConfTarget::Dev(i0),
+            ConfKey::RpFilter,
+            0,
+            false,
+        );
+        let value = Sysctl::parse(&answers[0]).unwrap();
+        assert_eq!((value.op, value.value), (SYSCTL_VALUE, 0));
+        assert_eq!(error_of(&answers[1]), 0);
+        apply(
+            &mut e,
+            &[Request::DelLink(Link {
+                ifindex: i1,
+                ..Link::default()
+            })],
+        );
+        let kept: Vec<_> = e.settings().map(|s| (s.target, s.key, s.value)).collect();
+        assert_eq!(
+            kept,
+            [
+                (ConfTarget::Default, ConfKey::RpFilter, 2),
+                (ConfTarget::All, ConfKey::MultipathHashSeed, 7),
+                (ConfTarget::Dev(i0), ConfKey::RpFilter, 0),
+            ]
+        );
+        let again = round_trip(&e);
+        assert!(again.settings().eq(e.settings()));
+        for (t, k, v) in kept {
+            assert_eq!(again.fib().conf(t, k), Ok(v), "{t:?} {k:?}");
+        }
+        assert_eq!(
+            again.fib().conf(ConfTarget::All, ConfKey::RpFilter),
+            e.fib().conf(ConfTarget::All, ConfKey::RpFilter)
+        );
+        let read = Sysctl {
+            op: SYSCTL_GET,
+            target: ConfTarget::All,
+            key: ConfKey::RpFilter,
+            value: 0,
+        };
+        assert!(restore(&mut Engine::default(), &frame(&read.request(1))).is_err());
+    }
+
+    /// The error code of an NLMSG_ERROR message.
+    fn error_of(m: &[u8]) -> i32 {
+        i32::from_ne_bytes(m[16..20].try_into().unwrap())
+    }
+
     #[test]
     fn crc32c_matches_the_standard_check_value() {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
@@ -1550,7 +1667,8 @@ mod tests {
     /// Every flipped byte and every truncation is found before anything is applied.
     #[test]
     fn damaged_files_are_refused_whole() {
-        let good = encode(repro().fib());
+        let r = repro();
+        let good = encode(r.fib(), r.settings());
         let fresh = snapshot(Engine::default().fib());
         let refused = |bytes: &[u8]| {
             let mut e = Engine::default();

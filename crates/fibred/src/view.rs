@@ -43,7 +43,7 @@ use fibre_dataplane::pipeline::{apply_events, Event};
 use fibre_fib::types::{
     Address, Errno, Link, Neighbour, NexthopObj, ReqFlags, Route, RtError, Rule,
 };
-use fibre_fib::{Clock, Fib, NudAction, RouteHint, Settings, SystemClock};
+use fibre_fib::{Clock, ConfKey, ConfTarget, Fib, NudAction, RouteHint, Settings, SystemClock};
 use fibre_proto::convert::{Request, RequestError};
 use fibre_publish::{ReadGuard, Reader, Replica, Writer};
 use std::collections::VecDeque;
@@ -76,6 +76,8 @@ pub enum Change {
     NeighEvents(Vec<Event>, u64),
     /// The neighbour timers due at this time (same clock) ([`Fib::neigh_timers`]).
     NeighTimers(u64),
+    /// A setting written (`sysctl -w`, [`Fib::set_conf`]).
+    SetConf(ConfTarget, ConfKey, i64),
 }
 
 impl Change {
@@ -111,6 +113,7 @@ impl Change {
                 fib.neigh_timers(*now, actions);
                 Ok(())
             }
+            Change::SetConf(target, key, value) => fib.set_conf(*target, *key, *value),
         }
     }
 }

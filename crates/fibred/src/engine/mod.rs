@@ -50,6 +50,7 @@ use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage};
 use fibre_proto::convert::{self, Request, RequestError};
 use fibre_proto::membership::{self, FIBRE_MEMBERSHIP};
+use fibre_proto::sysctl::{Sysctl, FIBRE_SYSCTL, SYSCTL_GET, SYSCTL_SET, SYSCTL_VALUE};
 use std::sync::Arc;
 
 /// What one client's connection tells the engine about itself.
@@ -290,6 +291,9 @@ pub struct Engine {
     ports: Option<Box<dyn PortBinder>>,
     /// What link dumps show as the links' counters.
     link_counters: Option<Arc<dyn LinkCounters>>,
+    /// The settings written, each (target and key) once, in the order of its last write:
+    /// what the state file replays (see [`Engine::sysctl`]).
+    settings: Vec<Sysctl>,
 }
 
 impl Default for Engine {
@@ -500,6 +504,7 @@ impl Engine {
             batching: false,
             ports: None,
             link_counters: None,
+            settings: Vec::new(),
         }
     }
 
@@ -719,6 +724,11 @@ impl Engine {
             answer(msg, r.map_err(RequestError::from), want_ack, port, out);
             return;
         }
+        if t == FIBRE_SYSCTL {
+            let r = self.sysctl(msg, client.read_only, port, out);
+            answer(msg, r.map_err(RequestError::from), want_ack, port, out);
+            return;
+        }
         // Control messages and messages that are not requests are only acknowledged.
         if t < 0x10 || flags & nf::NLM_F_REQUEST == 0 {
             answer(msg, Ok(()), want_ack, port, out);
@@ -732,6 +742,53 @@ impl Engine {
         process(msg, read, port, out, |req, origin, out| {
             self.apply(req, origin, listening, out)
         });
+    }
+
+    /// A settings message (`fibre_proto::sysctl`): a write applied as any change and kept
+    /// for the state file, a read answered from the writer's copy. Replaying the kept writes
+    /// in their order gives the settings they made: a write depends only on the writes
+    /// before it, and one superseded by a later write of the same target and key changes
+    /// nothing the later one does not.
+    fn sysctl(
+        &mut self,
+        msg: Message<'_>,
+        read_only: bool,
+        port: u32,
+        out: &mut Outcome,
+    ) -> Result<(), RtError> {
+        let s = Sysctl::parse(msg.bytes)?;
+        match s.op {
+            SYSCTL_SET if read_only => return Err(RtError::new(Errno::EPERM)),
+            SYSCTL_SET => {
+                self.view.apply(Change::SetConf(s.target, s.key, s.value))?;
+                self.settings
+                    .retain(|w| (w.target, w.key) != (s.target, s.key));
+                self.settings.push(s);
+                out.changed = true;
+            }
+            SYSCTL_GET => {
+                let value = self.fib().conf(s.target, s.key)?;
+                let answer = Sysctl {
+                    op: SYSCTL_VALUE,
+                    value,
+                    ..s
+                };
+                let b = out.messages();
+                b.extend_from_slice(&answer.message(msg.header.sequence, port, 0));
+                pad4(b);
+            }
+            _ => return Err(RtError::msg(Errno::EINVAL, "Not a settings request")),
+        }
+        Ok(())
+    }
+
+    /// The settings written that still apply (their link, for a link's, still exists), in
+    /// the order to replay them.
+    pub fn settings(&self) -> impl Iterator<Item = &Sysctl> + '_ {
+        let fib = self.fib();
+        self.settings
+            .iter()
+            .filter(move |s| fib.conf(s.target, s.key).is_ok())
     }
 
     fn apply(
