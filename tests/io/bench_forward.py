@@ -26,9 +26,9 @@ into it, right after the transmit: CPU 1 for every router (the kernel's forwardi
 fibre's sendto). Not in a NAPI thread: the kernel's forwarding softirq, which no thread
 preempts, forwards a softirq's budget (net.core.netdev_budget, 300 packets) or more at a
 time, and overflowed that thread's 256-frame ring (the kernel was held at a quarter of its
-rate, its drops on the output veth). So CPU 1 does, for every router alike: the veth receive of the input, the
-forwarding, the veth transmit of the output, and the sink veth's receive; CPU 0 runs the
-generator and the sink processes (their system calls included).
+rate, its drops on the output veth). So CPU 1 does, for every router alike: the veth
+receive of the input, the forwarding, the veth transmit of the output, and the sink veth's
+receive; CPU 0 runs the generator and the sink processes (their system calls included).
 
 Figures, for 64-byte frames (IPv4 UDP, FCS included; with --family 6, IPv6 UDP frames of 82
 bytes, the smallest that carry the generator's probe) and the simple IMIX (7:4:1 of
@@ -264,22 +264,23 @@ def median(runs: list[dict], key) -> float:
     return statistics.median(key(t) for t in runs)
 
 
-def rate_figures(router, what: str, args: list[str], opts, veth_ns: float) -> dict:
+def rate_figures(router, what: str, args: list[str], opts, veth_ns: float | None) -> dict:
     """The search and the runs at its rate: the rate (median, min and max of the runs), the
     loss, CPU 1's time per packet and the router's share of it (CPU 1 less the sink veth's
-    receive, `veth_ns`: the copy path's), and the CPUs other users took (medians)."""
+    receive, `veth_ns`: the copy path's; None without it), and the CPUs other users took
+    (medians)."""
     rate, capped = search(router, args, what, opts)
     runs = confirm(router, args, what, rate, opts) if rate else []
     if not runs:
         return {"rate": 0.0, "capped": False, "pps": 0.0, "pps_min": 0.0, "pps_max": 0.0,
-                "loss": 1.0, "cpu1_ns": 0.0, "cpu0_ns": 0.0, "router_ns": 0.0, "others": 0.0,
+                "loss": 1.0, "cpu1_ns": 0.0, "cpu0_ns": 0.0, "router_ns": None, "others": 0.0,
                 "load": load()}
     pps = [t["rx_pps"] for t in runs]
     cpu1 = median(runs, lambda t: t["cpu1_ns"])
     return {"rate": rate, "capped": capped, "pps": statistics.median(pps),
             "pps_min": min(pps), "pps_max": max(pps), "loss": median(runs, lambda t: t["loss"]),
             "cpu1_ns": cpu1, "cpu0_ns": median(runs, lambda t: t["cpu0_ns"]),
-            "router_ns": max(cpu1 - veth_ns, 0.0),
+            "router_ns": None if veth_ns is None else max(cpu1 - veth_ns, 0.0),
             "others": median(runs, lambda t: t["others"]), "load": runs[-1]["load"]}
 
 
@@ -295,6 +296,10 @@ def measure(router, what: str, args: list[str], opts, latency_rate: float | None
     return fig
 
 
+def ns(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
 def spread(f: dict) -> str:
     return f"{f['pps_min'] / 1e3:.1f}-{f['pps_max'] / 1e3:.1f}"
 
@@ -304,7 +309,7 @@ def row(f: dict, kernel: dict | None) -> str:
     ratio = f"{f['pps'] / kernel['pps']:5.2f}x" if kernel and kernel["pps"] else "   -  "
     return (f"| {f['router']:<22} | {f['size']:<5} | {ge}{f['pps'] / 1e3:8.1f} | "
             f"{spread(f):>13} | {ratio} | {100 * f['loss']:5.3f} | {f['cpu1_ns']:7.0f} | "
-            f"{f['router_ns']:7.0f} | {f['others']:4.2f} | "
+            f"{ns(f['router_ns']):>7} | {f['others']:4.2f} | "
             f"{f['latency_rate'] / 1e3:7.1f} | {f['p50_us']:7.1f} | {f['p99_us']:8.1f} | "
             f"{f['load']} |")
 
@@ -329,7 +334,7 @@ def bench_routers(routes: str | None, label: str, opts, tmp: str, out: list,
             for what, args in SIZES[opts.family]:
                 k = kernel_figs.get(what)
                 f = measure(router, what, DESTS[opts.family] + args, opts,
-                            k["pps"] / 2 if k else None, veth.get(what, 0.0))
+                            k["pps"] / 2 if k else None, veth.get(what))
                 f["table"] = label
                 if kind is None:
                     kernel_figs[what] = f
@@ -346,7 +351,7 @@ def bench_routers(routes: str | None, label: str, opts, tmp: str, out: list,
     return figs
 
 
-def bench_cache(routes: str, opts, tmp: str, out: list, veth_ns: float) -> list[dict]:
+def bench_cache(routes: str, opts, tmp: str, out: list, veth_ns: float | None) -> list[dict]:
     figs = []
     src, family = CACHE_ARGS[opts.family]
     size = ["--size", SIZES[opts.family][0][0]]
@@ -372,10 +377,10 @@ def bench_cache(routes: str, opts, tmp: str, out: list, veth_ns: float) -> list[
         off = next(f for f in figs if f["workload"] == what and f["mode"] == "off")
         for f in (x for x in figs if x["workload"] == what):
             ratio = f["pps"] / off["pps"] if off["pps"] else 0.0
-            cpu = off["router_ns"] / f["router_ns"] if f["router_ns"] else 0.0
+            cpu = off["router_ns"] / f["router_ns"] if f["router_ns"] and off["router_ns"] else 0.0
             out.append(f"| {what:<8} | {f['mode']:<5} | {'>=' if f['capped'] else '  '}"
                        f"{f['pps'] / 1e3:8.1f} | {spread(f):>13} | {ratio:5.3f}x | "
-                       f"{f['router_ns']:7.0f} | {cpu:5.3f}x | {f['others']:4.2f} | "
+                       f"{ns(f['router_ns']):>7} | {cpu:5.3f}x | {f['others']:4.2f} | "
                        f"{f['load']} |")
             log(out[-1])
     return figs
@@ -407,7 +412,8 @@ def report(figs: dict, out: list[str], cache_out: list[str]) -> None:
             on, off = (next(f for f in figs["cache"] if f["workload"] == what and f["mode"] == m)
                        for m in ("on", "off"))
             r = on["pps"] / off["pps"] if off["pps"] else 0.0
-            cpu = off["router_ns"] / on["router_ns"] if on["router_ns"] else 0.0
+            cpu = (off["router_ns"] / on["router_ns"]
+                   if on["router_ns"] and off["router_ns"] else 0.0)
             verdict = "met" if r >= bar else f"missed by {100 * (1 - r / bar):.0f}%"
             capped = " (both at the instrument's ceiling)" if on["capped"] and off["capped"] else ""
             print(f"  {what:<8} {r:.3f}x, {verdict}{capped}; the router's CPU per packet off/on "
@@ -478,7 +484,8 @@ def main() -> int:
         finally:
             topo.close()
         figs["copy_path"] = copy
-        veth = {c["size"]: c["cpu1_ns"] for c in copy}
+        # The sink veth's receive per packet, for the sizes the copy path has a figure for.
+        veth = {c["size"]: c["cpu1_ns"] for c in copy if c["pps"]}
         figs["routers"] = bench_routers(None, "default routes", opts, tmp, out, veth)
         cache_out: list[str] = []
         if table:
@@ -491,7 +498,7 @@ def main() -> int:
                                              veth)
             if not opts.no_cache:
                 figs["cache"] = bench_cache(routes, opts, tmp, cache_out,
-                                            veth[SIZES[opts.family][0][0]])
+                                            veth.get(SIZES[opts.family][0][0]))
     report(figs, out, cache_out)
     print(f"\n{uptime()}; {time.monotonic() - started:.0f} s in all")
     if opts.json:

@@ -21,10 +21,10 @@ by each CPU and by fibre.
 
 The sink's veth (trs0) runs its XDP program, and so the copy into the sink's socket, in NAPI
 as softirq unless `trial` is asked otherwise: on the CPU whose transmit fills it, right after
-that transmit (the kernel router's forwarding softirq, fibre's sendto). A threaded NAPI there waits its
-turn behind the softirq that fills its 256-frame ring: the kernel router, forwarding a
-softirq's budget (up to 300 packets) at a time, overflowed it (`ip -s link` showed the drops
-as tro0's TX drops) and was held at a quarter of its rate.
+that transmit (the kernel router's forwarding softirq, fibre's sendto). A threaded NAPI
+there waits its turn behind the softirq that fills its 256-frame ring: the kernel router,
+forwarding a softirq's budget (300 packets) or more at a time, overflowed it (`ip -s link`
+showed the drops as tro0's TX drops) and was held at a quarter of its rate.
 
 Run as `python3 traffic.py offloads-off DEV...` inside a namespace to turn a link's offloads
 off (the harness does so through `ip netns exec`).
