@@ -196,8 +196,11 @@ class Direct:
 
 
 def progress(who: str, what: str, t: dict, rate: float | None) -> None:
+    # What the generator sent beside what was asked: a starved generator falls short.
+    sent = t["sent"] / max(t["seconds"], 1e-9)
     offered = "flat out" if rate is None else f"{rate / 1e3:8.1f} kpps"
-    log(f"  {who:<22} {what:<8} offered {offered}: forwarded {t['rx_pps'] / 1e3:8.1f} kpps, "
+    log(f"  {who:<22} {what:<8} offered {offered} (sent {sent / 1e3:6.1f}): forwarded "
+        f"{t['rx_pps'] / 1e3:8.1f} kpps, "
         f"loss {100 * t['loss']:6.3f}%, CPU 1 {t['cpu1_ns']:7.0f} ns/pkt, others' "
         f"{t['others']:4.2f} CPUs; {t['load']}")
 
