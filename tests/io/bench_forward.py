@@ -83,8 +83,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import traffic  # noqa: E402
 
 LOSS = 0.001
-# The 1-minute load average above which the machine is not quiet at the start: an idle 2-CPU
-# guest shows 0.0-0.2, one build or test beside the benchmark 1 or more.
+# The 1-minute load average above which the machine is not quiet at the start: a quiet 2-CPU
+# guest stays near 0, one build or test beside the benchmark brings it to 1 or more.
 LOAD_QUIET = 0.5
 # The latency's rate when no rate passed at all.
 LATENCY_FLOOR = 10_000
@@ -169,10 +169,10 @@ def figures(t: dict) -> dict:
     """A trial's rate, CPU 1's and CPU 0's busy time per forwarded packet, and the CPUs other
     users' processes took meanwhile (CPU-seconds per second)."""
     n = max(t["received"], 1)
-    idle = {"busy": 0.0}
+    absent = {"busy": 0.0}
     t["rx_pps"] = t["received"] / max(t["seconds"], 1e-9)
-    t["cpu1_ns"] = t["cpu"].get(CPUS[1], idle)["busy"] * 1e9 / n
-    t["cpu0_ns"] = t["cpu"].get(CPUS[0], idle)["busy"] * 1e9 / n
+    t["cpu1_ns"] = t["cpu"].get(CPUS[1], absent)["busy"] * 1e9 / n
+    t["cpu0_ns"] = t["cpu"].get(CPUS[0], absent)["busy"] * 1e9 / n
     t["others"] = t["others_cpu"] / max(t["wall"], 1e-9)
     t["load"] = load()
     return t
@@ -288,7 +288,7 @@ def rate_figures(router, what: str, args: list[str], opts, veth_ns: float | None
 
 
 def measure(router, what: str, args: list[str], opts, latency_rate: float | None,
-            veth_ns: float) -> dict:
+            veth_ns: float | None) -> dict:
     fig = {"router": router.name, "size": what}
     fig.update(rate_figures(router, what, args, opts, veth_ns))
     fig["latency_rate"] = latency_rate or fig["pps"] / 2 or LATENCY_FLOOR
