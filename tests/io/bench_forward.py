@@ -59,7 +59,12 @@ bytes, the smallest that carry the generator's probe) and the simple IMIX (7:4:1
   anything, understated by them.
 
 Bars (MISSION.md, issue 15): fibre >= 1x the kernel's packets per second at 64 bytes and
-IMIX, one worker. Progress goes to stderr, the figures to stdout (and --json). --quick: one
+IMIX, one worker. Progress goes to stderr, the figures to stdout (and --json). Each trial's
+progress line ends with the veths' drops meanwhile (`traffic.link_drops`), which say where
+lost frames went: `trg0 tx`, the router's input veth had no room (its XDP ring, or for the
+kernel and AF_PACKET the receiving CPU's backlog); `tri0 rx`, fibre's AF_XDP socket was
+full; `tro0 tx`, the sink veth's XDP ring was full; `trs0 rx`, the sink's socket was full
+(the sink, on CPU 0, fell behind); fibre counts its own drops in its report. --quick: one
 short run of each router without the table and without the cache workloads, a smoke test.
 Results are recorded in tests/io/RESULTS.md with the machine, load, date and command.
 
@@ -202,7 +207,8 @@ def progress(who: str, what: str, t: dict, rate: float | None) -> None:
     log(f"  {who:<22} {what:<8} offered {offered} (sent {sent / 1e3:6.1f}): forwarded "
         f"{t['rx_pps'] / 1e3:8.1f} kpps, "
         f"loss {100 * t['loss']:6.3f}%, CPU 1 {t['cpu1_ns']:7.0f} ns/pkt, others' "
-        f"{t['others']:4.2f} CPUs; {t['load']}")
+        f"{t['others']:4.2f} CPUs; {t['load']}"
+        + "".join(f"; {where} dropped {n}" for where, n in t["drops"].items()))
 
 
 #: Where the search starts, as a share of the offered rate, when the router forwarded nothing

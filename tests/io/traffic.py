@@ -282,6 +282,20 @@ def cpu_busy(before, after) -> dict[int, dict[str, float]]:
     return out
 
 
+def link_drops(topo: Topo) -> dict[str, tuple[int, int]]:
+    """Each veth's receive and transmit drops (`ip -s link`), by name: where a trial's lost
+    frames went. On a veth, a frame its peer's XDP ring had no room for counts as a transmit
+    drop of the sender, one the XDP program could not redirect (the socket's ring full) as a
+    receive drop."""
+    out = {}
+    for ns in topo.names:
+        for link in json.loads(sh("ip", "-n", ns, "-j", "-s", "link", "show").stdout):
+            st = link.get("stats64")
+            if link["ifname"] != "lo" and st:
+                out[link["ifname"]] = (st["rx"]["dropped"], st["tx"]["dropped"])
+    return out
+
+
 def others_seconds() -> float:
     """CPU seconds (user and system, their reaped children's included) of every process of
     another session than this one's: other users' work on a shared machine. Kernel threads
@@ -407,17 +421,18 @@ def trial(topo: Topo, kind: str, args: list[str], seconds: float, cpus=(None, No
     wall time they were taken over. `cpus` = (the generator's and sink's CPU, the router's);
     `sink_napi`: a CPU to run the sink veth's NAPI on in a thread (`place_napi`) once the
     sink's program is attached, for a sink fed from another CPU with nothing in softirq
-    beside it (the copy path)."""
+    beside it (the copy path). `drops`: the veths' drops meanwhile (`link_drops`), those
+    that are not zero."""
     sink = start_sink(topo, sink_kind or kind, seconds + 10, cpu=cpus[0],
                       extra=("--idle", str(SINK_IDLE)))
     try:
         if sink_napi is not None:
             place_napi(topo.sink, SINK_DEV, sink_napi)
-        o0 = others_seconds()
+        d0, o0 = link_drops(topo), others_seconds()
         c0, f0 = cpu_times(), router.cpu_seconds() if router else 0.0
         g = gen(topo, kind, args, cpu=cpus[0])
         c1, f1 = cpu_times(), router.cpu_seconds() if router else 0.0
-        o1 = others_seconds()
+        o1, d1 = others_seconds(), link_drops(topo)
         out, err = sink.communicate(timeout=seconds + 20)
     finally:
         if sink.poll() is None:
@@ -437,6 +452,8 @@ def trial(topo: Topo, kind: str, args: list[str], seconds: float, cpus=(None, No
         "cpu": cpu_busy(c0, c1),
         "fibre_cpu": f1 - f0,
         "others_cpu": o1 - o0,
+        "drops": {f"{dev} {way}": d1[dev][i] - d0[dev][i] for dev in d1 if dev in d0
+                  for i, way in enumerate(("rx", "tx")) if d1[dev][i] != d0[dev][i]},
         "wall": c1[0] - c0[0],
     }
 
