@@ -255,8 +255,9 @@ def cpu_times() -> tuple[float, dict[int, dict[str, float]]]:
     divide it), seconds: `idle` (with iowait), `softirq`, `nice` and `steal`. Idle time is
     measured (the idle loop's entry and exit, NO_HZ), the others are tick-sampled (this
     kernel has no IRQ time accounting). Busy time is therefore taken as the wall time less
-    idle, steal (the hypervisor's) and nice (niced tasks: never the harness's, which runs
-    nothing niced; other users' builds on a shared machine) (`cpu_busy`): summing the
+    idle, steal (the hypervisor's) and nice (niced tasks' user time: never the harness's,
+    which runs nothing niced; other users' builds on a shared machine, whose system time
+    /proc/stat does not tell apart and counts as busy) (`cpu_busy`): summing the
     ticks' user, system and softirq would miss most of the short softirq spells in which a
     CPU forwards a few packets between idle spells: the tick is stopped while a CPU idles
     and does not restart for an interrupt's spell, so few ticks land in them."""
