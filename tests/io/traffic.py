@@ -3,7 +3,8 @@
     direct:  gen (trg0) ------------------------------------ (trs0) sink
     routed:  gen (trg0) -- (tri0) router (tro0) -- (trs0) sink
 
-Each box is a network namespace named `traffic-<pid>-<tag>-<role>`; the links are veth pairs
+Each box is a network namespace named `<prefix>-<pid>-<tag>-<role>` (the prefix `traffic`, or
+$TRAFFIC_NETNS_PREFIX to tell one user's from another's); the links are veth pairs
 with every offload off (checksums, scatter-gather, TSO, GSO, GRO), so that each frame crosses
 as one frame with a complete checksum, and IPv6 off in the generator's and the sink's
 namespaces (their stacks stay quiet: the sink's `other` counts only what the router sends of
@@ -16,7 +17,14 @@ tro0's link): the sink receives frames to every MAC (its port sees all of them).
 
 A trial (`trial`) starts a sink, waits for it to say it is ready, runs the generator for a
 count or a duration at a rate, and returns both sides' JSON with the CPU time spent meanwhile
-by each CPU, by fibre, and by the sink veth's NAPI kthread (when threaded).
+by each CPU and by fibre.
+
+The sink's veth (trs0) runs its XDP program, and so the copy into the sink's socket, in NAPI
+as softirq unless `trial` is asked otherwise: on the CPU whose transmit fills it, right after
+that transmit (the kernel router's forwarding softirq, fibre's sendto). A threaded NAPI
+there waits its turn behind the softirq that fills its 256-frame ring: the kernel router,
+forwarding a softirq's budget (300 packets) or more at a time, overflowed it (`ip -s link`
+showed the drops as tro0's TX drops) and was held at a quarter of its rate.
 
 Run as `python3 traffic.py offloads-off DEV...` inside a namespace to turn a link's offloads
 off (the harness does so through `ip netns exec`).
@@ -56,6 +64,7 @@ OFFLOADS = (0x17, 0x15, 0x19, 0x1F, 0x24, 0x2C)
 # A sink quiet this long after the generator's last frame has everything the router will send.
 SINK_IDLE = 0.3
 USER_HZ = os.sysconf("SC_CLK_TCK")
+NETNS_PREFIX = os.environ.get("TRAFFIC_NETNS_PREFIX", "traffic")
 
 
 def sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -92,7 +101,7 @@ class Topo:
     """The namespaces and veth pairs of one topology; `close` deletes them."""
 
     def __init__(self, tag: str, routed: bool):
-        base = f"traffic-{os.getpid()}-{tag}"
+        base = f"{NETNS_PREFIX}-{os.getpid()}-{tag}"
         self.routed = routed
         self.gen, self.sink = f"{base}-gen", f"{base}-sink"
         self.r = f"{base}-r" if routed else None
@@ -241,17 +250,72 @@ def task_seconds(pids: list[int]) -> float:
     return ns / 1e9
 
 
-def cpu_times() -> dict[int, dict[str, float]]:
-    """Per CPU, seconds busy (user, nice, system, irq, softirq) and in softirq, from
-    /proc/stat (whole machine: namespaces do not divide it)."""
+def cpu_times() -> tuple[float, dict[int, dict[str, float]]]:
+    """The monotonic clock and, per CPU, from /proc/stat (whole machine: namespaces do not
+    divide it), seconds: `idle` (with iowait), `softirq`, `nice` and `steal`. Idle time is
+    measured (the idle loop's entry and exit, NO_HZ), the others are tick-sampled (this
+    kernel has no IRQ time accounting). Busy time is therefore taken as the wall time less
+    idle, steal (the hypervisor's) and nice (niced tasks' user time: never the harness's,
+    which runs nothing niced; other users' builds on a shared machine, whose system time
+    /proc/stat does not tell apart and counts as busy) (`cpu_busy`): summing the
+    ticks' user, system and softirq would miss most of the short softirq spells in which a
+    CPU forwards a few packets between idle spells: the tick is stopped while a CPU idles
+    and does not restart for an interrupt's spell, so few ticks land in them."""
+    now = time.monotonic()
     out = {}
     for line in open("/proc/stat"):
         name, *v = line.split()
         if name.startswith("cpu") and name != "cpu":
-            v = [int(x) for x in v]
-            out[int(name[3:])] = {"busy": (v[0] + v[1] + v[2] + v[5] + v[6]) / USER_HZ,
-                                  "softirq": v[6] / USER_HZ}
+            _user, nice, _system, idle, iowait, _irq, softirq, steal = (int(x) for x in v[:8])
+            out[int(name[3:])] = {"idle": (idle + iowait) / USER_HZ, "softirq": softirq / USER_HZ,
+                                  "nice": nice / USER_HZ, "steal": steal / USER_HZ}
+    return now, out
+
+
+def cpu_busy(before, after) -> dict[int, dict[str, float]]:
+    """Per CPU, between two `cpu_times`: `busy` seconds and the differences of the others."""
+    (t0, c0), (t1, c1) = before, after
+    out = {}
+    for c in c0:
+        d = {k: c1[c][k] - c0[c][k] for k in c0[c]}
+        d["busy"] = max(t1 - t0 - d["idle"] - d["steal"] - d["nice"], 0.0)
+        out[c] = d
     return out
+
+
+def link_drops(topo: Topo) -> dict[str, tuple[int, int]]:
+    """Each veth's receive and transmit drops (`ip -s link`), by name: where a trial's lost
+    frames went. On a veth, a frame its peer's XDP ring had no room for counts as a transmit
+    drop of the sender, one the XDP program could not redirect (the socket's ring full) as a
+    receive drop."""
+    out = {}
+    for ns in topo.names:
+        for link in json.loads(sh("ip", "-n", ns, "-j", "-s", "link", "show").stdout):
+            st = link.get("stats64")
+            if link["ifname"] != "lo" and st:
+                out[link["ifname"]] = (st["rx"]["dropped"], st["tx"]["dropped"])
+    return out
+
+
+def others_seconds() -> float:
+    """CPU seconds (user and system, their reaped children's included) of every process of
+    another session than this one's: other users' work on a shared machine. Kernel threads
+    (session 0) are left out: the NAPI threads and ksoftirqd work for the benchmark."""
+    ours = os.getsid(0)
+    ticks = 0
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{p}/stat").read()
+        except OSError:
+            continue
+        # The fields after the command name (which may hold spaces), from the state on.
+        f = stat[stat.rfind(")") + 2:].split()
+        if int(f[3]) in (0, ours):
+            continue
+        ticks += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+    return ticks / USER_HZ
 
 
 def napi_threads(dev: str) -> list[int]:
@@ -351,20 +415,25 @@ def gen(topo: Topo, kind: str, args: list[str], cpu: int | None = None) -> dict:
 
 def trial(topo: Topo, kind: str, args: list[str], seconds: float, cpus=(None, None),
           router: FibreRouter | None = None, sink_kind: str | None = None,
-          place=None) -> dict:
+          sink_napi: int | None = None) -> dict:
     """One run of the generator (`args` say what and how long: at most `seconds`) into a
-    fresh sink; both reports, the loss, and the CPU seconds spent meanwhile per CPU (busy,
-    softirq) and by fibre. `cpus` = (the generator's and sink's CPU, the router's);
-    `place(topo)` runs once the sink is up (to pin its NAPI thread)."""
+    fresh sink; both reports, the loss, and the CPU seconds spent meanwhile per CPU
+    (`cpu_times`), by fibre and by other sessions' processes (`others_seconds`), and the
+    wall time they were taken over. `cpus` = (the generator's and sink's CPU, the router's);
+    `sink_napi`: a CPU to run the sink veth's NAPI on in a thread (`place_napi`) once the
+    sink's program is attached, for a sink fed from another CPU with nothing in softirq
+    beside it (the copy path). `drops`: the veths' drops meanwhile (`link_drops`), those
+    that are not zero."""
     sink = start_sink(topo, sink_kind or kind, seconds + 10, cpu=cpus[0],
                       extra=("--idle", str(SINK_IDLE)))
     try:
-        if place:
-            place(topo)
-        napi = napi_threads(SINK_DEV)
-        c0, f0, n0 = cpu_times(), router.cpu_seconds() if router else 0.0, task_seconds(napi)
+        if sink_napi is not None:
+            place_napi(topo.sink, SINK_DEV, sink_napi)
+        d0, o0 = link_drops(topo), others_seconds()
+        c0, f0 = cpu_times(), router.cpu_seconds() if router else 0.0
         g = gen(topo, kind, args, cpu=cpus[0])
-        c1, f1, n1 = cpu_times(), router.cpu_seconds() if router else 0.0, task_seconds(napi)
+        c1, f1 = cpu_times(), router.cpu_seconds() if router else 0.0
+        o1, d1 = others_seconds(), link_drops(topo)
         out, err = sink.communicate(timeout=seconds + 20)
     finally:
         if sink.poll() is None:
@@ -381,9 +450,12 @@ def trial(topo: Topo, kind: str, args: list[str], seconds: float, cpus=(None, No
         "received": s["probes"],
         "loss": (sent - s["probes"]) / sent if sent else 0.0,
         "seconds": g["seconds"],
-        "cpu": {c: {k: c1[c][k] - c0[c][k] for k in c0[c]} for c in c0},
+        "cpu": cpu_busy(c0, c1),
         "fibre_cpu": f1 - f0,
-        "sink_napi_cpu": n1 - n0,
+        "others_cpu": o1 - o0,
+        "drops": {f"{dev} {way}": d1[dev][i] - d0[dev][i] for dev in d1 if dev in d0
+                  for i, way in enumerate(("rx", "tx")) if d1[dev][i] != d0[dev][i]},
+        "wall": c1[0] - c0[0],
     }
 
 

@@ -34,7 +34,8 @@ each --dst (a set each; --dsts destinations drawn per set, by default one per pr
 workload (5000 destinations from the 2026 table, 4 sources from --src, 4 tos values; the share of
 one of 20 receive queues unless --all-queues), or a flood of unique sources and destinations; or
 replays a capture unchanged. Flat out unless --rate; until SIGINT/SIGTERM, --duration or --count.
-sink counts, checks and times what arrives. The port kind defaults to af_xdp.
+sink counts, checks and times what arrives, until --duration, --count probes, or --idle seconds
+without a probe once one has arrived. The port kind defaults to af_xdp.
 ";
 
 fn main() -> ExitCode {

@@ -1,6 +1,12 @@
 //! The receive loop: every frame a port receives is counted, its probe ([`crate::frame`])
 //! checked and its latency sampled, until a duration, a count of probes, a quiet spell after
-//! the first frame, or `stop`.
+//! the first probe, or `stop`.
+//!
+//! The quiet spell runs from the last probe of this run, never from another frame: a router
+//! sends frames of its own (IPv6 neighbour discovery, MLD reports) and may still hold probes
+//! of an earlier run (`stale`), at any time before the generator's first probe arrives, and
+//! a generator may take a second or more to start (seed 000's workload reads the table). A
+//! spell counted from such a frame ended the run before the generator's probes came.
 //!
 //! Checks: the IPv4 header and UDP checksums (a generator's frame that fails one is
 //! `corrupt`), the send time (a probe sent before the sink started is `stale`: left over in a
@@ -35,7 +41,7 @@ pub struct Config {
     pub duration: Option<Duration>,
     /// Probes to receive.
     pub count: Option<u64>,
-    /// Once a frame has arrived, stop after this long without one.
+    /// Once a probe has arrived, stop after this long without one.
     pub idle: Option<Duration>,
 }
 
@@ -153,13 +159,13 @@ pub fn run(rx: &mut dyn RxQueue, cfg: &Config, stop: &AtomicBool) -> Result<Repo
         .duration
         .map(|d| start.saturating_add(d.as_nanos() as u64));
     let idle = cfg.idle.map(|d| d.as_nanos() as u64);
-    let mut last_rx = None;
+    let mut last_probe = None;
     loop {
         let now = monotonic_ns();
         if stop.load(Ordering::Relaxed)
             || end.is_some_and(|e| now >= e)
             || cfg.count.is_some_and(|c| r.probes >= c)
-            || idle.zip(last_rx).is_some_and(|(i, l)| now - l >= i)
+            || idle.zip(last_probe).is_some_and(|(i, l)| now - l >= i)
         {
             break;
         }
@@ -180,9 +186,12 @@ pub fn run(rx: &mut dyn RxQueue, cfg: &Config, stop: &AtomicBool) -> Result<Repo
             continue;
         }
         let now = monotonic_ns();
-        last_rx = Some(now);
+        let probes = r.probes;
         for f in &frames[..n] {
             r.take(f, start, now);
+        }
+        if r.probes > probes {
+            last_probe = Some(now);
         }
     }
     Ok(r)
@@ -235,6 +244,79 @@ mod tests {
         );
         assert_eq!(r.latency.count(), 6);
         assert_eq!(r.latency.max(), 10);
+    }
+
+    /// A queue that hands out one foreign frame at once, then nothing until `probes_at`
+    /// nanoseconds after it was made, then `probes` probes, then nothing.
+    struct Script {
+        made: u64,
+        probes_at: u64,
+        other: Vec<u8>,
+        probes: Vec<Vec<u8>>,
+        step: usize,
+        fd: std::fs::File,
+    }
+
+    impl RxQueue for Script {
+        fn recv<'a>(&'a mut self, frames: &mut [&'a [u8]]) -> Result<usize, PortError> {
+            let due = monotonic_ns() - self.made >= self.probes_at;
+            let n = match self.step {
+                0 => {
+                    frames[0] = &self.other;
+                    1
+                }
+                1 if due => {
+                    for (f, p) in frames.iter_mut().zip(&self.probes) {
+                        *f = p;
+                    }
+                    self.probes.len()
+                }
+                1 => return Ok(0),
+                _ => 0,
+            };
+            self.step += 1;
+            Ok(n)
+        }
+        fn release(&mut self) {}
+        fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            use std::os::fd::AsFd;
+            self.fd.as_fd()
+        }
+        fn check(&mut self) -> Result<(), PortError> {
+            Ok(())
+        }
+        fn mtu(&self) -> Option<u32> {
+            None
+        }
+        fn counters(&mut self) -> fibre_io::Counters {
+            fibre_io::Counters::default()
+        }
+    }
+
+    #[test]
+    fn the_quiet_spell_counts_from_a_probe_not_from_a_foreign_frame() {
+        // A router's own frame first, the generator's probes three quiet spells later.
+        let idle = Duration::from_millis(20);
+        let made = monotonic_ns();
+        let probes_at = 3 * idle.as_nanos() as u64;
+        let mut q = Script {
+            made,
+            probes_at,
+            other: vec![0u8; 60],
+            // Sent when they arrive: after the sink started.
+            probes: (0..4).map(|i| frame(0, i, made + probes_at)).collect(),
+            step: 0,
+            fd: std::fs::File::open("/dev/null").unwrap(),
+        };
+        let cfg = Config {
+            duration: Some(Duration::from_secs(5)),
+            count: None,
+            idle: Some(idle),
+        };
+        let r = run(&mut q, &cfg, &AtomicBool::new(false)).unwrap();
+        assert_eq!((r.other, r.probes, r.gaps), (1, 4, 0));
+        // Ended by the spell after the probes, not by the duration.
+        assert!(monotonic_ns() - made < Duration::from_secs(1).as_nanos() as u64);
     }
 
     #[test]
