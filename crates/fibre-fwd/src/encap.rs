@@ -95,8 +95,13 @@ pub enum Behaviour {
     EndDx4(Ipv4Addr),
     /// Decapsulate, forward the inner IPv6 packet to this neighbour (`::`: by its destination).
     EndDx6(Ipv6Addr),
-    /// Decapsulate, look the inner IPv6 packet up in this table.
+    /// Decapsulate, look the inner IPv6 packet up in this table (`table`, or the VRF
+    /// table of `vrftable`).
     EndDt6(u32),
+    /// Decapsulate, look the inner IPv4 packet up in this VRF table.
+    EndDt4(u32),
+    /// Decapsulate, look the inner IPv4 or IPv6 packet up in this VRF table.
+    EndDt46(u32),
     /// Insert this SRH (End.B6) or encapsulate with it after the End processing
     /// (End.B6.Encaps).
     EndB6(Seg6Push),
@@ -113,6 +118,13 @@ pub struct LocalSid {
     /// A destination with a non-zero Argument (the bytes after both) carries the next
     /// compressed SID there: it moves up into the Function and the SRH is not touched.
     pub next_csid: Option<(u8, u8)>,
+    /// USP (RFC 8986 4.16.2): a packet that arrives with Segments Left 0 loses its SRH and is
+    /// delivered to the router.
+    pub usp: bool,
+    /// USD (RFC 8986 4.16.3): a packet that arrives with Segments Left 0 or no SRH and
+    /// carries an IPv6 or IPv4 packet is decapsulated and the inner one routed (End.X: to
+    /// its neighbour; End.T: in its table).
+    pub usd: bool,
 }
 
 /// How an IOAM encapsulation puts its trace on a forwarded IPv6 packet (ioam6_output).
@@ -166,7 +178,7 @@ pub enum EncapObj {
     /// Applied on output, after forwarding (an output redirect, unlike the SRv6 ones).
     Ioam6(Ioam6Push),
     /// An encapsulation the data path does not apply (rpl, seg6local behaviours fibre does
-    /// not run: End.DX2, End.DT4, End.DT46): the packet is dropped and counted, as
+    /// not run: End.DX2): the packet is dropped and counted, as
     /// forwarding it bare would send what the route forbids.
     Unsupported,
 }
@@ -232,7 +244,10 @@ fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
         action::END_T => Behaviour::EndT(l.table?),
         action::END_DX4 => Behaviour::EndDx4(l.nh4.unwrap_or(Ipv4Addr::UNSPECIFIED)),
         action::END_DX6 => Behaviour::EndDx6(l.nh6.unwrap_or(any6)),
-        action::END_DT6 => Behaviour::EndDt6(l.table?),
+        // VRF tables are served by the table itself: fibre has no VRF device to receive on.
+        action::END_DT6 => Behaviour::EndDt6(l.table.or(l.vrftable)?),
+        action::END_DT4 => Behaviour::EndDt4(l.vrftable?),
+        action::END_DT46 => Behaviour::EndDt46(l.vrftable?),
         action::END_B6 => {
             Behaviour::EndB6(push(fib, oif, PushMode::Insert, false, l.srh.as_ref()?)?)
         }
@@ -251,6 +266,8 @@ fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
         behaviour,
         psp: ops & (1 << flavor::PSP) != 0,
         next_csid,
+        usp: ops & (1 << flavor::USP) != 0,
+        usd: ops & (1 << flavor::USD) != 0,
     })
 }
 

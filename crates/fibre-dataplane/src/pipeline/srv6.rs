@@ -67,6 +67,9 @@ struct Lookup {
     /// (seg6_lookup_any_nexthop's local_delivery); otherwise such a packet is dropped, as the
     /// kernel sends it to its blackhole route.
     local: bool,
+    /// Not looked up at all: delivered to the router (the USP and USD flavors' upper-layer
+    /// processing, RFC 8986 4.1.1), its destination the SID that brought it here.
+    deliver: bool,
 }
 
 const PLAIN: Lookup = Lookup {
@@ -75,6 +78,11 @@ const PLAIN: Lookup = Lookup {
     known_nh: false,
     tos_zero: false,
     local: true,
+    deliver: false,
+};
+const DELIVER: Lookup = Lookup {
+    deliver: true,
+    ..PLAIN
 };
 const NOT_LOCAL: Lookup = Lookup {
     local: false,
@@ -244,6 +252,13 @@ impl Dataplane {
         }
         let how = match &sid.behaviour {
             Behaviour::End | Behaviour::EndX(_) | Behaviour::EndT(_) => {
+                if sid.usp || sid.usd {
+                    match srv6::ultimate(buf.data(&self.pool)) {
+                        Ok(Some(u)) => return self.ultimate(buf, sid, u),
+                        Ok(None) => {}
+                        Err(e) => return fail(buf, e),
+                    }
+                }
                 let at = match srv6::valid_srh(buf.data(&self.pool)) {
                     Ok(at) => at,
                     Err(e) => return fail(buf, e),
@@ -273,12 +288,24 @@ impl Dataplane {
                 };
                 return decap(buf, &mut self.pool, ip_proto::IPIP, how);
             }
+            // End.DT4, End.DT46 and End.DT6 with a VRF table: the kernel receives the inner
+            // packet on the VRF device bound to the table, whose rule sends the lookup there;
+            // fibre has no VRF devices and looks the packet up in the table itself, on the
+            // link it came in on.
             Behaviour::EndDt6(t) => {
-                let how = Lookup {
-                    table: Some(*t),
-                    ..PLAIN
+                return decap(buf, &mut self.pool, ip_proto::IPV6, dt(*t, ip_proto::IPV6));
+            }
+            Behaviour::EndDt4(t) => {
+                return decap(buf, &mut self.pool, ip_proto::IPIP, dt(*t, ip_proto::IPIP));
+            }
+            Behaviour::EndDt46(t) => {
+                // input_action_end_dt46: the protocol after the outer headers picks End.DT4's
+                // or End.DT6's processing.
+                let proto = match srv6::upper_layer(buf.data(&self.pool)) {
+                    Ok((p @ (ip_proto::IPIP | ip_proto::IPV6), _)) => p,
+                    _ => return fail(buf, Srv6Drop::NoInner),
                 };
-                return decap(buf, &mut self.pool, ip_proto::IPV6, how);
+                return decap(buf, &mut self.pool, proto, dt(*t, proto));
             }
             Behaviour::EndB6(p) | Behaviour::EndB6Encaps(p) => {
                 let at = match srv6::valid_srh(buf.data(&self.pool)) {
@@ -302,6 +329,49 @@ impl Dataplane {
         Ok((buf, how))
     }
 
+    /// An End, End.X or End.T with the USP or USD flavor, for a packet at the end of its
+    /// segment list (`u`: no SRH, or Segments Left 0). USD: an IPv6 or IPv4 payload is
+    /// decapsulated and routed as the behaviour routes (End: by its destination; End.X: to
+    /// the behaviour's neighbour; End.T: in its table). USP: the SRH is removed. Anything
+    /// else is the upper-layer header processing of RFC 8986 4.1.1: the router's own.
+    fn ultimate(
+        &mut self,
+        mut buf: Buf,
+        sid: &LocalSid,
+        u: srv6::Ultimate,
+    ) -> Result<(Buf, Lookup), (Buf, DropReason)> {
+        if sid.usd && (u.upper == ip_proto::IPV6 || u.upper == ip_proto::IPIP) {
+            let how = match (&sid.behaviour, u.upper) {
+                (Behaviour::EndT(t), _) => Lookup {
+                    table: Some(*t),
+                    ..PLAIN
+                },
+                (Behaviour::EndX(nh), ip_proto::IPV6) => Lookup {
+                    nh: Some(IpAddr::V6(*nh)),
+                    known_nh: true,
+                    ..NOT_LOCAL
+                },
+                // The neighbour is an IPv6 address: fibre's IPv4 forwarding has no IPv6
+                // gateways to hand an IPv4 packet to.
+                (Behaviour::EndX(_), _) => return Err((buf, DropReason::Seg6FamilyMismatch)),
+                _ => PLAIN,
+            };
+            let cut = srv6::inner_at(buf.data(&self.pool), u.upper)
+                .and_then(|at| buf.trim_front(at).map_err(|_| Srv6Drop::NoInner));
+            return match cut {
+                Ok(()) => Ok((buf, how)),
+                Err(e) => Err((buf, e.reason())),
+            };
+        }
+        if let (true, Some((at, link))) = (sid.usp, u.srh) {
+            let cut = srv6::remove_srh(buf.data_mut(&mut self.pool), at, link);
+            if buf.trim_front(cut).is_err() {
+                return Err((buf, DropReason::Nomem));
+            }
+        }
+        Ok((buf, DELIVER))
+    }
+
     /// Routes the IP packet the buffer starts with, as the kernel routes it after an SRv6
     /// stage (on the input link, by its own header), and sends it on through the usual
     /// stages.
@@ -321,13 +391,17 @@ impl Dataplane {
             Ok(m) => m,
             Err(d) => return self.srv6_drop(iif, buf, d.reason),
         };
+        if how.deliver {
+            let none = Ipv4Options::default();
+            return self.local(v, now, iif, buf, m, false, &none, tx);
+        }
         let key = InputKey {
             dst: how.nh.unwrap_or(m.dst),
             tos: if how.tos_zero { 0 } else { m.tos },
             ..key_of(&m, iif)
         };
         let route = match how.table {
-            Some(t) => v.fib.route_input6_table(&key, t),
+            Some(t) => v.fib.route_input_table(&key, t),
             None => v.fib.route_input(&key),
         };
         let route = match route {
@@ -519,6 +593,16 @@ fn outer_of(meta: &Meta, setting: i32, next: u8) -> Outer {
             hop_limit: DEFAULT_HOP_LIMIT,
             next,
         },
+    }
+}
+
+/// How End.DT4, End.DT6 and End.DT46 route the inner packet of protocol `proto`: in table
+/// `t`, an IPv4 packet with TOS 0 (input_action_end_dt4's ip_route_input passes none).
+fn dt(t: u32, proto: u8) -> Lookup {
+    Lookup {
+        table: Some(t),
+        tos_zero: proto == ip_proto::IPIP,
+        ..PLAIN
     }
 }
 
