@@ -1,6 +1,7 @@
 //! Encapsulation objects ([`EncapObj`], by [`EncapIdx`]): what a next hop with an SRv6
-//! encapsulation (`encap seg6`), endpoint behaviour (`encap seg6local`) or IOAM trace
-//! insertion (`encap ioam6`) does to a packet,
+//! encapsulation (`encap seg6`), endpoint behaviour (`encap seg6local`), IOAM trace
+//! insertion (`encap ioam6`) or RPL source routing header insertion (`encap rpl`) does to a
+//! packet,
 //! compiled once from the FIB's built form so that the data path only copies bytes.
 //!
 //! A [`Seg6Push`] holds the header bytes an encapsulation writes (the outer IPv6 header and
@@ -170,6 +171,25 @@ impl Ioam6Push {
     }
 }
 
+/// The RPL source routing header an `encap rpl` route inserts (RFC 6554), as rpl_iptunnel's
+/// rpl_do_srh_inline builds it: the route's first stored address becomes the destination; the
+/// header lists the others and then the packet's own destination, compressed against the new
+/// one. All but the last address are the route's, so their compression (CmprI) and carried
+/// octets are computed here; only the last address's (CmprE) and the padding depend on the
+/// packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RplPush {
+    /// The header's fixed 8 bytes (routing type, Segments Left, CmprI; the rest patched per
+    /// packet) and the carried octets of every address but the last.
+    pub template: Vec<u8>,
+    pub cmpri: u8,
+    /// The new destination.
+    pub first: Ipv6Addr,
+    /// Headroom needed in front of the IP header: the largest header (the last address
+    /// carried whole, 7 bytes of padding at most) and the link-layer header.
+    pub need: usize,
+}
+
 /// What a next hop's encapsulation does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EncapObj {
@@ -177,7 +197,9 @@ pub enum EncapObj {
     Seg6Local(LocalSid),
     /// Applied on output, after forwarding (an output redirect, unlike the SRv6 ones).
     Ioam6(Ioam6Push),
-    /// An encapsulation the data path does not apply (rpl, seg6local behaviours fibre does
+    /// Applied on input, before forwarding, as seg6's insertion is.
+    Rpl(RplPush),
+    /// An encapsulation the data path does not apply (seg6local behaviours fibre does
     /// not run: End.DX2): the packet is dropped and counted, as
     /// forwarding it bare would send what the route forbids.
     Unsupported,
@@ -201,6 +223,7 @@ pub fn largest_added(fib: &Fib) -> usize {
                 ..
             }) => p.added(),
             EncapObj::Ioam6(p) => p.added(),
+            EncapObj::Rpl(p) => p.max_added(),
             _ => 0,
         })
         .max()
@@ -232,9 +255,52 @@ pub(crate) fn compile(fib: &Fib, oif: u32, e: &Encap) -> EncapObj {
             Some(p) => EncapObj::Ioam6(p),
             None => EncapObj::Unsupported,
         },
-        Encap::Rpl(_) => EncapObj::Unsupported,
+        Encap::Rpl(r) => match RplPush::from_header(&r.srh) {
+            Some(p) => EncapObj::Rpl(p),
+            None => EncapObj::Unsupported,
+        },
     }
 }
+
+impl RplPush {
+    /// The insertion of a built `encap rpl` header (uncompressed, Segments Left its address
+    /// count: `fibre_fib::encap`'s invariant); `None` for bytes that are not one.
+    pub fn from_header(srh: &[u8]) -> Option<RplPush> {
+        let n = usize::from(*srh.get(3)?);
+        let addr = |i: usize| -> Option<Ipv6Addr> {
+            let b = srh.get(RPL_HEADER_LEN + 16 * i..RPL_HEADER_LEN + 16 * (i + 1))?;
+            Some(Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?))
+        };
+        let first = addr(0)?;
+        let init: Vec<Ipv6Addr> = (1..n).map(addr).collect::<Option<_>>()?;
+        let cmpri = init
+            .iter()
+            .map(|a| fibre_wire::rpl::elided(a, &first))
+            .min()
+            .unwrap_or(fibre_wire::rpl::MAX_ELIDED);
+        let mut template = vec![0u8; RPL_HEADER_LEN];
+        template[2] = fibre_wire::rpl::ROUTING_TYPE;
+        template[3] = n as u8;
+        for a in &init {
+            template.extend_from_slice(&a.octets()[usize::from(cmpri)..]);
+        }
+        let mut p = RplPush {
+            template,
+            cmpri,
+            first,
+            need: 0,
+        };
+        p.need = p.max_added() + L2_RESERVE;
+        Some(p)
+    }
+
+    /// The most bytes the packet grows by.
+    pub fn max_added(&self) -> usize {
+        (self.template.len() + 16).next_multiple_of(8)
+    }
+}
+
+const RPL_HEADER_LEN: usize = fibre_wire::rpl::HEADER_LEN;
 
 fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
     let any6 = Ipv6Addr::UNSPECIFIED;

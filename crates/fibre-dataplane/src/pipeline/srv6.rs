@@ -1,5 +1,6 @@
 //! SRv6 in the pipeline: a packet whose route decision names a next hop with an encapsulation
-//! object (`fibre_fwd::encap`) gets its headers here, or its endpoint behaviour run, and is
+//! object (`fibre_fwd::encap`) gets its headers here (SRv6, or an RPL source routing header:
+//! rpl_input), or its endpoint behaviour run, and is
 //! then routed again by its new destination on the link it came in on, as the kernel's
 //! seg6_input and seg6_local_input do (ip6_route_input, then dst_input: the hop limit and MTU
 //! checks of forwarding apply to the packet as it now is).
@@ -13,7 +14,7 @@
 use core::net::IpAddr;
 
 use fibre_fib::{ForwardRoute, InputKey, InputRoute};
-use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, Seg6Push};
+use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, RplPush, Seg6Push};
 use fibre_fwd::{EncapIdx, EncapObj};
 use fibre_packet::Buf;
 use fibre_wire::consts::ip_proto;
@@ -24,6 +25,7 @@ use super::{Dataplane, Slot, Tx, View};
 use crate::drop::DropReason;
 use crate::forward::Ipv4Options;
 use crate::icmp::{Icmp6Error, IcmpError};
+use crate::rpl;
 use crate::rx::{self, Meta};
 use crate::srv6::{self, Outer, Srv6Drop};
 
@@ -114,6 +116,7 @@ impl Dataplane {
             EncapObj::Seg6(p) => self.push(v, buf, &meta, p, i).map(|b| (b, PLAIN)),
             EncapObj::Seg6Local(sid) => self.behaviour(v, buf, &meta, sid, i),
             // IOAM objects act on output (the transit stage keeps them from here).
+            EncapObj::Rpl(p) => self.rpl_insert(buf, &meta, p, i).map(|b| (b, PLAIN)),
             EncapObj::Ioam6(_) | EncapObj::Unsupported => Err((buf, DropReason::Seg6Unsupported)),
         };
         match done {
@@ -206,6 +209,35 @@ impl Dataplane {
             Ok(out) => srv6::write_encap(p, out, payload_len, &outer),
             Err(_) => return Err((buf, DropReason::Nomem)),
         }
+        Ok(buf)
+    }
+
+    /// Inserts `p`'s RPL source routing header into the IPv6 packet at `meta.l3`
+    /// (rpl_input's rpl_do_srh); on success the buffer starts at its IPv6 header.
+    fn rpl_insert(
+        &mut self,
+        mut buf: Buf,
+        meta: &Meta,
+        p: &RplPush,
+        i: EncapIdx,
+    ) -> Result<Buf, (Buf, DropReason)> {
+        let IpAddr::V6(dst) = meta.dst else {
+            return Err((buf, DropReason::Seg6Unsupported));
+        };
+        if buf.trim_front(usize::from(meta.l3)).is_err() {
+            return Err((buf, DropReason::Nomem));
+        }
+        if let Err(r) = self.room(&mut buf, p.need, i) {
+            return Err((buf, r));
+        }
+        let l = rpl::added(p, &dst);
+        if buf
+            .insert_after(&mut self.pool, fibre_wire::ipv6::HEADER_LEN, l.len)
+            .is_err()
+        {
+            return Err((buf, DropReason::Nomem));
+        }
+        rpl::write_insert(p, &l, buf.data_mut(&mut self.pool));
         Ok(buf)
     }
 
