@@ -2,7 +2,8 @@
 decoded with scapy and checked against the RFC: End.DT4, End.DT46 and End.DT6 with a VRF table
 (RFC 8986 4.5, 4.6, 4.8; the kernel needs a VRF device bound to the table, which this one
 lacks), the USP and USD flavors of End, End.X and End.T (RFC 8986 4.16.2, 4.16.3), which it
-refuses, and `encap rpl` (RFC 6554; this kernel was built without RPL tunnels).
+refuses, `encap rpl` (RFC 6554) and the MTU an `encap ioam6` insertion meets (this kernel
+was built without RPL and IOAM6 tunnels).
 
 The router is tests/forward/srv6.batch's with the routes of ROUTES: table 100 reaches the
 inner destinations through c0, the main table through d0, so which table a behaviour used
@@ -56,6 +57,8 @@ route add {SID["End.X USD"]}/128 encap seg6local action End.X nh6 2001:db8:c::2 
 route add {SID["End.T USD"]}/128 encap seg6local action End.T table 100 flavors usd dev b0
 route add {SID["End USP USD"]}/128 encap seg6local action End flavors usp,usd dev b0
 route add 2001:db8:a9::/64 encap rpl segs 2001:db8:d::21,2001:db8:d::20 dev d0
+route add 2001:db8:aa::/64 encap ioam6 trace prealloc type 0x800000 ns 123 size 8 via 2001:db8:c::2 dev c0
+route add 2001:db8:ab::/64 encap ioam6 mode encap tundst 2001:db8:c::2 trace prealloc type 0x800000 ns 123 size 8 via 2001:db8:d::2 dev d0
 """
 
 
@@ -295,3 +298,39 @@ def test_rpl_header_inserted_and_compressed(router, s):
     u = s.UDP(bytes(ip.payload)[24:])
     assert (u.sport, u.dport, bytes(u.payload)) == (4000, 5000, bytes(udp(s).payload))
     assert report["encap"]["reallocs"] == 0
+
+
+# IOAM insertion past the MTU (ioam6_output checks none; ip6_fragment refuses a forwarded
+# packet): c0's MTU is 1280 (srv6.batch) and an inline trace of 8 bytes of data adds 24.
+def big(s, dst: str, size: int):
+    """A UDP packet to `dst` of `size` bytes of IPv6 packet."""
+    return eth(s) / s.IPv6(src=SRC6, dst=dst, hlim=64) / s.UDP(sport=4000, dport=5000) / (b"i" * (size - 48))
+
+
+def test_ioam6_insertion_that_fits_the_mtu_leaves(router, s):
+    sent, _ = forward(router, s, big(s, "2001:db8:aa::5", 1280 - 24))
+    ip = only(sent, "c0")[s.IPv6]
+    assert ip.nh == 0 and ip.plen + 40 == 1280
+
+
+def test_ioam6_insertion_past_the_mtu_is_too_big(router, s):
+    sent, report = forward(router, s, big(s, "2001:db8:aa::5", 1280))
+    err = only(sent, "a0")[s.IPv6]
+    ptb = err[s.ICMPv6PacketTooBig]
+    assert (err.dst, ptb.mtu) == (SRC6, 1280)
+    # The quote is the packet as it grew: the trace inserted, the hop limit lowered.
+    quoted = s.IPv6(bytes(ptb.payload))
+    assert (quoted.dst, quoted.nh, quoted.hlim) == ("2001:db8:aa::5", 0, 63)
+    assert report["dropped"].get("PKT_TOO_BIG") == 1
+    assert report["forwarded"] == 1, "forwarded before the insertion, dropped after"
+
+
+def test_ioam6_encapsulation_past_the_tunnel_mtu_is_dropped(router, s):
+    """The outer packet goes through c0 (1280); its source is the router's own address, so the
+    kernel's Packet Too Big goes to the router itself: nothing leaves."""
+    sent, report = forward(router, s, big(s, "2001:db8:ab::5", 1250))
+    assert not sent
+    assert report["dropped"].get("PKT_TOO_BIG") == 1
+    sent, _ = forward(router, s, big(s, "2001:db8:ab::5", 1280 - 64))
+    o = only(sent, "c0")[s.IPv6]
+    assert (o.dst, o.nh, o.plen + 40) == ("2001:db8:c::2", 0, 1280)
