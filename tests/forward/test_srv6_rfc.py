@@ -5,8 +5,8 @@ lacks), the USP and USD flavors of End, End.X and End.T (RFC 8986 4.16.2, 4.16.3
 refuses, `encap rpl` (RFC 6554) and the MTU an `encap ioam6` insertion meets (this kernel
 was built without RPL and IOAM6 tunnels).
 
-The router is tests/forward/srv6.batch's with the routes of ROUTES: table 100 reaches the
-inner destinations through c0, the main table through d0, so which table a behaviour used
+The router is tests/forward/srv6.batch's with the routes of srv6_rfc.batch: table 100 reaches
+the inner destinations through c0, the main table through d0, so which table a behaviour used
 shows in the link the packet leaves by. Every case runs alone (`fibre -j forward` on one
 frame): what leaves which link, and the drop counted when nothing does.
 
@@ -45,21 +45,7 @@ SID = {
     "End.T USD": "2001:db8:f::26",
     "End USP USD": "2001:db8:f::27",
 }
-ROUTES = f"""\
-route add 10.77.0.0/16 via 10.3.0.2 dev d0
-route add 10.77.0.0/16 via 10.2.0.2 dev c0 table 100
-route add {SID["End.DT4"]}/128 encap seg6local action End.DT4 vrftable 100 dev b0
-route add {SID["End.DT46"]}/128 encap seg6local action End.DT46 vrftable 100 dev b0
-route add {SID["End.DT6 vrftable"]}/128 encap seg6local action End.DT6 vrftable 100 dev b0
-route add {SID["End USD"]}/128 encap seg6local action End flavors usd dev b0
-route add {SID["End USP"]}/128 encap seg6local action End flavors usp dev b0
-route add {SID["End.X USD"]}/128 encap seg6local action End.X nh6 2001:db8:c::2 flavors usd dev b0
-route add {SID["End.T USD"]}/128 encap seg6local action End.T table 100 flavors usd dev b0
-route add {SID["End USP USD"]}/128 encap seg6local action End flavors usp,usd dev b0
-route add 2001:db8:a9::/64 encap rpl segs 2001:db8:d::21,2001:db8:d::20 dev d0
-route add 2001:db8:aa::/64 encap ioam6 trace prealloc type 0x800000 ns 123 size 8 via 2001:db8:c::2 dev c0
-route add 2001:db8:ab::/64 encap ioam6 mode encap tundst 2001:db8:c::2 trace prealloc type 0x800000 ns 123 size 8 via 2001:db8:d::2 dev d0
-"""
+ROUTES = os.path.join(HERE, "srv6_rfc.batch")
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +58,8 @@ def router(tmp_path_factory):
     if not os.access(FIBRE, os.X_OK):
         pytest.skip(f"no fibre binary at {FIBRE}")
     d = tmp_path_factory.mktemp("srv6d-rfc")
-    with open(CONFIG) as f:
-        (d / "router.batch").write_text(f.read() + ROUTES)
+    with open(CONFIG) as f, open(ROUTES) as g:
+        (d / "router.batch").write_text(f.read() + g.read())
     return d
 
 
@@ -334,3 +320,24 @@ def test_ioam6_encapsulation_past_the_tunnel_mtu_is_dropped(router, s):
     sent, _ = forward(router, s, big(s, "2001:db8:ab::5", 1280 - 64))
     o = only(sent, "c0")[s.IPv6]
     assert (o.dst, o.nh, o.plen + 40) == ("2001:db8:c::2", 0, 1280)
+
+
+def seed_cases() -> list[tuple[str, bytes, str | None]]:
+    """The frames above as fuzz seeds (fuzz/seed_pipeline.py), in test_srv6._cases' form:
+    (name, frame, the link it leaves by or None)."""
+    import scapy.all as s
+
+    frames = [
+        ("End.DT4", srv6(s, SID["End.DT4"], inner4(s), nh=4), "c0"),
+        ("End.DT46, IPv6", srv6(s, SID["End.DT46"], inner6(s), nh=41), "c0"),
+        ("End.DT6 vrftable", plain(s, SID["End.DT6 vrftable"], inner6(s), nh=41), "c0"),
+        ("End USD", srv6(s, SID["End USD"], inner4(s), nh=4), "d0"),
+        ("End USP", srv6(s, SID["End USP"], udp(s), nh=17), "a0"),
+        ("End.X USD, IPv4", srv6(s, SID["End.X USD"], inner4(s), nh=4), None),
+        ("End.T USD", srv6(s, SID["End.T USD"], inner6(s), nh=41), "c0"),
+        ("End USP USD", srv6(s, SID["End USP USD"], udp(s), nh=17), "a0"),
+        ("RPL", eth(s) / s.IPv6(src=SRC6, dst="2001:db8:a9::5", hlim=64) / udp(s), "d0"),
+        ("IOAM past the MTU", big(s, "2001:db8:aa::5", 1280), "a0"),
+        ("IOAM encap past the MTU", big(s, "2001:db8:ab::5", 1250), None),
+    ]
+    return [(n, bytes(f), link) for n, f, link in frames]

@@ -136,10 +136,20 @@ mod tests {
         let dst = a("2001:db8:ffff::1");
         let l = added(&p, &dst);
         // 8 fixed, 2 x 9 carried, 12 for the last: 38, padded to 40.
-        assert_eq!(l, Layout { cmpre: 4, pad: 2, len: 40 });
+        assert_eq!(
+            l,
+            Layout {
+                cmpre: 4,
+                pad: 2,
+                len: 40
+            }
+        );
         let out = insert(&p, &packet("2001:db8:ffff::1", &[]));
         let r = rpl::Packet::new_checked(&out[40..80]).unwrap();
-        assert_eq!((r.cmpri(), r.cmpre(), r.pad(), r.segments_left()), (7, 4, 2, 3));
+        assert_eq!(
+            (r.cmpri(), r.cmpre(), r.pad(), r.segments_left()),
+            (7, 4, 2, 3)
+        );
         let first = a("2001:db8:1::2");
         assert_eq!(r.address(0, first), Some(a("2001:db8:1:2::3")));
         assert_eq!(r.address(1, first), Some(a("2001:db8:1:3::3")));

@@ -575,7 +575,10 @@ mod tests {
             ..Seg6Local::default()
         };
         // What the kernel accepts and ignores.
-        assert_eq!(t(1 << flavor::PSP).build(Family::Inet6).unwrap().flavors, None);
+        assert_eq!(
+            t(1 << flavor::PSP).build(Family::Inet6).unwrap().flavors,
+            None
+        );
         let usd = t(1 << flavor::USD).build(Family::Inet6).unwrap();
         assert_eq!(usd.flavors, Some(flavors(1 << flavor::USD)));
         assert_eq!(
