@@ -1,9 +1,9 @@
 //! SRv6 in the pipeline: a packet whose route decision names a next hop with an encapsulation
-//! object (`fibre_fwd::encap`) gets its headers here (SRv6, or an RPL source routing header:
-//! rpl_input), or its endpoint behaviour run, and is
-//! then routed again by its new destination on the link it came in on, as the kernel's
-//! seg6_input and seg6_local_input do (ip6_route_input, then dst_input: the hop limit and MTU
-//! checks of forwarding apply to the packet as it now is).
+//! object (`fibre_fwd::encap`) gets its headers here (SRv6, or an RPL source routing header),
+//! or its endpoint behaviour run, and is then routed again by its new destination on the link
+//! it came in on, as the kernel's seg6_input, seg6_local_input and rpl_input do
+//! (ip6_route_input, then dst_input: the hop limit and MTU checks of forwarding apply to the
+//! packet as it now is).
 //!
 //! Headroom: an encapsulation checks its object's precomputed need (the headers plus the
 //! link-layer header) once, before it writes; a packet short of it is copied once
@@ -115,8 +115,8 @@ impl Dataplane {
         let done = match v.fwd.encap_obj(i) {
             EncapObj::Seg6(p) => self.push(v, buf, &meta, p, i).map(|b| (b, PLAIN)),
             EncapObj::Seg6Local(sid) => self.behaviour(v, buf, &meta, sid, i),
-            // IOAM objects act on output (the transit stage keeps them from here).
             EncapObj::Rpl(p) => self.rpl_insert(buf, &meta, p, i).map(|b| (b, PLAIN)),
+            // IOAM objects act on output (the transit stage keeps them from here).
             EncapObj::Ioam6(_) | EncapObj::Unsupported => Err((buf, DropReason::Seg6Unsupported)),
         };
         match done {
