@@ -13,7 +13,7 @@
 
 use core::net::IpAddr;
 
-use fibre_fib::{ForwardRoute, InputKey, InputRoute};
+use fibre_fib::{Fib, ForwardRoute, InputDrop, InputKey, InputMemo, InputRoute};
 use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, RplPush, Seg6Push};
 use fibre_fwd::{EncapIdx, EncapObj};
 use fibre_packet::Buf;
@@ -50,6 +50,18 @@ pub struct EncapStats {
     /// Packets copied because their headroom was short of the object's need: at most one copy
     /// per packet, none when the pool's headroom covers every object.
     pub reallocs: u64,
+}
+
+/// The last input decision a packet was routed again by after an SRv6 stage, kept for the
+/// next: the packets of one tunnel share their outer header's decision key (the first segment,
+/// the tunnel source, the input link, the traffic class), so a full lookup per packet would
+/// repeat one answer. Answered from only as the input cache answers (`Fib::route_input_replay`,
+/// the same `Fib::gen`, no route deadline passed, the key enough for the family's rules).
+#[derive(Clone, Copy)]
+pub(super) struct Again {
+    key: InputKey,
+    gen: u64,
+    memo: InputMemo,
 }
 
 /// How the packet a behaviour produced is routed again.
@@ -434,7 +446,7 @@ impl Dataplane {
         };
         let route = match how.table {
             Some(t) => v.fib.route_input_table(&key, t),
-            None => v.fib.route_input(&key),
+            None => self.input_again(v.fib, &key),
         };
         let route = match route {
             Ok(InputRoute::Local { .. } | InputRoute::Broadcast { .. }) if !how.local => {
@@ -458,6 +470,30 @@ impl Dataplane {
             },
             tx,
         );
+    }
+
+    /// `Fib::route_input` for `key`, from the last decision when it holds (see [`Again`]).
+    fn input_again(&mut self, fib: &Fib, key: &InputKey) -> Result<InputRoute, InputDrop> {
+        let timely = fib
+            .route_input_deadline()
+            .is_none_or(|d| fib.clock().now_ms() < d);
+        if !timely || !fib.input_key_suffices(key.dst.is_ipv6()) {
+            return fib.route_input(key);
+        }
+        let gen = fib.gen();
+        let last = self
+            .again
+            .filter(|a| a.gen == gen && a.key.same_cache_key(key));
+        if let Some(r) = last.and_then(|a| fib.route_input_replay(&a.memo, key)) {
+            return r;
+        }
+        let (r, memo) = fib.route_input_memo(key);
+        self.again = memo.map(|memo| Again {
+            key: *key,
+            gen,
+            memo,
+        });
+        r
     }
 
     /// ipv6_srh_rcv: an IPv6 packet for the router whose first routing header is an SRH. Not
