@@ -308,12 +308,8 @@ impl Seg6Local {
             out.flavors = Some(build_flavors(self.flavors.unwrap_or_default(), t.flavors)?);
         }
         // seg6_end_dt6_parse_mode: the legacy table or the VRF table, exactly one.
-        if self.action == action::END_DT6 {
-            match (out.table, out.vrftable) {
-                (None, None) => return Err(einval("table or vrftable must be specified")),
-                (Some(_), Some(_)) => return Err(einval("table or vrftable must be specified")),
-                _ => {}
-            }
+        if self.action == action::END_DT6 && out.table.is_some() == out.vrftable.is_some() {
+            return Err(einval("table or vrftable must be specified"));
         }
         Ok(out)
     }

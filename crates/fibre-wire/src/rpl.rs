@@ -234,13 +234,9 @@ pub struct Compressed {
     pub len: usize,
 }
 
-/// The octets `a` shares with `dst` that a header may elide: the common prefix, at most
+/// The octets `a` shares with `b` that a header may elide: the common prefix, at most
 /// [`MAX_ELIDED`] (an address equal to the destination still carries its last octet).
-pub fn elided(a: &Ipv6Addr, dst: &Ipv6Addr) -> u8 {
-    shared_octets(a, dst)
-}
-
-fn shared_octets(a: &Ipv6Addr, b: &Ipv6Addr) -> u8 {
+pub fn elided(a: &Ipv6Addr, b: &Ipv6Addr) -> u8 {
     let n = a
         .octets()
         .iter()
@@ -259,10 +255,10 @@ pub fn compress(dst: Ipv6Addr, addrs: &[Ipv6Addr], out: &mut [u8]) -> Option<Com
     let (last, init) = addrs.split_last()?;
     let cmpri = init
         .iter()
-        .map(|a| shared_octets(a, &dst))
+        .map(|a| elided(a, &dst))
         .min()
         .unwrap_or(MAX_ELIDED);
-    let cmpre = shared_octets(last, &dst);
+    let cmpre = elided(last, &dst);
     let len = init.len() * usize::from(16 - cmpri) + usize::from(16 - cmpre);
     let out = out.get_mut(..len)?;
     let mut at = 0;
