@@ -182,6 +182,7 @@ pub struct RplPush {
     /// The header's fixed 8 bytes (routing type, Segments Left, CmprI; the rest patched per
     /// packet) and the carried octets of every address but the last.
     pub template: Vec<u8>,
+    /// CmprI: the octets every address but the last shares with `first`.
     pub cmpri: u8,
     /// The new destination.
     pub first: Ipv6Addr,
@@ -266,11 +267,10 @@ impl RplPush {
     /// The insertion of a built `encap rpl` header (uncompressed, Segments Left its address
     /// count: `fibre_fib::encap`'s invariant); `None` for bytes that are not one.
     pub fn from_header(srh: &[u8]) -> Option<RplPush> {
-        let n = usize::from(*srh.get(3)?);
-        let addr = |i: usize| -> Option<Ipv6Addr> {
-            let b = srh.get(RPL_HEADER_LEN + 16 * i..RPL_HEADER_LEN + 16 * (i + 1))?;
-            Some(Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?))
-        };
+        let h = fibre_wire::rpl::Packet::new_checked(srh).ok()?;
+        let n = h.address_count();
+        // Uncompressed: no octet is taken from the destination.
+        let addr = |i: usize| h.address(i, Ipv6Addr::UNSPECIFIED);
         let first = addr(0)?;
         let init: Vec<Ipv6Addr> = (1..n).map(addr).collect::<Option<_>>()?;
         let cmpri = init
@@ -278,9 +278,9 @@ impl RplPush {
             .map(|a| fibre_wire::rpl::elided(a, &first))
             .min()
             .unwrap_or(fibre_wire::rpl::MAX_ELIDED);
-        let mut template = vec![0u8; RPL_HEADER_LEN];
+        let mut template = vec![0u8; fibre_wire::rpl::HEADER_LEN];
         template[2] = fibre_wire::rpl::ROUTING_TYPE;
-        template[3] = n as u8;
+        template[3] = h.segments_left();
         for a in &init {
             template.extend_from_slice(&a.octets()[usize::from(cmpri)..]);
         }
@@ -299,8 +299,6 @@ impl RplPush {
         (self.template.len() + 16).next_multiple_of(8)
     }
 }
-
-const RPL_HEADER_LEN: usize = fibre_wire::rpl::HEADER_LEN;
 
 fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
     let any6 = Ipv6Addr::UNSPECIFIED;
