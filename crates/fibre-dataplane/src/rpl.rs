@@ -73,7 +73,8 @@ mod tests {
     /// The push for a route whose header stores `stored` (the first the new destination), as
     /// the route's built header holds them.
     fn push(stored: &[&str]) -> RplPush {
-        let mut h = vec![0, 0, rpl::ROUTING_TYPE, stored.len() as u8, 0, 0, 0, 0];
+        let n = stored.len() as u8;
+        let mut h = vec![0, 2 * n, rpl::ROUTING_TYPE, n, 0, 0, 0, 0];
         for x in stored {
             h.extend_from_slice(&a(x).octets());
         }
