@@ -2,8 +2,8 @@
 """Seeds for the dataplane_pipeline fuzz target: tests/forward's input frames, merged in
 capture-time order, eight frames per seed, each as the target reads them (link byte, time
 step in milliseconds, 16-bit big-endian length, the frame); then, when scapy is there, the
-frames of tests/forward/test_srv6.py's cases, eight per seed, the first link byte with the
-bit that runs them on the SRv6 router."""
+frames of tests/forward/test_srv6.py's and test_srv6_rfc.py's cases, eight per seed, the first
+link byte with the bit that runs them on the SRv6 router."""
 import os
 import struct
 import sys
@@ -43,7 +43,8 @@ SRV6_BIT = 0x80
 def srv6_seeds(out_dir: str) -> None:
     try:
         import test_srv6
-        cases = test_srv6._cases()
+        import test_srv6_rfc
+        cases = test_srv6._cases() + test_srv6_rfc.seed_cases()
     except Exception as e:  # scapy missing: pytest.skip raises its own exception type
         print(f"seed_pipeline: no SRv6 seeds ({type(e).__name__})", file=sys.stderr)
         return

@@ -2,11 +2,12 @@
 //! configuration applied as `fibre forward` applies it): each frame is a link byte (which of
 //! a0..d0 it comes in on, modulo 4), a time step byte (milliseconds), a 16-bit big-endian length
 //! and that many bytes. An input whose first byte has its top bit set runs on the SRv6 router
-//! of tests/forward/srv6.batch instead (seg6 routes of every mode, seg6local SIDs, seg6 enabled
-//! on b0), so the encapsulation and endpoint stages are reached. After every vector and the writer's turn, and after the neighbour timers have
-//! run out, no panic, every packet received is accounted for once (forwarded, delivered,
-//! punted, dropped or taken into reassembly), and only packets waiting for a neighbour or in
-//! reassembly hold a buffer.
+//! of tests/forward/srv6.batch and srv6_rfc.batch instead (seg6 routes of every mode, seg6local
+//! SIDs with every behaviour and flavor, RPL and IOAM6 insertion, seg6 enabled on b0), so the
+//! encapsulation and endpoint stages are reached. After every vector and the writer's turn, and
+//! after the neighbour timers have run out, no panic, every packet received is accounted for
+//! once (forwarded, delivered, punted, dropped or taken into reassembly), and only packets
+//! waiting for a neighbour or in reassembly hold a buffer.
 #![no_main]
 
 use fibre_cli::online::{offline_fib, Backend};
@@ -17,7 +18,8 @@ use libfuzzer_sys::fuzz_target;
 
 const CONFIG: &str = include_str!("../../tests/forward/config.batch");
 const SRV6: &str = include_str!("../../tests/forward/srv6.batch");
-/// The first byte's bit that picks [`SRV6`].
+const SRV6_RFC: &str = include_str!("../../tests/forward/srv6_rfc.batch");
+/// The first byte's bit that picks [`SRV6`] and [`SRV6_RFC`].
 const SRV6_BIT: u8 = 0x80;
 const LINKS: [&str; 4] = ["a0", "b0", "c0", "d0"];
 
@@ -44,11 +46,13 @@ fn check(dp: &Dataplane) {
 fuzz_target!(|data: &[u8]| {
     let mut cli = Cli::new(Backend::from(offline_fib()), Options::default());
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let config = match data.first() {
-        Some(b) if b & SRV6_BIT != 0 => SRV6,
-        _ => CONFIG,
+    let configs: &[&str] = match data.first() {
+        Some(b) if b & SRV6_BIT != 0 => &[SRV6, SRV6_RFC],
+        _ => &[CONFIG],
     };
-    assert_eq!(batch::run_text(&mut cli, "config", config, &mut out, &mut err), 0);
+    for config in configs {
+        assert_eq!(batch::run_text(&mut cli, "config", config, &mut out, &mut err), 0);
+    }
     let Backend::Local(fib) = cli.fib else {
         unreachable!("an offline CLI")
     };

@@ -587,13 +587,15 @@ class _Gen:
             choices.append(lambda: f"route add {self.prefix(False)} encap seg6 mode inline segs {self.segs()} dev d1")
         if self.on("route_encap_seg6local"):
             # A behaviour without the attribute it needs, flavors it does not take, bad
-            # NEXT-C-SID lengths, End.DT4 (no VRF here), End.DT6 without a table, IPv4.
+            # NEXT-C-SID lengths, End.DT4 without its VRF table, End.DT6 without a table,
+            # IPv4. (End.DT4 with a VRF table and the USP/USD flavors are fibre's alone: this
+            # kernel has no VRF device and refuses those flavors.)
             choices += [
                 lambda: f"route add {self.prefix(True)} encap seg6local action End.X dev d1",
-                lambda: f"route add {self.prefix(True)} encap seg6local action End flavors usp dev d1",
+                lambda: f"route add {self.prefix(True)} encap seg6local action End.X nh6 2001:db8:1::2 flavors psp,usd dev d1",
                 lambda: f"route add {self.prefix(True)} encap seg6local action End.X nh6 {self.gw6(1)} flavors psp dev d1",
                 lambda: f"route add {self.prefix(True)} encap seg6local action End flavors next-csid lblen 4 dev d1",
-                lambda: f"route add {self.prefix(True)} encap seg6local action End.DT4 vrftable 100 dev d1",
+                lambda: f"route add {self.prefix(True)} encap seg6local action End.DT4 dev d1",
                 lambda: f"route add {self.prefix(True)} encap seg6local action End.DT6 dev d1",
             ]
             if not v6:

@@ -132,19 +132,22 @@ pub enum DropReason {
     /// A decapsulating behaviour (End.DX4, End.DX6, End.DT6) found no inner packet of its
     /// protocol, or an SRH with segments left (decap_and_validate).
     Seg6NoInner,
-    /// A next hop whose encapsulation the data path does not apply (rpl, End.DX2, End.DT4,
-    /// End.DT46), compiled in another generation than the route decision,
+    /// A next hop whose encapsulation the data path does not apply (End.DX2), compiled in
+    /// another generation than the route decision,
     /// or a packet encapsulated again more often than `pipeline::srv6` allows (a loop of
     /// routes).
     Seg6Unsupported,
     /// A packet with an SRH for the router on a link that does not accept them
     /// (net.ipv6.conf.{all,LINK}.seg6_enabled 0: ipv6_srh_rcv).
     Seg6Disabled,
+    /// An End.X with the USD flavor uncovered an IPv4 packet: its neighbour is an IPv6
+    /// address, and fibre's IPv4 forwarding has no IPv6 gateways.
+    Seg6FamilyMismatch,
 }
 
 impl DropReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`.
-    pub const ALL: [DropReason; 37] = [
+    pub const ALL: [DropReason; 38] = [
         DropReason::NotSpecified,
         DropReason::Otherhost,
         DropReason::UnhandledProto,
@@ -182,6 +185,7 @@ impl DropReason {
         DropReason::Seg6NoInner,
         DropReason::Seg6Unsupported,
         DropReason::Seg6Disabled,
+        DropReason::Seg6FamilyMismatch,
     ];
 
     /// How many reasons there are: the length of [`DropCounters`]' array.
@@ -233,6 +237,7 @@ impl DropReason {
             DropReason::Seg6NoInner => "SEG6_NO_INNER",
             DropReason::Seg6Unsupported => "SEG6_UNSUPPORTED",
             DropReason::Seg6Disabled => "SEG6_DISABLED",
+            DropReason::Seg6FamilyMismatch => "SEG6_FAMILY_MISMATCH",
         }
     }
 

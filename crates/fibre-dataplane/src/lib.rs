@@ -9,7 +9,8 @@
 //! reads, what it writes and what it returns, in the order a packet meets them: [`rx`]
 //! (receive checks), [`forward`] (TTL, options, MTU), [`frag`] (IPv4 fragmentation), [`icmp`]
 //! (errors and echo replies) with [`ratelimit`], [`srv6`] (SRv6 encapsulation and endpoint
-//! behaviours), [`ioam6`] (IOAM traces filled in transit), and [`mod@drop`] (reasons and counters).
+//! behaviours), [`rpl`] (RPL source routing header insertion), [`ioam6`] (IOAM traces filled in
+//! transit), and [`mod@drop`] (reasons and counters).
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,6 +24,7 @@ pub mod neigh;
 pub mod pipeline;
 pub mod ratelimit;
 pub mod reasm;
+pub mod rpl;
 pub mod rx;
 pub mod srv6;
 pub mod waiting;

@@ -119,25 +119,81 @@ pub fn write_insert(p: &Seg6Push, ip: &mut [u8]) {
 /// after hop-by-hop and destination options (ipv6_find_hdr); `Err` for a routing header that
 /// is no SRH or a chain that ends before its header does.
 pub fn find_srh(ip: &[u8]) -> Result<Option<usize>, Srv6Drop> {
+    Ok(srh_and_link(ip)?.map(|(at, _)| at))
+}
+
+/// [`find_srh`], with where the next-header byte that names the SRH is (6 in the fixed
+/// header, else the first byte of the extension header before it).
+fn srh_and_link(ip: &[u8]) -> Result<Option<(usize, usize)>, Srv6Drop> {
     let mut next = ipv6::Packet::new_unchecked(ip).next_header();
+    let mut link = NEXT_HEADER_AT;
     let mut at = fibre_wire::ipv6::HEADER_LEN;
     loop {
         match next {
             ip_proto::IPV6_ROUTING => {
                 let b = ip.get(at..at + 4).ok_or(Srv6Drop::BadSrh)?;
                 return match b[2] {
-                    srh::ROUTING_TYPE => Ok(Some(at)),
+                    srh::ROUTING_TYPE => Ok(Some((at, link))),
                     _ => Err(Srv6Drop::BadSrh),
                 };
             }
             ip_proto::HOP_BY_HOP | ip_proto::IPV6_DEST_OPTS => {
                 let b = ip.get(at..at + 2).ok_or(Srv6Drop::BadSrh)?;
                 next = b[0];
+                link = at;
                 at += (usize::from(b[1]) + 1) * 8;
             }
             _ => return Ok(None),
         }
     }
+}
+
+/// Where the fixed IPv6 header keeps its next header.
+const NEXT_HEADER_AT: usize = 6;
+
+/// The upper-layer header of IPv6 packet `ip` past hop-by-hop, destination options and
+/// routing headers (ipv6_find_hdr for the last header): its protocol and offset.
+pub fn upper_layer(ip: &[u8]) -> Result<(u8, usize), Srv6Drop> {
+    let mut next = ipv6::Packet::new_unchecked(ip).next_header();
+    let mut at = fibre_wire::ipv6::HEADER_LEN;
+    loop {
+        match next {
+            ip_proto::HOP_BY_HOP | ip_proto::IPV6_DEST_OPTS | ip_proto::IPV6_ROUTING => {
+                let b = ip.get(at..at + 2).ok_or(Srv6Drop::NoInner)?;
+                next = b[0];
+                at += (usize::from(b[1]) + 1) * 8;
+            }
+            _ => return Ok((next, at)),
+        }
+    }
+}
+
+/// A packet at the end of its segment list, as an End, End.X or End.T with the USP or USD
+/// flavor finds it (RFC 8986 4.16.2, 4.16.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ultimate {
+    /// The SRH with Segments Left 0 and the next-header byte naming it, when there is one.
+    pub srh: Option<(usize, usize)>,
+    /// The upper-layer header's protocol.
+    pub upper: u8,
+}
+
+/// Whether IPv6 packet `ip` is at the end of its segment list: no SRH, or one with Segments
+/// Left 0 (`None` when segments are left: the behaviour runs as usual). An SRH that fails
+/// validation or carries an HMAC is refused as [`valid_srh`] refuses it.
+pub fn ultimate(ip: &[u8]) -> Result<Option<Ultimate>, Srv6Drop> {
+    let found = srh_and_link(ip)?;
+    if let Some((at, _)) = found {
+        let s = srh_at(ip, at)?;
+        if s.flags() & srh::FLAG_HMAC != 0 {
+            return Err(Srv6Drop::Hmac);
+        }
+        if s.segments_left() > 0 {
+            return Ok(None);
+        }
+    }
+    let (upper, _) = upper_layer(ip)?;
+    Ok(Some(Ultimate { srh: found, upper }))
 }
 
 /// get_and_validate_srh: the SRH of `ip`, checked as seg6_validate_srh checks packets'
@@ -187,19 +243,8 @@ pub fn inner_at(ip: &[u8], proto: u8) -> Result<usize, Srv6Drop> {
             return Err(Srv6Drop::Hmac);
         }
     }
-    let mut next = ipv6::Packet::new_unchecked(ip).next_header();
-    let mut at = fibre_wire::ipv6::HEADER_LEN;
-    while next != proto {
-        match next {
-            ip_proto::HOP_BY_HOP | ip_proto::IPV6_DEST_OPTS | ip_proto::IPV6_ROUTING => {
-                let b = ip.get(at..at + 2).ok_or(Srv6Drop::NoInner)?;
-                next = b[0];
-                at += (usize::from(b[1]) + 1) * 8;
-            }
-            _ => return Err(Srv6Drop::NoInner),
-        }
-    }
-    if at >= ip.len() {
+    let (next, at) = upper_layer(ip)?;
+    if next != proto || at >= ip.len() {
         return Err(Srv6Drop::NoInner);
     }
     Ok(at)
@@ -228,13 +273,19 @@ pub fn pop_srh(ip: &mut [u8], at: usize) -> usize {
     if at != fibre_wire::ipv6::HEADER_LEN {
         return 0;
     }
+    remove_srh(ip, at, NEXT_HEADER_AT)
+}
+
+/// The USP flavor: removes the SRH at `at` wherever it is in the chain, `link` the byte that
+/// names it (an [`Ultimate::srh`]), moving everything before it over it; returns the SRH's
+/// length, the bytes the packet now starts later.
+pub fn remove_srh(ip: &mut [u8], at: usize, link: usize) -> usize {
     let len = (usize::from(ip[at + 1]) + 1) * 8;
-    let next = ip[at];
+    ip[link] = ip[at];
     let mut h = ipv6::Packet::new_unchecked(&mut ip[..fibre_wire::ipv6::HEADER_LEN]);
-    h.set_next_header(next);
-    let plen = usize::from(h.payload_len()) - len;
+    let plen = usize::from(h.payload_len()).saturating_sub(len);
     h.set_payload_len(plen as u16);
-    ip.copy_within(0..fibre_wire::ipv6::HEADER_LEN, len);
+    ip.copy_within(0..at, len);
     len
 }
 
@@ -336,6 +387,48 @@ mod tests {
         assert_eq!(valid_srh(&packet(43, &s, 8)), Err(Srv6Drop::BadSrh));
         // None at all.
         assert_eq!(valid_srh(&packet(17, &[], 8)), Err(Srv6Drop::BadSrh));
+    }
+
+    #[test]
+    fn the_ultimate_segment_is_found_with_or_without_an_srh() {
+        let segs = [a("fc00::3"), a("fc00::2")];
+        assert_eq!(ultimate(&packet(43, &srh(17, 1, &segs), 8)), Ok(None));
+        let done = packet(43, &srh(ip_proto::IPV6, 0, &segs), 48);
+        assert_eq!(
+            ultimate(&done),
+            Ok(Some(Ultimate {
+                srh: Some((40, 6)),
+                upper: ip_proto::IPV6
+            }))
+        );
+        assert_eq!(
+            ultimate(&packet(ip_proto::IPIP, &[], 20)),
+            Ok(Some(Ultimate {
+                srh: None,
+                upper: ip_proto::IPIP
+            }))
+        );
+        let mut bad = srh(17, 0, &segs);
+        bad[4] = 5;
+        assert_eq!(ultimate(&packet(43, &bad, 8)), Err(Srv6Drop::BadSrh));
+    }
+
+    #[test]
+    fn usp_removes_an_srh_behind_destination_options() {
+        // IPv6, destination options (8 bytes), SRH with Segments Left 0, 8 bytes of UDP.
+        let mut ext = vec![43, 0, 1, 4, 0, 0, 0, 0];
+        ext.extend_from_slice(&srh(17, 0, &[a("fc00::3")]));
+        let mut p = packet(60, &ext, 8);
+        let u = ultimate(&p).unwrap().unwrap();
+        assert_eq!(u.srh, Some((48, 40)));
+        assert_eq!(u.upper, 17);
+        let cut = remove_srh(&mut p, 48, 40);
+        assert_eq!(cut, 24);
+        let q = &p[cut..];
+        let h = ipv6::Packet::new_unchecked(q);
+        assert_eq!((h.next_header(), usize::from(h.payload_len())), (60, 16));
+        assert_eq!(q[40], 17, "the destination options now lead to UDP");
+        assert_eq!(upper_layer(q), Ok((17, 48)));
     }
 
     #[test]

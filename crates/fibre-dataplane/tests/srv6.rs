@@ -11,7 +11,7 @@ use fibre_dataplane::drop::DropReason;
 use fibre_dataplane::pipeline::{Config, Dataplane, Tx, View};
 use fibre_fib::build::*;
 use fibre_fib::encap::seg6_mode;
-use fibre_fib::types::{iff, nud, Encap, Link, Seg6};
+use fibre_fib::types::{iff, nud, Encap, Link, Rpl, Seg6};
 use fibre_fib::*;
 use fibre_fwd::{encap, FwdWriter, HopEncap};
 use fibre_packet::Headroom;
@@ -237,4 +237,74 @@ fn an_hmac_srh_is_dropped_for_want_of_keys() {
     let (dp, sent) = run(&fib, iif, Headroom::default(), 1);
     assert!(sent.0.is_empty());
     assert_eq!(dp.drops().get(DropReason::Seg6Hmac), 1);
+}
+
+/// `2001:db8:e1::/64 encap rpl` with `n` stored addresses, the first (the new destination)
+/// b0's neighbour 2001:db8:b::10, the others under 2001:db8:5e::/64.
+fn rpl_router(n: usize) -> (Fib, u32) {
+    let (mut fib, iif) = router(1, seg6_mode::ENCAP, "2001:db8:b::10");
+    let mut h = vec![
+        0,
+        (2 * n) as u8,
+        fibre_wire::rpl::ROUTING_TYPE,
+        n as u8,
+        0,
+        0,
+        0,
+        0,
+    ];
+    h.extend_from_slice(&a6("2001:db8:b::10").octets());
+    for i in 1..n {
+        h.extend_from_slice(&a6(&format!("2001:db8:5e::{i:x}")).octets());
+    }
+    let mut r = route("2001:db8:e1::", 64, &[]);
+    r.nexthop.oif = fib.link_index("b0").expect("b0");
+    r.nexthop.encap = Some(Encap::Rpl(Rpl { srh: h }));
+    fib.route_new(&r, ReqFlags::REPLACE).expect("rpl route");
+    (fib, iif)
+}
+
+#[test]
+fn rpl_insertion_is_sized_once_and_copies_at_most_once() {
+    const PACKETS: usize = 8;
+    for n in [1, 4, 12] {
+        let (fib, iif) = rpl_router(n);
+        // The largest header: every address but the last as the route compresses it (5
+        // octets of 2001:db8:00 shared with 2001:db8:b::10: 11 carried), the last carried
+        // whole, padded to 8; the packet's destination (2001:db8:e1::5) shares 5 octets too.
+        let largest = (8 + 11 * (n - 1) + 16).next_multiple_of(8);
+        assert_eq!(encap::largest_added(&fib), largest, "{n} addresses");
+        let reserved = Headroom::new(largest, encap::L2_RESERVE);
+        let (dp, sent) = run(&fib, iif, reserved, PACKETS);
+        assert_eq!(dp.counters().forwarded, PACKETS as u64);
+        assert_eq!(
+            dp.counters().encap_reallocs,
+            0,
+            "{n} addresses, reserved headroom"
+        );
+        let (_, out) = &sent.0[0];
+        assert_eq!(&out[..6], &HOST_B);
+        let o = ipv6::Packet::new_unchecked(&out[ethernet::HEADER_LEN..]);
+        assert_eq!(
+            (o.dst_addr(), o.next_header(), o.hop_limit()),
+            (a6("2001:db8:b::10"), 43, 63)
+        );
+        let r = fibre_wire::rpl::Packet::new_checked(o.payload()).expect("rpl header");
+        assert_eq!((r.segments_left(), r.address_count()), (n as u8, n));
+        assert_eq!(r.address(n - 1, o.dst_addr()), Some(a6("2001:db8:e1::5")));
+        assert_eq!(out.len(), frame().len() + (8 + 11 * n).next_multiple_of(8));
+
+        let (dp, sent2) = run(&fib, iif, Headroom::default(), PACKETS);
+        let fits =
+            ethernet::HEADER_LEN + Headroom::default().bytes() >= largest + encap::L2_RESERVE;
+        let copies = dp.counters().encap_reallocs;
+        assert_eq!(
+            copies,
+            if fits { 0 } else { PACKETS as u64 },
+            "{n} addresses"
+        );
+        assert_eq!(sent2.0, sent.0, "{n} addresses: the copy changes no byte");
+        let (_, stats) = dp.encap_stats_used().next().expect("one object");
+        assert_eq!((stats.packets, stats.reallocs), (PACKETS as u64, copies));
+    }
 }

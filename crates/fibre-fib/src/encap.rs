@@ -17,8 +17,12 @@
 //!
 //! Where fibre departs from the kernel: IOAM6 and RPL are accepted although the kernel these
 //! tests run on was built without them (its answer is EOPNOTSUPP "lwt encapsulation type not
-//! supported"); End.DT4 and End.DT46 are refused as that kernel refuses them, for want of a VRF
-//! device; End.BPF is refused (EOPNOTSUPP), as fibre runs no BPF programs.
+//! supported"); End.DT4, End.DT46 and End.DT6 with a `vrftable` are accepted for any table,
+//! where the kernel wants a VRF device bound to it (fibre has no VRF links: the data path
+//! looks the inner packet up in the table itself); End, End.X and End.T take the USP and USD
+//! flavors of RFC 8986 (4.16.2, 4.16.3), which the kernel refuses ("Unsupported Flavor
+//! operation(s)") or, for End.T, ignores; End.BPF is refused (EOPNOTSUPP), as fibre runs no
+//! BPF programs.
 
 use std::net::Ipv6Addr;
 
@@ -182,6 +186,10 @@ mod attr {
     pub const FLAVORS: u32 = 1 << 11;
 }
 
+/// USP and USD (RFC 8986 4.16.2, 4.16.3): what End, End.X and End.T do with a packet whose
+/// segment list is done, fibre's own (see the module comment).
+const ULTIMATE: u32 = 1 << flavor::USP | 1 << flavor::USD;
+
 fn takes(action: u32) -> Option<Takes> {
     use attr::*;
     let t = |required, optional| Takes {
@@ -193,14 +201,18 @@ fn takes(action: u32) -> Option<Takes> {
         action::END => Takes {
             required: 0,
             optional: COUNTERS | FLAVORS,
-            flavors: 1 << flavor::NEXT_CSID | 1 << flavor::PSP,
+            flavors: 1 << flavor::NEXT_CSID | 1 << flavor::PSP | ULTIMATE,
         },
         action::END_X => Takes {
             required: NH6,
             optional: COUNTERS | FLAVORS,
-            flavors: 1 << flavor::NEXT_CSID,
+            flavors: 1 << flavor::NEXT_CSID | ULTIMATE,
         },
-        action::END_T => t(TABLE, COUNTERS),
+        action::END_T => Takes {
+            required: TABLE,
+            optional: COUNTERS | FLAVORS,
+            flavors: ULTIMATE,
+        },
         action::END_DX2 => t(OIF, COUNTERS),
         action::END_DX6 => t(NH6, COUNTERS),
         action::END_DX4 => t(NH4, COUNTERS),
@@ -248,7 +260,13 @@ impl Seg6Local {
         if given & t.required != t.required {
             return Err(bare());
         }
-        let keep = given & (t.required | t.optional);
+        let mut keep = given & (t.required | t.optional);
+        // The kernel's End.T takes no flavors and ignores the attribute: fibre's takes it only
+        // when it names USP or USD, so what the kernel accepts is kept as the kernel keeps it.
+        let ultimate = self.flavors.and_then(|f| f.ops).unwrap_or(0) & ULTIMATE;
+        if self.action == action::END_T && ultimate == 0 {
+            keep &= !attr::FLAVORS;
+        }
         let mut out = Seg6Local {
             action: self.action,
             ..Seg6Local::default()
@@ -289,16 +307,9 @@ impl Seg6Local {
         if keep & attr::FLAVORS != 0 {
             out.flavors = Some(build_flavors(self.flavors.unwrap_or_default(), t.flavors)?);
         }
-        match self.action {
-            // No VRF device can serve the table (fibre has no VRF links, as the reference
-            // kernel has none).
-            action::END_DT4 | action::END_DT46 => return Err(bare()),
-            action::END_DT6 => match (out.table, out.vrftable) {
-                (None, None) => return Err(einval("table or vrftable must be specified")),
-                (_, Some(_)) => return Err(bare()),
-                _ => {}
-            },
-            _ => {}
+        // seg6_end_dt6_parse_mode: the legacy table or the VRF table, exactly one.
+        if self.action == action::END_DT6 && out.table.is_some() == out.vrftable.is_some() {
+            return Err(einval("table or vrftable must be specified"));
         }
         Ok(out)
     }
@@ -527,6 +538,52 @@ mod tests {
             dt6.build(Family::Inet6).unwrap_err(),
             einval("table or vrftable must be specified")
         );
+        let both = Seg6Local {
+            table: Some(100),
+            vrftable: Some(100),
+            ..dt6.clone()
+        };
+        assert_eq!(
+            both.build(Family::Inet6).unwrap_err(),
+            einval("table or vrftable must be specified")
+        );
+        // The VRF table's behaviours, served by the table itself (no VRF device).
+        for action in [action::END_DT4, action::END_DT46, action::END_DT6] {
+            let dt = Seg6Local {
+                action,
+                vrftable: Some(100),
+                ..Seg6Local::default()
+            };
+            assert_eq!(dt.build(Family::Inet6).unwrap(), dt);
+        }
+    }
+
+    #[test]
+    fn end_t_keeps_flavors_only_when_they_name_usp_or_usd() {
+        let flavors = |ops: u32| Flavors {
+            ops: Some(ops),
+            ..Flavors::default()
+        };
+        let t = |ops: u32| Seg6Local {
+            action: action::END_T,
+            table: Some(100),
+            flavors: Some(flavors(ops)),
+            ..Seg6Local::default()
+        };
+        // What the kernel accepts and ignores.
+        assert_eq!(
+            t(1 << flavor::PSP).build(Family::Inet6).unwrap().flavors,
+            None
+        );
+        let usd = t(1 << flavor::USD).build(Family::Inet6).unwrap();
+        assert_eq!(usd.flavors, Some(flavors(1 << flavor::USD)));
+        assert_eq!(
+            t(1 << flavor::PSP | 1 << flavor::USP)
+                .build(Family::Inet6)
+                .unwrap_err()
+                .errno,
+            Errno::EOPNOTSUPP
+        );
     }
 
     #[test]
@@ -551,8 +608,16 @@ mod tests {
             build_flavors(f(1 << flavor::PSP, None, None), end_x),
             Err(unsupported.clone())
         );
+        // USP and USD: End, End.X and End.T (RFC 8986 4.16.2, 4.16.3), not End.X's PSP.
+        let ultimate = 1 << flavor::USP | 1 << flavor::USD;
         assert_eq!(
-            build_flavors(f(1 << flavor::USP, None, None), end),
+            build_flavors(f(ultimate, None, None), end),
+            Ok(f(ultimate, None, None))
+        );
+        assert!(build_flavors(f(ultimate, None, None), end_x).is_ok());
+        let end_t = takes(action::END_T).unwrap().flavors;
+        assert_eq!(
+            build_flavors(f(1 << flavor::PSP | 1 << flavor::USD, None, None), end_t),
             Err(unsupported)
         );
         let lengths = einval("Invalid Locator Block/Node Function lengths");

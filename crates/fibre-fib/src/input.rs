@@ -869,13 +869,17 @@ impl Fib {
         self.input6_in(flow, d6, None)
     }
 
-    /// The IPv6 input decision for a packet of `k` looked up in table `table` alone, rules
-    /// skipped: the SRv6 behaviours that name a table (End.T, End.DT6) look up so
-    /// (seg6_lookup_any_nexthop with a table id). Not cached.
-    pub fn route_input6_table(&self, k: &InputKey, table: u32) -> Result<InputRoute, InputDrop> {
-        match k.dst {
-            IpAddr::V6(d6) => self.input6_in(&k.flow(), &d6, Some(table)).0,
-            IpAddr::V4(_) => Err(InputDrop::MartianSource),
+    /// The input decision for a packet of `k` looked up in table `table` alone, rules
+    /// skipped: the SRv6 behaviours that name a table look up so (End.T and End.DT6:
+    /// seg6_lookup_any_nexthop with a table id; End.DT4, End.DT46: ip_route_input on the VRF
+    /// device whose rule leads to the table). Not cached.
+    pub fn route_input_table(&self, k: &InputKey, table: u32) -> Result<InputRoute, InputDrop> {
+        match (k.dst, k.src) {
+            (IpAddr::V4(_), IpAddr::V4(_)) => {
+                self.input4(&k.flow(), Some(table)).map(|x| self.route4(x))
+            }
+            (IpAddr::V6(d6), IpAddr::V6(_)) => self.input6_in(&k.flow(), &d6, Some(table)).0,
+            _ => Err(InputDrop::MartianSource),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Encapsulation objects ([`EncapObj`], by [`EncapIdx`]): what a next hop with an SRv6
-//! encapsulation (`encap seg6`), endpoint behaviour (`encap seg6local`) or IOAM trace
-//! insertion (`encap ioam6`) does to a packet,
+//! encapsulation (`encap seg6`), endpoint behaviour (`encap seg6local`), IOAM trace
+//! insertion (`encap ioam6`) or RPL source routing header insertion (`encap rpl`) does to a
+//! packet,
 //! compiled once from the FIB's built form so that the data path only copies bytes.
 //!
 //! A [`Seg6Push`] holds the header bytes an encapsulation writes (the outer IPv6 header and
@@ -95,8 +96,13 @@ pub enum Behaviour {
     EndDx4(Ipv4Addr),
     /// Decapsulate, forward the inner IPv6 packet to this neighbour (`::`: by its destination).
     EndDx6(Ipv6Addr),
-    /// Decapsulate, look the inner IPv6 packet up in this table.
+    /// Decapsulate, look the inner IPv6 packet up in this table (`table`, or the VRF
+    /// table of `vrftable`).
     EndDt6(u32),
+    /// Decapsulate, look the inner IPv4 packet up in this VRF table.
+    EndDt4(u32),
+    /// Decapsulate, look the inner IPv4 or IPv6 packet up in this VRF table.
+    EndDt46(u32),
     /// Insert this SRH (End.B6) or encapsulate with it after the End processing
     /// (End.B6.Encaps).
     EndB6(Seg6Push),
@@ -113,6 +119,13 @@ pub struct LocalSid {
     /// A destination with a non-zero Argument (the bytes after both) carries the next
     /// compressed SID there: it moves up into the Function and the SRH is not touched.
     pub next_csid: Option<(u8, u8)>,
+    /// USP (RFC 8986 4.16.2): a packet that arrives with Segments Left 0 loses its SRH and is
+    /// delivered to the router.
+    pub usp: bool,
+    /// USD (RFC 8986 4.16.3): a packet that arrives with Segments Left 0 or no SRH and
+    /// carries an IPv6 or IPv4 packet is decapsulated and the inner one routed (End.X: to
+    /// its neighbour; End.T: in its table).
+    pub usd: bool,
 }
 
 /// How an IOAM encapsulation puts its trace on a forwarded IPv6 packet (ioam6_output).
@@ -158,6 +171,26 @@ impl Ioam6Push {
     }
 }
 
+/// The RPL source routing header an `encap rpl` route inserts (RFC 6554), as rpl_iptunnel's
+/// rpl_do_srh_inline builds it: the route's first stored address becomes the destination; the
+/// header lists the others and then the packet's own destination, compressed against the new
+/// one. All but the last address are the route's, so their compression (CmprI) and carried
+/// octets are computed here; only the last address's (CmprE) and the padding depend on the
+/// packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RplPush {
+    /// The header's fixed 8 bytes (routing type, Segments Left, CmprI; the rest patched per
+    /// packet) and the carried octets of every address but the last.
+    pub template: Vec<u8>,
+    /// CmprI: the octets every address but the last shares with `first`.
+    pub cmpri: u8,
+    /// The new destination.
+    pub first: Ipv6Addr,
+    /// Headroom needed in front of the IP header: the largest header (the last address
+    /// carried whole, 7 bytes of padding at most) and the link-layer header.
+    pub need: usize,
+}
+
 /// What a next hop's encapsulation does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EncapObj {
@@ -165,8 +198,10 @@ pub enum EncapObj {
     Seg6Local(LocalSid),
     /// Applied on output, after forwarding (an output redirect, unlike the SRv6 ones).
     Ioam6(Ioam6Push),
-    /// An encapsulation the data path does not apply (rpl, seg6local behaviours fibre does
-    /// not run: End.DX2, End.DT4, End.DT46): the packet is dropped and counted, as
+    /// Applied on input, before forwarding, as seg6's insertion is.
+    Rpl(RplPush),
+    /// An encapsulation the data path does not apply (seg6local behaviours fibre does
+    /// not run: End.DX2): the packet is dropped and counted, as
     /// forwarding it bare would send what the route forbids.
     Unsupported,
 }
@@ -189,6 +224,7 @@ pub fn largest_added(fib: &Fib) -> usize {
                 ..
             }) => p.added(),
             EncapObj::Ioam6(p) => p.added(),
+            EncapObj::Rpl(p) => p.max_added(),
             _ => 0,
         })
         .max()
@@ -220,7 +256,47 @@ pub(crate) fn compile(fib: &Fib, oif: u32, e: &Encap) -> EncapObj {
             Some(p) => EncapObj::Ioam6(p),
             None => EncapObj::Unsupported,
         },
-        Encap::Rpl(_) => EncapObj::Unsupported,
+        Encap::Rpl(r) => match RplPush::from_header(&r.srh) {
+            Some(p) => EncapObj::Rpl(p),
+            None => EncapObj::Unsupported,
+        },
+    }
+}
+
+impl RplPush {
+    /// The insertion of a built `encap rpl` header (uncompressed, Segments Left its address
+    /// count: `fibre_fib::encap`'s invariant); `None` for bytes that are not one.
+    pub fn from_header(srh: &[u8]) -> Option<RplPush> {
+        let h = fibre_wire::rpl::Packet::new_checked(srh).ok()?;
+        let n = h.address_count();
+        // Uncompressed: no octet is taken from the destination.
+        let addr = |i: usize| h.address(i, Ipv6Addr::UNSPECIFIED);
+        let first = addr(0)?;
+        let init: Vec<Ipv6Addr> = (1..n).map(addr).collect::<Option<_>>()?;
+        let cmpri = init
+            .iter()
+            .map(|a| fibre_wire::rpl::elided(a, &first))
+            .min()
+            .unwrap_or(fibre_wire::rpl::MAX_ELIDED);
+        let mut template = vec![0u8; fibre_wire::rpl::HEADER_LEN];
+        template[2] = fibre_wire::rpl::ROUTING_TYPE;
+        template[3] = h.segments_left();
+        for a in &init {
+            template.extend_from_slice(&a.octets()[usize::from(cmpri)..]);
+        }
+        let mut p = RplPush {
+            template,
+            cmpri,
+            first,
+            need: 0,
+        };
+        p.need = p.max_added() + L2_RESERVE;
+        Some(p)
+    }
+
+    /// The most bytes the packet grows by.
+    pub fn max_added(&self) -> usize {
+        (self.template.len() + 16).next_multiple_of(8)
     }
 }
 
@@ -232,7 +308,10 @@ fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
         action::END_T => Behaviour::EndT(l.table?),
         action::END_DX4 => Behaviour::EndDx4(l.nh4.unwrap_or(Ipv4Addr::UNSPECIFIED)),
         action::END_DX6 => Behaviour::EndDx6(l.nh6.unwrap_or(any6)),
-        action::END_DT6 => Behaviour::EndDt6(l.table?),
+        // VRF tables are served by the table itself: fibre has no VRF device to receive on.
+        action::END_DT6 => Behaviour::EndDt6(l.table.or(l.vrftable)?),
+        action::END_DT4 => Behaviour::EndDt4(l.vrftable?),
+        action::END_DT46 => Behaviour::EndDt46(l.vrftable?),
         action::END_B6 => {
             Behaviour::EndB6(push(fib, oif, PushMode::Insert, false, l.srh.as_ref()?)?)
         }
@@ -251,6 +330,8 @@ fn local_sid(fib: &Fib, oif: u32, l: &Seg6Local) -> Option<LocalSid> {
         behaviour,
         psp: ops & (1 << flavor::PSP) != 0,
         next_csid,
+        usp: ops & (1 << flavor::USP) != 0,
+        usd: ops & (1 << flavor::USD) != 0,
     })
 }
 

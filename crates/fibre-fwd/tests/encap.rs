@@ -162,6 +162,67 @@ fn seg6local_behaviours_compile_and_unsupported_ones_are_marked() {
 }
 
 #[test]
+fn vrf_table_behaviours_and_ultimate_flavors_compile() {
+    let cases = [
+        (action::END_DT4, Behaviour::EndDt4(100)),
+        (action::END_DT46, Behaviour::EndDt46(100)),
+        (action::END_DT6, Behaviour::EndDt6(100)),
+    ];
+    for (action, want) in cases {
+        let dt = Encap::Seg6Local(Seg6Local {
+            action,
+            vrftable: Some(100),
+            ..Seg6Local::default()
+        });
+        let (f, d0) = fib_with("2001:db8:e1::", dt);
+        let (w, _) = FwdWriter::new(&f);
+        let EncapObj::Seg6Local(sid) = object(&f, &w, d0) else {
+            panic!("not seg6local")
+        };
+        assert_eq!(sid.behaviour, want);
+    }
+    let ops = 1 << fibre_fib::encap::flavor::USP | 1 << fibre_fib::encap::flavor::USD;
+    let end_t = Encap::Seg6Local(Seg6Local {
+        action: action::END_T,
+        table: Some(100),
+        flavors: Some(fibre_fib::types::Flavors {
+            ops: Some(ops),
+            ..Default::default()
+        }),
+        ..Seg6Local::default()
+    });
+    let (f, d0) = fib_with("2001:db8:e1::", end_t);
+    let (w, _) = FwdWriter::new(&f);
+    let EncapObj::Seg6Local(sid) = object(&f, &w, d0) else {
+        panic!("not seg6local")
+    };
+    assert_eq!((sid.usp, sid.usd, sid.psp), (true, true, false));
+}
+
+#[test]
+fn rpl_compiles_its_routes_part_of_the_header_once() {
+    // `segs 2001:db8:9::3,2001:db8:9::2` as iproute2 stores it: the last given first.
+    let mut h = vec![0, 4, 3, 2, 0, 0, 0, 0];
+    h.extend_from_slice(&a6("2001:db8:9::2").octets());
+    h.extend_from_slice(&a6("2001:db8:9::3").octets());
+    let (f, d0) = fib_with(
+        "2001:db8:e1::",
+        Encap::Rpl(fibre_fib::types::Rpl { srh: h }),
+    );
+    let (w, _) = FwdWriter::new(&f);
+    let EncapObj::Rpl(p) = object(&f, &w, d0) else {
+        panic!("not rpl")
+    };
+    assert_eq!(p.first, a6("2001:db8:9::2"));
+    assert_eq!(p.cmpri, 15);
+    assert_eq!(p.template, [0, 0, 3, 2, 0, 0, 0, 0, 3]);
+    // The last address carried whole at most, padded: 8 + 1 + 16 -> 32.
+    assert_eq!(p.max_added(), 32);
+    assert_eq!(p.need, 32 + L2_RESERVE);
+    assert_eq!(fibre_fwd::encap::largest_added(&f), 32);
+}
+
+#[test]
 fn an_object_goes_with_its_route_and_a_stale_decision_is_not_trusted() {
     let (mut f, d0) = fib_with("2001:db8:e1::", seg6(seg6_mode::ENCAP, &["2001:db8:9::10"]));
     let (mut w, _) = FwdWriter::new(&f);

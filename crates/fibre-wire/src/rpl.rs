@@ -148,6 +148,21 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.buffer.as_mut()[field::SEGMENTS_LEFT] = v;
     }
 
+    /// Sets the header's whole length in bytes, a multiple of 8 from 8 to 2048.
+    pub fn set_header_len(&mut self, len: usize) {
+        self.buffer.as_mut()[field::HDR_EXT_LEN] = (len / 8 - 1) as u8;
+    }
+
+    /// Sets CmprI and CmprE (each at most [`MAX_ELIDED`]).
+    pub fn set_cmpr(&mut self, cmpri: u8, cmpre: u8) {
+        self.buffer.as_mut()[field::CMPR] = (cmpri << 4) | (cmpre & 0x0f);
+    }
+
+    /// Sets Pad; the reserved bits after it are zeroed.
+    pub fn set_pad(&mut self, pad: u8) {
+        self.buffer.as_mut()[field::PAD] = pad << 4;
+    }
+
     /// Writes the carried octets of address `i`; the elided ones are the destination's, so the
     /// caller keeps them equal. [`Error::Malformed`] past the list.
     pub fn set_address(&mut self, i: usize, addr: Ipv6Addr) -> Result<()> {
@@ -219,7 +234,9 @@ pub struct Compressed {
     pub len: usize,
 }
 
-fn shared_octets(a: &Ipv6Addr, b: &Ipv6Addr) -> u8 {
+/// The octets `a` shares with `b` that a header may elide: the common prefix, at most
+/// [`MAX_ELIDED`] (an address equal to the destination still carries its last octet).
+pub fn elided(a: &Ipv6Addr, b: &Ipv6Addr) -> u8 {
     let n = a
         .octets()
         .iter()
@@ -230,17 +247,18 @@ fn shared_octets(a: &Ipv6Addr, b: &Ipv6Addr) -> u8 {
 }
 
 /// Compresses `addrs` against `dst` as RFC 6554 section 3 allows: CmprI the octets every
-/// address but the last shares with `dst`, CmprE those the last shares, each at most 15. Writes
+/// address but the last shares with `dst`, CmprE those the last shares, each at most 15 (a
+/// list of one address gets CmprI 15, as Linux's ipv6_rpl_srh_compress gives it). Writes
 /// the carried octets to `out` and answers their length and the padding that completes the
 /// header; `None` for an empty list or an `out` too short.
 pub fn compress(dst: Ipv6Addr, addrs: &[Ipv6Addr], out: &mut [u8]) -> Option<Compressed> {
     let (last, init) = addrs.split_last()?;
     let cmpri = init
         .iter()
-        .map(|a| shared_octets(a, &dst))
+        .map(|a| elided(a, &dst))
         .min()
-        .unwrap_or(0);
-    let cmpre = shared_octets(last, &dst);
+        .unwrap_or(MAX_ELIDED);
+    let cmpre = elided(last, &dst);
     let len = init.len() * usize::from(16 - cmpri) + usize::from(16 - cmpre);
     let out = out.get_mut(..len)?;
     let mut at = 0;

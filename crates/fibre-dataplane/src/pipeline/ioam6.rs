@@ -14,10 +14,13 @@ use fibre_packet::Buf;
 use fibre_wire::consts::ip_proto;
 use fibre_wire::ipv6;
 
-use super::{Dataplane, Hop, View};
+use super::errors::{Quote, Why};
+use super::{Dataplane, Hop, Tx, View};
 use crate::drop::DropReason;
+use crate::forward::Ipv4Options;
+use crate::icmp::{Icmp6Error, IcmpError};
 use crate::ioam6::{self, Node, Outcome, U32_UNAVAILABLE, U64_UNAVAILABLE};
-use crate::rx::Meta;
+use crate::rx::{L2Class, Meta};
 
 impl Dataplane {
     /// Fills the trace of the packet in `buf` (its IP header at `meta.l3`, its IOAM option
@@ -55,11 +58,18 @@ impl Dataplane {
         }
     }
 
-    /// ioam6_output for a packet forwarded through object `i` (`p`), its IP header at `l3`
-    /// and its hop limit already lowered: the trace inserted (in `k` of every `n` packets),
-    /// inline when the packet has no hop-by-hop header yet, or under an outer header; the
-    /// packet and where it now goes, its IP header at the buffer's start, or `None` when it
-    /// was dropped.
+    /// ioam6_output for a packet forwarded through object `i` (`p`) by a route of MTU `mtu`,
+    /// its IP header at `l3` and its hop limit already lowered: the trace inserted (in `k` of
+    /// every `n` packets), inline when the packet has no hop-by-hop header yet, or under an
+    /// outer header; the packet and where it now goes, its IP header at the buffer's start,
+    /// or `None` when it was dropped.
+    ///
+    /// The insertion comes after ip6_forward's MTU check and ioam6_output checks none of its
+    /// own, so a packet it grows past the MTU of the route it leaves by meets ip6_fragment,
+    /// which does not fragment a forwarded packet: ICMPv6 Packet Too Big with that MTU, about
+    /// the grown packet, to its source, and the packet dropped (counted `PKT_TOO_BIG`). In
+    /// encap mode that source is the router's own tunnel source: the kernel's error goes to
+    /// itself, so here none leaves.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn ioam6_insert(
         &mut self,
@@ -70,6 +80,8 @@ impl Dataplane {
         i: EncapIdx,
         p: &Ioam6Push,
         hop: Hop,
+        mtu: u32,
+        tx: &mut dyn Tx,
     ) -> Option<(Buf, Hop, usize)> {
         let seen = self.encap_stats.get(i.get()).map_or(0, |s| s.packets);
         if let Some(s) = self.encap_stats.get_mut(i.get()) {
@@ -134,6 +146,10 @@ impl Dataplane {
         let node = node_of(v.fib, hop.iif, Some(hop.oif), hop_limit, now);
         ioam6::transit(&mut rest[Ioam6Push::TRACE_AT - 4..h], node);
         if p.mode == Ioam6Mode::Inline {
+            if buf.len() > mtu as usize {
+                self.too_big(v, now, buf, hop.iif, mtu, tx);
+                return None;
+            }
             return Some((buf, hop, 0));
         }
         // The outer packet goes where the tunnel destination's route says (ip6_route_output).
@@ -145,6 +161,11 @@ impl Dataplane {
             self.pool.free(buf);
             return None;
         };
+        if buf.len() > d.mtu as usize {
+            self.drop_packet(hop.iif, DropReason::PktTooBig);
+            self.pool.free(buf);
+            return None;
+        }
         let hop = Hop {
             adj: None,
             oif: d.oif,
@@ -153,6 +174,23 @@ impl Dataplane {
             iif: hop.iif,
         };
         Some((buf, hop, 0))
+    }
+}
+
+impl Dataplane {
+    /// Drops the forwarded IPv6 packet `buf` (from its header) that an insertion grew past
+    /// `mtu`, with ICMPv6 Packet Too Big to its source (ip6_fragment's fail_toobig).
+    fn too_big(&mut self, v: View<'_>, now: u64, buf: Buf, iif: u32, mtu: u32, tx: &mut dyn Tx) {
+        let why = Why {
+            err: IcmpError::V6(Icmp6Error::PacketTooBig { mtu }),
+            l2: L2Class::Host,
+            local_dst: false,
+            opts: &Ipv4Options::default(),
+            dev: iif,
+        };
+        self.icmp_error(v, now, &why, Quote::Held(&buf, 0), tx);
+        self.drop_packet(iif, DropReason::PktTooBig);
+        self.pool.free(buf);
     }
 }
 

@@ -265,6 +265,8 @@ pub struct Dataplane {
     cache: InputCache,
     /// Per encapsulation object, by `EncapIdx`.
     encap_stats: Vec<srv6::EncapStats>,
+    /// The last decision an SRv6 stage's packet was routed again by.
+    again: Option<srv6::Again>,
 }
 
 /// Why [`Dataplane::new`] refused a configuration.
@@ -294,6 +296,7 @@ impl Dataplane {
             frames: (cfg.pool.frames + cfg.pool.large_frames) as usize,
             cache: InputCache::new(cfg.input_cache),
             encap_stats: vec![srv6::EncapStats::default(); cfg.max_encaps],
+            again: None,
         })
     }
 

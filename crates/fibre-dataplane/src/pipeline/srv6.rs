@@ -1,8 +1,9 @@
 //! SRv6 in the pipeline: a packet whose route decision names a next hop with an encapsulation
-//! object (`fibre_fwd::encap`) gets its headers here, or its endpoint behaviour run, and is
-//! then routed again by its new destination on the link it came in on, as the kernel's
-//! seg6_input and seg6_local_input do (ip6_route_input, then dst_input: the hop limit and MTU
-//! checks of forwarding apply to the packet as it now is).
+//! object (`fibre_fwd::encap`) gets its headers here (SRv6, or an RPL source routing header),
+//! or its endpoint behaviour run, and is then routed again by its new destination on the link
+//! it came in on, as the kernel's seg6_input, seg6_local_input and rpl_input do
+//! (ip6_route_input, then dst_input: the hop limit and MTU checks of forwarding apply to the
+//! packet as it now is).
 //!
 //! Headroom: an encapsulation checks its object's precomputed need (the headers plus the
 //! link-layer header) once, before it writes; a packet short of it is copied once
@@ -12,8 +13,8 @@
 
 use core::net::IpAddr;
 
-use fibre_fib::{ForwardRoute, InputKey, InputRoute};
-use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, Seg6Push};
+use fibre_fib::{Fib, ForwardRoute, InputDrop, InputKey, InputMemo, InputRoute};
+use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, RplPush, Seg6Push};
 use fibre_fwd::{EncapIdx, EncapObj};
 use fibre_packet::Buf;
 use fibre_wire::consts::ip_proto;
@@ -24,6 +25,7 @@ use super::{Dataplane, Slot, Tx, View};
 use crate::drop::DropReason;
 use crate::forward::Ipv4Options;
 use crate::icmp::{Icmp6Error, IcmpError};
+use crate::rpl;
 use crate::rx::{self, Meta};
 use crate::srv6::{self, Outer, Srv6Drop};
 
@@ -50,6 +52,18 @@ pub struct EncapStats {
     pub reallocs: u64,
 }
 
+/// The last input decision a packet was routed again by after an SRv6 stage, kept for the
+/// next: the packets of one tunnel share their outer header's decision key (the first segment,
+/// the tunnel source, the input link, the traffic class), so a full lookup per packet would
+/// repeat one answer. Answered from only as the input cache answers (`Fib::route_input_replay`,
+/// the same `Fib::gen`, no route deadline passed, the key enough for the family's rules).
+#[derive(Clone, Copy)]
+pub(super) struct Again {
+    key: InputKey,
+    gen: u64,
+    memo: InputMemo,
+}
+
 /// How the packet a behaviour produced is routed again.
 #[derive(Clone, Copy)]
 struct Lookup {
@@ -67,6 +81,9 @@ struct Lookup {
     /// (seg6_lookup_any_nexthop's local_delivery); otherwise such a packet is dropped, as the
     /// kernel sends it to its blackhole route.
     local: bool,
+    /// Not looked up at all: delivered to the router (the USP and USD flavors' upper-layer
+    /// processing, RFC 8986 4.1.1), its destination the SID that brought it here.
+    deliver: bool,
 }
 
 const PLAIN: Lookup = Lookup {
@@ -75,6 +92,11 @@ const PLAIN: Lookup = Lookup {
     known_nh: false,
     tos_zero: false,
     local: true,
+    deliver: false,
+};
+const DELIVER: Lookup = Lookup {
+    deliver: true,
+    ..PLAIN
 };
 const NOT_LOCAL: Lookup = Lookup {
     local: false,
@@ -105,6 +127,7 @@ impl Dataplane {
         let done = match v.fwd.encap_obj(i) {
             EncapObj::Seg6(p) => self.push(v, buf, &meta, p, i).map(|b| (b, PLAIN)),
             EncapObj::Seg6Local(sid) => self.behaviour(v, buf, &meta, sid, i),
+            EncapObj::Rpl(p) => self.rpl_insert(buf, &meta, p, i).map(|b| (b, PLAIN)),
             // IOAM objects act on output (the transit stage keeps them from here).
             EncapObj::Ioam6(_) | EncapObj::Unsupported => Err((buf, DropReason::Seg6Unsupported)),
         };
@@ -201,6 +224,35 @@ impl Dataplane {
         Ok(buf)
     }
 
+    /// Inserts `p`'s RPL source routing header into the IPv6 packet at `meta.l3`
+    /// (rpl_input's rpl_do_srh); on success the buffer starts at its IPv6 header.
+    fn rpl_insert(
+        &mut self,
+        mut buf: Buf,
+        meta: &Meta,
+        p: &RplPush,
+        i: EncapIdx,
+    ) -> Result<Buf, (Buf, DropReason)> {
+        let IpAddr::V6(dst) = meta.dst else {
+            return Err((buf, DropReason::Seg6Unsupported));
+        };
+        if buf.trim_front(usize::from(meta.l3)).is_err() {
+            return Err((buf, DropReason::Nomem));
+        }
+        if let Err(r) = self.room(&mut buf, p.need, i) {
+            return Err((buf, r));
+        }
+        let l = rpl::added(p, &dst);
+        if buf
+            .insert_after(&mut self.pool, fibre_wire::ipv6::HEADER_LEN, l.len)
+            .is_err()
+        {
+            return Err((buf, DropReason::Nomem));
+        }
+        rpl::write_insert(p, &l, buf.data_mut(&mut self.pool));
+        Ok(buf)
+    }
+
     /// Runs an endpoint behaviour on the IPv6 packet at `meta.l3`; on success the buffer
     /// starts at the IP header to route next, with how to route it.
     fn behaviour(
@@ -244,6 +296,13 @@ impl Dataplane {
         }
         let how = match &sid.behaviour {
             Behaviour::End | Behaviour::EndX(_) | Behaviour::EndT(_) => {
+                if sid.usp || sid.usd {
+                    match srv6::ultimate(buf.data(&self.pool)) {
+                        Ok(Some(u)) => return self.ultimate(buf, sid, u),
+                        Ok(None) => {}
+                        Err(e) => return fail(buf, e),
+                    }
+                }
                 let at = match srv6::valid_srh(buf.data(&self.pool)) {
                     Ok(at) => at,
                     Err(e) => return fail(buf, e),
@@ -273,12 +332,24 @@ impl Dataplane {
                 };
                 return decap(buf, &mut self.pool, ip_proto::IPIP, how);
             }
+            // End.DT4, End.DT46 and End.DT6 with a VRF table: the kernel receives the inner
+            // packet on the VRF device bound to the table, whose rule sends the lookup there;
+            // fibre has no VRF devices and looks the packet up in the table itself, on the
+            // link it came in on.
             Behaviour::EndDt6(t) => {
-                let how = Lookup {
-                    table: Some(*t),
-                    ..PLAIN
+                return decap(buf, &mut self.pool, ip_proto::IPV6, dt(*t, ip_proto::IPV6));
+            }
+            Behaviour::EndDt4(t) => {
+                return decap(buf, &mut self.pool, ip_proto::IPIP, dt(*t, ip_proto::IPIP));
+            }
+            Behaviour::EndDt46(t) => {
+                // input_action_end_dt46: the protocol after the outer headers picks End.DT4's
+                // or End.DT6's processing.
+                let proto = match srv6::upper_layer(buf.data(&self.pool)) {
+                    Ok((p @ (ip_proto::IPIP | ip_proto::IPV6), _)) => p,
+                    _ => return fail(buf, Srv6Drop::NoInner),
                 };
-                return decap(buf, &mut self.pool, ip_proto::IPV6, how);
+                return decap(buf, &mut self.pool, proto, dt(*t, proto));
             }
             Behaviour::EndB6(p) | Behaviour::EndB6Encaps(p) => {
                 let at = match srv6::valid_srh(buf.data(&self.pool)) {
@@ -302,6 +373,49 @@ impl Dataplane {
         Ok((buf, how))
     }
 
+    /// An End, End.X or End.T with the USP or USD flavor, for a packet at the end of its
+    /// segment list (`u`: no SRH, or Segments Left 0). USD: an IPv6 or IPv4 payload is
+    /// decapsulated and routed as the behaviour routes (End: by its destination; End.X: to
+    /// the behaviour's neighbour; End.T: in its table). USP: the SRH is removed. Anything
+    /// else is the upper-layer header processing of RFC 8986 4.1.1: the router's own.
+    fn ultimate(
+        &mut self,
+        mut buf: Buf,
+        sid: &LocalSid,
+        u: srv6::Ultimate,
+    ) -> Result<(Buf, Lookup), (Buf, DropReason)> {
+        if sid.usd && (u.upper == ip_proto::IPV6 || u.upper == ip_proto::IPIP) {
+            let how = match (&sid.behaviour, u.upper) {
+                (Behaviour::EndT(t), _) => Lookup {
+                    table: Some(*t),
+                    ..PLAIN
+                },
+                (Behaviour::EndX(nh), ip_proto::IPV6) => Lookup {
+                    nh: Some(IpAddr::V6(*nh)),
+                    known_nh: true,
+                    ..NOT_LOCAL
+                },
+                // The neighbour is an IPv6 address: fibre's IPv4 forwarding has no IPv6
+                // gateways to hand an IPv4 packet to.
+                (Behaviour::EndX(_), _) => return Err((buf, DropReason::Seg6FamilyMismatch)),
+                _ => PLAIN,
+            };
+            let cut = srv6::inner_at(buf.data(&self.pool), u.upper)
+                .and_then(|at| buf.trim_front(at).map_err(|_| Srv6Drop::NoInner));
+            return match cut {
+                Ok(()) => Ok((buf, how)),
+                Err(e) => Err((buf, e.reason())),
+            };
+        }
+        if let (true, Some((at, link))) = (sid.usp, u.srh) {
+            let cut = srv6::remove_srh(buf.data_mut(&mut self.pool), at, link);
+            if buf.trim_front(cut).is_err() {
+                return Err((buf, DropReason::Nomem));
+            }
+        }
+        Ok((buf, DELIVER))
+    }
+
     /// Routes the IP packet the buffer starts with, as the kernel routes it after an SRv6
     /// stage (on the input link, by its own header), and sends it on through the usual
     /// stages.
@@ -321,14 +435,18 @@ impl Dataplane {
             Ok(m) => m,
             Err(d) => return self.srv6_drop(iif, buf, d.reason),
         };
+        if how.deliver {
+            let none = Ipv4Options::default();
+            return self.local(v, now, iif, buf, m, false, &none, tx);
+        }
         let key = InputKey {
             dst: how.nh.unwrap_or(m.dst),
             tos: if how.tos_zero { 0 } else { m.tos },
             ..key_of(&m, iif)
         };
         let route = match how.table {
-            Some(t) => v.fib.route_input6_table(&key, t),
-            None => v.fib.route_input(&key),
+            Some(t) => v.fib.route_input_table(&key, t),
+            None => self.input_again(v.fib, &key),
         };
         let route = match route {
             Ok(InputRoute::Local { .. } | InputRoute::Broadcast { .. }) if !how.local => {
@@ -352,6 +470,30 @@ impl Dataplane {
             },
             tx,
         );
+    }
+
+    /// `Fib::route_input` for `key`, from the last decision when it holds (see [`Again`]).
+    fn input_again(&mut self, fib: &Fib, key: &InputKey) -> Result<InputRoute, InputDrop> {
+        let timely = fib
+            .route_input_deadline()
+            .is_none_or(|d| fib.clock().now_ms() < d);
+        if !timely || !fib.input_key_suffices(key.dst.is_ipv6()) {
+            return fib.route_input(key);
+        }
+        let gen = fib.gen();
+        let last = self
+            .again
+            .filter(|a| a.gen == gen && a.key.same_cache_key(key));
+        if let Some(r) = last.and_then(|a| fib.route_input_replay(&a.memo, key)) {
+            return r;
+        }
+        let (r, memo) = fib.route_input_memo(key);
+        self.again = memo.map(|memo| Again {
+            key: *key,
+            gen,
+            memo,
+        });
+        r
     }
 
     /// ipv6_srh_rcv: an IPv6 packet for the router whose first routing header is an SRH. Not
@@ -519,6 +661,16 @@ fn outer_of(meta: &Meta, setting: i32, next: u8) -> Outer {
             hop_limit: DEFAULT_HOP_LIMIT,
             next,
         },
+    }
+}
+
+/// How End.DT4, End.DT6 and End.DT46 route the inner packet of protocol `proto`: in table
+/// `t`, an IPv4 packet with TOS 0 (input_action_end_dt4's ip_route_input passes none).
+fn dt(t: u32, proto: u8) -> Lookup {
+    Lookup {
+        table: Some(t),
+        tos_zero: proto == ip_proto::IPIP,
+        ..PLAIN
     }
 }
 

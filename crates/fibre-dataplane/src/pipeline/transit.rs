@@ -133,7 +133,7 @@ impl Dataplane {
             self.counters.forwarded += 1;
             let (buf, hop, l3) = match ioam {
                 None => (buf, hop, l3),
-                Some((i, p)) => match self.ioam6_insert(v, now, buf, l3, i, p, hop) {
+                Some((i, p)) => match self.ioam6_insert(v, now, buf, l3, i, p, hop, f.mtu, tx) {
                     Some(x) => x,
                     None => return,
                 },
