@@ -522,6 +522,9 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool, details: b
         p.open_obj(Some("info_data"));
         p.str(Some("dev"), "dev ", &port.dev, " ");
         p.str(Some("io"), "io ", port.io.name(), " ");
+        if let Some(t) = &port.punt {
+            p.str(Some("punt"), "punt ", t, " ");
+        }
         p.close_obj();
         p.close_obj();
     }
@@ -570,6 +573,26 @@ pub fn print_stats(p: &mut Printer, s: &LinkStats) {
             let digits = v.to_string().len();
             p.text(&" ".repeat(width.saturating_sub(digits)));
             p.num(Some(name), "", *v as i64, " ");
+        }
+        p.text("\n");
+        p.close_obj();
+    }
+    if let Some(c) = &s.punt {
+        // fibre's own line, in the RX and TX lines' manner: the port's punt path.
+        p.open_obj(Some("punt"));
+        p.text("    punt: to host from host dropped\n    ");
+        for (i, (name, v)) in [
+            ("to_host", c.to_host),
+            ("from_host", c.from_host),
+            ("dropped", c.dropped),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let width: usize = if i == 0 { 14 } else { 9 };
+            let digits = v.to_string().len();
+            p.text(&" ".repeat(width.saturating_sub(digits)));
+            p.num(Some(name), "", v as i64, " ");
         }
         p.text("\n");
         p.close_obj();

@@ -346,6 +346,9 @@ pub struct PortSpec {
     /// The host interface's name (for a TAP port, the device it creates).
     pub dev: String,
     pub io: PortIo,
+    /// The TAP device that carries the host's own traffic on this port (`punt TAPNAME`):
+    /// created in the daemon's namespace with the link's MAC, MTU and addresses.
+    pub punt: Option<String>,
 }
 
 /// Interface flags (IFF_*), as in `ifi_flags`.
@@ -398,6 +401,18 @@ pub struct LinkStats {
     pub tx_bytes: u64,
     pub tx_errors: u64,
     pub tx_dropped: u64,
+    /// A port link with a punt TAP: frames handed to the host (the router's own traffic, and
+    /// copies of the neighbour answers the host needs), frames the host sent out by the port,
+    /// and frames for the host dropped (the worker's budget spent, or the TAP refusing).
+    pub punt: Option<PuntStats>,
+}
+
+/// The punt path's counters of one port link (see [`LinkStats::punt`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PuntStats {
+    pub to_host: u64,
+    pub from_host: u64,
+    pub dropped: u64,
 }
 
 impl LinkStats {

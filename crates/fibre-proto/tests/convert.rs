@@ -533,12 +533,17 @@ fn requests_round_trip_through_the_model() {
 /// round trip for every I/O kind; data without the host interface is refused.
 #[test]
 fn port_links_round_trip() {
-    for io in [PortIo::AfXdp, PortIo::AfPacket, PortIo::Tap] {
+    for (io, punt) in [
+        (PortIo::AfXdp, None),
+        (PortIo::AfPacket, Some("cp-h1".to_string())),
+        (PortIo::Tap, None),
+    ] {
         let link = Link {
             ifname: Some("p0".into()),
             kind: Some(LinkKind::Port(PortSpec {
                 dev: "veth-h1".into(),
                 io,
+                punt,
             })),
             ..Link::default()
         };

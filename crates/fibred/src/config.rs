@@ -36,7 +36,7 @@ pub struct Workers {
 }
 
 /// A port link made at the start (`[[port]]`), as `fibre link add NAME type port dev DEV io
-/// IO` makes it.
+/// IO [punt TAPNAME]` makes it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Port {
@@ -44,6 +44,8 @@ pub struct Port {
     pub dev: String,
     #[serde(default = "default_io")]
     pub io: String,
+    /// The TAP device carrying the host's own traffic (`punt TAPNAME`); none by default.
+    pub punt: Option<String>,
 }
 
 fn default_io() -> String {
@@ -244,6 +246,7 @@ impl File {
                     spec: fibre_fib::PortSpec {
                         dev: p.dev.clone(),
                         io,
+                        punt: p.punt.clone(),
                     },
                 })
             })
@@ -302,7 +305,7 @@ mod tests {
              [metrics]\nlisten = \"[::1]:9101\"\n\
              [workers]\ncpu = 1\n\
              [[port]]\nname = \"p0\"\ndev = \"veth0\"\n\
-             [[port]]\nname = \"p1\"\ndev = \"veth1\"\nio = \"af_packet\"\n",
+             [[port]]\nname = \"p1\"\ndev = \"veth1\"\nio = \"af_packet\"\npunt = \"cp1\"\n",
             "f",
         )
         .unwrap();
@@ -318,13 +321,13 @@ mod tests {
         let io: Vec<_> = c
             .ports
             .iter()
-            .map(|p| (p.name.as_str(), p.spec.io))
+            .map(|p| (p.name.as_str(), p.spec.io, p.spec.punt.as_deref()))
             .collect();
         assert_eq!(
             io,
             [
-                ("p0", fibre_fib::PortIo::AfXdp),
-                ("p1", fibre_fib::PortIo::AfPacket)
+                ("p0", fibre_fib::PortIo::AfXdp, None),
+                ("p1", fibre_fib::PortIo::AfPacket, Some("cp1"))
             ]
         );
         let e = parse("[[port]]\nname = \"p0\"\ndev = \"v\"\nio = \"dpdk\"\n", "f")

@@ -29,9 +29,13 @@
 //!   [`Counters`] every [`STATS_EVERY`] and whenever its ports change (one uncontended lock
 //!   per period); the metrics thread and the link dumps read them from there.
 //!
+//! A port link may have a punt path for the host's own traffic: a TAP in fibred's namespace
+//! ([`punt`] says how it is made and kept), handed to the worker with the port.
+//!
 //! One worker forwards for every port (a worker must transmit on every port, and only
 //! AF_PACKET could open a port once per worker); `[workers] cpu` pins it.
 
+mod punt;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,7 +46,9 @@ use std::time::{Duration, Instant};
 
 use fibre_dataplane::drop::DropCounters;
 use fibre_dataplane::pipeline::{self, Dataplane, Event};
-use fibre_fib::types::{Errno, Link, LinkKind, LinkStats, PortIo, PortSpec, ReqFlags, RtError};
+use fibre_fib::types::{
+    Errno, Link, LinkKind, LinkStats, PortIo, PortSpec, PuntStats, ReqFlags, RtError,
+};
 use fibre_fib::{Fib, NudAction};
 use fibre_fwd::FwdWriter;
 use fibre_io::worker::monotonic_ns;
@@ -89,6 +95,8 @@ enum Control {
         ifindex: u32,
         spec: PortSpec,
         port: Port,
+        /// The link's punt TAP.
+        punt: Option<Port>,
     },
     Remove(u32),
 }
@@ -129,6 +137,8 @@ pub struct PortStats {
     pub state: &'static str,
     pub port: fibre_io::Counters,
     pub link: fibre_dataplane::drop::LinkStats,
+    /// The punt path's, for a link with one.
+    pub punt: Option<PuntStats>,
 }
 
 /// The worker's counters as last copied out.
@@ -189,6 +199,7 @@ impl crate::engine::LinkCounters for Counters {
             tx_bytes: port.tx_bytes,
             tx_errors: port.errors + link.tx_errors,
             tx_dropped: port.tx_full + link.tx_dropped,
+            punt: p.punt,
         })
     }
 }
@@ -206,8 +217,9 @@ pub struct Binder {
     settings: Settings,
     reader: FibReader,
     fwd: FwdWriter,
-    /// The port opened for a link about to be made.
-    pending: Option<(PortSpec, Port)>,
+    /// The port (and punt TAP) opened for a link about to be made.
+    pending: Option<(PortSpec, Port, Option<Port>)>,
+    punts: punt::Punts,
     kick: Arc<Kick>,
     /// The worker's ends of the queues, until it starts.
     worker_ends: Option<(SyncSender<Up>, Receiver<NudAction>)>,
@@ -264,6 +276,7 @@ pub fn start(
         reader: engine.reader(),
         fwd,
         pending: None,
+        punts: punt::Punts::default(),
         kick: kick.clone(),
         worker_ends: Some((up_tx, act_rx)),
         waker: waker.clone(),
@@ -414,25 +427,31 @@ impl PortBinder for Binder {
     fn open(&mut self, spec: &PortSpec) -> Result<Option<Vec<u8>>, RtError> {
         self.pending = None;
         let port = Port::open(kind(spec.io), &spec.dev).map_err(|e| open_error(&e))?;
-        self.pending = Some((spec.clone(), port));
         // A TAP's own address is the host's end; the link is the other end and keeps its own.
-        Ok(match spec.io {
+        let mac = match spec.io {
             PortIo::Tap => None,
             _ => host_mac(&spec.dev),
-        })
+        };
+        let punt = punt::open(spec, mac.as_deref())?;
+        self.pending = Some((spec.clone(), port, punt));
+        Ok(mac)
     }
 
     fn commit(&mut self, ifindex: Option<u32>) {
-        let (Some(ifindex), Some((spec, port))) = (ifindex, self.pending.take()) else {
+        let (Some(ifindex), Some((spec, port, punt))) = (ifindex, self.pending.take()) else {
             return;
         };
         tracing::info!(link = ifindex, dev = %spec.dev, io = %spec.io.name(), mode = %port.detail, "port bound");
+        if let Some(tap) = &punt {
+            self.punts.add(ifindex, &spec, tap);
+        }
         let sent = self.worker().is_some_and(|w| {
             w.ctl
                 .send(Control::Add {
                     ifindex,
                     spec,
                     port,
+                    punt,
                 })
                 .is_ok()
         });
@@ -442,6 +461,7 @@ impl PortBinder for Binder {
     }
 
     fn removed(&mut self, ifindex: u32) {
+        self.punts.remove(ifindex);
         let sent = self
             .worker
             .as_ref()
@@ -457,6 +477,7 @@ impl PortBinder for Binder {
         if self.worker.is_some() {
             self.fwd.update(fib);
         }
+        self.punts.sync(fib);
     }
 }
 

@@ -63,10 +63,12 @@ impl Remote {
             unrouted: worker.unrouted(),
             events_lost: self.events_lost,
         };
+        let punts = worker.punts();
         for (ifindex, port, state) in ports {
             let Some(b) = self.bound.iter().find(|b| b.ifindex == ifindex) else {
                 continue;
             };
+            let punt = punts.iter().find(|(i, _)| *i == ifindex).map(|(_, s)| *s);
             s.ports.push(PortStats {
                 ifindex,
                 spec: b.spec.clone(),
@@ -78,6 +80,7 @@ impl Remote {
                 },
                 port,
                 link: dp.link_stats(ifindex),
+                punt,
             });
         }
         self.counters.set(s);
@@ -158,6 +161,7 @@ impl Turn for Remote {
                         ifindex,
                         spec,
                         port,
+                        punt,
                     } => {
                         self.bound.push(Bound {
                             ifindex,
@@ -165,6 +169,9 @@ impl Turn for Remote {
                             detail: port.detail,
                         });
                         worker.add(ifindex, port);
+                        if let Some(tap) = punt {
+                            worker.punt(ifindex, tap);
+                        }
                     }
                     Control::Remove(ifindex) => {
                         if worker.remove(ifindex) {
