@@ -2,9 +2,13 @@
 `ip netns exec NS python3 nethelp.py ...` (this machine has no ping or ethtool):
 
   ping DST [TRIES]        one ICMP echo answered within TRIES half-second tries; exit 0 if so
-  udp-echo PORT SECONDS   answers each UDP datagram on PORT with the same bytes, for SECONDS
+  udp-echo PORT SECONDS [ADDR]
+                          answers each UDP datagram on PORT (of ADDR, else any address) with
+                          the same bytes, for SECONDS
   udp-ask DST PORT        sends a datagram to DST:PORT and waits for it back; exit 0 if so
-  tcp-echo PORT SECONDS   echoes one TCP connection on PORT, for at most SECONDS
+  tcp-echo PORT SECONDS [ADDR]
+                          echoes one TCP connection on PORT (of ADDR, else any address), for at
+                          most SECONDS
   tcp-ask DST PORT BYTES  sends BYTES over TCP to DST:PORT and reads them back; exit 0 if equal
   icmp-error DST          sends a UDP datagram to DST:9 and prints the errno an ICMP error
                           turned into (ENETUNREACH, ...); exit 0 if one came
@@ -59,9 +63,9 @@ def ping(dst: str, tries: int) -> bool:
     return False
 
 
-def udp_echo(port: int, seconds: float) -> None:
+def udp_echo(port: int, seconds: float, addr: str = "0.0.0.0") -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("0.0.0.0", port))
+    s.bind((addr, port))
     s.settimeout(0.2)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -87,10 +91,10 @@ def udp_ask(dst: str, port: int) -> bool:
     return False
 
 
-def tcp_echo(port: int, seconds: float) -> None:
+def tcp_echo(port: int, seconds: float, addr: str = "0.0.0.0") -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
+    s.bind((addr, port))
     s.listen(1)
     s.settimeout(seconds)
     try:
@@ -193,12 +197,12 @@ def main(argv: list[str]) -> int:
     if cmd == "ping":
         return 0 if ping(argv[1], int(argv[2]) if len(argv) > 2 else 10) else 1
     if cmd == "udp-echo":
-        udp_echo(int(argv[1]), float(argv[2]))
+        udp_echo(int(argv[1]), float(argv[2]), *argv[3:4])
         return 0
     if cmd == "udp-ask":
         return 0 if udp_ask(argv[1], int(argv[2])) else 1
     if cmd == "tcp-echo":
-        tcp_echo(int(argv[1]), float(argv[2]))
+        tcp_echo(int(argv[1]), float(argv[2]), *argv[3:4])
         return 0
     if cmd == "tcp-ask":
         return 0 if tcp_ask(argv[1], int(argv[2]), int(argv[3])) else 1
