@@ -8,7 +8,8 @@ stack (the host's) owns 10.0.1.1 through cp0 while fibre forwards. Checked, for 
 AF_XDP: a TCP connection from h1 to a server in r bound to 10.0.1.1 exchanges data, and UDP
 too; ping of the router stays fibre's; an address added to p0 later appears on cp0 and goes
 when it is deleted; cp0's carrier follows a0; the punt counters move (`fibre -s -j link
-show`, the metrics). Then a BGP session of BIRD 2 in h1 with BIRD in r over cp0 (hold time 3
+show`, the metrics); r's stack ignores a0 while p0 is bound, and p0 deleted takes cp0 away
+and gives a0's settings back. Then a BGP session of BIRD 2 in h1 with BIRD in r over cp0 (hold time 3
 seconds): Established, a route exchanged each way, and still Established, not restarted,
 after a few seconds of UDP crossing fibre.
 
@@ -111,10 +112,20 @@ def test_host_traffic_through_the_punt_tap(topo, kind, tmp_path):
         sent = re.search(r'fibre_link_punt_from_host_total\{link="p0",dev="a0",io="%s"\} (\d+)'
                          % kind, metrics)
         assert sent and int(sent.group(1)) > 10, metrics
+
+        # While p0 is bound, r's stack ignores a0 (it would take the router's traffic a
+        # second time); p0 deleted, cp0 goes and a0's settings are r's again.
+        assert arp_ignore(topo["r"]) == "8"
+        r.fibre("link", "del", "p0")
+        assert until(lambda: sh("ip", "-n", topo["r"], "link", "show", "cp0",
+                                check=False).returncode != 0), "cp0 stays"
+        assert arp_ignore(topo["r"]) == "0"
     finally:
         r.stop()
-    # The link gone with fibred's state kept, the TAP goes with fibred.
-    assert sh("ip", "-n", topo["r"], "link", "show", "cp0", check=False).returncode != 0
+
+
+def arp_ignore(ns: str) -> str:
+    return sh("ip", "netns", "exec", ns, "cat", "/proc/sys/net/ipv4/conf/a0/arp_ignore").stdout.strip()
 
 
 BIRD_CONF = """\
