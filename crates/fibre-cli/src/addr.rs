@@ -581,17 +581,14 @@ pub fn print_stats(p: &mut Printer, s: &LinkStats) {
         // fibre's own line, in the RX and TX lines' manner: the port's punt path.
         p.open_obj(Some("punt"));
         p.text("    punt: to host from host dropped\n    ");
-        for (i, (name, v)) in [
-            ("to_host", c.to_host),
-            ("from_host", c.from_host),
-            ("dropped", c.dropped),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let width: usize = if i == 0 { 14 } else { 9 };
+        // Right-aligned under the titles.
+        for (name, v, width) in [
+            ("to_host", c.to_host, 13),
+            ("from_host", c.from_host, 9),
+            ("dropped", c.dropped, 7),
+        ] {
             let digits = v.to_string().len();
-            p.text(&" ".repeat(width.saturating_sub(digits)));
+            p.text(&" ".repeat(width - digits.min(width)));
             p.num(Some(name), "", v as i64, " ");
         }
         p.text("\n");
@@ -737,6 +734,36 @@ mod tests {
         assert_eq!(
             String::from_utf8(p.finish()).unwrap(),
             "2: d0: <NO-CARRIER,BROADCAST,NOARP,UP> mtu 1500 qdisc noqueue state DOWN group default qlen 1000\n"
+        );
+    }
+
+    #[test]
+    fn a_ports_punt_counters_print_under_its_titles() {
+        let s = LinkStats {
+            punt: Some(fibre_fib::PuntStats {
+                to_host: 12,
+                from_host: 3456,
+                dropped: 0,
+            }),
+            ..LinkStats::default()
+        };
+        let mut p = Printer::new(false, false);
+        print_stats(&mut p, &s);
+        let text = String::from_utf8(p.finish()).unwrap();
+        let punt: Vec<&str> = text.lines().skip(4).collect();
+        assert_eq!(
+            punt,
+            [
+                "    punt: to host from host dropped",
+                "               12      3456       0 "
+            ]
+        );
+        let mut p = Printer::new(true, false);
+        print_stats(&mut p, &s);
+        let json = String::from_utf8(p.finish()).unwrap();
+        assert!(
+            json.contains(r#""punt":{"to_host":12,"from_host":3456,"dropped":0}"#),
+            "{json}"
         );
     }
 
