@@ -383,6 +383,8 @@ pub struct Link {
     /// Counters (IFLA_STATS64), in a dump of a link something counts on (fibred's port
     /// links); the FIB itself counts nothing and leaves them out.
     pub stats: Option<LinkStats>,
+    /// A port link's punt path's counters, in a dump of one that has a punt TAP.
+    pub punt: Option<PuntStats>,
 }
 
 /// A link's counters as `ip -s link` shows them (`struct rtnl_link_stats64`'s that fibre
@@ -401,13 +403,12 @@ pub struct LinkStats {
     pub tx_bytes: u64,
     pub tx_errors: u64,
     pub tx_dropped: u64,
-    /// A port link with a punt TAP: frames handed to the host (the router's own traffic, and
-    /// copies of the neighbour answers the host needs), frames the host sent out by the port,
-    /// and frames for the host dropped (the worker's budget spent, or the TAP refusing).
-    pub punt: Option<PuntStats>,
 }
 
-/// The punt path's counters of one port link (see [`LinkStats::punt`]).
+/// The punt path's counters of one port link with a punt TAP: frames handed to the host (the
+/// router's own traffic, and copies of the neighbour answers the host needs), frames the host
+/// sent out by the port, and frames for the host dropped (the worker's budget spent, or the
+/// TAP refusing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PuntStats {
     pub to_host: u64,

@@ -490,6 +490,7 @@ pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
         None if h.link_type == ARPHRD_LOOPBACK => Some(LinkKind::Loopback),
         None => None,
     };
+    link.punt = punt_stats(m);
     for a in &m.attributes {
         match a {
             LinkAttr::IfName(s) => link.ifname = Some(text(s)?),
@@ -509,7 +510,6 @@ pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
                     tx_bytes: s.tx_bytes,
                     tx_errors: s.tx_errors,
                     tx_dropped: s.tx_dropped,
-                    punt: punt_stats(m),
                 })
             }
             LinkAttr::AfSpec(spec) => {
@@ -561,7 +561,7 @@ fn link_tail<'a>(link: &'a Link, out: &mut Vec<LinkAttr<'a>>) {
             };
             let mut data = vec![PortAttr::Dev(NlStr::new(&p.dev)), PortAttr::Io(io)];
             data.extend(p.punt.as_deref().map(|t| PortAttr::Punt(NlStr::new(t))));
-            if let Some(c) = link.stats.and_then(|s| s.punt) {
+            if let Some(c) = link.punt {
                 data.extend([
                     PortAttr::PuntToHost(c.to_host),
                     PortAttr::PuntFromHost(c.from_host),

@@ -199,8 +199,11 @@ impl crate::engine::LinkCounters for Counters {
             tx_bytes: port.tx_bytes,
             tx_errors: port.errors + link.tx_errors,
             tx_dropped: port.tx_full + link.tx_dropped,
-            punt: p.punt,
         })
+    }
+
+    fn punt(&self, ifindex: u32) -> Option<PuntStats> {
+        self.link(ifindex)?.punt
     }
 }
 
