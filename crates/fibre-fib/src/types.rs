@@ -416,7 +416,30 @@ pub struct PuntStats {
     pub dropped: u64,
 }
 
+impl PuntStats {
+    /// Adds another worker's counts.
+    pub fn add(&mut self, o: &PuntStats) {
+        self.to_host += o.to_host;
+        self.from_host += o.from_host;
+        self.dropped += o.dropped;
+    }
+}
+
 impl LinkStats {
+    /// Adds another counter's counts (another worker's, of the same link).
+    pub fn add(&mut self, o: &LinkStats) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.rx_errors += o.rx_errors;
+        self.rx_dropped += o.rx_dropped;
+        self.multicast += o.multicast;
+        self.rx_otherhost_dropped += o.rx_otherhost_dropped;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.tx_errors += o.tx_errors;
+        self.tx_dropped += o.tx_dropped;
+    }
+
     /// A frame of `len` bytes came in (bytes over the whole Ethernet frame without its FCS);
     /// `multicast` when its destination MAC has the group bit.
     pub fn received(&mut self, len: usize, multicast: bool) {

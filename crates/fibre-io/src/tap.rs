@@ -127,6 +127,16 @@ pub fn set_mtu(dev: &str, mtu: u32) -> std::io::Result<()> {
     sys::set_mtu(dev, mtu)
 }
 
+/// Another transmit half on the TAP device behind `fd` (a port's descriptor, either half's),
+/// for a thread of its own: each write(2) to a TAP is one whole frame, so the halves need no
+/// lock between them.
+pub fn writer(fd: BorrowedFd<'_>) -> std::io::Result<Box<dyn TxQueue>> {
+    Ok(Box::new(TapTx {
+        fd: fd.try_clone_to_owned()?,
+        counters: Counters::default(),
+    }))
+}
+
 struct TapRx {
     fd: OwnedFd,
     /// `batch` buffers of `frame_size` bytes, one after another.

@@ -286,7 +286,13 @@ impl Worker {
             mtu: None,
             followed: false,
         });
-        self.out.ports.push((ifindex, port.tx));
+        self.add_output(ifindex, port.tx);
+    }
+
+    /// Binds fibre link `ifindex` for output only: what the data plane sends on the link
+    /// leaves by `tx`; another worker receives what comes in on it.
+    pub fn add_output(&mut self, ifindex: u32, tx: Box<dyn TxQueue>) {
+        self.out.ports.push((ifindex, tx));
         self.rebuild_pollfds();
     }
 
@@ -295,27 +301,33 @@ impl Worker {
     /// the host sends on it leaves by the link's port. Replaces the link's punt path if it
     /// had one.
     pub fn punt(&mut self, ifindex: u32, tap: Port) {
-        if let Some(i) = self
-            .inputs
-            .iter()
-            .find(|i| i.ifindex == ifindex && i.followed)
-        {
-            // Later changes reach the TAP from `check_ports`; this is the state until then.
-            let _ = crate::tap::set_carrier(tap.tx.fd(), i.state.is_ok());
-        }
-        self.out.hosts.retain(|h| h.ifindex != ifindex);
-        self.hosts.retain(|h| h.ifindex != ifindex);
-        self.out.hosts.push(ToHost {
-            ifindex,
-            tap: tap.tx,
-            stats: PuntStats::default(),
-            budget: PUNT_BUDGET,
-        });
+        self.punt_to(ifindex, tap.tx);
         self.hosts.push(FromHost {
             ifindex,
             tap: tap.rx,
         });
         self.rebuild_pollfds();
+    }
+
+    /// Gives bound link `ifindex` a punt path towards the host only, through `tap` (a
+    /// [`crate::tap::writer`]); another worker reads what the host sends.
+    pub fn punt_to(&mut self, ifindex: u32, tap: Box<dyn TxQueue>) {
+        let followed = self
+            .inputs
+            .iter()
+            .find(|i| i.ifindex == ifindex && i.followed);
+        if let Some(i) = followed {
+            // Later changes reach the TAP from `check_ports`; this is the state until then.
+            let _ = crate::tap::set_carrier(tap.fd(), i.state.is_ok());
+        }
+        self.out.hosts.retain(|h| h.ifindex != ifindex);
+        self.hosts.retain(|h| h.ifindex != ifindex);
+        self.out.hosts.push(ToHost {
+            ifindex,
+            tap,
+            stats: PuntStats::default(),
+            budget: PUNT_BUDGET,
+        });
     }
 
     /// Each punt path's counters, by link.
@@ -356,16 +368,30 @@ impl Worker {
         self.out.unrouted
     }
 
-    /// Each bound link's port counters and state.
+    /// Each bound link's port counters and state (links bound for output only are
+    /// [`Worker::outputs`]).
     pub fn ports(&mut self) -> Vec<(u32, Counters, Result<(), PortError>)> {
+        let outputs = &mut self.out.ports;
         self.inputs
             .iter_mut()
-            .zip(&mut self.out.ports)
-            .map(|(i, (_, tx))| {
+            .map(|i| {
                 let mut c = i.rx.counters();
-                c.add(&tx.counters());
+                if let Some((_, tx)) = outputs.iter_mut().find(|(o, _)| *o == i.ifindex) {
+                    c.add(&tx.counters());
+                }
                 (i.ifindex, c, i.state)
             })
+            .collect()
+    }
+
+    /// The transmit counters of the links bound for output only.
+    pub fn outputs(&mut self) -> Vec<(u32, Counters)> {
+        let inputs = &self.inputs;
+        self.out
+            .ports
+            .iter_mut()
+            .filter(|(o, _)| !inputs.iter().any(|i| i.ifindex == *o))
+            .map(|(o, tx)| (*o, tx.counters()))
             .collect()
     }
 
@@ -373,8 +399,15 @@ impl Worker {
     /// vector at a time (at most `rounds_per_port` vectors each, so one busy port cannot
     /// starve the others), each followed by the writer's turn. Returns the frames received.
     pub fn poll_once(&mut self, router: &mut impl Turn, now: u64, rounds_per_port: usize) -> usize {
+        let mut fired = false;
         while let Some(at) = router.next_due(&self.dp, now) {
             router.fire(&mut self.dp, at, &mut self.out);
+            fired = true;
+        }
+        if fired {
+            // What the timers sent (probes, released packets, ICMP errors) leaves now, not
+            // with the next vector this worker receives, which may be long in coming.
+            self.out.flush();
         }
         for h in &mut self.out.hosts {
             h.budget = PUNT_BUDGET;

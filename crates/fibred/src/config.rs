@@ -1,5 +1,5 @@
 //! fibred's configuration file (`--config FILE`, TOML): the daemon's sockets and state, the
-//! log level, the FPM server, mirror mode, metrics, the forwarding worker and port links. The embedded default ([`DEFAULT`],
+//! log level, the FPM server, mirror mode, metrics, the forwarding workers and port links. The embedded default ([`DEFAULT`],
 //! `fibred --print-config`) lists every key with its default value; a key left out takes
 //! it, an unknown key or a value of the wrong kind is an error that names the file, the line
 //! and the column. The command line's options override the file's (main.rs applies them to
@@ -28,11 +28,22 @@ pub struct File {
     pub port: Vec<Port>,
 }
 
-/// The forwarding worker (`[workers]`).
+/// The forwarding workers (`[workers]`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Workers {
-    pub cpu: Option<usize>,
+    /// How many; one per CPU fibred may run on when left out.
+    pub count: Option<usize>,
+    /// The CPUs to pin them to: one, or a list (worker i on the i-th, round the list).
+    pub cpu: Option<Cpus>,
+}
+
+/// `cpu = 1` or `cpu = [1, 2]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Cpus {
+    One(usize),
+    List(Vec<usize>),
 }
 
 /// A port link made at the start (`[[port]]`), as `fibre link add NAME type port dev DEV io
@@ -254,7 +265,12 @@ impl File {
         Ok(Config {
             ports,
             workers: crate::ports::Settings {
-                cpu: self.workers.cpu,
+                count: self.workers.count,
+                cpus: match &self.workers.cpu {
+                    None => Vec::new(),
+                    Some(Cpus::One(c)) => vec![*c],
+                    Some(Cpus::List(l)) => l.clone(),
+                },
             },
             socket,
             dgram,
@@ -317,7 +333,12 @@ mod tests {
         assert_eq!(fpm.settings.sweep_max, Duration::from_secs(120));
         assert_eq!(c.mirror.unwrap().netns, Some(PathBuf::from("router")));
         assert_eq!(c.metrics, Some("[::1]:9101".parse().unwrap()));
-        assert_eq!(c.workers.cpu, Some(1));
+        assert_eq!((c.workers.count, c.workers.cpus), (None, vec![1]));
+        let c = parse("[workers]\ncount = 3\ncpu = [2, 0]\n", "f")
+            .unwrap()
+            .server_config()
+            .unwrap();
+        assert_eq!((c.workers.count, c.workers.cpus), (Some(3), vec![2, 0]));
         let io: Vec<_> = c
             .ports
             .iter()

@@ -424,6 +424,22 @@ fn render_ports(w: &mut Exposition, counters: &crate::ports::Counters, reader: &
     ] {
         w.sample("fibre_dataplane_packets_total", &[("fate", fate)], n);
     }
+    w.header(
+        "fibre_worker_packets_total",
+        "counter",
+        "Packets each forwarding worker received and forwarded.",
+    );
+    for (i, s) in counters.workers().iter().enumerate() {
+        let worker = i.to_string();
+        let d = &s.dataplane;
+        for (fate, n) in [("received", d.received), ("forwarded", d.forwarded)] {
+            w.sample(
+                "fibre_worker_packets_total",
+                &[("worker", worker.as_str()), ("fate", fate)],
+                n,
+            );
+        }
+    }
     let c = &d.input_cache;
     for (name, help, n) in [
         (

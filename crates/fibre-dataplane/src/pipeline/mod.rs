@@ -220,6 +220,27 @@ pub struct Counters {
     pub encap_reallocs: u64,
 }
 
+impl Counters {
+    /// Adds another worker's counts (the packets waiting now included).
+    pub fn add(&mut self, o: &Counters) {
+        self.received += o.received;
+        self.forwarded += o.forwarded;
+        self.fragments += o.fragments;
+        self.delivered += o.delivered;
+        self.punted += o.punted;
+        self.reasm_queued += o.reasm_queued;
+        self.dropped += o.dropped;
+        self.waiting += o.waiting;
+        self.icmp_errors += o.icmp_errors;
+        self.echo_replies += o.echo_replies;
+        self.neigh_sent += o.neigh_sent;
+        self.icmp_ratelimited += o.icmp_ratelimited;
+        self.events_dropped += o.events_dropped;
+        self.input_cache.add(&o.input_cache);
+        self.encap_reallocs += o.encap_reallocs;
+    }
+}
+
 /// Where a packet leaves: its adjacency, the output link and the neighbour, and for a held
 /// packet its source (a solicitation may ask from it) and the link it came in on (0: the
 /// router made it).
