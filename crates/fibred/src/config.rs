@@ -334,11 +334,12 @@ mod tests {
         assert_eq!(c.mirror.unwrap().netns, Some(PathBuf::from("router")));
         assert_eq!(c.metrics, Some("[::1]:9101".parse().unwrap()));
         assert_eq!((c.workers.count, c.workers.cpus), (None, vec![1]));
-        let c = parse("[workers]\ncount = 3\ncpu = [2, 0]\n", "f")
+        let w = parse("[workers]\ncount = 3\ncpu = [2, 0]\n", "f")
             .unwrap()
             .server_config()
-            .unwrap();
-        assert_eq!((c.workers.count, c.workers.cpus), (Some(3), vec![2, 0]));
+            .unwrap()
+            .workers;
+        assert_eq!((w.count, w.cpus), (Some(3), vec![2, 0]));
         let io: Vec<_> = c
             .ports
             .iter()
