@@ -412,7 +412,7 @@ impl Worker {
         for h in &mut self.out.hosts {
             h.budget = PUNT_BUDGET;
         }
-        let mut total = self.from_hosts(rounds_per_port);
+        let mut total = self.hosts_out(rounds_per_port);
         for input in &mut self.inputs {
             if input.state == Err(PortError::Gone) {
                 continue;
@@ -444,7 +444,7 @@ impl Worker {
 
     /// The frames the hosts sent on their punt TAPs (at most `rounds` vectors from each),
     /// out by their links' ports as they are. Returns how many.
-    fn from_hosts(&mut self, rounds: usize) -> usize {
+    fn hosts_out(&mut self, rounds: usize) -> usize {
         let mut total = 0;
         for h in &mut self.hosts {
             let Some((_, tx)) = self.out.ports.iter_mut().find(|(i, _)| *i == h.ifindex) else {

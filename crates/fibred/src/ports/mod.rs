@@ -126,14 +126,18 @@ enum Share {
     Output(Box<dyn fibre_io::TxQueue>),
 }
 
+/// A worker's share of a port link: of its port, and of its punt TAP if it has one.
+struct LinkShare {
+    port: Share,
+    punt: Option<Share>,
+}
+
 /// What goes from the binder to a worker.
 enum Control {
     Add {
         ifindex: u32,
         spec: PortSpec,
-        port: Share,
-        /// The link's punt TAP.
-        punt: Option<Share>,
+        share: Box<LinkShare>,
     },
     Remove(u32),
 }
@@ -319,7 +323,7 @@ pub struct Binder {
     reader: FibReader,
     fwd: FwdWriter,
     /// The ports (and punt TAPs) opened for a link about to be made: each worker's share.
-    pending: Option<(PortSpec, Vec<(Share, Option<Share>)>)>,
+    pending: Option<(PortSpec, Vec<LinkShare>)>,
     punts: punt::Punts,
     /// The workers' ends of the queues, until they start.
     ends: Vec<WorkerEnds>,
@@ -549,7 +553,7 @@ fn open_shares(
     workers: usize,
     group: u16,
     mac: Option<&[u8]>,
-) -> Result<Vec<(Share, Option<Share>)>, RtError> {
+) -> Result<Vec<LinkShare>, RtError> {
     let first = match (spec.io, workers) {
         (PortIo::AfPacket, 2..) => fanout_port(&spec.dev, group)?,
         (io, _) => Port::open(kind(io), &spec.dev).map_err(|e| open_error(&e))?,
@@ -575,9 +579,18 @@ fn open_shares(
             )),
             None => None,
         };
-        shares.push((port, to_host));
+        shares.push(LinkShare {
+            port,
+            punt: to_host,
+        });
     }
-    shares.insert(0, (Share::Port(first), punt.map(Share::Port)));
+    shares.insert(
+        0,
+        LinkShare {
+            port: Share::Port(first),
+            punt: punt.map(Share::Port),
+        },
+    );
     Ok(shares)
 }
 
@@ -617,19 +630,22 @@ impl PortBinder for Binder {
         let (Some(ifindex), Some((spec, shares))) = (ifindex, self.pending.take()) else {
             return;
         };
-        if let Some((Share::Port(port), punt)) = shares.first() {
+        if let Some(LinkShare {
+            port: Share::Port(port),
+            punt,
+        }) = shares.first()
+        {
             tracing::info!(link = ifindex, dev = %spec.dev, io = %spec.io.name(), mode = %port.detail, workers = shares.len(), "port bound");
             if let Some(Share::Port(tap)) = punt {
                 self.punts.add(ifindex, &spec, tap);
             }
         }
         let workers = self.workers();
-        for (w, (port, punt)) in workers.iter().zip(shares) {
+        for (w, share) in workers.iter().zip(shares) {
             let add = Control::Add {
                 ifindex,
                 spec: spec.clone(),
-                port,
-                punt,
+                share: Box::new(share),
             };
             if w.ctl.send(add).is_ok() {
                 w.kick.control();

@@ -192,9 +192,9 @@ impl Turn for Remote {
                     Control::Add {
                         ifindex,
                         spec,
-                        port,
-                        punt,
+                        share,
                     } => {
+                        let super::LinkShare { port, punt } = *share;
                         let detail = match port {
                             Share::Port(port) => {
                                 let detail = port.detail;
