@@ -1,10 +1,11 @@
 //! The punt path as the data plane sees it: with a host stack behind a link (`Tx::host_behind`),
 //! the router's own traffic that came in on that link and that the data plane does not answer
 //! goes to the host as received, and so do ARP replies (the host resolves its neighbours
-//! itself); what the data plane answers (echo requests, ARP requests) stays its own. Without
+//! itself), and neighbour advertisements too; what the data plane answers (echo requests, ARP
+//! requests) stays its own. Without
 //! a host behind the link, nothing changes: UDP to the router gets port unreachable.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use fibre_dataplane::pipeline::{Config, Dataplane, Tx, View};
 use fibre_fib::build::*;
@@ -13,7 +14,9 @@ use fibre_fib::Fib;
 use fibre_fwd::FwdWriter;
 use fibre_wire::checksum::PseudoHeader;
 use fibre_wire::consts::arp as arp_consts;
-use fibre_wire::{arp, ethernet, ipv4, udp};
+use fibre_wire::consts::icmpv6 as icmpv6_consts;
+use fibre_wire::ndp::{self, na_flags};
+use fibre_wire::{arp, ethernet, icmpv6, ipv4, ipv6, udp};
 
 const ROUTER: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]];
 const HOST: [u8; 6] = [2, 0, 0, 0, 1, 0];
@@ -35,6 +38,7 @@ fn build() -> (Fib, [u32; 2]) {
             },
         );
         addr(&mut fib, *i, &format!("10.{l}.0.1"), 24);
+        addr(&mut fib, *i, &format!("2001:db8:{l}::1"), 64);
         neigh(
             &mut fib,
             *i,
@@ -108,6 +112,39 @@ fn udp_to(link: usize, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
     .emit(&mut u);
     u.payload_mut().copy_from_slice(payload);
     u.fill_checksum(&PseudoHeader::V4 { src, dst });
+    f
+}
+
+/// A solicited neighbour advertisement on link 0 from the host 2001:db8:0::2 to the router.
+fn na_on_link0() -> Vec<u8> {
+    let (src, dst) = (
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2),
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
+    );
+    let na = ndp::Repr::NeighborAdvert {
+        flags: na_flags::SOLICITED,
+        target: src,
+        options: &[],
+    };
+    let icmp_len = 4 + na.body_len();
+    let ip = ipv6::Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: 58,
+        payload_len: icmp_len,
+        hop_limit: 255,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    let mut f = eth(ROUTER[0], 0x86dd, ipv6::HEADER_LEN + icmp_len);
+    let mut e = ethernet::Frame::new_unchecked(&mut f[..]);
+    let mut p = ipv6::Packet::new_unchecked(e.payload_mut());
+    ip.emit(&mut p);
+    let mut m = icmpv6::Packet::new_unchecked(&mut p.payload_mut()[..icmp_len]);
+    m.set_msg_type(icmpv6_consts::NEIGHBOR_ADVERT);
+    m.set_code(0);
+    na.emit(m.body_mut());
+    m.fill_checksum(src, dst);
     f
 }
 
@@ -192,4 +229,14 @@ fn arp_replies_reach_the_host_and_requests_are_answered_once() {
     let a = arp::Packet::new_unchecked(&answer[ethernet::HEADER_LEN..]);
     assert_eq!(a.operation(), arp_consts::OP_REPLY);
     assert_eq!((c.delivered, c.punted), (2, 0));
+}
+
+#[test]
+fn neighbour_advertisements_reach_the_host_too() {
+    let (_, idx) = build();
+    let na = na_on_link0();
+    let (sink, c) = run(&[(idx[0], na.clone())], idx[0]);
+    assert_eq!(sink.punted, vec![(idx[0], na)]);
+    // Learnt from by the data plane, its fate is "delivered"; the host's copy is no fate.
+    assert_eq!((c.delivered, c.punted, c.dropped), (1, 0, 0));
 }
