@@ -25,7 +25,7 @@
 //!
 //! Who calls what: one thread owns a worker and its turn. Nothing here allocates per frame:
 //! the vectors live on the stack, the port list changes only by [`Worker::add`],
-//! [`Worker::punt`] and [`Worker::remove`].
+//! [`Worker::add_output`], [`Worker::punt`], [`Worker::punt_to`] and [`Worker::remove`].
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,8 +230,8 @@ pub struct Worker {
     inputs: Vec<Input>,
     out: Outputs,
     hosts: Vec<FromHost>,
-    /// poll(2)'s array: the wake descriptor if any, then one entry per live input; rebuilt
-    /// only when the ports change or an input dies.
+    /// poll(2)'s array: the wake descriptor if any, then one entry per live input and one
+    /// per punt TAP read from; rebuilt only when the ports change or an input dies.
     pollfds: Vec<libc::pollfd>,
     /// Polled beside the ports ([`Worker::wake_on`]).
     wake: Option<RawFd>,
