@@ -22,7 +22,8 @@
 //!   beside the port, and would take the router's traffic twice and answer ARP for the TAP's
 //!   addresses. `rp_filter` 1 drops the IPv4 packets there (their way back is the TAP), unless
 //!   `net.ipv4.conf.all.rp_filter` is 2, which takes precedence; `arp_ignore` 8 answers no ARP;
-//!   `disable_ipv6` 1 stops IPv6.
+//!   `disable_ipv6` 1 stops IPv6. They are restored when fibred stops too (not when it is
+//!   killed: a restart then takes fibre's values for the host's).
 //!
 //! The data path (fibre-dataplane's `Tx::punt`, fibre-io's worker): the router's own traffic
 //! that the data plane does not answer (anything but echo requests, ARP requests and
@@ -128,14 +129,12 @@ impl Punts {
     /// Link `link` is gone: its host interface's settings are restored (its TAP goes with the
     /// worker's port).
     pub(super) fn remove(&mut self, link: u32) {
-        for t in self.taps.iter().filter(|t| t.link == link) {
-            for (file, value) in &t.saved {
-                if let Err(e) = std::fs::write(file, value) {
-                    tracing::warn!(file, error = %e, "host interface setting not restored");
-                }
+        self.taps.retain(|t| {
+            if t.link == link {
+                t.restore();
             }
-        }
-        self.taps.retain(|t| t.link != link);
+            t.link != link
+        });
     }
 
     /// Gives each TAP its link's MAC, MTU and addresses, where they changed.
@@ -234,6 +233,26 @@ impl Punts {
                 0 => Ok(()),
                 e => Err(io::Error::from_raw_os_error(-e)),
             };
+        }
+    }
+}
+
+impl Drop for Punts {
+    /// fibred stops: the host interfaces' settings are restored, so that a restart finds
+    /// (and later restores) the host's own.
+    fn drop(&mut self) {
+        for t in &self.taps {
+            t.restore();
+        }
+    }
+}
+
+impl HostTap {
+    fn restore(&self) {
+        for (file, value) in &self.saved {
+            if let Err(e) = std::fs::write(file, value) {
+                tracing::warn!(file, error = %e, "host interface setting not restored");
+            }
         }
     }
 }
