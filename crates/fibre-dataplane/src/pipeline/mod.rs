@@ -512,8 +512,10 @@ impl Dataplane {
                 // The host resolves its own neighbours (its ARP requests leave by the port
                 // unchanged) and learns from the replies: each reply goes to it too. Requests
                 // stay the data plane's, which answers for the router's addresses once.
-                let reply = arp::Packet::new_unchecked(body).operation() == arp_consts::OP_REPLY;
-                if o.drop.is_none() && reply && tx.host_behind(iif) {
+                let reply = o.drop.is_none()
+                    && arp::Packet::new_checked(body)
+                        .is_ok_and(|a| a.operation() == arp_consts::OP_REPLY);
+                if reply && tx.host_behind(iif) {
                     tx.punt(iif, frame);
                 }
                 self.neigh_outcome(iif, o, tx);
