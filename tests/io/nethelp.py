@@ -2,14 +2,23 @@
 `ip netns exec NS python3 nethelp.py ...` (this machine has no ping or ethtool):
 
   ping DST [TRIES]        one ICMP echo answered within TRIES half-second tries; exit 0 if so
-  udp-echo PORT SECONDS   answers each UDP datagram on PORT with the same bytes, for SECONDS
+  udp-echo PORT SECONDS [ADDR]
+                          answers each UDP datagram on PORT (of ADDR, else any address) with
+                          the same bytes, for SECONDS
   udp-ask DST PORT        sends a datagram to DST:PORT and waits for it back; exit 0 if so
-  tcp-echo PORT SECONDS   echoes one TCP connection on PORT, for at most SECONDS
+  tcp-echo PORT SECONDS [ADDR]
+                          echoes one TCP connection on PORT (of ADDR, else any address), for at
+                          most SECONDS
   tcp-ask DST PORT BYTES  sends BYTES over TCP to DST:PORT and reads them back; exit 0 if equal
   icmp-error DST          sends a UDP datagram to DST:9 and prints the errno an ICMP error
                           turned into (ENETUNREACH, ...); exit 0 if one came
   flood DST PORT SECONDS  sends UDP datagrams to DST:PORT for SECONDS (about 2000 a second);
                           prints how many
+  flows DST PORT FLOWS EACH
+                          sends EACH datagrams on each of FLOWS flows (source ports) to
+                          DST:PORT, one flow after another in turn, about 1000 a second
+  udp-count PORT SECONDS  counts the UDP datagrams arriving on PORT until none came for
+                          SECONDS (5 at least before the first); prints how many
   pmtu DST SIZE           sends SIZE-byte UDP datagrams with DF to DST until the path MTU
                           learnt from an ICMP "fragmentation needed" is below SIZE; prints it
   offloads-off DEV [tx]   segmentation offloads (TSO, GSO) off on DEV, and with `tx` transmit
@@ -59,9 +68,9 @@ def ping(dst: str, tries: int) -> bool:
     return False
 
 
-def udp_echo(port: int, seconds: float) -> None:
+def udp_echo(port: int, seconds: float, addr: str = "0.0.0.0") -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("0.0.0.0", port))
+    s.bind((addr, port))
     s.settimeout(0.2)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -87,10 +96,10 @@ def udp_ask(dst: str, port: int) -> bool:
     return False
 
 
-def tcp_echo(port: int, seconds: float) -> None:
+def tcp_echo(port: int, seconds: float, addr: str = "0.0.0.0") -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
+    s.bind((addr, port))
     s.listen(1)
     s.settimeout(seconds)
     try:
@@ -154,6 +163,29 @@ def flood(dst: str, port: int, seconds: float) -> int:
     return n
 
 
+def flows(dst: str, port: int, n: int, each: int) -> None:
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+    for i in range(each):
+        for s in socks:
+            s.sendto(f"flow {i}".encode(), (dst, port))
+            time.sleep(0.001)
+
+
+def udp_count(port: int, quiet: float) -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    s.bind(("0.0.0.0", port))
+    n = 0
+    while True:
+        # The first datagram may be some time in coming (the sender starting).
+        s.settimeout(quiet if n else max(quiet, 5.0))
+        try:
+            s.recv(2048)
+        except socket.timeout:
+            return n
+        n += 1
+
+
 def pmtu(dst: str, size: int) -> int | None:
     IP_MTU_DISCOVER, IP_PMTUDISC_DO, IP_MTU = 10, 2, 14
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -193,12 +225,12 @@ def main(argv: list[str]) -> int:
     if cmd == "ping":
         return 0 if ping(argv[1], int(argv[2]) if len(argv) > 2 else 10) else 1
     if cmd == "udp-echo":
-        udp_echo(int(argv[1]), float(argv[2]))
+        udp_echo(int(argv[1]), float(argv[2]), *argv[3:4])
         return 0
     if cmd == "udp-ask":
         return 0 if udp_ask(argv[1], int(argv[2])) else 1
     if cmd == "tcp-echo":
-        tcp_echo(int(argv[1]), float(argv[2]))
+        tcp_echo(int(argv[1]), float(argv[2]), *argv[3:4])
         return 0
     if cmd == "tcp-ask":
         return 0 if tcp_ask(argv[1], int(argv[2]), int(argv[3])) else 1
@@ -208,6 +240,12 @@ def main(argv: list[str]) -> int:
         return 0 if err is not None else 1
     if cmd == "flood":
         print(flood(argv[1], int(argv[2]), float(argv[3])))
+        return 0
+    if cmd == "flows":
+        flows(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
+        return 0
+    if cmd == "udp-count":
+        print(udp_count(int(argv[1]), float(argv[2])))
         return 0
     if cmd == "pmtu":
         mtu = pmtu(argv[1], int(argv[2]))

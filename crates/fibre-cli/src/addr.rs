@@ -366,7 +366,7 @@ pub fn list(cli: &mut Cli, words: &[&str], link_only: bool, flush: bool) -> Resu
                 details,
             );
             if let (true, Some(st)) = (cli.opts.stats > 0, &l.stats) {
-                print_stats(&mut p, st);
+                print_stats(&mut p, st, l.punt.as_ref());
             }
         }
         if !link_only {
@@ -522,6 +522,9 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool, details: b
         p.open_obj(Some("info_data"));
         p.str(Some("dev"), "dev ", &port.dev, " ");
         p.str(Some("io"), "io ", port.io.name(), " ");
+        if let Some(t) = &port.punt {
+            p.str(Some("punt"), "punt ", t, " ");
+        }
         p.close_obj();
         p.close_obj();
     }
@@ -530,7 +533,7 @@ pub fn print_link(p: &mut Printer, l: &Link, mode: bool, no_l2: bool, details: b
 
 /// iproute2's `print_link_stats` for the counters fibre keeps (the error counters it does
 /// not keep are 0): RX and TX lines, or `stats64` in JSON.
-pub fn print_stats(p: &mut Printer, s: &LinkStats) {
+pub fn print_stats(p: &mut Printer, s: &LinkStats, punt: Option<&fibre_fib::PuntStats>) {
     p.open_obj(Some("stats64"));
     /// The JSON key, the title line and the counters (JSON key, value) of one direction.
     type Row<'a> = (&'a str, &'a str, [(&'a str, u64); 6]);
@@ -570,6 +573,23 @@ pub fn print_stats(p: &mut Printer, s: &LinkStats) {
             let digits = v.to_string().len();
             p.text(&" ".repeat(width.saturating_sub(digits)));
             p.num(Some(name), "", *v as i64, " ");
+        }
+        p.text("\n");
+        p.close_obj();
+    }
+    if let Some(c) = punt {
+        // fibre's own line, in the RX and TX lines' manner: the port's punt path.
+        p.open_obj(Some("punt"));
+        p.text("    punt: to host from host dropped\n    ");
+        // Right-aligned under the titles.
+        for (name, v, width) in [
+            ("to_host", c.to_host, 13),
+            ("from_host", c.from_host, 9),
+            ("dropped", c.dropped, 7),
+        ] {
+            let digits = v.to_string().len();
+            p.text(&" ".repeat(width - digits.min(width)));
+            p.num(Some(name), "", v as i64, " ");
         }
         p.text("\n");
         p.close_obj();
@@ -714,6 +734,34 @@ mod tests {
         assert_eq!(
             String::from_utf8(p.finish()).unwrap(),
             "2: d0: <NO-CARRIER,BROADCAST,NOARP,UP> mtu 1500 qdisc noqueue state DOWN group default qlen 1000\n"
+        );
+    }
+
+    #[test]
+    fn a_ports_punt_counters_print_under_its_titles() {
+        let s = LinkStats::default();
+        let punt = fibre_fib::PuntStats {
+            to_host: 12,
+            from_host: 3456,
+            dropped: 0,
+        };
+        let mut p = Printer::new(false, false);
+        print_stats(&mut p, &s, Some(&punt));
+        let text = String::from_utf8(p.finish()).unwrap();
+        let lines: Vec<&str> = text.lines().skip(4).collect();
+        assert_eq!(
+            lines,
+            [
+                "    punt: to host from host dropped",
+                "               12      3456       0 "
+            ]
+        );
+        let mut p = Printer::new(true, false);
+        print_stats(&mut p, &s, Some(&punt));
+        let json = String::from_utf8(p.finish()).unwrap();
+        assert!(
+            json.contains(r#""punt":{"to_host":12,"from_host":3456,"dropped":0}"#),
+            "{json}"
         );
     }
 

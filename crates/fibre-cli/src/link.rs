@@ -2,8 +2,8 @@
 //!
 //! Parsing follows iproute2 6.1's `iplink_parse`/`iplink_modify`; `show` shares the printer of
 //! `ip address show` (iproute2's `print_linkinfo`), in the form a dummy or loopback device has.
-//! A port link (`type port dev HOSTIF [io af_xdp|af_packet|tap]`, or `type tap [dev HOSTIF]`
-//! for a TAP device named HOSTIF, NAME by default) is fibre's own kind, `fibre_port` in
+//! A port link (`type port dev HOSTIF [io af_xdp|af_packet|tap] [punt TAPNAME]`, or `type tap
+//! [dev HOSTIF]` for a TAP device named HOSTIF, NAME by default) is fibre's own kind, `fibre_port` in
 //! IFLA_LINKINFO with its binding in IFLA_INFO_DATA (fibre-netlink's `link_info`); fibred
 //! opens the host interface and forwards through it, offline it is a link like any other.
 
@@ -12,7 +12,7 @@ use crate::args::{get_u32, matches, Args};
 use crate::{Cli, CmdError};
 use fibre_fib::{iff, Errno, Link, LinkKind, PortIo, PortSpec, ReqFlags};
 
-const USAGE: &str = "Usage: fibre link add [ name ] NAME type TYPE [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ up ] [ ARGS ]\n       TYPE := { dummy | port dev HOSTIF [ io { af_xdp | af_packet | tap } ]\n                 | tap [ dev HOSTIF ] }\n       fibre link delete DEVICE\n       fibre link set { DEVICE | dev DEVICE } [ { up | down } ] [ carrier { on | off } ]\n                      [ arp { on | off } ] [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ name NEWNAME ]\n       fibre link show [ DEVICE ] [ up ]\n";
+const USAGE: &str = "Usage: fibre link add [ name ] NAME type TYPE [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ up ] [ ARGS ]\n       TYPE := { dummy | port dev HOSTIF [ io { af_xdp | af_packet | tap } ]\n                 [ punt TAPNAME ]\n                 | tap [ dev HOSTIF ] }\n       fibre link delete DEVICE\n       fibre link set { DEVICE | dev DEVICE } [ { up | down } ] [ carrier { on | off } ]\n                      [ arp { on | off } ] [ mtu MTU ] [ address LLADDR ]\n                      [ txqueuelen PACKETS ] [ name NEWNAME ]\n       fibre link show [ DEVICE ] [ up ]\n";
 
 /// `ip link ...`
 pub fn run(cli: &mut Cli, words: &[&str]) -> Result<(), CmdError> {
@@ -234,9 +234,10 @@ fn modify(cli: &mut Cli, words: &[&str], verb: Verb) -> Result<(), CmdError> {
 }
 
 /// A port's own words after `type port` (`dev HOSTIF`, required; `io KIND`, AF_XDP by
-/// default) or `type tap` (`dev HOSTIF`, the link's name by default; the I/O is TAP).
+/// default; `punt TAPNAME`, none by default) or `type tap` (`dev HOSTIF`, the link's name by
+/// default; the I/O is TAP, and the host's traffic is the TAP's own).
 fn port_args(a: &mut Args, tap: bool, name: Option<&str>) -> Result<PortSpec, CmdError> {
-    let (mut dev, mut io) = (None, None);
+    let (mut dev, mut io, mut punt) = (None, None, None);
     while let Some(w) = a.peek() {
         let v = a.next_arg()?;
         match w {
@@ -251,7 +252,13 @@ fn port_args(a: &mut Args, tap: bool, name: Option<&str>) -> Result<PortSpec, Cm
                     CmdError::invarg("\"io\" must be af_xdp, af_packet or tap", v)
                 })?);
             }
-            "dev" | "io" => return Err(CmdError::duparg(w, v)),
+            "punt" if punt.is_none() && !tap => {
+                if !valid_ifname(v, IFNAMSIZ) {
+                    return Err(CmdError::invarg("\"punt\" not a valid ifname", v));
+                }
+                punt = Some(v.to_string());
+            }
+            "dev" | "io" | "punt" => return Err(CmdError::duparg(w, v)),
             _ => return Err(CmdError::usage(USAGE)),
         }
         a.advance();
@@ -273,6 +280,7 @@ fn port_args(a: &mut Args, tap: bool, name: Option<&str>) -> Result<PortSpec, Cm
         } else {
             io.unwrap_or(PortIo::AfXdp)
         },
+        punt,
     })
 }
 

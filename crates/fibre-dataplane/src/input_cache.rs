@@ -159,6 +159,17 @@ pub struct CacheCounters {
     pub bypassed: u64,
 }
 
+impl CacheCounters {
+    /// Adds another worker's counts.
+    pub fn add(&mut self, o: &CacheCounters) {
+        self.hits += o.hits;
+        self.hinted += o.hinted;
+        self.misses += o.misses;
+        self.evictions += o.evictions;
+        self.bypassed += o.bypassed;
+    }
+}
+
 /// One set's tags (the high half of the key's hash) and stamps, in one line.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]

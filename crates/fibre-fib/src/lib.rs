@@ -692,6 +692,7 @@ impl Fib {
                 txqlen: Some(l.txqlen),
                 addr_gen_mode: Some(l.addr_gen_mode),
                 stats: None,
+                punt: None,
             })
             .collect()
     }

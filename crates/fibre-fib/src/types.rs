@@ -346,6 +346,9 @@ pub struct PortSpec {
     /// The host interface's name (for a TAP port, the device it creates).
     pub dev: String,
     pub io: PortIo,
+    /// The TAP device that carries the host's own traffic on this port (`punt TAPNAME`):
+    /// created in the daemon's namespace with the link's MAC, MTU and addresses.
+    pub punt: Option<String>,
 }
 
 /// Interface flags (IFF_*), as in `ifi_flags`.
@@ -380,6 +383,8 @@ pub struct Link {
     /// Counters (IFLA_STATS64), in a dump of a link something counts on (fibred's port
     /// links); the FIB itself counts nothing and leaves them out.
     pub stats: Option<LinkStats>,
+    /// A port link's punt path's counters, in a dump of one that has a punt TAP.
+    pub punt: Option<PuntStats>,
 }
 
 /// A link's counters as `ip -s link` shows them (`struct rtnl_link_stats64`'s that fibre
@@ -400,7 +405,41 @@ pub struct LinkStats {
     pub tx_dropped: u64,
 }
 
+/// The punt path's counters of one port link with a punt TAP: frames handed to the host (the
+/// router's own traffic, and copies of the neighbour answers the host needs), frames the host
+/// sent out by the port, and frames for the host dropped (the worker's budget spent, or the
+/// TAP refusing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PuntStats {
+    pub to_host: u64,
+    pub from_host: u64,
+    pub dropped: u64,
+}
+
+impl PuntStats {
+    /// Adds another worker's counts.
+    pub fn add(&mut self, o: &PuntStats) {
+        self.to_host += o.to_host;
+        self.from_host += o.from_host;
+        self.dropped += o.dropped;
+    }
+}
+
 impl LinkStats {
+    /// Adds another counter's counts (another worker's, of the same link).
+    pub fn add(&mut self, o: &LinkStats) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.rx_errors += o.rx_errors;
+        self.rx_dropped += o.rx_dropped;
+        self.multicast += o.multicast;
+        self.rx_otherhost_dropped += o.rx_otherhost_dropped;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.tx_errors += o.tx_errors;
+        self.tx_dropped += o.tx_dropped;
+    }
+
     /// A frame of `len` bytes came in (bytes over the whole Ethernet frame without its FCS);
     /// `multicast` when its destination MAC has the group bit.
     pub fn received(&mut self, len: usize, multicast: bool) {

@@ -97,6 +97,14 @@ pub fn open(dev: &str, config: &Config) -> Result<Port, OpenError> {
     })
 }
 
+/// Opens the transmit half alone on interface `dev`: a worker's way out through an interface
+/// whose frames another worker receives (through any kind of port).
+pub fn open_tx(dev: &str, config: &Config) -> Result<Box<dyn TxQueue>, OpenError> {
+    let ifindex = sys::ifindex(dev)?;
+    let tx = PacketTx::open(ifindex, config).map_err(|(s, e)| OpenError::step(s, e, dev))?;
+    Ok(Box::new(tx))
+}
+
 type Step<T> = Result<T, (&'static str, std::io::Error)>;
 
 fn at<T>(step: &'static str, r: std::io::Result<T>) -> Step<T> {

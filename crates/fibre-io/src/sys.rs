@@ -182,6 +182,37 @@ pub(crate) fn set_up(name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Gives interface `name` the Ethernet address `mac` (SIOCSIFHWADDR).
+pub(crate) fn set_mac(name: &str, mac: [u8; 6]) -> io::Result<()> {
+    let s = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut req = ifreq(name);
+    // SAFETY: writes the `ifru_hwaddr` member of the union: an Ethernet family and its bytes.
+    unsafe {
+        req.ifr_ifru.ifru_hwaddr.sa_family = libc::ARPHRD_ETHER;
+        for (d, b) in req.ifr_ifru.ifru_hwaddr.sa_data.iter_mut().zip(mac) {
+            *d = b as libc::c_char;
+        }
+    }
+    // SAFETY: `req` is a valid ifreq naming the interface; SIOCSIFHWADDR reads the address.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFHWADDR, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Gives interface `name` the MTU `mtu` (SIOCSIFMTU).
+pub(crate) fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let s = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut req = ifreq(name);
+    req.ifr_ifru.ifru_mtu =
+        i32::try_from(mtu).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `req` is a valid ifreq naming the interface; SIOCSIFMTU reads `ifru_mtu`.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFMTU, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A memory mapping, unmapped when dropped.
 pub(crate) struct Mmap {
     ptr: NonNull<u8>,

@@ -26,6 +26,10 @@ pub struct Config {
     pub batch: usize,
     /// Set the device up when it is created (a TAP device starts down).
     pub up: bool,
+    /// The device's Ethernet address (else the kernel draws one) and MTU (else 1500), set
+    /// before it goes up: a punt TAP takes its port link's.
+    pub mac: Option<[u8; 6]>,
+    pub mtu: Option<u32>,
 }
 
 impl Default for Config {
@@ -34,6 +38,8 @@ impl Default for Config {
             frame_size: 9216,
             batch: 64,
             up: true,
+            mac: None,
+            mtu: None,
         }
     }
 }
@@ -68,6 +74,12 @@ pub fn open(dev: &str, config: &Config) -> Result<Port, OpenError> {
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) } < 0 {
         return Err(step("TUNSETIFF", std::io::Error::last_os_error()));
     }
+    if let Some(mac) = config.mac {
+        sys::set_mac(dev, mac).map_err(|e| step("set address", e))?;
+    }
+    if let Some(mtu) = config.mtu {
+        sys::set_mtu(dev, mtu).map_err(|e| step("set mtu", e))?;
+    }
     if config.up {
         sys::set_up(dev).map_err(|e| step("set up", e))?;
     }
@@ -92,6 +104,37 @@ pub fn open(dev: &str, config: &Config) -> Result<Port, OpenError> {
         rx: Box::new(rx),
         tx: Box::new(tx),
     })
+}
+
+/// Sets the carrier of the TAP device behind `fd` (a port's descriptor, either half's):
+/// the host sees the device's link come and go (TUNSETCARRIER, Linux 5.0).
+pub fn set_carrier(fd: BorrowedFd<'_>, on: bool) -> std::io::Result<()> {
+    let v = libc::c_int::from(on);
+    // SAFETY: TUNSETCARRIER reads one int through the pointer, which is valid for the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETCARRIER, &v) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Gives TAP device `dev` of the calling thread's namespace a new Ethernet address.
+pub fn set_address(dev: &str, mac: [u8; 6]) -> std::io::Result<()> {
+    sys::set_mac(dev, mac)
+}
+
+/// Gives TAP device `dev` of the calling thread's namespace a new MTU.
+pub fn set_mtu(dev: &str, mtu: u32) -> std::io::Result<()> {
+    sys::set_mtu(dev, mtu)
+}
+
+/// Another transmit half on the TAP device behind `fd` (a port's descriptor, either half's),
+/// for a thread of its own: each write(2) to a TAP is one whole frame, so the halves need no
+/// lock between them.
+pub fn writer(fd: BorrowedFd<'_>) -> std::io::Result<Box<dyn TxQueue>> {
+    Ok(Box::new(TapTx {
+        fd: fd.try_clone_to_owned()?,
+        counters: Counters::default(),
+    }))
 }
 
 struct TapRx {

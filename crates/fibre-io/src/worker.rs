@@ -16,16 +16,23 @@
 //! polled; their counters stay readable. Frames that a port's ring refuses are counted by the
 //! port (`tx_full`, `errors`); frames for a link without a port in [`Worker::unrouted`].
 //!
+//! A bound link may have a punt path ([`Worker::punt`]): a TAP port in the host, which takes
+//! the router's own traffic the data plane does not answer (`Tx::punt`) and whose frames (the
+//! host's) leave by the link's port unchanged, polled beside the ports. The host's share of
+//! the worker is bounded: at most [`PUNT_BUDGET`] frames to one link's host per round, the
+//! rest dropped and counted; a write to a TAP never blocks (the host's backlog is the
+//! queue, and a full one drops, counted on the device). The TAP's carrier follows the port's.
+//!
 //! Who calls what: one thread owns a worker and its turn. Nothing here allocates per frame:
-//! the vectors live on the stack, the port list changes only by [`Worker::add`] and
-//! [`Worker::remove`].
+//! the vectors live on the stack, the port list changes only by [`Worker::add`],
+//! [`Worker::add_output`], [`Worker::punt`], [`Worker::punt_to`] and [`Worker::remove`].
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fibre_dataplane::pipeline::{apply_events, Dataplane, Tx, View, VECTOR};
-use fibre_fib::types::{Link, ReqFlags};
+use fibre_fib::types::{Link, PuntStats, ReqFlags};
 use fibre_fib::{Fib, NudAction};
 use fibre_fwd::FwdWriter;
 
@@ -35,6 +42,12 @@ use crate::{Counters, Port, PortError, RxQueue, TxQueue};
 /// an AF_XDP socket signals nothing when its interface goes away, and a stop request waits
 /// at most this long.
 pub const IDLE_CHECK: Duration = Duration::from_millis(100);
+
+/// Frames one link's host is handed per round of [`Worker::poll_once`] at most: one vector's
+/// worth, against the four vectors a round takes from each port, so that a flood aimed at
+/// the router's addresses costs forwarding at most a share of its system calls; beyond it the
+/// frames are dropped and counted (`PuntStats::dropped`).
+pub const PUNT_BUDGET: u32 = VECTOR as u32;
 
 /// What runs between a worker's vectors and around them: the writer's side of the data plane
 /// (the routing state, the forwarding objects, the neighbour states).
@@ -149,9 +162,19 @@ struct Input {
     followed: bool,
 }
 
+/// A link's punt path: the transmit half of its TAP (towards the host) and its counters.
+struct ToHost {
+    ifindex: u32,
+    tap: Box<dyn TxQueue>,
+    stats: PuntStats,
+    /// What is left of [`PUNT_BUDGET`] in this round.
+    budget: u32,
+}
+
 /// The transmit sides, by fibre link index: the data plane's [`Tx`].
 struct Outputs {
     ports: Vec<(u32, Box<dyn TxQueue>)>,
+    hosts: Vec<ToHost>,
     unrouted: u64,
 }
 
@@ -165,6 +188,25 @@ impl Tx for Outputs {
             None => self.unrouted += 1,
         }
     }
+
+    fn host_behind(&self, iif: u32) -> bool {
+        self.hosts.iter().any(|h| h.ifindex == iif)
+    }
+
+    fn punt(&mut self, iif: u32, frame: &[u8]) {
+        let Some(h) = self.hosts.iter_mut().find(|h| h.ifindex == iif) else {
+            return;
+        };
+        if h.budget == 0 {
+            h.stats.dropped += 1;
+            return;
+        }
+        h.budget -= 1;
+        match h.tap.send(frame) {
+            Ok(()) => h.stats.to_host += 1,
+            Err(_) => h.stats.dropped += 1,
+        }
+    }
 }
 
 impl Outputs {
@@ -176,13 +218,20 @@ impl Outputs {
     }
 }
 
+/// A link's punt path from the host: the receive half of its TAP.
+struct FromHost {
+    ifindex: u32,
+    tap: Box<dyn RxQueue>,
+}
+
 /// A worker over a set of ports.
 pub struct Worker {
     dp: Dataplane,
     inputs: Vec<Input>,
     out: Outputs,
-    /// poll(2)'s array: the wake descriptor if any, then one entry per live input; rebuilt
-    /// only when the ports change or an input dies.
+    hosts: Vec<FromHost>,
+    /// poll(2)'s array: the wake descriptor if any, then one entry per live input and one
+    /// per punt TAP read from; rebuilt only when the ports change or an input dies.
     pollfds: Vec<libc::pollfd>,
     /// Polled beside the ports ([`Worker::wake_on`]).
     wake: Option<RawFd>,
@@ -197,8 +246,10 @@ impl Worker {
             inputs: Vec::new(),
             out: Outputs {
                 ports: Vec::new(),
+                hosts: Vec::new(),
                 unrouted: 0,
             },
+            hosts: Vec::new(),
             pollfds: Vec::new(),
             wake: None,
             recheck: false,
@@ -213,12 +264,14 @@ impl Worker {
         self.rebuild_pollfds();
     }
 
-    /// Unbinds link `ifindex`: its port is closed (and everything it holds released). Returns
-    /// whether it was bound.
+    /// Unbinds link `ifindex`: its port and its punt path are closed (and everything they
+    /// hold released). Returns whether it was bound.
     pub fn remove(&mut self, ifindex: u32) -> bool {
         let before = self.inputs.len();
         self.inputs.retain(|i| i.ifindex != ifindex);
         self.out.ports.retain(|(i, _)| *i != ifindex);
+        self.out.hosts.retain(|h| h.ifindex != ifindex);
+        self.hosts.retain(|h| h.ifindex != ifindex);
         self.rebuild_pollfds();
         self.inputs.len() != before
     }
@@ -233,8 +286,57 @@ impl Worker {
             mtu: None,
             followed: false,
         });
-        self.out.ports.push((ifindex, port.tx));
+        self.add_output(ifindex, port.tx);
+    }
+
+    /// Binds fibre link `ifindex` for output only: what the data plane sends on the link
+    /// leaves by `tx`; another worker receives what comes in on it.
+    pub fn add_output(&mut self, ifindex: u32, tx: Box<dyn TxQueue>) {
+        self.out.ports.push((ifindex, tx));
         self.rebuild_pollfds();
+    }
+
+    /// Gives bound link `ifindex` a punt path through `tap`, a TAP port in the host: the
+    /// router's own traffic that came in on the link goes to the host through it, and what
+    /// the host sends on it leaves by the link's port. Replaces the link's punt path if it
+    /// had one.
+    pub fn punt(&mut self, ifindex: u32, tap: Port) {
+        self.punt_to(ifindex, tap.tx);
+        self.hosts.push(FromHost {
+            ifindex,
+            tap: tap.rx,
+        });
+        self.rebuild_pollfds();
+    }
+
+    /// Gives bound link `ifindex` a punt path towards the host only, through `tap` (a
+    /// [`crate::tap::writer`]); another worker reads what the host sends.
+    pub fn punt_to(&mut self, ifindex: u32, tap: Box<dyn TxQueue>) {
+        let followed = self
+            .inputs
+            .iter()
+            .find(|i| i.ifindex == ifindex && i.followed);
+        if let Some(i) = followed {
+            // Later changes reach the TAP from `check_ports`; this is the state until then.
+            let _ = crate::tap::set_carrier(tap.fd(), i.state.is_ok());
+        }
+        self.out.hosts.retain(|h| h.ifindex != ifindex);
+        self.hosts.retain(|h| h.ifindex != ifindex);
+        self.out.hosts.push(ToHost {
+            ifindex,
+            tap,
+            stats: PuntStats::default(),
+            budget: PUNT_BUDGET,
+        });
+    }
+
+    /// Each punt path's counters, by link.
+    pub fn punts(&self) -> Vec<(u32, PuntStats)> {
+        self.out
+            .hosts
+            .iter()
+            .map(|h| (h.ifindex, h.stats))
+            .collect()
     }
 
     fn rebuild_pollfds(&mut self) {
@@ -243,10 +345,12 @@ impl Worker {
             .iter()
             .filter(|i| i.state != Err(PortError::Gone))
             .map(|i| i.rx.fd().as_raw_fd());
+        let hosts = self.hosts.iter().map(|h| h.tap.fd().as_raw_fd());
         self.pollfds = self
             .wake
             .into_iter()
             .chain(inputs)
+            .chain(hosts)
             .map(|fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -264,16 +368,30 @@ impl Worker {
         self.out.unrouted
     }
 
-    /// Each bound link's port counters and state.
+    /// Each bound link's port counters and state (links bound for output only are
+    /// [`Worker::outputs`]).
     pub fn ports(&mut self) -> Vec<(u32, Counters, Result<(), PortError>)> {
+        let outputs = &mut self.out.ports;
         self.inputs
             .iter_mut()
-            .zip(&mut self.out.ports)
-            .map(|(i, (_, tx))| {
+            .map(|i| {
                 let mut c = i.rx.counters();
-                c.add(&tx.counters());
+                if let Some((_, tx)) = outputs.iter_mut().find(|(o, _)| *o == i.ifindex) {
+                    c.add(&tx.counters());
+                }
                 (i.ifindex, c, i.state)
             })
+            .collect()
+    }
+
+    /// The transmit counters of the links bound for output only.
+    pub fn outputs(&mut self) -> Vec<(u32, Counters)> {
+        let inputs = &self.inputs;
+        self.out
+            .ports
+            .iter_mut()
+            .filter(|(o, _)| !inputs.iter().any(|i| i.ifindex == *o))
+            .map(|(o, tx)| (*o, tx.counters()))
             .collect()
     }
 
@@ -281,10 +399,20 @@ impl Worker {
     /// vector at a time (at most `rounds_per_port` vectors each, so one busy port cannot
     /// starve the others), each followed by the writer's turn. Returns the frames received.
     pub fn poll_once(&mut self, router: &mut impl Turn, now: u64, rounds_per_port: usize) -> usize {
+        let mut fired = false;
         while let Some(at) = router.next_due(&self.dp, now) {
             router.fire(&mut self.dp, at, &mut self.out);
+            fired = true;
         }
-        let mut total = 0;
+        if fired {
+            // What the timers sent (probes, released packets, ICMP errors) leaves now, not
+            // with the next vector this worker receives, which may be long in coming.
+            self.out.flush();
+        }
+        for h in &mut self.out.hosts {
+            h.budget = PUNT_BUDGET;
+        }
+        let mut total = self.hosts_out(rounds_per_port);
         for input in &mut self.inputs {
             if input.state == Err(PortError::Gone) {
                 continue;
@@ -314,11 +442,48 @@ impl Worker {
         total
     }
 
+    /// The frames the hosts sent on their punt TAPs (at most `rounds` vectors from each),
+    /// out by their links' ports as they are. Returns how many.
+    fn hosts_out(&mut self, rounds: usize) -> usize {
+        let mut total = 0;
+        for h in &mut self.hosts {
+            let Some((_, tx)) = self.out.ports.iter_mut().find(|(i, _)| *i == h.ifindex) else {
+                continue;
+            };
+            let stats = self.out.hosts.iter_mut().find(|o| o.ifindex == h.ifindex);
+            let mut sent = 0;
+            for _ in 0..rounds {
+                let mut frames: [&[u8]; VECTOR] = [&[]; VECTOR];
+                // A TAP fails to read only once it is gone, which its port's removal follows.
+                let n = h.tap.recv(&mut frames).unwrap_or(0);
+                for f in &frames[..n] {
+                    // The port counts what it refuses.
+                    let _ = tx.send(f);
+                }
+                sent += n;
+                if n < VECTOR {
+                    break;
+                }
+            }
+            if sent > 0 {
+                let _ = tx.flush();
+            }
+            if let Some(o) = stats {
+                o.stats.from_host += sent as u64;
+            }
+            total += sent;
+        }
+        total
+    }
+
     /// Sleeps until a port has frames, the router's next timer (`now` on the same clock), or
     /// [`IDLE_CHECK`], whichever is first. True when poll(2) reported an error on a port.
     pub fn wait(&mut self, router: &impl Turn, now: u64) -> bool {
         for i in &mut self.inputs {
             i.rx.release();
+        }
+        for h in &mut self.hosts {
+            h.tap.release();
         }
         let idle = IDLE_CHECK.as_nanos() as u64;
         let sleep = router
@@ -352,6 +517,13 @@ impl Worker {
             let mtu = i.rx.mtu().filter(|m| i.mtu != Some(*m));
             if carrier.is_some() || mtu.is_some() {
                 router.follow(i.ifindex, carrier, mtu);
+            }
+            if let Some(up) = carrier {
+                for h in self.out.hosts.iter().filter(|h| h.ifindex == i.ifindex) {
+                    // The host sees the port's carrier on the TAP; a TAP that refuses keeps
+                    // its own (its frames then find the port down and are counted there).
+                    let _ = crate::tap::set_carrier(h.tap.fd(), up);
+                }
             }
             i.state = state;
             i.mtu = mtu.or(i.mtu);

@@ -426,6 +426,7 @@ fn port_spec(m: &LinkMessage<'_>) -> Result<PortSpec, RequestError> {
         .unwrap_or_default();
     let mut dev = None;
     let mut io = PortIo::AfXdp;
+    let mut punt = None;
     for a in &attrs {
         match a {
             PortAttr::Dev(d) => dev = Some(text(d)?),
@@ -433,13 +434,40 @@ fn port_spec(m: &LinkMessage<'_>) -> Result<PortSpec, RequestError> {
             PortAttr::Io(IO_AF_PACKET) => io = PortIo::AfPacket,
             PortAttr::Io(IO_TAP) => io = PortIo::Tap,
             PortAttr::Io(_) => return Err(invalid("fibre_port: unknown io kind")),
-            PortAttr::Other(_) => {}
+            PortAttr::Punt(t) => punt = Some(text(t)?),
+            PortAttr::PuntToHost(_)
+            | PortAttr::PuntFromHost(_)
+            | PortAttr::PuntDropped(_)
+            | PortAttr::Other(_) => {}
         }
     }
     Ok(PortSpec {
         dev: dev.ok_or_else(|| invalid("fibre_port: no host interface"))?,
         io,
+        punt,
     })
+}
+
+/// A dumped `fibre_port` link's punt counters, from its IFLA_INFO_DATA.
+fn punt_stats(m: &LinkMessage<'_>) -> Option<PuntStats> {
+    let data = m.attributes.iter().find_map(|a| match a {
+        LinkAttr::LinkInfo(info) => info.attrs.iter().find_map(|i| match i {
+            LinkInfoAttr::Data(d) => Some(*d),
+            _ => None,
+        }),
+        _ => None,
+    })?;
+    let mut stats: Option<PuntStats> = None;
+    for a in port_data(&data)? {
+        let (field, n): (fn(&mut PuntStats) -> &mut u64, u64) = match a {
+            PortAttr::PuntToHost(n) => (|s| &mut s.to_host, n),
+            PortAttr::PuntFromHost(n) => (|s| &mut s.from_host, n),
+            PortAttr::PuntDropped(n) => (|s| &mut s.dropped, n),
+            _ => continue,
+        };
+        *field(stats.get_or_insert_with(PuntStats::default)) = n;
+    }
+    stats
 }
 
 fn unknown_kind(m: &LinkMessage<'_>) -> Option<String> {
@@ -462,6 +490,7 @@ pub fn link_from(m: &LinkMessage<'_>) -> Result<Link, RequestError> {
         None if h.link_type == ARPHRD_LOOPBACK => Some(LinkKind::Loopback),
         None => None,
     };
+    link.punt = punt_stats(m);
     for a in &m.attributes {
         match a {
             LinkAttr::IfName(s) => link.ifname = Some(text(s)?),
@@ -530,7 +559,15 @@ fn link_tail<'a>(link: &'a Link, out: &mut Vec<LinkAttr<'a>>) {
                 PortIo::AfPacket => IO_AF_PACKET,
                 PortIo::Tap => IO_TAP,
             };
-            let data = vec![PortAttr::Dev(NlStr::new(&p.dev)), PortAttr::Io(io)];
+            let mut data = vec![PortAttr::Dev(NlStr::new(&p.dev)), PortAttr::Io(io)];
+            data.extend(p.punt.as_deref().map(|t| PortAttr::Punt(NlStr::new(t))));
+            if let Some(c) = link.punt {
+                data.extend([
+                    PortAttr::PuntToHost(c.to_host),
+                    PortAttr::PuntFromHost(c.from_host),
+                    PortAttr::PuntDropped(c.dropped),
+                ]);
+            }
             let info = vec![
                 LinkInfoAttr::Kind(NlStr::new(PORT_KIND)),
                 LinkInfoAttr::PortData(Nest::new(data)),

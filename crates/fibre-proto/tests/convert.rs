@@ -529,16 +529,60 @@ fn requests_round_trip_through_the_model() {
     }
 }
 
+/// A dumped port link's punt path counters (in its IFLA_INFO_DATA) are read back; a link
+/// without them has none.
+#[test]
+fn punt_counters_round_trip_in_dumps() {
+    let mut link = Link {
+        ifindex: 4,
+        ifname: Some("p0".into()),
+        kind: Some(LinkKind::Port(PortSpec {
+            dev: "veth-h1".into(),
+            io: PortIo::AfPacket,
+            punt: Some("cp0".into()),
+        })),
+        stats: Some(LinkStats::default()),
+        punt: Some(PuntStats {
+            to_host: 5,
+            from_host: 6,
+            dropped: 7,
+        }),
+        ..Link::default()
+    };
+    for _ in 0..2 {
+        let bytes = convert::message(
+            fibre_netlink::message::types::RTM_NEWLINK,
+            0,
+            1,
+            0,
+            Payload::Link(convert::link_message(&link)),
+        )
+        .to_bytes();
+        let (msg, _) = NetlinkMessage::parse(&bytes, 0).unwrap();
+        let Payload::Link(m) = &msg.payload else {
+            panic!("{msg:?}")
+        };
+        let back = convert::link_from(m).unwrap();
+        assert_eq!((back.kind, back.punt), (link.kind.clone(), link.punt));
+        link.punt = None;
+    }
+}
+
 /// A port link's binding (IFLA_INFO_KIND "fibre_port" and its data) survives a request's
 /// round trip for every I/O kind; data without the host interface is refused.
 #[test]
 fn port_links_round_trip() {
-    for io in [PortIo::AfXdp, PortIo::AfPacket, PortIo::Tap] {
+    for (io, punt) in [
+        (PortIo::AfXdp, None),
+        (PortIo::AfPacket, Some("cp-h1".to_string())),
+        (PortIo::Tap, None),
+    ] {
         let link = Link {
             ifname: Some("p0".into()),
             kind: Some(LinkKind::Port(PortSpec {
                 dev: "veth-h1".into(),
                 io,
+                punt,
             })),
             ..Link::default()
         };

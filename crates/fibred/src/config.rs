@@ -1,5 +1,5 @@
 //! fibred's configuration file (`--config FILE`, TOML): the daemon's sockets and state, the
-//! log level, the FPM server, mirror mode, metrics, the forwarding worker and port links. The embedded default ([`DEFAULT`],
+//! log level, the FPM server, mirror mode, metrics, the forwarding workers and port links. The embedded default ([`DEFAULT`],
 //! `fibred --print-config`) lists every key with its default value; a key left out takes
 //! it, an unknown key or a value of the wrong kind is an error that names the file, the line
 //! and the column. The command line's options override the file's (main.rs applies them to
@@ -28,15 +28,26 @@ pub struct File {
     pub port: Vec<Port>,
 }
 
-/// The forwarding worker (`[workers]`).
+/// The forwarding workers (`[workers]`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Workers {
-    pub cpu: Option<usize>,
+    /// How many; one per CPU fibred may run on when left out.
+    pub count: Option<usize>,
+    /// The CPUs to pin them to: one, or a list (worker i on the i-th, round the list).
+    pub cpu: Option<Cpus>,
+}
+
+/// `cpu = 1` or `cpu = [1, 2]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Cpus {
+    One(usize),
+    List(Vec<usize>),
 }
 
 /// A port link made at the start (`[[port]]`), as `fibre link add NAME type port dev DEV io
-/// IO` makes it.
+/// IO [punt TAPNAME]` makes it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Port {
@@ -44,6 +55,8 @@ pub struct Port {
     pub dev: String,
     #[serde(default = "default_io")]
     pub io: String,
+    /// The TAP device carrying the host's own traffic (`punt TAPNAME`); none by default.
+    pub punt: Option<String>,
 }
 
 fn default_io() -> String {
@@ -244,6 +257,7 @@ impl File {
                     spec: fibre_fib::PortSpec {
                         dev: p.dev.clone(),
                         io,
+                        punt: p.punt.clone(),
                     },
                 })
             })
@@ -251,7 +265,12 @@ impl File {
         Ok(Config {
             ports,
             workers: crate::ports::Settings {
-                cpu: self.workers.cpu,
+                count: self.workers.count,
+                cpus: match &self.workers.cpu {
+                    None => Vec::new(),
+                    Some(Cpus::One(c)) => vec![*c],
+                    Some(Cpus::List(l)) => l.clone(),
+                },
             },
             socket,
             dgram,
@@ -302,7 +321,7 @@ mod tests {
              [metrics]\nlisten = \"[::1]:9101\"\n\
              [workers]\ncpu = 1\n\
              [[port]]\nname = \"p0\"\ndev = \"veth0\"\n\
-             [[port]]\nname = \"p1\"\ndev = \"veth1\"\nio = \"af_packet\"\n",
+             [[port]]\nname = \"p1\"\ndev = \"veth1\"\nio = \"af_packet\"\npunt = \"cp1\"\n",
             "f",
         )
         .unwrap();
@@ -314,17 +333,23 @@ mod tests {
         assert_eq!(fpm.settings.sweep_max, Duration::from_secs(120));
         assert_eq!(c.mirror.unwrap().netns, Some(PathBuf::from("router")));
         assert_eq!(c.metrics, Some("[::1]:9101".parse().unwrap()));
-        assert_eq!(c.workers.cpu, Some(1));
+        assert_eq!((c.workers.count, c.workers.cpus), (None, vec![1]));
+        let w = parse("[workers]\ncount = 3\ncpu = [2, 0]\n", "f")
+            .unwrap()
+            .server_config()
+            .unwrap()
+            .workers;
+        assert_eq!((w.count, w.cpus), (Some(3), vec![2, 0]));
         let io: Vec<_> = c
             .ports
             .iter()
-            .map(|p| (p.name.as_str(), p.spec.io))
+            .map(|p| (p.name.as_str(), p.spec.io, p.spec.punt.as_deref()))
             .collect();
         assert_eq!(
             io,
             [
-                ("p0", fibre_fib::PortIo::AfXdp),
-                ("p1", fibre_fib::PortIo::AfPacket)
+                ("p0", fibre_fib::PortIo::AfXdp, None),
+                ("p1", fibre_fib::PortIo::AfPacket, Some("cp1"))
             ]
         );
         let e = parse("[[port]]\nname = \"p0\"\ndev = \"v\"\nio = \"dpdk\"\n", "f")

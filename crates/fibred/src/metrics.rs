@@ -356,6 +356,38 @@ fn render_ports(w: &mut Exposition, counters: &crate::ports::Counters, reader: &
             w.sample(name, &labels, field(p));
         }
     }
+    type PuntField = fn(&fibre_fib::PuntStats) -> u64;
+    let punts: [(&str, &str, PuntField); 3] = [
+        (
+            "fibre_link_punt_to_host_total",
+            "Frames a port link handed to the host through its punt TAP.",
+            |c| c.to_host,
+        ),
+        (
+            "fibre_link_punt_from_host_total",
+            "Frames the host sent through a port link's punt TAP.",
+            |c| c.from_host,
+        ),
+        (
+            "fibre_link_punt_dropped_total",
+            "Frames for the host a port link dropped: the worker's budget spent, or the TAP refusing.",
+            |c| c.dropped,
+        ),
+    ];
+    if s.ports.iter().any(|p| p.punt.is_some()) {
+        for (name, help, field) in punts {
+            w.header(name, "counter", help);
+            for (p, (_, link)) in s.ports.iter().zip(&names) {
+                let Some(c) = &p.punt else { continue };
+                let labels = [
+                    ("link", link.as_str()),
+                    ("dev", p.spec.dev.as_str()),
+                    ("io", p.spec.io.name()),
+                ];
+                w.sample(name, &labels, field(c));
+            }
+        }
+    }
     w.header(
         "fibre_link_up",
         "gauge",
@@ -391,6 +423,22 @@ fn render_ports(w: &mut Exposition, counters: &crate::ports::Counters, reader: &
         ("dropped", d.dropped),
     ] {
         w.sample("fibre_dataplane_packets_total", &[("fate", fate)], n);
+    }
+    w.header(
+        "fibre_worker_packets_total",
+        "counter",
+        "Packets each forwarding worker received and forwarded.",
+    );
+    for (i, s) in counters.workers().iter().enumerate() {
+        let worker = i.to_string();
+        let d = &s.dataplane;
+        for (fate, n) in [("received", d.received), ("forwarded", d.forwarded)] {
+            w.sample(
+                "fibre_worker_packets_total",
+                &[("worker", worker.as_str()), ("fate", fate)],
+                n,
+            );
+        }
     }
     let c = &d.input_cache;
     for (name, help, n) in [

@@ -307,6 +307,7 @@ fn link_request(l: &Link, up: u32, carrier: Option<bool>) -> Link {
         txqlen: l.txqlen,
         addr_gen_mode: l.addr_gen_mode,
         stats: None,
+        punt: None,
     }
 }
 

@@ -1,6 +1,9 @@
 //! Packets for the router itself (ip_local_deliver, ip6_input_finish): echo requests
 //! answered, NDP handled, UDP answered as a closed port when no host stack is behind the
-//! router, the rest punted to the host.
+//! link it came in on, the rest punted to the host (handed to the one behind that link
+//! through [`Tx::punt`], so that the host sees it arrive where it did; counted `punted`
+//! either way). Neighbour advertisements go to that host too, after the data plane learnt
+//! from them.
 
 use core::net::IpAddr;
 
@@ -86,6 +89,13 @@ impl Dataplane {
                         l2: meta.l2,
                     };
                     let o = neigh::ndp_input(v.fib, link, eth_src, &p, &msg, &mut self.scratch[..]);
+                    // As ARP replies (see `rx_one`): advertisements go to the host too.
+                    if kind == icmpv6_consts::NEIGHBOR_ADVERT
+                        && o.drop.is_none()
+                        && tx.host_behind(iif)
+                    {
+                        tx.punt(iif, data);
+                    }
                     self.pool.free(buf);
                     self.neigh_outcome(iif, o, tx);
                     return;
@@ -105,7 +115,9 @@ impl Dataplane {
                 icmp::echo_reply_v6(ip, l4, from, ORIGINATED_FLOW_LABEL, out)
                     .map(|n| (n, IpAddr::V6(src), IpAddr::V6(from)))
             }
-            (_, _, ip_proto::UDP) if !self.host && !broadcast && !meta.dst.is_multicast() => {
+            (_, _, ip_proto::UDP)
+                if !self.host && !tx.host_behind(iif) && !broadcast && !meta.dst.is_multicast() =>
+            {
                 // No host stack behind the router: every port is closed (__udp4_lib_rcv and
                 // __udp6_lib_rcv without a socket): a datagram whose checksum verifies gets
                 // port unreachable.
@@ -145,6 +157,10 @@ impl Dataplane {
             }
             _ => Ok((0, meta.src, meta.dst)),
         };
+        let punted = matches!(answer, Ok((0, _, _)) | Err(icmp::EchoError::NotSent(_)));
+        if punted && tx.host_behind(iif) {
+            tx.punt(iif, data);
+        }
         self.pool.free(buf);
         match answer {
             Ok((0, _, _)) | Err(icmp::EchoError::NotSent(_)) => self.counters.punted += 1,

@@ -40,8 +40,9 @@ use core::net::{IpAddr, Ipv4Addr};
 use fibre_fib::{Fib, IcmpLimits, InputDrop, InputKey, InputRoute, NudAction, RouteType};
 use fibre_fwd::{AdjIdx, FwdTable};
 use fibre_packet::{Buf, Pool, PoolConfig};
+use fibre_wire::consts::arp as arp_consts;
 use fibre_wire::ethernet::{self, Address};
-use fibre_wire::vlan;
+use fibre_wire::{arp, vlan};
 
 use crate::drop::{Discard, DropCounters, DropReason, LinkStats};
 use crate::forward::{self, Ipv4Options};
@@ -161,6 +162,17 @@ impl Config {
 /// Where frames leave.
 pub trait Tx {
     fn send(&mut self, oif: u32, frame: &[u8]);
+
+    /// Whether a host stack stands behind link `iif` (a punt path): the router's own traffic
+    /// that came in on it and that the data plane does not answer is the host's, and the
+    /// host learns its neighbours from the answers to its own solicitations.
+    fn host_behind(&self, _iif: u32) -> bool {
+        false
+    }
+
+    /// Hands the host stack behind link `iif` a received frame (the link's own: its
+    /// destination MAC is the link's, or a group's), as it came in.
+    fn punt(&mut self, _iif: u32, _frame: &[u8]) {}
 }
 
 /// What the writer should do after a vector.
@@ -206,6 +218,27 @@ pub struct Counters {
     /// Packets an SRv6 encapsulation copied for want of headroom (the sum of every object's
     /// [`srv6::EncapStats::reallocs`]).
     pub encap_reallocs: u64,
+}
+
+impl Counters {
+    /// Adds another worker's counts (the packets waiting now included).
+    pub fn add(&mut self, o: &Counters) {
+        self.received += o.received;
+        self.forwarded += o.forwarded;
+        self.fragments += o.fragments;
+        self.delivered += o.delivered;
+        self.punted += o.punted;
+        self.reasm_queued += o.reasm_queued;
+        self.dropped += o.dropped;
+        self.waiting += o.waiting;
+        self.icmp_errors += o.icmp_errors;
+        self.echo_replies += o.echo_replies;
+        self.neigh_sent += o.neigh_sent;
+        self.icmp_ratelimited += o.icmp_ratelimited;
+        self.events_dropped += o.events_dropped;
+        self.input_cache.add(&o.input_cache);
+        self.encap_reallocs += o.encap_reallocs;
+    }
 }
 
 /// Where a packet leaves: its adjacency, the output link and the neighbour, and for a held
@@ -479,6 +512,15 @@ impl Dataplane {
                 };
                 let body = frame.get(usize::from(l3)..).unwrap_or(&[]);
                 let o = neigh::arp_input(v.fib, link, body, &mut self.scratch[..]);
+                // The host resolves its own neighbours (its ARP requests leave by the port
+                // unchanged) and learns from the replies: each reply goes to it too. Requests
+                // stay the data plane's, which answers for the router's addresses once.
+                let reply = o.drop.is_none()
+                    && arp::Packet::new_checked(body)
+                        .is_ok_and(|a| a.operation() == arp_consts::OP_REPLY);
+                if reply && tx.host_behind(iif) {
+                    tx.punt(iif, frame);
+                }
                 self.neigh_outcome(iif, o, tx);
             }
             Rx::Ip(meta) => {

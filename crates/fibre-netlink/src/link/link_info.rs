@@ -26,6 +26,13 @@ pub mod FIBRE_PORT {
     pub const DEV: u16 = 1;
     /// How it is reached (u8): [`IO_AF_XDP`](super::IO_AF_XDP), ...
     pub const IO: u16 = 2;
+    /// The TAP device carrying the host's own traffic (string).
+    pub const PUNT: u16 = 3;
+    /// The punt path's counters (u64 each), in dumps: frames to the host, from the host,
+    /// and dropped on their way to it.
+    pub const PUNT_TO_HOST: u16 = 4;
+    pub const PUNT_FROM_HOST: u16 = 5;
+    pub const PUNT_DROPPED: u16 = 6;
 }
 
 /// `FIBRE_PORT::IO` values.
@@ -53,6 +60,10 @@ attributes! {
     pub enum PortAttr<'a> {
         Dev(NlStr<'a>) = FIBRE_PORT::DEV,
         Io(u8) = FIBRE_PORT::IO,
+        Punt(NlStr<'a>) = FIBRE_PORT::PUNT,
+        PuntToHost(u64) = FIBRE_PORT::PUNT_TO_HOST,
+        PuntFromHost(u64) = FIBRE_PORT::PUNT_FROM_HOST,
+        PuntDropped(u64) = FIBRE_PORT::PUNT_DROPPED,
     }
 }
 
@@ -71,6 +82,8 @@ mod tests {
         let info = LinkInfoAttr::PortData(Nest::new(vec![
             PortAttr::Dev(NlStr::new("veth0")),
             PortAttr::Io(IO_AF_PACKET),
+            PortAttr::Punt(NlStr::new("cp0")),
+            PortAttr::PuntToHost(7),
         ]));
         let mut out = Vec::new();
         info.emit(&mut out);
@@ -83,7 +96,9 @@ mod tests {
             port,
             vec![
                 PortAttr::Dev(NlStr::new("veth0")),
-                PortAttr::Io(IO_AF_PACKET)
+                PortAttr::Io(IO_AF_PACKET),
+                PortAttr::Punt(NlStr::new("cp0")),
+                PortAttr::PuntToHost(7),
             ]
         );
     }

@@ -250,6 +250,8 @@ pub fn errno_text(e: &RtError) -> String {
 /// (IFLA_STATS64). Read by any thread.
 pub trait LinkCounters: Send + Sync {
     fn stats(&self, ifindex: u32) -> Option<LinkStats>;
+    /// The counters of link `ifindex`'s punt path, if it has one.
+    fn punt(&self, ifindex: u32) -> Option<PuntStats>;
 }
 
 /// Gives `links` their counters.
@@ -257,6 +259,7 @@ fn with_counters(mut links: Vec<Link>, counters: Option<&dyn LinkCounters>) -> V
     if let Some(c) = counters {
         for l in &mut links {
             l.stats = c.stats(l.ifindex);
+            l.punt = c.punt(l.ifindex);
         }
     }
     links

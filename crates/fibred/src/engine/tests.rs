@@ -577,6 +577,7 @@ fn port_links_are_made_only_with_their_port() {
         kind: Some(LinkKind::Port(PortSpec {
             dev: dev.into(),
             io: PortIo::AfPacket,
+            punt: None,
         })),
         ..Link::default()
     };

@@ -1,6 +1,7 @@
-//! The forwarding worker's thread: fibre-io's `Worker` polling the port links' ports, with a
-//! [`Turn`] that reads the published state and hands what the vectors teach to the writer
-//! (the hand-off is the parent module's).
+//! A forwarding worker's thread: fibre-io's `Worker` polling its shares of the port links'
+//! ports, with a [`Turn`] that reads the published state and hands what the vectors teach to
+//! the writer (the hand-off, and what the first worker does that the others do not, are the
+//! parent module's).
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +15,12 @@ use fibre_fwd::{FwdTable, Reader};
 use fibre_io::worker::{monotonic_ns, Turn, Worker};
 use fibre_io::PortError;
 
-use super::{Control, Counters, Kick, PortStats, Snapshot, Up, Waker, STATS_EVERY};
+use super::{Control, Counters, Kick, PortStats, Share, Snapshot, Up, Waker, STATS_EVERY};
+
+/// The state of a port in the snapshot of a worker that only transmits on it.
+pub(super) const OUTPUT: &str = "output";
+/// The mode of such a port.
+const OUTPUT_DETAIL: &str = "transmit only";
 use crate::view::FibReader;
 
 /// A port link the worker serves.
@@ -26,6 +32,8 @@ pub(super) struct Bound {
 
 /// The worker's turn between vectors (see the parent module).
 pub(super) struct Remote {
+    /// The worker's number; the first (0) reports the ports' state and sends the probes.
+    pub index: usize,
     pub fib: FibReader,
     pub fwd: Reader<FwdTable>,
     pub up: SyncSender<Up>,
@@ -53,8 +61,13 @@ impl Remote {
         sent
     }
 
+    fn first(&self) -> bool {
+        self.index == 0
+    }
+
     fn copy_counters(&mut self, worker: &mut Worker) {
         let ports = worker.ports();
+        let outputs = worker.outputs();
         let dp = worker.dataplane();
         let mut s = Snapshot {
             ports: Vec::with_capacity(self.bound.len()),
@@ -63,10 +76,12 @@ impl Remote {
             unrouted: worker.unrouted(),
             events_lost: self.events_lost,
         };
+        let punts = worker.punts();
         for (ifindex, port, state) in ports {
             let Some(b) = self.bound.iter().find(|b| b.ifindex == ifindex) else {
                 continue;
             };
+            let punt = punts.iter().find(|(i, _)| *i == ifindex).map(|(_, s)| *s);
             s.ports.push(PortStats {
                 ifindex,
                 spec: b.spec.clone(),
@@ -78,9 +93,24 @@ impl Remote {
                 },
                 port,
                 link: dp.link_stats(ifindex),
+                punt,
             });
         }
-        self.counters.set(s);
+        for (ifindex, port) in outputs {
+            let Some(b) = self.bound.iter().find(|b| b.ifindex == ifindex) else {
+                continue;
+            };
+            s.ports.push(PortStats {
+                ifindex,
+                spec: b.spec.clone(),
+                detail: b.detail,
+                state: OUTPUT,
+                port,
+                link: dp.link_stats(ifindex),
+                punt: punts.iter().find(|(i, _)| *i == ifindex).map(|(_, s)| *s),
+            });
+        }
+        self.counters.set(self.index, s);
     }
 }
 
@@ -129,6 +159,9 @@ impl Turn for Remote {
         if self.kick.actions.swap(false, Ordering::AcqRel) {
             self.held
                 .extend(self.actions.try_iter().take(self.held.capacity()));
+            if !self.first() {
+                self.held.retain(|a| !matches!(a, NudAction::Probe { .. }));
+            }
             dp.neigh_actions(v, monotonic_ns(), &self.held, tx);
             self.held.clear();
             self.kicked = true;
@@ -139,11 +172,13 @@ impl Turn for Remote {
     }
 
     fn follow(&mut self, ifindex: u32, carrier: Option<bool>, mtu: Option<u32>) {
-        if self.send_up(Up::Follow {
-            ifindex,
-            carrier,
-            mtu,
-        }) {
+        if self.first()
+            && self.send_up(Up::Follow {
+                ifindex,
+                carrier,
+                mtu,
+            })
+        {
             self.waker.wake();
         }
     }
@@ -157,17 +192,33 @@ impl Turn for Remote {
                     Control::Add {
                         ifindex,
                         spec,
-                        port,
+                        share,
                     } => {
+                        let super::LinkShare { port, punt } = *share;
+                        let detail = match port {
+                            Share::Port(port) => {
+                                let detail = port.detail;
+                                worker.add(ifindex, port);
+                                detail
+                            }
+                            Share::Output(tx) => {
+                                worker.add_output(ifindex, tx);
+                                OUTPUT_DETAIL
+                            }
+                        };
                         self.bound.push(Bound {
                             ifindex,
                             spec,
-                            detail: port.detail,
+                            detail,
                         });
-                        worker.add(ifindex, port);
+                        match punt {
+                            Some(Share::Port(tap)) => worker.punt(ifindex, tap),
+                            Some(Share::Output(tx)) => worker.punt_to(ifindex, tx),
+                            None => {}
+                        }
                     }
                     Control::Remove(ifindex) => {
-                        if worker.remove(ifindex) {
+                        if worker.remove(ifindex) && self.first() {
                             tracing::info!(link = ifindex, "port closed");
                         }
                         self.bound.retain(|b| b.ifindex != ifindex);
@@ -192,10 +243,11 @@ impl Turn for Remote {
 
 /// The worker thread's body: forwards until `stop`, pinned to `cpu` if given.
 pub(super) fn run(mut remote: Remote, dp: Dataplane, stop: &AtomicBool, cpu: Option<usize>) {
+    let worker = remote.index;
     if let Some(cpu) = cpu {
         match crate::sys::pin_to_cpu(cpu) {
-            Ok(()) => tracing::info!(cpu, "forwarding worker pinned"),
-            Err(e) => tracing::warn!(cpu, error = %e, "forwarding worker not pinned"),
+            Ok(()) => tracing::info!(worker, cpu, "forwarding worker pinned"),
+            Err(e) => tracing::warn!(worker, cpu, error = %e, "forwarding worker not pinned"),
         }
     }
     let mut worker = Worker::new(dp);
