@@ -13,6 +13,11 @@ left to the host side. The router namespace's own stack has IPv6 disabled and no
 so it sends nothing; every frame captured is fibred's. fwdkernel.py's helper injects and
 captures, and attributes each output to the case of the last input sent before it.
 
+fibred runs one forwarding worker (`[workers] count = 1`): each worker keeps its own ICMP rate
+limits, where the kernel's are one per peer for the whole host, so with several workers the
+packets of one source spread over workers (AF_PACKET's fanout hashes the ports too) get more
+errors than the kernel sends (the `ratelimit` cases show it).
+
 What this adds to test_forward.py (which runs `fibre forward` over the same inputs, offline):
 the frames go through fibre-io's ports and fibred's worker in real time, so the live path
 (its receive, its transmit, its clock for rate limits and neighbour timers, fibred's
@@ -132,8 +137,11 @@ def run(outdir: str, kind: str, indir: str = HERE) -> None:
             _ns_python(router, "--offloads-off", *[f"r{x}" for x in links])
             _ns_python(capture, "--offloads-off", *links)
             sock = os.path.join(d, "fibred.sock")
+            conf = os.path.join(d, "fibred.toml")
+            with open(conf, "w") as f:
+                f.write("[workers]\ncount = 1\n")
             proc = subprocess.Popen(["ip", "netns", "exec", router, fibred, "--socket", sock,
-                                     "--no-dgram"], stderr=open(log, "w"))
+                                     "--no-dgram", "--config", conf], stderr=open(log, "w"))
             deadline = time.monotonic() + 10
             while not os.path.exists(sock):
                 if proc.poll() is not None or time.monotonic() > deadline:
