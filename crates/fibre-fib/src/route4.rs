@@ -257,13 +257,16 @@ impl Fib {
     ) -> Option<Result<(), RtError>> {
         let d = hint.decided?;
         let gen = (self.gens.resolve(), self.infos.frees());
-        // A missing table is made by the full path, before anything else is checked.
-        if d.at != gen || !self.simple_memo.is_at(gen) || !self.t4.contains_key(&d.table) {
+        if d.at != gen || !self.simple_memo.is_at(gen) {
             return None;
         }
+        // A missing table is made by the full path, before anything else is checked.
         let r = match d.placed {
-            Some(p) => self.insert4_placed(d.table, d.key, Entry::new(d.tos, d.info, None), p),
-            None => self.insert4(d.table, d.key, d.tos, d.info, flags),
+            Some(p) => self.insert4_placed(d.table, d.key, Entry::new(d.tos, d.info, None), p)?,
+            None if self.t4.contains_key(&d.table) => {
+                self.insert4(d.table, d.key, d.tos, d.info, flags)
+            }
+            None => return None,
         };
         if r.is_ok() && d.local {
             self.custom_local4 = true;
@@ -646,17 +649,16 @@ impl Fib {
     }
 
     /// The add [`Fib::insert4_placing`] recorded in `p` on an equal FIB, made again: the same
-    /// entry at the same place, the same winner, without deciding either.
+    /// entry at the same place, the same winner, without deciding either. `None` (nothing
+    /// done) when the table is missing.
     fn insert4_placed(
         &mut self,
         tb: TableId,
         key: Key,
         entry: Entry,
         p: Placed,
-    ) -> Result<(), RtError> {
-        let Some(t) = self.t4.get_mut(&tb) else {
-            return Err(RtError::new(Errno::ENOENT));
-        };
+    ) -> Option<Result<(), RtError>> {
+        let t = self.t4.get_mut(&tb)?;
         let at = p.at as usize;
         let old = t.update(
             key,
@@ -677,7 +679,7 @@ impl Fib {
             self.infos.put(o);
         }
         self.route_changed(p.affects_gw);
-        Ok(())
+        Some(Ok(()))
     }
 
     /// fib_table_insert once the route info is made: decides where the entry goes among the
