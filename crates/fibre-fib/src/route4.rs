@@ -155,7 +155,30 @@ struct Decided {
     tos: u8,
     /// A local route (it makes the local table's routes custom, see `custom_local4`).
     local: bool,
+    /// What the add did to the key's entries, when it changed them.
+    placed: Option<Placed>,
 }
+
+/// Where an IPv4 add put its entry and what the key then compiled to: the results of
+/// fib_table_insert's alias decision and of the key's winner (`lookup::winner`), which an
+/// equal table reaches again from the same entries. The replay writes them without walking
+/// the key's entries, comparing their priorities or judging their next hops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Placed {
+    /// The index in the key's entries the new entry went to.
+    at: u32,
+    /// It replaced the entry at `at` (else it was inserted there).
+    replace: bool,
+    /// The index in the key's entries (after the change) of its winner, or [`NO_WINNER`].
+    winner: u32,
+    /// The key's entries the compiled answer skips (see `Table::special_entries`).
+    special: u32,
+    /// The route's scope is link or narrower: gateway resolutions may change.
+    affects_gw: bool,
+}
+
+/// [`Placed::winner`] when no entry of the key wins.
+const NO_WINNER: u32 = u32::MAX;
 
 impl Fib {
     pub(crate) fn route4_new(&mut self, r: &Route, flags: ReqFlags) -> Result<(), RtError> {
@@ -201,6 +224,8 @@ impl Fib {
         let simple = SimpleKey::of(r, tb);
         if let Some(sk) = &simple {
             if let Some(&id) = self.simple_memo.get(gen, sk) {
+                let mut placed = None;
+                let res = self.insert4_placing(tb, key, r.tos, id, flags, &mut placed);
                 hint.decided = Some(Decided {
                     info: id,
                     at: gen,
@@ -208,8 +233,9 @@ impl Fib {
                     key,
                     tos: r.tos,
                     local: r.rtype == RouteType::Local,
+                    placed,
                 });
-                return self.insert4(tb, key, r.tos, id, flags);
+                return res;
             }
         }
         let (spec, states) = self.create_info4(r, tb)?;
@@ -231,11 +257,17 @@ impl Fib {
     ) -> Option<Result<(), RtError>> {
         let d = hint.decided?;
         let gen = (self.gens.resolve(), self.infos.frees());
-        // A missing table is made by the full path, before anything else is checked.
-        if d.at != gen || !self.simple_memo.is_at(gen) || !self.t4.contains_key(&d.table) {
+        if d.at != gen || !self.simple_memo.is_at(gen) {
             return None;
         }
-        let r = self.insert4(d.table, d.key, d.tos, d.info, flags);
+        // A missing table is made by the full path, before anything else is checked.
+        let r = match d.placed {
+            Some(p) => self.insert4_placed(d.table, d.key, Entry::new(d.tos, d.info, None), p)?,
+            None if self.t4.contains_key(&d.table) => {
+                self.insert4(d.table, d.key, d.tos, d.info, flags)
+            }
+            None => return None,
+        };
         if r.is_ok() && d.local {
             self.custom_local4 = true;
         }
@@ -613,6 +645,54 @@ impl Fib {
         new_id: InfoId,
         flags: ReqFlags,
     ) -> Result<(), RtError> {
+        self.insert4_placing(tb, key, tos, new_id, flags, &mut None)
+    }
+
+    /// The add [`Fib::insert4_placing`] recorded in `p` on an equal FIB, made again: the same
+    /// entry at the same place, the same winner, without deciding either. `None` (nothing
+    /// done) when the table is missing.
+    fn insert4_placed(
+        &mut self,
+        tb: TableId,
+        key: Key,
+        entry: Entry,
+        p: Placed,
+    ) -> Option<Result<(), RtError>> {
+        let t = self.t4.get_mut(&tb)?;
+        let at = p.at as usize;
+        let old = t.update(
+            key,
+            |list| {
+                if p.replace {
+                    list.get_mut(at).map(|e| std::mem::replace(e, entry).info)
+                } else {
+                    // An equal list has `at` in range; `min` only keeps a broken copy from
+                    // panicking.
+                    list.insert(at.min(list.len()), entry);
+                    None
+                }
+            },
+            |es| (es.get(p.winner as usize).copied(), p.special),
+        );
+        self.infos.hold(entry.info);
+        if let Some(o) = old {
+            self.infos.put(o);
+        }
+        self.route_changed(p.affects_gw);
+        Some(Ok(()))
+    }
+
+    /// fib_table_insert once the route info is made: decides where the entry goes among the
+    /// key's (or refuses the add), and records in `placed` what it changed, if anything.
+    fn insert4_placing(
+        &mut self,
+        tb: TableId,
+        key: Key,
+        tos: u8,
+        new_id: InfoId,
+        flags: ReqFlags,
+        placed: &mut Option<Placed>,
+    ) -> Result<(), RtError> {
         /// What fib_table_insert decided for the request.
         enum Outcome {
             Fail(Errno),
@@ -674,8 +754,12 @@ impl Fib {
         };
         // One map probe: the key's list (created empty for a new prefix, removed if left
         // empty), changed and recompiled.
+        let mut won = (NO_WINNER, 0);
         let (outcome, old) = t.update(key, decide, |es| {
-            crate::lookup::winner(infos, nhobjs, Family::Inet, es)
+            let (w, special) = crate::lookup::winner(infos, nhobjs, Family::Inet, es);
+            let at = w.and_then(|w| es.iter().position(|e| *e == w));
+            won = (at.map_or(NO_WINNER, |i| i as u32), special);
+            (w, special)
         });
         match outcome {
             Outcome::Fail(e) => {
@@ -683,7 +767,14 @@ impl Fib {
                 Err(RtError::new(e))
             }
             Outcome::Unchanged => Ok(()),
-            Outcome::Insert(_) | Outcome::Replace(_) => {
+            Outcome::Insert(at) | Outcome::Replace(at) => {
+                *placed = Some(Placed {
+                    at: at as u32,
+                    replace: matches!(outcome, Outcome::Replace(_)),
+                    winner: won.0,
+                    special: won.1,
+                    affects_gw,
+                });
                 self.infos.hold(new_id);
                 if let Some(o) = old {
                     self.infos.put(o);
@@ -808,6 +899,7 @@ fn metrics_match(r: &Route, s: &InfoSpec) -> bool {
 #[cfg(test)]
 mod hint_tests {
     use super::RouteHint;
+    use crate::ids::TableId;
     use crate::types::*;
     use crate::Fib;
     use std::net::{IpAddr, Ipv4Addr};
@@ -865,6 +957,22 @@ mod hint_tests {
         r
     }
 
+    const APPEND: ReqFlags = ReqFlags {
+        append: true,
+        excl: false,
+        ..ReqFlags::ADD
+    };
+
+    fn with_metric(mut r: Route, metric: u32) -> Route {
+        r.priority = Some(metric);
+        r
+    }
+
+    fn with_tos(mut r: Route, tos: u8) -> Route {
+        r.tos = tos;
+        r
+    }
+
     /// Adds applied with the hints an equal FIB recorded give that FIB's results and state,
     /// and a hint from another generation is not used.
     #[test]
@@ -880,6 +988,20 @@ mod hint_tests {
             // Unreachable gateway: refused by validation, no hint.
             (route(5, "192.0.2.1"), ReqFlags::ADD),
             (route(6, "10.0.0.2"), ReqFlags::ADD),
+            // Several entries under one key, placed by the alias rules once the next hops
+            // and metrics are cached (keys 8 and 9): appended after an equal one, a replace
+            // that changes nothing, a higher metric behind them, a tos entry first (which the
+            // compiled winner skips), and one replaced in the middle of the list.
+            (with_metric(route(8, "10.0.0.2"), 5), ReqFlags::ADD),
+            (with_metric(route(8, "10.0.0.3"), 5), APPEND),
+            (with_metric(route(9, "10.0.0.4"), 5), ReqFlags::ADD),
+            (route(7, "10.0.0.2"), ReqFlags::ADD),
+            (route(7, "10.0.0.3"), APPEND),
+            (route(7, "10.0.0.2"), ReqFlags::REPLACE),
+            (with_metric(route(7, "10.0.0.2"), 5), ReqFlags::ADD),
+            (with_metric(route(7, "10.0.0.3"), 5), APPEND),
+            (with_tos(route(7, "10.0.0.3"), 0x10), ReqFlags::ADD),
+            (with_metric(route(7, "10.0.0.4"), 5), ReqFlags::REPLACE),
         ];
         let (mut first, mut replay) = (base(), base());
         let mut hints = Vec::new();
@@ -891,6 +1013,15 @@ mod hint_tests {
         assert!(
             hints.iter().filter(|(_, h)| h.decided.is_some()).count() >= 4,
             "the cache decided the repeated next hops: {hints:?}"
+        );
+        let placed_behind = |h: &RouteHint| {
+            h.decided
+                .and_then(|d| d.placed)
+                .is_some_and(|p| p.at > 0 || p.winner > 0)
+        };
+        assert!(
+            hints.iter().filter(|(_, h)| placed_behind(h)).count() >= 2,
+            "entries placed behind others are replayed: {hints:?}"
         );
         for ((r, f), (result, h)) in changes.iter().zip(&mut hints) {
             let recorded = *h;
@@ -919,9 +1050,13 @@ mod hint_tests {
         for fib in [&batched, &unhinted] {
             assert_eq!(first.routes(None), fib.routes(None));
             assert_eq!(first.gen(), fib.gen());
-            for third in 1..=7 {
+            for third in 1..=9 {
                 let q = RouteQuery::to(IpAddr::V4(Ipv4Addr::new(192, 168, third, 9)));
                 assert_eq!(first.route_get(&q), fib.route_get(&q), "192.168.{third}.9");
+                // The compiled answers themselves (a route get may walk the entries).
+                let addr = u128::from(u32::from(Ipv4Addr::new(192, 168, third, 9)));
+                let compiled = |f: &Fib| f.t4[&TableId::MAIN].fast_lookup(addr);
+                assert_eq!(compiled(&first), compiled(fib), "192.168.{third}.9");
             }
         }
 

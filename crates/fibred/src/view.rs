@@ -34,10 +34,11 @@
 //! ([`FibWriter::apply_read_ahead`]); the log names it by its place and the replay applies it
 //! from there. A route (a few hundred bytes) is thus never moved on the writer. An add that
 //! the FIB decided from its cache of validated next hops is logged with that decision
-//! ([`RouteHint`]: the route info, the table and key, the generation it held at), and the
-//! replay makes the same change from it without checking the request again. A kept list
-//! lives until the replay that follows the next publish has applied it, and the newest one
-//! beyond that, since the engine may still be applying the rest of it.
+//! ([`RouteHint`]: the route info, the table and key, the generation it held at, where the
+//! entry went among the key's and which entry then won), and the replay makes the same change
+//! from it without checking the request or deciding the entry's place and winner again. A
+//! kept list lives until the replay that follows the next publish has applied it, and the
+//! newest one beyond that, since the engine may still be applying the rest of it.
 
 use fibre_dataplane::pipeline::{apply_events, Event};
 use fibre_fib::types::{
