@@ -113,6 +113,12 @@ fn compare(bytes: &[u8]) -> Outcome {
             Some(NetSlice::Ipv6(b)),
         ) => {
             let h = b.header();
+            if h.payload_length() == 0 {
+                // etherparse reads a zero payload length as "the rest of the slice" (its
+                // leniency for jumbograms and coalesced receives); without a jumbo option
+                // RFC 8200 makes it an empty payload, which is what fibre-wire reads.
+                return Outcome::Skipped;
+            }
             assert_eq!(repr.src_addr, h.source_addr());
             assert_eq!(repr.dst_addr, h.destination_addr());
             assert_eq!(repr.hop_limit, h.hop_limit());
