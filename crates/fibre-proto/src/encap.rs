@@ -249,6 +249,14 @@ fn seg6local_attrs(s: &Seg6Local) -> Vec<Seg6LocalAttr<'_>> {
     out.extend(s.nh6.map(Seg6LocalAttr::Nh6));
     out.extend(s.iif.map(Seg6LocalAttr::Iif));
     out.extend(s.oif.map(Seg6LocalAttr::Oif));
+    if s.bpf {
+        // The model keeps only that a program was given, not the program: an empty nest says
+        // as much.
+        out.push(Seg6LocalAttr::Bpf(NestedBytes {
+            flagged: true,
+            bytes: &[],
+        }));
+    }
     out.extend(s.vrftable.map(Seg6LocalAttr::VrfTable));
     if let Some(c) = s.counters {
         out.push(Seg6LocalAttr::Counters(flagged(vec![
