@@ -2,7 +2,8 @@
 """Forwarding through the real I/O path, fibre beside the kernel, in one run:
 
     python3 tests/io/bench_forward.py [--quick] [--runs N] [--seconds S] [--steps N]
-                                      [--family 4|6] [--no-table] [--no-cache] [--json FILE]
+                                      [--family 4|6] [--no-table] [--no-cache] [--cache-only]
+                                      [--json FILE]
 
 Topology (tests/io/traffic.py): gen -- router -- sink, three network namespaces joined by
 veth pairs with every offload off. fibre-traffic generates and sinks over AF_XDP (the same
@@ -11,7 +12,10 @@ instrument for every router); the router is (a) the Linux kernel in its namespac
 the default routes only, then with the full 2026 table loaded (the kernel through
 `ip -batch`, fibre from its batch file: the same `route add` lines); then (d) fibre's input
 route cache through this path (issue 16): `--input-cache off|hints|on` on seed 000's
-workload and on a flood of unique addresses, full table, AF_XDP.
+workload and on a flood of unique addresses, full table, AF_XDP: the rate each mode forwards
+without loss, and the router's CPU per packet when every mode is offered the same rate
+(CACHE_COMMON_RATE), which the threshold searches' spread does not move. `--cache-only` runs
+the copy path and (d) alone.
 
 CPU placement, on this 2-CPU machine: the generator and the sink on CPU 0, the router on CPU
 1, all of it. For the kernel, the router's input veth steers its receive processing to CPU 1
@@ -109,6 +113,13 @@ CACHE_ARGS = {4: (["--src", traffic.HOST4], ["--family", "4"]),
               6: (["--src", traffic.HOST6], ["--family", "6"])}
 CACHE_MODES = ("off", "hints", "on")
 CACHE_BARS = (("seed000", 1.17), ("flood", 0.97))
+# The offered rate at which every cache mode's CPU per packet is compared, per family: below
+# what each mode forwards without loss on either workload (about 60-130 kpps on a quiet
+# machine), so that all three forward the same packets and only their cost differs. The loss
+# threshold's searches spread by 30% or more between trials (one stall of a few ms in a
+# 2-second trial overflows the input veth's 256-frame ring and loses 0.2%, above LOSS), more
+# than the bars' margins; the CPU at one rate does not depend on where a search stopped.
+CACHE_COMMON_RATE = {4: 40_000, 6: 40_000}
 
 
 def log(msg: str) -> None:
@@ -375,6 +386,11 @@ def bench_cache(routes: str, opts, tmp: str, out: list, veth_ns: float | None) -
             for what, args in workloads:
                 f = {"mode": mode, "workload": what}
                 f.update(rate_figures(router, what, args, opts, veth_ns))
+                common = CACHE_COMMON_RATE[opts.family]
+                runs = confirm(router, args, f"{what} @{common // 1000}k", common, opts)
+                f["common_ns"] = max(median(runs, lambda t: t["cpu1_ns"]) - (veth_ns or 0.0),
+                                     0.0)
+                f["common_loss"] = median(runs, lambda t: t["loss"])
                 figs.append(f)
         finally:
             if router:
@@ -387,12 +403,18 @@ def bench_cache(routes: str, opts, tmp: str, out: list, veth_ns: float | None) -
         for f in (x for x in figs if x["workload"] == what):
             ratio = f["pps"] / off["pps"] if off["pps"] else 0.0
             cpu = off["router_ns"] / f["router_ns"] if f["router_ns"] and off["router_ns"] else 0.0
+            common = off["common_ns"] / f["common_ns"] if f["common_ns"] else 0.0
             out.append(f"| {what:<8} | {f['mode']:<5} | {'>=' if f['capped'] else '  '}"
                        f"{f['pps'] / 1e3:8.1f} | {spread(f):>13} | {ratio:5.3f}x | "
-                       f"{ns(f['router_ns']):>7} | {cpu:5.3f}x | {f['others']:4.2f} | "
+                       f"{ns(f['router_ns']):>7} | {cpu:5.3f}x | {f['common_ns']:7.0f} | "
+                       f"{100 * f['common_loss']:5.3f} | {common:5.3f}x | {f['others']:4.2f} | "
                        f"{f['load']} |")
             log(out[-1])
     return figs
+
+
+def opts_family(figs: dict) -> int:
+    return figs.get("family", 4)
 
 
 def report(figs: dict, out: list[str], cache_out: list[str]) -> None:
@@ -410,9 +432,12 @@ def report(figs: dict, out: list[str], cache_out: list[str]) -> None:
     print("\n".join(out))
     if cache_out:
         print("\nInput route cache through AF_XDP, full table, the smallest frames (issue 16):\n")
+        common = CACHE_COMMON_RATE[opts_family(figs)] / 1e3
         print("| workload | cache | kpps (loss < 0.1%) | min-max | vs off | router ns/pkt | "
-              "CPU vs off | others' CPUs | load |\n"
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+              f"CPU vs off | router ns/pkt at {common:.0f} kpps | loss % there | "
+              "CPU there vs off | others' CPUs | load |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+              "| --- |")
         print("\n".join(cache_out))
     if figs.get("cache"):
         print("\nBars (issue 16): cache on vs off >= 1.17x packets/s on seed 000's workload, "
@@ -425,10 +450,13 @@ def report(figs: dict, out: list[str], cache_out: list[str]) -> None:
                    if on["router_ns"] and off["router_ns"] else 0.0)
             verdict = "met" if r >= bar else f"missed by {100 * (1 - r / bar):.0f}%"
             capped = " (both at the instrument's ceiling)" if on["capped"] and off["capped"] else ""
+            common = off["common_ns"] / on["common_ns"] if on["common_ns"] else 0.0
             print(f"  {what:<8} {r:.3f}x, {verdict}{capped}; the router's CPU per packet off/on "
-                  f"{cpu:.3f}x")
+                  f"{cpu:.3f}x at the rates found, {common:.3f}x at "
+                  f"{CACHE_COMMON_RATE[opts_family(figs)] // 1000} kpps")
     bars = [f for f in figs["routers"] if f["router"].startswith("fibre")]
-    print("\nBar: fibre >= 1x the kernel's packets per second, the smallest frames and IMIX:")
+    if bars:
+        print("\nBar: fibre >= 1x the kernel's packets per second, the smallest frames and IMIX:")
     for f in bars:
         k = next(x for x in figs["routers"] if x["router"] == "kernel"
                  and x["size"] == f["size"] and x["table"] == f["table"])
@@ -453,6 +481,8 @@ def main() -> int:
                     help="the traffic's address family; default 4")
     ap.add_argument("--no-table", action="store_true", help="without the full table")
     ap.add_argument("--no-cache", action="store_true", help="without the input cache workloads")
+    ap.add_argument("--cache-only", action="store_true",
+                    help="the copy path and the input cache workloads only, no router comparison")
     ap.add_argument("--json", help="also write every figure to this file")
     opts = ap.parse_args()
     quick = opts.quick
@@ -480,7 +510,7 @@ def main() -> int:
               f"{LOAD_QUIET} or less): other tasks share the CPUs, the figures below are "
               "diagnostic only (\"others' CPUs\": how many CPUs other users' processes took).")
     out: list[str] = []
-    figs: dict = {}
+    figs: dict = {"family": opts.family}
     with tempfile.TemporaryDirectory(prefix="traffic-bench-") as tmp:
         log(f"== veth copy path ({uptime()})")
         topo = traffic.Topo("copy", routed=False)
@@ -495,7 +525,8 @@ def main() -> int:
         figs["copy_path"] = copy
         # The sink veth's receive per packet, for the sizes the copy path has a figure for.
         veth = {c["size"]: c["cpu1_ns"] for c in copy if c["pps"]}
-        figs["routers"] = bench_routers(None, "default routes", opts, tmp, out, veth)
+        figs["routers"] = ([] if opts.cache_only else
+                           bench_routers(None, "default routes", opts, tmp, out, veth))
         cache_out: list[str] = []
         if table:
             routes = os.path.join(tmp, "routes.batch")
@@ -503,8 +534,9 @@ def main() -> int:
             with open(routes, "w") as f:
                 n = traffic.route_lines(table, f, progress=log)
             log(f"  {n} routes")
-            figs["routers"] += bench_routers(routes, f"full table ({n} routes)", opts, tmp, out,
-                                             veth)
+            if not opts.cache_only:
+                figs["routers"] += bench_routers(routes, f"full table ({n} routes)", opts, tmp,
+                                                 out, veth)
             if not opts.no_cache:
                 figs["cache"] = bench_cache(routes, opts, tmp, cache_out,
                                             veth.get(SIZES[opts.family][0][0]))

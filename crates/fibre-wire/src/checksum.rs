@@ -11,16 +11,24 @@ use crate::error::{Error, Result};
 
 /// The one's-complement sum of `data` as big-endian 16-bit words, an odd last byte padded with
 /// zero, before folding.
+///
+/// The bytes are added four at a time as big-endian 32-bit words into a 64-bit accumulator
+/// and folded once at the end: the one's-complement sum does not depend on the word size
+/// (RFC 1071 section 2, "parallel summation"), and 2^32 words cannot overflow 64 bits. On the
+/// forwarding path this is the IPv4 header's check, once per packet.
 pub fn sum(data: &[u8]) -> u32 {
-    let mut acc: u32 = 0;
-    let mut words = data.chunks_exact(2);
+    let mut acc: u64 = 0;
+    let mut words = data.chunks_exact(4);
     for w in &mut words {
-        acc = fold_once(acc + u32::from(u16::from_be_bytes([w[0], w[1]])));
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = words.remainder() {
-        acc = fold_once(acc + (u32::from(*last) << 8));
-    }
-    acc
+    let mut tail = [0u8; 4];
+    let rest = words.remainder();
+    tail[..rest.len()].copy_from_slice(rest);
+    acc += u64::from(u32::from_be_bytes(tail));
+    let acc = (acc & 0xFFFF_FFFF) + (acc >> 32);
+    let acc = (acc & 0xFFFF_FFFF) + (acc >> 32);
+    u32::from(fold(acc as u32))
 }
 
 /// Adds partial sums (from [`sum`], [`pseudo_v4`], [`pseudo_v6`]).
@@ -162,7 +170,22 @@ mod tests {
         assert!(verifies(sum(&h)));
     }
 
+    /// RFC 1071's sum as it defines it: 16-bit words, the carry folded in after each.
+    fn sum_by_words(data: &[u8]) -> u16 {
+        let mut acc: u32 = 0;
+        for w in data.chunks(2) {
+            let word = u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)]);
+            acc = fold_once(acc + u32::from(word));
+        }
+        fold(acc)
+    }
+
     proptest! {
+        #[test]
+        fn sum_is_the_sum_by_words(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            prop_assert_eq!(fold(sum(&data)), sum_by_words(&data));
+        }
+
         #[test]
         fn ttl_decrement_matches_recompute(mut h in proptest::collection::vec(any::<u8>(), 20),
                                             ttl in 1u8..) {
