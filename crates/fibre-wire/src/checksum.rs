@@ -17,15 +17,20 @@ use crate::error::{Error, Result};
 /// (RFC 1071 section 2, "parallel summation"), and 2^32 words cannot overflow 64 bits. On the
 /// forwarding path this is the IPv4 header's check, once per packet.
 pub fn sum(data: &[u8]) -> u32 {
-    let mut acc: u64 = 0;
-    let mut words = data.chunks_exact(4);
-    for w in &mut words {
-        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-    }
-    let mut tail = [0u8; 4];
-    let rest = words.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    acc += u64::from(u32::from_be_bytes(tail));
+    let (words, rest) = data.as_chunks::<4>();
+    // An IPv4 header without options, the common case, in five loads the compiler unrolls.
+    let acc = match <&[[u8; 4]; 5]>::try_from(words) {
+        Ok(w) if rest.is_empty() => w.iter().map(|w| u64::from(u32::from_be_bytes(*w))).sum(),
+        _ => {
+            let mut tail = [0u8; 4];
+            tail[..rest.len()].copy_from_slice(rest);
+            words
+                .iter()
+                .fold(u64::from(u32::from_be_bytes(tail)), |acc, w| {
+                    acc + u64::from(u32::from_be_bytes(*w))
+                })
+        }
+    };
     let acc = (acc & 0xFFFF_FFFF) + (acc >> 32);
     let acc = (acc & 0xFFFF_FFFF) + (acc >> 32);
     u32::from(fold(acc as u32))
@@ -182,8 +187,10 @@ mod tests {
 
     proptest! {
         #[test]
-        fn sum_is_the_sum_by_words(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn sum_is_the_sum_by_words(data in proptest::collection::vec(any::<u8>(), 0..200),
+                                   header in proptest::collection::vec(any::<u8>(), 20)) {
             prop_assert_eq!(fold(sum(&data)), sum_by_words(&data));
+            prop_assert_eq!(fold(sum(&header)), sum_by_words(&header));
         }
 
         #[test]
