@@ -31,7 +31,7 @@ impl Dataplane {
         now: u64,
         iif: u32,
         buf: Buf,
-        meta: Meta,
+        meta: &Meta,
         broadcast: bool,
         opts: &Ipv4Options,
         tx: &mut dyn Tx,
@@ -43,7 +43,7 @@ impl Dataplane {
         }
         let buf = match meta.is_ipv4() {
             true => buf,
-            false => match self.srh_for_router(v, now, iif, buf, &meta, tx) {
+            false => match self.srh_for_router(v, now, iif, buf, meta, tx) {
                 Some(b) => b,
                 None => return,
             },
@@ -51,7 +51,7 @@ impl Dataplane {
         if !meta.is_ipv4() {
             let ip = buf.data(&self.pool).get(l3..).unwrap_or(&[]);
             if let Err(d) = rx::local_headers6(ip) {
-                return self.discard(v, now, iif, buf, &meta, d, true, opts, iif, tx);
+                return self.discard(v, now, iif, buf, meta, d, true, opts, iif, tx);
             }
         }
         let data = buf.data(&self.pool);
@@ -188,7 +188,7 @@ impl Dataplane {
         now: u64,
         iif: u32,
         buf: Buf,
-        meta: Meta,
+        meta: &Meta,
         broadcast: bool,
         tx: &mut dyn Tx,
     ) {
@@ -228,7 +228,7 @@ impl Dataplane {
                         opts = o;
                     }
                 }
-                self.local(v, now, iif, whole, meta, broadcast, &opts, tx);
+                self.local(v, now, iif, whole, &meta, broadcast, &opts, tx);
             }
         }
     }

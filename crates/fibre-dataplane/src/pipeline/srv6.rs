@@ -113,7 +113,7 @@ impl Dataplane {
         now: u64,
         iif: u32,
         buf: Buf,
-        meta: Meta,
+        meta: &Meta,
         i: EncapIdx,
         passes: u8,
         tx: &mut dyn Tx,
@@ -125,14 +125,14 @@ impl Dataplane {
             s.packets += 1;
         }
         let done = match v.fwd.encap_obj(i) {
-            EncapObj::Seg6(p) => self.push(v, buf, &meta, p, i).map(|b| (b, PLAIN)),
-            EncapObj::Seg6Local(sid) => self.behaviour(v, buf, &meta, sid, i),
-            EncapObj::Rpl(p) => self.rpl_insert(buf, &meta, p, i).map(|b| (b, PLAIN)),
+            EncapObj::Seg6(p) => self.push(v, buf, meta, p, i).map(|b| (b, PLAIN)),
+            EncapObj::Seg6Local(sid) => self.behaviour(v, buf, meta, sid, i),
+            EncapObj::Rpl(p) => self.rpl_insert(buf, meta, p, i).map(|b| (b, PLAIN)),
             // IOAM objects act on output (the transit stage keeps them from here).
             EncapObj::Ioam6(_) | EncapObj::Unsupported => Err((buf, DropReason::Seg6Unsupported)),
         };
         match done {
-            Ok((buf, how)) => self.route_again(v, now, iif, buf, &meta, how, passes + 1, tx),
+            Ok((buf, how)) => self.route_again(v, now, iif, buf, meta, how, passes + 1, tx),
             Err((buf, reason)) => self.srv6_drop(iif, buf, reason),
         }
     }
@@ -437,7 +437,7 @@ impl Dataplane {
         };
         if how.deliver {
             let none = Ipv4Options::default();
-            return self.local(v, now, iif, buf, m, false, &none, tx);
+            return self.local(v, now, iif, buf, &m, false, &none, tx);
         }
         let key = InputKey {
             dst: how.nh.unwrap_or(m.dst),

@@ -24,8 +24,8 @@ impl Dataplane {
         now: u64,
         iif: u32,
         buf: Buf,
-        meta: Meta,
-        f: ForwardRoute,
+        meta: &Meta,
+        f: &ForwardRoute,
         opts: &Ipv4Options,
         passes: u8,
         tx: &mut dyn Tx,
@@ -33,7 +33,7 @@ impl Dataplane {
         // A next hop with an SRv6 encapsulation takes the packet before forwarding touches it
         // (the kernel's lightweight-tunnel input redirect: seg6_input, seg6_local_input); an
         // IOAM one after (an output redirect: ioam6_output).
-        let ioam = match v.fwd.encap(&f) {
+        let ioam = match v.fwd.encap(f) {
             HopEncap::None => None,
             HopEncap::Obj(i) => match v.fwd.encap_obj(i) {
                 EncapObj::Ioam6(p) => Some((i, p)),
@@ -48,7 +48,7 @@ impl Dataplane {
         let l3 = usize::from(meta.l3);
         let nh = f.gateway.unwrap_or(meta.dst);
         let hop = Hop {
-            adj: v.fwd.adjacency(&f, meta.dst),
+            adj: v.fwd.adjacency(f, meta.dst),
             oif: f.oif,
             nh,
             src: meta.src,
@@ -58,7 +58,7 @@ impl Dataplane {
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let fwd = match forward::forward_v4(ip, meta.l2, &V4Route { mtu: f.mtu }) {
                 Ok(x) => x,
-                Err(d) => return self.discard(v, now, iif, buf, &meta, d, false, opts, iif, tx),
+                Err(d) => return self.discard(v, now, iif, buf, meta, d, false, opts, iif, tx),
             };
             // Source-routed packets never get here (compile_options drops them), so every
             // redirect the route asks for is sent.
@@ -119,7 +119,7 @@ impl Dataplane {
             self.output(v, hop, buf, l3, tx);
         } else {
             if f.oif == iif {
-                self.redirect6(v, now, iif, &buf, &meta, f.gateway, tx);
+                self.redirect6(v, now, iif, &buf, meta, f.gateway, tx);
             }
             let ip = &mut buf.data_mut(&mut self.pool)[l3..];
             let route = V6Route {
@@ -128,7 +128,7 @@ impl Dataplane {
             };
             match forward::forward_v6(ip, meta.l2, &route) {
                 Ok(_) => {}
-                Err(d) => return self.discard(v, now, iif, buf, &meta, d, false, opts, iif, tx),
+                Err(d) => return self.discard(v, now, iif, buf, meta, d, false, opts, iif, tx),
             }
             self.counters.forwarded += 1;
             let (buf, hop, l3) = match ioam {
