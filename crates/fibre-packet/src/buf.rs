@@ -115,12 +115,12 @@ impl Buf {
 
     /// The packet's bytes.
     pub fn data<'p>(&self, pool: &'p Pool) -> &'p [u8] {
-        &pool.frame(self.idx)[self.range(0, self.len())]
+        pool.bytes(self.idx, self.headroom(), self.len())
     }
 
     /// The packet's bytes, to change in place.
     pub fn data_mut<'p>(&self, pool: &'p mut Pool) -> &'p mut [u8] {
-        &mut pool.frame_mut(self.idx)[self.range(0, self.len())]
+        pool.bytes_mut(self.idx, self.headroom(), self.len())
     }
 
     /// `len` bytes at `at` of the data, as a range of the frame.

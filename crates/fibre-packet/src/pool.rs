@@ -251,17 +251,31 @@ impl Pool {
         }
     }
 
-    pub(crate) fn frame(&self, idx: BufIdx) -> &[u8] {
-        match self.locate(idx) {
-            (false, r) => &self.base.region[r],
-            (true, r) => &self.large.region[r],
-        }
-    }
-
     pub(crate) fn frame_mut(&mut self, idx: BufIdx) -> &mut [u8] {
         match self.locate(idx) {
             (false, r) => &mut self.base.region[r],
             (true, r) => &mut self.large.region[r],
+        }
+    }
+
+    /// `len` bytes at `at` of `idx`'s frame, with one bounds check (of the region) where
+    /// slicing the frame and then the bytes takes two: a packet's data is read this way
+    /// several times per packet. `at + len` must not exceed the frame (a `Buf` keeps that);
+    /// if it did, the bytes would run into the next frame of the same pool, never outside it.
+    pub(crate) fn bytes(&self, idx: BufIdx, at: usize, len: usize) -> &[u8] {
+        debug_assert!(at + len <= self.locate(idx).1.len());
+        match self.locate(idx) {
+            (false, r) => &self.base.region[r.start + at..r.start + at + len],
+            (true, r) => &self.large.region[r.start + at..r.start + at + len],
+        }
+    }
+
+    /// [`Pool::bytes`], to change in place.
+    pub(crate) fn bytes_mut(&mut self, idx: BufIdx, at: usize, len: usize) -> &mut [u8] {
+        debug_assert!(at + len <= self.locate(idx).1.len());
+        match self.locate(idx) {
+            (false, r) => &mut self.base.region[r.start + at..r.start + at + len],
+            (true, r) => &mut self.large.region[r.start + at..r.start + at + len],
         }
     }
 
