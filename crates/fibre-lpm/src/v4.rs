@@ -326,6 +326,71 @@ mod tests {
         assert_eq!(codes_seen, [true; 3]);
     }
 
+    /// Batches whose direct-entry changes the mirror hears of only at the flush (trie invariant
+    /// 4): short routes over the test /16 (value entries, one chunk), a /24 hanging a node in
+    /// the same chunk, changes undone inside one batch. After each batch the answers match the
+    /// model and the chunk is a plain value exactly when its 256 slots agree.
+    #[test]
+    fn deferred_direct_values_reach_the_mirror() {
+        let mut t = Lpm4::new();
+        let mut routes: Vec<(u32, u8, u32)> = Vec::new();
+        /// One batch of `(prefix, len, Some(value))` inserts and `None` removals, also made
+        /// to the route list.
+        fn batch(t: &mut Lpm4, routes: &mut Vec<(u32, u8, u32)>, ops: &[(u32, u8, Option<u32>)]) {
+            let mut b = t.batch();
+            for &(p, l, v) in ops {
+                routes.retain(|r| (r.0, r.1) != (p, l));
+                match v {
+                    Some(v) => {
+                        b.insert(p, l, v).unwrap();
+                        routes.push((p, l, v));
+                    }
+                    None => drop(b.remove(p, l)),
+                }
+            }
+        }
+        batch(&mut t, &mut routes, &[(CHUNK16, 16, Some(7))]);
+        check(&t, &routes);
+        assert_eq!(chunk_entry(&t), 7);
+        // A quarter changed and changed back: the chunk stays one value.
+        batch(
+            &mut t,
+            &mut routes,
+            &[
+                (CHUNK16 | 0x4000, 18, Some(8)),
+                (CHUNK16 | 0x4000, 18, Some(7)),
+            ],
+        );
+        check(&t, &routes);
+        assert_eq!(chunk_entry(&t), 7);
+        // Two quarters of new values and a node in a third.
+        let ops = [
+            (CHUNK16, 17, 9),
+            (CHUNK16 | 0x8000, 18, 5),
+            (CHUNK16 | 0xC100, 24, 3),
+        ];
+        batch(&mut t, &mut routes, &ops.map(|(p, l, v)| (p, l, Some(v))));
+        check(&t, &routes);
+        assert_ne!(chunk_entry(&t) & CHUNK, 0);
+        // The node goes and a quarter changes in the same batch, then the rest goes.
+        batch(
+            &mut t,
+            &mut routes,
+            &[
+                (CHUNK16 | 0xC100, 24, None),
+                (CHUNK16 | 0x8000, 18, Some(9)),
+            ],
+        );
+        check(&t, &routes);
+        batch(
+            &mut t,
+            &mut routes,
+            &[(CHUNK16, 17, None), (CHUNK16 | 0x8000, 18, None)],
+        );
+        check(&t, &routes);
+        assert_eq!(chunk_entry(&t), 7);
+    }
+
     /// True when the index hands `addr` to the trie.
     fn in_trie(t: &Lpm4, addr: u32) -> bool {
         t.trie.mirror.lookup(addr) & TRIE != 0
