@@ -38,9 +38,10 @@
 //!
 //! 4. Every change of what a direct entry resolves to is reported to the trie's mirror `M` (the
 //!    lookup index of [`crate::dir16`]); a bulk build lays each chunk of four entries out once.
-//!    In lazy mode a direct entry that holds a value (no node) is only listed when it changes
-//!    (`mirror_pending`): `flush` reports each listed entry once, after the nodes, and lays out
-//!    at once a chunk of four entries none of which holds a node. A short route covers whole
+//!    In lazy mode a direct entry that holds a value (no node) is only marked when it changes
+//!    (`pending_bits`, its chunk of four entries listed in `mirror_pending` at its first mark):
+//!    `flush` reports each marked entry once, after the nodes, and lays out at once a chunk of
+//!    four entries none of which holds a node. A short route covers whole
 //!    chunks and a sorted load brings their longer routes right after, so the mirror lays a
 //!    chunk out once a batch instead of once for each route that changed one of its entries.
 //!    The mirror holds what was reported last, so the order of reports inside a flush changes
@@ -281,9 +282,12 @@ pub(crate) struct Trie<K: Key, const D: u32, M: Mirror> {
     leaf_total: usize,
     /// Lazy mode: direct entries whose node (if it still exists) is dirty or has dirty nodes below.
     dirty_slots: Vec<u32>,
-    /// Lazy mode: direct entries whose value changed and is not reported to the mirror yet (in
-    /// any order, repeats allowed; see invariant 4).
+    /// Lazy mode: the chunks of four direct entries with a mark in `pending_bits`, each once,
+    /// in the order of their first mark (see invariant 4).
     mirror_pending: Vec<u32>,
+    /// Lazy mode: bit s set when direct entry s holds a value that changed and is not reported
+    /// to the mirror yet.
+    pending_bits: Vec<u64>,
     dlen: Vec<u8>,
     /// Prefixes no longer than the direct table's stride, for exact gets. Keyed by prefixes
     /// netlink peers choose: std's SipHash, seeded per map; longest-prefix lookups never hash.
@@ -377,6 +381,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             leaf_total: 0,
             dirty_slots: Vec::new(),
             mirror_pending: Vec::new(),
+            pending_bits: vec![0; (1usize << D).div_ceil(64)],
             dlen: vec![0; 1 << D],
             short: HashMap::new(),
             routes: 0,
@@ -413,6 +418,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             + free(&self.node_arena)
             + free(&self.leaf_arena)
             + (self.dirty_slots.capacity() + self.mirror_pending.capacity()) * 4
+            + self.pending_bits.capacity() * 8
             + self.mirror.memory_bytes()
     }
 
@@ -523,35 +529,32 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     }
 
     /// Reports the direct values lazy updates changed (invariant 4): a chunk of four entries
-    /// without a node is laid out from them at once; otherwise each changed entry that holds
-    /// a value is reported on its own (a node's entry was reported by its own flush).
+    /// without a node is laid out from them at once; otherwise each marked entry that holds a
+    /// value is reported on its own (a node's entry was reported by its own flush).
     fn report_pending(&mut self) {
-        if self.mirror_pending.is_empty() {
-            return;
-        }
-        let mut pending = std::mem::take(&mut self.mirror_pending);
-        pending.sort_unstable();
-        pending.dedup();
-        let mut at = 0;
-        while at < pending.len() {
-            let first = pending[at] as usize & !3;
-            let end = at + pending[at..].partition_point(|&s| (s as usize) < first + 4);
-            let quarters = &self.direct[first..first + 4];
-            if quarters.iter().all(|&d| node_of(d).is_none()) {
+        let mut chunks = std::mem::take(&mut self.mirror_pending);
+        for &ch in &chunks {
+            let first = ch as usize * 4;
+            let (word, shift) = (first / 64, first % 64);
+            let marked = self.pending_bits[word] >> shift & 0xF;
+            self.pending_bits[word] &= !(0xF << shift);
+            if self.direct[first..first + 4]
+                .iter()
+                .all(|&d| node_of(d).is_none())
+            {
                 let qs = std::array::from_fn(|q| Quarter::Value(self.direct[first + q]));
                 self.mirror.refill(first, qs);
-            } else {
-                for &s in &pending[at..end] {
-                    let d = self.direct[s as usize];
-                    if node_of(d).is_none() {
-                        self.mirror.direct_changed(s as usize, Quarter::Value(d));
-                    }
+                continue;
+            }
+            for q in (0..4).filter(|q| marked >> q & 1 != 0) {
+                let d = self.direct[first + q];
+                if node_of(d).is_none() {
+                    self.mirror.direct_changed(first + q, Quarter::Value(d));
                 }
             }
-            at = end;
         }
-        pending.clear();
-        self.mirror_pending = pending;
+        chunks.clear();
+        self.mirror_pending = chunks;
     }
 
     fn flush_node(&mut self, n: u32, force: bool) {
@@ -972,7 +975,11 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     /// mode listed for `flush` (invariant 4).
     fn value_changed(&mut self, s: usize, mode: Mode) {
         if mode == Mode::Lazy {
-            self.mirror_pending.push(s as u32);
+            let (word, bit) = (s / 64, s % 64);
+            if self.pending_bits[word] & 0xF << (bit & !3) == 0 {
+                self.mirror_pending.push((s / 4) as u32);
+            }
+            self.pending_bits[word] |= 1 << bit;
         } else {
             self.mirror_changed(s, Quarter::Value(self.direct[s]));
         }
