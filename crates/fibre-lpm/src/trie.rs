@@ -41,11 +41,11 @@
 //!    In lazy mode a direct entry that holds a value (no node) is only marked when it changes
 //!    (`pending_bits`, its chunk of four entries listed in `mirror_pending` at its first mark):
 //!    `flush` reports each marked entry once, after the nodes, and lays out at once a chunk of
-//!    four entries none of which holds a node. A short route covers whole
-//!    chunks and a sorted load brings their longer routes right after, so the mirror lays a
-//!    chunk out once a batch instead of once for each route that changed one of its entries.
-//!    The mirror holds what was reported last, so the order of reports inside a flush changes
-//!    where its blocks go, never what lookups answer.
+//!    four entries none of which holds a node. A short route covers whole chunks and a sorted
+//!    load brings their longer routes right after, so the mirror lays a chunk out once a batch
+//!    instead of once for each route that changed one of its entries. The mirror holds what
+//!    was reported last, so the order of reports inside a flush changes where its blocks go,
+//!    never what lookups answer; equal tries given equal updates report in the same order.
 //!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
@@ -972,7 +972,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     }
 
     /// Direct entry `s`, which holds a value, changed: reported to the mirror now, or in lazy
-    /// mode listed for `flush` (invariant 4).
+    /// mode marked for `flush` (invariant 4).
     fn value_changed(&mut self, s: usize, mode: Mode) {
         if mode == Mode::Lazy {
             let (word, bit) = (s / 64, s % 64);
