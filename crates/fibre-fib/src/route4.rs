@@ -50,27 +50,6 @@ pub(crate) struct SimpleKey {
     nh_flags: u32,
 }
 
-/// Metrics of a request that sets none (what `Metrics::default()` is, built once).
-const NO_METRICS: crate::types::Metrics = crate::types::Metrics {
-    lock: 0,
-    mtu: None,
-    window: None,
-    rtt: None,
-    rttvar: None,
-    ssthresh: None,
-    cwnd: None,
-    advmss: None,
-    reordering: None,
-    hoplimit: None,
-    initcwnd: None,
-    features: None,
-    rto_min: None,
-    initrwnd: None,
-    quickack: None,
-    congctl: None,
-    fastopen_no_cookie: None,
-};
-
 /// A table load hashes a key per route: the fields go in as five words instead of one
 /// hasher round per field and per address byte. Equal keys write equal words.
 impl std::hash::Hash for SimpleKey {
@@ -109,7 +88,7 @@ impl SimpleKey {
         let plain = r.nhid.is_none()
             && r.multipath.is_empty()
             && r.expires.is_none()
-            && r.metrics == NO_METRICS
+            && r.metrics.is_empty()
             && r.nexthop.encap.is_none();
         plain.then_some(SimpleKey {
             table: tb,

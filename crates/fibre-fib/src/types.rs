@@ -668,6 +668,50 @@ pub struct Metrics {
     pub fastopen_no_cookie: Option<u32>,
 }
 
+impl Metrics {
+    /// True when no metric is set, as in a request without RTA_METRICS. Asked once per route
+    /// of a table load: every field is tested, without a branch per field as `==` against
+    /// the default takes, and the pattern names every field so that a new one cannot be left out.
+    pub fn is_empty(&self) -> bool {
+        let Metrics {
+            lock,
+            mtu,
+            window,
+            rtt,
+            rttvar,
+            ssthresh,
+            cwnd,
+            advmss,
+            reordering,
+            hoplimit,
+            initcwnd,
+            features,
+            rto_min,
+            initrwnd,
+            quickack,
+            congctl,
+            fastopen_no_cookie,
+        } = self;
+        (*lock == 0)
+            & mtu.is_none()
+            & window.is_none()
+            & rtt.is_none()
+            & rttvar.is_none()
+            & ssthresh.is_none()
+            & cwnd.is_none()
+            & advmss.is_none()
+            & reordering.is_none()
+            & hoplimit.is_none()
+            & initcwnd.is_none()
+            & features.is_none()
+            & rto_min.is_none()
+            & initrwnd.is_none()
+            & quickack.is_none()
+            & congctl.is_none()
+            & fastopen_no_cookie.is_none()
+    }
+}
+
 /// A route: a request (new/del), a dump entry or the answer to a `route get`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -1054,6 +1098,42 @@ impl Default for IcmpLimits {
             msgs_per_sec: 1000,
             msgs_burst: 50,
             ratelimit6_ms: 100,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    /// `is_empty` is `== Metrics::default()`: true for the default, false with any one field set.
+    #[test]
+    fn metrics_empty_only_without_any_field() {
+        assert!(Metrics::default().is_empty());
+        let one: [fn(&mut Metrics); 17] = [
+            |m| m.lock = 1,
+            |m| m.mtu = Some(0),
+            |m| m.window = Some(0),
+            |m| m.rtt = Some(0),
+            |m| m.rttvar = Some(0),
+            |m| m.ssthresh = Some(0),
+            |m| m.cwnd = Some(0),
+            |m| m.advmss = Some(0),
+            |m| m.reordering = Some(0),
+            |m| m.hoplimit = Some(0),
+            |m| m.initcwnd = Some(0),
+            |m| m.features = Some(0),
+            |m| m.rto_min = Some(0),
+            |m| m.initrwnd = Some(0),
+            |m| m.quickack = Some(0),
+            |m| m.congctl = Some(String::new()),
+            |m| m.fastopen_no_cookie = Some(0),
+        ];
+        for (i, set) in one.iter().enumerate() {
+            let mut m = Metrics::default();
+            set(&mut m);
+            assert_ne!(m, Metrics::default(), "field {i}");
+            assert!(!m.is_empty(), "field {i}");
         }
     }
 }

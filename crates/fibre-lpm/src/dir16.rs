@@ -32,10 +32,11 @@
 //! here ([`Mirror::slots`]) when it patches them.
 //!
 //! # Invariants
-//! - After every trie update (or flush), each quarter holds exactly the 64 slot values its trie
-//!   direct entry resolves to, or `TRIE | n` for a node with children: the trie reports every
-//!   change of a direct entry through [`Mirror::direct_changed`] (a bulk build lays every chunk
-//!   out once through [`Mirror::refill`]).
+//! - After every trie update outside a batch, and after every flush, each quarter holds exactly
+//!   the 64 slot values its trie direct entry resolves to, or `TRIE | n` for a node with
+//!   children: the trie reports every change of a direct entry through
+//!   [`Mirror::direct_changed`] or, for whole chunks (a bulk build, a batch's changed values),
+//!   [`Mirror::refill`].
 //! - A chunk is a value iff its 256 slots are equal and no quarter hangs a node with children
 //!   (canonical: the index depends on the route set, not on the order of updates; block
 //!   placement does not).

@@ -38,6 +38,14 @@
 //!
 //! 4. Every change of what a direct entry resolves to is reported to the trie's mirror `M` (the
 //!    lookup index of [`crate::dir16`]); a bulk build lays each chunk of four entries out once.
+//!    In lazy mode a direct entry that holds a value (no node) is only marked when it changes
+//!    (`pending_bits`, its chunk of four entries listed in `mirror_pending` at its first mark):
+//!    `flush` reports each marked entry once, after the nodes, and lays out at once a chunk of
+//!    four entries none of which holds a node. A short route covers whole chunks and a sorted
+//!    load brings their longer routes right after, so the mirror lays a chunk out once a batch
+//!    instead of once for each route that changed one of its entries. The mirror holds what
+//!    was reported last, so the order of reports inside a flush changes where its blocks go,
+//!    never what lookups answer; equal tries given equal updates report in the same order.
 //!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
@@ -274,6 +282,12 @@ pub(crate) struct Trie<K: Key, const D: u32, M: Mirror> {
     leaf_total: usize,
     /// Lazy mode: direct entries whose node (if it still exists) is dirty or has dirty nodes below.
     dirty_slots: Vec<u32>,
+    /// Lazy mode: the chunks of four direct entries with a mark in `pending_bits`, each once,
+    /// in the order of their first mark (see invariant 4).
+    mirror_pending: Vec<u32>,
+    /// Lazy mode: bit s set when direct entry s holds a value that changed and is not reported
+    /// to the mirror yet.
+    pending_bits: Vec<u64>,
     dlen: Vec<u8>,
     /// Prefixes no longer than the direct table's stride, for exact gets. Keyed by prefixes
     /// netlink peers choose: std's SipHash, seeded per map; longest-prefix lookups never hash.
@@ -366,6 +380,8 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             ctl: Vec::new(),
             leaf_total: 0,
             dirty_slots: Vec::new(),
+            mirror_pending: Vec::new(),
+            pending_bits: vec![0; (1usize << D).div_ceil(64)],
             dlen: vec![0; 1 << D],
             short: HashMap::new(),
             routes: 0,
@@ -401,6 +417,8 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             + self.short.capacity() * (std::mem::size_of::<((K, u8), u32)>() + 1)
             + free(&self.node_arena)
             + free(&self.leaf_arena)
+            + (self.dirty_slots.capacity() + self.mirror_pending.capacity()) * 4
+            + self.pending_bits.capacity() * 8
             + self.mirror.memory_bytes()
     }
 
@@ -507,6 +525,36 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         }
         slots.clear();
         self.dirty_slots = slots;
+        self.report_pending();
+    }
+
+    /// Reports the direct values lazy updates changed (invariant 4): a chunk of four entries
+    /// without a node is laid out from them at once; otherwise each marked entry that holds a
+    /// value is reported on its own (a node's entry was reported by its own flush).
+    fn report_pending(&mut self) {
+        let mut chunks = std::mem::take(&mut self.mirror_pending);
+        for &ch in &chunks {
+            let first = ch as usize * 4;
+            let (word, shift) = (first / 64, first % 64);
+            let marked = self.pending_bits[word] >> shift & 0xF;
+            self.pending_bits[word] &= !(0xF << shift);
+            if self.direct[first..first + 4]
+                .iter()
+                .all(|&d| node_of(d).is_none())
+            {
+                let qs = std::array::from_fn(|q| Quarter::Value(self.direct[first + q]));
+                self.mirror.refill(first, qs);
+                continue;
+            }
+            for q in (0..4).filter(|q| marked >> q & 1 != 0) {
+                let d = self.direct[first + q];
+                if node_of(d).is_none() {
+                    self.mirror.direct_changed(first + q, Quarter::Value(d));
+                }
+            }
+        }
+        chunks.clear();
+        self.mirror_pending = chunks;
     }
 
     fn flush_node(&mut self, n: u32, force: bool) {
@@ -696,7 +744,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
                     self.free_node_storage(n);
                     release(&mut self.node_arena, n, 1);
                     self.direct[s] = default;
-                    self.mirror_changed(s, Quarter::Value(default));
+                    self.value_changed(s, mode);
                     break;
                 }
             }
@@ -708,7 +756,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     fn set_direct_value(&mut self, s: usize, value: u32, mode: Mode) {
         let Some(n) = node_of(self.direct[s]) else {
             self.direct[s] = value;
-            self.mirror_changed(s, Quarter::Value(value));
+            self.value_changed(s, mode);
             return;
         };
         if self.ctl[n as usize].default != value {
@@ -920,6 +968,20 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             Quarter::Value(slots[0])
         } else {
             Quarter::Runs(slots, node.leafvec)
+        }
+    }
+
+    /// Direct entry `s`, which holds a value, changed: reported to the mirror now, or in lazy
+    /// mode marked for `flush` (invariant 4).
+    fn value_changed(&mut self, s: usize, mode: Mode) {
+        if mode == Mode::Lazy {
+            let (word, bit) = (s / 64, s % 64);
+            if self.pending_bits[word] & 0xF << (bit & !3) == 0 {
+                self.mirror_pending.push((s / 4) as u32);
+            }
+            self.pending_bits[word] |= 1 << bit;
+        } else {
+            self.mirror_changed(s, Quarter::Value(self.direct[s]));
         }
     }
 
