@@ -131,11 +131,18 @@ pub fn receive(frame: &[u8], mac: Address) -> Result<Rx, Discard> {
     let mut l2 = class_of(eth.dst_addr(), mac);
     // Tags are taken off in the core: a VLAN id no device of this link carries makes the
     // frame another host's; priority tags (id 0) are dropped and the frame goes on untagged.
-    let (tags, ty, tag_len) = vlan::Tags::parse(eth.ethertype(), eth.payload())
-        .map_err(|_| DropReason::UnhandledProto)?;
-    if tags.as_slice().iter().any(|(_, t)| t.vid != 0) {
-        l2 = None;
-    }
+    // An untagged frame, nearly every one, skips the walk.
+    let (ty, tag_len) = match eth.ethertype() {
+        ty if !vlan::is_tag(ty) => (ty, 0),
+        ty => {
+            let (tags, ty, tag_len) =
+                vlan::Tags::parse(ty, eth.payload()).map_err(|_| DropReason::UnhandledProto)?;
+            if tags.as_slice().iter().any(|(_, t)| t.vid != 0) {
+                l2 = None;
+            }
+            (ty, tag_len)
+        }
+    };
     let l3 = ethernet::HEADER_LEN + tag_len;
     let body = &frame[l3..];
     match ty {
