@@ -43,7 +43,7 @@ impl Dataplane {
             _ => Family::Inet6,
         };
         let adj = adj.or_else(|| adjacency_of(v.fwd, oif, nh, family));
-        let Some(a) = adj.map(|a| *v.fwd.adj(a)).filter(|a| v.fwd.link(a.link).up) else {
+        let Some(a) = adj.map(|a| v.fwd.adj(a)).filter(|a| v.fwd.link(a.link).up) else {
             self.drop_packet(oif, DropReason::DevReady);
             self.pool.free(buf);
             return;
