@@ -32,6 +32,7 @@
 
 mod compile;
 pub mod encap;
+pub mod hmac;
 mod table;
 
 pub use encap::{EncapIdx, EncapObj};
