@@ -446,6 +446,22 @@ impl Backend {
         }
     }
 
+    /// `sr hmac show`: every key, by id.
+    pub fn seg6_hmac(&self) -> Result<Vec<fibre_fib::seg6_hmac::HmacKey>, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.seg6_hmac().iter().cloned().collect()),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `sr hmac set ID ALGO` with `secret` (empty: delete).
+    pub fn set_seg6_hmac(&mut self, id: u32, algo: u8, secret: &[u8]) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => f.set_seg6_hmac(id, algo, secret),
+            Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
     /// `ioam ... show` (offline only, like `sr`).
     pub fn ioam(&self) -> Result<&fibre_fib::ioam::Ioam, RtError> {
         match self {
