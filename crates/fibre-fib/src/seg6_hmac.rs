@@ -25,7 +25,7 @@ pub mod algo {
 pub const SECRET_MAX: usize = 64;
 
 /// One HMAC key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct HmacKey {
     pub id: u32,
     /// One of [`algo`].
@@ -33,8 +33,20 @@ pub struct HmacKey {
     pub secret: Vec<u8>,
 }
 
+/// Shows the key id, the algorithm and the secret's length, never the secret: debug output
+/// reaches logs.
+impl std::fmt::Debug for HmacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HmacKey")
+            .field("id", &self.id)
+            .field("algo", &self.algo)
+            .field("secret_len", &self.secret.len())
+            .finish()
+    }
+}
+
 /// The namespace's HMAC keys, by id.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Keys {
     keys: BTreeMap<u32, HmacKey>,
     gen: u64,
