@@ -540,4 +540,56 @@ mod tests {
             Ok(fibre_wire::ipv6::HEADER_LEN)
         );
     }
+
+    /// seg6_hmac_validate_skb's cases: the link's seg6_require_hmac against an SRH without
+    /// the TLV, with a good one (the HMAC of the packet's source under key 7), a bad one and
+    /// one of an unknown key.
+    #[test]
+    fn hmac_checks_follow_require_hmac() {
+        let mut fib = fibre_fib::Fib::default();
+        fib.set_seg6_hmac(7, fibre_fib::seg6_hmac::algo::SHA1, b"abc")
+            .unwrap();
+        let (fwd, _) = fibre_fwd::FwdWriter::new(&fib);
+        let keys = fwd.latest();
+        let segs = [Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST];
+        let plain = packet(43, &srh(17, 1, &segs), 8);
+        let with_tlv = |key: u32| {
+            let mut s = srh(17, 1, &segs);
+            s[1] += 5;
+            s[5] = srh::FLAG_HMAC;
+            s.extend_from_slice(&[srh::tlv::HMAC, 38, 0, 0]);
+            s.extend_from_slice(&key.to_be_bytes());
+            s.extend_from_slice(&[0; 32]);
+            packet(43, &s, 8)
+        };
+        let mut good = with_tlv(7);
+        let at = fibre_wire::ipv6::HEADER_LEN;
+        let k = keys.hmac_key(7).unwrap();
+        let src = ipv6::Packet::new_unchecked(&good[..]).src_addr().octets();
+        assert!(k.fill(&src, &mut good[at..], srh::HEADER_LEN + 32));
+        let mut bad = good.clone();
+        let last = bad.len() - 9;
+        bad[last] ^= 1;
+        let unknown = with_tlv(8);
+        let check = |require, ip: &[u8]| {
+            HmacCheck {
+                require,
+                keys: &keys,
+            }
+            .check(ip, at)
+        };
+        for (require, ip, want) in [
+            (-1, &plain, Ok(())),
+            (-1, &bad, Ok(())),
+            (0, &plain, Ok(())),
+            (0, &good, Ok(())),
+            (0, &bad, Err(Srv6Drop::HmacMismatch)),
+            (0, &unknown, Err(Srv6Drop::Hmac)),
+            (1, &plain, Err(Srv6Drop::HmacMissing)),
+            (1, &good, Ok(())),
+            (1, &bad, Err(Srv6Drop::HmacMismatch)),
+        ] {
+            assert_eq!(check(require, ip), want, "require {require}");
+        }
+    }
 }
