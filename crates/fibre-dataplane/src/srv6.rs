@@ -571,13 +571,7 @@ mod tests {
         let last = bad.len() - 9;
         bad[last] ^= 1;
         let unknown = with_tlv(8);
-        let check = |require, ip: &[u8]| {
-            HmacCheck {
-                require,
-                keys: &keys,
-            }
-            .check(ip, at)
-        };
+        let check = |require, ip: &[u8]| HmacCheck { require, keys }.check(ip, at);
         for (require, ip, want) in [
             (-1, &plain, Ok(())),
             (-1, &bad, Ok(())),

@@ -902,6 +902,44 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     cvt(rc).map(|_| ())
 }
 
+/// getpass(3) on standard input, as glibc runs it when there is no controlling terminal to
+/// open: `prompt` on stderr, then one line of stdin, its newline removed; when stdin is a
+/// terminal its echo is off while the line is typed (and a newline goes to stderr after).
+pub fn read_secret(prompt: &str) -> io::Result<Vec<u8>> {
+    use std::io::{BufRead, Write};
+    let mut err = io::stderr();
+    err.write_all(prompt.as_bytes())?;
+    err.flush()?;
+    let stdin = io::stdin();
+    let fd = stdin.as_raw_fd();
+    // SAFETY: termios is plain data; tcgetattr fills it or fails (not a terminal), and it
+    // is read only after a success.
+    let saved = unsafe {
+        let mut t: libc::termios = zeroed();
+        (libc::tcgetattr(fd, &mut t) == 0).then_some(t)
+    };
+    if let Some(t) = saved {
+        let mut quiet = t;
+        quiet.c_lflag &= !libc::ECHO;
+        // SAFETY: `quiet` is a termios tcgetattr filled, with one flag cleared.
+        if unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &quiet) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let mut line = Vec::new();
+    let read = stdin.lock().read_until(b'\n', &mut line);
+    if let Some(t) = saved {
+        // SAFETY: `t` is the state tcgetattr returned, restored as it was.
+        unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &t) };
+        let _ = err.write_all(b"\n");
+    }
+    read?;
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    Ok(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1010,42 +1048,4 @@ mod tests {
         let e = group_members("fibre-no-such-group").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
-}
-
-/// getpass(3) on standard input, as glibc runs it when there is no controlling terminal to
-/// open: `prompt` on stderr, then one line of stdin, its newline removed; when stdin is a
-/// terminal its echo is off while the line is typed (and a newline goes to stderr after).
-pub fn read_secret(prompt: &str) -> io::Result<Vec<u8>> {
-    use std::io::{BufRead, Write};
-    let mut err = io::stderr();
-    err.write_all(prompt.as_bytes())?;
-    err.flush()?;
-    let stdin = io::stdin();
-    let fd = stdin.as_raw_fd();
-    // SAFETY: termios is plain data; tcgetattr fills it or fails (not a terminal), and it
-    // is read only after a success.
-    let saved = unsafe {
-        let mut t: libc::termios = zeroed();
-        (libc::tcgetattr(fd, &mut t) == 0).then_some(t)
-    };
-    if let Some(t) = saved {
-        let mut quiet = t;
-        quiet.c_lflag &= !libc::ECHO;
-        // SAFETY: `quiet` is a termios tcgetattr filled, with one flag cleared.
-        if unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &quiet) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    let mut line = Vec::new();
-    let read = stdin.lock().read_until(b'\n', &mut line);
-    if let Some(t) = saved {
-        // SAFETY: `t` is the state tcgetattr returned, restored as it was.
-        unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &t) };
-        let _ = err.write_all(b"\n");
-    }
-    read?;
-    if line.last() == Some(&b'\n') {
-        line.pop();
-    }
-    Ok(line)
 }
