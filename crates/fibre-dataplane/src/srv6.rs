@@ -60,7 +60,12 @@ pub struct HmacCheck<'a> {
     pub keys: &'a FwdTable,
 }
 
-impl HmacCheck<'_> {
+impl<'a> HmacCheck<'a> {
+    /// For an SRH checked already: passes it again without computing anything.
+    pub fn done(keys: &'a FwdTable) -> HmacCheck<'a> {
+        HmacCheck { require: -1, keys }
+    }
+
     /// Checks the SRH at `at` of IPv6 packet `ip` (held whole): below 0 nothing; an SRH
     /// without the HMAC TLV Linux reads (`srh::Packet::hmac_tlv_at`) passes unless the link
     /// requires one; one with it must name a known key and hold the HMAC of the packet's

@@ -305,7 +305,7 @@ impl Dataplane {
             Behaviour::End | Behaviour::EndX(_) | Behaviour::EndT(_) => {
                 if sid.usp || sid.usd {
                     match srv6::ultimate(buf.data(&self.pool), &hmac) {
-                        Ok(Some(u)) => return self.ultimate(buf, sid, u, &hmac),
+                        Ok(Some(u)) => return self.ultimate(buf, sid, u, v.fwd),
                         Ok(None) => {}
                         Err(e) => return fail(buf, e),
                     }
@@ -390,7 +390,7 @@ impl Dataplane {
         mut buf: Buf,
         sid: &LocalSid,
         u: srv6::Ultimate,
-        hmac: &srv6::HmacCheck<'_>,
+        keys: &fibre_fwd::FwdTable,
     ) -> Result<(Buf, Lookup), (Buf, DropReason)> {
         if sid.usd && (u.upper == ip_proto::IPV6 || u.upper == ip_proto::IPIP) {
             let how = match (&sid.behaviour, u.upper) {
@@ -408,7 +408,9 @@ impl Dataplane {
                 (Behaviour::EndX(_), _) => return Err((buf, DropReason::Seg6FamilyMismatch)),
                 _ => PLAIN,
             };
-            let cut = srv6::inner_at(buf.data(&self.pool), u.upper, hmac)
+            // `srv6::ultimate` checked the SRH's HMAC.
+            let done = srv6::HmacCheck::done(keys);
+            let cut = srv6::inner_at(buf.data(&self.pool), u.upper, &done)
                 .and_then(|at| buf.trim_front(at).map_err(|_| Srv6Drop::NoInner));
             return match cut {
                 Ok(()) => Ok((buf, how)),
@@ -505,7 +507,8 @@ impl Dataplane {
     }
 
     /// ipv6_srh_rcv: an IPv6 packet for the router whose first routing header is an SRH. Not
-    /// accepted on a link without seg6_enabled (dropped, silently); with segments left the
+    /// accepted on a link without seg6_enabled (dropped, silently), nor when its HMAC fails
+    /// the link's seg6_require_hmac (seg6_hmac_validate_skb, counted); with segments left the
     /// router is the active segment: the next one becomes the destination and the packet is
     /// routed again (a further segment of the router's own taken at once, the hop limit one
     /// lower each time); with none left an inner IPv6 or IPv4 packet is taken out and received
@@ -588,7 +591,9 @@ impl Dataplane {
                     return None;
                 }
             };
-            let route = v.fib.route_input(&key_of(&m, iif));
+            // The packets of one path share this decision: the last one answers it when it
+            // holds ([`Again`]).
+            let route = self.input_again(v.fib, &key_of(&m, iif));
             if !matches!(route, Ok(InputRoute::Local { .. })) {
                 self.act(
                     v,
