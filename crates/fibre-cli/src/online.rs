@@ -474,6 +474,11 @@ impl Backend {
     pub fn set_seg6_hmac(&mut self, id: u32, algo: u8, secret: &[u8]) -> Result<(), RtError> {
         match self {
             Backend::Local(f) => f.set_seg6_hmac(id, algo, secret),
+            // The kernel's refusal (seg6_genl_sethmac), answered here: the message's field
+            // holds no longer secret.
+            Backend::Remote(_) if secret.len() > fibre_fib::seg6_hmac::SECRET_MAX => {
+                Err(RtError::new(Errno::EINVAL))
+            }
             Backend::Remote(r) => {
                 let key = HmacKey {
                     id,
