@@ -8,9 +8,9 @@
 //! is the line after the command, as `ip -batch FILE` reads it without a terminal (its batch
 //! file is its stdin): taken whole (no comment or word splitting), not counted in the line
 //! numbers of "Command failed" messages (iproute2 counts only the lines it reads as commands).
-//! `sr hmac show` prints the
-//! keys in key id order (the kernel's dump walks its hash table: an order of its own) with their
-//! secrets, as iproute2 prints them: at most 63 bytes, a longer one truncated with its warning.
+//! `sr hmac show` prints the keys in key id order (the kernel's dump walks its hash table: an
+//! order of its own) with their secrets, as iproute2 prints them: at most 63 bytes, a longer
+//! one truncated with its warning.
 
 use std::net::IpAddr;
 

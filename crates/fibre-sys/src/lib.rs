@@ -1,7 +1,8 @@
 //! Thin, safe wrappers over the Linux system calls fibre's daemon (fibred) and its ring
 //! transport (fibre-ring) make beyond std: AF_UNIX SOCK_SEQPACKET and SOCK_DGRAM sockets with
-//! SCM_RIGHTS and peer credentials, poll(2), eventfds, and delivery of termination signals to
-//! one thread (sigwait).
+//! SCM_RIGHTS and peer credentials, poll(2), eventfds, delivery of termination signals to
+//! one thread (sigwait), and, for the CLI, a secret read from a terminal with its echo off
+//! (getpass).
 //!
 //! Invariants: every wrapper checks its result and owns or borrows its descriptors through
 //! `OwnedFd`/`BorrowedFd`, so no descriptor leaks or is used after close; descriptors a peer
