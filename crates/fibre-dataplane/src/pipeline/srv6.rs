@@ -303,14 +303,16 @@ impl Dataplane {
         }
         let how = match &sid.behaviour {
             Behaviour::End | Behaviour::EndX(_) | Behaviour::EndT(_) => {
+                let mut check = hmac;
                 if sid.usp || sid.usd {
                     match srv6::ultimate(buf.data(&self.pool), &hmac) {
                         Ok(Some(u)) => return self.ultimate(buf, sid, u, v.fwd),
-                        Ok(None) => {}
+                        // Segments left: the SRH's HMAC passed its check there.
+                        Ok(None) => check = srv6::HmacCheck::done(v.fwd),
                         Err(e) => return fail(buf, e),
                     }
                 }
-                let at = match srv6::valid_srh(buf.data(&self.pool), &hmac) {
+                let at = match srv6::valid_srh(buf.data(&self.pool), &check) {
                     Ok(at) => at,
                     Err(e) => return fail(buf, e),
                 };
