@@ -208,6 +208,11 @@ def _hmac_cases(s, eth, eth_b, udp) -> list[tuple[str, bytes, str | None]]:
         out.append((f"seg6 {name} HMAC, IPv6", bytes(p), "b0"))
     out.append(("seg6 encap HMAC, unknown key",
                 bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:eb::5", hlim=64) / udp), None))
+    # The kernel authenticates at most 14 segments (its 256-byte HMAC input buffer): 15 drop.
+    out.append(("seg6 encap HMAC, 14 segments",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:ed::5", hlim=64) / udp), "b0"))
+    out.append(("seg6 encap HMAC, 15 segments",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:ee::5", hlim=64) / udp), None))
     out.append(("seg6 encap sha1 HMAC, IPv4",
                 bytes(eth / s.IP(src=SRC4, dst="203.0.113.7", ttl=64, id=7) / udp), "b0"))
     for name, sid in (("End.B6", "2001:db8:f::a"), ("End.B6.Encaps", "2001:db8:f::b")):
