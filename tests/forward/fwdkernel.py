@@ -155,6 +155,10 @@ def _run(args: list[str]) -> None:
         raise RuntimeError(f"{' '.join(args)}: {p.stderr.strip()}")
 
 
+# iproute2's prompt for an `sr hmac set` secret.
+HMAC_PROMPT = "Enter secret for HMAC key ID (blank to delete): "
+
+
 def run(outdir: str, indir: str = HERE) -> None:
     """Runs the kernel router on indir's config.batch and input/*.pcap, writing outdir/LINK.pcap
     (outdir is emptied of pcaps first)."""
@@ -168,8 +172,10 @@ def run(outdir: str, indir: str = HERE) -> None:
     with kernelns.KernelNS("fwd") as ns:
         _run(["ip", "netns", "exec", ns.name, "sysctl", "-qw", *[f"{k}={v}" for k, v in EXTRA_SYSCTLS]])
         r = ns.batch(config, "config.batch")
-        if r.status != 0 or r.stderr:
-            raise RuntimeError(f"the kernel refused config.batch: {r.stderr.strip()}")
+        # `sr hmac set` prompts for its secret (getpass) on stderr: not an error.
+        stderr = r.stderr.replace(HMAC_PROMPT, "").strip()
+        if r.status != 0 or stderr:
+            raise RuntimeError(f"the kernel refused config.batch: {stderr}")
         for link in links:
             _run(["ip", "-n", ns.peer, "link", "set", link, "address", fwdgen.HOST_MAC[link], "promisc", "on",
                   "arp", "off"])

@@ -12,7 +12,11 @@ IPv6 payload lends its flow label to the outer header and an IPv4 one gives 0) a
 (segments left beyond the list, segments left 0 at an End, a header length the list does not
 fit) must be dropped by both, silently. IOAM pre-allocated traces (the kernel's transit node,
 `ioam6_enabled` on a0, node and interface ids and namespaces set) are filled in as the kernel
-fills them, with the fields whose values do not depend on the clock.
+fills them, with the fields whose values do not depend on the clock. SRH HMACs (RFC 8754
+2.1.2; `ip sr hmac` keys 7, HMAC-SHA-256, and 9, HMAC-SHA-1, set in both): encapsulations,
+insertions and End.B6 behaviours fill the HMAC TLV as the kernel does (seg6_push_hmac; an
+unknown key id drops the packet), and SRHs received on c0 (`seg6_require_hmac` 1) or b0 (0,
+check when present) are checked as seg6_hmac_validate_skb checks them.
 
 Needs scapy, root and network namespaces (skips without them) and the fibre binary.
 """
@@ -167,6 +171,90 @@ def _cases() -> list[tuple[str, bytes, str | None]]:
     out.append(("SRH for the router, segments left beyond the list",
                 to_router([BEHIND, "2001:db8:b::1"], 1, src="2001:db8:5100::72", segleft=5), "a0"))
     out.extend(_ioam_cases(s, eth, eth_b, udp))
+    out.extend(_hmac_cases(s, eth, eth_b, udp))
+    return out
+
+
+# The HMAC keys of srv6.batch.
+HMAC_KEYS = {7: ("sha256", b"fibre-hmac-secret-7"), 9: ("sha1", b"abc")}
+
+
+def _srh_hmac(src: str, segs: list[str], left: int, nh: int, key: int, good: bool = True) -> bytes:
+    """An SRH listing `segs` (last segment first, as the header stores them) with an HMAC
+    TLV of key `key` last: the HMAC of RFC 8754 2.1.2 as seg6_hmac_compute feeds it (source,
+    Last Entry, flags, key id, segments), SHA-1's padded with zeros; `good` False flips a bit."""
+    import hashlib
+    import hmac
+    import ipaddress
+
+    flags = 0x08
+    n = len(segs)
+    packed = b"".join(ipaddress.IPv6Address(a).packed for a in segs)
+    algo, secret = HMAC_KEYS.get(key, ("sha256", b"unknown"))
+    msg = ipaddress.IPv6Address(src).packed + bytes([n - 1, flags]) + key.to_bytes(4, "big") + packed
+    mac = hmac.new(secret, msg, getattr(hashlib, algo)).digest().ljust(32, b"\0")
+    if not good:
+        mac = bytes([mac[0] ^ 1]) + mac[1:]
+    tlv = bytes([5, 38, 0, 0]) + key.to_bytes(4, "big") + mac
+    return bytes([nh, 2 * n + 5, 4, left, n - 1, flags, 0, 0]) + packed + tlv
+
+
+def _hmac_cases(s, eth, eth_b, udp) -> list[tuple[str, bytes, str | None]]:
+    out = []
+    for name, dst in (("encap, sha256", "2001:db8:e7::5"), ("inline, sha256", "2001:db8:e8::5"),
+                      ("encap.red, sha1", "2001:db8:e9::5"), ("l2encap, sha1", "2001:db8:ea::5"),
+                      ("encap.red one segment, sha256", "2001:db8:ec::5")):
+        p = eth / s.IPv6(src=SRC6, dst=dst, hlim=64, tc=0x28, fl=0x12345) / udp
+        out.append((f"seg6 {name} HMAC, IPv6", bytes(p), "b0"))
+    out.append(("seg6 encap HMAC, unknown key",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:eb::5", hlim=64) / udp), None))
+    # The kernel authenticates at most 14 segments (its 256-byte HMAC input buffer): 15 drop.
+    out.append(("seg6 encap HMAC, 14 segments",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:ed::5", hlim=64) / udp), "b0"))
+    out.append(("seg6 encap HMAC, 15 segments",
+                bytes(eth / s.IPv6(src=SRC6, dst="2001:db8:ee::5", hlim=64) / udp), None))
+    out.append(("seg6 encap sha1 HMAC, IPv4",
+                bytes(eth / s.IP(src=SRC4, dst="203.0.113.7", ttl=64, id=7) / udp), "b0"))
+    for name, sid in (("End.B6", "2001:db8:f::a"), ("End.B6.Encaps", "2001:db8:f::b")):
+        srh = s.IPv6ExtHdrSegmentRouting(addresses=[BEHIND, sid], segleft=1, lastentry=1, nh=17)
+        out.append((f"{name} with an HMAC SRH",
+                    bytes(eth / s.IPv6(src=SRC6, dst=sid, hlim=64, fl=0x54321) / srh / udp), "d0"))
+
+    def srh_pkt(e, dst: str, segs: list[str], left: int, key: int, good: bool = True, src: str = SRC6):
+        raw = _srh_hmac(src, segs, left, 17, key, good)
+        return bytes(e / s.IPv6(src=src, dst=dst, hlim=64, nh=43) / s.Raw(raw + bytes(udp)))
+
+    eth_c = s.Ether(dst=fwdgen.ROUTER_MAC["c0"], src=fwdgen.HOST_MAC["c0"])
+    c1 = "2001:db8:c::1"
+    # c0 requires an HMAC (seg6_require_hmac 1): SRHs for the router's address and for End.
+    out.append(("HMAC required, SRH for the router, good sha256",
+                srh_pkt(eth_c, c1, [BEHIND, c1], 1, 7), "d0"))
+    out.append(("HMAC required, SRH for the router, good sha1",
+                srh_pkt(eth_c, c1, [BEHIND, c1], 1, 9), "d0"))
+    out.append(("HMAC required, SRH for the router, bad", srh_pkt(eth_c, c1, [BEHIND, c1], 1, 7, good=False), None))
+    out.append(("HMAC required, SRH for the router, unknown key", srh_pkt(eth_c, c1, [BEHIND, c1], 1, 8), None))
+    out.append(("HMAC required, SRH for the router, none",
+                bytes(eth_c / s.IPv6(src=SRC6, dst=c1, hlim=64)
+                      / s.IPv6ExtHdrSegmentRouting(addresses=[BEHIND, c1], segleft=1, lastentry=1, nh=17) / udp), None))
+    out.append(("HMAC required, End, good", srh_pkt(eth_c, SID["End"], [BEHIND, SID["End"]], 1, 7), "d0"))
+    out.append(("HMAC required, End, bad", srh_pkt(eth_c, SID["End"], [BEHIND, SID["End"]], 1, 9, good=False), None))
+    out.append(("HMAC required, End, none",
+                bytes(eth_c / s.IPv6(src=SRC6, dst=SID["End"], hlim=64)
+                      / s.IPv6ExtHdrSegmentRouting(addresses=[BEHIND, SID["End"]], segleft=1, lastentry=1, nh=17)
+                      / udp), None))
+    # b0 checks an HMAC when one is there (seg6_require_hmac 0).
+    b1 = "2001:db8:b::1"
+    out.append(("HMAC when present, SRH for the router, good", srh_pkt(eth_b, b1, [BEHIND, b1], 1, 9), "d0"))
+    out.append(("HMAC when present, SRH for the router, bad",
+                srh_pkt(eth_b, b1, [BEHIND, b1], 1, 9, good=False), None))
+    out.append(("HMAC when present, End.DT6, good",
+                bytes(eth_b / s.IPv6(src=SRC6, dst=SID["End.DT6"], hlim=64, nh=43)
+                      / s.Raw(_srh_hmac(SRC6, [SID["End.DT6"]], 0, 41, 7)
+                              + bytes(s.IPv6(src=SRC6, dst=BEHIND, hlim=50) / udp))), "c0"))
+    out.append(("HMAC when present, End.DT6, bad",
+                bytes(eth_b / s.IPv6(src=SRC6, dst=SID["End.DT6"], hlim=64, nh=43)
+                      / s.Raw(_srh_hmac(SRC6, [SID["End.DT6"]], 0, 41, 7, good=False)
+                              + bytes(s.IPv6(src=SRC6, dst=BEHIND, hlim=50) / udp))), None))
     return out
 
 

@@ -412,10 +412,24 @@ impl<'n> BatchRun<'n> {
                     Err(e) => Err(e),
                 }
             } else {
-                self.lineno += 1;
-                pos = end;
                 words.clear();
-                match makeargs(first, &mut words) {
+                cli.batch_secret = None;
+                let parsed = makeargs(first, &mut words);
+                if parsed.is_ok() && crate::sr::reads_secret(&words) {
+                    // The next line is the secret (see `sr`): wait for it whole.
+                    let secret_end = match line_end(end) {
+                        Some(e) => e,
+                        None if eof => text.len(),
+                        None => break,
+                    };
+                    let line = &text[end..secret_end];
+                    cli.batch_secret = Some(line.strip_suffix('\n').unwrap_or(line).to_string());
+                    pos = secret_end;
+                } else {
+                    pos = end;
+                }
+                self.lineno += 1;
+                match parsed {
                     Ok(()) if words.is_empty() => continue,
                     Ok(()) => cli.exec(&words),
                     Err(e) => Err(e),

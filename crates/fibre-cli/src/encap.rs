@@ -120,7 +120,8 @@ fn build_srh(segs: &str, hmac: u32, room_for_dst: bool) -> Result<Vec<u8>, CmdEr
     if room_for_dst {
         nsegs += 1;
     }
-    let len = srh::HEADER_LEN + srh::SEGMENT_LEN * nsegs + if hmac != 0 { HMAC_TLV_LEN } else { 0 };
+    let len =
+        srh::HEADER_LEN + srh::SEGMENT_LEN * nsegs + if hmac != 0 { srh::HMAC_TLV_LEN } else { 0 };
     let mut b = vec![0u8; len];
     // Written by hand rather than through `srh::Repr`: iproute2 builds any number of
     // segments, letting the length byte wrap, and the kernel is the one to refuse it.
@@ -142,17 +143,15 @@ fn build_srh(segs: &str, hmac: u32, room_for_dst: bool) -> Result<Vec<u8>, CmdEr
         i = i.saturating_sub(1);
     }
     if hmac != 0 {
-        let t = len - HMAC_TLV_LEN;
+        let t = len - srh::HMAC_TLV_LEN;
         b[t] = srh::tlv::HMAC;
-        b[t + 1] = 38;
-        b[t + 4..t + 8].copy_from_slice(&hmac.to_be_bytes());
+        // The TLV's length byte counts what follows it; the HMAC field the kernel fills.
+        b[t + 1] = (srh::HMAC_TLV_LEN - 2) as u8;
+        let id = t + srh::HMAC_KEY_ID_AT;
+        b[id..id + 4].copy_from_slice(&hmac.to_be_bytes());
     }
     Ok(b)
 }
-
-/// The HMAC TLV iproute2 appends for `hmac KEYID`: type, length 38, two reserved bytes, the
-/// key id, 32 bytes of HMAC the kernel computes per packet.
-const HMAC_TLV_LEN: usize = 40;
 
 fn parse_seg6(a: &mut Args) -> Result<Encap, CmdError> {
     let (mut mode, mut segs, mut hmac) = (None::<i32>, None::<&str>, None::<u32>);

@@ -86,6 +86,8 @@ pub struct Cli {
     /// Dumps are "strict" (filtered by the kernel, which then fails for a table it does not
     /// have), as `ip` makes them for a single command; `ip -batch` never asks for strict dumps.
     pub strict_dump: bool,
+    /// The secret a batch read for its current `sr hmac set` command (the line after it).
+    pub(crate) batch_secret: Option<String>,
 }
 
 impl Cli {
@@ -100,6 +102,7 @@ impl Cli {
             tables: Default::default(),
             strict_dump: true,
             nh_filter: Default::default(),
+            batch_secret: None,
         }
     }
 

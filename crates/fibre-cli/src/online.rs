@@ -13,10 +13,12 @@
 //! A lost connection in the middle of a command is fatal for the process (the command's
 //! outcome is unknown): the message is printed and `fibre` exits with status 2.
 
+use fibre_fib::seg6_hmac::HmacKey;
 use fibre_fib::types::*;
 use fibre_fib::Fib;
 use fibre_netlink::{Messages, Payload};
 use fibre_proto::convert::{self, NeighDump, Request};
+use fibre_proto::seg6_hmac::{Seg6Hmac, HMAC_KEY, HMAC_SET};
 use fibre_proto::sysctl::{Sysctl, SYSCTL_GET, SYSCTL_SET, SYSCTL_VALUE};
 use fibre_ring::{Client, ClientConfig};
 use std::cell::{Cell, RefCell};
@@ -209,6 +211,12 @@ impl Remote {
             .find_map(|m| Sysctl::parse(m).ok().filter(|a| a.op == SYSCTL_VALUE))
             .map(|a| a.value)
             .ok_or_else(|| RtError::msg(Errno::EINVAL, "fibred answered no value"))
+    }
+
+    /// One HMAC key message and its answers.
+    fn seg6_hmac(&self, m: &Seg6Hmac) -> Result<Answers, RtError> {
+        let seq = self.next_seq();
+        self.exchange_raw(&m.request(seq), seq, false)
     }
 
     fn change(&self, req: Request) -> Result<(), RtError> {
@@ -443,6 +451,42 @@ impl Backend {
                 Ok(())
             }
             Backend::Remote(_) => Err(offline_only()),
+        }
+    }
+
+    /// `sr hmac show`: every key, by id (fibred answers fibre's private key message,
+    /// `fibre_proto::seg6_hmac`).
+    pub fn seg6_hmac(&self) -> Result<Vec<HmacKey>, RtError> {
+        match self {
+            Backend::Local(f) => Ok(f.seg6_hmac().iter().cloned().collect()),
+            Backend::Remote(r) => r.seg6_hmac(&Seg6Hmac::dump()).map(|answers| {
+                answers
+                    .iter()
+                    .filter_map(|m| Seg6Hmac::parse(m).ok())
+                    .filter(|a| a.op == HMAC_KEY)
+                    .map(|a| a.key)
+                    .collect()
+            }),
+        }
+    }
+
+    /// `sr hmac set ID ALGO` with `secret` (empty: delete).
+    pub fn set_seg6_hmac(&mut self, id: u32, algo: u8, secret: &[u8]) -> Result<(), RtError> {
+        match self {
+            Backend::Local(f) => f.set_seg6_hmac(id, algo, secret),
+            // The kernel's refusal (seg6_genl_sethmac), answered here: the message's field
+            // holds no longer secret.
+            Backend::Remote(_) if secret.len() > fibre_fib::seg6_hmac::SECRET_MAX => {
+                Err(RtError::new(Errno::EINVAL))
+            }
+            Backend::Remote(r) => {
+                let key = HmacKey {
+                    id,
+                    algo,
+                    secret: secret.to_vec(),
+                };
+                r.seg6_hmac(&Seg6Hmac { op: HMAC_SET, key }).map(|_| ())
+            }
         }
     }
 

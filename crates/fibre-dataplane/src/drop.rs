@@ -127,7 +127,8 @@ pub enum DropReason {
     /// the list, TLVs that do not tile): the kernel's get_and_validate_srh refuses it and
     /// frees the packet without a reason of its own.
     Seg6BadSrh,
-    /// An SRH with an HMAC to check or to push: fibre holds no HMAC keys.
+    /// An SRH with an HMAC to check or to push whose key id `ip sr hmac` does not hold, or
+    /// an SRH with the HMAC flag but no HMAC TLV to push into (seg6_push_hmac).
     Seg6Hmac,
     /// A decapsulating behaviour (End.DX4, End.DX6, End.DT6) found no inner packet of its
     /// protocol, or an SRH with segments left (decap_and_validate).
@@ -143,11 +144,17 @@ pub enum DropReason {
     /// An End.X with the USD flavor uncovered an IPv4 packet: its neighbour is an IPv6
     /// address, and fibre's IPv4 forwarding has no IPv6 gateways.
     Seg6FamilyMismatch,
+    /// An SRH without an HMAC TLV received on a link whose seg6_require_hmac is above 0
+    /// (seg6_hmac_validate_skb).
+    Seg6HmacMissing,
+    /// An SRH whose HMAC is not the one its key computes, or one that cannot be computed
+    /// (more segments than Linux authenticates: `fibre_fwd::hmac::MAX_SEGMENTS`).
+    Seg6HmacMismatch,
 }
 
 impl DropReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`.
-    pub const ALL: [DropReason; 38] = [
+    pub const ALL: [DropReason; 40] = [
         DropReason::NotSpecified,
         DropReason::Otherhost,
         DropReason::UnhandledProto,
@@ -186,6 +193,8 @@ impl DropReason {
         DropReason::Seg6Unsupported,
         DropReason::Seg6Disabled,
         DropReason::Seg6FamilyMismatch,
+        DropReason::Seg6HmacMissing,
+        DropReason::Seg6HmacMismatch,
     ];
 
     /// How many reasons there are: the length of [`DropCounters`]' array.
@@ -234,6 +243,8 @@ impl DropReason {
             DropReason::Ipv6NdiscNsOtherhost => "IPV6_NDISC_NS_OTHERHOST",
             DropReason::Seg6BadSrh => "SEG6_BAD_SRH",
             DropReason::Seg6Hmac => "SEG6_HMAC",
+            DropReason::Seg6HmacMissing => "SEG6_HMAC_MISSING",
+            DropReason::Seg6HmacMismatch => "SEG6_HMAC_MISMATCH",
             DropReason::Seg6NoInner => "SEG6_NO_INNER",
             DropReason::Seg6Unsupported => "SEG6_UNSUPPORTED",
             DropReason::Seg6Disabled => "SEG6_DISABLED",

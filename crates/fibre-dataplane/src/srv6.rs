@@ -8,7 +8,8 @@
 
 use core::net::Ipv6Addr;
 
-use fibre_fwd::encap::Seg6Push;
+use fibre_fwd::encap::{PushHmac, Seg6Push};
+use fibre_fwd::FwdTable;
 use fibre_wire::consts::ip_proto;
 use fibre_wire::{ipv6, srh};
 
@@ -25,9 +26,14 @@ pub enum Srv6Drop {
     /// (get_and_validate_srh refuses all of these; the kernel frees the packet without a
     /// reason).
     BadSrh,
-    /// An SRH with an HMAC: fibre holds no HMAC keys, as a kernel without `ip sr hmac` keys
-    /// refuses such packets (seg6_hmac_validate_skb, seg6_push_hmac).
+    /// An SRH whose HMAC TLV names a key id `ip sr hmac` does not hold (seg6_hmac_validate_skb,
+    /// seg6_push_hmac).
     Hmac,
+    /// No HMAC TLV on a link that requires one (seg6_require_hmac above 0).
+    HmacMissing,
+    /// An HMAC TLV that does not hold the HMAC its key computes, or one Linux cannot compute
+    /// (a list longer than `fibre_fwd::hmac::MAX_SEGMENTS`).
+    HmacMismatch,
     /// Decapsulation found no inner packet of the behaviour's protocol, or the SRH still had
     /// segments left (decap_and_validate).
     NoInner,
@@ -39,7 +45,53 @@ impl Srv6Drop {
         match self {
             Srv6Drop::BadSrh => DropReason::Seg6BadSrh,
             Srv6Drop::Hmac => DropReason::Seg6Hmac,
+            Srv6Drop::HmacMissing => DropReason::Seg6HmacMissing,
+            Srv6Drop::HmacMismatch => DropReason::Seg6HmacMismatch,
             Srv6Drop::NoInner => DropReason::Seg6NoInner,
+        }
+    }
+}
+
+/// How a received SRH's HMAC is checked (seg6_hmac_validate_skb): the input link's
+/// `seg6_require_hmac` and the keys of `ip sr hmac`.
+#[derive(Clone, Copy)]
+pub struct HmacCheck<'a> {
+    pub require: i32,
+    pub keys: &'a FwdTable,
+}
+
+impl<'a> HmacCheck<'a> {
+    /// For an SRH checked already: passes it again without computing anything.
+    pub fn done(keys: &'a FwdTable) -> HmacCheck<'a> {
+        HmacCheck { require: -1, keys }
+    }
+
+    /// Checks the SRH at `at` of IPv6 packet `ip` (held whole): below 0 nothing; an SRH
+    /// without the HMAC TLV Linux reads (`srh::Packet::hmac_tlv_at`) passes unless the link
+    /// requires one; one with it must name a known key and hold the HMAC of the packet's
+    /// source and SRH under it.
+    pub fn check(&self, ip: &[u8], at: usize) -> Result<(), Srv6Drop> {
+        let len = (usize::from(*ip.get(at + 1).ok_or(Srv6Drop::BadSrh)?) + 1) * 8;
+        let b = ip.get(at..at + len).ok_or(Srv6Drop::BadSrh)?;
+        let tlv = srh::Packet::new_checked(b)
+            .ok()
+            .and_then(|p| p.hmac_tlv_at());
+        let Some(tlv) = tlv else {
+            return match self.require > 0 {
+                true => Err(Srv6Drop::HmacMissing),
+                false => Ok(()),
+            };
+        };
+        if self.require < 0 {
+            return Ok(());
+        }
+        let id = tlv + srh::HMAC_KEY_ID_AT;
+        let id = u32::from_be_bytes([b[id], b[id + 1], b[id + 2], b[id + 3]]);
+        let key = self.keys.hmac_key(id).ok_or(Srv6Drop::Hmac)?;
+        let src = ipv6::Packet::new_unchecked(ip).src_addr().octets();
+        match key.verify(&src, b, tlv) {
+            true => Ok(()),
+            false => Err(Srv6Drop::HmacMismatch),
         }
     }
 }
@@ -99,8 +151,10 @@ pub fn write_encap(p: &Seg6Push, out: &mut [u8], payload_len: usize, o: &Outer) 
 
 /// seg6_do_srh_inline: the IPv6 packet `ip` has `p.added()` bytes opened after its fixed
 /// header (`Buf::insert_after`); writes the SRH there, its last segment the packet's
-/// destination, and makes the first segment the destination.
-pub fn write_insert(p: &Seg6Push, ip: &mut [u8]) {
+/// destination, and makes the first segment the destination; then the HMAC, when the SRH
+/// carries one (seg6_push_hmac over the packet's source). [`Srv6Drop::HmacMismatch`] when it
+/// cannot be computed (the packet is to be dropped).
+pub fn write_insert(p: &Seg6Push, ip: &mut [u8]) -> Result<(), Srv6Drop> {
     let added = p.added();
     let (hdr, rest) = ip.split_at_mut(fibre_wire::ipv6::HEADER_LEN);
     let srh = &mut rest[..added];
@@ -113,6 +167,17 @@ pub fn write_insert(p: &Seg6Push, ip: &mut [u8]) {
     h.set_dst_addr(p.first);
     let len = usize::from(h.payload_len()) + added;
     h.set_payload_len(len as u16);
+    match &p.hmac {
+        PushHmac::Ready => Ok(()),
+        PushHmac::PerPacket { key, tlv_at } => {
+            let src = h.src_addr().octets();
+            match key.fill(&src, srh, *tlv_at) {
+                true => Ok(()),
+                false => Err(Srv6Drop::HmacMismatch),
+            }
+        }
+        PushHmac::Fail => Err(Srv6Drop::Hmac),
+    }
 }
 
 /// Where the SRH of IPv6 packet `ip` starts, if it has one: the first routing header
@@ -180,14 +245,12 @@ pub struct Ultimate {
 
 /// Whether IPv6 packet `ip` is at the end of its segment list: no SRH, or one with Segments
 /// Left 0 (`None` when segments are left: the behaviour runs as usual). An SRH that fails
-/// validation or carries an HMAC is refused as [`valid_srh`] refuses it.
-pub fn ultimate(ip: &[u8]) -> Result<Option<Ultimate>, Srv6Drop> {
+/// validation or its HMAC check (`hmac`) is refused as [`valid_srh`] refuses it.
+pub fn ultimate(ip: &[u8], hmac: &HmacCheck<'_>) -> Result<Option<Ultimate>, Srv6Drop> {
     let found = srh_and_link(ip)?;
     if let Some((at, _)) = found {
         let s = srh_at(ip, at)?;
-        if s.flags() & srh::FLAG_HMAC != 0 {
-            return Err(Srv6Drop::Hmac);
-        }
+        hmac.check(ip, at)?;
         if s.segments_left() > 0 {
             return Ok(None);
         }
@@ -197,15 +260,14 @@ pub fn ultimate(ip: &[u8]) -> Result<Option<Ultimate>, Srv6Drop> {
 }
 
 /// get_and_validate_srh: the SRH of `ip`, checked as seg6_validate_srh checks packets'
-/// (reduced lists allowed), with segments left; returns its offset.
-pub fn valid_srh(ip: &[u8]) -> Result<usize, Srv6Drop> {
+/// (reduced lists allowed), its HMAC checked with `hmac`, with segments left; returns its
+/// offset.
+pub fn valid_srh(ip: &[u8], hmac: &HmacCheck<'_>) -> Result<usize, Srv6Drop> {
     let at = find_srh(ip)?.ok_or(Srv6Drop::BadSrh)?;
     let s = srh_at(ip, at)?;
+    hmac.check(ip, at)?;
     if s.segments_left() == 0 {
         return Err(Srv6Drop::BadSrh);
-    }
-    if s.flags() & srh::FLAG_HMAC != 0 {
-        return Err(Srv6Drop::Hmac);
     }
     Ok(at)
 }
@@ -232,16 +294,15 @@ pub fn advance(ip: &mut [u8], at: usize) -> u8 {
 }
 
 /// decap_and_validate: where the inner packet of protocol `proto` (after the IPv6 header and
-/// any extension headers up to it) starts. An SRH on the way must have no segments left.
-pub fn inner_at(ip: &[u8], proto: u8) -> Result<usize, Srv6Drop> {
+/// any extension headers up to it) starts. An SRH on the way must have no segments left and
+/// pass its HMAC check (`hmac`).
+pub fn inner_at(ip: &[u8], proto: u8, hmac: &HmacCheck<'_>) -> Result<usize, Srv6Drop> {
     if let Some(at) = find_srh(ip).map_err(|_| Srv6Drop::NoInner)? {
         let s = srh_at(ip, at).map_err(|_| Srv6Drop::NoInner)?;
         if s.segments_left() > 0 {
             return Err(Srv6Drop::NoInner);
         }
-        if s.flags() & srh::FLAG_HMAC != 0 {
-            return Err(Srv6Drop::Hmac);
-        }
+        hmac.check(ip, at)?;
     }
     let (next, at) = upper_layer(ip)?;
     if next != proto || at >= ip.len() {
@@ -293,6 +354,14 @@ pub fn remove_srh(ip: &mut [u8], at: usize, link: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// The check of a link at the default seg6_require_hmac, without keys.
+    fn keyless() -> HmacCheck<'static> {
+        HmacCheck {
+            require: 0,
+            keys: Box::leak(Box::default()),
+        }
+    }
+
     fn packet(next: u8, ext: &[u8], payload: usize) -> Vec<u8> {
         let mut v = vec![0u8; fibre_wire::ipv6::HEADER_LEN];
         v[0] = 0x60;
@@ -338,11 +407,11 @@ mod tests {
     fn end_advances_and_psp_pops() {
         let segs = [a("fc00::3"), a("fc00::2")];
         let mut p = packet(43, &srh(17, 1, &segs), 8);
-        let at = valid_srh(&p).unwrap();
+        let at = valid_srh(&p, &keyless()).unwrap();
         assert_eq!(advance(&mut p, at), 0);
         assert_eq!(ipv6::Packet::new_unchecked(&p).dst_addr(), a("fc00::3"));
         // Segments left 0: another End refuses it.
-        assert_eq!(valid_srh(&p), Err(Srv6Drop::BadSrh));
+        assert_eq!(valid_srh(&p, &keyless()), Err(Srv6Drop::BadSrh));
         let cut = pop_srh(&mut p, at);
         assert_eq!(cut, 40);
         let h = ipv6::Packet::new_unchecked(&p[cut..]);
@@ -373,36 +442,51 @@ mod tests {
         let segs = [a("fc00::3"), a("fc00::2")];
         // Segments left beyond the list.
         let p = packet(43, &srh(17, 3, &segs), 8);
-        assert_eq!(valid_srh(&p), Err(Srv6Drop::BadSrh));
+        assert_eq!(valid_srh(&p, &keyless()), Err(Srv6Drop::BadSrh));
         // A header length that disagrees with the last entry.
         let mut s = srh(17, 1, &segs);
         s[4] = 5;
-        assert_eq!(valid_srh(&packet(43, &s, 8)), Err(Srv6Drop::BadSrh));
+        assert_eq!(
+            valid_srh(&packet(43, &s, 8), &keyless()),
+            Err(Srv6Drop::BadSrh)
+        );
         // Cut short.
         let p = packet(43, &srh(17, 1, &segs), 0);
-        assert_eq!(valid_srh(&p[..p.len() - 4]), Err(Srv6Drop::BadSrh));
+        assert_eq!(
+            valid_srh(&p[..p.len() - 4], &keyless()),
+            Err(Srv6Drop::BadSrh)
+        );
         // Type 0.
         let mut s = srh(17, 1, &segs);
         s[2] = 0;
-        assert_eq!(valid_srh(&packet(43, &s, 8)), Err(Srv6Drop::BadSrh));
+        assert_eq!(
+            valid_srh(&packet(43, &s, 8), &keyless()),
+            Err(Srv6Drop::BadSrh)
+        );
         // None at all.
-        assert_eq!(valid_srh(&packet(17, &[], 8)), Err(Srv6Drop::BadSrh));
+        assert_eq!(
+            valid_srh(&packet(17, &[], 8), &keyless()),
+            Err(Srv6Drop::BadSrh)
+        );
     }
 
     #[test]
     fn the_ultimate_segment_is_found_with_or_without_an_srh() {
         let segs = [a("fc00::3"), a("fc00::2")];
-        assert_eq!(ultimate(&packet(43, &srh(17, 1, &segs), 8)), Ok(None));
+        assert_eq!(
+            ultimate(&packet(43, &srh(17, 1, &segs), 8), &keyless()),
+            Ok(None)
+        );
         let done = packet(43, &srh(ip_proto::IPV6, 0, &segs), 48);
         assert_eq!(
-            ultimate(&done),
+            ultimate(&done, &keyless()),
             Ok(Some(Ultimate {
                 srh: Some((40, 6)),
                 upper: ip_proto::IPV6
             }))
         );
         assert_eq!(
-            ultimate(&packet(ip_proto::IPIP, &[], 20)),
+            ultimate(&packet(ip_proto::IPIP, &[], 20), &keyless()),
             Ok(Some(Ultimate {
                 srh: None,
                 upper: ip_proto::IPIP
@@ -410,7 +494,10 @@ mod tests {
         );
         let mut bad = srh(17, 0, &segs);
         bad[4] = 5;
-        assert_eq!(ultimate(&packet(43, &bad, 8)), Err(Srv6Drop::BadSrh));
+        assert_eq!(
+            ultimate(&packet(43, &bad, 8), &keyless()),
+            Err(Srv6Drop::BadSrh)
+        );
     }
 
     #[test]
@@ -419,7 +506,7 @@ mod tests {
         let mut ext = vec![43, 0, 1, 4, 0, 0, 0, 0];
         ext.extend_from_slice(&srh(17, 0, &[a("fc00::3")]));
         let mut p = packet(60, &ext, 8);
-        let u = ultimate(&p).unwrap().unwrap();
+        let u = ultimate(&p, &keyless()).unwrap().unwrap();
         assert_eq!(u.srh, Some((48, 40)));
         assert_eq!(u.upper, 17);
         let cut = remove_srh(&mut p, 48, 40);
@@ -438,21 +525,70 @@ mod tests {
         ext.extend_from_slice(&inner);
         let p = packet(43, &ext, 0);
         assert_eq!(
-            inner_at(&p, ip_proto::IPV6),
+            inner_at(&p, ip_proto::IPV6, &keyless()),
             Ok(fibre_wire::ipv6::HEADER_LEN + 24)
         );
-        assert_eq!(inner_at(&p, ip_proto::IPIP), Err(Srv6Drop::NoInner));
+        assert_eq!(
+            inner_at(&p, ip_proto::IPIP, &keyless()),
+            Err(Srv6Drop::NoInner)
+        );
         let mut ext = srh(ip_proto::IPV6, 1, &[a("fc00::3"), a("fc00::2")]);
         ext.extend_from_slice(&inner);
         assert_eq!(
-            inner_at(&packet(43, &ext, 0), ip_proto::IPV6),
+            inner_at(&packet(43, &ext, 0), ip_proto::IPV6, &keyless()),
             Err(Srv6Drop::NoInner)
         );
         let mut plain = packet(ip_proto::IPV6, &[], 0);
         plain.extend_from_slice(&inner);
         assert_eq!(
-            inner_at(&plain, ip_proto::IPV6),
+            inner_at(&plain, ip_proto::IPV6, &keyless()),
             Ok(fibre_wire::ipv6::HEADER_LEN)
         );
+    }
+
+    /// seg6_hmac_validate_skb's cases: the link's seg6_require_hmac against an SRH without
+    /// the TLV, with a good one (the HMAC of the packet's source under key 7), a bad one and
+    /// one of an unknown key.
+    #[test]
+    fn hmac_checks_follow_require_hmac() {
+        let mut fib = fibre_fib::Fib::default();
+        fib.set_seg6_hmac(7, fibre_fib::seg6_hmac::algo::SHA1, b"abc")
+            .unwrap();
+        let (fwd, _) = fibre_fwd::FwdWriter::new(&fib);
+        let keys = fwd.latest();
+        let segs = [Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST];
+        let plain = packet(43, &srh(17, 1, &segs), 8);
+        let with_tlv = |key: u32| {
+            let mut s = srh(17, 1, &segs);
+            s[1] += 5;
+            s[5] = srh::FLAG_HMAC;
+            s.extend_from_slice(&[srh::tlv::HMAC, 38, 0, 0]);
+            s.extend_from_slice(&key.to_be_bytes());
+            s.extend_from_slice(&[0; 32]);
+            packet(43, &s, 8)
+        };
+        let mut good = with_tlv(7);
+        let at = fibre_wire::ipv6::HEADER_LEN;
+        let k = keys.hmac_key(7).unwrap();
+        let src = ipv6::Packet::new_unchecked(&good[..]).src_addr().octets();
+        assert!(k.fill(&src, &mut good[at..], srh::HEADER_LEN + 32));
+        let mut bad = good.clone();
+        let last = bad.len() - 9;
+        bad[last] ^= 1;
+        let unknown = with_tlv(8);
+        let check = |require, ip: &[u8]| HmacCheck { require, keys }.check(ip, at);
+        for (require, ip, want) in [
+            (-1, &plain, Ok(())),
+            (-1, &bad, Ok(())),
+            (0, &plain, Ok(())),
+            (0, &good, Ok(())),
+            (0, &bad, Err(Srv6Drop::HmacMismatch)),
+            (0, &unknown, Err(Srv6Drop::Hmac)),
+            (1, &plain, Err(Srv6Drop::HmacMissing)),
+            (1, &good, Ok(())),
+            (1, &bad, Err(Srv6Drop::HmacMismatch)),
+        ] {
+            assert_eq!(check(require, ip), want, "require {require}");
+        }
     }
 }

@@ -239,6 +239,60 @@ fn an_hmac_srh_is_dropped_for_want_of_keys() {
     assert_eq!(dp.drops().get(DropReason::Seg6Hmac), 1);
 }
 
+/// With the key set, H.Encaps fills the HMAC TLV as the kernel did for the same route, key
+/// and tunnel source (6.18, captured from a namespace: `ip sr hmac set 7 sha256` with secret
+/// "secret1", `encap seg6 mode encap segs 2001:db8:b::10,2001:db8:b::11 hmac 7`); a key
+/// changed later reaches the compiled object at the writer's next update.
+#[test]
+fn an_hmac_srh_gets_the_kernels_hmac() {
+    const KERNEL: &str = "14a99258c7d25db3af633742d1bc327ea649079aa18ce0301c0f4d913eb7aa05";
+    let (mut fib, iif) = router(1, seg6_mode::ENCAP, "2001:db8:b::10");
+    let mut s = srh_of(&[a6("2001:db8:b::10"), a6("2001:db8:b::11")]);
+    s[5] = srh::FLAG_HMAC;
+    s[1] += 5;
+    s.extend_from_slice(&[srh::tlv::HMAC, 38, 0, 0, 0, 0, 0, 7]);
+    s.extend_from_slice(&[0; 32]);
+    let mut r = route("2001:db8:e1::", 64, &[]);
+    r.nexthop.oif = fib.link_index("b0").expect("b0");
+    r.nexthop.encap = Some(Encap::Seg6(Seg6 {
+        mode: seg6_mode::ENCAP,
+        srh: s,
+    }));
+    fib.route_new(&r, ReqFlags::REPLACE).expect("hmac route");
+    fib.set_seg6_hmac(7, seg6_hmac::algo::SHA256, b"secret1")
+        .expect("key");
+    let (mut fwd, _) = FwdWriter::new(&fib);
+    let mut dp = Dataplane::new(&Config::default()).expect("dataplane");
+    let f = frame();
+    let field = |sent: &Sent| {
+        // Ethernet, the outer IPv6 header, the SRH's fixed part and two segments, the TLV's
+        // fixed part.
+        let at = ethernet::HEADER_LEN + ipv6::HEADER_LEN + srh::HEADER_LEN + 2 * 16 + 8;
+        let out = &sent.0.last().expect("a frame").1;
+        out[at..at + 32]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let mut sent = Sent::default();
+    let v = View {
+        fib: &fib,
+        fwd: fwd.latest(),
+    };
+    dp.receive(v, 1_000_000_000, &[(iif, &f[..])], &mut sent);
+    assert_eq!(field(&sent), KERNEL);
+    fib.set_seg6_hmac(7, seg6_hmac::algo::SHA256, b"secret2")
+        .expect("key");
+    fwd.update(&fib);
+    let v = View {
+        fib: &fib,
+        fwd: fwd.latest(),
+    };
+    dp.receive(v, 1_000_000_000, &[(iif, &f[..])], &mut sent);
+    assert_eq!(sent.0.len(), 2);
+    assert_ne!(field(&sent), KERNEL);
+}
+
 /// `2001:db8:e1::/64 encap rpl` with `n` stored addresses, the first (the new destination)
 /// b0's neighbour 2001:db8:b::10, the others under 2001:db8:5e::/64.
 fn rpl_router(n: usize) -> (Fib, u32) {

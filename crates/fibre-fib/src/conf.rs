@@ -86,12 +86,17 @@ pub enum ConfKey {
     /// router's addresses are accepted on the link (0 by default, as in the kernel). What
     /// counts is min(all, link), as ipv6_srh_rcv reads them.
     Seg6Enabled,
+    /// net.ipv6.conf.X.seg6_require_hmac: how the HMAC TLV of an SRH received on the link
+    /// is checked (seg6_hmac_validate_skb): below 0 never, 0 when the SRH carries one (the
+    /// default), above 0 always (an SRH without one is dropped). Only the input link's value
+    /// counts.
+    Seg6RequireHmac,
 }
 
 impl ConfKey {
     /// Every key, each at the index that numbers it on fibred's socket
     /// (`fibre_proto::sysctl`): the order of the declaration, which only grows at its end.
-    pub const ALL: [ConfKey; 22] = [
+    pub const ALL: [ConfKey; 23] = [
         ConfKey::Forwarding4,
         ConfKey::Forwarding6,
         ConfKey::RpFilter,
@@ -114,6 +119,7 @@ impl ConfKey {
         ConfKey::Ioam6NodeId,
         ConfKey::Ioam6NodeIdWide,
         ConfKey::Seg6Enabled,
+        ConfKey::Seg6RequireHmac,
     ];
 
     /// The key's number (its index in [`ConfKey::ALL`]).
@@ -135,6 +141,7 @@ impl ConfKey {
             (Family::Inet, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown4,
             (Family::Inet6, "ignore_routes_with_linkdown") => ConfKey::IgnoreLinkdown6,
             (Family::Inet6, "seg6_enabled") => ConfKey::Seg6Enabled,
+            (Family::Inet6, "seg6_require_hmac") => ConfKey::Seg6RequireHmac,
             (Family::Inet6, "ioam6_enabled") => ConfKey::Ioam6Enabled,
             (Family::Inet6, "ioam6_id") => ConfKey::Ioam6IfId,
             (Family::Inet6, "ioam6_id_wide") => ConfKey::Ioam6IfIdWide,
@@ -190,6 +197,7 @@ pub(crate) struct DevConf {
     ignore_linkdown4: i32,
     ignore_linkdown6: i32,
     seg6_enabled: i32,
+    seg6_require_hmac: i32,
     ioam6: Ioam6Link,
     /// IPv4 values written on this link itself (the kernel's cnf.state bits), which a write
     /// to `default` no longer reaches.
@@ -274,6 +282,11 @@ impl Confs {
         self.dev.get(&ifindex).map(|c| c.ioam6).unwrap_or_default()
     }
 
+    /// Input link `iif`'s seg6_require_hmac (0, the default, for a link that does not exist).
+    pub fn seg6_require_hmac(&self, iif: IfIndex) -> i32 {
+        self.dev.get(&iif).map_or(0, |c| c.seg6_require_hmac)
+    }
+
     /// Whether input link `iif` accepts SRH packets for the router: min(all, link) above 0.
     pub fn seg6_enabled(&self, all: i32, iif: IfIndex) -> bool {
         all.min(self.dev.get(&iif).map_or(0, |c| c.seg6_enabled)) > 0
@@ -316,7 +329,7 @@ impl crate::Fib {
         if key.is_global() {
             return self.set_global(target, key, value);
         }
-        if let Some(r) = self.set_ioam6_link(target, key, value) {
+        if let Some(r) = self.set_apart6(target, key, value) {
             return r;
         }
         // The per-link settings are C ints in the kernel.
@@ -396,21 +409,23 @@ impl crate::Fib {
         Ok(())
     }
 
-    /// The per-link IOAM keys of [`Fib::set_conf`] (`None` for the others): the kernel's
-    /// ranges (EINVAL beyond), no write reaching another copy.
-    fn set_ioam6_link(
+    /// The per-link IPv6 keys of [`Fib::set_conf`] whose copies addrconf keeps apart (IOAM,
+    /// seg6_require_hmac; `None` for the others): the kernel's ranges (EINVAL beyond), no
+    /// write reaching another copy.
+    fn set_apart6(
         &mut self,
         target: ConfTarget,
         key: ConfKey,
         value: i64,
     ) -> Option<Result<(), RtError>> {
-        let max = match key {
-            ConfKey::Ioam6Enabled => 1,
-            ConfKey::Ioam6IfId => i64::from(u16::MAX),
-            ConfKey::Ioam6IfIdWide => i64::from(u32::MAX),
+        let (min, max) = match key {
+            ConfKey::Ioam6Enabled => (0, 1),
+            ConfKey::Ioam6IfId => (0, i64::from(u16::MAX)),
+            ConfKey::Ioam6IfIdWide => (0, i64::from(u32::MAX)),
+            ConfKey::Seg6RequireHmac => (i64::from(i32::MIN), i64::from(i32::MAX)),
             _ => return None,
         };
-        if !(0..=max).contains(&value) {
+        if !(min..=max).contains(&value) {
             return Some(Err(RtError::new(Errno::EINVAL)));
         }
         let c = match target {
@@ -424,6 +439,7 @@ impl crate::Fib {
         match key {
             ConfKey::Ioam6Enabled => c.ioam6.enabled = value != 0,
             ConfKey::Ioam6IfId => c.ioam6.id = value as u16,
+            ConfKey::Seg6RequireHmac => c.seg6_require_hmac = value as i32,
             _ => c.ioam6.id_wide = value as u32,
         }
         Some(Ok(()))
@@ -531,6 +547,7 @@ impl crate::Fib {
                     ConfKey::Ioam6Enabled => i64::from(self.confs.all6.ioam6.enabled),
                     ConfKey::Ioam6IfId => i64::from(self.confs.all6.ioam6.id),
                     ConfKey::Ioam6IfIdWide => i64::from(self.confs.all6.ioam6.id_wide),
+                    ConfKey::Seg6RequireHmac => i64::from(self.confs.all6.seg6_require_hmac),
                 })
             }
             _ if key.is_global() => return Err(RtError::new(Errno::EINVAL)),
@@ -551,6 +568,7 @@ impl crate::Fib {
             ConfKey::Ioam6Enabled => i64::from(c.ioam6.enabled),
             ConfKey::Ioam6IfId => i64::from(c.ioam6.id),
             ConfKey::Ioam6IfIdWide => i64::from(c.ioam6.id_wide),
+            ConfKey::Seg6RequireHmac => i64::from(c.seg6_require_hmac),
             _ => return Err(RtError::new(Errno::EINVAL)),
         })
     }

@@ -72,6 +72,7 @@ mod route;
 mod route4;
 mod route6;
 mod rule;
+pub mod seg6_hmac;
 mod srcsel;
 mod sync;
 pub mod types;
@@ -205,6 +206,8 @@ pub struct Fib {
     /// The source address SRv6 encapsulation gives the outer IPv6 header (`ip sr tunsrc`;
     /// the kernel's per-namespace seg6 tun_src), `::` until set.
     seg6_tunsrc: std::net::Ipv6Addr,
+    /// SRH HMAC keys (`ip sr hmac`).
+    seg6_hmac: seg6_hmac::Keys,
     /// IOAM namespaces and schemas (`ip ioam`).
     ioam: ioam::Ioam,
 }
@@ -282,6 +285,7 @@ impl Fib {
             exceptions: Default::default(),
             confs: conf::Confs::new(&settings_copy),
             seg6_tunsrc: std::net::Ipv6Addr::UNSPECIFIED,
+            seg6_hmac: seg6_hmac::Keys::default(),
             ioam: ioam::Ioam::default(),
         };
         let all4 = f.settings.ignore_routes_with_linkdown4;
@@ -308,11 +312,27 @@ impl Fib {
         self.seg6_tunsrc = a;
     }
 
+    /// `ip sr hmac show`.
+    pub fn seg6_hmac(&self) -> &seg6_hmac::Keys {
+        &self.seg6_hmac
+    }
+
+    /// `ip sr hmac set ID ALGO` with `secret` (empty: delete), as [`seg6_hmac::Keys::set`].
+    pub fn set_seg6_hmac(&mut self, id: u32, algo: u8, secret: &[u8]) -> Result<(), RtError> {
+        self.seg6_hmac.set(id, algo, secret)
+    }
+
     /// Whether packets with an SRH for the router are accepted on `iif`
     /// (`net.ipv6.conf.{all,IIF}.seg6_enabled`, both on).
     pub fn seg6_enabled(&self, iif: u32) -> bool {
         self.confs
             .seg6_enabled(self.settings.seg6_enabled, IfIndex(iif))
+    }
+
+    /// Input link `iif`'s `net.ipv6.conf.IIF.seg6_require_hmac` (see
+    /// [`ConfKey::Seg6RequireHmac`]).
+    pub fn seg6_require_hmac(&self, iif: u32) -> i32 {
+        self.confs.seg6_require_hmac(IfIndex(iif))
     }
 
     /// Link `ifindex`'s IOAM settings (`net.ipv6.conf.LINK.ioam6_*`).

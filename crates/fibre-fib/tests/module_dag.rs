@@ -21,6 +21,7 @@ const LAYERS: [&[&str]; 3] = [
         "rule",
         "srcsel",
         "ioam",
+        "seg6_hmac",
     ],
     &[
         "nexthop",

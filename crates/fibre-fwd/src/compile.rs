@@ -27,6 +27,7 @@ use fibre_fib::types::{iff, nud};
 use fibre_fib::{Family, Fib, Link};
 
 use crate::encap::{self, EncapIdx, EncapObj};
+use crate::hmac::HmacKey;
 use crate::table::{
     AdjIdx, AdjKey, Adjacency, DstAdj, DstEncap, Edit, Edits, FwdLink, LinkIdx, NeighState,
     ETHERTYPE_IPV4, ETHERTYPE_IPV6, REWRITE_LEN,
@@ -68,9 +69,9 @@ struct Hop {
 /// The writer's record of what its tables hold and why.
 #[derive(Debug, Default)]
 pub(crate) struct Compiler {
-    /// (`Fib::gen`, `Fib::neigh_gen`, `Fib::seg6_tunsrc`) at the last update; `None` before
-    /// the first.
-    seen: Option<(u64, u64, std::net::Ipv6Addr)>,
+    /// (`Fib::gen`, `Fib::neigh_gen`, `Fib::seg6_tunsrc`, the HMAC keys' generation) at the
+    /// last update; `None` before the first.
+    seen: Option<(u64, u64, std::net::Ipv6Addr, u64)>,
     passes: u64,
     links: KeyedMap<u32, LinkIdx>,
     link_views: Vec<FwdLink>,
@@ -148,11 +149,20 @@ fn adjacency(
 impl Compiler {
     /// The edits that bring tables compiled from the FIB as of the last update up to `fib`.
     pub fn update(&mut self, fib: &Fib) -> Edits {
-        let now = (fib.gen(), fib.neigh_gen(), fib.seg6_tunsrc());
+        let now = (
+            fib.gen(),
+            fib.neigh_gen(),
+            fib.seg6_tunsrc(),
+            fib.seg6_hmac().gen(),
+        );
         let mut out = Vec::new();
-        let (fib_moved, neigh_moved) = match self.seen {
-            Some((g, n, t)) => (g != now.0 || t != now.2, n != now.1),
-            None => (true, true),
+        let (fib_moved, neigh_moved, keys_moved) = match self.seen {
+            Some((g, n, t, k)) => (
+                g != now.0 || t != now.2 || k != now.3,
+                n != now.1,
+                k != now.3,
+            ),
+            None => (true, true, true),
         };
         self.seen = Some(now);
         if fib_moved {
@@ -161,10 +171,20 @@ impl Compiler {
         if neigh_moved {
             self.update_neighbours(fib, &mut out);
         }
+        if keys_moved {
+            self.update_hmac_keys(fib, &mut out);
+        }
         if fib_moved {
             self.update_hops(fib, &mut out);
         }
         Edits(out)
+    }
+
+    /// The HMAC keys received SRHs are checked with: every key again (a handful; they change
+    /// only when configured).
+    fn update_hmac_keys(&mut self, fib: &Fib, out: &mut Vec<Edit>) {
+        let keys: Vec<HmacKey> = fib.seg6_hmac().iter().filter_map(HmacKey::new).collect();
+        out.push(Edit::HmacKeys(keys));
     }
 
     fn update_links(&mut self, fib: &Fib, out: &mut Vec<Edit>) {

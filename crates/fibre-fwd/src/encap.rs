@@ -11,6 +11,13 @@
 //! set_tun_src), the segment list. The data path patches the per-packet fields (traffic class,
 //! flow label, payload length, hop limit, the SRH's next header, H.Insert's last segment).
 //!
+//! HMAC (RFC 8754 2.1.2): an SRH whose HMAC TLV Linux reads gets its HMAC as seg6_push_hmac
+//! writes it ([`PushHmac`]). For an encapsulation the input (the tunnel source, the segment
+//! list, the key) is the route's, so the HMAC is computed here, once, into the template;
+//! an insertion authenticates the packet's own source and destination, so it is computed per
+//! packet with the key compiled into the object (`crate::hmac`). The objects are compiled
+//! again whenever a key changes (`compile`).
+//!
 //! Headroom: [`Seg6Push::need`] is the bytes the encapsulation adds plus the link-layer
 //! header the rewrite prepends afterwards, known here, so a packet is checked once and copied
 //! at most once (`fibre_packet::Buf::ensure_headroom`) before the headers go in, never twice
@@ -29,6 +36,7 @@ use fibre_fib::types::{Encap, Ioam6, Seg6Local};
 use fibre_fib::Fib;
 use fibre_wire::consts::ip_proto;
 
+use crate::hmac::HmacKey;
 use crate::table::REWRITE_LEN;
 
 /// An encapsulation object's place in [`crate::FwdTable`]'s objects.
@@ -68,12 +76,26 @@ pub struct Seg6Push {
     pub srh_at: Option<usize>,
     /// The new destination: the first segment of the path.
     pub first: Ipv6Addr,
-    /// The SRH carries an HMAC TLV: fibre holds no HMAC keys (`ip sr hmac`), so such packets
-    /// are dropped, as the kernel drops them when the key id is unknown (seg6_push_hmac).
-    pub hmac: bool,
+    /// What is done about the SRH's HMAC per packet.
+    pub hmac: PushHmac,
     /// Headroom the packet needs in front of its IP header (of its Ethernet header for
     /// L2Encap): `template.len()` plus the link-layer header.
     pub need: usize,
+}
+
+/// What a [`Seg6Push`] does about its SRH's HMAC TLV (seg6_push_hmac).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushHmac {
+    /// Nothing per packet: the SRH has the HMAC flag clear, or its HMAC was computed into the
+    /// template (encapsulations).
+    Ready,
+    /// Computed per packet with `key` (H.Insert, End.B6: the packet's source and destination
+    /// are authenticated), into the TLV at `tlv_at` of the SRH.
+    PerPacket { key: Box<HmacKey>, tlv_at: usize },
+    /// Cannot be computed (the flag set without a TLV Linux reads, no key of the TLV's id, a
+    /// list longer than `hmac::MAX_SEGMENTS`): every packet is dropped, as seg6_push_hmac's
+    /// error drops it.
+    Fail,
 }
 
 impl Seg6Push {
@@ -341,13 +363,13 @@ fn push(fib: &Fib, oif: u32, mode: PushMode, red: bool, srh: &[u8]) -> Option<Se
     let p = fibre_wire::srh::Packet::new_checked(srh).ok()?;
     let first_seg = usize::from(p.last_entry());
     let first = p.segment(first_seg)?;
-    let hmac = p.flags() & fibre_wire::srh::FLAG_HMAC != 0;
+    let has_hmac = p.flags() & fibre_wire::srh::FLAG_HMAC != 0;
     let len = srh.len();
     // seg6_do_srh_encap_red: the first segment travels in the destination only; a list of one
     // segment without an HMAC leaves no SRH at all.
     let srh_out: Vec<u8> = match (red, first_seg) {
         (false, _) => srh.to_vec(),
-        (true, 0) if !hmac => Vec::new(),
+        (true, 0) if !has_hmac => Vec::new(),
         (true, 0) => srh.to_vec(),
         (true, _) => {
             let tlv_at =
@@ -378,6 +400,10 @@ fn push(fib: &Fib, oif: u32, mode: PushMode, red: bool, srh: &[u8]) -> Option<Se
             (!srh_out.is_empty()).then_some(fibre_wire::ipv6::HEADER_LEN)
         }
     };
+    let hmac = match srh_at {
+        Some(at) if has_hmac => push_hmac(fib, mode, &mut template, at, &src),
+        _ => PushHmac::Ready,
+    };
     Some(Seg6Push {
         mode,
         need: template.len() + L2_RESERVE,
@@ -386,6 +412,39 @@ fn push(fib: &Fib, oif: u32, mode: PushMode, red: bool, srh: &[u8]) -> Option<Se
         first,
         hmac,
     })
+}
+
+/// seg6_push_hmac for the SRH at `at` of `template`, sent from `src`: filled in now for an
+/// encapsulation, left to each packet for an insertion.
+fn push_hmac(
+    fib: &Fib,
+    mode: PushMode,
+    template: &mut [u8],
+    at: usize,
+    src: &Ipv6Addr,
+) -> PushHmac {
+    let srh = &mut template[at..];
+    let Some(tlv_at) = fibre_wire::srh::Packet::new_checked(&*srh)
+        .ok()
+        .and_then(|p| p.hmac_tlv_at())
+    else {
+        return PushHmac::Fail;
+    };
+    let id = fibre_wire::srh::HMAC_KEY_ID_AT + tlv_at;
+    let id = u32::from_be_bytes([srh[id], srh[id + 1], srh[id + 2], srh[id + 3]]);
+    let Some(key) = fib.seg6_hmac().get(id).and_then(HmacKey::new) else {
+        return PushHmac::Fail;
+    };
+    match mode {
+        PushMode::Insert => PushHmac::PerPacket {
+            key: Box::new(key),
+            tlv_at,
+        },
+        PushMode::Encap | PushMode::L2Encap => match key.fill(&src.octets(), srh, tlv_at) {
+            true => PushHmac::Ready,
+            false => PushHmac::Fail,
+        },
+    }
 }
 
 /// ioam6_build_state's hop-by-hop header for a built `encap ioam6`.

@@ -13,6 +13,8 @@
 //!   its header bytes precomputed and its headroom need known ([`encap`] says how); reached
 //!   from a route decision by the next hop's place, checked by generation
 //!   ([`FwdTable::encap`]).
+//! - [`hmac::HmacKey`]: an `ip sr hmac` key keyed once, for the SRH HMACs encapsulations
+//!   write and received SRHs are checked with ([`FwdTable::hmac_key`]).
 //!
 //! Who calls what:
 //! - The writer (the thread that owns the `Fib`) owns the one [`FwdWriter`] and calls
@@ -32,6 +34,7 @@
 
 mod compile;
 pub mod encap;
+pub mod hmac;
 mod table;
 
 pub use encap::{EncapIdx, EncapObj};

@@ -22,6 +22,7 @@ use fibre_fib::hash::KeyedMap;
 use fibre_fib::{Family, ForwardRoute};
 
 use crate::encap::{EncapIdx, EncapObj};
+use crate::hmac::HmacKey;
 
 /// The Ethernet header a forwarded packet gets: destination MAC, source MAC, ethertype.
 pub const REWRITE_LEN: usize = 14;
@@ -142,6 +143,8 @@ pub(crate) enum Edit {
     Encap(EncapIdx, EncapObj),
     /// Sets or clears the encapsulation object of a FIB next hop.
     DstEncap(u32, u32, Option<DstEncap>),
+    /// Replaces the HMAC keys.
+    HmacKeys(Vec<HmacKey>),
 }
 
 /// The forwarding objects, as one copy holds them.
@@ -157,6 +160,8 @@ pub struct FwdTable {
     encaps: Vec<EncapObj>,
     /// By `DstRef` slot and hop, as `by_dst`; only next hops with an encapsulation have one.
     by_dst_encap: Vec<Vec<Option<DstEncap>>>,
+    /// The SRH HMAC keys, by id. Keyed hash: the id is read from received packets.
+    hmac_keys: KeyedMap<u32, HmacKey>,
 }
 
 impl FwdTable {
@@ -233,6 +238,12 @@ impl FwdTable {
         }
     }
 
+    /// The HMAC key of id `id` (`ip sr hmac`), to check a received SRH's HMAC with.
+    #[inline]
+    pub fn hmac_key(&self, id: u32) -> Option<&HmacKey> {
+        self.hmac_keys.get(&id)
+    }
+
     /// Applies one change (see [`Edit`]).
     pub(crate) fn edit(&mut self, e: &Edit) {
         match *e {
@@ -253,6 +264,12 @@ impl FwdTable {
             Edit::Dst(slot, hop, d) => *place(&mut self.by_dst, slot, hop) = d,
             Edit::Encap(i, ref o) => set(&mut self.encaps, i.0 as usize, o.clone()),
             Edit::DstEncap(slot, hop, d) => *place(&mut self.by_dst_encap, slot, hop) = d,
+            Edit::HmacKeys(ref keys) => {
+                self.hmac_keys.clear();
+                for k in keys {
+                    self.hmac_keys.insert(k.id(), k.clone());
+                }
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 //!   kept in.
 //! - [`membership`]: fibre's private message that joins and leaves groups over a Unix socket.
 //! - [`sysctl`]: fibre's private message that writes and reads settings (`sysctl`).
+//! - [`seg6_hmac`]: fibre's private message that sets and lists SRH HMAC keys (`sr hmac`).
 //! - [`client`]: where fibred listens by default, and a minimal socket client.
 //!
 //! The crate sits between the codec and the FIB below it and the daemon and the CLI above it;
@@ -22,4 +23,5 @@ pub mod convert;
 mod encap;
 pub mod groups;
 pub mod membership;
+pub mod seg6_hmac;
 pub mod sysctl;

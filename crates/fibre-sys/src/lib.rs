@@ -1,7 +1,8 @@
 //! Thin, safe wrappers over the Linux system calls fibre's daemon (fibred) and its ring
 //! transport (fibre-ring) make beyond std: AF_UNIX SOCK_SEQPACKET and SOCK_DGRAM sockets with
-//! SCM_RIGHTS and peer credentials, poll(2), eventfds, and delivery of termination signals to
-//! one thread (sigwait).
+//! SCM_RIGHTS and peer credentials, poll(2), eventfds, delivery of termination signals to
+//! one thread (sigwait), and, for the CLI, a secret read from a terminal with its echo off
+//! (getpass).
 //!
 //! Invariants: every wrapper checks its result and owns or borrows its descriptors through
 //! `OwnedFd`/`BorrowedFd`, so no descriptor leaks or is used after close; descriptors a peer
@@ -900,6 +901,44 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     cvt(rc).map(|_| ())
+}
+
+/// getpass(3) on standard input, as glibc runs it when there is no controlling terminal to
+/// open: `prompt` on stderr, then one line of stdin, its newline removed; when stdin is a
+/// terminal its echo is off while the line is typed (and a newline goes to stderr after).
+pub fn read_secret(prompt: &str) -> io::Result<Vec<u8>> {
+    use std::io::{BufRead, Write};
+    let mut err = io::stderr();
+    err.write_all(prompt.as_bytes())?;
+    err.flush()?;
+    let stdin = io::stdin();
+    let fd = stdin.as_raw_fd();
+    // SAFETY: termios is plain data; tcgetattr fills it or fails (not a terminal), and it
+    // is read only after a success.
+    let saved = unsafe {
+        let mut t: libc::termios = zeroed();
+        (libc::tcgetattr(fd, &mut t) == 0).then_some(t)
+    };
+    if let Some(t) = saved {
+        let mut quiet = t;
+        quiet.c_lflag &= !libc::ECHO;
+        // SAFETY: `quiet` is a termios tcgetattr filled, with one flag cleared.
+        if unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &quiet) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let mut line = Vec::new();
+    let read = stdin.lock().read_until(b'\n', &mut line);
+    if let Some(t) = saved {
+        // SAFETY: `t` is the state tcgetattr returned, restored as it was.
+        unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &t) };
+        let _ = err.write_all(b"\n");
+    }
+    read?;
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    Ok(line)
 }
 
 #[cfg(test)]

@@ -229,6 +229,10 @@ pub fn srh(data: &[u8]) {
         return;
     };
     let _ = (p.flags(), p.tag(), p.hmac_key_id(), p.segment_list().len());
+    if let Some(at) = p.hmac_tlv_at() {
+        assert!(at >= srh::HEADER_LEN + p.segment_list().len());
+        assert_eq!(at + srh::HMAC_TLV_LEN, p.header_len());
+    }
     let _ = (
         p.validate(data.len(), false),
         p.validate(p.header_len(), true),

@@ -42,6 +42,14 @@ pub mod tlv {
 /// The HMAC TLV's fixed part after its type and length: the D flag and reserved bits (2
 /// bytes), then the key id (4 bytes).
 const HMAC_FIXED: usize = 6;
+/// The HMAC field's bytes (SEG6_HMAC_FIELD_LEN): a digest, truncated or zero-padded to it.
+pub const HMAC_FIELD_LEN: usize = 32;
+/// The whole HMAC TLV as Linux writes and reads it: type, length 38, the fixed part, the
+/// HMAC field.
+pub const HMAC_TLV_LEN: usize = 2 + HMAC_FIXED + HMAC_FIELD_LEN;
+/// Where the key id and the HMAC field start in the HMAC TLV.
+pub const HMAC_KEY_ID_AT: usize = 4;
+pub const HMAC_FIELD_AT: usize = 2 + HMAC_FIXED;
 
 mod field {
     pub const NEXT_HEADER: usize = 0;
@@ -145,6 +153,20 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.tlvs()
             .map_while(|t| t.ok())
             .find_map(|t| t.hmac_key_id())
+    }
+
+    /// Where the HMAC TLV Linux reads (seg6_get_tlv_hmac) starts in the header: with the HMAC
+    /// flag set, a header long enough for the list and 40 more bytes, whose last
+    /// [`HMAC_TLV_LEN`] bytes are a TLV of type HMAC and length 38. `None` otherwise: Linux
+    /// then treats the header as carrying no HMAC, whatever its TLVs hold.
+    pub fn hmac_tlv_at(&self) -> Option<usize> {
+        let ext = usize::from(self.buffer.as_ref()[field::HDR_EXT_LEN]);
+        if ext < self.segment_count() * 2 + HMAC_TLV_LEN / 8 || self.flags() & FLAG_HMAC == 0 {
+            return None;
+        }
+        let at = self.header_len() - HMAC_TLV_LEN;
+        let b = self.buffer.as_ref().get(at..at + 2)?;
+        (b[0] == tlv::HMAC && usize::from(b[1]) == HMAC_TLV_LEN - 2).then_some(at)
     }
 
     /// The checks Linux makes before it accepts an SRH: routing type 4, a header of exactly
@@ -361,8 +383,14 @@ mod tests {
         b[28..32].copy_from_slice(&7u32.to_be_bytes());
         let p = Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.hmac_key_id(), Some(7));
+        assert_eq!(p.hmac_tlv_at(), Some(24));
         p.validate(64, false).unwrap();
         assert_eq!(p.validate(72, false), Err(Error::Malformed));
+        b[5] = 0;
+        assert_eq!(Packet::new_checked(&b[..]).unwrap().hmac_tlv_at(), None);
+        b[5] = FLAG_HMAC;
+        b[25] = 37;
+        assert_eq!(Packet::new_checked(&b[..]).unwrap().hmac_tlv_at(), None);
     }
 
     #[test]

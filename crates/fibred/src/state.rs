@@ -24,7 +24,8 @@
 //!   replaying them on a scratch engine, so it is neither repeated nor lost. Last, the
 //!   settings written (`sysctl`), as fibre's private settings messages
 //!   (`fibre_proto::sysctl`, writes only) in the order the engine keeps them
-//!   ([`Engine::settings`]).
+//!   ([`Engine::settings`]); then the SRH HMAC keys (`sr hmac`), as fibre's private key
+//!   messages (`fibre_proto::seg6_hmac`, sets only), by key id.
 //! - [`restore`] applies nothing unless the whole file checks out (header, length, checksum,
 //!   framing), and stops at the first request the engine refuses; the caller then refuses to
 //!   start (or, asked to, moves the file aside), so a damaged file is never saved over.
@@ -41,6 +42,7 @@ use fibre_fib::Fib;
 use fibre_netlink::message::types as mt;
 use fibre_netlink::{Messages, NetlinkMessage, Payload};
 use fibre_proto::convert::{self, Request};
+use fibre_proto::seg6_hmac::{Seg6Hmac, FIBRE_SEG6_HMAC, HMAC_SET};
 use fibre_proto::sysctl::{Sysctl, FIBRE_SYSCTL, SYSCTL_SET};
 use std::collections::HashSet;
 use std::fmt;
@@ -180,8 +182,18 @@ pub fn encode<'a>(fib: &Fib, settings: impl Iterator<Item = &'a Sysctl>) -> Vec<
         convert::request_message(r, i as u32 + 1, 0).emit(&mut out);
         out.resize(out.len().next_multiple_of(4), 0);
     }
-    for (i, s) in settings.enumerate() {
-        out.extend_from_slice(&s.request((reqs.len() + i) as u32 + 1));
+    let mut seq = reqs.len() as u32;
+    for s in settings {
+        seq += 1;
+        out.extend_from_slice(&s.request(seq));
+    }
+    for key in fib.seg6_hmac().iter() {
+        seq += 1;
+        let set = Seg6Hmac {
+            op: HMAC_SET,
+            key: key.clone(),
+        };
+        out.extend_from_slice(&set.request(seq));
     }
     seal(&mut out);
     out
@@ -207,8 +219,9 @@ fn seal(file: &mut [u8]) {
 }
 
 /// Message types a state file may hold: changes, never reads or dumps.
-const CHANGE_TYPES: [u16; 13] = [
+const CHANGE_TYPES: [u16; 14] = [
     FIBRE_SYSCTL,
+    FIBRE_SEG6_HMAC,
     mt::RTM_NEWLINK,
     mt::RTM_DELLINK,
     mt::RTM_NEWADDR,
@@ -557,8 +570,10 @@ pub fn restore(engine: &mut Engine, bytes: &[u8]) -> Result<usize, Damage> {
         next = offset + (msg.header.length as usize).next_multiple_of(4);
         let t = msg.header.message_type;
         let bytes = payload.get(offset..offset + msg.header.length as usize);
-        let read = t == FIBRE_SYSCTL
-            && bytes.and_then(|b| Sysctl::parse(b).ok()).map(|s| s.op) != Some(SYSCTL_SET);
+        let read = (t == FIBRE_SYSCTL
+            && bytes.and_then(|b| Sysctl::parse(b).ok()).map(|s| s.op) != Some(SYSCTL_SET))
+            || (t == FIBRE_SEG6_HMAC
+                && bytes.and_then(|b| Seg6Hmac::parse(b).ok()).map(|s| s.op) != Some(HMAC_SET));
         if !CHANGE_TYPES.contains(&t) || read {
             return Err(Damage::Corrupt {
                 offset: HEADER_LEN + offset,
@@ -1652,6 +1667,71 @@ mod tests {
             value: 0,
         };
         assert!(restore(&mut Engine::default(), &frame(&read.request(1))).is_err());
+    }
+
+    /// HMAC keys set over the socket (`fibre sr hmac set` against fibred) are kept in the
+    /// FIB, listed (secrets included) to an administrator only, deleted by an empty secret,
+    /// saved after the settings and restored; a state file with a key dump in it is refused.
+    #[test]
+    fn hmac_keys_are_set_listed_saved_and_restored() {
+        use fibre_fib::seg6_hmac::{algo, HmacKey};
+        use fibre_proto::seg6_hmac::{HMAC_DUMP, HMAC_KEY};
+        let send = |e: &mut Engine, m: Seg6Hmac, read_only| {
+            let mut ctx = ClientCtx {
+                read_only,
+                ..ClientCtx::default()
+            };
+            let mut out = Outcome::default();
+            e.handle(&m.request(1), &mut ctx, 0, &mut out);
+            let Some(Reply::Messages(b)) = out.replies.last() else {
+                panic!("an answer")
+            };
+            split_messages(b).map(|m| m.to_vec()).collect::<Vec<_>>()
+        };
+        let set = |id, algo, secret: &[u8]| Seg6Hmac {
+            op: HMAC_SET,
+            key: HmacKey {
+                id,
+                algo,
+                secret: secret.to_vec(),
+            },
+        };
+        let mut e = Engine::default();
+        for m in [
+            set(7, algo::SHA256, b"secret1"),
+            set(1000, algo::SHA1, b"longsecret"),
+            set(2, algo::SHA1, b"gone"),
+            set(2, algo::SHA1, b""),
+        ] {
+            assert_eq!(error_of(&send(&mut e, m, false)[0]), 0);
+        }
+        let enoent = send(&mut e, set(2, algo::SHA1, b""), false);
+        assert_eq!(error_of(&enoent[0]), -2);
+        let eperm = send(&mut e, Seg6Hmac::dump(), true);
+        assert_eq!(error_of(&eperm[0]), -1, "EPERM for a read-only peer");
+        let listed = send(&mut e, Seg6Hmac::dump(), false);
+        let keys: Vec<_> = listed[..2]
+            .iter()
+            .map(|m| Seg6Hmac::parse(m).unwrap())
+            .inspect(|k| assert_eq!(k.op, HMAC_KEY))
+            .map(|k| (k.key.id, k.key.secret))
+            .collect();
+        assert_eq!(
+            keys,
+            [(7, b"secret1".to_vec()), (1000, b"longsecret".to_vec())]
+        );
+        assert_eq!(error_of(&listed[2]), 0);
+        let again = round_trip(&e);
+        assert!(again
+            .fib()
+            .seg6_hmac()
+            .iter()
+            .eq(e.fib().seg6_hmac().iter()));
+        let dump = Seg6Hmac {
+            op: HMAC_DUMP,
+            ..Seg6Hmac::dump()
+        };
+        assert!(restore(&mut Engine::default(), &frame(&dump.request(1))).is_err());
     }
 
     /// The error code of an NLMSG_ERROR message.

@@ -79,6 +79,8 @@ pub enum Change {
     NeighTimers(u64),
     /// A setting written (`sysctl -w`, [`Fib::set_conf`]).
     SetConf(ConfTarget, ConfKey, i64),
+    /// An SRH HMAC key set or deleted (`sr hmac set`, [`Fib::set_seg6_hmac`]).
+    SetSeg6Hmac(u32, u8, Vec<u8>),
 }
 
 impl Change {
@@ -115,6 +117,7 @@ impl Change {
                 Ok(())
             }
             Change::SetConf(target, key, value) => fib.set_conf(*target, *key, *value),
+            Change::SetSeg6Hmac(id, algo, secret) => fib.set_seg6_hmac(*id, *algo, secret),
         }
     }
 }

@@ -14,7 +14,7 @@
 use core::net::IpAddr;
 
 use fibre_fib::{Fib, ForwardRoute, InputDrop, InputKey, InputMemo, InputRoute};
-use fibre_fwd::encap::{Behaviour, LocalSid, PushMode, RplPush, Seg6Push};
+use fibre_fwd::encap::{Behaviour, LocalSid, PushHmac, PushMode, RplPush, Seg6Push};
 use fibre_fwd::{EncapIdx, EncapObj};
 use fibre_packet::Buf;
 use fibre_wire::consts::ip_proto;
@@ -126,7 +126,7 @@ impl Dataplane {
         }
         let done = match v.fwd.encap_obj(i) {
             EncapObj::Seg6(p) => self.push(v, buf, meta, p, i).map(|b| (b, PLAIN)),
-            EncapObj::Seg6Local(sid) => self.behaviour(v, buf, meta, sid, i),
+            EncapObj::Seg6Local(sid) => self.behaviour(v, iif, buf, meta, sid, i),
             EncapObj::Rpl(p) => self.rpl_insert(buf, meta, p, i).map(|b| (b, PLAIN)),
             // IOAM objects act on output (the transit stage keeps them from here).
             EncapObj::Ioam6(_) | EncapObj::Unsupported => Err((buf, DropReason::Seg6Unsupported)),
@@ -171,7 +171,7 @@ impl Dataplane {
         p: &Seg6Push,
         i: EncapIdx,
     ) -> Result<Buf, (Buf, DropReason)> {
-        if p.hmac {
+        if p.hmac == PushHmac::Fail {
             return Err((buf, DropReason::Seg6Hmac));
         }
         let l3 = usize::from(meta.l3);
@@ -206,8 +206,10 @@ impl Dataplane {
             {
                 return Err((buf, DropReason::Seg6Unsupported));
             }
-            srv6::write_insert(p, buf.data_mut(&mut self.pool));
-            return Ok(buf);
+            return match srv6::write_insert(p, buf.data_mut(&mut self.pool)) {
+                Ok(()) => Ok(buf),
+                Err(e) => Err((buf, e.reason())),
+            };
         }
         let next = match (p.mode, v6) {
             (PushMode::L2Encap, _) => ip_proto::ETHERNET,
@@ -253,11 +255,12 @@ impl Dataplane {
         Ok(buf)
     }
 
-    /// Runs an endpoint behaviour on the IPv6 packet at `meta.l3`; on success the buffer
-    /// starts at the IP header to route next, with how to route it.
+    /// Runs an endpoint behaviour on the IPv6 packet at `meta.l3`, received on `iif`; on
+    /// success the buffer starts at the IP header to route next, with how to route it.
     fn behaviour(
         &mut self,
         v: View<'_>,
+        iif: u32,
         mut buf: Buf,
         meta: &Meta,
         sid: &LocalSid,
@@ -267,9 +270,13 @@ impl Dataplane {
             return Err((buf, DropReason::Seg6Unsupported));
         }
         let fail = |buf, e: Srv6Drop| Err((buf, e.reason()));
+        let hmac = srv6::HmacCheck {
+            require: v.fib.seg6_require_hmac(iif),
+            keys: v.fwd,
+        };
         // decap_and_validate, then the lookup `how` of the inner packet.
         let decap = |mut buf: Buf, pool: &mut fibre_packet::Pool, proto, how| {
-            let cut = srv6::inner_at(buf.data(pool), proto)
+            let cut = srv6::inner_at(buf.data(pool), proto, &hmac)
                 .and_then(|at| buf.trim_front(at).map_err(|_| Srv6Drop::NoInner));
             match cut {
                 Ok(()) => Ok((buf, how)),
@@ -296,14 +303,16 @@ impl Dataplane {
         }
         let how = match &sid.behaviour {
             Behaviour::End | Behaviour::EndX(_) | Behaviour::EndT(_) => {
+                let mut check = hmac;
                 if sid.usp || sid.usd {
-                    match srv6::ultimate(buf.data(&self.pool)) {
-                        Ok(Some(u)) => return self.ultimate(buf, sid, u),
-                        Ok(None) => {}
+                    match srv6::ultimate(buf.data(&self.pool), &hmac) {
+                        Ok(Some(u)) => return self.ultimate(buf, sid, u, v.fwd),
+                        // Segments left: the SRH's HMAC passed its check there.
+                        Ok(None) => check = srv6::HmacCheck::done(v.fwd),
                         Err(e) => return fail(buf, e),
                     }
                 }
-                let at = match srv6::valid_srh(buf.data(&self.pool)) {
+                let at = match srv6::valid_srh(buf.data(&self.pool), &check) {
                     Ok(at) => at,
                     Err(e) => return fail(buf, e),
                 };
@@ -352,7 +361,7 @@ impl Dataplane {
                 return decap(buf, &mut self.pool, proto, dt(*t, proto));
             }
             Behaviour::EndB6(p) | Behaviour::EndB6Encaps(p) => {
-                let at = match srv6::valid_srh(buf.data(&self.pool)) {
+                let at = match srv6::valid_srh(buf.data(&self.pool), &hmac) {
                     Ok(at) => at,
                     Err(e) => return fail(buf, e),
                 };
@@ -383,6 +392,7 @@ impl Dataplane {
         mut buf: Buf,
         sid: &LocalSid,
         u: srv6::Ultimate,
+        keys: &fibre_fwd::FwdTable,
     ) -> Result<(Buf, Lookup), (Buf, DropReason)> {
         if sid.usd && (u.upper == ip_proto::IPV6 || u.upper == ip_proto::IPIP) {
             let how = match (&sid.behaviour, u.upper) {
@@ -400,7 +410,9 @@ impl Dataplane {
                 (Behaviour::EndX(_), _) => return Err((buf, DropReason::Seg6FamilyMismatch)),
                 _ => PLAIN,
             };
-            let cut = srv6::inner_at(buf.data(&self.pool), u.upper)
+            // `srv6::ultimate` checked the SRH's HMAC.
+            let done = srv6::HmacCheck::done(keys);
+            let cut = srv6::inner_at(buf.data(&self.pool), u.upper, &done)
                 .and_then(|at| buf.trim_front(at).map_err(|_| Srv6Drop::NoInner));
             return match cut {
                 Ok(()) => Ok((buf, how)),
@@ -497,7 +509,8 @@ impl Dataplane {
     }
 
     /// ipv6_srh_rcv: an IPv6 packet for the router whose first routing header is an SRH. Not
-    /// accepted on a link without seg6_enabled (dropped, silently); with segments left the
+    /// accepted on a link without seg6_enabled (dropped, silently), nor when its HMAC fails
+    /// the link's seg6_require_hmac (seg6_hmac_validate_skb, counted); with segments left the
     /// router is the active segment: the next one becomes the destination and the packet is
     /// routed again (a further segment of the router's own taken at once, the hop limit one
     /// lower each time); with none left an inner IPv6 or IPv4 packet is taken out and received
@@ -530,8 +543,12 @@ impl Dataplane {
             self.srv6_drop(iif, buf, DropReason::Seg6Disabled);
             return None;
         }
-        if ip[at + 5] & fibre_wire::srh::FLAG_HMAC != 0 {
-            self.srv6_drop(iif, buf, DropReason::Seg6Hmac);
+        let hmac = srv6::HmacCheck {
+            require: v.fib.seg6_require_hmac(iif),
+            keys: v.fwd,
+        };
+        if let Err(e) = hmac.check(ip, at) {
+            self.srv6_drop(iif, buf, e.reason());
             return None;
         }
         if buf.trim_front(l3).is_err() {
@@ -576,7 +593,9 @@ impl Dataplane {
                     return None;
                 }
             };
-            let route = v.fib.route_input(&key_of(&m, iif));
+            // The packets of one path share this decision: the last one answers it when it
+            // holds ([`Again`]).
+            let route = self.input_again(v.fib, &key_of(&m, iif));
             if !matches!(route, Ok(InputRoute::Local { .. })) {
                 self.act(
                     v,

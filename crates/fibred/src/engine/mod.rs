@@ -50,6 +50,7 @@ use fibre_netlink::message::{flags as nf, types as mt};
 use fibre_netlink::{NetlinkHeader, NetlinkMessage};
 use fibre_proto::convert::{self, Request, RequestError};
 use fibre_proto::membership::{self, FIBRE_MEMBERSHIP};
+use fibre_proto::seg6_hmac::{Seg6Hmac, FIBRE_SEG6_HMAC, HMAC_DUMP, HMAC_KEY, HMAC_SET};
 use fibre_proto::sysctl::{Sysctl, FIBRE_SYSCTL, SYSCTL_GET, SYSCTL_SET, SYSCTL_VALUE};
 use std::sync::Arc;
 
@@ -732,6 +733,11 @@ impl Engine {
             answer(msg, r.map_err(RequestError::from), want_ack, port, out);
             return;
         }
+        if t == FIBRE_SEG6_HMAC {
+            let r = self.seg6_hmac(msg, client.read_only, port, out);
+            answer(msg, r.map_err(RequestError::from), want_ack, port, out);
+            return;
+        }
         // Control messages and messages that are not requests are only acknowledged.
         if t < 0x10 || flags & nf::NLM_F_REQUEST == 0 {
             answer(msg, Ok(()), want_ack, port, out);
@@ -781,6 +787,44 @@ impl Engine {
                 pad4(b);
             }
             _ => return Err(RtError::msg(Errno::EINVAL, "Not a settings request")),
+        }
+        Ok(())
+    }
+
+    /// An HMAC key message (`fibre_proto::seg6_hmac`): a set applied as any change (the
+    /// state file keeps the keys the FIB holds), a dump answered with every key. Both are for
+    /// administrators only, as the kernel's SEG6 generic netlink commands are
+    /// (GENL_ADMIN_PERM): a dump carries the secrets.
+    fn seg6_hmac(
+        &mut self,
+        msg: Message<'_>,
+        read_only: bool,
+        port: u32,
+        out: &mut Outcome,
+    ) -> Result<(), RtError> {
+        let s = Seg6Hmac::parse(msg.bytes)?;
+        if read_only {
+            return Err(RtError::new(Errno::EPERM));
+        }
+        match s.op {
+            HMAC_SET => {
+                let k = s.key;
+                self.view
+                    .apply(Change::SetSeg6Hmac(k.id, k.algo, k.secret))?;
+                out.changed = true;
+            }
+            HMAC_DUMP => {
+                let b = out.messages();
+                for key in self.fib().seg6_hmac().iter() {
+                    let answer = Seg6Hmac {
+                        op: HMAC_KEY,
+                        key: key.clone(),
+                    };
+                    b.extend_from_slice(&answer.message(msg.header.sequence, port, 0));
+                    pad4(b);
+                }
+            }
+            _ => return Err(RtError::msg(Errno::EINVAL, "Not an HMAC key request")),
         }
         Ok(())
     }
