@@ -47,6 +47,13 @@
 //!    was reported last, so the order of reports inside a flush changes where its blocks go,
 //!    never what lookups answer; equal tries given equal updates report in the same order.
 //!
+//! 5. Lazy updates record the direct entries they touch (`written`), the arenas the blocks
+//!    they release, the mirror the chunks it is told of and the blocks it releases
+//!    ([`crate::written`]): everything written since the trie was last made equal to its
+//!    twin is under a recorded entry, in a recorded block or in a recorded chunk, so the
+//!    twin can copy those places ([`Trie::copy_from_twin`]). Updates outside a batch are not
+//!    recorded; they make the next copy a whole one.
+//!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
 use std::collections::HashMap;
