@@ -583,9 +583,10 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
     }
 
     /// Makes this trie byte-equal to `src` (nodes, leaves, direct entries, control state,
-    /// free lists, capacities and the mirror), given that it is `src`'s twin: it equals what
-    /// `src` was when `src` was last made equal to it, and it has no lazy updates pending.
-    /// Copies only what `src`'s records list when they are complete, else all of `src`.
+    /// free lists and the mirror), given that it is `src`'s twin: it equals what `src` was
+    /// when `src` was last made equal to it, and it has no lazy updates pending. Copies only
+    /// what `src`'s records list when they are complete (capacities too), else all of `src`
+    /// (a clone: capacities fitted to the lengths, which only memory accounting sees).
     /// Either way this trie's own record restarts: it is now `src`'s equal.
     pub(crate) fn copy_from_twin(&mut self, src: &Self) {
         debug_assert!(self.dirty_slots.is_empty() && self.mirror_pending.is_empty());
