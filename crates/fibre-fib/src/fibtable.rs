@@ -321,6 +321,29 @@ impl Compiled {
             }
         }
     }
+
+    /// `flush`, for the copy of a pair that applies a batch second (`src` is the same table
+    /// in the copy that applied it first and has flushed since): an IPv4 large structure
+    /// that stays large copies what `src`'s wrote instead of applying the queue again, and
+    /// one that becomes large copies all of `src`'s. The result is the same bytes as
+    /// applying the queue: the structure is deterministic (fibre-lpm's `written`). Every
+    /// other case applies the queue.
+    fn flush_from(&mut self, bits: u8, map: &SortedMap<Slot>, src: &Compiled) {
+        let Fast::V4(from) = &src.fast else {
+            return self.flush(bits, map);
+        };
+        if self.pending.is_empty() {
+            return;
+        }
+        match &mut self.fast {
+            Fast::Small(_) if map.len() > COMPILE_LARGE_AT => {
+                self.fast = Fast::V4(Box::new(from.twin()));
+            }
+            Fast::V4(l) if map.len() >= COMPILE_SMALL_BELOW => l.copy_from_twin(from),
+            _ => return self.flush(bits, map),
+        }
+        self.pending.clear();
+    }
 }
 
 impl Table {
@@ -488,6 +511,13 @@ impl Table {
     /// Applies the compiled structure's queued updates (see the module documentation).
     pub fn flush_compiled(&mut self) {
         self.compiled.flush(self.bits, &self.map);
+    }
+
+    /// [`Self::flush_compiled`] for the second copy of a pair: `src` is this table in the
+    /// copy that applied the same changes first and has flushed them (see `Compiled::flush_from`).
+    pub fn flush_compiled_from(&mut self, src: &Table) {
+        self.compiled
+            .flush_from(self.bits, &self.map, &src.compiled);
     }
 
     /// The keys that may have an entry using one of `ids` (sorted), in key order, from the users

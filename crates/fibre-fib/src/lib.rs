@@ -371,6 +371,15 @@ impl Fib {
         self.commit_fast();
     }
 
+    /// [`Self::end_batch`] for the second copy of a pair: `published` is the copy that
+    /// applied the same changes first (equal to this one before them) and has ended its
+    /// batch since. A large IPv4 compiled structure copies what `published`'s wrote
+    /// instead of computing it again; every answer is the same as after `end_batch`.
+    pub fn end_batch_from(&mut self, published: &Fib) {
+        self.batching = false;
+        self.commit_fast_from(Some(published));
+    }
+
     /// The generation counter: changes on every mutation, so a cache of lookup results is
     /// valid exactly while it is unchanged.
     pub fn gen(&self) -> u64 {

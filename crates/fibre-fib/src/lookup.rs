@@ -341,6 +341,12 @@ impl Fib {
     /// Recompiles the winners of every changed key (called before a mutation returns), and
     /// the compiled structures unless a batch defers that to its end ([`Fib::begin_batch`]).
     pub(crate) fn commit_fast(&mut self) {
+        self.commit_fast_from(None);
+    }
+
+    /// `commit_fast`, flushing compiled structures from `src`'s tables when given (see
+    /// [`Fib::end_batch_from`]).
+    pub(crate) fn commit_fast_from(&mut self, src: Option<&Fib>) {
         self.reap_released();
         let mut moved = self.infos.take_moved();
         if !moved.is_empty() {
@@ -352,6 +358,7 @@ impl Fib {
         }
         let (infos, nhobjs) = (&self.infos, &self.nhobjs);
         for (family, tables) in [(Family::Inet, &mut self.t4), (Family::Inet6, &mut self.t6)] {
+            let twins = src.map(|f| if family == Family::Inet { &f.t4 } else { &f.t6 });
             for t in tables.values_mut() {
                 if t.is_clean() {
                     continue;
@@ -363,7 +370,10 @@ impl Fib {
                     t.commit(|es| winner(infos, nhobjs, family, es));
                 }
                 if !self.batching {
-                    t.flush_compiled();
+                    match twins.and_then(|ts| ts.get(&t.id)) {
+                        Some(twin) => t.flush_compiled_from(twin),
+                        None => t.flush_compiled(),
+                    }
                 }
             }
         }

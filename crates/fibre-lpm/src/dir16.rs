@@ -45,6 +45,7 @@
 
 use crate::huge::HugeVec;
 use crate::trie::SLOTS;
+use crate::written::{copy_vec, Marks, Released};
 
 /// Bits of the address resolved by the top array.
 pub(crate) const TOP_BITS: u32 = 16;
@@ -98,6 +99,17 @@ pub(crate) trait Mirror: Clone + std::fmt::Debug + Default {
     fn slots(&self, s: usize) -> [u32; SLOTS];
     /// Bytes held.
     fn memory_bytes(&self) -> usize;
+    /// Whether the record of what this mirror wrote since [`Self::restart_record`] lists
+    /// every place (see [`crate::written`]).
+    fn record_complete(&self) -> bool;
+    /// Makes this mirror byte-equal to `src`, copying the places `src`'s complete record
+    /// lists, given that this mirror equals what `src` was when its record restarted.
+    fn copy_from_twin(&mut self, src: &Self);
+    /// Starts a new record: this mirror equals its twin from here on.
+    fn restart_record(&mut self);
+    /// Panics unless this mirror holds the same bytes as `other`.
+    #[cfg(test)]
+    fn assert_same_bytes(&self, other: &Self);
 }
 
 /// The 16-bit lookup index (see the module comment).
@@ -107,6 +119,10 @@ pub(crate) struct Dir16 {
     pub(crate) lines: HugeVec<Line>,
     /// free[n]: first lines of free blocks of n lines.
     free: Vec<Vec<u32>>,
+    /// The chunks reported since the record restarted (their top entries and blocks).
+    written: Marks,
+    /// The blocks released since the record restarted.
+    released: Released,
 }
 
 impl Default for Dir16 {
@@ -115,6 +131,8 @@ impl Default for Dir16 {
             top: Top::new(crate::trie::NONE),
             lines: HugeVec::new(),
             free: vec![Vec::new(); MAX_BLOCK + 1],
+            written: Marks::default(),
+            released: Released::default(),
         }
     }
 }
@@ -647,8 +665,9 @@ impl Dir16 {
     /// Frees the block of chunk entry `e`, if it has one.
     fn release(&mut self, e: u32) {
         if e & CHUNK != 0 {
-            let n = Self::codes(e).iter().map(|&c| code_lines(c)).sum::<usize>();
+            let n = Self::block_lines(e);
             self.free[n].push(e & BASE_MASK);
+            self.released.push(e & BASE_MASK, n);
         }
     }
 
@@ -694,6 +713,11 @@ impl Dir16 {
     /// The four quarter codes of chunk entry `e`.
     fn codes(e: u32) -> [u32; 4] {
         std::array::from_fn(|q| (e >> (CODES_SHIFT + 2 * q as u32)) & 3)
+    }
+
+    /// Lines of the block of chunk entry `e`.
+    fn block_lines(e: u32) -> usize {
+        Self::codes(e).iter().map(|&c| code_lines(c)).sum()
     }
 
     /// Line and word (for code 3) of quarter `q` of chunk entry `e`.
@@ -864,6 +888,7 @@ fn fill_runs(dst: &mut [u32], slots: &[u32; SLOTS], from: usize, mut runs: u64) 
 impl Mirror for Dir16 {
     fn direct_changed(&mut self, s: usize, q: Quarter<'_>) {
         let (ch, qi) = (s >> 2, s & 3);
+        self.written.mark(ch, TOP);
         let e = self.top[ch];
         if e & CHUNK == 0 {
             // A value chunk: the other quarters are that value.
@@ -903,6 +928,7 @@ impl Mirror for Dir16 {
     }
 
     fn refill(&mut self, s: usize, qs: [Quarter<'_>; 4]) {
+        self.written.mark(s >> 2, TOP);
         self.write_block(s >> 2, qs.map(Some));
     }
 
@@ -942,6 +968,44 @@ impl Mirror for Dir16 {
         TOP * 4
             + self.lines.capacity() * std::mem::size_of::<Line>()
             + self.free.iter().map(|f| f.capacity() * 4).sum::<usize>()
+            + self.written.heap_bytes()
+            + self.released.heap_bytes()
+    }
+
+    fn record_complete(&self) -> bool {
+        self.released.ranges().is_some()
+    }
+
+    fn copy_from_twin(&mut self, src: &Self) {
+        self.lines.grow_like(&src.lines, Line::default());
+        for &ch in src.written.listed() {
+            let e = src.top[ch as usize];
+            self.top[ch as usize] = e;
+            if e & CHUNK != 0 {
+                let at = (e & BASE_MASK) as usize;
+                let lines = at..at + Self::block_lines(e);
+                self.lines[lines.clone()].copy_from_slice(&src.lines[lines]);
+            }
+        }
+        for lines in src.released.ranges().into_iter().flatten() {
+            self.lines[lines.clone()].copy_from_slice(&src.lines[lines]);
+        }
+        for (d, s) in self.free.iter_mut().zip(&src.free) {
+            copy_vec(d, s);
+        }
+    }
+
+    fn restart_record(&mut self) {
+        self.written.clear();
+        self.released.clear();
+    }
+
+    #[cfg(test)]
+    fn assert_same_bytes(&self, other: &Self) {
+        let lines = |m: &Self| -> Vec<[u32; LINE_WORDS]> { m.lines.iter().map(|l| l.0).collect() };
+        assert_eq!(*self.top, *other.top);
+        assert_eq!(lines(self), lines(other));
+        assert_eq!(self.free, other.free);
     }
 }
 

@@ -226,6 +226,15 @@ impl<T: Copy> HugeVec<T> {
         self.len = n;
     }
 
+    /// Gives this vector the length of `src` (filling new elements with `value`) and, when
+    /// larger, its capacity: a twin that grew by the same rule from the same state.
+    pub(crate) fn grow_like(&mut self, src: &Self, value: T) {
+        if src.cap > self.cap {
+            self.reallocate(src.cap);
+        }
+        self.resize(src.len, value);
+    }
+
     /// Moves the elements to an allocation of `cap >= len` elements.
     fn reallocate(&mut self, cap: usize) {
         debug_assert!(cap >= self.len);

@@ -23,6 +23,7 @@ pub mod sync;
 mod trie;
 pub mod v4;
 pub mod v6;
+mod written;
 
 pub use trie::Shape;
 

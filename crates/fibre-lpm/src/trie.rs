@@ -47,12 +47,20 @@
 //!    was reported last, so the order of reports inside a flush changes where its blocks go,
 //!    never what lookups answer; equal tries given equal updates report in the same order.
 //!
+//! 5. Lazy updates record the direct entries they touch (`written`), the arenas the blocks
+//!    they release, the mirror the chunks it is told of and the blocks it releases
+//!    ([`crate::written`]): everything written since the trie was last made equal to its
+//!    twin is under a recorded entry, in a recorded block or in a recorded chunk, so the
+//!    twin can copy those places ([`Trie::copy_from_twin`]). Updates outside a batch are not
+//!    recorded; they make the next copy a whole one.
+//!
 //! The trie itself is single-threaded; concurrent readers go through [`crate::sync`].
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
 use crate::dir16::{Mirror, Quarter};
+use crate::written::{copy_vec, grow_like, Marks, Released};
 use crate::LpmError;
 
 /// Internal encoding of "no route" in direct entries and leaves: the largest 31-bit value, so
@@ -156,6 +164,19 @@ struct NodeCtl {
     below: bool,
     /// Routes ending inside this node.
     routes: Routes,
+}
+
+impl NodeCtl {
+    /// Makes this equal to `src`, route list capacity included (see [`copy_vec`]).
+    fn copy_from(&mut self, src: &NodeCtl) {
+        self.default = src.default;
+        self.slot = src.slot;
+        self.mirrored = src.mirrored;
+        self.dirty = src.dirty;
+        self.below = src.below;
+        self.routes.codes = src.routes.codes;
+        copy_vec(&mut self.routes.values, &src.routes.values);
+    }
 }
 
 impl Default for NodeCtl {
@@ -296,6 +317,14 @@ pub(crate) struct Trie<K: Key, const D: u32, M: Mirror> {
     pub(crate) mirror: M,
     /// During a bulk build: direct-entry changes are not reported (see `compile_all`).
     mirror_quiet: bool,
+    /// The direct entries lazy updates touched since `from_twin` was last set: every node,
+    /// leaf and control state written since is under one of them or in a released block.
+    written: Marks,
+    /// Lazy updates since `from_twin` was last set changed `short`.
+    short_written: bool,
+    /// This trie was made equal to its twin by [`Self::copy_from_twin`], and every write
+    /// since is in `written` and the arenas' and mirror's records.
+    from_twin: bool,
 }
 
 /// The node a direct entry `d` names, if it names one.
@@ -312,6 +341,8 @@ struct ArenaMeta {
     free: Vec<Vec<u32>>,
     /// Elements in blocks in use.
     live: usize,
+    /// Blocks released since the trie was last made equal to its twin.
+    released: Released,
 }
 
 impl ArenaMeta {
@@ -319,7 +350,17 @@ impl ArenaMeta {
         ArenaMeta {
             free: vec![Vec::new(); SLOTS + 1],
             live: 0,
+            released: Released::default(),
         }
+    }
+
+    /// Makes the free lists and counts equal to `src`'s; restarts the record.
+    fn copy_from(&mut self, src: &ArenaMeta) {
+        for (d, s) in self.free.iter_mut().zip(&src.free) {
+            copy_vec(d, s);
+        }
+        self.live = src.live;
+        self.released.clear();
     }
 }
 
@@ -349,6 +390,7 @@ fn release(meta: &mut ArenaMeta, at: u32, n: usize) {
     if n > 0 {
         meta.live -= n;
         meta.free[n].push(at);
+        meta.released.push(at, n);
     }
 }
 
@@ -387,6 +429,9 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             routes: 0,
             mirror: M::default(),
             mirror_quiet: false,
+            written: Marks::default(),
+            short_written: false,
+            from_twin: false,
         }
     }
 
@@ -419,6 +464,9 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
             + free(&self.leaf_arena)
             + (self.dirty_slots.capacity() + self.mirror_pending.capacity()) * 4
             + self.pending_bits.capacity() * 8
+            + self.written.heap_bytes()
+            + self.node_arena.released.heap_bytes()
+            + self.leaf_arena.released.heap_bytes()
             + self.mirror.memory_bytes()
     }
 
@@ -492,6 +540,7 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
 
     pub(crate) fn insert(&mut self, key: K, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
         self.check(len, value)?;
+        self.from_twin = false;
         self.insert_mode(key, len, value, Mode::Compile)
     }
 
@@ -503,16 +552,173 @@ impl<K: Key, const D: u32, M: Mirror> Trie<K, D, M> {
         value: u32,
     ) -> Result<Option<u32>, LpmError> {
         self.check(len, value)?;
+        self.mark_written(key, len);
         self.insert_mode(key, len, value, Mode::Lazy)
     }
 
     pub(crate) fn remove(&mut self, key: K, len: u8) -> Option<u32> {
+        self.from_twin = false;
         self.remove_mode(key, len, Mode::Compile)
     }
 
     /// Removes in `Lazy` mode: lookups are wrong until `flush`.
     pub(crate) fn remove_lazy(&mut self, key: K, len: u8) -> Option<u32> {
+        self.mark_written(key, len);
         self.remove_mode(key, len, Mode::Lazy)
+    }
+
+    /// Records the direct entries a lazy update of `key/len` may write under: the entries a
+    /// short route covers (and `short`), or the one a longer route's nodes hang from.
+    fn mark_written(&mut self, key: K, len: u8) {
+        let len32 = u32::from(len);
+        if len32 <= D {
+            let (start, count) = direct_range::<K, D>(key.masked(len32), len32);
+            for s in start..start + count {
+                self.written.mark(s, 1 << D);
+            }
+            self.short_written = true;
+        } else {
+            self.written.mark(key.top(D), 1 << D);
+        }
+    }
+
+    /// Makes this trie byte-equal to `src` (nodes, leaves, direct entries, control state,
+    /// free lists and the mirror), given that it is `src`'s twin: it equals what `src` was
+    /// when `src` was last made equal to it, and it has no lazy updates pending. Copies only
+    /// what `src`'s records list when they are complete (capacities too), else all of `src`
+    /// (a clone: capacities fitted to the lengths, which only memory accounting sees).
+    /// Either way this trie's own record restarts: it is now `src`'s equal.
+    pub(crate) fn copy_from_twin(&mut self, src: &Self) {
+        debug_assert!(self.dirty_slots.is_empty() && self.mirror_pending.is_empty());
+        debug_assert!(src.dirty_slots.is_empty() && src.mirror_pending.is_empty());
+        let (Some(node_blocks), Some(leaf_blocks), true, true) = (
+            src.node_arena.released.ranges(),
+            src.leaf_arena.released.ranges(),
+            src.from_twin,
+            src.mirror.record_complete(),
+        ) else {
+            *self = src.twin();
+            return;
+        };
+        self.mirror.copy_from_twin(&src.mirror);
+        grow_like(&mut self.nodes, &src.nodes, Node::default());
+        grow_like(&mut self.leaves, &src.leaves, 0);
+        grow_like(&mut self.ctl, &src.ctl, NodeCtl::default());
+        for &s in src.written.listed() {
+            let s = s as usize;
+            self.direct[s] = src.direct[s];
+            self.dlen[s] = src.dlen[s];
+            if let Some(n) = node_of(src.direct[s]) {
+                self.copy_subtree(src, n);
+            }
+        }
+        for r in node_blocks {
+            self.nodes[r.clone()].copy_from_slice(&src.nodes[r.clone()]);
+            for n in r {
+                self.ctl[n].copy_from(&src.ctl[n]);
+            }
+        }
+        for r in leaf_blocks {
+            self.leaves[r.clone()].copy_from_slice(&src.leaves[r]);
+        }
+        self.node_arena.copy_from(&src.node_arena);
+        self.leaf_arena.copy_from(&src.leaf_arena);
+        if src.short_written {
+            self.short.clone_from(&src.short);
+        }
+        self.leaf_total = src.leaf_total;
+        self.routes = src.routes;
+        self.restart_record();
+    }
+
+    /// Copies node `n`, its control state, its leaf block and its children, recursively.
+    fn copy_subtree(&mut self, src: &Self, n: u32) {
+        let n = n as usize;
+        let node = src.nodes[n];
+        self.nodes[n] = node;
+        self.ctl[n].copy_from(&src.ctl[n]);
+        if !src.ctl[n].mirrored {
+            let leaves = node.base0 as usize..(node.base0 + node.leafvec.count_ones()) as usize;
+            self.leaves[leaves.clone()].copy_from_slice(&src.leaves[leaves]);
+        }
+        for c in node.base1..node.base1 + node.vector.count_ones() {
+            self.copy_subtree(src, c);
+        }
+    }
+
+    /// A copy of this trie that is its twin (see `copy_from_twin`).
+    pub(crate) fn twin(&self) -> Self {
+        let mut t = self.clone();
+        t.restart_record();
+        t
+    }
+
+    /// Panics unless this trie holds the same bytes as `other` in everything later updates
+    /// and lookups read: arrays, control state, free lists, counts and the mirror.
+    #[cfg(test)]
+    pub(crate) fn assert_same_bytes(&self, other: &Self) {
+        let nodes = |t: &Self| -> Vec<(u64, u64, u32, u32)> {
+            let n = t.nodes.iter();
+            n.map(|n| (n.vector, n.leafvec, n.base0, n.base1)).collect()
+        };
+        type Ctl = (u32, u32, bool, [u64; 2], Vec<u32>);
+        let ctl = |t: &Self| -> Vec<Ctl> {
+            let c = t.ctl.iter();
+            c.map(|c| {
+                (
+                    c.default,
+                    c.slot,
+                    c.mirrored,
+                    c.routes.codes,
+                    c.routes.values.clone(),
+                )
+            })
+            .collect()
+        };
+        let short = |t: &Self| {
+            let mut s: Vec<_> = t.short.iter().map(|(&k, &v)| (k, v)).collect();
+            s.sort_unstable();
+            s
+        };
+        assert_eq!(self.direct, other.direct);
+        assert_eq!(self.dlen, other.dlen);
+        assert_eq!(nodes(self), nodes(other));
+        assert_eq!(self.leaves, other.leaves);
+        assert_eq!(ctl(self), ctl(other));
+        assert_eq!(short(self), short(other));
+        assert_eq!(self.node_arena.free, other.node_arena.free);
+        assert_eq!(self.leaf_arena.free, other.leaf_arena.free);
+        assert_eq!(
+            (
+                self.node_arena.live,
+                self.leaf_arena.live,
+                self.leaf_total,
+                self.routes
+            ),
+            (
+                other.node_arena.live,
+                other.leaf_arena.live,
+                other.leaf_total,
+                other.routes
+            )
+        );
+        self.mirror.assert_same_bytes(&other.mirror);
+    }
+
+    /// More blocks were released since the last copy than the node arena's record lists.
+    #[cfg(test)]
+    pub(crate) fn node_arena_released_overflowed(&self) -> bool {
+        self.node_arena.released.ranges().is_none()
+    }
+
+    /// This trie is its twin's equal from here on.
+    fn restart_record(&mut self) {
+        self.written.clear();
+        self.short_written = false;
+        self.node_arena.released.clear();
+        self.leaf_arena.released.clear();
+        self.mirror.restart_record();
+        self.from_twin = true;
     }
 
     /// Recompiles every node marked by lazy updates, top-down, each once.

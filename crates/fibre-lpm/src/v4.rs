@@ -211,6 +211,23 @@ impl Lpm4 {
         }
     }
 
+    /// Makes this table byte-equal to `src`, given that it is `src`'s twin: it equals what
+    /// `src` was when `src` was last made a twin (by this call or [`Self::twin`]), and has
+    /// no batch open. Copies only what `src` wrote since, when `src` recorded all of it
+    /// (updates in batches), else all of `src`. For a writer that keeps two copies of a
+    /// table and applies each batch to one, then the other: the second copy costs copies of
+    /// the touched nodes and lines instead of a second computation.
+    pub fn copy_from_twin(&mut self, src: &Lpm4) {
+        self.trie.copy_from_twin(&src.trie)
+    }
+
+    /// A copy of this table that is its twin (see [`Self::copy_from_twin`]).
+    pub fn twin(&self) -> Lpm4 {
+        Lpm4 {
+            trie: self.trie.twin(),
+        }
+    }
+
     /// Compiles what deferred updates touched.
     pub(crate) fn flush(&mut self) {
         self.trie.flush()
@@ -400,39 +417,13 @@ mod tests {
     /// updates remove a route inserted before.
     #[test]
     fn equal_updates_give_equal_bytes() {
-        fn step(x: &mut u64) -> u64 {
-            *x ^= *x << 13;
-            *x ^= *x >> 7;
-            *x ^= *x << 17;
-            *x
-        }
-        const LENS: [u8; 11] = [8, 12, 16, 17, 18, 20, 22, 24, 25, 28, 32];
         for seed in 1..=8u64 {
-            let mut x = seed * 0x9E37_79B9_7F4A_7C15;
+            let mut g = Updates::new(seed);
             let (mut a, mut b) = (Lpm4::new(), Lpm4::new());
-            let mut present: Vec<(u32, u8)> = Vec::new();
             for _ in 0..60 {
-                let mut ops: Vec<(u32, u8, Option<u32>)> = Vec::new();
-                for _ in 0..step(&mut x) % 80 {
-                    let r = step(&mut x);
-                    if r.is_multiple_of(3) && !present.is_empty() {
-                        let (p, l) = present.swap_remove((r >> 8) as usize % present.len());
-                        ops.push((p, l, None));
-                    } else {
-                        let len = LENS[(r >> 8) as usize % LENS.len()];
-                        let addr = 0x0A00_0000 | (r >> 16) as u32 & 0x0003_FFFF;
-                        ops.push((addr, len, Some((r >> 48) as u32 % 16)));
-                        present.push((addr, len));
-                    }
-                }
+                let ops = g.batch();
                 for t in [&mut a, &mut b] {
-                    let mut batch = t.batch();
-                    for &(p, l, v) in &ops {
-                        match v {
-                            Some(v) => drop(batch.insert(p, l, v)),
-                            None => drop(batch.remove(p, l)),
-                        }
-                    }
+                    apply(t, &ops);
                 }
                 let nodes = |t: &Lpm4| -> Vec<(u64, u64, u32, u32)> {
                     let n = t.trie.nodes.iter();
@@ -453,6 +444,157 @@ mod tests {
                 a.len()
             );
         }
+    }
+
+    /// Random batches of updates (xorshift, so a failure replays): routes of every length
+    /// over four /16s, so that short routes, nodes and deep routes share chunks; a third of
+    /// the updates remove a route inserted before.
+    struct Updates {
+        x: u64,
+        present: Vec<(u32, u8)>,
+    }
+
+    /// (prefix, length, value to insert or None to remove).
+    type Op = (u32, u8, Option<u32>);
+
+    impl Updates {
+        const LENS: [u8; 11] = [8, 12, 16, 17, 18, 20, 22, 24, 25, 28, 32];
+
+        fn new(seed: u64) -> Updates {
+            Updates {
+                x: seed * 0x9E37_79B9_7F4A_7C15,
+                present: Vec::new(),
+            }
+        }
+
+        fn step(&mut self) -> u64 {
+            self.x ^= self.x << 13;
+            self.x ^= self.x >> 7;
+            self.x ^= self.x << 17;
+            self.x
+        }
+
+        /// Up to 79 updates.
+        fn batch(&mut self) -> Vec<Op> {
+            let mut ops = Vec::new();
+            for _ in 0..self.step() % 80 {
+                let r = self.step();
+                if r.is_multiple_of(3) && !self.present.is_empty() {
+                    let i = (r >> 8) as usize % self.present.len();
+                    let (p, l) = self.present.swap_remove(i);
+                    ops.push((p, l, None));
+                } else {
+                    let len = Self::LENS[(r >> 8) as usize % Self::LENS.len()];
+                    let addr = 0x0A00_0000 | (r >> 16) as u32 & 0x0003_FFFF;
+                    ops.push((addr, len, Some((r >> 48) as u32 % 16)));
+                    self.present.push((addr, len));
+                }
+            }
+            ops
+        }
+
+        /// An address in the updates' four /16s, or anywhere one time in eight.
+        fn addr(&mut self) -> u32 {
+            let r = self.step();
+            if r.is_multiple_of(8) {
+                (r >> 32) as u32
+            } else {
+                0x0A00_0000 | (r >> 16) as u32 & 0x0003_FFFF
+            }
+        }
+    }
+
+    /// Applies `ops` to `t` as one batch.
+    fn apply(t: &mut Lpm4, ops: &[Op]) {
+        let mut batch = t.batch();
+        for &(p, l, v) in ops {
+            match v {
+                Some(v) => drop(batch.insert(p, l, v)),
+                None => drop(batch.remove(p, l)),
+            }
+        }
+    }
+
+    /// Panics unless `a` and `b` answer alike: every stored route's exact get, and lookups
+    /// (single and batched) of 2,000 addresses `g` draws.
+    fn assert_same_answers(a: &Lpm4, b: &Lpm4, g: &mut Updates) {
+        for &(p, l) in &g.present {
+            assert_eq!(a.get(p, l), b.get(p, l), "{p:#x}/{l}");
+        }
+        let addrs: Vec<u32> = (0..2000).map(|_| g.addr()).collect();
+        let (mut x, mut y) = (vec![0; addrs.len()], vec![0; addrs.len()]);
+        a.lookup_batch(&addrs, &mut x);
+        b.lookup_batch(&addrs, &mut y);
+        assert_eq!(x, y);
+        for (i, &addr) in addrs.iter().enumerate() {
+            assert_eq!(a.lookup(addr), b.lookup(addr), "{addr:#x}");
+            assert_eq!(a.lookup(addr).unwrap_or(crate::NO_ROUTE), x[i], "{addr:#x}");
+        }
+    }
+
+    /// Twins taking turns, one applying each batch and the other copying what it wrote
+    /// (`copy_from_twin`), hold after every batch the same bytes as each other and as a
+    /// table that applied every batch itself, and answer every lookup as it does.
+    #[test]
+    fn twin_copies_hold_the_computed_bytes() {
+        for seed in 1..=8u64 {
+            let mut g = Updates::new(seed);
+            let mut reference = Lpm4::new();
+            let first = Lpm4::new();
+            let mut twins = [first.twin(), first];
+            for round in 0..60 {
+                let ops = g.batch();
+                apply(&mut reference, &ops);
+                let (a, b) = twins.split_at_mut(1);
+                let (applies, copies) = if round % 2 == 0 {
+                    (&mut b[0], &mut a[0])
+                } else {
+                    (&mut a[0], &mut b[0])
+                };
+                apply(applies, &ops);
+                copies.copy_from_twin(applies);
+                twins[0].trie.assert_same_bytes(&twins[1].trie);
+                twins[0].trie.assert_same_bytes(&reference.trie);
+                assert_same_answers(&twins[0], &reference, &mut g);
+            }
+            assert!(reference.trie.has_deep_routes() && reference.len() > 100);
+        }
+    }
+
+    /// A source whose record is not complete is copied whole, and the copy is its twin
+    /// again: after updates outside a batch, on a table that was never made a twin, and
+    /// after more blocks released than a record lists.
+    #[test]
+    fn twin_copy_falls_back_to_a_whole_copy() {
+        let mut g = Updates::new(9);
+        let mut src = Lpm4::new();
+        apply(&mut src, &g.batch());
+        // Never a twin: `dst` is not what `src` was at any record's start.
+        let mut dst = Lpm4::new();
+        dst.copy_from_twin(&src);
+        dst.trie.assert_same_bytes(&src.trie);
+        // Updates outside a batch are not recorded.
+        src.insert(0x0A01_0200, 24, 7).unwrap();
+        src.remove(0x0A01_0200, 24);
+        apply(&mut src, &g.batch());
+        dst.copy_from_twin(&src);
+        dst.trie.assert_same_bytes(&src.trie);
+        assert_same_answers(&dst, &src, &mut g);
+        // Batches that release more blocks than a record lists: /32s in distinct /24s,
+        // each a node with a leaf block, inserted then removed.
+        let deep: Vec<u32> = (0..40_000u32).map(|i| 0x2000_0000 | i << 8 | 1).collect();
+        for v in [Some(1), None] {
+            let ops: Vec<Op> = deep.iter().map(|&p| (p, 32, v)).collect();
+            apply(&mut src, &ops);
+        }
+        assert!(src.trie.node_arena_released_overflowed());
+        dst.copy_from_twin(&src);
+        dst.trie.assert_same_bytes(&src.trie);
+        // The copy is a twin again: the next batch copies what it wrote.
+        apply(&mut dst, &g.batch());
+        src.copy_from_twin(&dst);
+        src.trie.assert_same_bytes(&dst.trie);
+        assert_same_answers(&dst, &src, &mut g);
     }
 
     /// True when the index hands `addr` to the trie.

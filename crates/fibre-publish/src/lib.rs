@@ -88,6 +88,13 @@ pub trait Replica {
     fn apply(&mut self, op: Self::Op, log: &mut Self::Log) -> Self::Output;
     /// Makes the changes `log` records to this copy, and empties the log.
     fn replay(&mut self, log: &mut Self::Log);
+    /// [`Self::replay`], given the published copy: the one the logged changes were applied
+    /// to first, flushed since, and equal to this one before them. A table may copy from it
+    /// what the changes wrote there instead of computing it again.
+    fn replay_from(&mut self, log: &mut Self::Log, published: &Self) {
+        let _ = published;
+        self.replay(log);
+    }
     /// Finishes work that `apply` and `replay` deferred; called before the copy is published.
     /// Until then the copy may answer wrongly (only the writer can see it).
     fn flush(&mut self) {}
@@ -251,8 +258,12 @@ impl<T: Replica> Writer<T> {
         let log = &mut self.log;
         // SAFETY: every reader that could have loaded the standby index before the last
         // publish has left (`wait_for_readers`), new readers load the active index, and
-        // `&mut self` makes this the only writer access.
-        unsafe { self.shared.copies[standby].write(|t| t.replay(log)) };
+        // `&mut self` makes this the only writer access. The active copy is only read, as
+        // readers read it: only the writer writes a copy, and never the active one.
+        unsafe {
+            let published = self.shared.copies[1 - standby].read();
+            self.shared.copies[standby].write(|t| t.replay_from(log, &*published));
+        }
         self.stale = false;
     }
 
@@ -470,6 +481,50 @@ mod tests {
         }
         fn flush(&mut self) {
             self.flushes += 1;
+        }
+    }
+
+    /// A table that catches up by copying the published copy, which it can only do when
+    /// given that copy with the logged changes applied and flushed.
+    #[derive(Clone, Default)]
+    struct Copied {
+        v: u32,
+        flushed: bool,
+    }
+
+    impl Replica for Copied {
+        type Op = u32;
+        type Output = ();
+        type Log = Vec<u32>;
+        fn apply(&mut self, v: u32, log: &mut Vec<u32>) {
+            log.push(v);
+            self.v = v;
+            self.flushed = false;
+        }
+        fn replay(&mut self, _: &mut Vec<u32>) {
+            panic!("the writer replays with the published copy");
+        }
+        fn replay_from(&mut self, log: &mut Vec<u32>, published: &Copied) {
+            assert!(published.flushed);
+            assert_eq!(log.last(), Some(&published.v));
+            log.clear();
+            self.clone_from(published);
+        }
+        fn flush(&mut self) {
+            self.flushed = true;
+        }
+    }
+
+    /// The replay is given the copy the changes were applied to first, flushed.
+    #[test]
+    fn the_replay_is_given_the_published_copy() {
+        let (mut w, r) = Writer::new(Copied::default());
+        for v in 1..=3 {
+            w.apply(v);
+            w.apply(10 * v);
+            w.publish();
+            w.catch_up();
+            assert_eq!((w.with_standby(|t| t.v), r.read().v), (10 * v, 10 * v));
         }
     }
 

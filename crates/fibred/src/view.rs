@@ -287,6 +287,19 @@ impl Replica for FibCopy {
 
     /// Replays the log as one batch, each change at the time its first application read.
     fn replay(&mut self, log: &mut Log) {
+        self.replay_ending(log, Fib::end_batch);
+    }
+
+    /// `replay`, the batch's compiled structures copied from the published copy where they
+    /// can be (`Fib::end_batch_from`).
+    fn replay_from(&mut self, log: &mut Log, published: &FibCopy) {
+        self.replay_ending(log, |fib| fib.end_batch_from(&published.fib));
+    }
+}
+
+impl FibCopy {
+    /// Replays the log as one batch, which `end` ends.
+    fn replay_ending(&mut self, log: &mut Log, end: impl FnOnce(&mut Fib)) {
         let fib = &mut self.fib;
         fib.begin_batch();
         let from = Sources {
@@ -310,7 +323,7 @@ impl Replica for FibCopy {
             log.kept.pop_front();
             log.kept_base += 1;
         }
-        fib.end_batch();
+        end(fib);
     }
 }
 
@@ -741,6 +754,91 @@ mod tests {
             Request::DelRoute(r)
         } else {
             Request::NewRoute(r, flags)
+        }
+    }
+
+    /// A table that grows large, shrinks back to intervals and grows large again, beside
+    /// one that stays small: the second copy's compiled structures, copied from the
+    /// published one while large (`Fib::end_batch_from`) and computed at and below the
+    /// switches, answer every lookup as the published copy does after every catch-up.
+    #[test]
+    fn copied_large_tables_answer_as_the_published_copy() {
+        let mut w = FibWriter::new(Settings::default());
+        for c in setup() {
+            w.apply(c).unwrap();
+        }
+        // /24s numbered i in main, each tenth with a /28 and a /32 inside it (nodes
+        // below the direct level), the first of each /16 with that /16; a few in table 100.
+        let routes_of = |i: u32| -> Vec<Route> {
+            let (b, c) = ((i >> 8) as u8 & 63, i as u8);
+            let gw = Some(v4(10, 128, 0, 2 + (i % 3) as u8));
+            let mut rs = vec![route(v4(11, b, c, 0), 24, gw)];
+            if i.is_multiple_of(10) {
+                rs.push(route(v4(11, b, c, 16), 28, gw));
+                rs.push(route(v4(11, b, c, 33), 32, gw));
+            }
+            if c == 0 {
+                rs.push(route(v4(11, b, 0, 0), 16, gw));
+            }
+            for r in &mut rs {
+                r.table = if i.is_multiple_of(97) { 100 } else { 0 };
+            }
+            rs
+        };
+        // Numbers added (true) or deleted (false) in each published batch: up past
+        // COMPILE_LARGE_AT keys, down below its quarter, up again.
+        let mut rounds: Vec<(std::ops::Range<u32>, bool)> = Vec::new();
+        rounds.extend((0..6).map(|k| (300 * k..300 * (k + 1), true)));
+        rounds.extend((0..6).map(|k| (300 * k..300 * (k + 1), false)));
+        rounds.extend((0..5).map(|k| (2000 + 400 * k..2000 + 400 * (k + 1), true)));
+        let probes: Vec<IpAddr> = (0..3000u32)
+            .map(|i| {
+                v4(
+                    11,
+                    (i % 64) as u8,
+                    (i * 7 % 256) as u8,
+                    (i * 13 % 256) as u8,
+                )
+            })
+            .collect();
+        for (range, add) in rounds {
+            let list: ReadAhead = range
+                .flat_map(routes_of)
+                .map(|r| {
+                    Some(Ok(if add {
+                        Request::NewRoute(r, ReqFlags::ADD)
+                    } else {
+                        Request::DelRoute(r)
+                    }))
+                })
+                .collect();
+            let n = list.len();
+            let kept = w.keep(list);
+            w.with_standby(Fib::begin_batch);
+            for at in 0..n {
+                w.apply_read_ahead(kept, at).unwrap();
+            }
+            w.with_standby(Fib::end_batch);
+            w.publish();
+            w.catch_up();
+            let answers = |fib: &Fib| -> Vec<String> {
+                let get = |d: &IpAddr, table| {
+                    let q = RouteQuery {
+                        table,
+                        ..RouteQuery::to(*d)
+                    };
+                    format!("{:?}", fib.route_get(&q))
+                };
+                let tables = [None, Some(100)];
+                let all = probes.iter().flat_map(|d| tables.map(|t| get(d, t)));
+                all.collect()
+            };
+            let reader = w.reader();
+            let published = reader.read();
+            let (standby, active) = (answers(w.latest()), answers(&published));
+            let differ = standby.iter().zip(&active).position(|(a, b)| a != b);
+            assert_eq!(differ, None, "probe {:?}", differ.map(|i| probes[i / 2]));
+            assert_eq!(fingerprint(w.latest()), fingerprint(&published));
         }
     }
 
