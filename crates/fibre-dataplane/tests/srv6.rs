@@ -219,10 +219,10 @@ fn an_encapsulation_whose_first_segment_loops_back_is_dropped() {
     assert_eq!(dp.drops().get(DropReason::Seg6Unsupported), 1);
 }
 
-#[test]
-fn an_hmac_srh_is_dropped_for_want_of_keys() {
-    let (mut fib, iif) = router(1, seg6_mode::ENCAP, "2001:db8:b::10");
-    let mut s = srh_of(&[a6("2001:db8:b::10")]);
+/// `encap seg6 mode encap segs SEGS hmac 7` to 2001:db8:e1::/64 out of b0: the SRH with the
+/// HMAC flag and a 40-byte HMAC TLV of key 7, its 32 bytes left for the data path to fill.
+fn hmac_route(fib: &mut Fib, segs: &[Ipv6Addr]) {
+    let mut s = srh_of(segs);
     s[5] = srh::FLAG_HMAC;
     s[1] += 5;
     s.extend_from_slice(&[srh::tlv::HMAC, 38, 0, 0, 0, 0, 0, 7]);
@@ -234,6 +234,12 @@ fn an_hmac_srh_is_dropped_for_want_of_keys() {
         srh: s,
     }));
     fib.route_new(&r, ReqFlags::REPLACE).expect("hmac route");
+}
+
+#[test]
+fn an_hmac_srh_is_dropped_for_want_of_keys() {
+    let (mut fib, iif) = router(1, seg6_mode::ENCAP, "2001:db8:b::10");
+    hmac_route(&mut fib, &[a6("2001:db8:b::10")]);
     let (dp, sent) = run(&fib, iif, Headroom::default(), 1);
     assert!(sent.0.is_empty());
     assert_eq!(dp.drops().get(DropReason::Seg6Hmac), 1);
@@ -247,18 +253,7 @@ fn an_hmac_srh_is_dropped_for_want_of_keys() {
 fn an_hmac_srh_gets_the_kernels_hmac() {
     const KERNEL: &str = "14a99258c7d25db3af633742d1bc327ea649079aa18ce0301c0f4d913eb7aa05";
     let (mut fib, iif) = router(1, seg6_mode::ENCAP, "2001:db8:b::10");
-    let mut s = srh_of(&[a6("2001:db8:b::10"), a6("2001:db8:b::11")]);
-    s[5] = srh::FLAG_HMAC;
-    s[1] += 5;
-    s.extend_from_slice(&[srh::tlv::HMAC, 38, 0, 0, 0, 0, 0, 7]);
-    s.extend_from_slice(&[0; 32]);
-    let mut r = route("2001:db8:e1::", 64, &[]);
-    r.nexthop.oif = fib.link_index("b0").expect("b0");
-    r.nexthop.encap = Some(Encap::Seg6(Seg6 {
-        mode: seg6_mode::ENCAP,
-        srh: s,
-    }));
-    fib.route_new(&r, ReqFlags::REPLACE).expect("hmac route");
+    hmac_route(&mut fib, &[a6("2001:db8:b::10"), a6("2001:db8:b::11")]);
     fib.set_seg6_hmac(7, seg6_hmac::algo::SHA256, b"secret1")
         .expect("key");
     let (mut fwd, _) = FwdWriter::new(&fib);
