@@ -110,10 +110,16 @@ macro_rules! fixed_header {
 
             /// Appends the structure to `out`.
             pub fn emit(&self, out: &mut Vec<u8>) {
-                let start = out.len();
-                out.resize(start + $len, 0);
-                let mut packet = $packet::new_unchecked(&mut out[start..]);
+                out.extend_from_slice(&self.to_bytes());
+            }
+
+            /// The structure's bytes: built in an array whose length the compiler knows, so
+            /// that no field's write is checked at run time.
+            pub fn to_bytes(&self) -> [u8; $len] {
+                let mut bytes = [0u8; $len];
+                let mut packet = $packet::new_unchecked(&mut bytes[..]);
                 $( packet.$setter(self.$field); )*
+                bytes
             }
         }
     };

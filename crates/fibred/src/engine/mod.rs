@@ -479,18 +479,23 @@ const ACK_LEN: usize = 2 * NetlinkHeader::LEN + 4;
 /// `convert::ack(msg, Ok(()), ..)` encodes, without building the message: a table load
 /// acknowledges every route.
 fn emit_ack(request: &NetlinkHeader, port: u32, out: &mut Vec<u8>) {
-    NetlinkHeader {
-        length: ACK_LEN as u32,
-        message_type: mt::NLMSG_ERROR,
-        flags: nf::NLM_F_CAPPED,
-        // The request's sequence number; the port of the client's socket.
-        sequence: request.sequence,
-        port,
-    }
-    .emit(out);
-    // Error 0, then the request's header echoed (NLM_F_CAPPED: without its payload).
-    out.extend_from_slice(&0i32.to_ne_bytes());
-    request.emit(out);
+    const H: usize = NetlinkHeader::LEN;
+    let mut ack = [0u8; ACK_LEN];
+    ack[..H].copy_from_slice(
+        &NetlinkHeader {
+            length: ACK_LEN as u32,
+            message_type: mt::NLMSG_ERROR,
+            flags: nf::NLM_F_CAPPED,
+            // The request's sequence number; the port of the client's socket.
+            sequence: request.sequence,
+            port,
+        }
+        .to_bytes(),
+    );
+    // Error 0 (the zeros at H..H + 4), then the request's header echoed (NLM_F_CAPPED:
+    // without its payload). One append: a table load acknowledges every route.
+    ack[H + 4..].copy_from_slice(&request.to_bytes());
+    out.extend_from_slice(&ack);
 }
 
 impl Engine {
