@@ -103,11 +103,20 @@ pub struct Policy {
     pub rules: &'static [(u16, Rule)],
     /// The checks the kernel's handler makes on the bytes of nested attributes before reading
     /// them, run once every attribute has passed its rule (`attrs` at `base`).
-    pub nested: Option<NestedCheck>,
+    pub nested: Option<Nested>,
 }
 
 /// A check of nested attributes on a message's attribute region (`attrs`, at `base`).
 pub type NestedCheck = fn(attrs: &[u8], base: usize) -> Result<(), Violation>;
+
+/// A table's [`NestedCheck`] and the attribute types it reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Nested {
+    pub check: NestedCheck,
+    /// Bit `n` for each type `n` (below 64) the check reads: a region with none of them
+    /// passes without the check's walk (a table load's routes carry no nest).
+    pub types: u64,
+}
 
 impl Policy {
     pub fn rule(&self, number: u16) -> Option<Rule> {
@@ -183,9 +192,13 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
             if let Some((e, t)) = width(w, exact) {
                 return fail(e, t, described);
             }
-            let v = unsigned(value, w);
-            if v < min || v > max {
-                return fail(ERANGE, OUT_OF_RANGE, described);
+            // Most rules take every value of their width: no value to read.
+            let full = u64::MAX >> (64 - 8 * u32::from(w));
+            if min > 0 || max < full {
+                let v = unsigned(value, w);
+                if v < min || v > max {
+                    return fail(ERANGE, OUT_OF_RANGE, described);
+                }
             }
         }
         Rule::Sint {
@@ -274,13 +287,47 @@ fn unsigned(value: &[u8], width: u8) -> u64 {
 /// Checks every attribute of `attrs` (a message's attribute region, at `base` in the
 /// message) in order: the first framing error or broken rule, whichever comes first.
 pub fn check(policy: &Policy, attrs: &[u8], base: usize) -> Result<(), Refusal> {
+    let mut checker = Checker::new(policy);
     for item in NlaIter::new(attrs, base) {
         let (offset, nla) = item.map_err(Refusal::Framing)?;
-        check_one(policy, nla.kind, nla.value, offset).map_err(Refusal::Policy)?;
+        checker
+            .attr(nla.kind, nla.value, offset)
+            .map_err(Refusal::Policy)?;
     }
-    match policy.nested {
-        Some(nested) => nested(attrs, base).map_err(Refusal::Policy),
-        None => Ok(()),
+    checker.finish(attrs, base).map_err(Refusal::Policy)
+}
+
+/// [`check`] in steps, for a reader that converts each attribute in the walk that checks it:
+/// [`Checker::attr`] on every attribute of the region in order (the caller walks it with
+/// [`NlaIter`] and stops at its first framing error, as [`check`] does), then
+/// [`Checker::finish`] on the whole region, which must have framed. A refusal from either
+/// is [`check`]'s; what the reader made of the attributes is worth nothing then.
+pub struct Checker<'p> {
+    policy: &'p Policy,
+    /// The types seen that the table's [`Nested`] check reads.
+    seen: u64,
+}
+
+impl<'p> Checker<'p> {
+    pub fn new(policy: &'p Policy) -> Checker<'p> {
+        Checker { policy, seen: 0 }
+    }
+
+    /// Checks the next attribute (`kind` with its flags, `value`, its header at `offset`).
+    pub fn attr(&mut self, kind: u16, value: &[u8], offset: usize) -> Result<(), Violation> {
+        self.seen |= 1u64
+            .checked_shl(u32::from(kind & NLA_TYPE_MASK))
+            .unwrap_or(0);
+        check_one(self.policy, kind, value, offset)
+    }
+
+    /// The table's checks of nested attributes, on the region (`attrs` at `base`) whose
+    /// every attribute passed [`Checker::attr`].
+    pub fn finish(self, attrs: &[u8], base: usize) -> Result<(), Violation> {
+        match self.policy.nested {
+            Some(n) if n.types & self.seen != 0 => (n.check)(attrs, base),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -291,6 +338,12 @@ const RTAX_MAX: u16 = 17;
 const RTAX_CC_ALGO: u16 = 16;
 /// `sizeof(struct rtnexthop)`.
 const RTNH_LEN: usize = 8;
+
+/// The route tables' [`Nested`] step: [`route_nests`].
+const ROUTE_NESTS: Nested = Nested {
+    check: route_nests,
+    types: 1 << RTA_METRICS | 1 << RTA_MULTIPATH,
+};
 
 /// What the route handlers check of RTA_MULTIPATH and RTA_METRICS before reading them
 /// (`fib_count_nexthops`/`rtm_to_fib6_config` and `ip_metrics_convert`): the next hops fill
@@ -471,7 +524,7 @@ pub static ROUTE4: Policy = Policy {
     name: "rtm_ipv4_policy",
     strict_max: None,
     text: None,
-    nested: Some(route_nests),
+    nested: Some(ROUTE_NESTS),
     rules: &[
         (1, U32),                        // RTA_DST
         (2, U32),                        // RTA_SRC
@@ -502,7 +555,7 @@ pub static ROUTE6: Policy = Policy {
     name: "rtm_ipv6_policy",
     strict_max: None,
     text: None,
-    nested: Some(route_nests),
+    nested: Some(ROUTE_NESTS),
     rules: &[
         (3, U32),           // RTA_IIF
         (4, U32),           // RTA_OIF

@@ -370,19 +370,26 @@ pub struct Prepared {
 impl Prepared {
     /// Reads the route changes of `bytes`.
     pub fn new(bytes: Box<[u8]>) -> Prepared {
-        // Sized first: growing a list of requests a few hundred bytes each copies them again.
-        let mut n = 0;
-        each_message(&bytes, |_| n += 1);
-        let mut routes = Vec::with_capacity(n);
+        let mut routes = Vec::new();
+        let mut any = false;
         each_message(&bytes, |msg| {
+            if routes.capacity() == 0 {
+                // Sized from the first message, in the same walk: a table load's messages
+                // are alike, and a list that grows copies every request in it again.
+                let len = msg.bytes.len().next_multiple_of(4);
+                routes.reserve_exact(bytes.len().div_ceil(len));
+            }
+            routes.push(None);
             let h = msg.header;
-            let parsed = (h.message_type >= 0x10 && h.flags & nf::NLM_F_REQUEST != 0)
-                .then(|| convert::route_request(msg.bytes))
-                .flatten();
-            routes.push(parsed);
+            let request = h.message_type >= 0x10 && h.flags & nf::NLM_F_REQUEST != 0;
+            if let Some(slot) = routes.last_mut().filter(|_| request) {
+                // Read in place: see `convert::read_route_request`.
+                convert::read_route_request(msg.bytes, slot);
+                any |= slot.is_some();
+            }
         });
         // A datagram with no route change needs no list.
-        if routes.iter().all(Option::is_none) {
+        if !any {
             routes = Vec::new();
         }
         Prepared { bytes, routes }
