@@ -247,7 +247,8 @@ const READ_AHEAD_RUNS: usize = 5;
 fn read_ahead(grams: &[Vec<u8>]) -> f64 {
     let mut runs: Vec<f64> = (0..READ_AHEAD_RUNS)
         .map(|_| {
-            let boxed: Vec<Box<[u8]>> = grams.iter().map(|g| g.clone().into_boxed_slice()).collect();
+            let boxed: Vec<Box<[u8]>> =
+                grams.iter().map(|g| g.clone().into_boxed_slice()).collect();
             let t = cpu_now();
             let prepared: Vec<Prepared> = boxed.into_iter().map(Prepared::new).collect();
             let spent = cpu_now() - t;
