@@ -38,8 +38,9 @@
 //! attribute has passed its rule. The attributes inside each next hop and NHA_GROUP's entries
 //! are checked by conversion, as the handlers check them while reading.
 //!
-//! Each table lists its rules sorted by attribute type (a test checks it), so a rule is found
-//! by binary search: table loads check every attribute of every route.
+//! Each table lists its rules sorted by attribute type (a test checks it), and [`Policy::new`]
+//! indexes them by type when the crate is built, so a rule is found in one step: table loads
+//! check every attribute of every route.
 
 use crate::nla::{NlaIter, NLA_F_NESTED, NLA_TYPE_MASK};
 use crate::DecodeError;
@@ -92,7 +93,7 @@ pub enum Rule {
 
 /// A table: the rules by attribute type, and whether types it does not know are refused.
 #[derive(Debug)]
-pub struct Policy {
+pub struct Table {
     /// The kernel table this one mirrors.
     pub name: &'static str,
     /// Highest type a strict table knows; `None` for tables that ignore unknown types.
@@ -100,21 +101,62 @@ pub struct Policy {
     /// The text the handler answers instead of the validator's (fib rules say "Error parsing
     /// msg" whatever failed; errno, offset and policy stay the validator's).
     pub text: Option<&'static str>,
+    /// One rule per type, each below [`INDEXED`].
     pub rules: &'static [(u16, Rule)],
     /// The checks the kernel's handler makes on the bytes of nested attributes before reading
     /// them, run once every attribute has passed its rule (`attrs` at `base`).
-    pub nested: Option<NestedCheck>,
+    pub nested: Option<Nested>,
+}
+
+/// Attribute types a [`Policy`] indexes: every rule's type is below it (the highest, in the
+/// link table, is 69), so a rule is found in one step.
+const INDEXED: usize = 128;
+
+/// A [`Table`] with its rules indexed by attribute type, built at compile time.
+#[derive(Debug)]
+pub struct Policy {
+    pub table: Table,
+    /// `index[n]`: 1 + the position in `rules` of type `n`'s rule; 0 when it has none.
+    index: [u8; INDEXED],
 }
 
 /// A check of nested attributes on a message's attribute region (`attrs`, at `base`).
 pub type NestedCheck = fn(attrs: &[u8], base: usize) -> Result<(), Violation>;
 
+/// A table's [`NestedCheck`] and the attribute types it reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Nested {
+    pub check: NestedCheck,
+    /// Bit `n` for each type `n` (below 64) the check reads: a region with none of them
+    /// passes without the check's walk (a table load's routes carry no nest).
+    pub types: u64,
+}
+
 impl Policy {
+    /// Indexes `table`; a rule of a type from [`INDEXED`] on, or two rules of one type, fail
+    /// the build.
+    pub const fn new(table: Table) -> Policy {
+        let mut index = [0u8; INDEXED];
+        assert!(
+            table.rules.len() < u8::MAX as usize,
+            "positions fit the index"
+        );
+        let mut i = 0;
+        while i < table.rules.len() {
+            let t = table.rules[i].0 as usize;
+            assert!(
+                t < INDEXED && index[t] == 0,
+                "one rule per type, below INDEXED"
+            );
+            index[t] = i as u8 + 1;
+            i += 1;
+        }
+        Policy { table, index }
+    }
+
     pub fn rule(&self, number: u16) -> Option<Rule> {
-        self.rules
-            .binary_search_by_key(&number, |(t, _)| *t)
-            .ok()
-            .map(|i| self.rules[i].1)
+        let at = self.index.get(usize::from(number))?.checked_sub(1)?;
+        self.table.rules.get(usize::from(at)).map(|(_, r)| *r)
     }
 }
 
@@ -148,13 +190,13 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
     let fail = |errno, text, rule| {
         Err(Violation {
             errno,
-            text: policy.text.unwrap_or(text),
+            text: policy.table.text.unwrap_or(text),
             offset: Some(offset),
             rule,
         })
     };
     let Some(rule) = policy.rule(number) else {
-        return match policy.strict_max {
+        return match policy.table.strict_max {
             Some(max) if number == 0 || number > max => {
                 fail(EINVAL, "Unknown attribute type", None)
             }
@@ -183,9 +225,13 @@ pub fn check_one(policy: &Policy, kind: u16, value: &[u8], offset: usize) -> Res
             if let Some((e, t)) = width(w, exact) {
                 return fail(e, t, described);
             }
-            let v = unsigned(value, w);
-            if v < min || v > max {
-                return fail(ERANGE, OUT_OF_RANGE, described);
+            // Most rules take every value of their width: no value to read.
+            let full = u64::MAX >> (64 - 8 * u32::from(w));
+            if min > 0 || max < full {
+                let v = unsigned(value, w);
+                if v < min || v > max {
+                    return fail(ERANGE, OUT_OF_RANGE, described);
+                }
             }
         }
         Rule::Sint {
@@ -274,13 +320,47 @@ fn unsigned(value: &[u8], width: u8) -> u64 {
 /// Checks every attribute of `attrs` (a message's attribute region, at `base` in the
 /// message) in order: the first framing error or broken rule, whichever comes first.
 pub fn check(policy: &Policy, attrs: &[u8], base: usize) -> Result<(), Refusal> {
+    let mut checker = Checker::new(policy);
     for item in NlaIter::new(attrs, base) {
         let (offset, nla) = item.map_err(Refusal::Framing)?;
-        check_one(policy, nla.kind, nla.value, offset).map_err(Refusal::Policy)?;
+        checker
+            .attr(nla.kind, nla.value, offset)
+            .map_err(Refusal::Policy)?;
     }
-    match policy.nested {
-        Some(nested) => nested(attrs, base).map_err(Refusal::Policy),
-        None => Ok(()),
+    checker.finish(attrs, base).map_err(Refusal::Policy)
+}
+
+/// [`check`] in steps, for a reader that converts each attribute in the walk that checks it:
+/// [`Checker::attr`] on every attribute of the region in order (the caller walks it with
+/// [`NlaIter`] and stops at its first framing error, as [`check`] does), then
+/// [`Checker::finish`] on the whole region, which must have framed. A refusal from either
+/// is [`check`]'s; what the reader made of the attributes is worth nothing then.
+pub struct Checker<'p> {
+    policy: &'p Policy,
+    /// The types seen that the table's [`Nested`] check reads.
+    seen: u64,
+}
+
+impl<'p> Checker<'p> {
+    pub fn new(policy: &'p Policy) -> Checker<'p> {
+        Checker { policy, seen: 0 }
+    }
+
+    /// Checks the next attribute (`kind` with its flags, `value`, its header at `offset`).
+    pub fn attr(&mut self, kind: u16, value: &[u8], offset: usize) -> Result<(), Violation> {
+        self.seen |= 1u64
+            .checked_shl(u32::from(kind & NLA_TYPE_MASK))
+            .unwrap_or(0);
+        check_one(self.policy, kind, value, offset)
+    }
+
+    /// The table's checks of nested attributes, on the region (`attrs` at `base`) whose
+    /// every attribute passed [`Checker::attr`].
+    pub fn finish(self, attrs: &[u8], base: usize) -> Result<(), Violation> {
+        match self.policy.table.nested {
+            Some(n) if n.types & self.seen != 0 => (n.check)(attrs, base),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -291,6 +371,12 @@ const RTAX_MAX: u16 = 17;
 const RTAX_CC_ALGO: u16 = 16;
 /// `sizeof(struct rtnexthop)`.
 const RTNH_LEN: usize = 8;
+
+/// The route tables' [`Nested`] step: [`route_nests`].
+const ROUTE_NESTS: Nested = Nested {
+    check: route_nests,
+    types: 1 << RTA_METRICS | 1 << RTA_MULTIPATH,
+};
 
 /// What the route handlers check of RTA_MULTIPATH and RTA_METRICS before reading them
 /// (`fib_count_nexthops`/`rtm_to_fib6_config` and `ip_metrics_convert`): the next hops fill
@@ -467,11 +553,11 @@ const GSO_SIZE: Rule = Rule::Uint {
 
 /// `rtm_ipv4_policy` (RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE of AF_INET); strict from
 /// RTA_NH_ID.
-pub static ROUTE4: Policy = Policy {
+pub static ROUTE4: Policy = Policy::new(Table {
     name: "rtm_ipv4_policy",
     strict_max: None,
     text: None,
-    nested: Some(route_nests),
+    nested: Some(ROUTE_NESTS),
     rules: &[
         (1, U32),                        // RTA_DST
         (2, U32),                        // RTA_SRC
@@ -494,15 +580,15 @@ pub static ROUTE4: Policy = Policy {
         (30, exact(4)),                  // RTA_NH_ID
         (31, Rule::Reject(UNSUPPORTED)), // RTA_FLOWLABEL
     ],
-};
+});
 
 /// `rtm_ipv6_policy` (routes of AF_INET6); RTA_DST and RTA_SRC are checked against the
 /// prefix length by conversion, as by the kernel's handler.
-pub static ROUTE6: Policy = Policy {
+pub static ROUTE6: Policy = Policy::new(Table {
     name: "rtm_ipv6_policy",
     strict_max: None,
     text: None,
-    nested: Some(route_nests),
+    nested: Some(ROUTE_NESTS),
     rules: &[
         (3, U32),           // RTA_IIF
         (4, U32),           // RTA_OIF
@@ -524,10 +610,10 @@ pub static ROUTE6: Policy = Policy {
         (30, exact(4)),     // RTA_NH_ID
         (31, Rule::Be32),   // RTA_FLOWLABEL
     ],
-};
+});
 
 /// `ifa_ipv4_policy` (RTM_NEWADDR, RTM_DELADDR of AF_INET).
-pub static ADDR4: Policy = Policy {
+pub static ADDR4: Policy = Policy::new(Table {
     name: "ifa_ipv4_policy",
     strict_max: None,
     text: None,
@@ -543,10 +629,10 @@ pub static ADDR4: Policy = Policy {
         (10, S32),          // IFA_TARGET_NETNSID
         (11, U8),           // IFA_PROTO
     ],
-};
+});
 
 /// `ifa_ipv6_policy` (addresses of AF_INET6).
-pub static ADDR6: Policy = Policy {
+pub static ADDR6: Policy = Policy::new(Table {
     name: "ifa_ipv6_policy",
     strict_max: None,
     text: None,
@@ -560,10 +646,10 @@ pub static ADDR6: Policy = Policy {
         (10, S32),          // IFA_TARGET_NETNSID
         (11, U8),           // IFA_PROTO
     ],
-};
+});
 
 /// `ifla_policy` (RTM_NEWLINK, RTM_SETLINK, RTM_DELLINK, RTM_GETLINK).
-pub static LINK: Policy = Policy {
+pub static LINK: Policy = Policy::new(Table {
     name: "ifla_policy",
     strict_max: None,
     text: None,
@@ -633,11 +719,11 @@ pub static LINK: Policy = Policy {
         (68, Rule::Reject(FAILED)), // IFLA_HEADROOM
         (69, Rule::Reject(FAILED)), // IFLA_TAILROOM
     ],
-};
+});
 
 /// `fib_rule_policy` (RTM_NEWRULE, RTM_DELRULE); FRA_DST and FRA_SRC are checked against the
 /// family by conversion. The handler answers "Error parsing msg" for every failure.
-pub static RULE: Policy = Policy {
+pub static RULE: Policy = Policy::new(Table {
     name: "fib_rule_policy",
     strict_max: None,
     text: Some("Error parsing msg"),
@@ -672,10 +758,10 @@ pub static RULE: Policy = Policy {
         (26, Rule::Be32),   // FRA_FLOWLABEL
         (27, Rule::Be32),   // FRA_FLOWLABEL_MASK
     ],
-};
+});
 
 /// `nda_policy` (RTM_NEWNEIGH, RTM_DELNEIGH); strict from NDA_NH_ID.
-pub static NEIGH: Policy = Policy {
+pub static NEIGH: Policy = Policy::new(Table {
     name: "nda_policy",
     strict_max: None,
     text: None,
@@ -696,11 +782,11 @@ pub static NEIGH: Policy = Policy {
         (15, Rule::Mask { width: 4, mask: 5 }), // NDA_FLAGS_EXT
         (16, Rule::Reject(UNSUPPORTED)),        // NDA_NDM_STATE_MASK
     ],
-};
+});
 
 /// `rtm_nh_policy_new` (RTM_NEWNEXTHOP), strict. NHA_GROUP and NHA_GATEWAY are binary of
 /// any length here; conversion checks them.
-pub static NEXTHOP_NEW: Policy = Policy {
+pub static NEXTHOP_NEW: Policy = Policy::new(Table {
     name: "rtm_nh_policy_new",
     strict_max: Some(16),
     text: None,
@@ -729,23 +815,23 @@ pub static NEXTHOP_NEW: Policy = Policy {
             },
         ), // NHA_HW_STATS_ENABLE
     ],
-};
+});
 
 /// `rtm_nh_policy_del` (RTM_DELNEXTHOP), strict: NHA_ID only.
-pub static NEXTHOP_DEL: Policy = Policy {
+pub static NEXTHOP_DEL: Policy = Policy::new(Table {
     name: "rtm_nh_policy_del",
     strict_max: Some(1),
     text: None,
     nested: None,
     rules: &[(1, exact(4))],
-};
+});
 
 /// NHA_OP_FLAGS: the bits a get or dump may ask for (NHA_OP_FLAG_DUMP_STATS,
 /// NHA_OP_FLAG_DUMP_HW_STATS).
 const NH_OP_FLAGS: Rule = Rule::Mask { width: 4, mask: 3 };
 
 /// `rtm_nh_policy_get` (RTM_GETNEXTHOP of one object), strict.
-pub static NEXTHOP_GET: Policy = Policy {
+pub static NEXTHOP_GET: Policy = Policy::new(Table {
     name: "rtm_nh_policy_get",
     strict_max: Some(14),
     text: None,
@@ -766,10 +852,10 @@ pub static NEXTHOP_GET: Policy = Policy {
         (13, Rule::Reject(UNSUPPORTED)),
         (14, NH_OP_FLAGS), // NHA_OP_FLAGS
     ],
-};
+});
 
 /// `rtm_nh_policy_dump` (RTM_GETNEXTHOP dumps), strict: filters only.
-pub static NEXTHOP_DUMP: Policy = Policy {
+pub static NEXTHOP_DUMP: Policy = Policy::new(Table {
     name: "rtm_nh_policy_dump",
     strict_max: Some(14),
     text: None,
@@ -790,7 +876,7 @@ pub static NEXTHOP_DUMP: Policy = Policy {
         (13, Rule::Reject(UNSUPPORTED)),
         (14, NH_OP_FLAGS), // NHA_OP_FLAGS
     ],
-};
+});
 
 /// The table a request message of `message_type` is checked against, from its flags and
 /// the family byte of its header; `None` for messages whose attributes the kernel does not
@@ -890,9 +976,9 @@ mod tests {
             &NEXTHOP_DUMP,
         ] {
             assert!(
-                p.rules.windows(2).all(|w| w[0].0 < w[1].0),
+                p.table.rules.windows(2).all(|w| w[0].0 < w[1].0),
                 "{} is sorted",
-                p.name
+                p.table.name
             );
         }
     }

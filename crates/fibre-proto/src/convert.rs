@@ -854,91 +854,145 @@ fn gateway_of(family: Family, attr: &RouteAttr<'_>) -> Result<Option<IpAddr>, Re
 
 /// A route message as the model reads it (a request, a dump entry or a notification).
 pub fn route_from(m: &RouteMessage<'_>) -> Result<Route, RequestError> {
-    let mut b = RouteBuilder::new(&m.header)?;
+    let (fam, rtype) = route_kind(&m.header)?;
+    let mut r = header_route(&m.header, fam, rtype);
+    let mut b = RouteBuilder::new(&mut r, &m.header);
     for a in &m.attributes {
         b.attr(a)?;
     }
-    b.finish()
+    b.finish()?;
+    Ok(r)
 }
 
 /// An RTM_NEWROUTE or RTM_DELROUTE request read straight from its bytes (one whole message,
 /// as [`NetlinkMessage::parse`] takes it), without building the intermediate message: the
 /// daemon's path for table loads. The answer is exactly [`request_bytes`]'s; `None` when the
 /// message is something else, or is badly framed (the caller then takes the general path,
-/// which says what is wrong).
+/// which says what is wrong). [`read_route_request`] gives the same answer in place.
 pub fn route_request(msg: &[u8]) -> Option<Result<Request, RequestError>> {
-    let h = NetlinkHeader::parse_bytes(msg, 0).ok()?;
+    let mut slot = None;
+    read_route_request(msg, &mut slot);
+    slot
+}
+
+/// [`route_request`]'s answer for `msg`, built in `slot` (which it replaces): the daemon's
+/// read-ahead fills its list so. A request is some 480 bytes, mostly the route; building
+/// it where it is kept, rather than returning it through `Option` and `Result` into a list,
+/// saves copying it several times over (Rust does not promise to elide those moves).
+///
+/// One walk of the attributes both checks and converts them. The kernel checks every
+/// attribute against its table, and the nests its handler reads, before converting any, so
+/// a conversion error is held until the walk ends: a policy refusal of a later attribute,
+/// or a framing error (`None`), takes its place.
+pub fn read_route_request(msg: &[u8], slot: &mut Option<Result<Request, RequestError>>) {
+    *slot = None;
+    let Ok(h) = NetlinkHeader::parse_bytes(msg, 0) else {
+        return;
+    };
     let t = h.message_type;
     if (t != mt::RTM_NEWROUTE && t != mt::RTM_DELROUTE) || h.length as usize != msg.len() {
-        return None;
+        return;
     }
     let body = &msg[NetlinkHeader::LEN..];
-    let rh = RouteHeader::parse_bytes(body, NetlinkHeader::LEN).ok()?;
+    let Ok(rh) = RouteHeader::parse_bytes(body, NetlinkHeader::LEN) else {
+        return;
+    };
     let attrs = &body[RouteHeader::LEN..];
     let base = NetlinkHeader::LEN + RouteHeader::LEN;
-    // Framing and policy first, as the kernel checks every attribute before converting any.
-    let policy = policy::for_request(t, h.flags, rh.family)?;
-    match policy::check(policy, attrs, base) {
-        Ok(()) => {}
-        Err(Refusal::Framing(_)) => return None,
-        Err(Refusal::Policy(v)) => return Some(Err(v.into())),
-    }
-    let convert = || {
-        let mut b = RouteBuilder::new(&rh)?;
-        for (_, nla) in fibre_netlink::nla::NlaIter::new(attrs, base).flatten() {
-            b.attr(&RouteAttr::decode(nla))?;
-        }
-        b.finish()
+    let Some(policy) = policy::for_request(t, h.flags, rh.family) else {
+        return;
     };
-    Some(convert().map(|r| {
-        if t == mt::RTM_NEWROUTE {
+    let mut checker = policy::Checker::new(policy);
+    // The header's own checks come after the attributes' policy, before their conversion.
+    let mut building = route_kind(&rh).map(|(fam, rtype)| {
+        let r = header_route(&rh, fam, rtype);
+        let req = slot.insert(Ok(if t == mt::RTM_NEWROUTE {
             Request::NewRoute(r, req_flags(h.flags))
         } else {
             Request::DelRoute(r)
+        }));
+        let Ok(Request::NewRoute(r, _) | Request::DelRoute(r)) = req else {
+            unreachable!("inserted above");
+        };
+        RouteBuilder::new(r, &rh)
+    });
+    for item in fibre_netlink::nla::NlaIter::new(attrs, base) {
+        let Ok((offset, nla)) = item else {
+            *slot = None;
+            return;
+        };
+        if let Err(v) = checker.attr(nla.kind, nla.value, offset) {
+            *slot = Some(Err(v.into()));
+            return;
         }
-    }))
+        if let Ok(b) = &mut building {
+            if let Err(e) = b.attr(&RouteAttr::decode(nla)) {
+                building = Err(e);
+            }
+        }
+    }
+    if let Err(v) = checker.finish(attrs, base) {
+        *slot = Some(Err(v.into()));
+        return;
+    }
+    if let Err(e) = building.and_then(RouteBuilder::finish) {
+        *slot = Some(Err(e));
+    }
 }
 
-/// A route being read from its header and attributes, in message order.
-struct RouteBuilder<'a> {
-    r: Route,
+/// The family and type of the route a route message's header starts, checked as the
+/// kernel's handlers check them before reading any attribute.
+fn route_kind(h: &RouteHeader) -> Result<(Family, RouteType), RequestError> {
+    let fam = object_family(h.family)?;
+    if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
+        return Err(invalid("Invalid prefix length"));
+    }
+    Ok((fam, route_type(h.kind)?))
+}
+
+/// The route of a header that [`route_kind`] read as `fam` and `rtype`, every attribute
+/// absent.
+fn header_route(h: &RouteHeader, fam: Family, rtype: RouteType) -> Route {
+    let mut r = Route::new(
+        fam,
+        Prefix {
+            addr: unspecified(fam),
+            len: h.dst_len,
+        },
+    );
+    r.tos = h.tos;
+    r.table = h.table as u32;
+    r.protocol = h.protocol;
+    r.scope = h.scope;
+    r.rtype = rtype;
+    r.flags = h.flags;
+    r
+}
+
+/// A route being read from its attributes, in message order, into the route its header
+/// started ([`header_route`]).
+struct RouteBuilder<'r, 'a> {
+    r: &'r mut Route,
     src: Option<IpAddr>,
     src_len: u8,
     encap: crate::encap::Pending<'a>,
 }
 
-impl<'a> RouteBuilder<'a> {
-    fn new(h: &RouteHeader) -> Result<RouteBuilder<'a>, RequestError> {
-        let fam = object_family(h.family)?;
-        if h.dst_len > fam.max_len() || h.src_len > fam.max_len() {
-            return Err(invalid("Invalid prefix length"));
-        }
-        let mut r = Route::new(
-            fam,
-            Prefix {
-                addr: unspecified(fam),
-                len: h.dst_len,
-            },
-        );
-        r.tos = h.tos;
-        r.table = h.table as u32;
-        r.protocol = h.protocol;
-        r.scope = h.scope;
-        r.rtype = route_type(h.kind)?;
-        r.flags = h.flags;
-        Ok(RouteBuilder {
+impl<'r, 'a> RouteBuilder<'r, 'a> {
+    fn new(r: &'r mut Route, h: &RouteHeader) -> RouteBuilder<'r, 'a> {
+        RouteBuilder {
             r,
             src: None,
             src_len: h.src_len,
             encap: Default::default(),
-        })
+        }
     }
 
     fn attr(&mut self, a: &RouteAttr<'a>) -> Result<(), RequestError> {
         if self.encap.take(a)? {
             return Ok(());
         }
-        let r = &mut self.r;
+        let r = &mut *self.r;
         let fam = r.family;
         match a {
             RouteAttr::Dst(ip) => r.dst.addr = addr_of(fam, *ip)?,
@@ -977,7 +1031,7 @@ impl<'a> RouteBuilder<'a> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<Route, RequestError> {
+    fn finish(self) -> Result<(), RequestError> {
         if self.src_len > 0 || self.src.is_some() {
             self.r.src = Some(Prefix {
                 addr: self.src.unwrap_or(unspecified(self.r.family)),
@@ -985,7 +1039,7 @@ impl<'a> RouteBuilder<'a> {
             });
         }
         self.r.nexthop.encap = self.encap.finish()?;
-        Ok(self.r)
+        Ok(())
     }
 }
 

@@ -370,19 +370,34 @@ pub struct Prepared {
 impl Prepared {
     /// Reads the route changes of `bytes`.
     pub fn new(bytes: Box<[u8]>) -> Prepared {
-        // Sized first: growing a list of requests a few hundred bytes each copies them again.
+        let mut routes: Vec<Option<Result<Request, RequestError>>> = Vec::new();
         let mut n = 0;
-        each_message(&bytes, |_| n += 1);
-        let mut routes = Vec::with_capacity(n);
+        let mut any = false;
         each_message(&bytes, |msg| {
+            if n == routes.len() {
+                // Sized from the first message, in the same walk: a table load's messages
+                // are alike, and a list that grows copies every request in it again. Made
+                // of `None`s up front, as pushing each one would copy a whole request's
+                // bytes.
+                let more = match n {
+                    0 => bytes.len().div_ceil(msg.bytes.len().next_multiple_of(4)),
+                    _ => n,
+                };
+                routes.resize_with(n + more, || None);
+            }
             let h = msg.header;
-            let parsed = (h.message_type >= 0x10 && h.flags & nf::NLM_F_REQUEST != 0)
-                .then(|| convert::route_request(msg.bytes))
-                .flatten();
-            routes.push(parsed);
+            let request = h.message_type >= 0x10 && h.flags & nf::NLM_F_REQUEST != 0;
+            if let Some(slot) = routes.get_mut(n).filter(|_| request) {
+                // Read in place: see `convert::read_route_request`.
+                convert::read_route_request(msg.bytes, slot);
+                any |= slot.is_some();
+            }
+            n += 1;
         });
         // A datagram with no route change needs no list.
-        if routes.iter().all(Option::is_none) {
+        if any {
+            routes.truncate(n);
+        } else {
             routes = Vec::new();
         }
         Prepared { bytes, routes }

@@ -94,6 +94,32 @@ fn mangled_requests_never_change_state_unless_they_succeed() {
     }
 }
 
+/// A datagram whose first message is its longest holds more messages than its read-ahead
+/// list is first made for (the list is sized from the first message): the list grows, every
+/// message keeps its place, and the datagram is answered as its bytes are.
+#[test]
+fn read_ahead_list_grows_past_its_first_message_estimate() {
+    let mut long = route_10_2(Some("10.1.2.3"));
+    long.priority = Some(5);
+    long.metrics.mtu = Some(1400);
+    let mut b = convert::request_message(&Request::NewRoute(long, ReqFlags::ADD), 1, 0).to_bytes();
+    let first = b.len();
+    let short = 8;
+    for i in 0..short {
+        let mut r = route_10_2(None);
+        r.dst.len = 17 + i as u8;
+        convert::request_message(&Request::DelRoute(r), 2 + i, 0).emit(&mut b);
+    }
+    assert!(b.len().div_ceil(first) < 1 + short as usize);
+    let p = Prepared::new(b.clone().into());
+    assert_eq!(p.routes.len(), 1 + short as usize);
+    assert!(p
+        .routes
+        .iter()
+        .all(|r| matches!(r, Some(Ok(Request::NewRoute(..) | Request::DelRoute(_))))));
+    check_datagram(&b);
+}
+
 /// Datagrams read ahead, in batches, answered as their bytes are, with both copies equal
 /// after each batch: route adds, deletes and failures among other requests, and a route
 /// dump in the middle of a datagram (it publishes, and the replay runs, while the rest of
