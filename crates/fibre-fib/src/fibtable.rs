@@ -26,10 +26,12 @@
 //! returns the key and entry the kernel's walk would stop at, as precomputed by `Fib`.
 
 pub(crate) mod leaf6;
+mod segments;
 mod sorted;
 
 use smallvec::SmallVec;
 
+use segments::Segments;
 use sorted::SortedMap;
 
 use crate::hash::InternalMap;
@@ -147,15 +149,11 @@ pub(crate) struct Winner {
 /// The most addresses [`Table::fast_values`] takes at once.
 pub(crate) const FAST_BATCH: usize = 64;
 
-/// Winners per segment: 64 KiB of [`Winner`] (the first grows to it from nothing).
-const WINNER_SEGMENT: usize = 1024;
-
-/// The compiled values' meanings, indexed by value: a vector in fixed segments, so that
-/// growing to a full table's million winners never copies the ones already there (a
-/// doubling `Vec` would copy and re-fault tens of megabytes on the way).
+/// The compiled values' meanings, indexed by value, in [`Segments`] (64 KiB of winners each):
+/// growing to a full table's million winners never copies the ones already there.
 #[derive(Debug, Default)]
 struct Winners {
-    segments: Vec<Vec<Winner>>,
+    segments: Segments<Winner>,
     /// Each winner in brief (see [`Brief`]), by the same index: what the data plane's batch
     /// reads per packet, sixteen winners to a cache line.
     brief: Vec<u32>,
@@ -193,40 +191,19 @@ impl Brief {
 impl Winners {
     #[inline]
     fn get(&self, i: u32) -> Option<Winner> {
-        let i = i as usize;
-        self.segments
-            .get(i / WINNER_SEGMENT)?
-            .get(i % WINNER_SEGMENT)
-            .copied()
+        self.segments.get(i).copied()
     }
 
     /// Replaces the winner `i`, which must have been pushed.
     fn set(&mut self, i: u32, w: Winner) {
-        let i = i as usize;
-        self.brief[i] = Brief::of(&w).0;
-        self.segments[i / WINNER_SEGMENT][i % WINNER_SEGMENT] = w;
+        self.brief[i as usize] = Brief::of(&w).0;
+        self.segments[i] = w;
     }
 
     /// Appends `w`; returns its index.
     fn push(&mut self, w: Winner) -> u32 {
-        if self
-            .segments
-            .last()
-            .is_none_or(|s| s.len() == WINNER_SEGMENT)
-        {
-            // The first segment grows as a small table does; later ones are whole at once.
-            let room = if self.segments.is_empty() {
-                0
-            } else {
-                WINNER_SEGMENT
-            };
-            self.segments.push(Vec::with_capacity(room));
-        }
-        let n = self.segments.len() - 1;
-        let last = &mut self.segments[n];
         self.brief.push(Brief::of(&w).0);
-        last.push(w);
-        (n * WINNER_SEGMENT + last.len() - 1) as u32
+        self.segments.push(w)
     }
 }
 

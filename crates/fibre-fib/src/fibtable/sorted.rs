@@ -22,6 +22,7 @@
 //! - `firsts[i]` is the first key of `chunks[i]`; `len` is the number of keys.
 //! - `hint` is any chunk index (or 0 when there is none): a guess, checked before use.
 
+use super::segments::Segments;
 use super::Key;
 
 /// Most keys per chunk. A change inside a chunk moves up to this many keys and slot numbers; the
@@ -42,7 +43,7 @@ struct Chunk {
 pub(crate) struct SortedMap<V> {
     chunks: Vec<Chunk>,
     firsts: Vec<Key>,
-    values: Vec<Option<V>>,
+    values: Segments<Option<V>>,
     free: Vec<u32>,
     len: usize,
     hint: usize,
@@ -53,7 +54,7 @@ impl<V> Default for SortedMap<V> {
         SortedMap {
             chunks: Vec::new(),
             firsts: Vec::new(),
-            values: Vec::new(),
+            values: Segments::default(),
             free: Vec::new(),
             len: 0,
             hint: 0,
@@ -93,7 +94,7 @@ impl<V> SortedMap<V> {
     pub fn get(&self, key: &Key) -> Option<&V> {
         let c = &self.chunks[self.chunk_for(key)?];
         let i = c.keys.binary_search(key).ok()?;
-        self.values[c.slots[i] as usize].as_ref()
+        self.values[c.slots[i]].as_ref()
     }
 
     pub fn get_mut(&mut self, key: &Key) -> Option<&mut V> {
@@ -101,7 +102,7 @@ impl<V> SortedMap<V> {
         let c = &self.chunks[ci];
         let i = c.keys.binary_search(key).ok()?;
         self.hint = ci;
-        self.values[c.slots[i] as usize].as_mut()
+        self.values[c.slots[i]].as_mut()
     }
 
     pub fn contains_key(&self, key: &Key) -> bool {
@@ -119,7 +120,7 @@ impl<V> SortedMap<V> {
             self.firsts.push(key);
             self.len = 1;
             self.hint = 0;
-            return self.values[slot as usize].get_or_insert_with(make);
+            return self.values[slot].get_or_insert_with(make);
         };
         let (ci, slot) = match search(&self.chunks[ci].keys, &key) {
             Ok(i) => (ci, self.chunks[ci].slots[i]),
@@ -130,19 +131,12 @@ impl<V> SortedMap<V> {
         };
         self.hint = ci;
         // Present already, or the empty slot just taken: filled here.
-        self.values[slot as usize].get_or_insert_with(make)
+        self.values[slot].get_or_insert_with(make)
     }
 
     /// An empty slot for a new key: a freed one, else a new one.
     fn new_slot(&mut self) -> u32 {
-        self.free.pop().unwrap_or_else(|| {
-            if self.values.is_empty() {
-                // A one-route table (one per VRF or policy) holds one value, not four.
-                self.values.reserve_exact(1);
-            }
-            self.values.push(None);
-            (self.values.len() - 1) as u32
-        })
+        self.free.pop().unwrap_or_else(|| self.values.push(None))
     }
 
     /// Inserts `key` (its value in slot `val`) at position `i` of chunk `ci`, splitting a
@@ -200,7 +194,7 @@ impl<V> SortedMap<V> {
         let i = c.keys.binary_search(key).ok()?;
         c.keys.remove(i);
         let slot = c.slots.remove(i);
-        let v = self.values[slot as usize].take();
+        let v = self.values[slot].take();
         self.free.push(slot);
         self.len -= 1;
         if c.keys.is_empty() {
@@ -224,7 +218,7 @@ impl<V> SortedMap<V> {
         }
         if self.len == 0 {
             // Nothing is left to point into the slots: their memory goes too.
-            self.values = Vec::new();
+            self.values = Segments::default();
             self.free = Vec::new();
         }
         self.hint = ci.min(self.chunks.len().saturating_sub(1));
@@ -246,7 +240,7 @@ impl<V> SortedMap<V> {
     ) -> impl Iterator<Item = (&'a Key, &'a V)> + 'a {
         keys.iter()
             .zip(slots)
-            .filter_map(|(k, s)| Some((k, self.values[*s as usize].as_ref()?)))
+            .filter_map(|(k, s)| Some((k, self.values[*s].as_ref()?)))
     }
 
     /// Keys from `start` on (the first key at least `start`), in order.
@@ -322,12 +316,12 @@ mod tests {
         for c in &m.chunks {
             for s in &c.slots {
                 owner[*s as usize] += 1;
-                assert!(m.values[*s as usize].is_some());
+                assert!(m.values[*s].is_some());
             }
         }
         for s in &m.free {
             owner[*s as usize] += 1;
-            assert!(m.values[*s as usize].is_none());
+            assert!(m.values[*s].is_none());
         }
         assert!(owner.iter().all(|n| *n == 1), "{owner:?}");
     }
