@@ -65,13 +65,25 @@ const COMPILE_LARGE_AT: usize = 1024;
 const COMPILE_SMALL_BELOW: usize = COMPILE_LARGE_AT / 4;
 
 /// One key's entries and its slot in the compiled structure.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Slot {
     pub entries: Entries,
     /// Index into `winners`, or `NO_SLOT` when the key is not compiled.
     fast: u32,
     /// Entries here the compiled answer cannot stand for (see `special_entries`).
     special: u32,
+}
+
+/// By hand: entries are `Copy`, and a slice copy is a few instructions where the derived
+/// clone extends the list an entry at a time (a table copy clones a slot per route).
+impl Clone for Slot {
+    fn clone(&self) -> Slot {
+        Slot {
+            entries: Entries::from_slice(&self.entries),
+            fast: self.fast,
+            special: self.special,
+        }
+    }
 }
 
 const NO_SLOT: u32 = u32::MAX;
@@ -205,6 +217,15 @@ impl Winners {
         self.brief.push(Brief::of(&w).0);
         self.segments.push(w)
     }
+
+    /// Makes these winners equal to `src`'s (see [`Segments::copy_changes_from`]): `brief`
+    /// is written wherever `segments` is, so the same range of it is copied.
+    fn copy_changes_from(&mut self, src: &Winners) {
+        let from = src.segments.changed_from().min(self.brief.len());
+        self.brief.truncate(from);
+        self.brief.extend_from_slice(&src.brief[from..]);
+        self.segments.copy_changes_from(&src.segments);
+    }
 }
 
 impl Compiled {
@@ -251,11 +272,6 @@ impl Compiled {
         if self.pending.is_empty() {
             return;
         }
-        let compiled_keys = || {
-            map.iter()
-                .filter(|(_, s)| s.fast != NO_SLOT)
-                .map(|(k, s)| (*k, s.fast))
-        };
         let small = matches!(self.fast, Fast::Small(_));
         if small && map.len() > COMPILE_LARGE_AT {
             self.fast = match bits {
@@ -264,15 +280,10 @@ impl Compiled {
             };
             self.pending.clear();
             self.pending
-                .extend(compiled_keys().map(|(k, i)| (k, Some(i))));
+                .extend(compiled_keys(map).map(|(k, i)| (k, Some(i))));
         } else if small || map.len() < COMPILE_SMALL_BELOW {
             self.pending.clear();
-            let intervals = fibre_lpm::small::SmallLpm::build(
-                bits,
-                compiled_keys().map(|(k, i)| (k.addr, k.len, i)),
-            );
-            // Keys are masked and no longer than the table's width, so the build cannot fail.
-            self.fast = Fast::Small(intervals.unwrap_or_default());
+            self.fast = Fast::Small(intervals(bits, map));
             return;
         }
         match &mut self.fast {
@@ -321,6 +332,46 @@ impl Compiled {
         }
         self.pending.clear();
     }
+
+    /// Makes this compiled side equal to `src`'s, given that both were equal when `src`
+    /// last settled, that `src` has flushed since, and that `map` is already equal to the
+    /// map `src` was compiled from (IPv4 tables only: a large structure is copied as
+    /// [`Compiled::flush_from`] copies it, an interval array rebuilt from `map`).
+    fn copy_changes_from(&mut self, bits: u8, map: &SortedMap<Slot>, src: &Compiled) {
+        self.winners.copy_changes_from(&src.winners);
+        self.free_winners.clone_from(&src.free_winners);
+        self.special_entries = src.special_entries;
+        self.pending.clear();
+        match (&src.fast, &mut self.fast) {
+            (Fast::V4(from), Fast::V4(l)) => l.copy_from_twin(from),
+            (Fast::V4(from), _) => self.fast = Fast::V4(Box::new(from.twin())),
+            (Fast::Small(from), _) => self.fast = Fast::Small(from.clone()),
+            // Not reached: only IPv4 tables copy their changes (`Table::copies_changes`).
+            (Fast::V6(_), _) => self.fast = Fast::Small(intervals(bits, map)),
+        }
+    }
+
+    /// What [`Compiled::copy_changes_from`] would copy from this side, in elements.
+    fn changed(&self) -> usize {
+        self.winners.segments.changed() + self.free_winners.len()
+    }
+}
+
+/// Every compiled key of `map` and its compiled value, in key order.
+fn compiled_keys(map: &SortedMap<Slot>) -> impl Iterator<Item = (Key, u32)> + '_ {
+    map.iter()
+        .filter(|(_, s)| s.fast != NO_SLOT)
+        .map(|(k, s)| (*k, s.fast))
+}
+
+/// The interval array of `map`'s compiled keys (`bits`-bit keys).
+fn intervals(bits: u8, map: &SortedMap<Slot>) -> fibre_lpm::small::SmallLpm {
+    let build = fibre_lpm::small::SmallLpm::build(
+        bits,
+        compiled_keys(map).map(|(k, i)| (k.addr, k.len, i)),
+    );
+    // Keys are masked and no longer than the table's width, so the build cannot fail.
+    build.unwrap_or_default()
 }
 
 impl Table {
@@ -495,6 +546,38 @@ impl Table {
     pub fn flush_compiled_from(&mut self, src: &Table) {
         self.compiled
             .flush_from(self.bits, &self.map, &src.compiled);
+    }
+
+    /// Records that nothing changed since now, for [`Table::copy_changes_from`]: called on
+    /// both copies of a pair when they are equal.
+    pub fn settle(&mut self) {
+        self.map.settle();
+        self.compiled.winners.segments.settle();
+    }
+
+    /// Whether [`Table::copy_changes_from`] can make this table equal to its twin: an IPv4
+    /// table with no users index or source-route leaves to keep (those record every change
+    /// made to the table, which a copy of its arrays does not carry).
+    pub fn copies_changes(&self) -> bool {
+        self.bits == 32 && self.users.is_none() && !self.leaves.has_changes()
+    }
+
+    /// What [`Table::copy_changes_from`] copies from this table, in elements (keys, slots,
+    /// winners, free-list entries).
+    pub fn changed(&self) -> usize {
+        self.map.changed() + self.compiled.changed()
+    }
+
+    /// Makes this table equal to `src`, its twin in the other copy of a pair, given that the
+    /// two were equal when `src` last settled, that `src` has flushed its compiled structure
+    /// since and that this table [`copies_changes`](Table::copies_changes): copies what
+    /// `src` changed since, whatever changes this table made or did not make meanwhile.
+    pub fn copy_changes_from(&mut self, src: &Table) {
+        self.map.copy_changes_from(&src.map);
+        self.len_count = src.len_count;
+        self.lens.clone_from(&src.lens);
+        self.compiled
+            .copy_changes_from(self.bits, &self.map, &src.compiled);
     }
 
     /// The keys that may have an entry using one of `ids` (sorted), in key order, from the users
@@ -701,6 +784,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn key(i: u32) -> Key {
         Key::new((0x0a00_0000 | i << 8) as u128, 24, 32)
@@ -741,5 +825,133 @@ mod tests {
         t.modify_at(&[key(4)], |es| es[0] = Entry::new(0, b, None));
         assert_eq!(using(&mut t, &[b]), [0, 1, 3, 4, 5, 7, 9].map(key));
         assert_eq!(using(&mut t, &[a]), [6, 8, 10].map(key));
+    }
+
+    /// An entry added to or removed from a key through [`Table::update`], the way route
+    /// adds and deletes change a table (a key left empty is removed).
+    #[derive(Debug, Clone)]
+    enum Op {
+        Add(u32, u8, usize),
+        Remove(u32, u8),
+    }
+
+    fn apply(t: &mut Table, op: &Op) {
+        let first = |es: &[Entry]| (es.first().copied(), 0);
+        match *op {
+            Op::Add(a, len, info) => {
+                let e = Entry::new(0, InfoId::new(info), None);
+                t.update(Key::new(a as u128, len, 32), |es| es.push(e), first);
+            }
+            Op::Remove(a, len) => {
+                t.update(
+                    Key::new(a as u128, len, 32),
+                    |es| {
+                        es.pop();
+                    },
+                    first,
+                );
+            }
+        }
+    }
+
+    /// Everything of a table that a copy must reproduce, compiled answers included (the
+    /// compiled structures' own records of their writes differ between copies, not their
+    /// answers: fibre-lpm's twin tests compare their bytes).
+    fn state(t: &Table, probes: &[u32]) -> String {
+        let answers: Vec<_> = probes.iter().map(|a| t.fast_lookup(*a as u128)).collect();
+        let c = &t.compiled;
+        format!(
+            "{:?} {:?} {:?} {:?} {:?} {} {} {:?}",
+            t.map,
+            t.len_count,
+            t.lens,
+            c.winners,
+            c.free_winners,
+            c.special_entries,
+            t.is_compiled_large(),
+            answers
+        )
+    }
+
+    fn ops(n: usize) -> impl Strategy<Value = Vec<Op>> {
+        // Addresses over a few thousand /24s (tables past the compiled switch and chunks that
+        // split and merge), nested prefixes and a few route infos; runs in address order too,
+        // as a table load comes.
+        let op = prop_oneof![
+            4 => (0u32..3000, prop::sample::select(vec![16u8, 24, 28]), 0usize..4)
+                .prop_map(|(a, l, i)| Op::Add(0x0a00_0000 | a << 8, l, i)),
+            2 => (0u32..3000, prop::sample::select(vec![16u8, 24, 28]))
+                .prop_map(|(a, l)| Op::Remove(0x0a00_0000 | a << 8, l)),
+        ];
+        let run = |add: bool| {
+            (0u32..3000, 1u32..400).prop_map(move |(a, n)| {
+                let key = |a: u32| 0x0a00_0000 | a << 8;
+                let op = |a| {
+                    if add {
+                        Op::Add(key(a), 24, 1)
+                    } else {
+                        Op::Remove(key(a), 24)
+                    }
+                };
+                (a..a + n).map(op).collect()
+            })
+        };
+        prop_oneof![proptest::collection::vec(op, 0..n), run(true), run(false)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// A table that copies its twin's changes (`copy_changes_from`) after making any
+        /// first part of the same changes itself equals the twin: its map, slots, free
+        /// lists, winners and compiled answers.
+        #[test]
+        fn copying_a_twins_changes_makes_an_equal_table(
+            before in ops(3000),
+            batch in ops(600),
+            made in 0usize..600,
+        ) {
+            let (mut a, mut b) = (Table::new(TableId::MAIN, 32, 1), Table::new(TableId::MAIN, 32, 1));
+            for op in &before {
+                apply(&mut a, op);
+                apply(&mut b, op);
+            }
+            a.flush_compiled();
+            b.flush_compiled_from(&a);
+            a.settle();
+            b.settle();
+            for op in &batch {
+                apply(&mut a, op);
+            }
+            for op in &batch[..made % (batch.len() + 1)] {
+                apply(&mut b, op);
+            }
+            a.flush_compiled();
+            b.copy_changes_from(&a);
+            a.settle();
+            b.settle();
+            let probe = |i: u32| 0x0a00_0000 | (i.wrapping_mul(2_654_435_761) % 3001) << 8 | (i % 256);
+            let probes: Vec<u32> = (0..4000u32).map(probe).collect();
+            prop_assert_eq!(state(&a, &probes), state(&b, &probes));
+        }
+    }
+
+    /// A batch appended to a large sorted table records only what it appended: the copy
+    /// costs in proportion to the batch, not to the table.
+    #[test]
+    fn an_appended_batch_records_what_it_appended() {
+        let mut t = Table::new(TableId::MAIN, 32, 1);
+        let add = |t: &mut Table, a: u32| apply(t, &Op::Add(0x0a00_0000 | a << 8, 24, 1));
+        for a in 0..50_000 {
+            add(&mut t, a);
+        }
+        t.flush_compiled();
+        t.settle();
+        assert_eq!(t.changed(), 0);
+        for a in 50_000..50_100 {
+            add(&mut t, a);
+        }
+        // The keys of the chunk the batch appended to (at most a chunk), and a slot and a
+        // winner per route.
+        assert!(t.changed() <= 100 * 3 + 256, "{}", t.changed());
     }
 }

@@ -197,6 +197,10 @@ pub struct Fib {
     neighs: neigh::Neighs,
     /// Inside [`Fib::begin_batch`] .. [`Fib::end_batch`]: compiled-structure updates wait.
     batching: bool,
+    /// IPv4 tables whose replayed adds leave the table alone until the batch's end, where
+    /// [`Fib::end_batch_from`] copies their changes from the published copy (see
+    /// [`Fib::copy_tables_at_end`]). Empty outside such a replay.
+    copy_at_end: Vec<TableId>,
     /// Time for expiring routes and exceptions (see `expiry`).
     clock: std::sync::Arc<dyn Clock>,
     /// Next-hop exceptions (PMTU, redirects).
@@ -281,6 +285,7 @@ impl Fib {
             custom_local4: false,
             neighs: neigh::Neighs::default(),
             batching: false,
+            copy_at_end: Vec::new(),
             clock: std::sync::Arc::new(SystemClock::new()),
             exceptions: Default::default(),
             confs: conf::Confs::new(&settings_copy),
@@ -375,9 +380,62 @@ impl Fib {
     /// applied the same changes first (equal to this one before them) and has ended its
     /// batch since. A large IPv4 compiled structure copies what `published`'s wrote
     /// instead of computing it again; every answer is the same as after `end_batch`.
+    ///
+    /// The tables [`Fib::copy_tables_at_end`] chose copy what `published`'s changed first.
+    /// Then both copies are equal, and every table records that nothing changed since (for
+    /// the next batch, which this copy applies first).
     pub fn end_batch_from(&mut self, published: &Fib) {
+        for tb in std::mem::take(&mut self.copy_at_end) {
+            if let (Some(t), Some(src)) = (self.t4.get_mut(&tb), published.t4.get(&tb)) {
+                t.copy_changes_from(src);
+            }
+        }
         self.batching = false;
         self.commit_fast_from(Some(published));
+        for t in self.t4.values_mut().chain(self.t6.values_mut()) {
+            t.settle();
+        }
+    }
+
+    /// For the second copy of a pair, in a batch's replay, before adds that are all IPv4 adds
+    /// whose hints say where their entries went ([`RouteHint::placed_table`]; `tables` lists
+    /// each one's table) and read no clock, and after every other change of the batch:
+    /// chooses the tables whose changes in `published` (the copy that applied the batch
+    /// first, equal to this one before it) cost less to copy than to make again. The adds
+    /// to those tables then change everything but the tables (route infos' references, the
+    /// generations), and [`Fib::end_batch_from`] copies the tables.
+    ///
+    /// Why it is the same: the adds' hints make them read nothing of the tables (no check,
+    /// no decision), nothing after them in the batch reads the tables, and a table's arrays
+    /// record the lowest place written since both copies were last equal
+    /// (`fibtable::Table::settle`), so copying from there on reproduces every change of the
+    /// batch, those made on this copy before the adds included.
+    /// Returns how many tables it chose.
+    pub fn copy_tables_at_end(
+        &mut self,
+        published: &Fib,
+        tables: impl Iterator<Item = u32>,
+    ) -> usize {
+        /// Elements (keys, slots, winners) copied per add beyond which making the adds again
+        /// is cheaper: an element costs a copy of at most one cache line, a replayed add
+        /// about 900 instructions (its map insert, winner and compiled-structure update).
+        const COPIED_PER_ADD: usize = 16;
+        let mut adds: Vec<(TableId, usize)> = Vec::new();
+        for tb in tables.map(TableId) {
+            match adds.iter_mut().find(|(t, _)| *t == tb) {
+                Some((_, n)) => *n += 1,
+                None => adds.push((tb, 1)),
+            }
+        }
+        for (tb, n) in adds {
+            let (Some(t), Some(src)) = (self.t4.get(&tb), published.t4.get(&tb)) else {
+                continue;
+            };
+            if t.copies_changes() && src.changed() <= COPIED_PER_ADD * n {
+                self.copy_at_end.push(tb);
+            }
+        }
+        self.copy_at_end.len()
     }
 
     /// The generation counter: changes on every mutation, so a cache of lookup results is
@@ -1033,7 +1091,11 @@ impl Fib {
         let expired = self.expire_routes();
         let r = match self.route4_decided(hint, flags) {
             Some(r) => r,
-            None => self.route_new_inner(route, flags, hint),
+            None => {
+                // The full path reads the tables, which such a replay leaves behind.
+                debug_assert!(self.copy_at_end.is_empty(), "an add left a copied table");
+                self.route_new_inner(route, flags, hint)
+            }
         };
         // An IPv4 add changes one table, through `Table::update`, which recompiles the key
         // at once (a table it makes is empty): inside a batch, with nothing expired, only

@@ -154,10 +154,23 @@ struct Placed {
     special: u32,
     /// The route's scope is link or narrower: gateway resolutions may change.
     affects_gw: bool,
+    /// The route info of the entry it replaced: a replay that leaves the table to a copy
+    /// (`Fib::copy_tables_at_end`) releases it without reading the table.
+    old: Option<InfoId>,
 }
 
 /// [`Placed::winner`] when no entry of the key wins.
 const NO_WINNER: u32 = u32::MAX;
+
+impl RouteHint {
+    /// The table of an IPv4 add whose hint says where its entry went (which a replay can
+    /// make without reading the table; see [`Fib::copy_tables_at_end`]).
+    pub fn placed_table(&self) -> Option<u32> {
+        self.decided
+            .filter(|d| d.placed.is_some())
+            .map(|d| d.table.0)
+    }
+}
 
 impl Fib {
     pub(crate) fn route4_new(&mut self, r: &Route, flags: ReqFlags) -> Result<(), RtError> {
@@ -638,6 +651,15 @@ impl Fib {
         p: Placed,
     ) -> Option<Result<(), RtError>> {
         let t = self.t4.get_mut(&tb)?;
+        if self.copy_at_end.contains(&tb) {
+            // The table itself is copied from the copy that recorded `p`, at the batch's end.
+            self.infos.hold(entry.info);
+            if let Some(o) = p.old {
+                self.infos.put(o);
+            }
+            self.route_changed(p.affects_gw);
+            return Some(Ok(()));
+        }
         let at = p.at as usize;
         let old = t.update(
             key,
@@ -753,6 +775,7 @@ impl Fib {
                     winner: won.0,
                     special: won.1,
                     affects_gw,
+                    old,
                 });
                 self.infos.hold(new_id);
                 if let Some(o) = old {

@@ -251,6 +251,9 @@ pub struct Log {
     /// What the neighbour states asked of the data plane in the changes' first application
     /// (the replay's are the same and dropped); the writer takes them.
     actions: Vec<NudAction>,
+    /// Tables the replays copied from the published copy rather than changed again
+    /// (`Fib::copy_tables_at_end`), for the benchmarks and tests.
+    tables_copied: u64,
 }
 
 impl Log {
@@ -287,19 +290,31 @@ impl Replica for FibCopy {
 
     /// Replays the log as one batch, each change at the time its first application read.
     fn replay(&mut self, log: &mut Log) {
-        self.replay_ending(log, Fib::end_batch);
+        self.replay_ending(log, None);
     }
 
-    /// `replay`, the batch's compiled structures copied from the published copy where they
-    /// can be (`Fib::end_batch_from`).
+    /// `replay`, with what can be copied from the published copy copied: the tables a run
+    /// of placed adds at the log's end changed (`Fib::copy_tables_at_end`) and the
+    /// compiled structures (`Fib::end_batch_from`).
     fn replay_from(&mut self, log: &mut Log, published: &FibCopy) {
-        self.replay_ending(log, |fib| fib.end_batch_from(&published.fib));
+        self.replay_ending(log, Some(&published.fib));
+    }
+}
+
+/// The IPv4 add's table when a logged change is one that a replay can make without
+/// reading the table (see `Fib::copy_tables_at_end`): a read-ahead add placed by its hint
+/// that read no clock.
+fn placed_add(now: Option<u64>, logged: &Logged) -> Option<u32> {
+    match (now, logged) {
+        (None, Logged::ReadAhead(_, _, hint)) => hint.placed_table(),
+        _ => None,
     }
 }
 
 impl FibCopy {
-    /// Replays the log as one batch, which `end` ends.
-    fn replay_ending(&mut self, log: &mut Log, end: impl FnOnce(&mut Fib)) {
+    /// Replays the log as one batch, ended by `Fib::end_batch_from(published)`, or by
+    /// `Fib::end_batch` without one.
+    fn replay_ending(&mut self, log: &mut Log, published: Option<&Fib>) {
         let fib = &mut self.fib;
         fib.begin_batch();
         let from = Sources {
@@ -307,15 +322,32 @@ impl FibCopy {
             kept: &log.kept,
             kept_base: log.kept_base,
         };
+        // The placed adds that end the log (a table load is nearly all of them).
+        let adds = log
+            .entries
+            .iter()
+            .rev()
+            .take_while(|(now, c)| placed_add(*now, c).is_some())
+            .count();
+        let first_add = log.entries.len() - adds;
+        let (others, adds) = log.entries.split_at_mut(first_add);
         let mut actions = Vec::new();
-        for (now, c) in &mut log.entries {
-            // The same result as on the other copy, which was equal, at the same time (a
-            // change that read no time then reads none now: it takes the same path).
-            let _ = self
-                .clock
-                .pinned_at(*now, || from.apply(c, fib, &mut actions));
-            actions.clear();
+        let mut replay = |entries: &mut [(Option<u64>, Logged)], fib: &mut Fib| {
+            for (now, c) in entries {
+                // The same result as on the other copy, which was equal, at the same time (a
+                // change that read no time then reads none now: it takes the same path).
+                let _ = self
+                    .clock
+                    .pinned_at(*now, || from.apply(c, fib, &mut actions));
+                actions.clear();
+            }
+        };
+        replay(others, fib);
+        if let Some(p) = published {
+            let tables = adds.iter().filter_map(|(now, c)| placed_add(*now, c));
+            log.tables_copied += fib.copy_tables_at_end(p, tables) as u64;
         }
+        replay(adds, fib);
         log.entries.clear();
         log.changes.clear();
         // Every kept list is applied to both copies now; the newest may still be in use.
@@ -323,7 +355,10 @@ impl FibCopy {
             log.kept.pop_front();
             log.kept_base += 1;
         }
-        end(fib);
+        match published {
+            Some(p) => fib.end_batch_from(p),
+            None => fib.end_batch(),
+        }
     }
 }
 
@@ -432,6 +467,12 @@ impl FibWriter {
     /// the last call.
     pub fn take_actions(&mut self) -> Vec<NudAction> {
         std::mem::take(&mut self.0.log_mut().actions)
+    }
+
+    /// How many tables the replays so far copied from the published copy rather than
+    /// changed again ([`Fib::copy_tables_at_end`]).
+    pub fn tables_copied(&self) -> u64 {
+        self.0.log().tables_copied
     }
 
     /// Makes every change so far visible to readers (no-op when there is none).
@@ -721,10 +762,11 @@ mod tests {
         }
     }
 
-    /// A random route change: adds (plain, through next-hop objects, expiring, local),
-    /// replaces, appends and deletes over a few prefixes, tables and gateways, many of them
-    /// refused (EEXIST, ESRCH, an unreachable gateway, a missing next-hop object).
-    fn route_request(rng: &mut Rng) -> Request {
+    /// A random route change: adds (plain, through next-hop objects, expiring unless
+    /// `!expiring`, local), replaces, appends and deletes over a few prefixes, tables and
+    /// gateways, many of them refused (EEXIST, ESRCH, an unreachable gateway, a missing
+    /// next-hop object).
+    fn route_request(rng: &mut Rng, expiring: bool) -> Request {
         let dst = v4(10, rng.below(4) as u8, rng.below(8) as u8, 0);
         let gw = v4(10, 128 + rng.below(3) as u8, 0, 2 + rng.below(3) as u8);
         let mut r = route(dst, 24, Some(gw));
@@ -734,7 +776,7 @@ mod tests {
                 r.nexthop.gateway = None;
                 r.nhid = Some(1 + rng.below(3) as u32);
             }
-            1 => r.expires = Some(1 + rng.below(3) as u32),
+            1 if expiring => r.expires = Some(1 + rng.below(3) as u32),
             2 => r.priority = Some(rng.below(3) as u32),
             3 => {
                 r.nexthop.gateway = None;
@@ -840,6 +882,8 @@ mod tests {
             assert_eq!(differ, None, "probe {:?}", differ.map(|i| probes[i / 2]));
             assert_eq!(fingerprint(w.latest()), fingerprint(&published));
         }
+        // The batches' adds are placed: their tables are copied, not changed again.
+        assert!(w.tables_copied() >= 10, "{} copied", w.tables_copied());
     }
 
     /// What can tell two copies apart from outside, a line each: every listing, the
@@ -875,9 +919,14 @@ mod tests {
     /// After a random mix of changes, route changes applied from read-ahead lists (the
     /// replay then takes what the first application decided) and every other kind applied
     /// as a change, failures included, the two copies are equal after every catch-up.
+    /// Without expiring routes (odd seeds), adds read no clock and batches that end with
+    /// placed adds have their tables copied (`Fib::copy_tables_at_end`).
     #[test]
     fn both_copies_stay_equal_under_a_random_mix_of_changes() {
+        let mut copied = 0;
         for seed in 1..=8u64 {
+            let expiring = seed % 2 == 0;
+            let mut fed = 0u32;
             let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
             let mut w = FibWriter::new(Settings::default());
             for c in setup() {
@@ -896,7 +945,7 @@ mod tests {
                 }
                 for _ in 0..1 + rng.below(3) {
                     let list: ReadAhead = (0..1 + rng.below(40))
-                        .map(|_| Some(Ok(route_request(&mut rng))))
+                        .map(|_| Some(Ok(route_request(&mut rng, expiring))))
                         .collect();
                     let n = list.len();
                     let kept = w.keep(list);
@@ -905,6 +954,28 @@ mod tests {
                             Ok(()) => ok += 1,
                             Err(_) => failed += 1,
                         }
+                    }
+                }
+                if !expiring {
+                    // A piece of a table load: new /32s of one kind after the churn, into
+                    // tables that grow past the compiled switch over the batches.
+                    let list: ReadAhead = (0..rng.below(80))
+                        .map(|_| {
+                            fed += 1;
+                            let mut r = route(
+                                v4(10, 64 + (fed >> 16) as u8, (fed >> 8) as u8, fed as u8),
+                                32,
+                                None,
+                            );
+                            r.rtype = RouteType::Blackhole;
+                            r.table = [0, 100][rng.below(2) as usize];
+                            Some(Ok(Request::NewRoute(r, ReqFlags::ADD)))
+                        })
+                        .collect();
+                    let n = list.len();
+                    let kept = w.keep(list);
+                    for at in 0..n {
+                        w.apply_read_ahead(kept, at).unwrap();
                     }
                 }
                 w.with_standby(Fib::end_batch);
@@ -926,7 +997,9 @@ mod tests {
             );
             w.catch_up();
             assert_eq!(fingerprint(w.latest()), fingerprint(&w.reader().read()));
+            copied += w.tables_copied();
         }
+        assert!(copied > 20, "{copied} tables copied");
     }
 
     /// Readers racing a writer that publishes batch after batch only ever see the state as of

@@ -344,9 +344,12 @@ fn removed(t: &mut Table, infos: &Infos, key: Key) {
         return;
     }
     t.leaves.del_branch(key);
-    let [l, r] = halves(key);
-    // Whether the node above loses a child (it does when the vanished node had none).
-    let mut loses = !(any_within(t, l) || any_within(t, r));
+    // Whether the node above loses a child (it does when the vanished node had none; a
+    // host route's node never has one).
+    let mut loses = key.len == 128 || {
+        let [l, r] = halves(key);
+        !(any_within(t, l) || any_within(t, r))
+    };
     for len in (0..key.len).rev() {
         let p = prefix(key, len);
         if t.contains(&p) {
@@ -382,8 +385,9 @@ fn exists(t: &Table, infos: &Infos, r: LeafRef) -> bool {
 /// fib6_find_prefix for node `key`: the leaf of its left child, else of its right child, else
 /// one of its own source routes.
 fn find_prefix(t: &Table, infos: &Infos, key: Key) -> LeafRef {
-    for half in halves(key) {
-        if let Some(child) = topmost(t, half) {
+    let children = if key.len < 128 { &halves(key)[..] } else { &[] };
+    for half in children {
+        if let Some(child) = topmost(t, *half) {
             return leaf_of(t, infos, child);
         }
     }
@@ -421,8 +425,10 @@ fn leaf_of(t: &Table, infos: &Infos, n: Key) -> LeafRef {
     }
 }
 
-/// The two halves of `key` (its prefixes one bit longer), left (bit clear) first.
+/// The two halves of `key` (its prefixes one bit longer), left (bit clear) first. `key` is
+/// shorter than 128 bits: a host prefix has no halves.
 fn halves(key: Key) -> [Key; 2] {
+    debug_assert!(key.len < 128, "a /128 has no halves");
     let bit = 1u128 << (127 - key.len);
     [
         Key {

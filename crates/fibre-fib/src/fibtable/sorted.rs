@@ -21,6 +21,9 @@
 //!   and no two keys share a slot; every other slot is `None` and listed once in `free`.
 //! - `firsts[i]` is the first key of `chunks[i]`; `len` is the number of keys.
 //! - `hint` is any chunk index (or 0 when there is none): a guess, checked before use.
+//! - `chunks_changed_from` is at most the index of every chunk changed, made or removed
+//!   since [`SortedMap::settle`] (chunks below it are as they were then), as the values'
+//!   [`Segments`] record theirs: [`SortedMap::copy_changes_from`] copies only what is above.
 
 use super::segments::Segments;
 use super::Key;
@@ -47,6 +50,7 @@ pub(crate) struct SortedMap<V> {
     free: Vec<u32>,
     len: usize,
     hint: usize,
+    chunks_changed_from: usize,
 }
 
 impl<V> Default for SortedMap<V> {
@@ -58,6 +62,7 @@ impl<V> Default for SortedMap<V> {
             free: Vec::new(),
             len: 0,
             hint: 0,
+            chunks_changed_from: 0,
         }
     }
 }
@@ -112,6 +117,7 @@ impl<V> SortedMap<V> {
     /// The value of `key`, inserted with `make` if absent.
     pub fn get_or_insert_with(&mut self, key: Key, make: impl FnOnce() -> V) -> &mut V {
         let Some(ci) = self.chunk_for_hinted(&key) else {
+            self.chunks_changed_from = 0;
             let slot = self.new_slot();
             self.chunks.push(Chunk {
                 keys: vec![key],
@@ -143,6 +149,7 @@ impl<V> SortedMap<V> {
     /// full chunk; returns the chunk the key ended up in.
     fn insert_at(&mut self, ci: usize, i: usize, key: Key, val: u32) -> usize {
         self.len += 1;
+        self.chunks_changed_from = self.chunks_changed_from.min(ci);
         let c = &mut self.chunks[ci];
         if c.keys.len() < CHUNK_MAX {
             c.keys.insert(i, key);
@@ -190,8 +197,9 @@ impl<V> SortedMap<V> {
 
     pub fn remove(&mut self, key: &Key) -> Option<V> {
         let ci = self.chunk_for_hinted(key)?;
+        let i = self.chunks[ci].keys.binary_search(key).ok()?;
+        self.chunks_changed_from = self.chunks_changed_from.min(ci);
         let c = &mut self.chunks[ci];
-        let i = c.keys.binary_search(key).ok()?;
         c.keys.remove(i);
         let slot = c.slots.remove(i);
         let v = self.values[slot].take();
@@ -264,6 +272,39 @@ impl<V> SortedMap<V> {
 
     pub fn keys(&self) -> impl Iterator<Item = &Key> {
         self.chunks.iter().flat_map(|c| c.keys.iter())
+    }
+
+    /// Records that nothing changed since now (both copies of a pair are equal).
+    pub fn settle(&mut self) {
+        self.chunks_changed_from = self.chunks.len();
+        self.values.settle();
+    }
+
+    /// What [`SortedMap::copy_changes_from`] would copy from this map, in keys and slots.
+    pub fn changed(&self) -> usize {
+        let chunks = self
+            .chunks
+            .get(self.chunks_changed_from..)
+            .unwrap_or_default();
+        let keys: usize = chunks.iter().map(|c| c.keys.len()).sum();
+        keys + self.values.changed() + self.free.len()
+    }
+}
+
+impl<V: Clone> SortedMap<V> {
+    /// Makes this map equal to `src`, given that it was equal to `src` when `src` last
+    /// settled: copies the chunks and values `src` changed since, and nothing else.
+    pub fn copy_changes_from(&mut self, src: &SortedMap<V>) {
+        let from = src.chunks_changed_from.min(self.chunks.len());
+        self.chunks.truncate(from);
+        self.chunks.extend_from_slice(&src.chunks[from..]);
+        self.firsts.truncate(from);
+        self.firsts.extend_from_slice(&src.firsts[from..]);
+        self.chunks_changed_from = self.chunks_changed_from.min(from);
+        self.values.copy_changes_from(&src.values);
+        self.free.clone_from(&src.free);
+        self.len = src.len;
+        self.hint = src.hint;
     }
 }
 
