@@ -402,8 +402,9 @@ impl Fib {
     /// each one's table) and read no clock, and after every other change of the batch:
     /// chooses the tables whose changes in `published` (the copy that applied the batch
     /// first, equal to this one before it) cost less to copy than to make again. The adds
-    /// to those tables then change everything but the tables (route infos' references, the
-    /// generations), and [`Fib::end_batch_from`] copies the tables.
+    /// to those tables are then made by [`Fib::route_replay_copied`], which changes
+    /// everything but the tables (route infos' references, the generations), and
+    /// [`Fib::end_batch_from`] copies the tables.
     ///
     /// Why it is the same: the adds' hints make them read nothing of the tables (no check,
     /// no decision), nothing after them in the batch reads the tables, and a table's arrays
@@ -422,7 +423,8 @@ impl Fib {
         const COPIED_PER_ADD: usize = 16;
         let mut adds: Vec<(TableId, usize)> = Vec::new();
         for tb in tables.map(TableId) {
-            match adds.iter_mut().find(|(t, _)| *t == tb) {
+            // Consecutive adds mostly go to one table: the last one counted is tried first.
+            match adds.iter_mut().rev().find(|(t, _)| *t == tb) {
                 Some((_, n)) => *n += 1,
                 None => adds.push((tb, 1)),
             }

@@ -650,16 +650,9 @@ impl Fib {
         entry: Entry,
         p: Placed,
     ) -> Option<Result<(), RtError>> {
+        // Adds to those are made by `route_replay_copied`.
+        debug_assert!(!self.copy_at_end.contains(&tb), "a copied table changed");
         let t = self.t4.get_mut(&tb)?;
-        if self.copy_at_end.contains(&tb) {
-            // The table itself is copied from the copy that recorded `p`, at the batch's end.
-            self.infos.hold(entry.info);
-            if let Some(o) = p.old {
-                self.infos.put(o);
-            }
-            self.route_changed(p.affects_gw);
-            return Some(Ok(()));
-        }
         let at = p.at as usize;
         let old = t.update(
             key,
@@ -681,6 +674,34 @@ impl Fib {
         }
         self.route_changed(p.affects_gw);
         Some(Ok(()))
+    }
+
+    /// [`Fib::route_new_hinted`] for an add in a replay that [`Fib::copy_tables_at_end`]
+    /// told to leave its table to the copy: what the add changes outside the table, from its
+    /// hint alone. False (nothing done) when `hint` is no such add, which the caller then
+    /// makes in full.
+    pub fn route_replay_copied(&mut self, hint: &RouteHint) -> bool {
+        let Some(d) = hint.decided else {
+            return false;
+        };
+        let Some(p) = d.placed else { return false };
+        if !self.copy_at_end.contains(&d.table) {
+            return false;
+        }
+        // As `route_new_hinted` makes it on an equal FIB: nothing expires (the add read no
+        // clock), the hint holds, and released infos are reaped inside the batch.
+        debug_assert!(self.infos.expiry().is_empty());
+        debug_assert!(d.at == (self.gens.resolve(), self.infos.frees()));
+        self.infos.hold(d.info);
+        if let Some(o) = p.old {
+            self.infos.put(o);
+        }
+        self.route_changed(p.affects_gw);
+        if d.local {
+            self.custom_local4 = true;
+        }
+        self.reap_released();
+        true
     }
 
     /// fib_table_insert once the route info is made: decides where the entry goes among the

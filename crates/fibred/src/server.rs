@@ -267,6 +267,14 @@ fn enobufs(port: u32) -> Vec<u8> {
     m.to_bytes()
 }
 
+/// The writer's answers to one job of requests, and garbage for the client thread: the
+/// read-ahead lists of an earlier batch, which both copies have applied (a table load's
+/// requests, a few hundred bytes each: dropped there, not on the writer).
+struct Answer {
+    replies: Vec<Reply>,
+    spent: Vec<crate::view::ReadAhead>,
+}
+
 enum Job {
     Register(Arc<Client>),
     Requests {
@@ -274,7 +282,7 @@ enum Job {
         datagrams: Vec<Prepared>,
         /// The sender is no administrator ([`Access`]).
         read_only: bool,
-        answer: mpsc::Sender<Vec<Reply>>,
+        answer: mpsc::Sender<Answer>,
         /// Signal the client's `wake` once the answers are sent (for a thread that polls
         /// instead of waiting on `answer`).
         wake: bool,
@@ -348,9 +356,11 @@ impl Shared {
         if all_read_only(&datagrams) {
             return Ok(answer_reads(client, reader, &datagrams, self));
         }
-        self.send_requests(client, datagrams, false, read_only)?
+        let answer = self
+            .send_requests(client, datagrams, false, read_only)?
             .recv()
-            .map_err(|_| io::Error::other("writer stopped"))
+            .map_err(|_| io::Error::other("writer stopped"))?;
+        Ok(answer.replies)
     }
 
     /// Hands datagrams to the writer (their route changes read here first); the answers come
@@ -361,7 +371,7 @@ impl Shared {
         datagrams: Vec<Box<[u8]>>,
         wake: bool,
         read_only: bool,
-    ) -> io::Result<mpsc::Receiver<Vec<Reply>>> {
+    ) -> io::Result<mpsc::Receiver<Answer>> {
         let (tx, rx) = mpsc::channel();
         self.jobs
             .send(Job::Requests {
@@ -494,6 +504,8 @@ fn writer(
 ) {
     let mut clients: Vec<Weak<Client>> = Vec::new();
     let mut unsaved = state::SaveTimer::default();
+    // What the last catch-up finished with, sent with the next answers.
+    let mut spent = Vec::new();
     loop {
         if collect_garbage(&mut engine, &clients, &metrics) {
             unsaved.changed(Instant::now());
@@ -574,7 +586,10 @@ fn writer(
                 client.groups.store(ctx.groups, Ordering::Relaxed);
                 metrics.add(&out.tally);
                 // The client may have gone; its answers then go nowhere.
-                let _ = answer.send(std::mem::take(&mut out.replies));
+                let _ = answer.send(Answer {
+                    replies: std::mem::take(&mut out.replies),
+                    spent: std::mem::take(&mut spent),
+                });
                 if wake {
                     client.wake.signal();
                 }
@@ -584,6 +599,7 @@ fn writer(
                 }
                 // While the clients read their answers.
                 engine.catch_up();
+                spent = engine.take_spent();
             }
             Job::Fpm(event) => {
                 let Some(f) = &mut fpm else { continue };
@@ -1300,7 +1316,7 @@ fn serve_ring(
     let stopped = || io::Error::other("writer stopped");
     let reader = sh.reader();
     // Batches at the writer, oldest first; their answers are written in this order.
-    let mut at_writer: VecDeque<mpsc::Receiver<Vec<Reply>>> = VecDeque::new();
+    let mut at_writer: VecDeque<mpsc::Receiver<Answer>> = VecDeque::new();
     // A batch that only reads, taken while changes before it were at the writer: it is
     // answered from the published state once they are (then they are published).
     let mut held: Option<Vec<Box<[u8]>>> = None;
@@ -1314,10 +1330,12 @@ fn serve_ring(
                 break;
             };
             match answers.try_recv() {
-                Ok(replies) => {
+                Ok(answer) => {
                     at_writer.pop_front();
-                    write_answers(&mut s, replies);
+                    write_answers(&mut s, answer.replies);
                     progressed = true;
+                    // The answers are out: the garbage goes now.
+                    drop(answer.spent);
                 }
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => return Err(stopped()),

@@ -254,6 +254,9 @@ pub struct Log {
     /// Tables the replays copied from the published copy rather than changed again
     /// (`Fib::copy_tables_at_end`), for the benchmarks and tests.
     tables_copied: u64,
+    /// Kept lists both copies have applied, for the caller to drop on a thread of its own
+    /// ([`FibWriter::take_spent`]); a replay drops those nobody took since the last one.
+    spent: Vec<ReadAhead>,
 }
 
 impl Log {
@@ -347,12 +350,21 @@ impl FibCopy {
             let tables = adds.iter().filter_map(|(now, c)| placed_add(*now, c));
             log.tables_copied += fib.copy_tables_at_end(p, tables) as u64;
         }
-        replay(adds, fib);
+        for entry in adds {
+            // The adds to copied tables from their hints alone (no request, no clock).
+            if let (_, Logged::ReadAhead(_, _, hint)) = entry {
+                if fib.route_replay_copied(hint) {
+                    continue;
+                }
+            }
+            replay(std::slice::from_mut(entry), fib);
+        }
         log.entries.clear();
         log.changes.clear();
         // Every kept list is applied to both copies now; the newest may still be in use.
+        log.spent.clear();
         while log.kept.len() > 1 {
-            log.kept.pop_front();
+            log.spent.extend(log.kept.pop_front());
             log.kept_base += 1;
         }
         match published {
@@ -467,6 +479,12 @@ impl FibWriter {
     /// the last call.
     pub fn take_actions(&mut self) -> Vec<NudAction> {
         std::mem::take(&mut self.0.log_mut().actions)
+    }
+
+    /// Takes the read-ahead lists the last replay finished with: a table load's requests,
+    /// which the writer would otherwise spend time dropping.
+    pub fn take_spent(&mut self) -> Vec<ReadAhead> {
+        std::mem::take(&mut self.0.log_mut().spent)
     }
 
     /// How many tables the replays so far copied from the published copy rather than

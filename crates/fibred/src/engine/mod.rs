@@ -640,6 +640,12 @@ impl Engine {
         self.view.catch_up();
     }
 
+    /// The read-ahead lists the last catch-up finished with, for a client thread to drop
+    /// ([`crate::view::FibWriter::take_spent`]).
+    pub fn take_spent(&mut self) -> Vec<crate::view::ReadAhead> {
+        self.view.take_spent()
+    }
+
     /// How long until the next route or next-hop exception expires (zero when one is due
     /// now); `None` when nothing expires. The writer's GC timer.
     pub fn next_expiry(&self) -> Option<std::time::Duration> {
