@@ -13,6 +13,11 @@
 //!   record the keys they change as dirty (and log them for the users index, `keys_using`);
 //!   `Fib` recomputes the dirty keys' compiled winners (`commit`) before it returns; `update`
 //!   changes one key and recomputes its winner in one probe.
+//! - The map's chunks and slots and the winners record the lowest place written since
+//!   [`Table::settle`] (`SortedMap`, `Segments`), which the owner calls when this table equals
+//!   its twin in the other copy of a pair; [`Table::copy_changes_from`] then makes the twin
+//!   equal again by copying from there on. Every write to them goes through `IndexMut`,
+//!   `push` or the map's insert and remove, which record it.
 //! - Changes to the compiled structure itself are queued (`Compiled::pending`) and applied
 //!   together by `flush_compiled`, which recompiles each trie node they touch once: a batch of
 //!   a thousand sorted routes costs a few node compilations, not a thousand. While anything is

@@ -411,6 +411,7 @@ impl Fib {
     /// record the lowest place written since both copies were last equal
     /// (`fibtable::Table::settle`), so copying from there on reproduces every change of the
     /// batch, those made on this copy before the adds included.
+    ///
     /// Returns how many tables it chose.
     pub fn copy_tables_at_end(
         &mut self,

@@ -38,7 +38,15 @@
 //! entry went among the key's and which entry then won), and the replay makes the same change
 //! from it without checking the request or deciding the entry's place and winner again. A
 //! kept list lives until the replay that follows the next publish has applied it, and the
-//! newest one beyond that, since the engine may still be applying the rest of it.
+//! newest one beyond that, since the engine may still be applying the rest of it; then the
+//! writer hands it to a client thread to drop ([`FibWriter::take_spent`]).
+//!
+//! # Tables copied, not changed again
+//! When the log ends with such adds (a table load is nearly nothing else), the replay makes
+//! every other change first, then only what those adds change outside their tables (route
+//! infos' references, generations), and copies each table they went to from the published
+//! copy where that costs less than the adds: the places the table's arrays wrote since the
+//! copies were last equal ([`Fib::copy_tables_at_end`], [`Fib::end_batch_from`]).
 
 use fibre_dataplane::pipeline::{apply_events, Event};
 use fibre_fib::types::{
