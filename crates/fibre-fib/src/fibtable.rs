@@ -339,9 +339,9 @@ impl Compiled {
     }
 
     /// Makes this compiled side equal to `src`'s, given that both were equal when `src`
-    /// last settled, that `src` has flushed since, and that `map` is already equal to the
-    /// map `src` was compiled from (IPv4 tables only: a large structure is copied as
-    /// [`Compiled::flush_from`] copies it, an interval array rebuilt from `map`).
+    /// last settled and that `src` has flushed since (IPv4 tables only: a large structure is
+    /// copied as [`Compiled::flush_from`] copies it, an interval array cloned). `map` is this
+    /// table's map, already equal to `src`'s.
     fn copy_changes_from(&mut self, bits: u8, map: &SortedMap<Slot>, src: &Compiled) {
         self.winners.copy_changes_from(&src.winners);
         self.free_winners.clone_from(&src.free_winners);

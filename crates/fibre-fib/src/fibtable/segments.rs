@@ -81,7 +81,7 @@ impl<T> Segments<T> {
         self.changed_from = self.len;
     }
 
-    /// Drops the elements from `n` on (the segments' memory is kept).
+    /// Drops the elements from `n` on (and the segments after the one `n` falls in).
     fn truncate(&mut self, n: usize) {
         if n >= self.len {
             return;
