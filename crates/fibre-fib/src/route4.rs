@@ -668,12 +668,18 @@ impl Fib {
             },
             |es| (es.get(p.winner as usize).copied(), p.special),
         );
-        self.infos.hold(entry.info);
+        self.entry_placed(entry.info, old, p.affects_gw);
+        Some(Ok(()))
+    }
+
+    /// What an add that put an entry of `info` in a table changes outside it: the info is
+    /// held, the one of the entry it replaced (`old`) released, the generations moved.
+    fn entry_placed(&mut self, info: InfoId, old: Option<InfoId>, affects_gw: bool) {
+        self.infos.hold(info);
         if let Some(o) = old {
             self.infos.put(o);
         }
-        self.route_changed(p.affects_gw);
-        Some(Ok(()))
+        self.route_changed(affects_gw);
     }
 
     /// [`Fib::route_new_hinted`] for an add in a replay that [`Fib::copy_tables_at_end`]
@@ -692,11 +698,7 @@ impl Fib {
         // clock), the hint holds, and released infos are reaped inside the batch.
         debug_assert!(self.infos.expiry().is_empty());
         debug_assert!(d.at == (self.gens.resolve(), self.infos.frees()));
-        self.infos.hold(d.info);
-        if let Some(o) = p.old {
-            self.infos.put(o);
-        }
-        self.route_changed(p.affects_gw);
+        self.entry_placed(d.info, p.old, p.affects_gw);
         if d.local {
             self.custom_local4 = true;
         }
@@ -798,11 +800,7 @@ impl Fib {
                     affects_gw,
                     old,
                 });
-                self.infos.hold(new_id);
-                if let Some(o) = old {
-                    self.infos.put(o);
-                }
-                self.route_changed(affects_gw);
+                self.entry_placed(new_id, old, affects_gw);
                 Ok(())
             }
         }

@@ -260,7 +260,7 @@ pub struct Log {
     /// (the replay's are the same and dropped); the writer takes them.
     actions: Vec<NudAction>,
     /// Tables the replays copied from the published copy rather than changed again
-    /// (`Fib::copy_tables_at_end`), for the benchmarks and tests.
+    /// (`Fib::copy_tables_at_end`), for the tests.
     tables_copied: u64,
     /// Kept lists both copies have applied, for the caller to drop on a thread of its own
     /// ([`FibWriter::take_spent`]); a replay drops those nobody took since the last one.

@@ -81,7 +81,8 @@ impl<T> Segments<T> {
         self.changed_from = self.len;
     }
 
-    /// Drops the elements from `n` on (and the segments after the one `n` falls in).
+    /// Drops the elements from `n` on (and the segments after the one `n` falls in); the
+    /// caller records the write.
     fn truncate(&mut self, n: usize) {
         if n >= self.len {
             return;
@@ -90,7 +91,6 @@ impl<T> Segments<T> {
         self.segments.truncate(s + 1);
         self.segments[s].truncate(n % SEGMENT);
         self.len = n;
-        self.changed_from = self.changed_from.min(n);
     }
 }
 
